@@ -1,0 +1,319 @@
+package checkpointtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/reconkit/reconkit/checkpoint"
+)
+
+// Run runs the conformance suite as subtests of t. newStore returns a new,
+// empty store for one subtest; Run calls Initialize on it. Stores must keep
+// at least 4 checkpoints of history.
+func Run(t *testing.T, newStore func(t *testing.T) checkpoint.LKGStore) {
+	t.Helper()
+	open := func(t *testing.T) checkpoint.LKGStore {
+		t.Helper()
+		s := newStore(t)
+		require.NoError(t, s.Initialize(context.Background()))
+		return s
+	}
+	for _, tc := range []struct {
+		name string
+		fn   func(t *testing.T, s checkpoint.LKGStore)
+	}{
+		{"Empty", testEmpty},
+		{"InitializeIdempotent", testInitializeIdempotent},
+		{"SaveLoad", testSaveLoad},
+		{"PayloadCopied", testPayloadCopied},
+		{"EmptyPayload", testEmptyPayload},
+		{"SaveSameIsNoop", testSaveSame},
+		{"SaveConflict", testSaveConflict},
+		{"SaveWrongHash", testSaveWrongHash},
+		{"LoadMissing", testLoadMissing},
+		{"InvalidIDs", testInvalidIDs},
+		{"SetCurrent", testSetCurrent},
+		{"SetLastKnownGood", testSetLastKnownGood},
+		{"SetMissing", testSetMissing},
+		{"Reset", testReset},
+		{"CancelledContext", testCancelled},
+		{"Concurrent", testConcurrent},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
+	}
+}
+
+func ckpt(id, payload string) checkpoint.Checkpoint {
+	return checkpoint.Checkpoint{
+		ID:      id,
+		Payload: []byte(payload),
+		Source:  checkpoint.Source{UID: "uid-" + id, ResourceVersion: "7", Origin: "test " + id},
+		Created: time.Unix(1700000000, 123456789),
+	}
+}
+
+func requireState(t *testing.T, s checkpoint.LKGStore, current, lkg string) {
+	t.Helper()
+	ctx := context.Background()
+	got, err := s.Current(ctx)
+	require.NoError(t, err)
+	require.Equal(t, current, got, "current")
+	got, err = s.LastKnownGood(ctx)
+	require.NoError(t, err)
+	require.Equal(t, lkg, got, "last-known-good")
+}
+
+func testEmpty(t *testing.T, s checkpoint.LKGStore) {
+	requireState(t, s, "", "")
+	at, err := s.CurrentSetAt(context.Background())
+	require.NoError(t, err)
+	require.True(t, at.IsZero(), "trial start of an empty store: %v", at)
+}
+
+func testInitializeIdempotent(t *testing.T, s checkpoint.LKGStore) {
+	ctx := context.Background()
+	require.NoError(t, s.Save(ctx, ckpt("a", "A")))
+	require.NoError(t, s.SetCurrent(ctx, "a", time.Unix(5, 0)))
+	require.NoError(t, s.Initialize(ctx))
+	requireState(t, s, "a", "")
+	cp, err := s.Load(ctx, "a")
+	require.NoError(t, err)
+	require.Equal(t, "A", string(cp.Payload))
+}
+
+func testSaveLoad(t *testing.T, s checkpoint.LKGStore) {
+	ctx := context.Background()
+	in := ckpt("uid-1_42", "kind: Config\nvalue: 1\n")
+	require.NoError(t, s.Save(ctx, in))
+	out, err := s.Load(ctx, in.ID)
+	require.NoError(t, err)
+	require.Equal(t, in.ID, out.ID)
+	require.Equal(t, in.Payload, out.Payload)
+	require.Equal(t, checkpoint.HashPayload(in.Payload), out.Hash)
+	require.True(t, strings.HasPrefix(out.Hash, "sha256:"), out.Hash)
+	require.Equal(t, in.Source, out.Source)
+	require.True(t, in.Created.Equal(out.Created), "created %v, want %v", out.Created, in.Created)
+	// Saving does not change current or last-known-good.
+	requireState(t, s, "", "")
+}
+
+func testPayloadCopied(t *testing.T, s checkpoint.LKGStore) {
+	ctx := context.Background()
+	in := ckpt("a", "original")
+	require.NoError(t, s.Save(ctx, in))
+	in.Payload[0] = 'X'
+	out, err := s.Load(ctx, "a")
+	require.NoError(t, err)
+	require.Equal(t, "original", string(out.Payload), "store kept the caller's slice")
+	out.Payload[0] = 'Y'
+	again, err := s.Load(ctx, "a")
+	require.NoError(t, err)
+	require.Equal(t, "original", string(again.Payload), "store handed out its own slice")
+}
+
+func testEmptyPayload(t *testing.T, s checkpoint.LKGStore) {
+	ctx := context.Background()
+	require.NoError(t, s.Save(ctx, ckpt("empty", "")))
+	out, err := s.Load(ctx, "empty")
+	require.NoError(t, err)
+	require.Empty(t, out.Payload)
+	require.Equal(t, checkpoint.HashPayload(nil), out.Hash)
+}
+
+func testSaveSame(t *testing.T, s checkpoint.LKGStore) {
+	ctx := context.Background()
+	require.NoError(t, s.Save(ctx, ckpt("a", "A")))
+	require.NoError(t, s.Save(ctx, ckpt("a", "A")), "saving identical content again")
+	out, err := s.Load(ctx, "a")
+	require.NoError(t, err)
+	require.Equal(t, "A", string(out.Payload))
+}
+
+func testSaveConflict(t *testing.T, s checkpoint.LKGStore) {
+	ctx := context.Background()
+	require.NoError(t, s.Save(ctx, ckpt("a", "A")))
+	err := s.Save(ctx, ckpt("a", "B"))
+	require.ErrorIs(t, err, checkpoint.ErrConflict)
+	out, err := s.Load(ctx, "a")
+	require.NoError(t, err)
+	require.Equal(t, "A", string(out.Payload), "conflicting save changed the checkpoint")
+}
+
+func testSaveWrongHash(t *testing.T, s checkpoint.LKGStore) {
+	ctx := context.Background()
+	cp := ckpt("a", "A")
+	cp.Hash = checkpoint.HashPayload([]byte("B"))
+	require.ErrorIs(t, s.Save(ctx, cp), checkpoint.ErrCorrupt)
+	_, err := s.Load(ctx, "a")
+	require.ErrorIs(t, err, checkpoint.ErrNotFound)
+	cp.Hash = checkpoint.HashPayload([]byte("A"))
+	require.NoError(t, s.Save(ctx, cp))
+}
+
+func testLoadMissing(t *testing.T, s checkpoint.LKGStore) {
+	_, err := s.Load(context.Background(), "nope")
+	require.ErrorIs(t, err, checkpoint.ErrNotFound)
+}
+
+// BadIDs are IDs every store must reject with checkpoint.ErrInvalidID.
+var BadIDs = []string{
+	"", ".", "..", "../x", "a/b", `a\b`, "/abs", "a\x00b", "a\nb", "tab\there", "del\x7f",
+	strings.Repeat("x", checkpoint.MaxIDLength+1), "\xff\xfe",
+}
+
+func testInvalidIDs(t *testing.T, s checkpoint.LKGStore) {
+	ctx := context.Background()
+	for _, id := range BadIDs {
+		require.ErrorIs(t, checkpoint.ValidateID(id), checkpoint.ErrInvalidID, "ValidateID(%q)", id)
+		require.ErrorIs(t, s.Save(ctx, ckpt(id, "x")), checkpoint.ErrInvalidID, "Save(%q)", id)
+		_, err := s.Load(ctx, id)
+		require.ErrorIs(t, err, checkpoint.ErrInvalidID, "Load(%q)", id)
+		if id == "" {
+			continue // "" means local for the setters
+		}
+		require.ErrorIs(t, s.SetCurrent(ctx, id, time.Unix(1, 0)), checkpoint.ErrInvalidID, "SetCurrent(%q)", id)
+		require.ErrorIs(t, s.SetLastKnownGood(ctx, id), checkpoint.ErrInvalidID, "SetLastKnownGood(%q)", id)
+	}
+	requireState(t, s, "", "")
+	// The longest allowed ID and unusual but harmless characters work.
+	for _, id := range []string{strings.Repeat("y", checkpoint.MaxIDLength), "..a", "a..b", ".hidden", "ü ñ:@=+"} {
+		require.NoError(t, s.Save(ctx, ckpt(id, id)), "Save(%q)", id)
+		out, err := s.Load(ctx, id)
+		require.NoError(t, err, "Load(%q)", id)
+		require.Equal(t, id, string(out.Payload))
+	}
+}
+
+func testSetCurrent(t *testing.T, s checkpoint.LKGStore) {
+	ctx := context.Background()
+	require.NoError(t, s.Save(ctx, ckpt("a", "A")))
+	require.NoError(t, s.Save(ctx, ckpt("b", "B")))
+	t1 := time.Unix(1000, 5)
+	require.NoError(t, s.SetCurrent(ctx, "a", t1))
+	requireState(t, s, "a", "")
+	at, err := s.CurrentSetAt(ctx)
+	require.NoError(t, err)
+	require.True(t, t1.Equal(at), "trial start %v, want %v", at, t1)
+
+	t2 := time.Unix(2000, 0)
+	require.NoError(t, s.SetCurrent(ctx, "b", t2))
+	requireState(t, s, "b", "")
+	at, err = s.CurrentSetAt(ctx)
+	require.NoError(t, err)
+	require.True(t, t2.Equal(at), "trial start %v, want %v", at, t2)
+
+	require.NoError(t, s.SetCurrent(ctx, "", t1))
+	requireState(t, s, "", "")
+}
+
+func testSetLastKnownGood(t *testing.T, s checkpoint.LKGStore) {
+	ctx := context.Background()
+	require.NoError(t, s.Save(ctx, ckpt("a", "A")))
+	t1 := time.Unix(1000, 0)
+	require.NoError(t, s.SetCurrent(ctx, "a", t1))
+	require.NoError(t, s.SetLastKnownGood(ctx, "a"))
+	requireState(t, s, "a", "a")
+	at, err := s.CurrentSetAt(ctx)
+	require.NoError(t, err)
+	require.True(t, t1.Equal(at), "SetLastKnownGood changed the trial start to %v", at)
+	require.NoError(t, s.SetLastKnownGood(ctx, ""))
+	requireState(t, s, "a", "")
+}
+
+func testSetMissing(t *testing.T, s checkpoint.LKGStore) {
+	ctx := context.Background()
+	require.ErrorIs(t, s.SetCurrent(ctx, "ghost", time.Unix(1, 0)), checkpoint.ErrNotFound)
+	require.ErrorIs(t, s.SetLastKnownGood(ctx, "ghost"), checkpoint.ErrNotFound)
+	requireState(t, s, "", "")
+}
+
+func testReset(t *testing.T, s checkpoint.LKGStore) {
+	ctx := context.Background()
+	changed, err := s.Reset(ctx)
+	require.NoError(t, err)
+	require.False(t, changed, "Reset of an empty store reported a change")
+
+	require.NoError(t, s.Save(ctx, ckpt("a", "A")))
+	require.NoError(t, s.SetCurrent(ctx, "a", time.Unix(9, 0)))
+	require.NoError(t, s.SetLastKnownGood(ctx, "a"))
+	changed, err = s.Reset(ctx)
+	require.NoError(t, err)
+	require.True(t, changed)
+	requireState(t, s, "", "")
+	at, err := s.CurrentSetAt(ctx)
+	require.NoError(t, err)
+	require.True(t, at.IsZero(), "trial start after Reset: %v", at)
+	_, err = s.Load(ctx, "a")
+	require.NoError(t, err, "Reset deleted a checkpoint")
+}
+
+func testCancelled(t *testing.T, s checkpoint.LKGStore) {
+	require.NoError(t, s.Save(context.Background(), ckpt("a", "A")))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, s.Save(ctx, ckpt("b", "B")), context.Canceled)
+	_, err := s.Load(ctx, "a")
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorIs(t, s.SetCurrent(ctx, "a", time.Unix(1, 0)), context.Canceled)
+	require.ErrorIs(t, s.SetLastKnownGood(ctx, "a"), context.Canceled)
+	_, err = s.Current(ctx)
+	require.ErrorIs(t, err, context.Canceled)
+	_, err = s.Reset(ctx)
+	require.ErrorIs(t, err, context.Canceled)
+	requireState(t, s, "", "")
+	_, err = s.Load(context.Background(), "b")
+	require.ErrorIs(t, err, checkpoint.ErrNotFound, "cancelled Save stored a checkpoint")
+}
+
+func testConcurrent(t *testing.T, s checkpoint.LKGStore) {
+	ctx := context.Background()
+	const workers, each = 4, 3 // 12 checkpoints, more than the suite's minimum history
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*each*4)
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				id := fmt.Sprintf("w%d-%d", w, i)
+				payload := []byte(strings.Repeat(id, 10))
+				if err := s.Save(ctx, checkpoint.Checkpoint{ID: id, Payload: payload}); err != nil {
+					errs <- err
+					continue
+				}
+				if err := s.SetCurrent(ctx, id, time.Unix(int64(i), 0)); err != nil && !errors.Is(err, checkpoint.ErrNotFound) {
+					// ErrNotFound: another worker's Save pruned it first.
+					errs <- err
+				}
+				cp, err := s.Load(ctx, id)
+				switch {
+				case errors.Is(err, checkpoint.ErrNotFound):
+					// Pruned by another worker's Save after SetCurrent moved on.
+				case err != nil:
+					errs <- err
+				case !bytes.Equal(cp.Payload, payload):
+					errs <- fmt.Errorf("load %s: got %q", id, cp.Payload)
+				}
+				if _, err := s.Current(ctx); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	cur, err := s.Current(ctx)
+	require.NoError(t, err)
+	require.NotEmpty(t, cur)
+	_, err = s.Load(ctx, cur)
+	require.NoError(t, err, "current checkpoint %q not loadable", cur)
+}

@@ -1,0 +1,234 @@
+package checkpoint_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/reconkit/reconkit/checkpoint"
+)
+
+// The crash test re-executes the test binary as a child that walks a fixed
+// sequence of store operations, printing "done N" after operation N
+// returns. The parent kills it with SIGKILL at a random moment, opens the
+// store and checks that the state is exactly the one after the last
+// acknowledged operation or the one after the next: old or new, never torn.
+const (
+	crashChildEnv = "RECONKIT_CHECKPOINT_CRASH_DIR"
+	crashStartEnv = "RECONKIT_CHECKPOINT_CRASH_START"
+	// crashKillsEnv sets how many kills TestCrashSafety performs.
+	crashKillsEnv = "RECONKIT_CHECKPOINT_CRASH_KILLS"
+	crashMaxGens  = 3
+)
+
+func crashID(i int) string {
+	if i == 0 {
+		return ""
+	}
+	return fmt.Sprintf("c%06d", i)
+}
+
+// crashPayload is several KiB so a write is not one page.
+func crashPayload(i int) []byte {
+	return bytes.Repeat([]byte(fmt.Sprintf("payload %d;", i)), 200+(i%40)*50)
+}
+
+// crashState is the observable state after step s. Step 3i-2 saves c_i,
+// 3i-1 makes it current, 3i makes it last-known-good.
+type crashState struct {
+	current, lkg string
+	trialAt      int64 // Unix seconds, 0 when unset
+	next         string
+	nextSaved    bool
+}
+
+func stateAfter(s int) crashState {
+	k, r := s/3, s%3
+	st := crashState{current: crashID(k), lkg: crashID(k), next: crashID(k + 1)}
+	if k > 0 {
+		st.trialAt = int64(3*k - 1)
+	}
+	switch r {
+	case 1:
+		st.nextSaved = true
+	case 2:
+		st.current, st.trialAt, st.nextSaved = crashID(k+1), int64(s), true
+	}
+	return st
+}
+
+func crashStep(ctx context.Context, s *checkpoint.FSStore, step int) error {
+	i := (step + 2) / 3
+	switch step - 3*(i-1) {
+	case 1:
+		return s.Save(ctx, checkpoint.Checkpoint{ID: crashID(i), Payload: crashPayload(i), Created: time.Unix(int64(step), 0)})
+	case 2:
+		return s.SetCurrent(ctx, crashID(i), time.Unix(int64(step), 0))
+	default:
+		return s.SetLastKnownGood(ctx, crashID(i))
+	}
+}
+
+// crashChild runs in the re-executed test binary and never returns
+// normally: the parent kills it.
+func crashChild() int {
+	ctx := context.Background()
+	start, err := strconv.Atoi(os.Getenv(crashStartEnv))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bad start step:", err)
+		return 2
+	}
+	s, err := checkpoint.NewFS(checkpoint.FSConfig{Dir: os.Getenv(crashChildEnv), MaxGenerations: crashMaxGens})
+	if err == nil {
+		err = s.Initialize(ctx)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "open:", err)
+		return 2
+	}
+	for step := start + 1; ; step++ {
+		if err := crashStep(ctx, s, step); err != nil {
+			fmt.Fprintf(os.Stderr, "step %d: %v\n", step, err)
+			return 2
+		}
+		fmt.Fprintf(os.Stdout, "done %d\n", step)
+	}
+}
+
+// observe opens the store in dir and returns its state, checking every
+// referenced checkpoint's content.
+func observe(t *testing.T, dir string, next string) crashState {
+	t.Helper()
+	ctx := context.Background()
+	s, err := checkpoint.NewFS(checkpoint.FSConfig{Dir: dir, MaxGenerations: crashMaxGens})
+	require.NoError(t, err)
+	require.NoError(t, s.Initialize(ctx))
+	var st crashState
+	st.current, err = s.Current(ctx)
+	require.NoError(t, err)
+	st.lkg, err = s.LastKnownGood(ctx)
+	require.NoError(t, err)
+	at, err := s.CurrentSetAt(ctx)
+	require.NoError(t, err)
+	if !at.IsZero() {
+		st.trialAt = at.Unix()
+	}
+	for _, id := range []string{st.current, st.lkg} {
+		if id == "" {
+			continue
+		}
+		cp, err := s.Load(ctx, id)
+		require.NoError(t, err, "load %s", id)
+		i, _ := strconv.Atoi(strings.TrimPrefix(id, "c"))
+		require.Equal(t, crashPayload(i), cp.Payload, "payload of %s", id)
+	}
+	st.next = next
+	cp, err := s.Load(ctx, next)
+	switch {
+	case errors.Is(err, checkpoint.ErrNotFound):
+	case err != nil:
+		require.NoError(t, err, "load %s", next)
+	default:
+		i, _ := strconv.Atoi(strings.TrimPrefix(next, "c"))
+		require.Equal(t, crashPayload(i), cp.Payload, "payload of %s", next)
+		st.nextSaved = true
+	}
+	// No temporary file survives Initialize, and modes are private.
+	for _, d := range []string{dir, filepath.Join(dir, "checkpoints")} {
+		fi, err := os.Stat(d)
+		require.NoError(t, err)
+		require.Equal(t, fs.FileMode(0o700), fi.Mode().Perm(), d)
+		entries, err := os.ReadDir(d)
+		require.NoError(t, err)
+		for _, e := range entries {
+			require.False(t, strings.HasPrefix(e.Name(), ".tmp-"), "temporary file %s left in %s", e.Name(), d)
+			if e.Type().IsRegular() {
+				info, err := e.Info()
+				require.NoError(t, err)
+				require.Equal(t, fs.FileMode(0o600), info.Mode().Perm(), e.Name())
+			}
+		}
+	}
+	return st
+}
+
+func TestCrashSafety(t *testing.T) {
+	kills := 300
+	if testing.Short() {
+		kills = 30
+	}
+	if v := os.Getenv(crashKillsEnv); v != "" {
+		n, err := strconv.Atoi(v)
+		require.NoError(t, err, crashKillsEnv)
+		kills = n
+	}
+	dir := filepath.Join(t.TempDir(), "store")
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	step := 0
+	for kill := range kills {
+		acked := runCrashChild(t, dir, step, rng)
+		before, after := stateAfter(acked), stateAfter(acked+1)
+		got := observe(t, dir, before.next)
+		if got != before && after.next != before.next {
+			// Making a checkpoint last-known-good moves on to the next one.
+			got = observe(t, dir, after.next)
+		}
+		switch got {
+		case before:
+			step = acked
+		case after:
+			step = acked + 1
+		default:
+			t.Fatalf("kill %d: torn state after step %d acknowledged:\n got    %+v\n old    %+v\n new    %+v", kill, acked, got, before, after)
+		}
+	}
+	t.Logf("%d SIGKILLs, %d store operations completed, state old-or-new after every kill", kills, step)
+	require.Greater(t, step, kills/2, "the child made too little progress for the test to mean anything")
+}
+
+// runCrashChild starts the child from step, kills it at a random moment
+// and returns the last step it acknowledged.
+func runCrashChild(t *testing.T, dir string, step int, rng *rand.Rand) int {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), crashChildEnv+"="+dir, crashStartEnv+"="+strconv.Itoa(step))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	// Mostly let it run a few operations; sometimes kill it during start-up.
+	delay := time.Duration(rng.IntN(4000)) * time.Microsecond
+	if rng.IntN(8) != 0 {
+		delay += time.Duration(5+rng.IntN(40)) * time.Millisecond
+	}
+	timer := time.AfterFunc(delay, func() { _ = cmd.Process.Kill() })
+	acked := step
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		n, err := strconv.Atoi(strings.TrimPrefix(sc.Text(), "done "))
+		require.NoError(t, err, "child output %q", sc.Text())
+		require.Equal(t, acked+1, n, "child skipped a step")
+		acked = n
+	}
+	timer.Stop()
+	_ = cmd.Process.Kill()
+	err = cmd.Wait()
+	var exit *exec.ExitError
+	require.True(t, errors.As(err, &exit), "child did not die by signal: %v; stderr: %s", err, stderr.String())
+	require.False(t, exit.Exited(), "child exited on its own (code %d): %s", exit.ExitCode(), stderr.String())
+	return acked
+}
