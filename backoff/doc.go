@@ -1,0 +1,64 @@
+// Package backoff retries operations and runs periodic loops with exponential
+// backoff, jitter and quiet start-up logging.
+//
+// It is written once here, on top of github.com/cenkalti/backoff/v4, so that
+// callers never hand-roll a retry loop. Two entry points cover the common
+// shapes:
+//
+//   - [Retry] calls an operation until it succeeds, the context ends, the
+//     operation returns a [Permanent] error, or an optional attempt or time
+//     limit is reached ([ErrGaveUp]).
+//   - [Every] calls a function periodically, measuring each interval from the
+//     end of the previous run, until the context ends or the function returns
+//     a [Permanent] error.
+//
+// # Guarantees
+//
+//   - There is no hidden time limit. cenkalti/backoff/v4 stops retrying after
+//     15 minutes by default; Retry never inherits that default and retries
+//     until the context ends unless [WithMaxElapsedTime] or [WithMaxAttempts]
+//     is given.
+//   - All waiting goes through the injected clock ([WithClock]; the real
+//     clock by default), so tests on k8s.io/utils/clock/testing.FakeClock are
+//     deterministic. Neither function starts a goroutine; both return only
+//     after the last call of the operation has returned.
+//   - The operation is never called concurrently with itself and always
+//     receives the caller's context. Calls happen on the caller's goroutine.
+//   - When the context ends, Retry returns an error that wraps both
+//     ctx.Err() and the last error of the operation, so errors.Is works for
+//     either. Every returns ctx.Err().
+//   - Invalid options are reported as errors wrapping [ErrInvalidOption]
+//     before the operation is called; nothing panics on bad input.
+//
+// # Retry-after hints
+//
+// An operation can ask for a specific wait before its next attempt by
+// returning an error built with [RetryAfter], or any error whose chain holds a
+// value with a method RetryAfter() time.Duration. A host adapts other hints
+// (for example the delay a Kubernetes API server suggests) by wrapping its
+// error with [RetryAfter]; this package does not import client libraries.
+// A hint replaces the computed wait for that one attempt; negative hints mean
+// no wait, and hints above the cap set by [WithMaxRetryAfter] (one minute by
+// default) are cut to it, so a misbehaving server cannot stall the caller for
+// long. The exponential sequence advances as for any other failure.
+//
+// # Logging
+//
+// Logs go to the logr.Logger in the context (logr.FromContextOrDiscard), and
+// are kept quiet on purpose, so that a dependency that is simply not up yet
+// during start-up does not fill the logs:
+//
+//   - Failures are not logged during the quiet period ([WithQuietPeriod],
+//     two seconds for Retry, measured on the injected clock from the first
+//     attempt). After it, a failure is logged at most once per log interval
+//     ([WithLogInterval], ten seconds) with the error, the attempt number and
+//     the operation name ([WithName]).
+//   - The first success after failures is logged once, at V(0) if a failure
+//     of that streak was logged and at V(1) otherwise, so a start-up that
+//     settles within the quiet period logs nothing at V(0).
+//   - A [Permanent] error is logged once at error level.
+//   - Every decision (retry, wait, give up) is logged at V(1).
+//
+// This package does not bound how long a single call of the operation takes;
+// the operation should honour its context and set its own deadlines.
+package backoff
