@@ -1,0 +1,167 @@
+package lbrecon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+)
+
+// Errors an [Engine] returns so the reconciler can branch on them.
+var (
+	// ErrNotFound is wrapped by an engine when the object does not exist.
+	// Destroy treats it as success, Get as "the object is gone", and List as
+	// "nothing matched" (some providers answer an empty tag query with an
+	// error; the engine wraps that error with ErrNotFound).
+	ErrNotFound = errors.New("lbrecon: not found")
+
+	// ErrNotSupported is wrapped by an optional engine method (such as
+	// [Repairer.Repair]) that the provider cannot perform.
+	ErrNotSupported = errors.New("lbrecon: not supported by engine")
+)
+
+// State is the provisioning state an object reports.
+type State int
+
+// States an object can report. The zero value is not a valid state; the
+// reconciler treats it like [StatePending] and polls until the engine reports
+// one of the others.
+const (
+	// StatePending means the provider is still working on the object.
+	StatePending State = iota + 1
+	// StateOK means the object is provisioned and in use.
+	StateOK
+	// StateFailed means the provider gave up provisioning the object.
+	StateFailed
+)
+
+// String returns "pending", "ok", "failed" or "unknown".
+func (s State) String() string {
+	switch s {
+	case StatePending:
+		return "pending"
+	case StateOK:
+		return "ok"
+	case StateFailed:
+		return "failed"
+	}
+	return "unknown"
+}
+
+// Object is one provider resource, as desired by a [Step] or as observed
+// through an [Engine]. It is a plain value: the reconciler and the engine
+// exchange copies and never share the Tags slice or the Spec's insides.
+type Object struct {
+	// Kind is the resource type, such as [KindBackend]. One [Step] manages
+	// one kind.
+	Kind string
+	// ID is the provider's identifier; empty for a desired object not yet
+	// created.
+	ID string
+	// Name is unique per kind among the objects one reconciler manages; steps
+	// match desired and observed objects by it.
+	Name string
+	// Tags are "key=value" strings. The reconciler owns an object when Tags
+	// holds its [Config.Tag].
+	Tags []string
+	// State is the provisioning state (observed objects only).
+	State State
+	// Spec is the provider-specific description the engine creates the
+	// object from, for example [BackendSpec]. Two objects with equal names
+	// and equal specs (==, or reflect.DeepEqual for values that are not
+	// comparable) are the same resource.
+	Spec any
+}
+
+// String returns "kind/name(id)", for logs and errors.
+func (o Object) String() string {
+	if o.ID == "" {
+		return o.Kind + "/" + o.Name
+	}
+	return fmt.Sprintf("%s/%s(%s)", o.Kind, o.Name, o.ID)
+}
+
+// HasTag reports whether o carries tag.
+func (o Object) HasTag(tag string) bool { return slices.Contains(o.Tags, tag) }
+
+// clone returns a copy of o that shares no slice with it.
+func (o Object) clone() Object {
+	o.Tags = slices.Clone(o.Tags)
+	return o
+}
+
+// SameSpec reports whether a and b are equal specs: with == when their
+// dynamic type is comparable, with reflect.DeepEqual otherwise.
+func SameSpec(a, b any) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
+	if ta != tb {
+		return false
+	}
+	if ta.Comparable() {
+		return a == b
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+// tagKey returns the part of a "key=value" tag before '='.
+func tagKey(tag string) string {
+	k, _, _ := strings.Cut(tag, "=")
+	return k
+}
+
+// Query selects what [Engine.List] returns.
+type Query struct {
+	// Tag is the ownership tag: every object carrying it is returned.
+	Tag string
+	// Scope names the container the reconciler works in (for the
+	// load-balancer plan, the load balancer's identifier). Engines whose
+	// provider cannot apply tags as part of creation also return the untagged
+	// objects they find in the scope, so that an object created just before
+	// a crash, and never tagged, is found again. Engines may return more
+	// objects than asked for; the reconciler filters.
+	Scope string
+}
+
+// Engine is the reconciler's access to the provider's API. Its methods may be
+// called concurrently (up to [Config.Parallelism] calls at once) and must
+// honour their context.
+//
+// Errors: wrap [ErrNotFound] for missing objects; mark errors that retrying
+// cannot fix with backoff.Permanent (any error whose chain holds a
+// *github.com/cenkalti/backoff/v4.PermanentError); give rate-limit answers a
+// RetryAfter() time.Duration method (backoff.RetryAfter builds one). Every
+// other error is treated as transient and retried a few times.
+type Engine interface {
+	// List returns, in one call, every object carrying q.Tag, with its
+	// current state, tags and spec (see [Query] for untagged objects).
+	List(ctx context.Context, q Query) ([]Object, error)
+	// Get returns the current version of the object with obj's Kind and ID.
+	Get(ctx context.Context, obj Object) (Object, error)
+	// Create creates obj with obj.Tags applied as part of creation and
+	// returns it with its ID and state. A provider that needs a separate
+	// tagging call makes it inside Create; if Create fails between the two,
+	// the object stays untagged and is found again through [Query.Scope].
+	Create(ctx context.Context, obj Object) (Object, error)
+	// Destroy removes the object with obj's Kind and ID. A missing object is
+	// not an error (or wraps ErrNotFound, which the reconciler ignores).
+	Destroy(ctx context.Context, obj Object) error
+	// Tag adds tags to the object with obj's Kind and ID. The reconciler
+	// uses it to adopt untagged objects it created before a crash. An engine
+	// whose provider needs tagging serialised serialises it here.
+	Tag(ctx context.Context, obj Object, tags []string) error
+}
+
+// Repairer is implemented by engines that can retry a failed object in place
+// (for example by applying its spec again). The reconciler tries Repair once
+// before it destroys and recreates a failed object.
+type Repairer interface {
+	// Repair asks the provider to provision obj again and returns its new
+	// version (normally pending). It returns an error wrapping
+	// [ErrNotSupported] when this object cannot be repaired in place.
+	Repair(ctx context.Context, obj Object) (Object, error)
+}
