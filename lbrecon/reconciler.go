@@ -69,7 +69,7 @@ type Config struct {
 	// Parallelism bounds the engine calls in flight inside one phase.
 	Parallelism int
 	// PollInterval is the first wait before polling pending objects; waits
-	// grow by half each poll up to MaxPollInterval.
+	// grow by 30% each poll up to MaxPollInterval.
 	PollInterval    time.Duration
 	MaxPollInterval time.Duration
 	// PendingTimeout bounds one wait for pending objects.
@@ -527,6 +527,11 @@ func (r *Reconciler) destroy(ctx context.Context, byStep [][]Object) error {
 	}
 }
 
+// pollMultiplier is the growth of the wait between polls. It is low on
+// purpose: a poll is one List for many objects, and a wait that overshoots the
+// provider's pending period adds to every creation wave.
+const pollMultiplier = 1.3
+
 // errStillPending makes the poll loop retry.
 var errStillPending = errors.New("lbrecon: still pending")
 
@@ -597,7 +602,7 @@ func (r *Reconciler) waitPending(ctx context.Context, objs []Object) (listed []O
 		backoff.WithClock(r.clock),
 		backoff.WithInitialInterval(r.cfg.PollInterval),
 		backoff.WithMaxInterval(r.cfg.MaxPollInterval),
-		backoff.WithMultiplier(1.5),
+		backoff.WithMultiplier(pollMultiplier),
 		backoff.WithMaxElapsedTime(r.cfg.PendingTimeout),
 		backoff.WithQuietPeriod(r.cfg.PendingTimeout),
 		backoff.WithName("lbrecon: wait for pending objects"),
