@@ -1,0 +1,229 @@
+package servers
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/rest"
+)
+
+// APIServerOptions configure StartAPIServer.
+type APIServerOptions struct {
+	// Binaries must name both servers; see Build.
+	Binaries Binaries
+	// StartTimeout bounds the wait for /readyz; 0 means 120 seconds.
+	StartTimeout time.Duration
+	// ExtraArgs are appended to the apiserver's command line.
+	ExtraArgs []string
+}
+
+// APIServer is a kube-apiserver on 127.0.0.1 backed by an etcd of its own.
+// It trusts one admin bearer token and authorises everything.
+type APIServer struct {
+	// Etcd is the apiserver's storage.
+	Etcd *Etcd
+
+	bin     string
+	args    []string
+	port    int
+	token   string
+	dir     string
+	timeout time.Duration
+	log     *logBuffer
+
+	mu   sync.Mutex
+	proc *process
+}
+
+// StartAPIServer starts an etcd and a kube-apiserver on it, and waits until
+// /readyz answers ok.
+func StartAPIServer(ctx context.Context, opts APIServerOptions) (a *APIServer, err error) {
+	if opts.Binaries.Etcd == "" || opts.Binaries.KubeAPIServer == "" {
+		return nil, fmt.Errorf("servers: StartAPIServer needs both binaries (see Build)")
+	}
+	timeout := opts.StartTimeout
+	if timeout == 0 {
+		timeout = 120 * time.Second
+	}
+	dir, err := tempDir("reconkit-apiserver-")
+	if err != nil {
+		return nil, err
+	}
+	a = &APIServer{dir: dir, bin: opts.Binaries.KubeAPIServer, timeout: timeout, log: newLogBuffer(256 << 10)}
+	defer func() {
+		if err != nil {
+			a.Close()
+		}
+	}()
+	a.Etcd, err = StartEtcd(ctx, EtcdOptions{Binary: opts.Binaries.Etcd, Dir: filepath.Join(dir, "etcd")})
+	if err != nil {
+		return nil, err
+	}
+	if err := a.writeCredentials(); err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(1)
+	if err != nil {
+		return nil, err
+	}
+	a.port = ports[0]
+	a.args = append([]string{
+		"--etcd-servers", strings.Join(a.Etcd.Endpoints(), ","),
+		"--bind-address", "127.0.0.1",
+		"--advertise-address", "127.0.0.1",
+		"--secure-port", fmt.Sprint(a.port),
+		"--cert-dir", filepath.Join(dir, "certs"),
+		"--token-auth-file", filepath.Join(dir, "tokens.csv"),
+		"--authorization-mode", "AlwaysAllow",
+		"--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file", filepath.Join(dir, "sa.pub"),
+		"--service-account-signing-key-file", filepath.Join(dir, "sa.key"),
+		"--service-cluster-ip-range", "10.0.0.0/24",
+		// 1.37 refuses a loopback advertise address for the default
+		// endpoint reconciler; tests need no kubernetes Service endpoints.
+		"--endpoint-reconciler-type", "none",
+		"--enable-priority-and-fairness=false",
+	}, opts.ExtraArgs...)
+	if err := a.start(ctx); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// writeCredentials writes the admin token file and a service-account key
+// pair, made here so that no openssl is needed.
+func (a *APIServer) writeCredentials() error {
+	tok := make([]byte, 24)
+	if _, err := rand.Read(tok); err != nil {
+		return fmt.Errorf("servers: admin token: %w", err)
+	}
+	a.token = hex.EncodeToString(tok)
+	tokens := fmt.Sprintf("%s,admin,admin-uid,system:masters\n", a.token)
+	if err := os.WriteFile(filepath.Join(a.dir, "tokens.csv"), []byte(tokens), 0o600); err != nil {
+		return fmt.Errorf("servers: writing the token file: %w", err)
+	}
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return fmt.Errorf("servers: service-account key: %w", err)
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		return fmt.Errorf("servers: service-account key: %w", err)
+	}
+	priv := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	if err := os.WriteFile(filepath.Join(a.dir, "sa.key"), priv, 0o600); err != nil {
+		return fmt.Errorf("servers: writing the service-account key: %w", err)
+	}
+	pubPEM := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub})
+	if err := os.WriteFile(filepath.Join(a.dir, "sa.pub"), pubPEM, 0o600); err != nil {
+		return fmt.Errorf("servers: writing the service-account key: %w", err)
+	}
+	return nil
+}
+
+func (a *APIServer) start(ctx context.Context) error {
+	a.mu.Lock()
+	if a.proc != nil && !a.proc.exited() {
+		a.mu.Unlock()
+		return fmt.Errorf("servers: kube-apiserver is already running")
+	}
+	p, err := startProcess("kube-apiserver", a.bin, a.args, a.log)
+	if err != nil {
+		a.mu.Unlock()
+		return err
+	}
+	a.proc = p
+	a.mu.Unlock()
+
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	defer client.CloseIdleConnections()
+	url := fmt.Sprintf("https://%s/readyz", a.Addr())
+	return p.waitUntil(ctx, a.timeout, func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer "+a.token)
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != "ok" {
+			return fmt.Errorf("readyz: %s: %s", resp.Status, strings.TrimSpace(string(body)))
+		}
+		return nil
+	})
+}
+
+// Addr returns the apiserver's address, 127.0.0.1:port, for a Proxy.
+func (a *APIServer) Addr() string { return fmt.Sprintf("127.0.0.1:%d", a.port) }
+
+// Config returns a new admin client configuration. The server's certificate
+// is self-signed, so TLS verification is off: this is for tests on loopback.
+func (a *APIServer) Config() *rest.Config {
+	return a.ConfigFor(a.Addr())
+}
+
+// ConfigFor returns an admin client configuration that dials addr instead,
+// for example a Proxy in front of the apiserver.
+func (a *APIServer) ConfigFor(addr string) *rest.Config {
+	return &rest.Config{
+		Host:            "https://" + addr,
+		BearerToken:     a.token,
+		TLSClientConfig: rest.TLSClientConfig{Insecure: true},
+		QPS:             -1, // tests must not be slowed by client-side throttling
+	}
+}
+
+// Logs returns the apiserver's last n log lines.
+func (a *APIServer) Logs(n int) string { return a.log.Tail(n) }
+
+// Restart stops the apiserver (SIGTERM, then SIGKILL after a grace period),
+// starts it again on the same port and storage, and waits until it is
+// ready.
+func (a *APIServer) Restart(ctx context.Context) error {
+	a.mu.Lock()
+	p := a.proc
+	a.mu.Unlock()
+	if p != nil {
+		p.stop(10 * time.Second)
+	}
+	return a.start(ctx)
+}
+
+// Kill ends the apiserver with SIGKILL.
+func (a *APIServer) Kill() {
+	a.mu.Lock()
+	p := a.proc
+	a.mu.Unlock()
+	if p != nil {
+		p.kill()
+	}
+}
+
+// Close stops the apiserver and its etcd and removes their state.
+func (a *APIServer) Close() error {
+	a.Kill()
+	if a.Etcd != nil {
+		a.Etcd.Close()
+	}
+	if err := os.RemoveAll(a.dir); err != nil {
+		return fmt.Errorf("servers: removing %s: %w", a.dir, err)
+	}
+	return nil
+}

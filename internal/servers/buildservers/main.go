@@ -1,0 +1,27 @@
+// Command buildservers builds the etcd and kube-apiserver binaries that the
+// tests and examples run, printing progress, so that a CI run can show how
+// long that stage takes. Tests build them on first use anyway; this only
+// does it up front.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/reconkit/reconkit/internal/servers"
+)
+
+func main() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	bins, err := servers.Build(ctx, servers.BuildOptions{Logf: func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, format+"\n", args...)
+	}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Printf("etcd:           %s\nkube-apiserver: %s\n", bins.Etcd, bins.KubeAPIServer)
+}
