@@ -1,0 +1,512 @@
+package checkpoint_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/reconkit/reconkit/checkpoint"
+)
+
+// agentConfig is the host configuration of these tests: "level=N".
+type agentConfig struct{ Level int }
+
+func parseAgent(b []byte) (agentConfig, error) {
+	v, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "level=")
+	if !ok {
+		return agentConfig{}, fmt.Errorf("want level=N, got %q", b)
+	}
+	n, err := strconv.Atoi(v)
+	return agentConfig{Level: n}, err
+}
+
+func validateAgent(c agentConfig) error {
+	if c.Level < 1 || c.Level > 9 {
+		return fmt.Errorf("level %d out of range 1..9", c.Level)
+	}
+	return nil
+}
+
+const (
+	trial    = 10 * time.Minute
+	interval = time.Minute
+)
+
+var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+
+type harness struct {
+	t     *testing.T
+	clock *clocktesting.FakeClock
+	store checkpoint.LKGStore
+	ctrl  *checkpoint.Controller[agentConfig]
+
+	probeMu  sync.Mutex
+	probeErr error
+	probes   int
+
+	statuses chan checkpoint.Status[agentConfig]
+	cancel   context.CancelFunc
+	done     chan error
+}
+
+func newHarness(t *testing.T, store checkpoint.LKGStore, clk *clocktesting.FakeClock) *harness {
+	t.Helper()
+	h := &harness{t: t, clock: clk, store: store, statuses: make(chan checkpoint.Status[agentConfig], 100)}
+	ctrl, err := checkpoint.New(checkpoint.Config[agentConfig]{
+		Store:         store,
+		Parse:         parseAgent,
+		Validate:      validateAgent,
+		Local:         agentConfig{Level: 1},
+		TrialDuration: trial,
+		CheckInterval: interval,
+		Probe: func(ctx context.Context, cfg agentConfig) error {
+			h.probeMu.Lock()
+			defer h.probeMu.Unlock()
+			h.probes++
+			return h.probeErr
+		},
+		OnStatus: func(st checkpoint.Status[agentConfig]) {
+			select {
+			case h.statuses <- st:
+			default:
+			}
+		},
+		Clock: clk,
+	})
+	require.NoError(t, err)
+	h.ctrl = ctrl
+	return h
+}
+
+func (h *harness) setProbe(err error) {
+	h.probeMu.Lock()
+	defer h.probeMu.Unlock()
+	h.probeErr = err
+}
+
+func (h *harness) probeCount() int {
+	h.probeMu.Lock()
+	defer h.probeMu.Unlock()
+	return h.probes
+}
+
+func (h *harness) run() {
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel, h.done = cancel, make(chan error, 1)
+	go func() { h.done <- h.ctrl.Run(ctx) }()
+	h.waitIdle()
+}
+
+func (h *harness) stop() {
+	h.cancel()
+	require.ErrorIs(h.t, <-h.done, context.Canceled)
+}
+
+// waitIdle waits until the trial loop has finished its check and sleeps on
+// the clock.
+func (h *harness) waitIdle() {
+	require.Eventually(h.t, h.clock.HasWaiters, 5*time.Second, time.Millisecond, "trial loop never waited on the clock")
+}
+
+// tick advances the clock by one check interval and waits for the check to
+// finish.
+func (h *harness) tick() {
+	h.waitIdle()
+	h.clock.Step(interval)
+	h.waitIdle()
+}
+
+func (h *harness) requirePhase(p checkpoint.Phase, id string) checkpoint.Status[agentConfig] {
+	h.t.Helper()
+	st := h.ctrl.Status()
+	require.Equal(h.t, p, st.Phase, "status %+v", st)
+	require.Equal(h.t, id, st.ID, "status %+v", st)
+	return st
+}
+
+func (h *harness) requireStored(cur, lkg string) {
+	h.t.Helper()
+	requireCurLKG(h.t, h.store, cur, lkg)
+}
+
+func src(uid, rv string) checkpoint.Source {
+	return checkpoint.Source{UID: uid, ResourceVersion: rv, Origin: "test"}
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	_, err := checkpoint.New(checkpoint.Config[agentConfig]{TrialDuration: -1})
+	require.ErrorContains(t, err, "Store is required")
+	require.ErrorContains(t, err, "Parse is required")
+	require.ErrorContains(t, err, "Validate is required")
+	require.ErrorContains(t, err, "TrialDuration")
+}
+
+func TestBootstrapLocal(t *testing.T) {
+	h := newHarness(t, &checkpoint.MemStore{}, clocktesting.NewFakeClock(t0))
+	st, err := h.ctrl.Bootstrap(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, agentConfig{Level: 1}, st.Config)
+	require.Equal(t, checkpoint.PhaseLocal, st.Phase)
+	require.Equal(t, checkpoint.ConditionConfigOK, st.Condition.Type)
+	require.Equal(t, corev1.ConditionTrue, st.Condition.Status)
+	require.Equal(t, checkpoint.ReasonLocal, st.Condition.Reason)
+	require.True(t, st.Condition.LastTransitionTime.Time.Equal(t0))
+}
+
+func TestBootstrapInvalidLocal(t *testing.T) {
+	ctrl, err := checkpoint.New(checkpoint.Config[agentConfig]{
+		Store: &checkpoint.MemStore{}, Parse: parseAgent, Validate: validateAgent, Local: agentConfig{Level: 0},
+	})
+	require.NoError(t, err)
+	_, err = ctrl.Bootstrap(context.Background())
+	require.ErrorIs(t, err, checkpoint.ErrInvalidLocal)
+	require.ErrorContains(t, err, "level 0 out of range")
+	_, err = ctrl.Assign(context.Background(), []byte("level=2"), src("u", "1"))
+	require.ErrorIs(t, err, checkpoint.ErrNotBootstrapped)
+	require.ErrorIs(t, ctrl.Run(context.Background()), checkpoint.ErrNotBootstrapped)
+}
+
+func TestTrialGraduates(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, &checkpoint.MemStore{}, clocktesting.NewFakeClock(t0))
+	_, err := h.ctrl.Bootstrap(ctx)
+	require.NoError(t, err)
+	h.run()
+	defer h.stop()
+
+	st, err := h.ctrl.Assign(ctx, []byte("level=5"), src("u1", "10"))
+	require.NoError(t, err)
+	require.Equal(t, agentConfig{Level: 5}, st.Config)
+	require.Equal(t, checkpoint.PhaseTrial, st.Phase)
+	require.True(t, st.TrialStart.Equal(t0))
+	h.requireStored("u1_10", "")
+	at, err := h.store.CurrentSetAt(ctx)
+	require.NoError(t, err)
+	require.True(t, at.Equal(t0), "trial start recorded in the store: %v", at)
+
+	for range int(trial/interval) - 1 {
+		h.tick()
+		h.requirePhase(checkpoint.PhaseTrial, "u1_10")
+	}
+	h.tick() // trial duration reached
+	st = h.requirePhase(checkpoint.PhaseLastKnownGood, "u1_10")
+	require.Equal(t, checkpoint.ReasonLastKnownGood, st.Condition.Reason)
+	require.Equal(t, corev1.ConditionTrue, st.Condition.Status)
+	h.requireStored("u1_10", "u1_10")
+	require.GreaterOrEqual(t, h.probeCount(), int(trial/interval), "probe ran at every check")
+
+	// The host learns of the graduation through OnStatus.
+	require.Eventually(t, func() bool {
+		for {
+			select {
+			case s := <-h.statuses:
+				if s.Phase == checkpoint.PhaseLastKnownGood {
+					return true
+				}
+			default:
+				return false
+			}
+		}
+	}, 5*time.Second, time.Millisecond)
+
+	// Assigning the same checkpoint again changes nothing.
+	again, err := h.ctrl.Assign(ctx, []byte("level=5"), src("u1", "10"))
+	require.NoError(t, err)
+	require.Equal(t, checkpoint.PhaseLastKnownGood, again.Phase)
+}
+
+func TestProbeFailureRollsBack(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, &checkpoint.MemStore{}, clocktesting.NewFakeClock(t0))
+	_, err := h.ctrl.Bootstrap(ctx)
+	require.NoError(t, err)
+	h.run()
+	defer h.stop()
+
+	// A graduates to last-known-good.
+	_, err = h.ctrl.Assign(ctx, []byte("level=3"), src("a", "1"))
+	require.NoError(t, err)
+	for range int(trial / interval) {
+		h.tick()
+	}
+	h.requirePhase(checkpoint.PhaseLastKnownGood, "a_1")
+
+	// B starts its trial and the probe fails half-way.
+	_, err = h.ctrl.Assign(ctx, []byte("level=7"), src("b", "2"))
+	require.NoError(t, err)
+	h.tick()
+	h.requirePhase(checkpoint.PhaseTrial, "b_2")
+	h.setProbe(errors.New("node not ready"))
+	h.tick()
+	st := h.requirePhase(checkpoint.PhaseRolledBack, "a_1")
+	require.Equal(t, agentConfig{Level: 3}, st.Config)
+	require.Equal(t, "b_2", st.Assigned)
+	require.Equal(t, corev1.ConditionFalse, st.Condition.Status)
+	require.Equal(t, checkpoint.ReasonProbeFailed, st.Condition.Reason)
+	require.Contains(t, st.Condition.Message, `"b_2"`)
+	require.Contains(t, st.Condition.Message, "node not ready")
+	require.Contains(t, st.Condition.Message, `last-known-good checkpoint "a_1"`)
+	h.requireStored("a_1", "a_1") // a restart will not retry B
+
+	// B is refused from now on; the rollback stays.
+	_, err = h.ctrl.Assign(ctx, []byte("level=7"), src("b", "2"))
+	require.ErrorIs(t, err, checkpoint.ErrRejected)
+	h.setProbe(nil)
+	h.tick()
+	h.requirePhase(checkpoint.PhaseRolledBack, "a_1")
+
+	// A later, different assignment is tried.
+	_, err = h.ctrl.Assign(ctx, []byte("level=8"), src("c", "3"))
+	require.NoError(t, err)
+	h.requirePhase(checkpoint.PhaseTrial, "c_3")
+}
+
+func TestProbeFailureWithoutLKGUsesLocal(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, &checkpoint.MemStore{}, clocktesting.NewFakeClock(t0))
+	_, err := h.ctrl.Bootstrap(ctx)
+	require.NoError(t, err)
+	h.run()
+	defer h.stop()
+	h.setProbe(errors.New("crash loop"))
+	_, err = h.ctrl.Assign(ctx, []byte("level=4"), src("a", "1"))
+	require.NoError(t, err)
+	h.tick()
+	st := h.requirePhase(checkpoint.PhaseRolledBack, "")
+	require.Equal(t, agentConfig{Level: 1}, st.Config)
+	require.Contains(t, st.Condition.Message, "using the local configuration")
+	h.requireStored("", "")
+}
+
+func TestRestartDuringTrialResumes(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "store")
+	clk := clocktesting.NewFakeClock(t0)
+	h := newHarness(t, newFS(t, dir, 0), clk)
+	_, err := h.ctrl.Bootstrap(ctx)
+	require.NoError(t, err)
+	h.run()
+	_, err = h.ctrl.Assign(ctx, []byte("level=6"), src("a", "1"))
+	require.NoError(t, err)
+	half := int(trial/interval) / 2
+	for range half {
+		h.tick()
+	}
+	h.stop()
+
+	// The process restarts: a new store object and controller on the same
+	// directory. Time went on while it was down.
+	clk.Step(interval / 2)
+	h2 := newHarness(t, newFS(t, dir, 0), clk)
+	st, err := h2.ctrl.Bootstrap(ctx)
+	require.NoError(t, err)
+	require.Equal(t, checkpoint.PhaseTrial, st.Phase)
+	require.Equal(t, agentConfig{Level: 6}, st.Config)
+	require.True(t, st.TrialStart.Equal(t0), "trial start %v, want the recorded %v", st.TrialStart, t0)
+	h2.run()
+	defer h2.stop()
+	for range int(trial/interval) - half - 1 {
+		h2.tick()
+		h2.requirePhase(checkpoint.PhaseTrial, "a_1")
+	}
+	h2.tick() // t0 + trial + interval/2: the original trial is over
+	h2.requirePhase(checkpoint.PhaseLastKnownGood, "a_1")
+	h2.requireStored("a_1", "a_1")
+}
+
+func TestAssignInvalidStoresNothing(t *testing.T) {
+	ctx := context.Background()
+	store := &checkpoint.MemStore{}
+	h := newHarness(t, store, clocktesting.NewFakeClock(t0))
+	_, err := h.ctrl.Bootstrap(ctx)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		payload, reason string
+	}{
+		{"nonsense", checkpoint.ReasonParseFailed},
+		{"level=42", checkpoint.ReasonValidateFailed},
+	} {
+		st, err := h.ctrl.Assign(ctx, []byte(tc.payload), src("x-"+tc.reason, "1"))
+		require.ErrorIs(t, err, checkpoint.ErrInvalidConfig)
+		require.Equal(t, tc.reason, st.Condition.Reason)
+		require.Equal(t, corev1.ConditionFalse, st.Condition.Status)
+		require.Contains(t, st.Condition.Message, `"x-`+tc.reason+`_1"`)
+		require.Equal(t, checkpoint.PhaseLocal, st.Phase, "still running local")
+		_, err = store.Load(ctx, "x-"+tc.reason+"_1")
+		require.ErrorIs(t, err, checkpoint.ErrNotFound)
+	}
+	h.requireStored("", "")
+	_, err = h.ctrl.Assign(ctx, []byte("level=2"), checkpoint.Source{UID: "../evil"})
+	require.ErrorIs(t, err, checkpoint.ErrInvalidID)
+}
+
+// TestBootstrapFallsBack damages the assigned checkpoint in every way and
+// checks that Bootstrap runs last-known-good (or local) and says why.
+func TestBootstrapFallsBack(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name       string
+		bPayload   string
+		damage     func(t *testing.T, dir string)
+		wantID     string
+		wantLevel  int
+		wantReason string
+		wantMsg    []string
+	}{
+		{name: "truncated", bPayload: "level=7", damage: func(t *testing.T, dir string) {
+			f := checkpointFile(t, dir, "b_2")
+			data, err := os.ReadFile(f)
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(f, data[:len(data)-2], 0o600))
+		}, wantID: "a_1", wantLevel: 3, wantReason: checkpoint.ReasonLoadFailed,
+			wantMsg: []string{`failed to load assigned checkpoint "b_2"`, "truncated", `using last-known-good checkpoint "a_1"`}},
+		{name: "bit flip", bPayload: "level=7", damage: func(t *testing.T, dir string) {
+			flipLastByte(t, checkpointFile(t, dir, "b_2"))
+		}, wantID: "a_1", wantLevel: 3, wantReason: checkpoint.ReasonLoadFailed,
+			wantMsg: []string{`"b_2"`, "hash"}},
+		{name: "missing file", bPayload: "level=7", damage: func(t *testing.T, dir string) {
+			require.NoError(t, os.Remove(checkpointFile(t, dir, "b_2")))
+		}, wantID: "a_1", wantLevel: 3, wantReason: checkpoint.ReasonLoadFailed,
+			wantMsg: []string{`"b_2"`, "missing"}},
+		{name: "parse", bPayload: "garbage", wantID: "a_1", wantLevel: 3, wantReason: checkpoint.ReasonParseFailed,
+			wantMsg: []string{`failed to parse assigned checkpoint "b_2"`}},
+		{name: "validate", bPayload: "level=99", wantID: "a_1", wantLevel: 3, wantReason: checkpoint.ReasonValidateFailed,
+			wantMsg: []string{`failed to validate assigned checkpoint "b_2"`, "level 99"}},
+		{name: "last-known-good damaged too", bPayload: "level=7", damage: func(t *testing.T, dir string) {
+			flipLastByte(t, checkpointFile(t, dir, "b_2"))
+			flipLastByte(t, checkpointFile(t, dir, "a_1"))
+		}, wantID: "", wantLevel: 1, wantReason: checkpoint.ReasonLKGFailed,
+			wantMsg: []string{`"b_2"`, `last-known-good checkpoint "a_1"`, "using the local configuration"}},
+		{name: "checkpoints directory missing", bPayload: "level=7", damage: func(t *testing.T, dir string) {
+			require.NoError(t, os.RemoveAll(filepath.Join(dir, "checkpoints")))
+		}, wantID: "", wantLevel: 1, wantReason: checkpoint.ReasonLKGFailed,
+			wantMsg: []string{`"b_2"`, "no file", "using the local configuration"}},
+		{name: "metadata damaged", bPayload: "level=7", damage: func(t *testing.T, dir string) {
+			flipLastByte(t, filepath.Join(dir, "meta"))
+		}, wantID: "", wantLevel: 1, wantReason: checkpoint.ReasonStoreUnavailable,
+			wantMsg: []string{"checksum", "using the local configuration"}},
+		{name: "store directory unusable", bPayload: "level=7", damage: func(t *testing.T, dir string) {
+			require.NoError(t, os.RemoveAll(dir))
+			require.NoError(t, os.WriteFile(dir, []byte("not a directory"), 0o600))
+		}, wantID: "", wantLevel: 1, wantReason: checkpoint.ReasonStoreUnavailable,
+			wantMsg: []string{"not a directory"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "store")
+			s := newFS(t, dir, 0)
+			for _, c := range []struct{ id, payload string }{{"a_1", "level=3"}, {"b_2", tc.bPayload}} {
+				require.NoError(t, s.Save(ctx, checkpoint.Checkpoint{ID: c.id, Payload: []byte(c.payload)}))
+			}
+			require.NoError(t, s.SetLastKnownGood(ctx, "a_1"))
+			require.NoError(t, s.SetCurrent(ctx, "b_2", t0))
+			if tc.damage != nil {
+				tc.damage(t, dir)
+			}
+			store, err := checkpoint.NewFS(checkpoint.FSConfig{Dir: dir})
+			require.NoError(t, err)
+			h := newHarness(t, store, clocktesting.NewFakeClock(t0))
+			st, err := h.ctrl.Bootstrap(ctx)
+			require.NoError(t, err, "Bootstrap must fall back, not fail")
+			require.Equal(t, checkpoint.PhaseRolledBack, st.Phase)
+			require.Equal(t, tc.wantID, st.ID)
+			require.Equal(t, tc.wantLevel, st.Config.Level)
+			require.Equal(t, corev1.ConditionFalse, st.Condition.Status)
+			require.Equal(t, tc.wantReason, st.Condition.Reason, st.Condition.Message)
+			for _, m := range tc.wantMsg {
+				require.Contains(t, st.Condition.Message, m)
+			}
+			// Nothing runs on trial after a fallback.
+			h.run()
+			h.tick()
+			require.Equal(t, checkpoint.PhaseRolledBack, h.ctrl.Status().Phase)
+			require.Zero(t, h.probeCount())
+			h.stop()
+		})
+	}
+}
+
+func TestBootstrapStableLKG(t *testing.T) {
+	ctx := context.Background()
+	store := &checkpoint.MemStore{}
+	require.NoError(t, store.Save(ctx, checkpoint.Checkpoint{ID: "a", Payload: []byte("level=4")}))
+	require.NoError(t, store.SetCurrent(ctx, "a", t0))
+	require.NoError(t, store.SetLastKnownGood(ctx, "a"))
+	h := newHarness(t, store, clocktesting.NewFakeClock(t0))
+	st, err := h.ctrl.Bootstrap(ctx)
+	require.NoError(t, err)
+	require.Equal(t, checkpoint.PhaseLastKnownGood, st.Phase)
+	require.Equal(t, 4, st.Config.Level)
+	require.Equal(t, checkpoint.ReasonLastKnownGood, st.Condition.Reason)
+}
+
+func TestRunTwiceAndCancel(t *testing.T) {
+	h := newHarness(t, &checkpoint.MemStore{}, clocktesting.NewFakeClock(t0))
+	_, err := h.ctrl.Bootstrap(context.Background())
+	require.NoError(t, err)
+	h.run()
+	require.ErrorIs(t, h.ctrl.Run(context.Background()), checkpoint.ErrRunning)
+	h.stop()
+	// Run may be started again after it returned.
+	h.run()
+	h.stop()
+}
+
+type fakeSource struct {
+	mu      sync.Mutex
+	payload string
+	src     checkpoint.Source
+	err     error
+}
+
+func (f *fakeSource) set(payload string, s checkpoint.Source, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.payload, f.src, f.err = payload, s, err
+}
+
+func (f *fakeSource) Fetch(context.Context) ([]byte, checkpoint.Source, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return []byte(f.payload), f.src, f.err
+}
+
+func TestRunPollsSource(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(t0)
+	source := &fakeSource{}
+	source.set("", checkpoint.Source{}, fmt.Errorf("nothing: %w", checkpoint.ErrNotFound))
+	ctrl, err := checkpoint.New(checkpoint.Config[agentConfig]{
+		Store: &checkpoint.MemStore{}, Parse: parseAgent, Validate: validateAgent, Local: agentConfig{Level: 1},
+		TrialDuration: trial, CheckInterval: interval, Source: source, SourceInterval: interval, Clock: clk,
+	})
+	require.NoError(t, err)
+	_, err = ctrl.Bootstrap(ctx)
+	require.NoError(t, err)
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- ctrl.Run(runCtx) }()
+	defer func() {
+		cancel()
+		require.ErrorIs(t, <-done, context.Canceled)
+	}()
+	require.Eventually(t, func() bool { return clk.HasWaiters() }, 5*time.Second, time.Millisecond)
+	require.Equal(t, checkpoint.PhaseLocal, ctrl.Status().Phase)
+
+	source.set("level=9", src("cm", "5"), nil)
+	// The source loop sleeps up to 1.1 intervals (jitter); two steps cover it.
+	clk.Step(interval)
+	clk.Step(interval)
+	require.Eventually(t, func() bool { return ctrl.Status().ID == "cm_5" }, 5*time.Second, time.Millisecond)
+	require.Equal(t, 9, ctrl.Status().Config.Level)
+}
