@@ -1,0 +1,94 @@
+package election
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Errors callers branch on.
+var (
+	// ErrNoLeader is returned by Elector.Leader when nobody leads.
+	ErrNoLeader = errors.New("election: no leader")
+	// ErrNotLeader is returned by guarded writes and by the Kubernetes write
+	// gate when the caller does not hold valid leadership at that moment.
+	ErrNotLeader = errors.New("election: not leader")
+	// ErrLeadershipLost is the cause of a term context that ended because
+	// leadership was lost (session or lease expired, another candidate took
+	// over, the backend became unreachable for too long).
+	ErrLeadershipLost = errors.New("election: leadership lost")
+	// ErrResigned is the cause of a term context that ended through Resign.
+	ErrResigned = errors.New("election: resigned")
+	// ErrClosed is returned by an Elector used after it was closed.
+	ErrClosed = errors.New("election: elector closed")
+)
+
+// Token is a fencing token: it strictly increases with every new term on one
+// election, so a resource that remembers the highest token it has seen can
+// refuse writes from a deposed leader. Zero is never a valid token.
+type Token uint64
+
+// LeaderInfo describes who leads an election. The zero value means nobody
+// leads.
+type LeaderInfo struct {
+	// Identity is the leader's identity; empty means no leader.
+	Identity string
+	// Token is the fencing token of the leader's term, when the backend
+	// can tell it; 0 otherwise.
+	Token Token
+}
+
+// IsZero reports whether nobody leads.
+func (i LeaderInfo) IsZero() bool { return i.Identity == "" }
+
+// Elector is one candidate in one election.
+//
+// Implementations are safe for concurrent use. A candidate holds at most one
+// term at a time: Campaign while leading returns an error.
+type Elector interface {
+	// Identity returns this candidate's identity, unique per process.
+	Identity() string
+
+	// Campaign blocks until this candidate leads, and returns the term.
+	// It returns ctx.Err() (wrapped) when ctx ends first, and never returns
+	// a term that has already been lost.
+	Campaign(ctx context.Context) (Leadership, error)
+
+	// Leader returns the current leader, or ErrNoLeader.
+	Leader(ctx context.Context) (LeaderInfo, error)
+
+	// Observe streams leader changes, including "no leader" (the zero
+	// LeaderInfo), starting with the current state. A slow reader never
+	// blocks the elector and never misses the latest state: intermediate
+	// states may be skipped, the final one is always delivered. The channel
+	// is closed when ctx ends.
+	Observe(ctx context.Context) <-chan LeaderInfo
+}
+
+// Leadership is one term of leadership.
+type Leadership interface {
+	// Context ends the moment the term ends: lost, resigned, or the
+	// Campaign's parent context ended. context.Cause tells which
+	// (ErrLeadershipLost, ErrResigned, or the parent's error).
+	Context() context.Context
+
+	// Token returns the term's fencing token.
+	Token() Token
+
+	// Identity returns the leader's identity.
+	Identity() string
+
+	// Resign ends the term and releases leadership so that a successor can
+	// take over at once. The term context ends before the release is sent.
+	// Resign after the term ended is a no-op that returns nil.
+	Resign(ctx context.Context) error
+}
+
+// Expiring is implemented by a Leadership whose validity is bounded in
+// time, such as a Lease term: past ValidUntil the term is treated as lost
+// even if no answer from the server said so.
+type Expiring interface {
+	// ValidUntil returns the instant, on the local monotonic clock, until
+	// which the term is known valid.
+	ValidUntil() time.Time
+}
