@@ -79,7 +79,7 @@ func (lb LoadBalancer) Validate() error {
 		errs = append(errs, errors.New("ID is empty"))
 	}
 	if lb.Suffix == "" || strings.ContainsAny(lb.Suffix, " \t\n") {
-		errs = append(errs, fmt.Errorf("Suffix %q must be non-empty without spaces", lb.Suffix))
+		errs = append(errs, fmt.Errorf("suffix %q must be non-empty without spaces", lb.Suffix))
 	}
 	names, ext := map[string]bool{}, map[uint16]bool{}
 	for _, p := range lb.Ports {

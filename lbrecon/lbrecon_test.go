@@ -249,7 +249,9 @@ func TestTargetChanged(t *testing.T) {
 }
 
 func isServer(name string) func(lbrecon.Object) bool {
-	return func(o lbrecon.Object) bool { return o.Kind == lbrecon.KindServer && strings.HasPrefix(o.Name, name+".") }
+	return func(o lbrecon.Object) bool {
+		return o.Kind == lbrecon.KindServer && strings.HasPrefix(o.Name, name+".")
+	}
 }
 
 func TestFailedResourceRepairedInPlace(t *testing.T) {
@@ -601,7 +603,9 @@ func TestMetricsHook(t *testing.T) {
 
 func TestNewRejectsBadConfig(t *testing.T) {
 	eng := lbrecontest.New(lbrecontest.Config{})
-	plan := func(context.Context, *lbrecon.Observation) ([]lbrecon.Object, []lbrecon.Object, error) { return nil, nil, nil }
+	plan := func(context.Context, *lbrecon.Observation) ([]lbrecon.Object, []lbrecon.Object, error) {
+		return nil, nil, nil
+	}
 	good := func() lbrecon.Config {
 		return lbrecon.Config{Engine: eng, Tag: owner, Steps: []lbrecon.Step{{Kind: "a", Plan: plan}, {Kind: "b", Plan: plan}}}
 	}
