@@ -64,8 +64,8 @@ func (v *Value[T]) state() (T, uint64, <-chan struct{}) {
 // Watcher follows a Value. A Watcher is meant for one goroutine; Close may be
 // called from any goroutine.
 type Watcher[T any] struct {
-	v      *Value[T]
-	seen   uint64
+	v         *Value[T]
+	seen      uint64
 	closed    chan struct{}
 	once      sync.Once
 	closeOnce sync.Once
