@@ -171,13 +171,13 @@ type Controller[T any] struct {
 func New[T any](cfg Config[T]) (*Controller[T], error) {
 	var errs []error
 	if cfg.Store == nil {
-		errs = append(errs, errors.New("Store is required"))
+		errs = append(errs, errors.New("missing Store"))
 	}
 	if cfg.Parse == nil {
-		errs = append(errs, errors.New("Parse is required"))
+		errs = append(errs, errors.New("missing Parse"))
 	}
 	if cfg.Validate == nil {
-		errs = append(errs, errors.New("Validate is required"))
+		errs = append(errs, errors.New("missing Validate"))
 	}
 	for name, d := range map[string]*time.Duration{
 		"TrialDuration":  &cfg.TrialDuration,

@@ -146,9 +146,9 @@ func src(uid, rv string) checkpoint.Source {
 
 func TestNewRejectsBadConfig(t *testing.T) {
 	_, err := checkpoint.New(checkpoint.Config[agentConfig]{TrialDuration: -1})
-	require.ErrorContains(t, err, "Store is required")
-	require.ErrorContains(t, err, "Parse is required")
-	require.ErrorContains(t, err, "Validate is required")
+	require.ErrorContains(t, err, "missing Store")
+	require.ErrorContains(t, err, "missing Parse")
+	require.ErrorContains(t, err, "missing Validate")
 	require.ErrorContains(t, err, "TrialDuration")
 }
 
