@@ -52,6 +52,13 @@ type Elector interface {
 	// Campaign blocks until this candidate leads, and returns the term.
 	// It returns ctx.Err() (wrapped) when ctx ends first, and never returns
 	// a term that has already been lost.
+	//
+	// ctx is also the term's parent: when it ends during the term, the term
+	// context ends with ctx's cause and the backend releases leadership in
+	// the background (best effort, bounded by a short timeout), as Resign
+	// would. Callers that must order the release after their own cleanup,
+	// as Run does, campaign with a context that outlives that cleanup and
+	// call Resign themselves.
 	Campaign(ctx context.Context) (Leadership, error)
 
 	// Leader returns the current leader, or ErrNoLeader.
