@@ -379,8 +379,8 @@ type term struct {
 var _ election.Leadership = (*term)(nil)
 
 func (t *term) Context() context.Context { return t.ctx }
-func (t *term) Token() election.Token     { return t.token }
-func (t *term) Identity() string          { return t.c.id }
+func (t *term) Token() election.Token    { return t.token }
+func (t *term) Identity() string         { return t.c.id }
 
 // Resign ends the term context, then releases leadership.
 func (t *term) Resign(context.Context) error {
