@@ -2,8 +2,9 @@
 // agents and small control planes built on etcd and Kubernetes.
 //
 // The packages are independent; a host imports the ones it needs and wires
-// them together itself. None of them imports another public package of
-// reconkit.
+// them together itself. No feature package imports another; the one leaf
+// they share is backoff, so that none of them hand-rolls a retry loop and
+// every loop logs the same quiet way.
 //
 //   - [github.com/reconkit/reconkit/election]: leader election on etcd and on
 //     Kubernetes Leases. Leadership is a context that ends when it is lost,
