@@ -1,0 +1,247 @@
+package nodestatus
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+)
+
+// Defaults used when the corresponding Config field is zero.
+const (
+	// DefaultLeaseDuration is the lease duration the kubelet uses.
+	DefaultLeaseDuration = 40 * time.Second
+	// DefaultRenewJitter spreads renewals of many nodes like the kubelet's
+	// lease controller: each wait is RenewInterval plus up to 4%.
+	DefaultRenewJitter = 0.04
+	// DefaultNodeMonitorGracePeriod is the smallest node-monitor grace period
+	// in common use (kube-controller-manager's default was 40s before 1.32
+	// and is 50s since).
+	DefaultNodeMonitorGracePeriod = 40 * time.Second
+	// DefaultPingInterval is how often the provider is pinged.
+	DefaultPingInterval = 10 * time.Second
+	// DefaultPingTimeout bounds one Ping; it is kept below the renew interval.
+	DefaultPingTimeout = 5 * time.Second
+	// DefaultStatusReportInterval is how often the status is written even
+	// when nothing changed, like the kubelet's nodeStatusReportFrequency.
+	DefaultStatusReportInterval = 5 * time.Minute
+	// DefaultShutdownTimeout bounds the shutdown action (cordon or delete).
+	DefaultShutdownTimeout = 10 * time.Second
+	// DefaultLeaseNamespace is where node leases live.
+	DefaultLeaseNamespace = corev1.NamespaceNodeLease
+	// DefaultFieldManager names this controller in managedFields.
+	DefaultFieldManager = "reconkit-nodestatus"
+)
+
+// Annotations this package owns on the Node.
+const (
+	// AnnotationLastApplied holds what the controller last wrote (labels,
+	// annotations and status, without heartbeat times), the "original" of
+	// the three-way status patch. It is validated when read.
+	AnnotationLastApplied = "nodestatus.reconkit.io/last-applied"
+	// AnnotationCordoned marks a node this controller made unschedulable
+	// on shutdown; the next Run makes it schedulable again. A node an
+	// administrator cordoned has no such mark and stays cordoned.
+	AnnotationCordoned = "nodestatus.reconkit.io/cordoned"
+)
+
+// Reasons the controller sets on the Ready condition.
+const (
+	// ReasonReady is the Ready=True reason when the provider sets no Ready
+	// condition of its own and pings succeed.
+	ReasonReady = "NodeProviderReady"
+	// ReasonPingFailed is the Ready=False reason after a failed Ping.
+	ReasonPingFailed = "NodeProviderPingFailed"
+)
+
+// PingFailurePolicy says what a failed Ping does.
+type PingFailurePolicy int
+
+const (
+	// PingFailureSetNotReady (the default) sets Ready=False with reason
+	// ReasonPingFailed and the error as message; the lease keeps being
+	// renewed, so the node stays reachable but is reported unhealthy.
+	PingFailureSetNotReady PingFailurePolicy = iota
+	// PingFailureStopHeartbeat stops renewing the lease (and heartbeat
+	// status writes) while pings fail, so the node lifecycle controller
+	// marks the node Unknown after its grace period. This is the original
+	// virtual-kubelet behaviour.
+	PingFailureStopHeartbeat
+	// PingFailureIgnore only reports failures to the ErrorHandler-less log.
+	PingFailureIgnore
+)
+
+// ShutdownAction is what Run does to the Node when its context ends.
+type ShutdownAction int
+
+const (
+	// ShutdownNone leaves the Node and its lease alone (the default); the
+	// node lifecycle controller marks it Unknown once the lease lapses.
+	ShutdownNone ShutdownAction = iota
+	// ShutdownCordon marks the Node unschedulable and annotates it with
+	// AnnotationCordoned; the next Run undoes both.
+	ShutdownCordon
+	// ShutdownDelete deletes the Node (if its UID is still the one this
+	// controller registered) and its lease.
+	ShutdownDelete
+)
+
+// Config configures a NodeController. Client and Node are required; every
+// other zero field takes its default.
+type Config struct {
+	// Client talks to the API server. Many controllers may share one
+	// client; its rate limiter must then allow about 0.11 requests per
+	// second per node (QPS) with default settings.
+	Client kubernetes.Interface
+	// Node is the node to register: its name, and the labels, annotations,
+	// spec and status used until the provider notifies a newer status. It
+	// is copied by New.
+	Node *corev1.Node
+	// Provider pings the backend and notifies status changes. Nil means
+	// NaiveNodeProvider.
+	Provider NodeProvider
+	// Clock drives every timer and timestamp. Nil means the real clock.
+	Clock clock.Clock
+
+	// LeaseDuration is the lease's spec.leaseDurationSeconds (whole
+	// seconds, default 40s).
+	LeaseDuration time.Duration
+	// RenewInterval is the wait between lease renewals, before jitter.
+	// Default LeaseDuration/4.
+	RenewInterval time.Duration
+	// RenewJitter adds up to RenewJitter*RenewInterval to each wait.
+	// Zero means DefaultRenewJitter; negative means none.
+	RenewJitter float64
+	// NodeMonitorGracePeriod is the node lifecycle controller's grace
+	// period the heartbeat must beat. New rejects a RenewInterval that,
+	// jitter included, does not fit twice into it, so that one failed
+	// renewal never marks the node Unknown. Default 40s.
+	NodeMonitorGracePeriod time.Duration
+	// LeaseNamespace defaults to kube-node-lease.
+	LeaseNamespace string
+	// DisableLease heartbeats through status writes every RenewInterval
+	// instead of a Lease. Without it, the controller falls back to that
+	// mode by itself where the Lease API does not exist.
+	DisableLease bool
+
+	// PingInterval is the wait between two Pings (default 10s).
+	PingInterval time.Duration
+	// PingTimeout bounds one Ping (default 5s, must be below PingInterval
+	// and RenewInterval).
+	PingTimeout time.Duration
+	// PingFailure says what a failed Ping does (default
+	// PingFailureSetNotReady).
+	PingFailure PingFailurePolicy
+
+	// StatusReportInterval is the longest time between two status writes
+	// when nothing changes (default 5m). Each wait gets up to 10% jitter.
+	StatusReportInterval time.Duration
+	// RequestTimeout bounds each API request (default RenewInterval).
+	RequestTimeout time.Duration
+
+	// ErrorHandler decides about failed API calls; nil logs and retries.
+	ErrorHandler ErrorHandler
+	// DisableReRegister stops Run with ErrNodeDeleted when the Node is
+	// deleted by someone else, instead of creating it again.
+	DisableReRegister bool
+	// OnShutdown is what happens to the Node when Run's context ends.
+	OnShutdown ShutdownAction
+	// ShutdownTimeout bounds OnShutdown (default 10s).
+	ShutdownTimeout time.Duration
+	// FieldManager names this controller in managedFields (default
+	// "reconkit-nodestatus").
+	FieldManager string
+}
+
+// ErrInvalidConfig is wrapped by New's errors.
+var ErrInvalidConfig = errors.New("nodestatus: invalid config")
+
+func (c *Config) fill() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
+	}
+	if c.Client == nil {
+		bad("Client is nil")
+	}
+	if c.Node == nil {
+		bad("Node is nil")
+	} else {
+		if c.Node.Name == "" {
+			bad("Node has no name")
+		} else if msgs := validation.IsDNS1123Subdomain(c.Node.Name); len(msgs) > 0 {
+			bad("Node name %q: %v", c.Node.Name, msgs)
+		}
+		c.Node = c.Node.DeepCopy()
+	}
+	if c.Provider == nil {
+		c.Provider = NaiveNodeProvider{}
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	def := func(d *time.Duration, v time.Duration, name string) {
+		if *d == 0 {
+			*d = v
+		} else if *d < 0 {
+			bad("%s %v is negative", name, *d)
+		}
+	}
+	def(&c.LeaseDuration, DefaultLeaseDuration, "LeaseDuration")
+	if c.LeaseDuration > 0 && c.LeaseDuration%time.Second != 0 {
+		bad("LeaseDuration %v is not a whole number of seconds", c.LeaseDuration)
+	}
+	def(&c.RenewInterval, c.LeaseDuration/4, "RenewInterval")
+	switch {
+	case c.RenewJitter == 0:
+		c.RenewJitter = DefaultRenewJitter
+	case c.RenewJitter < 0:
+		c.RenewJitter = 0
+	case c.RenewJitter > 1:
+		bad("RenewJitter %v is above 1", c.RenewJitter)
+	}
+	def(&c.NodeMonitorGracePeriod, DefaultNodeMonitorGracePeriod, "NodeMonitorGracePeriod")
+	worst := time.Duration(float64(c.RenewInterval) * (1 + c.RenewJitter))
+	if c.RenewInterval > 0 && 2*worst > c.NodeMonitorGracePeriod {
+		bad("RenewInterval %v (up to %v with jitter) cannot renew twice within the node-monitor grace period %v", c.RenewInterval, worst, c.NodeMonitorGracePeriod)
+	}
+	if c.RenewInterval > 0 && worst >= c.LeaseDuration {
+		bad("RenewInterval %v (up to %v with jitter) does not beat LeaseDuration %v", c.RenewInterval, worst, c.LeaseDuration)
+	}
+	if c.LeaseNamespace == "" {
+		c.LeaseNamespace = DefaultLeaseNamespace
+	}
+	def(&c.PingInterval, DefaultPingInterval, "PingInterval")
+	def(&c.PingTimeout, min(DefaultPingTimeout, c.RenewInterval/2, c.PingInterval/2), "PingTimeout")
+	if c.PingTimeout >= c.PingInterval {
+		bad("PingTimeout %v must be below PingInterval %v", c.PingTimeout, c.PingInterval)
+	}
+	if c.PingTimeout >= c.RenewInterval {
+		bad("PingTimeout %v must be below RenewInterval %v", c.PingTimeout, c.RenewInterval)
+	}
+	if c.PingFailure < PingFailureSetNotReady || c.PingFailure > PingFailureIgnore {
+		bad("unknown PingFailure %d", c.PingFailure)
+	}
+	def(&c.StatusReportInterval, DefaultStatusReportInterval, "StatusReportInterval")
+	def(&c.RequestTimeout, c.RenewInterval, "RequestTimeout")
+	if c.OnShutdown < ShutdownNone || c.OnShutdown > ShutdownDelete {
+		bad("unknown OnShutdown %d", c.OnShutdown)
+	}
+	def(&c.ShutdownTimeout, DefaultShutdownTimeout, "ShutdownTimeout")
+	if c.FieldManager == "" {
+		c.FieldManager = DefaultFieldManager
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"RenewInterval", c.RenewInterval}, {"PingInterval", c.PingInterval}, {"StatusReportInterval", c.StatusReportInterval}} {
+		if d.v > 0 && d.v < time.Millisecond {
+			bad("%s %v is below a millisecond", d.name, d.v)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,418 @@
+package nodestatus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/utils/clock"
+
+	"github.com/reconkit/reconkit/backoff"
+)
+
+// ErrAlreadyStarted is returned by a second call to Run.
+var ErrAlreadyStarted = errors.New("nodestatus: Run called twice")
+
+// Retry settings for API calls: like the kubelet's lease controller, start
+// fast and never wait more than 7s between attempts.
+const (
+	retryInitial = 200 * time.Millisecond
+	retryMax     = 7 * time.Second
+)
+
+// NodeController registers a Node, keeps its Lease renewed and its status in
+// step with a NodeProvider. Create it with New and start it with Run.
+type NodeController struct {
+	cfg       Config
+	name      string
+	clk       clock.Clock
+	patchMeta strategicpatch.LookupPatchMeta
+
+	latest atomic.Pointer[corev1.Node] // the provider's newest node
+	notify chan struct{}               // capacity 1: "latest changed"
+
+	started atomic.Bool
+	ready   chan struct{}
+	done    chan struct{}
+	err     error // written before done is closed
+}
+
+// New checks cfg, fills its defaults and returns a controller. It has no
+// side effects: nothing is sent to the API server before Run.
+func New(cfg Config) (*NodeController, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	meta, err := nodePatchMeta()
+	if err != nil {
+		return nil, fmt.Errorf("nodestatus: node patch schema: %w", err)
+	}
+	c := &NodeController{
+		cfg:       cfg,
+		name:      cfg.Node.Name,
+		clk:       cfg.Clock,
+		patchMeta: meta,
+		notify:    make(chan struct{}, 1),
+		ready:     make(chan struct{}),
+		done:      make(chan struct{}),
+	}
+	c.latest.Store(cfg.Node)
+	return c, nil
+}
+
+// Ready is closed once the Node is registered and its first heartbeat (lease
+// renewal, or status write without leases) has succeeded. It is never closed
+// if Run fails before that.
+func (c *NodeController) Ready() <-chan struct{} { return c.ready }
+
+// Done is closed when Run has returned.
+func (c *NodeController) Done() <-chan struct{} { return c.done }
+
+// Err returns Run's result once Done is closed, and nil before.
+func (c *NodeController) Err() error {
+	select {
+	case <-c.done:
+		return c.err
+	default:
+		return nil
+	}
+}
+
+// notifyStatus is the callback handed to the provider: it never blocks.
+func (c *NodeController) notifyStatus(n *corev1.Node) {
+	if n == nil {
+		return
+	}
+	n = n.DeepCopy()
+	n.Name = c.name
+	c.latest.Store(n)
+	select {
+	case c.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (c *NodeController) log(ctx context.Context) logr.Logger {
+	return logr.FromContextOrDiscard(ctx)
+}
+
+func permanent(err error) error { return backoff.Permanent(err) }
+
+// retry runs op with backoff; failures go to the error handler, which may
+// stop the retries with an error of its own.
+func (c *NodeController) retry(ctx context.Context, name string, op func(context.Context) error) error {
+	return backoff.Retry(ctx, func(ctx context.Context) error {
+		err := op(ctx)
+		if err == nil || backoff.IsPermanent(err) {
+			return err
+		}
+		if h := c.cfg.ErrorHandler; h != nil {
+			if herr := h(ctx, err); herr != nil {
+				return permanent(fmt.Errorf("nodestatus: %s: %w", name, herr))
+			}
+		}
+		return err
+	},
+		backoff.WithClock(c.clk),
+		backoff.WithInitialInterval(retryInitial),
+		backoff.WithMaxInterval(retryMax),
+		backoff.WithName("nodestatus "+name),
+	)
+}
+
+func jitter(d time.Duration, lo, hi float64) time.Duration {
+	return time.Duration(float64(d) * (lo + rand.Float64()*(hi-lo)))
+}
+
+func resetTimer(t clock.Timer, d time.Duration) {
+	if !t.Stop() {
+		select {
+		case <-t.C():
+		default:
+		}
+	}
+	t.Reset(d)
+}
+
+func stopTimer(t clock.Timer) {
+	if !t.Stop() {
+		select {
+		case <-t.C():
+		default:
+		}
+	}
+}
+
+// loopState is owned by Run's goroutine.
+type loopState struct {
+	server     *corev1.Node
+	registered bool
+	lease      *coordinationv1.Lease
+	leaseOff   bool // heartbeats are status writes (disabled or unsupported)
+	lastRenew  time.Time
+
+	leaseBusy, statusBusy, pingBusy bool
+	leaseAwaitsNode                 bool // renew once the Node was checked
+
+	statusDirty, heartbeatDue, refetch bool
+
+	ping        pingState
+	pingStart   time.Time
+	pingTimeout bool
+	pingCancel  context.CancelFunc
+}
+
+// Run registers the Node, then renews its lease and writes its status until
+// ctx ends. It blocks until every goroutine it started has returned (Ping
+// must honour its context), then performs Config.OnShutdown, and returns
+// ctx.Err(). It returns early with a wrapped error when the ErrorHandler
+// gives up, when the Node was deleted and re-registration is disabled
+// (ErrNodeDeleted), or when the desired status cannot be encoded. Run may be
+// called once.
+func (c *NodeController) Run(ctx context.Context) (err error) {
+	if !c.started.CompareAndSwap(false, true) {
+		return ErrAlreadyStarted
+	}
+	defer func() {
+		c.err = err
+		close(c.done)
+	}()
+	log := c.log(ctx).WithValues("node", c.name)
+	ctx = logr.NewContext(ctx, log)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	c.cfg.Provider.NotifyNodeStatus(wctx, c.notifyStatus)
+
+	var wg sync.WaitGroup
+	leaseDone := make(chan leaseResult, 1)
+	statusDone := make(chan statusResult, 1)
+	pingDone := make(chan error, 1)
+
+	leaseT := c.clk.NewTimer(time.Hour)
+	stopTimer(leaseT)
+	reportT := c.clk.NewTimer(time.Hour)
+	stopTimer(reportT)
+	pingT := c.clk.NewTimer(0)
+	defer func() {
+		leaseT.Stop()
+		reportT.Stop()
+		pingT.Stop()
+	}()
+
+	st := loopState{leaseOff: c.cfg.DisableLease, statusDirty: true, heartbeatDue: true}
+	renew := func() time.Duration { return jitter(c.cfg.RenewInterval, 1, 1+c.cfg.RenewJitter) }
+	heartbeatsStopped := func() bool {
+		return st.ping.failing && c.cfg.PingFailure == PingFailureStopHeartbeat
+	}
+	markReady := func() {
+		select {
+		case <-c.ready:
+		default:
+			if st.registered && (st.leaseOff || !st.lastRenew.IsZero()) {
+				log.V(1).Info("Node is ready")
+				close(c.ready)
+			}
+		}
+	}
+	startLease := func() {
+		if st.leaseBusy || st.leaseOff || st.server == nil || heartbeatsStopped() {
+			return
+		}
+		st.leaseBusy = true
+		job := leaseJob{held: st.lease, owner: st.server.UID}
+		wg.Go(func() { leaseDone <- c.renewLease(wctx, job) })
+	}
+	startStatus := func() {
+		if st.statusBusy || !st.statusDirty {
+			return
+		}
+		job := statusJob{
+			desired:     desired(c.latest.Load(), st.ping, c.cfg.PingFailure),
+			create:      c.cfg.Node,
+			heartbeat:   st.heartbeatDue && !heartbeatsStopped(),
+			noHeartbeat: heartbeatsStopped(),
+			uncordon:    !st.registered,
+			registered:  st.registered,
+		}
+		if !st.refetch {
+			job.server = st.server
+		}
+		st.statusBusy, st.statusDirty, st.heartbeatDue, st.refetch = true, false, false, false
+		wg.Go(func() { statusDone <- c.syncStatus(wctx, job) })
+	}
+
+	var fatal error
+loop:
+	for {
+		startStatus()
+		select {
+		case <-ctx.Done():
+			break loop
+
+		case <-c.notify:
+			st.statusDirty = true
+
+		case <-pingT.C():
+			now := c.clk.Now()
+			if !st.pingBusy {
+				pctx, pcancel := context.WithCancel(wctx)
+				st.pingBusy, st.pingStart, st.pingTimeout, st.pingCancel = true, now, false, pcancel
+				wg.Go(func() { pingDone <- c.cfg.Provider.Ping(pctx) })
+				resetTimer(pingT, c.cfg.PingTimeout)
+				break
+			}
+			if !st.pingTimeout {
+				// The ping outlived its timeout: cancel it and report.
+				st.pingTimeout = true
+				st.pingCancel()
+				c.setPing(ctx, &st, pingState{failing: true, message: fmt.Sprintf("ping did not return within %v", c.cfg.PingTimeout)})
+			}
+			resetTimer(pingT, c.cfg.PingInterval)
+
+		case perr := <-pingDone:
+			st.pingBusy = false
+			st.pingCancel()
+			ps := pingState{}
+			if st.pingTimeout {
+				ps = pingState{failing: true, message: fmt.Sprintf("ping did not return within %v", c.cfg.PingTimeout)}
+			} else if perr != nil {
+				ps = pingState{failing: true, message: truncate(perr.Error(), maxMessage)}
+			}
+			wasStopped := heartbeatsStopped()
+			c.setPing(ctx, &st, ps)
+			if wasStopped && !heartbeatsStopped() && st.registered {
+				resetTimer(leaseT, 0) // heartbeats resume at once
+			}
+			resetTimer(pingT, max(0, c.cfg.PingInterval-c.clk.Since(st.pingStart)))
+
+		case <-leaseT.C():
+			switch {
+			case heartbeatsStopped():
+				resetTimer(leaseT, renew())
+			case st.leaseOff:
+				st.statusDirty, st.heartbeatDue = true, true
+				resetTimer(leaseT, renew())
+			default:
+				startLease()
+			}
+
+		case r := <-leaseDone:
+			st.leaseBusy = false
+			now := c.clk.Now()
+			switch {
+			case r.err != nil:
+				fatal = r.err
+				break loop
+			case r.unsupported:
+				log.Info("Falling back to status heartbeats", "reason", ErrLeaseUnsupported.Error())
+				st.leaseOff, st.lease = true, nil
+				st.statusDirty, st.heartbeatDue = true, true
+				resetTimer(leaseT, renew())
+			case r.gone:
+				log.Info("Lease disappeared; checking the Node before creating it again")
+				st.lease, st.leaseAwaitsNode = nil, true
+				st.statusDirty, st.refetch = true, true
+			case r.lease != nil:
+				if !st.lastRenew.IsZero() && now.Sub(st.lastRenew) > c.cfg.NodeMonitorGracePeriod {
+					// The node lifecycle controller may have marked the node
+					// Unknown meanwhile: read it back and restore the status.
+					st.statusDirty, st.refetch = true, true
+				}
+				st.lease, st.lastRenew = r.lease, now
+				resetTimer(leaseT, renew())
+			}
+			markReady()
+
+		case <-reportT.C():
+			st.statusDirty, st.heartbeatDue = true, true
+
+		case r := <-statusDone:
+			st.statusBusy = false
+			if r.err != nil {
+				fatal = r.err
+				break loop
+			}
+			if r.server != nil {
+				uidChanged := st.server != nil && st.server.UID != r.server.UID
+				st.server = r.server
+				if r.created && st.registered {
+					log.Info("Node was deleted; registered it again", "uid", r.server.UID)
+				}
+				if uidChanged || st.leaseAwaitsNode || !st.registered {
+					// A first renewal, or a new owner reference for the lease.
+					st.leaseAwaitsNode = false
+					if st.leaseOff {
+						resetTimer(leaseT, renew())
+					} else if st.leaseBusy {
+						stopTimer(leaseT) // its result re-arms the timer
+					} else {
+						resetTimer(leaseT, 0)
+					}
+				}
+			} else if st.leaseAwaitsNode && st.server != nil {
+				st.leaseAwaitsNode = false
+				resetTimer(leaseT, 0)
+			}
+			if r.written {
+				next := jitter(c.cfg.StatusReportInterval, 0.9, 1)
+				if !st.registered {
+					next = jitter(c.cfg.StatusReportInterval, 0.5, 1)
+				}
+				resetTimer(reportT, next)
+			}
+			if st.server != nil && !st.registered {
+				st.registered = true
+				if !r.written {
+					resetTimer(reportT, jitter(c.cfg.StatusReportInterval, 0.5, 1))
+				}
+			}
+			markReady()
+		}
+	}
+
+	cancel()
+	wg.Wait()
+	if fatal != nil {
+		return fmt.Errorf("nodestatus: node %s: %w", c.name, fatal)
+	}
+	if st.registered && c.cfg.OnShutdown != ShutdownNone {
+		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ShutdownTimeout)
+		defer scancel()
+		if err := c.shutdown(sctx, st.server); err != nil {
+			log.Error(err, "Shutdown action failed", "action", c.cfg.OnShutdown)
+			return fmt.Errorf("nodestatus: node %s: shutdown: %w (after %w)", c.name, err, ctx.Err())
+		}
+	}
+	return ctx.Err()
+}
+
+func (c *NodeController) setPing(ctx context.Context, st *loopState, ps pingState) {
+	if ps == st.ping {
+		return
+	}
+	if ps.failing {
+		c.log(ctx).Info("Ping failed", "message", ps.message)
+	} else {
+		c.log(ctx).Info("Ping succeeds again")
+	}
+	st.ping = ps
+	if c.cfg.PingFailure == PingFailureSetNotReady {
+		st.statusDirty = true
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

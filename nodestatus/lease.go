@@ -1,0 +1,144 @@
+package nodestatus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+)
+
+// ErrLeaseUnsupported is reported (to the log) when the API server has no
+// coordination.k8s.io/v1 Lease resource; the controller then heartbeats
+// through status writes every RenewInterval.
+var ErrLeaseUnsupported = errors.New("nodestatus: the API server has no coordination.k8s.io/v1 leases")
+
+type leaseJob struct {
+	held  *coordinationv1.Lease // last copy from the server, nil to GET first
+	owner types.UID             // the Node's UID for the owner reference
+}
+
+type leaseResult struct {
+	lease       *coordinationv1.Lease
+	unsupported bool // the Lease API is missing: fall back to status heartbeats
+	gone        bool // the lease vanished (deleted, or collected with its Node)
+	err         error
+}
+
+// renewLease renews (or creates) the node's lease, retrying with backoff.
+// Only a missing Lease API, a lease deleted under us, ctx, or the error
+// handler end the retries early.
+func (c *NodeController) renewLease(ctx context.Context, job leaseJob) leaseResult {
+	leases := c.cfg.Client.CoordinationV1().Leases(c.cfg.LeaseNamespace)
+	var res leaseResult
+	cur := job.held
+	err := c.retry(ctx, "lease", func(ctx context.Context) error {
+		rctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+		defer cancel()
+		if cur == nil {
+			l, err := leases.Get(rctx, c.name, metav1.GetOptions{})
+			switch {
+			case err == nil:
+				cur = l
+			case apierrors.IsNotFound(err):
+				if c.leaseAPIMissing(rctx, err) {
+					res.unsupported = true
+					return permanent(ErrLeaseUnsupported)
+				}
+				l, err := leases.Create(rctx, c.newLease(nil, job.owner), metav1.CreateOptions{FieldManager: c.cfg.FieldManager})
+				if err != nil {
+					if apierrors.IsNotFound(err) && c.leaseAPIMissing(rctx, err) {
+						res.unsupported = true
+						return permanent(ErrLeaseUnsupported)
+					}
+					return fmt.Errorf("create lease: %w", err)
+				}
+				cur, res.lease = l, l
+				return nil
+			default:
+				return fmt.Errorf("get lease: %w", err)
+			}
+		}
+		l, err := leases.Update(rctx, c.newLease(cur, job.owner), metav1.UpdateOptions{FieldManager: c.cfg.FieldManager})
+		switch {
+		case err == nil:
+			cur, res.lease = l, l
+			return nil
+		case apierrors.IsConflict(err):
+			cur = nil
+			return fmt.Errorf("update lease: stale copy: %w", err)
+		case apierrors.IsNotFound(err):
+			if c.leaseAPIMissing(rctx, err) {
+				res.unsupported = true
+				return permanent(ErrLeaseUnsupported)
+			}
+			// Deleted, most likely by the garbage collector with its Node:
+			// let the loop check the Node before a new lease points at it.
+			res.gone = true
+			return permanent(fmt.Errorf("update lease: %w", err))
+		}
+		return fmt.Errorf("update lease: %w", err)
+	})
+	if err != nil && ctx.Err() == nil && !res.unsupported && !res.gone {
+		res.err = err
+	}
+	return res
+}
+
+// newLease returns base (or a new lease) renewed now, held by the node and
+// owned by the Node with the given UID. Owner references to other objects
+// are kept.
+func (c *NodeController) newLease(base *coordinationv1.Lease, owner types.UID) *coordinationv1.Lease {
+	var l *coordinationv1.Lease
+	if base == nil {
+		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: c.name, Namespace: c.cfg.LeaseNamespace}}
+	} else {
+		l = base.DeepCopy()
+	}
+	l.Spec.HolderIdentity = ptr.To(c.name)
+	l.Spec.LeaseDurationSeconds = ptr.To(int32(c.cfg.LeaseDuration.Seconds()))
+	l.Spec.RenewTime = &metav1.MicroTime{Time: c.clk.Now()}
+	if owner != "" {
+		refs := l.OwnerReferences[:0:0]
+		for _, r := range l.OwnerReferences {
+			if r.APIVersion == "v1" && r.Kind == "Node" {
+				continue
+			}
+			refs = append(refs, r)
+		}
+		l.OwnerReferences = append(refs, metav1.OwnerReference{
+			APIVersion: corev1.SchemeGroupVersion.String(),
+			Kind:       "Node",
+			Name:       c.name,
+			UID:        owner,
+		})
+	}
+	return l
+}
+
+// leaseAPIMissing tells a 404 for the lease resource itself from a 404 for
+// one lease or its namespace: the API server names the missing object in
+// the error's details. An unnamed 404 is confirmed through discovery.
+func (c *NodeController) leaseAPIMissing(ctx context.Context, err error) bool {
+	var se apierrors.APIStatus
+	if errors.As(err, &se) {
+		if d := se.Status().Details; d != nil && d.Name != "" {
+			return false
+		}
+	}
+	list, derr := c.cfg.Client.Discovery().ServerResourcesForGroupVersion(coordinationv1.SchemeGroupVersion.String())
+	if derr != nil {
+		return apierrors.IsNotFound(derr)
+	}
+	for _, r := range list.APIResources {
+		if r.Name == "leases" {
+			return false
+		}
+	}
+	return true
+}

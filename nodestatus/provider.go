@@ -1,0 +1,55 @@
+package nodestatus
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// NodeProvider is what a node agent implements so that a NodeController can
+// keep its Node healthy in Kubernetes.
+type NodeProvider interface {
+	// Ping reports whether the node's backend is healthy. The controller
+	// calls it every PingInterval on a goroutine of its own, one call at a
+	// time, with a context that is cancelled after PingTimeout or when Run
+	// ends; Ping must return soon after that context ends. An error sets the
+	// node's Ready condition to False (see PingFailurePolicy); it does not
+	// stop the lease heartbeat by default.
+	Ping(ctx context.Context) error
+
+	// NotifyNodeStatus is called once by Run, before registration, with a
+	// callback the provider calls whenever the node's desired labels,
+	// annotations or status change. The callback never blocks: it copies
+	// the node, keeps only the newest one, and returns; it may be called
+	// from any goroutine, concurrently, and also after Run has returned
+	// (the value is then ignored). The node passed is the full desired
+	// state of what the controller owns: its labels, its annotations and
+	// its status; its spec is used only when the Node is created.
+	//
+	// NotifyNodeStatus itself must not block. A provider that starts a
+	// goroutine here should stop it when ctx ends.
+	NotifyNodeStatus(ctx context.Context, cb func(*corev1.Node))
+}
+
+// NaiveNodeProvider is a NodeProvider whose Ping only reports whether its
+// context ended and whose status never changes: the node keeps the status it
+// was configured with.
+type NaiveNodeProvider struct{}
+
+var _ NodeProvider = NaiveNodeProvider{}
+
+// Ping returns ctx.Err().
+func (NaiveNodeProvider) Ping(ctx context.Context) error { return ctx.Err() }
+
+// NotifyNodeStatus does nothing: the status never changes.
+func (NaiveNodeProvider) NotifyNodeStatus(context.Context, func(*corev1.Node)) {}
+
+// ErrorHandler decides what to do about a failed API call. It is called with
+// every failed attempt to register the Node, patch its status or renew its
+// lease. Returning nil means "keep retrying" (with backoff); returning an
+// error stops Run, which returns that error wrapped.
+//
+// It is called on the controller's worker goroutines, possibly concurrently
+// for the lease and the status; blocking in it delays only the retry of the
+// operation that failed.
+type ErrorHandler func(ctx context.Context, err error) error
