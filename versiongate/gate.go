@@ -1,0 +1,316 @@
+package versiongate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/utils/clock"
+
+	"github.com/reconkit/reconkit/backoff"
+	"github.com/reconkit/reconkit/internal/event"
+)
+
+// Defaults for Config fields left zero.
+const (
+	// DefaultSettleTime is how long a new leader waits, after taking over
+	// from an earlier reconciler, before it reconciles.
+	DefaultSettleTime = 5 * time.Second
+	// DefaultReconcileInterval is the period of the leader's reconcile
+	// after the initial one.
+	DefaultReconcileInterval = 30 * time.Second
+	// DefaultRecordTTL is the lease TTL of a published node record.
+	DefaultRecordTTL = 10 * time.Second
+)
+
+// Errors callers branch on.
+var (
+	// ErrInvalidConfig is wrapped by New errors.
+	ErrInvalidConfig = errors.New("versiongate: invalid config")
+	// ErrLeadershipLost is returned internally, and logged, when a guarded
+	// status write fails because the term is no longer valid.
+	ErrLeadershipLost = errors.New("versiongate: leadership lost")
+	// ErrRecordLost is wrapped by the error Run returns when the lease of
+	// the node record it publishes expired: the leader may have stopped
+	// counting this node, so the host must stop serving, and may start
+	// again with a new Run and WaitReady.
+	ErrRecordLost = errors.New("versiongate: node record lost")
+	// ErrAlreadyRunning is returned by a second call of Run.
+	ErrAlreadyRunning = errors.New("versiongate: already running")
+)
+
+// Term is one term of leadership the host's election granted.
+//
+// Context ends when the term ends, and at the latest when the context
+// passed to the Campaign that returned the term ends. Token is the term's
+// fencing token, handed to the reconcile function. Guard is an etcd
+// comparison that holds exactly while the term is valid (for an etcd
+// election: the candidate key's create revision equals the term's); every
+// status write is a transaction guarded by it. Resign ends the term and
+// lets another candidate take over; after the term ended it is a no-op.
+// Methods may be called from any goroutine.
+type Term interface {
+	Context() context.Context
+	Token() uint64
+	Guard() clientv3.Cmp
+	Resign(ctx context.Context) error
+}
+
+// Candidate runs for leadership on the host's election.
+//
+// The gate calls Campaign from one goroutine, never concurrently, and only
+// while the local node has the newest release among the member nodes. It
+// cancels ctx when that stops being so or when Run ends; Campaign must then
+// return promptly (with an error wrapping ctx.Err()), and a term it
+// returned must end. The gate resigns every term it was given before it
+// campaigns again and before Run returns.
+type Candidate interface {
+	Campaign(ctx context.Context) (Term, error)
+}
+
+// CandidateFunc adapts a function to Candidate.
+type CandidateFunc func(ctx context.Context) (Term, error)
+
+// Campaign calls f(ctx).
+func (f CandidateFunc) Campaign(ctx context.Context) (Term, error) { return f(ctx) }
+
+var _ Candidate = CandidateFunc(nil)
+
+// ReconcileFunc brings the reconciled state to the local release's target.
+// token is the fencing token of the term it runs in; writes that can carry
+// it should, so a deposed leader's late writes are refused.
+//
+// It is called from one goroutine, never concurrently with itself, and
+// only while leading; ctx ends when the term ends and the function must
+// then return promptly. It should be idempotent: it runs again at every
+// takeover and periodically.
+type ReconcileFunc func(ctx context.Context, token uint64) error
+
+// Config configures a Gate. Zero durations take the defaults above.
+type Config struct {
+	// Client is the etcd client. StatusKey and NodesPrefix are keys of its
+	// keyspace, so a namespaced client (clientv3/namespace) works.
+	Client *clientv3.Client
+	// NodeID identifies the local node; required. With Decode nil it is
+	// the last element of the node's record key.
+	NodeID string
+	// Version is the local node's version.
+	Version Version
+	// MinimumReconcilerRelease is the lowest release the last reconciler
+	// must have for the local node to pass WaitReady: raise it when the
+	// local release needs reconciled state that older reconcilers do not
+	// write.
+	MinimumReconcilerRelease Release
+	// MinimumCompatibleRelease is the lowest node release compatible with
+	// the state the local release reconciles to. A leader writes it into
+	// the status, and does not reconcile while a member node below it
+	// exists. It must not exceed the local release.
+	MinimumCompatibleRelease Release
+	// StatusKey is where the status is stored; required, not under
+	// NodesPrefix.
+	StatusKey string
+	// NodesPrefix is the prefix of the node records; required.
+	NodesPrefix string
+	// Decode decodes host-owned node records. When nil the gate owns the
+	// records: Run publishes the local node's record at NodesPrefix+NodeID,
+	// bound to a lease of RecordTTL, so a dead node's record disappears.
+	Decode DecodeFunc
+	// RecordTTL is the lease TTL of the published record (whole seconds,
+	// at least one; default 10s). Unused when Decode is set.
+	RecordTTL time.Duration
+
+	// Candidate campaigns on the host's election; required by Run.
+	Candidate Candidate
+	// Reconcile is the leader-only reconcile; required by Run.
+	Reconcile ReconcileFunc
+	// SettleTime is how long a leader waits before its first reconcile
+	// when a status shows an earlier reconciler, so requests of a deposed
+	// leader still in flight land first (default 5s; negative: no wait).
+	SettleTime time.Duration
+	// ReconcileInterval is the period of the reconcile after the initial
+	// one (default 30s).
+	ReconcileInterval time.Duration
+	// ReconcileJitter randomises each period by up to this fraction
+	// (0 to 1; default 0).
+	ReconcileJitter float64
+	// Clock is used for every wait; nil means the real clock.
+	Clock clock.Clock
+}
+
+// Gate runs the reconciler for one node and gates the node's start-up on
+// the reconciler status. Create it with New; its methods are safe for
+// concurrent use.
+type Gate struct {
+	cfg   Config
+	clock clock.Clock
+
+	releases event.Value[Releases]
+	tracker  *tracker
+	// record is the revision at which the local node record was last
+	// published (gate-owned records only).
+	record event.Value[int64]
+
+	running   atomic.Bool
+	leading   atomic.Bool
+	phase     atomic.Value // string
+	statusMu  sync.Mutex
+	statusErr error
+}
+
+// New validates cfg, fills defaults and returns a Gate.
+func New(cfg Config) (*Gate, error) {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if cfg.Client == nil {
+		bad("Client is nil")
+	}
+	if cfg.NodeID == "" {
+		bad("NodeID is empty")
+	}
+	if strings.Contains(cfg.NodeID, "/") && cfg.Decode == nil {
+		bad("NodeID %q contains '/'", cfg.NodeID)
+	}
+	if cfg.StatusKey == "" {
+		bad("StatusKey is empty")
+	}
+	if cfg.NodesPrefix == "" {
+		bad("NodesPrefix is empty")
+	}
+	if cfg.StatusKey != "" && cfg.NodesPrefix != "" && strings.HasPrefix(cfg.StatusKey, cfg.NodesPrefix) {
+		bad("StatusKey %q is under NodesPrefix %q", cfg.StatusKey, cfg.NodesPrefix)
+	}
+	if cfg.Version.Release.Less(cfg.MinimumCompatibleRelease) {
+		bad("MinimumCompatibleRelease %s exceeds the local release %s", cfg.MinimumCompatibleRelease, cfg.Version.Release)
+	}
+	if cfg.RecordTTL == 0 {
+		cfg.RecordTTL = DefaultRecordTTL
+	}
+	if cfg.RecordTTL < time.Second || cfg.RecordTTL%time.Second != 0 {
+		bad("RecordTTL %v is not a whole number of seconds >= 1s", cfg.RecordTTL)
+	}
+	if cfg.SettleTime == 0 {
+		cfg.SettleTime = DefaultSettleTime
+	}
+	if cfg.ReconcileInterval == 0 {
+		cfg.ReconcileInterval = DefaultReconcileInterval
+	}
+	if cfg.ReconcileInterval < 0 {
+		bad("ReconcileInterval %v is negative", cfg.ReconcileInterval)
+	}
+	if cfg.ReconcileJitter < 0 || cfg.ReconcileJitter > 1 {
+		bad("ReconcileJitter %v is outside [0, 1]", cfg.ReconcileJitter)
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
+	}
+	g := &Gate{cfg: cfg, clock: cfg.Clock}
+	if g.clock == nil {
+		g.clock = clock.RealClock{}
+	}
+	decode := cfg.Decode
+	if decode == nil {
+		decode = publishedDecoder(cfg.NodesPrefix)
+	}
+	g.tracker = newTracker(cfg.NodesPrefix, cfg.Version.Release, cfg.MinimumCompatibleRelease, decode, &g.releases)
+	g.phase.Store(PhaseIdle)
+	return g, nil
+}
+
+// backoffOptions are the options of every retry loop of the gate.
+func (g *Gate) backoffOptions() []backoff.Option {
+	return []backoff.Option{backoff.WithClock(g.clock)}
+}
+
+// Releases returns the newest summary of the member nodes' releases, and
+// false before the first listing completed.
+func (g *Gate) Releases() (Releases, bool) { return g.releases.Load() }
+
+// Blocking returns the member nodes, by ID and release, whose release is
+// below the local MinimumCompatibleRelease, sorted by ID. While this node
+// leads and the status admits such releases, these are the nodes the gate
+// waits for before it reconciles: an upgrade that does not progress is
+// explained here. It reflects the watcher's newest view and is empty
+// before Run listed the nodes.
+func (g *Gate) Blocking() []Node { return g.tracker.blockingNodes() }
+
+// Phases reported by Phase.
+const (
+	PhaseIdle        = "idle"        // not campaigning: not running, or not the newest release
+	PhaseCampaigning = "campaigning" // newest release, waiting to lead
+	PhaseRestricting = "restricting" // leading, waiting for incompatible nodes to go
+	PhaseSettling    = "settling"    // leading, waiting SettleTime
+	PhaseReconciling = "reconciling" // leading, initial reconcile
+	PhaseDone        = "done"        // leading, initial reconcile done, periodic reconcile
+)
+
+// Phase reports what the gate's reconciler is doing, for operators.
+func (g *Gate) Phase() string { return g.phase.Load().(string) }
+
+// Leading reports whether this gate currently holds a term.
+func (g *Gate) Leading() bool { return g.leading.Load() }
+
+// StatusError returns the decode error of the last stored status this gate
+// read, or nil if that status was valid or absent. A corrupt status is
+// treated as absent: a leader reconciles and overwrites it, WaitReady
+// waits.
+func (g *Gate) StatusError() error {
+	g.statusMu.Lock()
+	defer g.statusMu.Unlock()
+	return g.statusErr
+}
+
+func (g *Gate) setStatusError(err error) {
+	g.statusMu.Lock()
+	g.statusErr = err
+	g.statusMu.Unlock()
+}
+
+// Run watches the node records, publishes the local node's record when the
+// gate owns them, and campaigns and reconciles while the local node has the
+// newest release. It blocks until every goroutine it started has exited,
+// and returns ctx.Err() when ctx ends, or an error wrapping ErrRecordLost.
+// It resigns any term it holds before returning. Run may be called once.
+func (g *Gate) Run(ctx context.Context) error {
+	if !g.running.CompareAndSwap(false, true) {
+		return ErrAlreadyRunning
+	}
+	if g.cfg.Candidate == nil || g.cfg.Reconcile == nil {
+		return fmt.Errorf("%w: Run needs Candidate and Reconcile", ErrInvalidConfig)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	start := func(name string, fn func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := fn(ctx)
+			if err != nil && ctx.Err() == nil {
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = fmt.Errorf("%s: %w", name, err)
+				}
+				mu.Unlock()
+				cancel(err)
+			}
+		}()
+	}
+	if g.cfg.Decode == nil {
+		start("publish node record", g.publishRecord)
+	}
+	start("watch nodes", func(ctx context.Context) error { return g.tracker.run(ctx, g.cfg.Client, g.backoffOptions()) })
+	start("campaign", g.campaignWhileNewest)
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	return ctx.Err()
+}

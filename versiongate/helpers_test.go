@@ -1,0 +1,330 @@
+package versiongate
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/reconkit/reconkit/internal/testenv"
+)
+
+const (
+	testStatusKey   = "/test/reconciler/status"
+	testNodesPrefix = "/test/nodes/"
+	testElection    = "/test/reconciler/leader"
+)
+
+func rel(t testing.TB, s string) Release {
+	t.Helper()
+	r, err := ParseRelease(s)
+	require.NoError(t, err)
+	return r
+}
+
+func ver(t testing.TB, s string) Version {
+	t.Helper()
+	v, err := ParseVersion(s)
+	require.NoError(t, err)
+	return v
+}
+
+// testContext returns a context carrying a logger that writes to t until
+// the test's cleanups have run.
+func testContext(t testing.TB) context.Context {
+	var done atomic.Bool
+	t.Cleanup(func() { done.Store(true) }) // registered first, runs last
+	log := funcr.New(func(prefix, args string) {
+		if !done.Load() {
+			t.Logf("%s %s", prefix, args)
+		}
+	}, funcr.Options{Verbosity: 1})
+	return logr.NewContext(context.Background(), log)
+}
+
+// testTerm is a term of an election built directly on clientv3/concurrency,
+// the way a host adapts its election to Term.
+type testTerm struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	sess   *concurrency.Session
+	el     *concurrency.Election
+	done   chan struct{}
+}
+
+func (t *testTerm) Context() context.Context { return t.ctx }
+func (t *testTerm) Token() uint64            { return uint64(t.el.Rev()) }
+func (t *testTerm) Guard() clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(t.el.Key()), "=", t.el.Rev())
+}
+func (t *testTerm) Resign(ctx context.Context) error {
+	t.cancel()
+	<-t.done
+	err := t.el.Resign(ctx)
+	t.sess.Close()
+	return err
+}
+
+// testCandidate campaigns on an etcd election with a session per term.
+type testCandidate struct {
+	cli *clientv3.Client
+	id  string
+	ttl int
+
+	mu    sync.Mutex
+	lease clientv3.LeaseID // of the newest session, to simulate expiry
+}
+
+func (c *testCandidate) Campaign(ctx context.Context) (Term, error) {
+	ttl := c.ttl
+	if ttl == 0 {
+		ttl = 5
+	}
+	sess, err := concurrency.NewSession(c.cli, concurrency.WithTTL(ttl), concurrency.WithContext(ctx))
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.lease = sess.Lease()
+	c.mu.Unlock()
+	el := concurrency.NewElection(sess, testElection)
+	if err := el.Campaign(ctx, c.id); err != nil {
+		sess.Close()
+		return nil, err
+	}
+	tctx, cancel := context.WithCancel(ctx)
+	term := &testTerm{ctx: tctx, cancel: cancel, sess: sess, el: el, done: make(chan struct{})}
+	go func() {
+		defer close(term.done)
+		select {
+		case <-sess.Done():
+			cancel()
+		case <-tctx.Done():
+		}
+	}()
+	return term, nil
+}
+
+func (c *testCandidate) sessionLease() clientv3.LeaseID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lease
+}
+
+// registryRecord is a host-owned node record: the seed's case of nodes in a
+// registry of which only some roles count.
+type registryRecord struct {
+	Roles   []string `json:"roles"`
+	Release string   `json:"release,omitempty"`
+}
+
+func decodeRegistry(_ string, value []byte) (Release, bool, error) {
+	var r registryRecord
+	if err := json.Unmarshal(value, &r); err != nil {
+		return Release{}, false, err
+	}
+	controller := false
+	for _, role := range r.Roles {
+		controller = controller || role == "controller"
+	}
+	if !controller || r.Release == "" {
+		return Release{}, false, nil
+	}
+	rel, err := ParseRelease(r.Release)
+	return rel, err == nil, err
+}
+
+func putRegistry(t testing.TB, cli *clientv3.Client, id, release string, roles ...string) int64 {
+	t.Helper()
+	if roles == nil {
+		roles = []string{"controller"}
+	}
+	b, err := json.Marshal(registryRecord{Roles: roles, Release: release})
+	require.NoError(t, err)
+	resp, err := cli.Put(context.Background(), testNodesPrefix+id, string(b))
+	require.NoError(t, err)
+	return resp.Header.Revision
+}
+
+func putStatus(t testing.TB, cli *clientv3.Client, st Status) {
+	t.Helper()
+	b, err := st.Encode()
+	require.NoError(t, err)
+	_, err = cli.Put(context.Background(), testStatusKey, string(b))
+	require.NoError(t, err)
+}
+
+// getStatus returns the stored status, its mod revision, and whether it
+// exists.
+func getStatus(t testing.TB, cli *clientv3.Client) (Status, int64, bool) {
+	t.Helper()
+	resp, err := cli.Get(context.Background(), testStatusKey)
+	require.NoError(t, err)
+	if len(resp.Kvs) == 0 {
+		return Status{}, 0, false
+	}
+	st, err := DecodeStatus(resp.Kvs[0].Value)
+	require.NoError(t, err)
+	return st, resp.Kvs[0].ModRevision, true
+}
+
+// reconcileRecorder records reconcile calls.
+type reconcileRecorder struct {
+	mu     sync.Mutex
+	tokens []uint64
+	fail   int // fail this many calls first
+}
+
+func (r *reconcileRecorder) reconcile(ctx context.Context, token uint64) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fail > 0 {
+		r.fail--
+		return fmt.Errorf("apiserver not ready")
+	}
+	r.tokens = append(r.tokens, token)
+	return nil
+}
+
+func (r *reconcileRecorder) calls() []uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]uint64(nil), r.tokens...)
+}
+
+type gateOpts struct {
+	id            string
+	version       string
+	minCompat     string
+	minReconciler string
+	owned         bool // gate-owned records instead of the registry
+	clock         *clocktesting.FakeClock
+	rec           *reconcileRecorder
+	cli           *clientv3.Client
+}
+
+func newGate(t testing.TB, cli *clientv3.Client, o gateOpts) (*Gate, *testCandidate) {
+	t.Helper()
+	if o.minCompat == "" {
+		o.minCompat = "0.0.0"
+	}
+	if o.minReconciler == "" {
+		o.minReconciler = "0.0.0"
+	}
+	if o.rec == nil {
+		o.rec = &reconcileRecorder{}
+	}
+	cand := &testCandidate{cli: cli, id: o.id}
+	cfg := Config{
+		Client:                   cli,
+		NodeID:                   o.id,
+		Version:                  ver(t, o.version),
+		MinimumReconcilerRelease: rel(t, o.minReconciler),
+		MinimumCompatibleRelease: rel(t, o.minCompat),
+		StatusKey:                testStatusKey,
+		NodesPrefix:              testNodesPrefix,
+		Candidate:                cand,
+		Reconcile:                o.rec.reconcile,
+	}
+	if o.clock != nil {
+		cfg.Clock = o.clock
+	}
+	if !o.owned {
+		cfg.Decode = decodeRegistry
+	}
+	g, err := New(cfg)
+	require.NoError(t, err)
+	return g, cand
+}
+
+// runGate runs g until the returned stop function is called or the test
+// ends; stop returns Run's error.
+func runGate(t testing.TB, ctx context.Context, g *Gate) (stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- g.Run(ctx) }()
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			err = <-errc
+		})
+		return err
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+// waitReady runs WaitReady in the background; the returned channel gets
+// its result.
+func waitReady(t testing.TB, ctx context.Context, g *Gate) <-chan error {
+	ctx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	done := make(chan struct{})
+	go func() { defer close(done); errc <- g.WaitReady(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return errc
+}
+
+// pumpClock steps c by step whenever something waits on it, until the test
+// ends: for tests that need simulated time to pass but do not assert on
+// individual waits.
+func pumpClock(t testing.TB, c *clocktesting.FakeClock, step time.Duration) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				if c.HasWaiters() {
+					c.Step(step)
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// stepWhenWaiting waits until something waits on c, then steps it by d.
+func stepWhenWaiting(t testing.TB, c *clocktesting.FakeClock, d time.Duration) {
+	t.Helper()
+	require.Eventually(t, c.HasWaiters, 10*time.Second, time.Millisecond)
+	c.Step(d)
+}
+
+func etcdClient(t testing.TB) (*testenv.EtcdCluster, *clientv3.Client) {
+	t.Helper()
+	e := testenv.Etcd(t)
+	return e, e.Client(t)
+}
+
+func eventually(t testing.TB, cond func() bool, msg string, args ...any) {
+	t.Helper()
+	require.Eventually(t, cond, 20*time.Second, 5*time.Millisecond, fmt.Sprintf(msg, args...))
+}
+
+func nodeIDs(nodes []Node) string {
+	s := make([]string, len(nodes))
+	for i, n := range nodes {
+		s[i] = n.String()
+	}
+	return strings.Join(s, ",")
+}

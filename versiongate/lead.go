@@ -1,0 +1,279 @@
+package versiongate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/reconkit/reconkit/backoff"
+)
+
+// campaignWhileNewest follows the releases summary and campaigns while the
+// local release is the newest, stopping (and resigning) when it is not.
+func (g *Gate) campaignWhileNewest(ctx context.Context) error {
+	log := logr.FromContextOrDiscard(ctx)
+	w := g.releases.Watch()
+	defer w.Close()
+
+	var stop func()
+	defer func() {
+		if stop != nil {
+			stop()
+		}
+	}()
+	first := true
+	for {
+		r, err := w.Get(ctx)
+		if err != nil {
+			return err
+		}
+		newest := !g.cfg.Version.Release.Less(r.Max)
+		switch {
+		case newest && stop == nil:
+			log.Info("This node has the newest release, campaigning", "release", g.cfg.Version.Release.String())
+			cctx, cancel := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				g.campaign(cctx)
+			}()
+			stop = func() { cancel(); <-done }
+		case !newest && stop != nil:
+			log.Info("A newer release joined, no longer campaigning", "release", g.cfg.Version.Release.String(), "newest", r.Max.String())
+			stop()
+			stop = nil
+		case !newest && first:
+			log.Info("This node does not have the newest release, not campaigning", "release", g.cfg.Version.Release.String(), "newest", r.Max.String())
+		}
+		first = false
+	}
+}
+
+// campaign campaigns, leads, resigns, and campaigns again until ctx ends.
+// Failures of either step are retried with backoff.
+func (g *Gate) campaign(ctx context.Context) {
+	log := logr.FromContextOrDiscard(ctx)
+	defer g.phase.Store(PhaseIdle)
+	failures := 0
+	for {
+		g.phase.Store(PhaseCampaigning)
+		var term Term
+		err := backoff.Retry(ctx, func(ctx context.Context) error {
+			t, err := g.cfg.Candidate.Campaign(ctx)
+			if err != nil {
+				return err
+			}
+			term = t
+			return nil
+		}, append(g.backoffOptions(), backoff.WithName("versiongate: campaign"))...)
+		if err != nil {
+			return // ctx ended
+		}
+		log.Info("Elected reconciler", "token", term.Token())
+		g.leading.Store(true)
+		reachedDone, err := g.leadTerm(ctx, term)
+		g.leading.Store(false)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		if rerr := term.Resign(rctx); rerr != nil {
+			log.Info("Could not resign; the term will expire", "err", rerr.Error())
+		}
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil && !reachedDone {
+			// A term that failed before the status was done: pause before
+			// campaigning again so a persistent failure does not spin.
+			failures++
+			pause := min(pauseBase<<min(failures-1, 10), pauseMax)
+			log.Error(err, "Reconciler term failed, campaigning again", "after", pause.String())
+			select {
+			case <-g.clock.After(pause):
+			case <-ctx.Done():
+				return
+			}
+		} else {
+			failures = 0
+			log.Info("Reconciler term ended, campaigning again", "reason", fmt.Sprint(err))
+		}
+	}
+}
+
+// Pause between failed terms: pauseBase doubling up to pauseMax.
+const (
+	pauseBase = 100 * time.Millisecond
+	pauseMax  = 30 * time.Second
+)
+
+// leadTerm runs lead in a context that ends with the term or with ctx.
+func (g *Gate) leadTerm(ctx context.Context, term Term) (reachedDone bool, err error) {
+	lctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(term.Context(), func() { cancel(ErrLeadershipLost) })
+	defer stop()
+	err = g.lead(lctx, term, &reachedDone)
+	if cause := context.Cause(lctx); cause != nil && errors.Is(cause, ErrLeadershipLost) {
+		err = cause
+	}
+	return reachedDone, err
+}
+
+// lead is the leader's work for one term; it returns when ctx ends or on
+// an error.
+func (g *Gate) lead(ctx context.Context, term Term, reachedDone *bool) error {
+	log := logr.FromContextOrDiscard(ctx)
+	token, guard := term.Token(), term.Guard()
+	target := Status{State: StateDone, Version: g.cfg.Version, MinimumCompatibleRelease: g.cfg.MinimumCompatibleRelease}
+
+	resp, err := g.cfg.Client.Get(ctx, g.cfg.StatusKey)
+	if err != nil {
+		return fmt.Errorf("get status: %w", err)
+	}
+	var current *Status
+	existed := len(resp.Kvs) == 1
+	if existed {
+		st, err := DecodeStatus(resp.Kvs[0].Value)
+		g.setStatusError(err)
+		if err != nil {
+			log.Error(err, "Stored status is corrupt; treating it as absent", "key", g.cfg.StatusKey)
+		} else {
+			current = &st
+		}
+	} else {
+		g.setStatusError(nil)
+	}
+
+	switch action := Decide(current, target); action {
+	case ActionCreate:
+		log.Info("Status does not exist yet; reconciling, then creating it")
+	case ActionLeave:
+		log.Info("Status is already up to date", "status", current.String())
+	case ActionSetWorking:
+		log.Info("Status is compatible, setting state to working", "status", current.String())
+		if current.State != StateWorking {
+			working := *current
+			working.State = StateWorking
+			if err := g.putGuarded(ctx, guard, working); err != nil {
+				return err
+			}
+		}
+	case ActionRestrict:
+		restricted := Restricted(*current, target)
+		log.Info("Status admits incompatible releases; restricting before reconciling", "status", current.String(), "restricted", restricted.String())
+		g.phase.Store(PhaseRestricting)
+		if err := g.restrict(ctx, guard, restricted); err != nil {
+			return err
+		}
+	}
+
+	if existed && g.cfg.SettleTime > 0 {
+		// An earlier reconciler ran: give its requests still in flight
+		// time to land. Best effort; the periodic reconcile repairs what
+		// a late request undoes.
+		g.phase.Store(PhaseSettling)
+		log.Info("Waiting for an earlier reconciler's requests to settle", "settle", g.cfg.SettleTime.String())
+		select {
+		case <-g.clock.After(g.cfg.SettleTime):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+
+	g.phase.Store(PhaseReconciling)
+	log.Info("Performing initial reconcile")
+	reconcile := func(ctx context.Context) error { return g.cfg.Reconcile(ctx, token) }
+	if err := backoff.Retry(ctx, reconcile, append(g.backoffOptions(), backoff.WithName("versiongate: initial reconcile"))...); err != nil {
+		return fmt.Errorf("initial reconcile: %w", err)
+	}
+	log.Info("Initial reconcile succeeded")
+
+	if current == nil || *current != target {
+		if err := g.putGuarded(ctx, guard, target); err != nil {
+			return err
+		}
+	}
+	*reachedDone = true
+	g.phase.Store(PhaseDone)
+
+	return backoff.Every(ctx, g.cfg.ReconcileInterval, g.cfg.ReconcileJitter, reconcile,
+		append(g.backoffOptions(), backoff.WithDelayedStart(), backoff.WithName("versiongate: periodic reconcile"))...)
+}
+
+// putGuarded writes st in a transaction guarded by the term.
+func (g *Gate) putGuarded(ctx context.Context, guard clientv3.Cmp, st Status) error {
+	b, err := st.Encode()
+	if err != nil {
+		return err
+	}
+	resp, err := g.cfg.Client.Txn(ctx).If(guard).Then(clientv3.OpPut(g.cfg.StatusKey, string(b))).Commit()
+	if err != nil {
+		return fmt.Errorf("write status: %w", err)
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("%w: status not written", ErrLeadershipLost)
+	}
+	logr.FromContextOrDiscard(ctx).Info("Wrote status", "status", st.String())
+	return nil
+}
+
+// restrict waits until no member node is below the restricted status'
+// minimum compatible release, then writes it in a transaction guarded by
+// the term and by the nodes prefix being unchanged since the summary that
+// showed no such node; it retries on every new summary until that
+// succeeds.
+func (g *Gate) restrict(ctx context.Context, guard clientv3.Cmp, restricted Status) error {
+	log := logr.FromContextOrDiscard(ctx)
+	b, err := restricted.Encode()
+	if err != nil {
+		return err
+	}
+	need := restricted.MinimumCompatibleRelease
+	w := g.releases.Watch()
+	defer w.Close()
+	var lastLogged *Release
+	end := clientv3.GetPrefixRangeEnd(g.cfg.NodesPrefix)
+	for {
+		r, err := w.Get(ctx)
+		if err != nil {
+			return err
+		}
+		if g.cfg.Version.Release.Less(r.Max) {
+			// A newer node joined; campaignWhileNewest will end this term.
+			continue
+		}
+		if r.Min.Less(need) {
+			if lastLogged == nil || *lastLogged != r.Min {
+				m := r.Min
+				lastLogged = &m
+				log.Info("Incompatible nodes exist, waiting for them to go", "minimumNodeRelease", r.Min.String(), "need", need.String(), "blocking", fmt.Sprint(g.Blocking()))
+			}
+			continue
+		}
+		resp, err := g.cfg.Client.Txn(ctx).If(
+			guard,
+			clientv3.Compare(clientv3.ModRevision(g.cfg.NodesPrefix).WithRange(end), "<", r.Revision+1),
+		).Then(clientv3.OpPut(g.cfg.StatusKey, string(b))).Commit()
+		if err != nil {
+			return fmt.Errorf("write restricted status: %w", err)
+		}
+		if resp.Succeeded {
+			log.Info("Wrote restricted status", "status", restricted.String(), "nodesRevision", r.Revision)
+			return nil
+		}
+		// Either a node changed since the summary (the watcher will
+		// publish the change) or the term ended. Tell them apart so a term
+		// that ended without its context noticing yet cannot spin here.
+		check, err := g.cfg.Client.Txn(ctx).If(guard).Commit()
+		if err != nil {
+			return fmt.Errorf("check leadership: %w", err)
+		}
+		if !check.Succeeded {
+			return fmt.Errorf("%w: restricted status not written", ErrLeadershipLost)
+		}
+		log.Info("Nodes changed since the last summary; retrying the restricted status write")
+	}
+}

@@ -1,0 +1,82 @@
+package versiongate
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/reconkit/reconkit/versiongate/versionpb"
+)
+
+// ErrCorruptRecord is wrapped by DecodeNodeRelease errors.
+var ErrCorruptRecord = errors.New("versiongate: corrupt node record")
+
+// Node is one node as the gate counts it.
+type Node struct {
+	// ID is the node's identity: its record's key without the nodes
+	// prefix.
+	ID string
+	// Release is the release the node runs.
+	Release Release
+}
+
+// String returns "id@release".
+func (n Node) String() string { return n.ID + "@" + n.Release.String() }
+
+// DecodeFunc decodes a node record the host owns (Config.Decode): key is
+// the record's full etcd key and value its non-empty value. It returns the
+// node's release and whether the record counts as a member at all (for
+// example only nodes with a certain role, and only once they report a
+// release). An error is logged and the record skipped, as if it were not a
+// member; it never stops the gate.
+//
+// DecodeFunc is called from the gate's single watcher goroutine, never
+// concurrently with itself; it must not block and must not keep value.
+type DecodeFunc func(key string, value []byte) (release Release, member bool, err error)
+
+// EncodeNodeRelease returns the record a node publishes when the gate owns
+// the records (versionpb.NodeRelease).
+func EncodeNodeRelease(id string, v Version) ([]byte, error) {
+	if id == "" {
+		return nil, errors.New("versiongate: encode node record: empty node ID")
+	}
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(&versionpb.NodeRelease{NodeId: id, Version: v.proto()})
+	if err != nil {
+		return nil, fmt.Errorf("versiongate: encode node record: %w", err)
+	}
+	return b, nil
+}
+
+// DecodeNodeRelease decodes a record written by EncodeNodeRelease. It
+// returns an error wrapping ErrCorruptRecord when value does not decode or
+// lacks the node ID or the version's release.
+func DecodeNodeRelease(value []byte) (id string, v Version, err error) {
+	var p versionpb.NodeRelease
+	if err := proto.Unmarshal(value, &p); err != nil {
+		return "", Version{}, fmt.Errorf("%w: %w", ErrCorruptRecord, err)
+	}
+	if p.GetNodeId() == "" {
+		return "", Version{}, fmt.Errorf("%w: no node ID", ErrCorruptRecord)
+	}
+	if p.GetVersion().GetRelease() == nil {
+		return "", Version{}, fmt.Errorf("%w: no version", ErrCorruptRecord)
+	}
+	return p.GetNodeId(), versionFromProto(p.GetVersion()), nil
+}
+
+// publishedDecoder decodes records the gate publishes under prefix; a
+// record whose node ID does not match its key is corrupt.
+func publishedDecoder(prefix string) DecodeFunc {
+	return func(key string, value []byte) (Release, bool, error) {
+		id, v, err := DecodeNodeRelease(value)
+		if err != nil {
+			return Release{}, false, err
+		}
+		if want := strings.TrimPrefix(key, prefix); id != want {
+			return Release{}, false, fmt.Errorf("%w: node ID %q under key of %q", ErrCorruptRecord, id, want)
+		}
+		return v.Release, true, nil
+	}
+}

@@ -1,0 +1,119 @@
+package versiongate
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/go-logr/logr"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// WaitReady blocks until the stored status lets the local node serve:
+// the local release is at least the status' minimum compatible release and
+// the status' version is at least MinimumReconcilerRelease (see Ready). A
+// WORKING status does not block. An absent or corrupt status does: the
+// first leader writes a status only after its initial reconcile. It logs
+// why it waits, once each time the reason changes.
+//
+// When the gate owns the node records, WaitReady first waits until Run has
+// published the local record, and reads the status after it: a leader that
+// restricts the status after that either sees this node or fails its
+// guarded write. It returns ctx.Err() when ctx ends.
+func (g *Gate) WaitReady(ctx context.Context) error {
+	log := logr.FromContextOrDiscard(ctx)
+	if g.cfg.Decode == nil {
+		w := g.record.Watch()
+		defer w.Close()
+		if _, err := w.Get(ctx); err != nil {
+			return err
+		}
+	}
+	var lastReason string
+	ready := func(value []byte, exists bool) bool {
+		var reason string
+		if !exists {
+			reason = "no status yet: the initial reconcile has not finished"
+		} else if st, err := DecodeStatus(value); err != nil {
+			g.setStatusError(err)
+			reason = "status is corrupt: " + err.Error()
+		} else {
+			g.setStatusError(nil)
+			var ok bool
+			if ok, reason = Ready(st, g.cfg.Version.Release, g.cfg.MinimumReconcilerRelease); ok {
+				log.Info("Ready to serve", "status", st.String(), "release", g.cfg.Version.Release.String())
+				return true
+			}
+			reason = fmt.Sprintf("%s (status: %s)", reason, st)
+		}
+		if reason != lastReason {
+			lastReason = reason
+			log.Info("Not ready, waiting for a status change", "reason", reason)
+		}
+		return false
+	}
+
+	cli := g.cfg.Client
+	for {
+		resp, err := cli.Get(ctx, g.cfg.StatusKey)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			log.Info("Could not read status, retrying", "err", err.Error())
+			if err := g.pause(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		exists := len(resp.Kvs) == 1
+		var value []byte
+		if exists {
+			value = resp.Kvs[0].Value
+		}
+		if ready(value, exists) {
+			return nil
+		}
+		ok, err := g.watchStatus(ctx, resp.Header.Revision, ready)
+		if ok {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		log.Info("Status watch ended, reading status again", "reason", err.Error())
+	}
+}
+
+// watchStatus watches the status key from rev+1 and returns true as soon
+// as ready accepts a value; otherwise the reason the watch ended.
+func (g *Gate) watchStatus(ctx context.Context, rev int64, ready func([]byte, bool) bool) (bool, error) {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	for resp := range g.cfg.Client.Watch(wctx, g.cfg.StatusKey, clientv3.WithRev(rev+1)) {
+		if err := resp.Err(); err != nil {
+			return false, err
+		}
+		if resp.Canceled {
+			return false, fmt.Errorf("watch canceled by the server")
+		}
+		if n := len(resp.Events); n > 0 {
+			// Only the newest value of the key matters.
+			ev := resp.Events[n-1]
+			if ready(ev.Kv.Value, ev.Type == clientv3.EventTypePut) {
+				return true, nil
+			}
+		}
+	}
+	return false, errWatchClosed
+}
+
+// pause waits a short, fixed time on the gate's clock before a read is
+// retried.
+func (g *Gate) pause(ctx context.Context) error {
+	select {
+	case <-g.clock.After(pauseBase):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
