@@ -1,0 +1,388 @@
+package election
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/reconkit/reconkit/internal/event"
+)
+
+// Defaults of LeaseConfig. They are client-go's (15 s / 10 s / 2 s), so a
+// fleet that mixes client-go candidates and ours on one Lease, each with its
+// defaults, agrees on timing. Unlike client-go, handover speed does not
+// depend on them: followers watch the Lease and take a released lease at
+// once, so there is no reason to shorten RetryPeriod for that.
+const (
+	DefaultLeaseDuration = 15 * time.Second
+	DefaultRenewDeadline = 10 * time.Second
+	DefaultRetryPeriod   = 2 * time.Second
+)
+
+// leaseJitter is client-go's JitterFactor: a client-go LeaderElector
+// requires RenewDeadline > JitterFactor × RetryPeriod, and so do we, so that
+// one configuration is valid for both.
+const leaseJitter = 1.2
+
+// minSkewFraction is the smallest share of LeaseDuration that
+// LeaseDuration − RenewDeadline may be: the margin must absorb clock rate
+// differences between hosts (5 % here) and the delay between a renewal's
+// start and a follower seeing it.
+const minSkewFraction = 20
+
+// LeaseConfig configures NewLease.
+type LeaseConfig struct {
+	// Client talks to the apiserver. Required. It must not go through
+	// GuardedConfig: the elector's own writes are not gated.
+	Client kubernetes.Interface
+	// Namespace and Name locate the coordination.k8s.io/v1 Lease. Required.
+	Namespace, Name string
+	// Identity names this candidate in the Lease's holderIdentity.
+	// Empty means DefaultIdentity().
+	Identity string
+
+	// LeaseDuration is how long followers wait, after they last saw the
+	// record change, before they take the lease. It is written to the
+	// Lease as leaseDurationSeconds, so it must be a whole number of
+	// seconds. Zero means DefaultLeaseDuration.
+	LeaseDuration time.Duration
+	// RenewDeadline is how long the leader trusts a successful renewal,
+	// counted from the instant it sent it: ValidUntil is the start of the
+	// last renewal that a follower can tell apart + RenewDeadline, which is
+	// LeaseDuration less a clock skew margin of LeaseDuration −
+	// RenewDeadline. Past ValidUntil the term ends even if no answer came.
+	// client-go's leader keeps acting up to RetryPeriod longer than that.
+	// Must be below LeaseDuration by at least LeaseDuration/20, and above
+	// 1.2 × RetryPeriod. Zero means DefaultRenewDeadline.
+	RenewDeadline time.Duration
+	// RetryPeriod is the leader's renewal interval, and the polling
+	// interval of a follower whose watch failed. Zero means
+	// DefaultRetryPeriod.
+	RetryPeriod time.Duration
+
+	// Clock is the time source; nil means the real clock. Validity is
+	// judged on it, so it must be monotonic (the real clock is).
+	Clock clock.Clock
+}
+
+// LeaseElector is a candidate in an election held on a Kubernetes Lease, in
+// the record format of client-go's LeaseLock. It implements Elector; its
+// Leadership also implements Expiring.
+//
+// It is safe for concurrent use. It starts goroutines only within Campaign,
+// Observe and a term, and each stops when its context (or term) ends.
+type LeaseElector struct {
+	cfg    LeaseConfig
+	leases coordinationclient.LeaseInterface
+	clock  clock.Clock
+
+	mu  sync.Mutex
+	obs observation // newest state of the Lease any goroutine has seen
+	cur *leaseTerm  // current or last term, nil before the first
+
+	campaigning sync.Mutex // one Campaign at a time
+}
+
+var _ Elector = (*LeaseElector)(nil)
+
+// NewLease validates cfg, fills its defaults and returns a candidate. It
+// sends no request.
+func NewLease(cfg LeaseConfig) (*LeaseElector, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("election: LeaseConfig.Client is required")
+	}
+	if cfg.Namespace == "" || cfg.Name == "" {
+		return nil, errors.New("election: LeaseConfig.Namespace and Name are required")
+	}
+	if errs := validation.IsDNS1123Label(cfg.Namespace); len(errs) > 0 {
+		return nil, fmt.Errorf("election: invalid Lease namespace %q: %s", cfg.Namespace, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Subdomain(cfg.Name); len(errs) > 0 {
+		return nil, fmt.Errorf("election: invalid Lease name %q: %s", cfg.Name, strings.Join(errs, "; "))
+	}
+	if cfg.Identity == "" {
+		cfg.Identity = DefaultIdentity()
+	}
+	if cfg.LeaseDuration == 0 {
+		cfg.LeaseDuration = DefaultLeaseDuration
+	}
+	if cfg.RenewDeadline == 0 {
+		cfg.RenewDeadline = DefaultRenewDeadline
+	}
+	if cfg.RetryPeriod == 0 {
+		cfg.RetryPeriod = DefaultRetryPeriod
+	}
+	if err := cfg.validateDurations(); err != nil {
+		return nil, err
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	return &LeaseElector{
+		cfg:    cfg,
+		leases: cfg.Client.CoordinationV1().Leases(cfg.Namespace),
+		clock:  cfg.Clock,
+	}, nil
+}
+
+func (c *LeaseConfig) validateDurations() error {
+	ld, rd, rp := c.LeaseDuration, c.RenewDeadline, c.RetryPeriod
+	switch {
+	case ld < time.Second || ld%time.Second != 0 || ld/time.Second > math.MaxInt32:
+		return fmt.Errorf("election: LeaseDuration %v must be a whole number of seconds, at least 1s (the Lease stores seconds)", ld)
+	case rd <= 0 || rp <= 0:
+		return fmt.Errorf("election: RenewDeadline %v and RetryPeriod %v must be positive", rd, rp)
+	case rd >= ld:
+		return fmt.Errorf("election: RenewDeadline %v must be less than LeaseDuration %v", rd, ld)
+	case ld-rd < ld/minSkewFraction:
+		return fmt.Errorf("election: LeaseDuration − RenewDeadline = %v leaves too little clock skew margin; it must be at least LeaseDuration/%d = %v", ld-rd, minSkewFraction, ld/minSkewFraction)
+	case float64(rd) <= leaseJitter*float64(rp):
+		return fmt.Errorf("election: RenewDeadline %v must be greater than %.1f × RetryPeriod %v", rd, leaseJitter, rp)
+	}
+	return nil
+}
+
+// Identity implements Elector.
+func (e *LeaseElector) Identity() string { return e.cfg.Identity }
+
+// Config returns the configuration with defaults filled in.
+func (e *LeaseElector) Config() LeaseConfig { return e.cfg }
+
+// Leader implements Elector. It reads the Lease once. A holder counts as
+// leader until the lease expires as judged by this candidate: it has to
+// see the record unchanged for the lease duration, so right after a crash
+// of the leader (or on the first read of a stale Lease) Leader still names
+// it, as a client-go candidate would.
+func (e *LeaseElector) Leader(ctx context.Context) (LeaderInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
+	defer cancel()
+	lease, err := e.leases.Get(ctx, e.cfg.Name, metav1.GetOptions{})
+	var obs observation
+	switch {
+	case apierrors.IsNotFound(err):
+		obs = e.note(nil, "")
+	case err != nil:
+		return LeaderInfo{}, fmt.Errorf("election: reading Lease %s/%s: %w", e.cfg.Namespace, e.cfg.Name, err)
+	default:
+		obs = e.note(lease, lease.ResourceVersion)
+	}
+	info := obs.leader(e.clock.Now())
+	if info.IsZero() {
+		return LeaderInfo{}, ErrNoLeader
+	}
+	return info, nil
+}
+
+// Observe implements Elector. It watches the Lease (polling every
+// RetryPeriod while the watch fails) and reports "no leader" when the lease
+// is released, deleted, or expires by this candidate's clock; expiry is a
+// timer at the expiry instant, not a poll.
+func (e *LeaseElector) Observe(ctx context.Context) <-chan LeaderInfo {
+	out := make(chan LeaderInfo)
+	var v event.Value[LeaderInfo]
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		var last LeaderInfo
+		first := true
+		_ = e.follow(ctx, func(_ context.Context, o observation) followAction {
+			now := e.clock.Now()
+			info := o.leader(now)
+			if first || info != last {
+				first, last = false, info
+				v.Set(info)
+			}
+			if info.IsZero() {
+				return followAction{}
+			}
+			return followAction{wakeAt: o.expiry()}
+		})
+	}()
+	go func() {
+		defer wg.Done()
+		w := v.Watch()
+		defer w.Close()
+		for {
+			info, err := w.Get(ctx)
+			if err != nil {
+				return
+			}
+			select {
+			case out <- info:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	go func() {
+		wg.Wait()
+		close(out)
+	}()
+	return out
+}
+
+// Campaign implements Elector. It blocks until this candidate holds the
+// Lease, following it by a watch: a released lease is taken as soon as the
+// release is seen, an expired one when the expiry timer fires. The term it
+// returns implements Expiring; it ends with ErrLeadershipLost once
+// ValidUntil passes without a successful renewal, or when another holder
+// is found in the Lease. When ctx ends, the term ends too and the lease is
+// released in the background (bounded by RenewDeadline); Resign waits for
+// that.
+//
+// A new term's token is leaseTransitions + 1 after this candidate
+// incremented leaseTransitions to acquire it.
+func (e *LeaseElector) Campaign(ctx context.Context) (Leadership, error) {
+	if !e.campaigning.TryLock() {
+		return nil, errors.New("election: Campaign already in progress on this candidate")
+	}
+	defer e.campaigning.Unlock()
+	if prev := e.current(); prev != nil {
+		if !prev.ended() {
+			return nil, errors.New("election: Campaign while leading; resign first")
+		}
+		select { // the previous term's release must finish first
+		case <-prev.exited:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("election: campaign: %w", ctx.Err())
+		}
+	}
+	log := logr.FromContextOrDiscard(ctx).WithValues("lease", e.cfg.Namespace+"/"+e.cfg.Name, "identity", e.cfg.Identity)
+	for {
+		won, err := e.campaignOnce(ctx, log)
+		if err != nil {
+			return nil, err
+		}
+		err = won.start(ctx)
+		if err == nil {
+			log.V(1).Info("acquired the lease", "token", won.Token())
+			return won, nil
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		log.Info("the new term was invalid on arrival; campaigning again", "err", err)
+	}
+}
+
+// campaignOnce follows the Lease until this candidate acquires it.
+func (e *LeaseElector) campaignOnce(ctx context.Context, log logr.Logger) (*leaseTerm, error) {
+	var won *leaseTerm
+	err := e.follow(ctx, func(ctx context.Context, o observation) followAction {
+		now := e.clock.Now()
+		if o.held(now) {
+			return followAction{wakeAt: o.expiry()}
+		}
+		t, err := e.tryAcquire(ctx, o)
+		switch {
+		case err == nil:
+			won = t
+			return followAction{done: true}
+		case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
+			return followAction{refresh: true} // somebody else wrote first: read again
+		case ctx.Err() != nil:
+			return followAction{}
+		default:
+			log.Error(err, "acquiring the lease failed; retrying")
+			return followAction{wakeAt: e.clock.Now().Add(e.cfg.RetryPeriod)}
+		}
+	})
+	if won == nil {
+		return nil, fmt.Errorf("election: campaign: %w", err)
+	}
+	return won, nil
+}
+
+// tryAcquire writes this candidate into the Lease as the new holder, with
+// leaseTransitions incremented, using o's resourceVersion so that a
+// concurrent writer makes one of the two fail with a conflict.
+func (e *LeaseElector) tryAcquire(ctx context.Context, o observation) (*leaseTerm, error) {
+	if o.rec.Transitions == math.MaxInt32 {
+		return nil, errors.New("election: Lease leaseTransitions is at its maximum")
+	}
+	rctx, cancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
+	defer cancel()
+	start := e.clock.Now()
+	rec := leaseRecord{
+		Holder:          e.cfg.Identity,
+		DurationSeconds: int32(e.cfg.LeaseDuration / time.Second),
+		AcquireTime:     start,
+		RenewTime:       start,
+	}
+	var (
+		got *coordinationv1.Lease
+		err error
+	)
+	if o.lease == nil {
+		// A new Lease starts at leaseTransitions 0 as client-go's does.
+		spec := rec.spec()
+		got, err = e.leases.Create(rctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: e.cfg.Namespace, Name: e.cfg.Name},
+			Spec:       spec,
+		}, metav1.CreateOptions{})
+	} else {
+		rec.Transitions = max(o.rec.Transitions, 0) + 1
+		l := o.lease.DeepCopy()
+		l.Spec = rec.spec()
+		got, err = e.leases.Update(rctx, l, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return nil, err
+	}
+	e.note(got, got.ResourceVersion)
+	return newLeaseTerm(e, got, start), nil
+}
+
+// current returns the current or last term.
+func (e *LeaseElector) current() *leaseTerm {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.cur
+}
+
+// note records a state of the Lease (nil: absent) read with resourceVersion
+// rv, and returns the newest observation. A state older than one already
+// seen is ignored; a record different from the last one restarts the
+// expiry clock.
+func (e *LeaseElector) note(lease *coordinationv1.Lease, rv string) observation {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.obs.known && olderRV(rv, e.obs.rv) {
+		return e.obs
+	}
+	now := e.clock.Now()
+	if lease == nil {
+		if !e.obs.known || e.obs.lease != nil {
+			e.obs = observation{rv: rv, at: now, known: true}
+		}
+		e.obs.rv = rv
+		return e.obs
+	}
+	rec := recordFromSpec(&lease.Spec)
+	if !e.obs.known || e.obs.lease == nil || !rec.equal(e.obs.rec) {
+		e.obs.at = now
+	}
+	e.obs.lease, e.obs.rv, e.obs.rec, e.obs.known = lease, rv, rec, true
+	return e.obs
+}
+
+// snapshot returns the newest observation.
+func (e *LeaseElector) snapshot() observation {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.obs
+}

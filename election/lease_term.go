@@ -1,0 +1,310 @@
+package election
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// errValidityExpired is the reason of a loss by ValidUntil.
+var errValidityExpired = errors.New("no successful renewal before ValidUntil")
+
+// leaseTerm is one term on a Lease: the shared term plumbing plus the
+// renewal loop, the validity watchdog and the release.
+type leaseTerm struct {
+	*term
+	e *LeaseElector
+
+	// leading is the in-memory leader flag the write gate reads. It is
+	// dropped before the term's release is sent (Pinniped's releaseLock)
+	// and when the term is lost.
+	leading atomic.Bool
+
+	mu         sync.Mutex
+	lease      *coordinationv1.Lease // as last written or read by this term; never modified
+	key        clientGoKey           // client-go's view of the last record written
+	base       time.Time             // start of the first write with the current key
+	validUntil time.Time             // base + RenewDeadline
+
+	extended chan struct{} // validity moved forward (buffered, 1)
+	loopDone chan struct{} // renewal loop and watchdog exited
+	exited   chan struct{} // every goroutine of the term exited, release included
+}
+
+var (
+	_ Leadership = (*leaseTerm)(nil)
+	_ Expiring   = (*leaseTerm)(nil)
+)
+
+// newLeaseTerm makes the term for a Lease this candidate has just written as
+// holder; start is the local instant the write was sent.
+func newLeaseTerm(e *LeaseElector, lease *coordinationv1.Lease, start time.Time) *leaseTerm {
+	rec := recordFromSpec(&lease.Spec)
+	return &leaseTerm{
+		e:          e,
+		lease:      lease,
+		key:        rec.clientGoKey(),
+		base:       start,
+		validUntil: start.Add(e.cfg.RenewDeadline),
+		extended:   make(chan struct{}, 1),
+		loopDone:   make(chan struct{}),
+		exited:     make(chan struct{}),
+	}
+}
+
+// start begins the term under parent: it raises the leader flag and starts
+// the renewal loop and the watchdog.
+func (lt *leaseTerm) start(parent context.Context) error {
+	rec := recordFromSpec(&lt.lease.Spec)
+	lt.term = newTerm(parent, lt.e.cfg.Identity, rec.token(), lt.release)
+	lt.leading.Store(true)
+	lt.e.mu.Lock()
+	lt.e.cur = lt
+	lt.e.mu.Unlock()
+	log := logr.FromContextOrDiscard(parent).WithValues("lease", lt.e.cfg.Namespace+"/"+lt.e.cfg.Name, "identity", lt.e.cfg.Identity, "token", lt.token)
+	go func() {
+		defer close(lt.exited)
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); lt.renewLoop(log) }()
+		go func() { defer wg.Done(); lt.watchdog() }()
+		wg.Wait()
+		close(lt.loopDone)
+		// The parent context ended: release in the background, as
+		// client-go's ReleaseOnCancel does. A Resign releases itself, and
+		// a lost term has nothing to release.
+		if !errors.Is(context.Cause(lt.ctx), ErrResigned) && lt.pendingRelease() {
+			if err := lt.releaseDetached(lt.e.cfg.RenewDeadline); err != nil {
+				log.Error(err, "releasing the lease after the campaign context ended")
+			}
+		}
+	}()
+	if !lt.e.clock.Now().Before(lt.ValidUntil()) {
+		// The acquisition took longer than RenewDeadline: never hand out a
+		// term that is already invalid.
+		lt.lose(errValidityExpired)
+		<-lt.exited
+		return fmt.Errorf("election: campaign: %w: acquisition outlasted RenewDeadline", ErrLeadershipLost)
+	}
+	if parent.Err() != nil {
+		<-lt.exited
+		return fmt.Errorf("election: campaign: %w", parent.Err())
+	}
+	return nil
+}
+
+// Resign implements Leadership: the term context ends and the leader flag
+// drops, the renewal loop stops, then holderIdentity is cleared (with
+// leaseDurationSeconds 1, as client-go's ReleaseOnCancel writes) so that
+// any follower, ours or client-go's, may take the lease at once. It waits
+// for the term's goroutines to exit, or for ctx.
+func (lt *leaseTerm) Resign(ctx context.Context) error {
+	lt.leading.Store(false)
+	err := lt.term.Resign(ctx)
+	select {
+	case <-lt.exited:
+	case <-ctx.Done():
+		if err == nil {
+			err = fmt.Errorf("election: resign: %w", ctx.Err())
+		}
+	}
+	return err
+}
+
+// ValidUntil implements Expiring: the start of the last renewal a follower
+// can tell apart from the one before, plus RenewDeadline (that is, plus
+// LeaseDuration less a skew margin of LeaseDuration − RenewDeadline), on
+// the local monotonic clock.
+func (lt *leaseTerm) ValidUntil() time.Time {
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	return lt.validUntil
+}
+
+// validNow reports whether the term may act now: flag set, context live,
+// and the clock before ValidUntil.
+func (lt *leaseTerm) validNow() bool {
+	return lt.leading.Load() && !lt.ended() && lt.e.clock.Now().Before(lt.ValidUntil())
+}
+
+// lose drops the flag and ends the term as lost.
+func (lt *leaseTerm) lose(reason error) {
+	lt.leading.Store(false)
+	lt.term.lose(reason)
+}
+
+// renewLoop renews the lease every RetryPeriod until the term ends.
+func (lt *leaseTerm) renewLoop(log logr.Logger) {
+	ctx := lt.Context()
+	t := lt.e.clock.NewTimer(lt.e.cfg.RetryPeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		if err := lt.renew(ctx); err != nil && ctx.Err() == nil {
+			log.V(1).Info("renewing the lease failed; retrying", "err", err, "validUntil", lt.ValidUntil())
+		}
+		t.Reset(lt.e.cfg.RetryPeriod)
+	}
+}
+
+// renew writes a new renewTime. On a conflict it reads the Lease: if this
+// term still holds it (another write of ours landed, or a foreign field
+// changed) it retries with the new resourceVersion, otherwise the term is
+// lost.
+func (lt *leaseTerm) renew(ctx context.Context) error {
+	for range 3 {
+		start := lt.e.clock.Now()
+		lt.mu.Lock()
+		l := lt.lease.DeepCopy()
+		lt.mu.Unlock()
+		rec := recordFromSpec(&l.Spec)
+		rec.RenewTime = start
+		l.Spec = rec.spec()
+		got, err := lt.e.leases.Update(ctx, l, metav1.UpdateOptions{})
+		switch {
+		case err == nil:
+			lt.extend(got, start)
+			return nil
+		case apierrors.IsConflict(err):
+			if err := lt.reread(ctx); err != nil {
+				return err
+			}
+		case apierrors.IsNotFound(err):
+			lt.lose(errors.New("the Lease was deleted"))
+			return err
+		default:
+			return err
+		}
+	}
+	return errors.New("election: renewing the lease: repeated conflicts")
+}
+
+// reread reads the Lease after a conflict and adopts it if this term still
+// holds it; otherwise it ends the term as lost.
+func (lt *leaseTerm) reread(ctx context.Context) error {
+	cur, err := lt.e.leases.Get(ctx, lt.e.cfg.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		lt.lose(errors.New("the Lease was deleted"))
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	lt.e.note(cur, cur.ResourceVersion)
+	if !lt.owns(cur) {
+		holder := recordFromSpec(&cur.Spec).Holder
+		lt.lose(fmt.Errorf("the Lease is now held by %q", holder))
+		return ErrLeadershipLost
+	}
+	lt.mu.Lock()
+	lt.lease = cur
+	lt.mu.Unlock()
+	return nil
+}
+
+// owns reports whether l still records this term: our identity as holder
+// and the transition count of our acquisition.
+func (lt *leaseTerm) owns(l *coordinationv1.Lease) bool {
+	rec := recordFromSpec(&l.Spec)
+	return rec.Holder == lt.identity && rec.token() == lt.token
+}
+
+// extend records a successful renewal sent at start.
+func (lt *leaseTerm) extend(got *coordinationv1.Lease, start time.Time) {
+	lt.e.note(got, got.ResourceVersion)
+	key := recordFromSpec(&got.Spec).clientGoKey()
+	lt.mu.Lock()
+	lt.lease = got
+	if key != lt.key {
+		lt.key, lt.base = key, start
+		lt.validUntil = start.Add(lt.e.cfg.RenewDeadline)
+	}
+	lt.mu.Unlock()
+	select {
+	case lt.extended <- struct{}{}:
+	default:
+	}
+}
+
+// watchdog ends the term as lost once ValidUntil passes, whether or not a
+// renewal answer came back (a hung apiserver answers nothing).
+func (lt *leaseTerm) watchdog() {
+	ctx := lt.Context()
+	for {
+		d := lt.ValidUntil().Sub(lt.e.clock.Now())
+		if d <= 0 {
+			lt.lose(errValidityExpired)
+			return
+		}
+		t := lt.e.clock.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-lt.extended:
+			t.Stop()
+		case <-t.C():
+		}
+	}
+}
+
+// release is the term's release hook. It drops the leader flag first, so
+// that nothing gated acts on a lease about to be given up, waits for the
+// renewal loop to stop, then clears holderIdentity if the Lease still
+// records this term.
+func (lt *leaseTerm) release(ctx context.Context) error {
+	lt.leading.Store(false)
+	select {
+	case <-lt.loopDone:
+	case <-ctx.Done():
+		return fmt.Errorf("election: releasing the lease: %w", ctx.Err())
+	}
+	for range 3 {
+		lt.mu.Lock()
+		l := lt.lease.DeepCopy()
+		lt.mu.Unlock()
+		now := lt.e.clock.Now()
+		rec := recordFromSpec(&l.Spec)
+		rec.Holder, rec.DurationSeconds = "", 1
+		rec.AcquireTime, rec.RenewTime = now, now
+		l.Spec = rec.spec()
+		got, err := lt.e.leases.Update(ctx, l, metav1.UpdateOptions{})
+		switch {
+		case err == nil:
+			lt.e.note(got, got.ResourceVersion)
+			return nil
+		case apierrors.IsConflict(err):
+			cur, gerr := lt.e.leases.Get(ctx, lt.e.cfg.Name, metav1.GetOptions{})
+			if apierrors.IsNotFound(gerr) {
+				return nil
+			}
+			if gerr != nil {
+				return fmt.Errorf("election: releasing the lease: %w", gerr)
+			}
+			lt.e.note(cur, cur.ResourceVersion)
+			if !lt.owns(cur) {
+				return nil // somebody else holds it already
+			}
+			lt.mu.Lock()
+			lt.lease = cur
+			lt.mu.Unlock()
+		case apierrors.IsNotFound(err):
+			return nil
+		default:
+			return fmt.Errorf("election: releasing the lease: %w", err)
+		}
+	}
+	return errors.New("election: releasing the lease: repeated conflicts")
+}
