@@ -1,0 +1,354 @@
+package versiongate
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+func TestWaitReady(t *testing.T) {
+	_, cli := etcdClient(t)
+	ctx := testContext(t)
+	for _, tc := range []struct {
+		name   string
+		status *Status
+		raw    string
+		ready  bool
+	}{
+		{name: "absent"},
+		{name: "corrupt", raw: "not a status"},
+		{name: "too old", status: &Status{State: StateDone, Version: ver(t, "0.9.0"), MinimumCompatibleRelease: rel(t, "0.9.0")}},
+		{name: "too new", status: &Status{State: StateDone, Version: ver(t, "2.0.0"), MinimumCompatibleRelease: rel(t, "1.5.0")}},
+		{name: "equal", status: &Status{State: StateDone, Version: ver(t, "1.2.0"), MinimumCompatibleRelease: rel(t, "1.0.0")}, ready: true},
+		{name: "working", status: &Status{State: StateWorking, Version: ver(t, "1.1.0"), MinimumCompatibleRelease: rel(t, "1.2.0")}, ready: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := cli.Delete(ctx, testStatusKey)
+			require.NoError(t, err)
+			if tc.status != nil {
+				putStatus(t, cli, *tc.status)
+			}
+			if tc.raw != "" {
+				_, err := cli.Put(ctx, testStatusKey, tc.raw)
+				require.NoError(t, err)
+			}
+			g, _ := newGate(t, cli, gateOpts{id: "n1", version: "1.2.0", minReconciler: "1.0.0"})
+			errc := waitReady(t, ctx, g)
+			if tc.ready {
+				require.NoError(t, <-errc)
+				return
+			}
+			// Not ready now; becomes ready once a suitable status appears.
+			wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			require.ErrorIs(t, g.WaitReady(wctx), context.DeadlineExceeded)
+			cancel()
+			if tc.raw != "" {
+				require.ErrorIs(t, g.StatusError(), ErrCorruptStatus)
+			}
+			putStatus(t, cli, Status{State: StateDone, Version: ver(t, "1.2.0"), MinimumCompatibleRelease: rel(t, "1.0.0")})
+			select {
+			case err := <-errc:
+				require.NoError(t, err)
+			case <-time.After(20 * time.Second):
+				t.Fatal("WaitReady did not return after a compatible status was written")
+			}
+			require.NoError(t, g.StatusError())
+		})
+	}
+}
+
+func TestLeaderStatusAbsent(t *testing.T) {
+	_, cli := etcdClient(t)
+	ctx := testContext(t)
+	clk := clocktesting.NewFakeClock(time.Now())
+	rec := &reconcileRecorder{fail: 2}
+	putRegistry(t, cli, "n1", "1.0.0")
+	g, _ := newGate(t, cli, gateOpts{id: "n1", version: "1.0.0+abc", minCompat: "1.0.0", clock: clk, rec: rec})
+	runGate(t, ctx, g)
+	ready := waitReady(t, ctx, g)
+
+	// Two failed attempts of the initial reconcile wait for backoff on the
+	// fake clock; there is no settle wait since no reconciler ran before.
+	stepWhenWaiting(t, clk, time.Second)
+	stepWhenWaiting(t, clk, time.Second)
+	eventually(t, func() bool { return len(rec.calls()) == 1 }, "initial reconcile")
+	require.NoError(t, <-ready)
+	st, _, ok := getStatus(t, cli)
+	require.True(t, ok)
+	require.Equal(t, Status{State: StateDone, Version: ver(t, "1.0.0+abc"), MinimumCompatibleRelease: rel(t, "1.0.0")}, st)
+	require.Equal(t, PhaseDone, g.Phase())
+	require.True(t, g.Leading())
+	require.NotZero(t, rec.calls()[0], "reconcile receives the term's token")
+
+	// Periodic reconcile after the default interval, on the fake clock.
+	stepWhenWaiting(t, clk, DefaultReconcileInterval)
+	eventually(t, func() bool { return len(rec.calls()) == 2 }, "periodic reconcile")
+}
+
+func TestLeaderStatusEqual(t *testing.T) {
+	_, cli := etcdClient(t)
+	ctx := testContext(t)
+	clk := clocktesting.NewFakeClock(time.Now())
+	rec := &reconcileRecorder{}
+	putRegistry(t, cli, "n1", "1.0.0")
+	putStatus(t, cli, Status{State: StateDone, Version: ver(t, "1.0.0"), MinimumCompatibleRelease: rel(t, "1.0.0")})
+	_, rev0, _ := getStatus(t, cli)
+	g, _ := newGate(t, cli, gateOpts{id: "n1", version: "1.0.0", minCompat: "1.0.0", clock: clk, rec: rec})
+	runGate(t, ctx, g)
+
+	eventually(t, func() bool { return g.Phase() == PhaseSettling }, "settle wait")
+	require.Empty(t, rec.calls(), "no reconcile before the settle time passed")
+	stepWhenWaiting(t, clk, DefaultSettleTime)
+	eventually(t, func() bool { return g.Phase() == PhaseDone }, "done")
+	require.Len(t, rec.calls(), 1)
+	_, rev1, _ := getStatus(t, cli)
+	require.Equal(t, rev0, rev1, "an up-to-date status is left alone")
+}
+
+func TestLeaderStatusCompatibleSetsWorking(t *testing.T) {
+	_, cli := etcdClient(t)
+	ctx := testContext(t)
+	clk := clocktesting.NewFakeClock(time.Now())
+	rec := &reconcileRecorder{}
+	putRegistry(t, cli, "n1", "1.1.0")
+	putRegistry(t, cli, "old", "1.0.0")
+	putStatus(t, cli, Status{State: StateDone, Version: ver(t, "1.0.0"), MinimumCompatibleRelease: rel(t, "1.0.0")})
+	g, _ := newGate(t, cli, gateOpts{id: "n1", version: "1.1.0", minCompat: "1.0.0", clock: clk, rec: rec})
+	runGate(t, ctx, g)
+
+	eventually(t, func() bool { return g.Phase() == PhaseSettling }, "settle wait")
+	st, _, _ := getStatus(t, cli)
+	require.Equal(t, Status{State: StateWorking, Version: ver(t, "1.0.0"), MinimumCompatibleRelease: rel(t, "1.0.0")}, st)
+	require.Empty(t, g.Blocking(), "1.0.0 nodes are compatible with 1.1.0's state")
+	stepWhenWaiting(t, clk, DefaultSettleTime)
+	eventually(t, func() bool { return g.Phase() == PhaseDone }, "done")
+	st, _, _ = getStatus(t, cli)
+	require.Equal(t, Status{State: StateDone, Version: ver(t, "1.1.0"), MinimumCompatibleRelease: rel(t, "1.0.0")}, st)
+}
+
+func TestReleaseTracking(t *testing.T) {
+	_, cli := etcdClient(t)
+	ctx := testContext(t)
+	clk := clocktesting.NewFakeClock(time.Now())
+	putRegistry(t, cli, "a", "1.1.0")
+	putRegistry(t, cli, "w", "0.5.0", "worker") // not a member
+	_, err := cli.Put(ctx, testNodesPrefix+"junk", "{not json")
+	require.NoError(t, err)
+	g, _ := newGate(t, cli, gateOpts{id: "a", version: "1.1.0", minCompat: "1.0.0", clock: clk})
+	runGate(t, ctx, g)
+
+	want := func(min, max string, nodes int, blocking string) {
+		t.Helper()
+		eventually(t, func() bool {
+			r, ok := g.Releases()
+			return ok && r.Min == rel(t, min) && r.Max == rel(t, max) && r.Nodes == nodes && nodeIDs(g.Blocking()) == blocking
+		}, "want min %s max %s nodes %d blocking %q; have %+v %q", min, max, nodes, blocking, fmtReleases(g), nodeIDs(g.Blocking()))
+	}
+	want("1.1.0", "1.1.0", 1, "")
+
+	putRegistry(t, cli, "b", "0.9.0")
+	want("0.9.0", "1.1.0", 2, "b@0.9.0")
+
+	// Role change: the worker becomes a controller, then b stops being one.
+	putRegistry(t, cli, "w", "0.5.0", "worker", "controller")
+	want("0.5.0", "1.1.0", 3, "b@0.9.0,w@0.5.0")
+	putRegistry(t, cli, "b", "0.9.0", "worker")
+	want("0.5.0", "1.1.0", 2, "w@0.5.0")
+
+	// Upgrade and delete.
+	putRegistry(t, cli, "w", "1.2.0", "controller")
+	want("1.1.0", "1.2.0", 2, "")
+	del, err := cli.Delete(ctx, testNodesPrefix+"w")
+	require.NoError(t, err)
+	want("1.1.0", "1.1.0", 1, "")
+	r, _ := g.Releases()
+	require.Equal(t, del.Header.Revision, r.Revision, "the summary's revision is the last node change")
+}
+
+func fmtReleases(g *Gate) Releases { r, _ := g.Releases(); return r }
+
+func TestNoReconcileWhileIncompatibleNodeExists(t *testing.T) {
+	_, cli := etcdClient(t)
+	ctx := testContext(t)
+	clk := clocktesting.NewFakeClock(time.Now())
+	rec := &reconcileRecorder{}
+	putRegistry(t, cli, "new", "2.0.0")
+	putRegistry(t, cli, "old", "1.0.0")
+	before := Status{State: StateDone, Version: ver(t, "1.0.0"), MinimumCompatibleRelease: rel(t, "1.0.0")}
+	putStatus(t, cli, before)
+	g, _ := newGate(t, cli, gateOpts{id: "new", version: "2.0.0", minCompat: "2.0.0", clock: clk, rec: rec})
+	runGate(t, ctx, g)
+
+	eventually(t, func() bool { return g.Phase() == PhaseRestricting }, "restricting")
+	require.Equal(t, []Node{{ID: "old", Release: rel(t, "1.0.0")}}, g.Blocking())
+	// Nothing moves while the old node exists, however much time passes.
+	clk.Step(time.Hour)
+	st, _, _ := getStatus(t, cli)
+	require.Equal(t, before, st)
+	require.Empty(t, rec.calls())
+	require.Equal(t, PhaseRestricting, g.Phase())
+
+	putRegistry(t, cli, "old", "2.0.0") // upgraded
+	eventually(t, func() bool { return g.Phase() == PhaseSettling }, "settling")
+	st, _, _ = getStatus(t, cli)
+	require.Equal(t, Status{State: StateWorking, Version: ver(t, "1.0.0"), MinimumCompatibleRelease: rel(t, "2.0.0")}, st,
+		"the intersection of both statuses")
+	require.Empty(t, rec.calls())
+	stepWhenWaiting(t, clk, DefaultSettleTime)
+	eventually(t, func() bool { return g.Phase() == PhaseDone }, "done")
+	st, _, _ = getStatus(t, cli)
+	require.Equal(t, Status{State: StateDone, Version: ver(t, "2.0.0"), MinimumCompatibleRelease: rel(t, "2.0.0")}, st)
+}
+
+// hookKV calls before ahead of every transaction commit.
+type hookKV struct {
+	clientv3.KV
+	before func()
+}
+
+func (k *hookKV) Txn(ctx context.Context) clientv3.Txn { return &hookTxn{Txn: k.KV.Txn(ctx), before: k.before} }
+
+type hookTxn struct {
+	clientv3.Txn
+	before func()
+}
+
+func (t *hookTxn) If(cs ...clientv3.Cmp) clientv3.Txn  { t.Txn = t.Txn.If(cs...); return t }
+func (t *hookTxn) Then(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Then(ops...); return t }
+func (t *hookTxn) Else(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Else(ops...); return t }
+func (t *hookTxn) Commit() (*clientv3.TxnResponse, error) {
+	t.before()
+	return t.Txn.Commit()
+}
+
+func TestRestrictAbortedByConcurrentNodeChange(t *testing.T) {
+	e, cli := etcdClient(t)
+	ctx := testContext(t)
+	clk := clocktesting.NewFakeClock(time.Now())
+	putRegistry(t, cli, "new", "2.0.0")
+	before := Status{State: StateDone, Version: ver(t, "1.0.0"), MinimumCompatibleRelease: rel(t, "1.0.0")}
+	putStatus(t, cli, before)
+
+	gateCli := e.Client(t)
+	var g *Gate
+	var injected bool
+	// Right before the restricted status is committed, an old node joins:
+	// the summary the leader acted on is stale, and the write must fail.
+	gateCli.KV = &hookKV{KV: gateCli.KV, before: func() {
+		if !injected && g.Phase() == PhaseRestricting {
+			injected = true
+			putRegistry(t, cli, "late", "1.0.0")
+		}
+	}}
+	g, _ = newGate(t, gateCli, gateOpts{id: "new", version: "2.0.0", minCompat: "2.0.0", clock: clk})
+	runGate(t, ctx, g)
+
+	eventually(t, func() bool { return nodeIDs(g.Blocking()) == "late@1.0.0" }, "late node seen")
+	require.Equal(t, PhaseRestricting, g.Phase())
+	st, _, _ := getStatus(t, cli)
+	require.Equal(t, before, st, "the restricted status was not written past the new node")
+
+	_, err := cli.Delete(ctx, testNodesPrefix+"late")
+	require.NoError(t, err)
+	eventually(t, func() bool { return g.Phase() == PhaseSettling }, "settling")
+	st, _, _ = getStatus(t, cli)
+	require.Equal(t, rel(t, "2.0.0"), st.MinimumCompatibleRelease)
+}
+
+func TestCorruptStatus(t *testing.T) {
+	_, cli := etcdClient(t)
+	ctx := testContext(t)
+	clk := clocktesting.NewFakeClock(time.Now())
+	rec := &reconcileRecorder{}
+	_, err := cli.Put(ctx, testStatusKey, "\x08\x02garbage")
+	require.NoError(t, err)
+	putRegistry(t, cli, "n1", "1.0.0")
+	g, _ := newGate(t, cli, gateOpts{id: "n1", version: "1.0.0", clock: clk, rec: rec})
+	ready := waitReady(t, ctx, g)
+	runGate(t, ctx, g)
+
+	// Treated as absent, but a reconciler evidently ran: settle first.
+	eventually(t, func() bool { return g.Phase() == PhaseSettling }, "settle wait")
+	require.ErrorIs(t, g.StatusError(), ErrCorruptStatus)
+	stepWhenWaiting(t, clk, DefaultSettleTime)
+	require.NoError(t, <-ready)
+	st, _, _ := getStatus(t, cli)
+	require.Equal(t, Status{State: StateDone, Version: ver(t, "1.0.0")}, st)
+	require.Len(t, rec.calls(), 1)
+}
+
+func TestLeaderHandover(t *testing.T) {
+	_, cli := etcdClient(t)
+	ctx := testContext(t)
+	clk := clocktesting.NewFakeClock(time.Now())
+	putRegistry(t, cli, "a", "1.0.0")
+	putRegistry(t, cli, "b", "1.0.0")
+	recA, recB := &reconcileRecorder{}, &reconcileRecorder{}
+	ga, _ := newGate(t, cli, gateOpts{id: "a", version: "1.0.0", clock: clk, rec: recA})
+	gb, _ := newGate(t, cli, gateOpts{id: "b", version: "1.0.0", clock: clk, rec: recB})
+	stopA := runGate(t, ctx, ga)
+	eventually(t, func() bool { return ga.Phase() == PhaseDone }, "a leads")
+	stopB := runGate(t, ctx, gb)
+	eventually(t, func() bool { return gb.Phase() == PhaseCampaigning }, "b campaigns")
+	require.False(t, gb.Leading())
+
+	require.ErrorIs(t, stopA(), context.Canceled)
+	eventually(t, func() bool { return gb.Phase() == PhaseSettling }, "b takes over and settles")
+	require.Empty(t, recB.calls())
+	stepWhenWaiting(t, clk, DefaultSettleTime)
+	eventually(t, func() bool { return gb.Phase() == PhaseDone }, "b done")
+	require.Greater(t, recB.calls()[0], recA.calls()[0], "fencing tokens increase across terms")
+
+	// A newer node takes over; b stops campaigning and resigns.
+	putRegistry(t, cli, "c", "1.1.0")
+	eventually(t, func() bool { return gb.Phase() == PhaseIdle && !gb.Leading() }, "b steps down")
+	require.ErrorIs(t, stopB(), context.Canceled)
+}
+
+func TestPublishedRecord(t *testing.T) {
+	_, cli := etcdClient(t)
+	ctx := testContext(t)
+	clk := clocktesting.NewFakeClock(time.Now())
+	g, _ := newGate(t, cli, gateOpts{id: "p1", version: "1.0.0", owned: true, clock: clk})
+	other, _ := newGate(t, cli, gateOpts{id: "p2", version: "1.0.0", owned: true, clock: clk})
+	gctx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- g.Run(gctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if errc != nil {
+			<-errc
+		}
+	})
+	stopOther := runGate(t, ctx, other)
+	require.NoError(t, <-waitReady(t, ctx, g))
+	eventually(t, func() bool { r, _ := g.Releases(); return r.Nodes == 2 }, "both records counted")
+
+	resp, err := cli.Get(ctx, testNodesPrefix+"p1")
+	require.NoError(t, err)
+	require.Len(t, resp.Kvs, 1)
+	require.NotZero(t, resp.Kvs[0].Lease, "the record is bound to a lease")
+	id, v, err := DecodeNodeRelease(resp.Kvs[0].Value)
+	require.NoError(t, err)
+	require.Equal(t, "p1", id)
+	require.Equal(t, ver(t, "1.0.0"), v)
+
+	// A clean stop removes the record at once.
+	require.ErrorIs(t, stopOther(), context.Canceled)
+	eventually(t, func() bool { r, _ := g.Releases(); return r.Nodes == 1 }, "stopped node's record gone")
+
+	// A lost lease ends Run with ErrRecordLost.
+	_, err = cli.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease))
+	require.NoError(t, err)
+	select {
+	case err := <-errc:
+		errc = nil
+		require.ErrorIs(t, err, ErrRecordLost)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after its record's lease was revoked")
+	}
+}
