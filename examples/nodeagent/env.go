@@ -1,0 +1,266 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/namespace"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/reconkit/reconkit/election"
+	"github.com/reconkit/reconkit/internal/servers"
+	"github.com/reconkit/reconkit/lbrecon/lbrecontest"
+	"github.com/reconkit/reconkit/versiongate"
+)
+
+// env is what the agents share: etcd, the Kubernetes API, the load
+// balancer, the state directory, and the list of agents for the view.
+type env struct {
+	opts options
+	log  logr.Logger
+	say  func(format string, args ...any) // narrative lines on stdout
+
+	etcd      *servers.Etcd // nil with --etcd
+	endpoints []string
+	prefix    string           // this run's etcd key prefix
+	cli       *clientv3.Client // the view's and the operator's client
+	observer  *election.EtcdElector
+
+	kube     kubernetes.Interface
+	inMemory bool
+	assigner *configAssigner
+
+	stateDir  string
+	ownsState bool
+
+	lb    *lbrecontest.Engine
+	fence fence
+
+	changes chan struct{} // capacity 1: something the view shows changed
+
+	mu     sync.Mutex
+	agents []*agent // by index-1: the current agent of each slot
+}
+
+// newEnv sets up etcd, the Kubernetes API, the state directory and the
+// load balancer. On error everything made so far is undone.
+func newEnv(ctx context.Context, opts options, log logr.Logger, say func(string, ...any)) (e *env, err error) {
+	e = &env{opts: opts, log: log, say: say, changes: make(chan struct{}, 1), agents: make([]*agent, opts.agents)}
+	defer func() {
+		if err != nil {
+			e.close()
+		}
+	}()
+
+	if opts.stateDir == "" {
+		dir, err := os.MkdirTemp("", "nodeagent-state-")
+		if err != nil {
+			return e, err
+		}
+		e.stateDir, e.ownsState = dir, true
+	} else {
+		if err := os.MkdirAll(opts.stateDir, 0o700); err != nil {
+			return e, err
+		}
+		e.stateDir = opts.stateDir
+	}
+	say("setup: checkpoints in %s", e.stateDir)
+
+	if opts.etcd == "" {
+		say("setup: building etcd from internal/tools if needed (about 30 seconds on the first run, then cached)")
+		bins, err := servers.Build(ctx, servers.BuildOptions{SkipAPIServer: true, Logf: func(format string, args ...any) {
+			say("setup: "+format, args...)
+		}})
+		if err != nil {
+			return e, fmt.Errorf("build etcd: %w", err)
+		}
+		e.etcd, err = servers.StartEtcd(ctx, servers.EtcdOptions{Binary: bins.Etcd})
+		if err != nil {
+			return e, fmt.Errorf("start etcd: %w", err)
+		}
+		e.endpoints = e.etcd.Endpoints()
+		say("setup: local etcd at %s (data dir %s)", strings.Join(e.endpoints, ","), e.etcd.Members[0].DataDir)
+	} else {
+		e.endpoints = strings.Split(opts.etcd, ",")
+		say("setup: etcd at %s", opts.etcd)
+	}
+	e.prefix = fmt.Sprintf("%srun-%x/", opts.etcdPrefix, time.Now().UnixNano())
+	e.cli, err = e.newEtcdClient()
+	if err != nil {
+		return e, err
+	}
+	e.observer, err = election.NewEtcd(election.EtcdConfig{Client: e.cli, Prefix: electionPrefix, Identity: "observer", SessionTTL: opts.electionTTL})
+	if err != nil {
+		return e, err
+	}
+
+	if opts.kubeconfig == "" {
+		e.kube, e.inMemory = fake.NewClientset(), true
+		say("setup: Kubernetes API is IN-MEMORY (client-go fake clientset): no cluster is touched; --kubeconfig uses a real one")
+	} else {
+		cfg, err := clientcmd.BuildConfigFromFlags("", opts.kubeconfig)
+		if err != nil {
+			return e, fmt.Errorf("kubeconfig: %w", err)
+		}
+		e.kube, err = kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return e, fmt.Errorf("kubernetes client: %w", err)
+		}
+		say("setup: Kubernetes API at %s (Nodes agent-1..%d and ConfigMap %s/%s are created, and deleted at exit)", cfg.Host, opts.agents, opts.namespace, configMapName)
+		if err := e.deleteKubeObjects(ctx); err != nil {
+			return e, err
+		}
+	}
+	e.assigner = &configAssigner{client: e.kube, namespace: opts.namespace, inMemory: e.inMemory}
+	e.lb = lbrecontest.New(lbrecontest.Config{Latency: opts.lbLatency, Pending: opts.lbPending})
+	say("setup: load balancer is the in-memory engine of lbrecon/lbrecontest (latency %v, pending %v)", opts.lbLatency, opts.lbPending)
+	return e, nil
+}
+
+// newEtcdClient returns a client whose keys live under the run's prefix.
+func (e *env) newEtcdClient() (*clientv3.Client, error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: e.endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, fmt.Errorf("etcd client: %w", err)
+	}
+	cli.KV = namespace.NewKV(cli.KV, e.prefix)
+	cli.Watcher = namespace.NewWatcher(cli.Watcher, e.prefix)
+	cli.Lease = namespace.NewLease(cli.Lease, e.prefix)
+	return cli, nil
+}
+
+// changed tells the view to look again. It never blocks.
+func (e *env) changed() {
+	select {
+	case e.changes <- struct{}{}:
+	default:
+	}
+}
+
+// startAgent starts agent-<index> at version, replacing the slot's agent,
+// which must have been stopped.
+func (e *env) startAgent(ctx context.Context, index int, version versiongate.Version) (*agent, error) {
+	a := newAgent(e, index, version)
+	if err := a.start(ctx); err != nil {
+		return nil, fmt.Errorf("start %s: %w", a.name, err)
+	}
+	e.mu.Lock()
+	e.agents[index-1] = a
+	e.mu.Unlock()
+	e.changed()
+	return a, nil
+}
+
+func (e *env) agentList() []*agent {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []*agent
+	for _, a := range e.agents {
+		if a != nil {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func (e *env) agentByName(name string) *agent {
+	for _, a := range e.agentList() {
+		if a.name == name {
+			return a
+		}
+	}
+	return nil
+}
+
+// stopAgents stops every running agent gracefully and waits for them.
+func (e *env) stopAgents() {
+	var wg sync.WaitGroup
+	for _, a := range e.agentList() {
+		wg.Go(func() {
+			select {
+			case <-a.done:
+				a.elector.close()
+				a.cli.Close()
+			default:
+				a.stop()
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// close stops the agents and removes everything this run made: the etcd
+// keys (or the local etcd), the Kubernetes objects on a real cluster, and
+// the temporary state directory. It reports what it did.
+func (e *env) close() {
+	e.stopAgents()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var errs []error
+	if e.observer != nil {
+		errs = append(errs, e.observer.Close())
+	}
+	if e.cli != nil {
+		if e.etcd == nil {
+			// A real etcd keeps the run's keys; delete them.
+			if _, err := e.cli.Delete(ctx, "", clientv3.WithPrefix()); err != nil {
+				errs = append(errs, fmt.Errorf("delete etcd prefix %s: %w", e.prefix, err))
+			}
+		}
+		errs = append(errs, e.cli.Close())
+	}
+	if e.kube != nil && !e.inMemory {
+		errs = append(errs, e.deleteKubeObjects(ctx))
+	}
+	if e.etcd != nil {
+		errs = append(errs, e.etcd.Close())
+		e.say("cleanup: local etcd stopped, its data dir removed")
+	}
+	if e.ownsState && e.stateDir != "" {
+		errs = append(errs, os.RemoveAll(e.stateDir))
+		e.say("cleanup: state dir %s removed", e.stateDir)
+	}
+	if err := errors.Join(errs...); err != nil {
+		e.say("cleanup: %v", err)
+	}
+}
+
+// deleteKubeObjects removes this program's Nodes, their Leases and the
+// ConfigMap from a real cluster.
+func (e *env) deleteKubeObjects(ctx context.Context) error {
+	var errs []error
+	ignore := func(err error) {
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	for i := 1; i <= e.opts.agents; i++ {
+		name := fmt.Sprintf("agent-%d", i)
+		n, err := e.kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			ignore(err)
+			continue
+		}
+		if n.Labels[nodeLabel] != "true" {
+			errs = append(errs, fmt.Errorf("node %s exists and is not one of this program's; not touching it", name))
+			continue
+		}
+		ignore(e.kube.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}))
+		ignore(e.kube.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(ctx, name, metav1.DeleteOptions{}))
+	}
+	ignore(e.kube.CoreV1().ConfigMaps(e.opts.namespace).Delete(ctx, configMapName, metav1.DeleteOptions{}))
+	return errors.Join(errs...)
+}

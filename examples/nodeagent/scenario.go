@@ -1,0 +1,264 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/reconkit/reconkit/checkpoint"
+	"github.com/reconkit/reconkit/election"
+	"github.com/reconkit/reconkit/versiongate"
+)
+
+// scenario drives the cluster through one story and judges it.
+type scenario struct {
+	env   *env
+	view  *view
+	p     *printer
+	start time.Time
+}
+
+// waitFor polls fresh snapshots until ok holds, and fails with what it
+// waited for when ctx ends.
+func (sc *scenario) waitFor(ctx context.Context, what string, ok func(snapshot) bool) (snapshot, error) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		s := sc.view.collect(ctx)
+		if ctx.Err() == nil && ok(s) {
+			return s, nil
+		}
+		select {
+		case <-ctx.Done():
+			return s, fmt.Errorf("waiting for %s: %w (last view: %s)", what, ctx.Err(), s.line(true))
+		case <-t.C:
+		}
+	}
+}
+
+// steady holds when every running agent is ready, one of them leads, the
+// gate status is done and the load balancer targets exactly the running
+// agents with nothing pending.
+func steady(s snapshot) bool {
+	var running []string
+	leaderRuns := false
+	for _, a := range s.Agents {
+		if !a.Running {
+			continue
+		}
+		if !a.Ready {
+			return false
+		}
+		running = append(running, a.Name)
+		if a.Name == s.Leader.Identity && a.Leading && a.Phase == versiongate.PhaseDone {
+			leaderRuns = true
+		}
+	}
+	return leaderRuns && strings.HasPrefix(s.Status, "done@") && s.LB.Pending == 0 && slices.Equal(s.LB.Targets, running)
+}
+
+func (sc *scenario) steady(ctx context.Context) (snapshot, error) {
+	s, err := sc.waitFor(ctx, "a steady cluster (all ready, a leader done, every agent a load-balancer target)", steady)
+	if err == nil {
+		sc.p.say("steady: leader %s (token %d), status %s, targets %s", s.Leader.Identity, s.Leader.Token, s.Status, listOrDash(s.LB.Targets))
+	}
+	return s, err
+}
+
+// failover kills the leader and measures how long until another agent
+// leads, then waits for the successor to drop the dead node from the load
+// balancer.
+func (sc *scenario) failover(ctx context.Context) (string, error) {
+	s, err := sc.steady(ctx)
+	if err != nil {
+		return "", err
+	}
+	old := s.Leader
+	victim := sc.env.agentByName(old.Identity)
+	if victim == nil {
+		return "", fmt.Errorf("leader %q is not one of the agents", old.Identity)
+	}
+	sc.p.say("SCENARIO failover: killing the leader %s; its etcd connection is cut first, so its session (TTL %v) is never revoked", victim.name, sc.env.opts.electionTTL)
+	killed := time.Now()
+	victim.kill()
+
+	var next election.LeaderInfo
+	poll := time.NewTicker(10 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		sc.view.mu.Lock()
+		next = sc.view.leader
+		sc.view.mu.Unlock()
+		if !next.IsZero() && next.Identity != old.Identity {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("no successor to %s: %w", old.Identity, ctx.Err())
+		case <-poll.C:
+		}
+	}
+	took := time.Since(killed)
+	sc.p.say("failover: %s leads after %.1fs (fencing token %d, was %d)", next.Identity, took.Seconds(), next.Token, old.Token)
+	if next.Token <= old.Token {
+		return "", fmt.Errorf("successor token %d is not above the old leader's %d", next.Token, old.Token)
+	}
+
+	sc.p.say("failover: waiting for %s's Node lease to go stale and the new leader to drop it from the load balancer", victim.name)
+	s, err = sc.waitFor(ctx, "the successor to converge the load balancer without "+victim.name, func(s snapshot) bool {
+		return steady(s) && s.Leader.Identity == next.Identity && !slices.Contains(s.LB.Targets, victim.name)
+	})
+	if err != nil {
+		return "", err
+	}
+	sc.p.say("failover: load balancer targets %s", listOrDash(s.LB.Targets))
+	return fmt.Sprintf("killed=%s successor=%s took=%.1fs token=%d->%d targets=%s", victim.name, next.Identity, took.Seconds(), old.Token, next.Token, listOrDash(s.LB.Targets)), nil
+}
+
+// upgrade replaces every agent, one at a time, with one of the newer
+// release; the gate keeps the new leader from reconciling the new state
+// while older nodes remain.
+func (sc *scenario) upgrade(ctx context.Context) (string, error) {
+	e := sc.env
+	newV, err := versiongate.ParseVersion(e.opts.upgradeTo)
+	if err != nil {
+		return "", fmt.Errorf("--upgrade-to: %w", err)
+	}
+	oldV, err := versiongate.ParseVersion(e.opts.release)
+	if err != nil {
+		return "", err
+	}
+	if !oldV.Release.Less(newV.Release) {
+		return "", fmt.Errorf("--upgrade-to %s is not above --release %s", newV, oldV)
+	}
+	restricts := minimumCompatible(oldV.Release).Less(minimumCompatible(newV.Release))
+	if _, err := sc.steady(ctx); err != nil {
+		return "", err
+	}
+	sc.p.say("SCENARIO upgrade: rolling %s -> %s one agent at a time; %s needs nodes at %s or above",
+		oldV, newV, newV.Release, minimumCompatible(newV.Release))
+	restricted := 0
+	for i := 1; i <= e.opts.agents; i++ {
+		a := e.agentList()[i-1]
+		sc.p.say("upgrade: stopping %s (%s)", a.name, a.version)
+		a.stop()
+		na, err := e.startAgent(ctx, i, newV)
+		if err != nil {
+			return "", err
+		}
+		if _, err := sc.waitFor(ctx, na.name+" at "+newV.String()+" to pass WaitReady", func(snapshot) bool { return na.snapshot().Ready }); err != nil {
+			return "", err
+		}
+		sc.p.say("upgrade: %s runs %s and passed WaitReady", na.name, newV)
+		if i == e.opts.agents || !restricts {
+			continue
+		}
+		s, err := sc.waitFor(ctx, "the new leader to restrict", func(s snapshot) bool {
+			for _, a := range s.Agents {
+				if a.Leading && a.Release == newV.String() && a.Phase == versiongate.PhaseRestricting && len(a.Blocking) == e.opts.agents-i {
+					return true
+				}
+			}
+			return false
+		})
+		if err != nil {
+			return "", err
+		}
+		for _, a := range s.Agents {
+			if a.Leading {
+				sc.p.say("upgrade: gate of leader %s is restricting: it waits for %s before it reconciles %s", a.Name, strings.Join(a.Blocking, ", "), newV.Release)
+			}
+		}
+		restricted++
+	}
+	want := fmt.Sprintf("done@%s/min%s", newV.Release, minimumCompatible(newV.Release))
+	s, err := sc.waitFor(ctx, "status "+want+" and a steady cluster", func(s snapshot) bool {
+		return steady(s) && s.Status == want
+	})
+	if err != nil {
+		return "", err
+	}
+	sc.p.say("upgrade: finished; status %s, binds %s", s.Status, listOrDash(s.LB.Binds))
+	if restricts && restricted == 0 {
+		return "", fmt.Errorf("the gate never restricted")
+	}
+	return fmt.Sprintf("release=%s leader=%s restricted-steps=%d status=%s binds=%s took=%.1fs", newV, s.Leader.Identity, restricted, s.Status, listOrDash(s.LB.Binds), time.Since(sc.start).Seconds()), nil
+}
+
+// badConfig assigns a good configuration, then one that does not
+// validate, then one that validates but fails its trial.
+func (sc *scenario) badConfig(ctx context.Context) (string, error) {
+	e := sc.env
+	if _, err := sc.steady(ctx); err != nil {
+		return "", err
+	}
+	all := func(ok func(agentState) bool) func(snapshot) bool {
+		return func(s snapshot) bool {
+			for _, a := range s.Agents {
+				if !ok(a) {
+					return false
+				}
+			}
+			return len(s.Agents) > 0
+		}
+	}
+
+	good := localConfig()
+	good.Addresses = append(good.Addresses, "192.0.2.11")
+	good.MaxConnections = 200
+	goodID, err := e.assigner.assign(ctx, mustJSON(good))
+	if err != nil {
+		return "", err
+	}
+	sc.p.say("SCENARIO bad-config: assigned %s (adds external address 192.0.2.11, maxConnections 200); trial %v", goodID, e.opts.trial)
+	if _, err := sc.waitFor(ctx, goodID+" on trial", all(func(a agentState) bool { return a.CfgID == goodID })); err != nil {
+		return "", err
+	}
+	sc.p.say("bad-config: every agent runs %s on trial", goodID)
+	s, err := sc.waitFor(ctx, goodID+" last-known-good and on the load balancer", func(s snapshot) bool {
+		return all(func(a agentState) bool { return a.CfgPhase == checkpoint.PhaseLastKnownGood && a.CfgID == goodID })(s) &&
+			slices.Contains(s.LB.Binds, "192.0.2.11:80") && steady(s)
+	})
+	if err != nil {
+		return "", err
+	}
+	sc.p.say("bad-config: %s passed its trial on every agent; binds %s", goodID, listOrDash(s.LB.Binds))
+
+	invalid := `{"loadBalancer":"lb-1","externalAddresses":["192.0.2.10"],"ports":[{"name":"http","nodePort":80,"externalPort":80}],"maxConnections":200}`
+	invalidID, err := e.assigner.assign(ctx, invalid)
+	if err != nil {
+		return "", err
+	}
+	sc.p.say("bad-config: assigned %s with nodePort 80, outside the node port range", invalidID)
+	s, err = sc.waitFor(ctx, invalidID+" to be refused", all(func(a agentState) bool {
+		return a.ConfigOK.Reason == checkpoint.ReasonValidateFailed && a.CfgID == goodID
+	}))
+	if err != nil {
+		return "", err
+	}
+	rejected := s.Agents[0].ConfigOK
+	sc.p.say("bad-config: refused by every agent: ConfigOK=%s %s: %s", rejected.Status, rejected.Reason, rejected.Message)
+
+	failing := good
+	failing.MaxConnections = 10
+	failingID, err := e.assigner.assign(ctx, mustJSON(failing))
+	if err != nil {
+		return "", err
+	}
+	sc.p.say("bad-config: assigned %s with maxConnections 10: it validates, but each agent serves more than 10 connections", failingID)
+	s, err = sc.waitFor(ctx, failingID+" to be rolled back on every agent and on every Node", func(s snapshot) bool {
+		return all(func(a agentState) bool {
+			n := s.Nodes[a.Name]
+			return a.CfgPhase == checkpoint.PhaseRolledBack && a.CfgID == goodID &&
+				a.ConfigOK.Reason == checkpoint.ReasonProbeFailed && n.ConfigOK == "False/"+checkpoint.ReasonProbeFailed
+		})(s)
+	})
+	if err != nil {
+		return "", err
+	}
+	rb := s.Agents[0].ConfigOK
+	sc.p.say("bad-config: rolled back to %s on every agent: ConfigOK=%s %s: %s", goodID, rb.Status, rb.Reason, rb.Message)
+	return fmt.Sprintf("rejected=%s rolled-back=%s running=%s reason=%q", rejected.Reason, rb.Reason, goodID, rb.Message), nil
+}
