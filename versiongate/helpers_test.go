@@ -53,6 +53,19 @@ func testContext(t testing.TB) context.Context {
 	return logr.NewContext(context.Background(), log)
 }
 
+// testContextQuiet is testContext without the gates' informational logs:
+// only errors reach the test log.
+func testContextQuiet(t testing.TB) context.Context {
+	var done atomic.Bool
+	t.Cleanup(func() { done.Store(true) })
+	log := funcr.New(func(prefix, args string) {
+		if !done.Load() && strings.Contains(args, `"error"`) {
+			t.Logf("%s %s", prefix, args)
+		}
+	}, funcr.Options{})
+	return logr.NewContext(context.Background(), log)
+}
+
 // testTerm is a term of an election built directly on clientv3/concurrency,
 // the way a host adapts its election to Term.
 type testTerm struct {
