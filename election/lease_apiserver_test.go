@@ -2,7 +2,9 @@ package election_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,6 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/reconkit/reconkit/election"
@@ -119,4 +123,316 @@ func TestLeaseConformance(t *testing.T) {
 			Timeout: 3 * testLeaseDuration,
 		}
 	})
+}
+
+// appendEntry appends a line to the history ConfigMap with a
+// read-modify-write guarded by resourceVersion, so the order of lines is
+// the order in which the apiserver applied the writes.
+func appendEntry(ctx context.Context, cs kubernetes.Interface, name, line string) error {
+	cms := cs.CoreV1().ConfigMaps(testNamespace)
+	for {
+		cm, err := cms.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			_, err = cms.Create(ctx, &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: name},
+				Data:       map[string]string{"log": line + "\n"},
+			}, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				continue
+			}
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		cm.Data["log"] += line + "\n"
+		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			continue
+		}
+		return err
+	}
+}
+
+// readHistory returns the history's lines.
+func readHistory(t *testing.T, cs kubernetes.Interface, name string) []string {
+	t.Helper()
+	cm, err := cs.CoreV1().ConfigMaps(testNamespace).Get(context.Background(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	return strings.Fields(cm.Data["log"])
+}
+
+// requireDisjointTerms checks a history of "term/seq" lines: every term's
+// lines are contiguous (no term writes after another term's first write)
+// and it returns the terms in order.
+func requireDisjointTerms(t *testing.T, lines []string) []string {
+	t.Helper()
+	var order []string
+	closed := map[string]bool{}
+	cur := ""
+	for i, l := range lines {
+		term, _, ok := strings.Cut(l, "/")
+		require.True(t, ok, "history line %d %q", i, l)
+		if term == cur {
+			continue
+		}
+		require.False(t, closed[term], "term %s wrote line %d after term %s had begun; history:\n%s", term, i, cur, strings.Join(lines, "\n"))
+		if cur != "" {
+			closed[cur] = true
+		}
+		cur = term
+		order = append(order, term)
+	}
+	return order
+}
+
+// pace is the interval between a leader's writes once it has written its
+// quota, so that long terms keep the history small.
+const pace = 50 * time.Millisecond
+
+// leadTerms campaigns terms times with e. In each term a writer appends
+// "identity#token/seq" lines through guarded, the write-gated client: writes
+// lines, then one every pace until the term has lasted hold. The term then
+// resigns while the writer keeps trying, so the writer races the
+// resignation and only the gate stops it. Before the next campaign it
+// waits (briefly) for another candidate to lead.
+func leadTerms(ctx context.Context, e *election.LeaseElector, guarded kubernetes.Interface, hist string, terms, writes int, hold time.Duration) ([]election.Token, error) {
+	var tokens []election.Token
+	for range terms {
+		l, err := e.Campaign(ctx)
+		if err != nil {
+			return tokens, err
+		}
+		held := time.After(hold)
+		tokens = append(tokens, l.Token())
+		enough := make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			for n := 1; ; n++ {
+				err := appendEntry(ctx, guarded, hist, fmt.Sprintf("%s#%d/%d", e.Identity(), l.Token(), n))
+				switch {
+				case err == nil:
+					if n == writes {
+						close(enough)
+					}
+					if n >= writes {
+						select {
+						case <-time.After(pace):
+						case <-ctx.Done():
+						}
+					}
+				case errors.Is(err, election.ErrNotLeader):
+					if n <= writes {
+						close(enough) // the term ended early (lost)
+					}
+					done <- nil
+					return
+				default:
+					if n <= writes {
+						close(enough)
+					}
+					done <- err
+					return
+				}
+			}
+		}()
+		<-enough
+		select {
+		case <-held:
+		case <-l.Context().Done():
+			return tokens, fmt.Errorf("term %d lost: %w", l.Token(), context.Cause(l.Context()))
+		}
+		if err := l.Resign(ctx); err != nil {
+			return tokens, err
+		}
+		if err := <-done; err != nil {
+			return tokens, fmt.Errorf("writer: %w", err)
+		}
+		// Let another candidate take a turn, if one is left.
+		deadline := time.Now().Add(2 * time.Second)
+		for time.Now().Before(deadline) {
+			if info, err := e.Leader(ctx); err == nil && info.Identity != e.Identity() {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return tokens, ctx.Err()
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	return tokens, nil
+}
+
+func requireIncreasing(t *testing.T, tokens []election.Token) {
+	t.Helper()
+	for i := 1; i < len(tokens); i++ {
+		require.Greater(t, tokens[i], tokens[i-1], "tokens %v", tokens)
+	}
+}
+
+func TestLeaseTwoCandidatesNeverBothLead(t *testing.T) {
+	a := apiServer(t)
+	name := uniqueName("pair")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const terms, writes = 5, 4
+	type result struct {
+		tokens []election.Token
+		err    error
+	}
+	results := make(chan result, 2)
+	for range 2 {
+		e := newLease(t, a.Config(), name)
+		guarded := clientset(t, election.GuardedConfig(a.Config(), e))
+		go func() {
+			tokens, err := leadTerms(ctx, e, guarded, name, terms, writes, 0)
+			results <- result{tokens, err}
+		}()
+	}
+	for range 2 {
+		r := <-results
+		require.NoError(t, r.err)
+		require.Len(t, r.tokens, terms)
+		requireIncreasing(t, r.tokens)
+	}
+	lines := readHistory(t, clientset(t, a.Config()), name)
+	order := requireDisjointTerms(t, lines)
+	require.Len(t, order, 2*terms, "terms in the history: %v", order)
+	var all []election.Token
+	for _, term := range order {
+		_, tok, _ := strings.Cut(term, "#")
+		n, err := strconv.ParseUint(tok, 10, 64)
+		require.NoError(t, err)
+		all = append(all, election.Token(n))
+	}
+	requireIncreasing(t, all)
+}
+
+// releaseAfter is a client-go lock that, before the release write (an
+// update with an empty holder), waits for the leader's work to stop: the
+// ordering Pinniped's releaseLock adds to client-go, which starts
+// OnStartedLeading in a goroutine it never waits for.
+type releaseAfter struct {
+	resourcelock.Interface
+	stopped func() <-chan struct{}
+}
+
+func (r *releaseAfter) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	if ler.HolderIdentity == "" {
+		select {
+		case <-r.stopped():
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return r.Interface.Update(ctx, ler)
+}
+
+// clientGoTerms runs a client-go LeaderElector (ReleaseOnCancel, the same
+// durations) terms times. In each term it appends "identity#k/seq" lines
+// with an ungated client: writes lines, then one every pace until the term
+// has lasted hold; then it cancels its own run, keeps writing until its
+// term context ends, and releases only after that.
+func clientGoTerms(ctx context.Context, cs kubernetes.Interface, name, identity string, terms, writes int, hold time.Duration) error {
+	for k := 1; k <= terms; k++ {
+		runCtx, cancel := context.WithCancel(ctx)
+		var (
+			workerDone = make(chan struct{})
+			started    atomic.Bool
+			werr       error
+		)
+		lock := &releaseAfter{
+			Interface: &resourcelock.LeaseLock{
+				LeaseMeta:  metav1.ObjectMeta{Namespace: testNamespace, Name: name},
+				Client:     cs.CoordinationV1(),
+				LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
+			},
+			stopped: func() <-chan struct{} { return workerDone },
+		}
+		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+			Lock:            lock,
+			LeaseDuration:   testLeaseDuration,
+			RenewDeadline:   testRenewDeadline,
+			RetryPeriod:     testRetryPeriod,
+			ReleaseOnCancel: true,
+			Name:            name,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(lctx context.Context) {
+					started.Store(true)
+					defer close(workerDone)
+					held := time.After(hold)
+					for n := 1; lctx.Err() == nil; n++ {
+						if n > writes {
+							select {
+							case <-held:
+								cancel() // done with this term; keep writing until the context says so
+							case <-time.After(pace):
+							}
+						}
+						if err := appendEntry(context.WithoutCancel(lctx), cs, name, fmt.Sprintf("%s#%d/%d", identity, k, n)); err != nil {
+							werr = err
+							cancel()
+							return
+						}
+					}
+				},
+				OnStoppedLeading: func() {},
+			},
+		})
+		if err != nil {
+			cancel()
+			return err
+		}
+		le.Run(runCtx)
+		cancel()
+		if started.Load() {
+			<-workerDone
+		}
+		if werr != nil {
+			return werr
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func TestLeaseBesideClientGoNeverBothLead(t *testing.T) {
+	a := apiServer(t)
+	name := uniqueName("mixed")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// Each term outlasts the lease duration, so each side must see the
+	// other's renewals to keep from taking over.
+	const terms, writes = 3, 4
+	hold := testLeaseDuration + testRetryPeriod
+	ours := newLease(t, a.Config(), name)
+	guarded := clientset(t, election.GuardedConfig(a.Config(), ours))
+	cgID := "client-go-candidate"
+	errs := make(chan error, 2)
+	var ourTokens []election.Token
+	go func() {
+		var err error
+		ourTokens, err = leadTerms(ctx, ours, guarded, name, terms, writes, hold)
+		errs <- err
+	}()
+	go func() { errs <- clientGoTerms(ctx, clientset(t, a.Config()), name, cgID, terms, writes, hold) }()
+	for range 2 {
+		require.NoError(t, <-errs)
+	}
+	requireIncreasing(t, ourTokens)
+	order := requireDisjointTerms(t, readHistory(t, clientset(t, a.Config()), name))
+	require.Len(t, order, 2*terms, "terms in the history: %v", order)
+	var cg int
+	for _, term := range order {
+		if strings.HasPrefix(term, cgID+"#") {
+			cg++
+		}
+	}
+	require.Equal(t, terms, cg, "client-go terms in the history: %v", order)
 }
