@@ -1,0 +1,787 @@
+package election
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/go-logr/logr"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"k8s.io/utils/clock"
+
+	"github.com/reconkit/reconkit/backoff"
+	"github.com/reconkit/reconkit/internal/event"
+)
+
+// Defaults of EtcdConfig.
+const (
+	// DefaultSessionTTL is the TTL of the etcd lease behind each term.
+	//
+	// It bounds crash failover: a leader that dies without releasing is
+	// replaced after at most this long plus a round trip. Ten seconds, not
+	// etcd's 60, keeps that wait short, and still rides out an etcd leader
+	// election (about a second with etcd's defaults; the new etcd leader
+	// also extends every lease when it takes over) and a few lost
+	// keepalives, which are sent every TTL/3. Lower it for faster
+	// failover on a fast, quiet network; raise it where etcd or the
+	// process may stall for seconds, since a stall longer than TTL less
+	// the margin ends the term.
+	DefaultSessionTTL = 10 * time.Second
+	// DefaultEtcdReleaseTimeout bounds the lease revoke sent on Close, when
+	// a Campaign's context ends during the term, and after a loss. It is
+	// short so that shutdown is not held up by an unreachable etcd; if it
+	// fails the lease simply expires after the TTL.
+	DefaultEtcdReleaseTimeout = 2 * time.Second
+)
+
+// maxIdentityLen bounds identities written to and read from etcd.
+const maxIdentityLen = 1024
+
+// EtcdConfig configures an EtcdElector.
+type EtcdConfig struct {
+	// Client is the etcd client. Required. The elector does not close it.
+	Client *clientv3.Client
+	// Prefix is the election's key prefix. Required. Candidates put their
+	// keys under Prefix + "/", named by their lease ID in hex, with their
+	// identity as value: the layout of etcd's concurrency.Election, so
+	// candidates of both kinds (and etcdctl elect) can share one election
+	// safely.
+	Prefix string
+	// Identity names this candidate. Empty means DefaultIdentity(). It must
+	// be valid UTF-8 without control characters, at most 1024 bytes, and
+	// unique among the candidates.
+	Identity string
+	// SessionTTL is the lease TTL of each term, a whole number of seconds,
+	// at least 2s. Zero means DefaultSessionTTL.
+	SessionTTL time.Duration
+	// ReleaseTimeout bounds background releases. Zero means
+	// DefaultEtcdReleaseTimeout.
+	ReleaseTimeout time.Duration
+	// Clock measures term validity. Nil means the real clock.
+	Clock clock.Clock
+}
+
+// EtcdElector is a candidate in an election on etcd. Create it with
+// NewEtcd; it is safe for concurrent use. Close it when done.
+//
+// Each Campaign grants a fresh lease, keeps it alive with a
+// concurrency.Session, and puts the candidate's key under the prefix; the
+// candidate whose key has the lowest create revision leads. The term ends
+// when the key is deleted, the lease expires, or the lease cannot be
+// renewed before ValidUntil, whichever this candidate notices first.
+type EtcdElector struct {
+	client         *clientv3.Client
+	keyPrefix      string
+	identity       string
+	ttl            time.Duration
+	releaseTimeout time.Duration
+	margin         time.Duration
+	clock          clock.Clock
+
+	ctx    context.Context // ends on Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu          sync.Mutex
+	closed      bool
+	campaigning bool
+	cur         *EtcdLeadership
+}
+
+var _ Elector = (*EtcdElector)(nil)
+
+// ErrInvalidConfig is wrapped by constructor errors for bad configuration.
+var ErrInvalidConfig = errors.New("election: invalid configuration")
+
+// NewEtcd validates cfg, fills its defaults and returns an elector.
+func NewEtcd(cfg EtcdConfig) (*EtcdElector, error) {
+	if cfg.Client == nil {
+		return nil, fmt.Errorf("%w: etcd Client is nil", ErrInvalidConfig)
+	}
+	if strings.TrimRight(cfg.Prefix, "/") == "" {
+		return nil, fmt.Errorf("%w: etcd Prefix %q is empty", ErrInvalidConfig, cfg.Prefix)
+	}
+	if cfg.Identity == "" {
+		cfg.Identity = DefaultIdentity()
+	}
+	if err := validateIdentity(cfg.Identity); err != nil {
+		return nil, fmt.Errorf("%w: Identity: %w", ErrInvalidConfig, err)
+	}
+	if cfg.SessionTTL == 0 {
+		cfg.SessionTTL = DefaultSessionTTL
+	}
+	if cfg.SessionTTL < 2*time.Second || cfg.SessionTTL%time.Second != 0 {
+		return nil, fmt.Errorf("%w: SessionTTL %v must be a whole number of seconds, at least 2s", ErrInvalidConfig, cfg.SessionTTL)
+	}
+	if cfg.ReleaseTimeout == 0 {
+		cfg.ReleaseTimeout = DefaultEtcdReleaseTimeout
+	}
+	if cfg.ReleaseTimeout < 0 {
+		return nil, fmt.Errorf("%w: ReleaseTimeout %v is negative", ErrInvalidConfig, cfg.ReleaseTimeout)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &EtcdElector{
+		client:         cfg.Client,
+		keyPrefix:      cfg.Prefix + "/",
+		identity:       cfg.Identity,
+		ttl:            cfg.SessionTTL,
+		releaseTimeout: cfg.ReleaseTimeout,
+		margin:         etcdMargin(cfg.SessionTTL),
+		clock:          cfg.Clock,
+		ctx:            ctx,
+		cancel:         cancel,
+	}, nil
+}
+
+// etcdMargin is how much earlier than the server could expire the lease
+// the candidate gives up its term: a tenth of the TTL, at least 500ms, for
+// a difference in clock rates and for the latency of noticing.
+func etcdMargin(ttl time.Duration) time.Duration {
+	return max(ttl/10, 500*time.Millisecond)
+}
+
+// track adds n goroutines to the wait group, unless the elector is closed.
+func (e *EtcdElector) track(n int) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return false
+	}
+	e.wg.Add(n)
+	return true
+}
+
+// Identity implements Elector.
+func (e *EtcdElector) Identity() string { return e.identity }
+
+// Close ends the current term, if any, with cause ErrClosed, releases it
+// (orphaning the session and revoking its lease within ReleaseTimeout),
+// aborts pending Campaigns and Observes, and waits for every goroutine the
+// elector started. Later Campaigns return ErrClosed. Close is idempotent.
+func (e *EtcdElector) Close() error {
+	e.mu.Lock()
+	e.closed = true
+	cur := e.cur
+	e.mu.Unlock()
+	var err error
+	if cur != nil {
+		cur.cancel(ErrClosed)
+		err = cur.releaseDetached(e.releaseTimeout)
+	}
+	e.cancel()
+	e.wg.Wait()
+	return err
+}
+
+// Campaign implements Elector. It returns an error at once if this
+// candidate already campaigns or leads, and ErrClosed after Close.
+//
+// When the wait ends, Campaign renews the lease and checks that its key
+// still exists with its create revision before it returns the term: etcd's
+// concurrency.Election.Campaign returns success even when the session
+// expired while it waited (etcd issue 19597); this one returns an error
+// wrapping ErrLeadershipLost instead.
+func (e *EtcdElector) Campaign(ctx context.Context) (Leadership, error) {
+	l, err := e.campaign(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func (e *EtcdElector) campaign(ctx context.Context) (*EtcdLeadership, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("election: campaign: %w", err)
+	}
+	e.mu.Lock()
+	switch {
+	case e.closed:
+		e.mu.Unlock()
+		return nil, ErrClosed
+	case e.campaigning || (e.cur != nil && !e.cur.ended()):
+		e.mu.Unlock()
+		return nil, fmt.Errorf("election: campaign: %s already campaigns or leads", e.identity)
+	}
+	e.campaigning = true
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		e.campaigning = false
+		e.mu.Unlock()
+	}()
+
+	// The wait also ends when the elector closes.
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(e.ctx, func() { cancel(ErrClosed) })
+	defer stop()
+
+	l, err := e.campaignOnce(cctx, ctx)
+	if err != nil {
+		if errors.Is(context.Cause(cctx), ErrClosed) {
+			return nil, ErrClosed
+		}
+		return nil, fmt.Errorf("election: campaign: %w", err)
+	}
+	e.mu.Lock()
+	closed := e.closed
+	if !closed {
+		e.cur = l
+	}
+	e.mu.Unlock()
+	if closed {
+		l.cancel(ErrClosed)
+		_ = l.releaseDetached(e.releaseTimeout)
+		return nil, ErrClosed
+	}
+	return l, nil
+}
+
+// campaignOnce runs one campaign on a fresh lease: cctx bounds the wait,
+// parent becomes the term's parent.
+func (e *EtcdElector) campaignOnce(cctx, parent context.Context) (l *EtcdLeadership, err error) {
+	log := logr.FromContextOrDiscard(parent).WithValues("identity", e.identity)
+	grant, err := e.client.Grant(cctx, int64(e.ttl/time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("grant lease: %w", err)
+	}
+	lease := grant.ID
+	// The session keeps the lease alive until the term's cleanup orphans
+	// it, or the elector closes.
+	sess, err := concurrency.NewSession(e.client, concurrency.WithLease(lease), concurrency.WithContext(e.ctx))
+	if err != nil {
+		e.revoke(log, lease)
+		return nil, fmt.Errorf("start session: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			sess.Orphan()
+			e.revoke(log, lease)
+		}
+	}()
+
+	key := e.keyPrefix + strconv.FormatInt(int64(lease), 16)
+	resp, err := e.client.Txn(cctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, e.identity, clientv3.WithLease(lease))).
+		Commit()
+	if err != nil {
+		return nil, fmt.Errorf("put candidate key: %w", err)
+	}
+	if !resp.Succeeded {
+		return nil, fmt.Errorf("candidate key %s exists already", key)
+	}
+	rev := resp.Header.Revision
+
+	// Wait until every key created before ours is gone, or the session
+	// dies (then ours is gone too).
+	wctx, wcancel := context.WithCancelCause(cctx)
+	defer wcancel(nil)
+	stopSess := context.AfterFunc(sess.Ctx(), func() {
+		wcancel(fmt.Errorf("%w: session ended while waiting", ErrLeadershipLost))
+	})
+	defer stopSess()
+	if err := e.waitDeletes(wctx, rev-1); err != nil {
+		if cause := context.Cause(wctx); cause != nil && cctx.Err() == nil {
+			return nil, cause
+		}
+		return nil, err
+	}
+
+	// Confirm: renew the lease (so the term's validity starts from now)
+	// and check that the key is still ours.
+	start := e.clock.Now()
+	validUntil, err := e.confirm(cctx, key, rev, lease, start)
+	if err != nil {
+		return nil, err
+	}
+
+	l = &EtcdLeadership{e: e, key: key, rev: rev, lease: lease, sess: sess, log: log}
+	l.validUntil = validUntil
+	l.term = newTerm(parent, e.identity, Token(rev), l.release)
+	l.renewed = make(chan struct{}, 1)
+	if !e.track(2) {
+		return nil, ErrClosed // the deferred cleanup releases
+	}
+	go l.keep()
+	go l.monitor()
+	log.V(1).Info("Elected", "key", key, "token", rev)
+	return l, nil
+}
+
+// confirm renews the lease and checks that key still exists with create
+// revision rev on that lease. It returns the instant until which the term
+// is known valid: start + TTL - margin.
+func (e *EtcdElector) confirm(ctx context.Context, key string, rev int64, lease clientv3.LeaseID, start time.Time) (time.Time, error) {
+	ka, err := e.client.KeepAliveOnce(ctx, lease)
+	if err != nil {
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return time.Time{}, fmt.Errorf("%w: lease expired", ErrLeadershipLost)
+		}
+		return time.Time{}, fmt.Errorf("renew lease: %w", err)
+	}
+	resp, err := e.client.Txn(ctx).If(
+		clientv3.Compare(clientv3.CreateRevision(key), "=", rev),
+		clientv3.Compare(clientv3.LeaseValue(key), "=", lease),
+	).Commit()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("check candidate key: %w", err)
+	}
+	if !resp.Succeeded {
+		return time.Time{}, fmt.Errorf("%w: candidate key %s is gone", ErrLeadershipLost, key)
+	}
+	ttl := time.Duration(ka.TTL) * time.Second
+	return start.Add(ttl - e.margin), nil
+}
+
+// waitDeletes waits until no key under the prefix has a create revision
+// up to maxRev (the keys of the candidates ahead).
+func (e *EtcdElector) waitDeletes(ctx context.Context, maxRev int64) error {
+	opts := append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(maxRev), clientv3.WithKeysOnly())
+	for {
+		resp, err := e.client.Get(ctx, e.keyPrefix, opts...)
+		if err != nil {
+			return err
+		}
+		if len(resp.Kvs) == 0 {
+			return nil
+		}
+		if err := e.waitDelete(ctx, string(resp.Kvs[0].Key), resp.Header.Revision); err != nil {
+			return err
+		}
+	}
+}
+
+func (e *EtcdElector) waitDelete(ctx context.Context, key string, rev int64) error {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	for wr := range e.client.Watch(wctx, key, clientv3.WithRev(rev)) {
+		if err := wr.Err(); err != nil {
+			return err
+		}
+		for _, ev := range wr.Events {
+			if ev.Type == mvccpb.DELETE {
+				return nil
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return errors.New("watch ended while waiting for a predecessor's key to go")
+}
+
+// revoke revokes lease within the release timeout, logging failures.
+func (e *EtcdElector) revoke(log logr.Logger, lease clientv3.LeaseID) {
+	ctx, cancel := context.WithTimeout(context.Background(), e.releaseTimeout)
+	defer cancel()
+	if _, err := e.client.Revoke(ctx, lease); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		log.V(1).Info("Revoking the lease failed; it expires by its TTL", "lease", fmt.Sprintf("%x", int64(lease)), "error", err)
+	}
+}
+
+// Leader implements Elector: the candidate whose key under the prefix has
+// the lowest create revision leads; its token is that revision.
+func (e *EtcdElector) Leader(ctx context.Context) (LeaderInfo, error) {
+	resp, err := e.client.Get(ctx, e.keyPrefix, clientv3.WithFirstCreate()...)
+	if err != nil {
+		return LeaderInfo{}, fmt.Errorf("election: leader: %w", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return LeaderInfo{}, ErrNoLeader
+	}
+	return leaderOf(resp.Kvs[0]), nil
+}
+
+func leaderOf(kv *mvccpb.KeyValue) LeaderInfo {
+	return LeaderInfo{Identity: decodeIdentity(kv.Value), Token: Token(kv.CreateRevision)}
+}
+
+// Observe implements Elector. It lists the prefix, then watches it and
+// reads the leader again after every change; when the watch fails it lists
+// and watches again after a backoff. Observe's goroutines end when ctx
+// ends or the elector closes.
+func (e *EtcdElector) Observe(ctx context.Context) <-chan LeaderInfo {
+	ch := make(chan LeaderInfo)
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(e.ctx, cancel)
+	var v event.Value[LeaderInfo]
+	if !e.track(2) {
+		cancel()
+		stop()
+		close(ch)
+		return ch
+	}
+	go func() {
+		defer e.wg.Done()
+		defer cancel()
+		defer stop()
+		e.follow(ctx, &v)
+	}()
+	go func() {
+		defer e.wg.Done()
+		defer close(ch)
+		forward(ctx, &v, ch)
+	}()
+	return ch
+}
+
+// follow keeps v set to the current leader until ctx ends.
+func (e *EtcdElector) follow(ctx context.Context, v *event.Value[LeaderInfo]) {
+	for ctx.Err() == nil {
+		_ = backoff.Retry(ctx, func(ctx context.Context) error {
+			return e.followOnce(ctx, v)
+		}, backoff.WithMaxInterval(2*time.Second), backoff.WithClock(e.clock), backoff.WithName("election observe"))
+	}
+}
+
+// followOnce lists and watches until the watch fails. It returns nil
+// (starting the backoff anew) if the watch had been healthy for a while.
+func (e *EtcdElector) followOnce(ctx context.Context, v *event.Value[LeaderInfo]) error {
+	read := func() (int64, error) {
+		resp, err := e.client.Get(ctx, e.keyPrefix, clientv3.WithFirstCreate()...)
+		if err != nil {
+			return 0, err
+		}
+		info := LeaderInfo{}
+		if len(resp.Kvs) > 0 {
+			info = leaderOf(resp.Kvs[0])
+		}
+		if old, ok := v.Load(); !ok || old != info {
+			v.Set(info)
+		}
+		return resp.Header.Revision, nil
+	}
+	rev, err := read()
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	start := e.clock.Now()
+	failed := func(err error) error {
+		if ctx.Err() != nil || e.clock.Since(start) >= 10*time.Second {
+			return nil
+		}
+		return err
+	}
+	for wr := range e.client.Watch(wctx, e.keyPrefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithKeysOnly()) {
+		if err := wr.Err(); err != nil {
+			return failed(fmt.Errorf("watch: %w", err))
+		}
+		if len(wr.Events) == 0 {
+			continue
+		}
+		if _, err := read(); err != nil {
+			return failed(err)
+		}
+	}
+	return failed(errors.New("watch ended"))
+}
+
+// forward sends v's states to ch, never blocking the writer of v and
+// always delivering the newest state last. It skips a state equal to the
+// one sent before.
+func forward(ctx context.Context, v *event.Value[LeaderInfo], ch chan<- LeaderInfo) {
+	w := v.Watch()
+	defer w.Close()
+	var last LeaderInfo
+	sent := false
+	for {
+		info, err := w.Get(ctx)
+		if err != nil {
+			return
+		}
+		if sent && info == last {
+			continue
+		}
+		select {
+		case ch <- info:
+			last, sent = info, true
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// EtcdLeadership is a term on etcd. Besides Leadership and Expiring it
+// offers the comparison and transactions that make etcd itself refuse a
+// write once the term has ended.
+type EtcdLeadership struct {
+	*term
+	e     *EtcdElector
+	key   string
+	rev   int64
+	lease clientv3.LeaseID
+	sess  *concurrency.Session
+	log   logr.Logger
+
+	mu         sync.Mutex
+	validUntil time.Time // guarded by mu; keeps the monotonic reading
+	renewed    chan struct{}
+}
+
+var (
+	_ Leadership = (*EtcdLeadership)(nil)
+	_ Expiring   = (*EtcdLeadership)(nil)
+)
+
+// Key returns the candidate's key, Prefix + "/" + lease ID in hex.
+func (l *EtcdLeadership) Key() string { return l.key }
+
+// Lease returns the etcd lease the term's key is attached to.
+func (l *EtcdLeadership) Lease() clientv3.LeaseID { return l.lease }
+
+// ValidUntil implements Expiring: the start of the last successful lease
+// renewal plus the TTL, less a margin (a tenth of the TTL, at least
+// 500ms). The term ends then unless a renewal succeeded in between.
+func (l *EtcdLeadership) ValidUntil() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.validUntil
+}
+
+// Guard returns the comparison that holds exactly while this term's key
+// exists: CreateRevision(Key()) == Token(). Put it in the If of every
+// leader-only transaction.
+func (l *EtcdLeadership) Guard() clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.rev)
+}
+
+// Txn returns a transaction whose If always includes Guard, whether or not
+// the caller calls If. Its Commit returns an error wrapping ErrNotLeader,
+// without a round trip, when the term is known to have ended; otherwise a
+// response with Succeeded false means the guard or one of the caller's
+// comparisons failed (use GuardedTxn to tell which).
+func (l *EtcdLeadership) Txn(ctx context.Context) clientv3.Txn {
+	return &guardedTxn{l: l, txn: l.e.client.Txn(ctx)}
+}
+
+// GuardedTxn runs a transaction under the guard: if cmps all hold, thenOps
+// run, else elseOps, exactly as a plain transaction; but if the term has
+// ended it returns an error wrapping ErrNotLeader, and nothing runs. The
+// response is that of the inner transaction.
+func (l *EtcdLeadership) GuardedTxn(ctx context.Context, cmps []clientv3.Cmp, thenOps, elseOps []clientv3.Op) (*clientv3.TxnResponse, error) {
+	if err := l.notLeader(); err != nil {
+		return nil, err
+	}
+	resp, err := l.e.client.Txn(ctx).If(l.Guard()).Then(clientv3.OpTxn(cmps, thenOps, elseOps)).Commit()
+	if err != nil {
+		return nil, err
+	}
+	if !resp.Succeeded {
+		return nil, fmt.Errorf("%w: term %d of %s has ended in etcd", ErrNotLeader, l.rev, l.Identity())
+	}
+	inner := (*clientv3.TxnResponse)(resp.Responses[0].GetResponseTxn())
+	if inner == nil {
+		return nil, errors.New("election: guarded transaction: no inner response")
+	}
+	inner.Header = resp.Header
+	return inner, nil
+}
+
+// notLeader returns an error wrapping ErrNotLeader if the term has ended.
+func (l *EtcdLeadership) notLeader() error {
+	if l.ended() {
+		return fmt.Errorf("%w: term %d of %s ended: %w", ErrNotLeader, l.rev, l.Identity(), context.Cause(l.ctx))
+	}
+	return nil
+}
+
+// release is the term's release hook: stop keeping the lease alive and
+// revoke it, which deletes the key and lets the next candidate win.
+func (l *EtcdLeadership) release(ctx context.Context) error {
+	l.sess.Orphan()
+	if _, err := l.e.client.Revoke(ctx, l.lease); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return fmt.Errorf("election: release: revoke lease: %w", err)
+	}
+	l.log.V(1).Info("Released", "token", l.rev)
+	return nil
+}
+
+// keep renews the lease every TTL/3 with single keepalive requests, each
+// bounded by the current validity, and checks the key; it moves ValidUntil
+// forward on success and ends the term on definite loss.
+func (l *EtcdLeadership) keep() {
+	defer l.e.wg.Done()
+	e := l.e
+	interval := e.ttl / 3
+	retry := min(500*time.Millisecond, interval)
+	next := interval
+	for {
+		t := e.clock.NewTimer(next)
+		select {
+		case <-l.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+		start := e.clock.Now()
+		ctx, cancel := context.WithDeadline(l.ctx, time.Now().Add(l.ValidUntil().Sub(start)))
+		validUntil, err := e.confirm(ctx, l.key, l.rev, l.lease, start)
+		cancel()
+		switch {
+		case err == nil:
+			l.mu.Lock()
+			l.validUntil = validUntil
+			l.mu.Unlock()
+			select {
+			case l.renewed <- struct{}{}:
+			default:
+			}
+			next = interval
+		case errors.Is(err, ErrLeadershipLost):
+			l.lose(err)
+			return
+		default:
+			l.log.V(1).Info("Renewing the term failed; retrying", "error", err)
+			next = retry
+		}
+	}
+}
+
+// monitor ends the term when the session dies, the key is deleted, or the
+// validity runs out, and cleans up after the term ended.
+func (l *EtcdLeadership) monitor() {
+	defer l.e.wg.Done()
+	e := l.e
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(l.ctx))
+	defer cancel()
+	wch := e.client.Watch(wctx, l.key, clientv3.WithRev(l.rev+1), clientv3.WithFilterPut())
+	expiry := e.clock.NewTimer(l.ValidUntil().Sub(e.clock.Now()))
+	defer func() { expiry.Stop() }()
+	for !l.ended() {
+		select {
+		case <-l.Done():
+		case <-l.sess.Done():
+			l.lose(errors.New("the etcd session ended"))
+		case wr, ok := <-wch:
+			switch {
+			case !ok:
+				wch = nil // renewals still check the key
+			case wr.Err() != nil:
+				l.log.V(1).Info("Watching the term's key failed; relying on renewals", "error", wr.Err())
+			default:
+				for _, ev := range wr.Events {
+					if ev.Type == mvccpb.DELETE {
+						l.lose(errors.New("the term's key was deleted"))
+					}
+				}
+			}
+		case <-l.renewed:
+			expiry.Stop()
+			expiry = e.clock.NewTimer(l.ValidUntil().Sub(e.clock.Now()))
+		case <-expiry.C():
+			if !e.clock.Now().Before(l.ValidUntil()) {
+				l.lose(fmt.Errorf("lease not renewed for %v (TTL %v less margin)", e.ttl-e.margin, e.ttl))
+			} else {
+				expiry = e.clock.NewTimer(l.ValidUntil().Sub(e.clock.Now()))
+			}
+		}
+	}
+	cause := context.Cause(l.ctx)
+	l.log.V(1).Info("Term ended", "token", l.rev, "cause", cause)
+	if l.pendingRelease() {
+		// The Campaign's context ended (or Close): release in the
+		// background, as Resign would.
+		if err := l.releaseDetached(e.releaseTimeout); err != nil {
+			l.log.Info("Releasing the term failed; it expires by its TTL", "error", err)
+		}
+		return
+	}
+	if errors.Is(cause, ErrResigned) {
+		return // Resign released
+	}
+	// Lost: stop the keepalives and revoke, so that a lease still alive on
+	// the server (the term ended locally first) does not hold the
+	// election until its TTL.
+	l.sess.Orphan()
+	e.revoke(l.log, l.lease)
+}
+
+// guardedTxn is a clientv3.Txn whose If always includes the guard.
+type guardedTxn struct {
+	l   *EtcdLeadership
+	txn clientv3.Txn
+	cif bool
+}
+
+func (g *guardedTxn) If(cs ...clientv3.Cmp) clientv3.Txn {
+	g.cif = true
+	g.txn = g.txn.If(append([]clientv3.Cmp{g.l.Guard()}, cs...)...)
+	return g
+}
+
+func (g *guardedTxn) ensureIf() {
+	if !g.cif {
+		g.If()
+	}
+}
+
+func (g *guardedTxn) Then(ops ...clientv3.Op) clientv3.Txn {
+	g.ensureIf()
+	g.txn = g.txn.Then(ops...)
+	return g
+}
+
+func (g *guardedTxn) Else(ops ...clientv3.Op) clientv3.Txn {
+	g.ensureIf()
+	g.txn = g.txn.Else(ops...)
+	return g
+}
+
+func (g *guardedTxn) Commit() (*clientv3.TxnResponse, error) {
+	if err := g.l.notLeader(); err != nil {
+		return nil, err
+	}
+	g.ensureIf()
+	return g.txn.Commit()
+}
+
+// validateIdentity checks an identity before it is written to etcd.
+func validateIdentity(id string) error {
+	switch {
+	case id == "":
+		return errors.New("empty")
+	case len(id) > maxIdentityLen:
+		return fmt.Errorf("%d bytes, more than %d", len(id), maxIdentityLen)
+	case !utf8.ValidString(id):
+		return errors.New("not valid UTF-8")
+	case strings.HasPrefix(id, "invalid:"):
+		return errors.New(`starts with "invalid:", which marks values that are not identities`)
+	}
+	for _, r := range id {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("control character %U", r)
+		}
+	}
+	return nil
+}
+
+// decodeIdentity turns a leader key's value, written by any candidate on
+// the prefix, into an identity. A valid identity is returned as is; any
+// other value (empty, too long, not UTF-8, with control characters) is
+// returned quoted and truncated after an "invalid:" prefix, so that it is
+// never empty (empty means no leader) and never equal to a valid identity.
+func decodeIdentity(b []byte) string {
+	if validateIdentity(string(b)) == nil {
+		return string(b)
+	}
+	const show = 64
+	if len(b) > show {
+		b = b[:show]
+	}
+	return "invalid:" + strconv.QuoteToASCII(string(b))
+}
