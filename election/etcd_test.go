@@ -487,4 +487,3 @@ func TestNewEtcdValidates(t *testing.T) {
 	_, err = e.Campaign(context.Background())
 	require.ErrorIs(t, err, election.ErrClosed)
 }
-
