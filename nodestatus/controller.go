@@ -201,7 +201,7 @@ func (c *NodeController) Run(ctx context.Context) (err error) {
 	stopTimer(leaseT)
 	reportT := c.clk.NewTimer(time.Hour)
 	stopTimer(reportT)
-	pingT := c.clk.NewTimer(0)
+	pingT := c.clk.NewTimer(time.Hour)
 	defer func() {
 		leaseT.Stop()
 		reportT.Stop()
@@ -250,6 +250,42 @@ func (c *NodeController) Run(ctx context.Context) (err error) {
 		wg.Go(func() { statusDone <- c.syncStatus(wctx, job) })
 	}
 
+	startPing := func() {
+		pctx, pcancel := context.WithCancel(wctx)
+		st.pingBusy, st.pingStart, st.pingTimeout, st.pingCancel = true, c.clk.Now(), false, pcancel
+		wg.Go(func() { pingDone <- c.cfg.Provider.Ping(pctx) })
+		resetTimer(pingT, c.cfg.PingTimeout)
+	}
+	// renewNow starts a renewal at once (a zero-length timer would wait for
+	// a fake clock's next step); its result re-arms the timer.
+	renewNow := func() {
+		stopTimer(leaseT)
+		if st.leaseBusy {
+			return
+		}
+		startLease()
+		if !st.leaseBusy {
+			resetTimer(leaseT, renew())
+		}
+	}
+	pingResult := func(perr error) {
+		st.pingBusy = false
+		st.pingCancel()
+		ps := pingState{}
+		if st.pingTimeout {
+			ps = pingState{failing: true, message: fmt.Sprintf("ping did not return within %v", c.cfg.PingTimeout)}
+		} else if perr != nil {
+			ps = pingState{failing: true, message: truncate(perr.Error(), maxMessage)}
+		}
+		wasStopped := heartbeatsStopped()
+		c.setPing(ctx, &st, ps)
+		if wasStopped && !heartbeatsStopped() && st.registered && !st.leaseOff {
+			renewNow() // heartbeats resume at once
+		}
+		resetTimer(pingT, max(0, c.cfg.PingInterval-c.clk.Since(st.pingStart)))
+	}
+	startPing()
+
 	var fatal error
 loop:
 	for {
@@ -262,13 +298,15 @@ loop:
 			st.statusDirty = true
 
 		case <-pingT.C():
-			now := c.clk.Now()
 			if !st.pingBusy {
-				pctx, pcancel := context.WithCancel(wctx)
-				st.pingBusy, st.pingStart, st.pingTimeout, st.pingCancel = true, now, false, pcancel
-				wg.Go(func() { pingDone <- c.cfg.Provider.Ping(pctx) })
-				resetTimer(pingT, c.cfg.PingTimeout)
+				startPing()
 				break
+			}
+			select {
+			case perr := <-pingDone: // finished just now: not a timeout
+				pingResult(perr)
+				continue
+			default:
 			}
 			if !st.pingTimeout {
 				// The ping outlived its timeout: cancel it and report.
@@ -279,20 +317,7 @@ loop:
 			resetTimer(pingT, c.cfg.PingInterval)
 
 		case perr := <-pingDone:
-			st.pingBusy = false
-			st.pingCancel()
-			ps := pingState{}
-			if st.pingTimeout {
-				ps = pingState{failing: true, message: fmt.Sprintf("ping did not return within %v", c.cfg.PingTimeout)}
-			} else if perr != nil {
-				ps = pingState{failing: true, message: truncate(perr.Error(), maxMessage)}
-			}
-			wasStopped := heartbeatsStopped()
-			c.setPing(ctx, &st, ps)
-			if wasStopped && !heartbeatsStopped() && st.registered {
-				resetTimer(leaseT, 0) // heartbeats resume at once
-			}
-			resetTimer(pingT, max(0, c.cfg.PingInterval-c.clk.Since(st.pingStart)))
+			pingResult(perr)
 
 		case <-leaseT.C():
 			switch {
@@ -352,15 +377,13 @@ loop:
 					st.leaseAwaitsNode = false
 					if st.leaseOff {
 						resetTimer(leaseT, renew())
-					} else if st.leaseBusy {
-						stopTimer(leaseT) // its result re-arms the timer
 					} else {
-						resetTimer(leaseT, 0)
+						renewNow()
 					}
 				}
 			} else if st.leaseAwaitsNode && st.server != nil {
 				st.leaseAwaitsNode = false
-				resetTimer(leaseT, 0)
+				renewNow()
 			}
 			if r.written {
 				next := jitter(c.cfg.StatusReportInterval, 0.9, 1)

@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	"github.com/reconkit/reconkit/backoff"
 )
 
 // ErrLeaseUnsupported is reported (to the log) when the API server has no
@@ -37,7 +39,7 @@ func (c *NodeController) renewLease(ctx context.Context, job leaseJob) leaseResu
 	leases := c.cfg.Client.CoordinationV1().Leases(c.cfg.LeaseNamespace)
 	var res leaseResult
 	cur := job.held
-	err := c.retry(ctx, "lease", func(ctx context.Context) error {
+	attempt := func(ctx context.Context) error {
 		rctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 		defer cancel()
 		if cur == nil {
@@ -83,6 +85,13 @@ func (c *NodeController) renewLease(ctx context.Context, job leaseJob) leaseResu
 			return permanent(fmt.Errorf("update lease: %w", err))
 		}
 		return fmt.Errorf("update lease: %w", err)
+	}
+	err := c.retry(ctx, "lease", func(ctx context.Context) error {
+		err := attempt(ctx)
+		if err != nil && cur == nil && !backoff.IsPermanent(err) && (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) {
+			err = attempt(ctx) // read the lease again at once
+		}
+		return err
 	})
 	if err != nil && ctx.Err() == nil && !res.unsupported && !res.gone {
 		res.err = err

@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
+
+	"github.com/reconkit/reconkit/backoff"
 )
 
 // maxMessage bounds the Ready message taken from a Ping error.
@@ -212,7 +214,7 @@ func (c *NodeController) syncStatus(ctx context.Context, job statusJob) statusRe
 	nodes := c.cfg.Client.CoreV1().Nodes()
 	var res statusResult
 	server := job.server
-	err := c.retry(ctx, "status", func(ctx context.Context) error {
+	attempt := func(ctx context.Context) error {
 		rctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 		defer cancel()
 		if server == nil {
@@ -273,11 +275,25 @@ func (c *NodeController) syncStatus(ctx context.Context, job statusJob) statusRe
 		}
 		server, res.server, res.written = n, n, true
 		return nil
+	}
+	err := c.retry(ctx, "status", func(ctx context.Context) error {
+		err := attempt(ctx)
+		if stale(err) {
+			// A stale copy or a vanished Node: read it again at once.
+			err = attempt(ctx)
+		}
+		return err
 	})
 	if err != nil && ctx.Err() == nil {
 		res.err = err
 	}
 	return res
+}
+
+// stale reports whether err means the held copy is outdated: the next
+// attempt GETs first and may go at once.
+func stale(err error) bool {
+	return err != nil && !backoff.IsPermanent(err) && (apierrors.IsConflict(err) || apierrors.IsNotFound(err) || apierrors.IsAlreadyExists(err))
 }
 
 // patchFailed decides what a failed patch means for the held copy: a

@@ -1,0 +1,319 @@
+package nodestatus_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	testclock "k8s.io/utils/clock/testing"
+
+	"github.com/reconkit/reconkit/nodestatus"
+	"github.com/reconkit/reconkit/nodestatus/nodestatustest"
+)
+
+// verbs counts the fake clientset's requests by "verb resource[/sub]".
+type verbs struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func countVerbs(cs *fake.Clientset) *verbs {
+	v := &verbs{n: map[string]int{}}
+	cs.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		key := a.GetVerb() + " " + a.GetResource().Resource
+		if s := a.GetSubresource(); s != "" {
+			key += "/" + s
+		}
+		v.mu.Lock()
+		v.n[key]++
+		v.mu.Unlock()
+		return false, nil, nil
+	})
+	return v
+}
+
+func (v *verbs) get(key string) int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.n[key]
+}
+
+func (v *verbs) total() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	s := 0
+	for _, n := range v.n {
+		s += n
+	}
+	return s
+}
+
+func fakeConfig(cs *fake.Clientset, clk *testclock.FakeClock, p nodestatus.NodeProvider) nodestatus.Config {
+	return nodestatus.Config{Client: cs, Node: testNode("vk-0"), Provider: p, Clock: clk}
+}
+
+// step advances the fake clock by d once the controller is idle: its three
+// timers (lease or status heartbeat, ping, status report) are armed, which
+// happens only after the work they started has finished.
+func step(t *testing.T, clk *testclock.FakeClock, d time.Duration) {
+	t.Helper()
+	idle(t, clk)
+	clk.Step(d)
+}
+
+func idle(t *testing.T, clk *testclock.FakeClock) {
+	t.Helper()
+	require.Eventually(t, func() bool { return clk.Waiters() == 3 }, 10*time.Second, time.Millisecond, "controller idle")
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	cs := fake.NewClientset()
+	ok := func() nodestatus.Config { return nodestatus.Config{Client: cs, Node: testNode("n")} }
+	for name, mod := range map[string]func(*nodestatus.Config){
+		"no client":          func(c *nodestatus.Config) { c.Client = nil },
+		"no node":            func(c *nodestatus.Config) { c.Node = nil },
+		"no name":            func(c *nodestatus.Config) { c.Node.Name = "" },
+		"bad name":           func(c *nodestatus.Config) { c.Node.Name = "Not_A_Name" },
+		"renew beyond grace": func(c *nodestatus.Config) { c.RenewInterval = 20 * time.Second },
+		"renew beyond 50s grace": func(c *nodestatus.Config) {
+			c.NodeMonitorGracePeriod = 50 * time.Second
+			c.RenewInterval = 25 * time.Second
+		},
+		"renew beyond lease":        func(c *nodestatus.Config) { c.LeaseDuration = 10 * time.Second; c.RenewInterval = 10 * time.Second },
+		"fractional lease duration": func(c *nodestatus.Config) { c.LeaseDuration = 1500 * time.Millisecond },
+		"negative renew":            func(c *nodestatus.Config) { c.RenewInterval = -time.Second },
+		"ping timeout above ping":   func(c *nodestatus.Config) { c.PingInterval = 2 * time.Second; c.PingTimeout = 3 * time.Second },
+		"ping timeout above renew":  func(c *nodestatus.Config) { c.RenewInterval = 4 * time.Second; c.PingTimeout = 5 * time.Second },
+		"jitter above 1":            func(c *nodestatus.Config) { c.RenewJitter = 1.5 },
+		"unknown ping policy":       func(c *nodestatus.Config) { c.PingFailure = 7 },
+		"unknown shutdown":          func(c *nodestatus.Config) { c.OnShutdown = 9 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := ok()
+			mod(&cfg)
+			_, err := nodestatus.New(cfg)
+			require.ErrorIs(t, err, nodestatus.ErrInvalidConfig)
+		})
+	}
+	_, err := nodestatus.New(ok())
+	require.NoError(t, err, "defaults are valid")
+	cfg := ok()
+	cfg.RenewInterval, cfg.NodeMonitorGracePeriod = 19*time.Second, 40*time.Second
+	_, err = nodestatus.New(cfg)
+	require.NoError(t, err, "19s (19.76s with jitter) renews twice within 40s")
+}
+
+func TestLeaseRenewedEveryQuarterDuration(t *testing.T) {
+	cs := fake.NewClientset()
+	v := countVerbs(cs)
+	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	c := start(t, fakeConfig(cs, clk, nil))
+	waitReady(t, c)
+
+	l, err := cs.CoordinationV1().Leases("kube-node-lease").Get(context.Background(), "vk-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "vk-0", *l.Spec.HolderIdentity)
+	require.EqualValues(t, 40, *l.Spec.LeaseDurationSeconds, "the duration is not multiplied")
+	require.NotNil(t, l.Spec.RenewTime)
+
+	base, gets := v.get("update leases"), v.get("get nodes")
+	require.Equal(t, 1, gets, "registration reads the node once")
+	for i := 1; i <= 5; i++ {
+		// Renewals come 10s to 10.4s after the previous one ended.
+		step(t, clk, 9900*time.Millisecond)
+		require.Never(t, func() bool { return v.get("update leases") > base+i-1 }, 20*time.Millisecond, time.Millisecond, "no renewal before 10s")
+		clk.Step(500 * time.Millisecond)
+		require.Eventually(t, func() bool { return v.get("update leases") == base+i }, 10*time.Second, time.Millisecond)
+	}
+	idle(t, clk)
+	require.Equal(t, gets, v.get("get nodes"), "no GET of the node in steady state")
+	require.Zero(t, v.get("patch nodes/status"), "nothing changed, no report due")
+}
+
+func TestStatusReportedEveryReportInterval(t *testing.T) {
+	cs := fake.NewClientset()
+	v := countVerbs(cs)
+	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	cfg := fakeConfig(cs, clk, nil)
+	cfg.RenewInterval = 10 * time.Second
+	cfg.StatusReportInterval = time.Minute
+	c := start(t, cfg)
+	waitReady(t, c)
+	n0, err := cs.CoreV1().Nodes().Get(context.Background(), "vk-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	hb0 := condition(n0, corev1.NodeReady).LastHeartbeatTime
+
+	// Within one report interval (at least 30s after registration, at
+	// most 60s), exactly one report.
+	for range 6 {
+		step(t, clk, 10500*time.Millisecond)
+	}
+	require.Eventually(t, func() bool { return v.get("patch nodes/status") == 1 }, 10*time.Second, time.Millisecond)
+	n1, err := cs.CoreV1().Nodes().Get(context.Background(), "vk-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.True(t, condition(n1, corev1.NodeReady).LastHeartbeatTime.After(hb0.Time), "the report refreshes heartbeat times")
+	require.True(t, condition(n0, corev1.NodeReady).LastTransitionTime.Equal(&condition(n1, corev1.NodeReady).LastTransitionTime), "no transition")
+}
+
+func TestNotifyNeverBlocksAndCoalesces(t *testing.T) {
+	cs := fake.NewClientset()
+	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	p := nodestatustest.NewProvider(testNode("vk-0"))
+	c := start(t, fakeConfig(cs, clk, p))
+	waitReady(t, c)
+	for i := range 1000 {
+		p.UpdateStatus(func(n *corev1.Node) { n.Labels["gen"] = string(rune('a' + i%26)) })
+	}
+	p.UpdateStatus(func(n *corev1.Node) { n.Labels["gen"] = "last" })
+	require.Eventually(t, func() bool {
+		n, err := cs.CoreV1().Nodes().Get(context.Background(), "vk-0", metav1.GetOptions{})
+		return err == nil && n.Labels["gen"] == "last"
+	}, 10*time.Second, time.Millisecond)
+
+	require.NoError(t, errors.Unwrap(nil))
+	require.ErrorIs(t, c.stop(t), context.Canceled)
+	// After Run returned the callback still returns at once.
+	done := make(chan struct{})
+	go func() {
+		for range 100 {
+			p.UpdateStatus(func(n *corev1.Node) { n.Labels["gen"] = "after" })
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the status callback blocked after Run returned")
+	}
+}
+
+func TestPingFailureSetsNotReadyAndKeepsLease(t *testing.T) {
+	cs := fake.NewClientset()
+	v := countVerbs(cs)
+	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	p := nodestatustest.NewProvider(testNode("vk-0"))
+	c := start(t, fakeConfig(cs, clk, p))
+	waitReady(t, c)
+
+	p.SetPingError(errors.New("backend unreachable"))
+	readyIs := func(status corev1.ConditionStatus, reason string) func() bool {
+		return func() bool {
+			n, err := cs.CoreV1().Nodes().Get(context.Background(), "vk-0", metav1.GetOptions{})
+			if err != nil {
+				return false
+			}
+			r := condition(n, corev1.NodeReady)
+			return r != nil && r.Status == status && r.Reason == reason
+		}
+	}
+	leases := v.get("update leases")
+	step(t, clk, 10500*time.Millisecond) // next ping and renewal
+	require.Eventually(t, readyIs(corev1.ConditionFalse, nodestatus.ReasonPingFailed), 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return v.get("update leases") > leases }, 10*time.Second, time.Millisecond, "the lease keeps renewing")
+
+	// A ping that hangs is cancelled after PingTimeout and reported.
+	p.SetPingError(nil)
+	step(t, clk, 10500*time.Millisecond)
+	require.Eventually(t, readyIs(corev1.ConditionTrue, "ProviderReady"), 10*time.Second, time.Millisecond)
+	p.SetPingHang(true)
+	pings := p.Pings()
+	step(t, clk, 10500*time.Millisecond)
+	require.Eventually(t, func() bool { return p.Pings() > pings }, 10*time.Second, time.Millisecond)
+	step(t, clk, 5*time.Second)
+	require.Eventually(t, func() bool {
+		n, err := cs.CoreV1().Nodes().Get(context.Background(), "vk-0", metav1.GetOptions{})
+		return err == nil && strings.Contains(condition(n, corev1.NodeReady).Message, "did not return within 5s")
+	}, 10*time.Second, time.Millisecond)
+}
+
+func TestPingFailureStopHeartbeat(t *testing.T) {
+	cs := fake.NewClientset()
+	v := countVerbs(cs)
+	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	p := nodestatustest.NewProvider(testNode("vk-0"))
+	cfg := fakeConfig(cs, clk, p)
+	cfg.PingFailure = nodestatus.PingFailureStopHeartbeat
+	c := start(t, cfg)
+	waitReady(t, c)
+	p.SetPingError(errors.New("down"))
+	pings := p.Pings()
+	step(t, clk, 10500*time.Millisecond)
+	require.Eventually(t, func() bool { return p.Pings() > pings }, 10*time.Second, time.Millisecond)
+	// Let the renewal that may have raced with the failing ping finish.
+	step(t, clk, 10500*time.Millisecond)
+	require.Eventually(t, func() bool { return p.Pings() > pings+1 }, 10*time.Second, time.Millisecond)
+	leases := v.get("update leases")
+	for i := range 3 {
+		step(t, clk, 10500*time.Millisecond)
+		require.Eventually(t, func() bool { return p.Pings() > pings+2+i }, 10*time.Second, time.Millisecond)
+	}
+	require.Equal(t, leases, v.get("update leases"), "no renewal while pings fail")
+	p.SetPingError(nil)
+	step(t, clk, 10500*time.Millisecond)
+	require.Eventually(t, func() bool { return v.get("update leases") > leases }, 10*time.Second, time.Millisecond, "renewals resume")
+}
+
+func TestFallsBackToStatusHeartbeatsWithoutLeaseAPI(t *testing.T) {
+	cs := fake.NewClientset()
+	cs.PrependReactor("*", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		// What an API server without the resource answers: an unnamed 404.
+		return true, nil, &apierrors.StatusError{ErrStatus: metav1.Status{
+			Status: metav1.StatusFailure, Code: 404, Reason: metav1.StatusReasonNotFound,
+			Message: "the server could not find the requested resource",
+		}}
+	})
+	v := countVerbs(cs)
+	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	c := start(t, fakeConfig(cs, clk, nil))
+	waitReady(t, c)
+	base := v.get("patch nodes/status")
+	for i := 1; i <= 3; i++ {
+		step(t, clk, 10500*time.Millisecond)
+		require.Eventually(t, func() bool { return v.get("patch nodes/status") >= base+i }, 10*time.Second, time.Millisecond)
+	}
+	require.Zero(t, v.get("update leases"))
+}
+
+func TestLeaseOwnerFollowsRecreatedNode(t *testing.T) {
+	cs := fake.NewClientset()
+	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	p := nodestatustest.NewProvider(testNode("vk-0"))
+	var uid int
+	cs.PrependReactor("create", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		// The fake assigns no UIDs; the API server does.
+		uid++
+		n := a.(k8stesting.CreateAction).GetObject().(*corev1.Node)
+		n.UID = types.UID(fmt.Sprintf("uid-%d", uid))
+		return false, nil, nil
+	})
+	c := start(t, fakeConfig(cs, clk, p))
+	waitReady(t, c)
+	lease := func() *coordinationv1.Lease {
+		l, err := cs.CoordinationV1().Leases("kube-node-lease").Get(context.Background(), "vk-0", metav1.GetOptions{})
+		require.NoError(t, err)
+		return l
+	}
+	require.EqualValues(t, "uid-1", lease().OwnerReferences[0].UID)
+
+	ctx := context.Background()
+	require.NoError(t, cs.CoreV1().Nodes().Delete(ctx, "vk-0", metav1.DeleteOptions{}))
+	p.UpdateStatus(func(n *corev1.Node) { n.Labels["after"] = "delete" })
+	require.Eventually(t, func() bool {
+		n, err := cs.CoreV1().Nodes().Get(ctx, "vk-0", metav1.GetOptions{})
+		return err == nil && n.UID == "uid-2" && n.Labels["after"] == "delete"
+	}, 10*time.Second, time.Millisecond, "re-registered")
+	require.Eventually(t, func() bool { return lease().OwnerReferences[0].UID == "uid-2" }, 10*time.Second, time.Millisecond, "the owner reference follows at once")
+}

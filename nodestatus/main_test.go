@@ -1,0 +1,96 @@
+package nodestatus_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/reconkit/reconkit/nodestatus"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// testNode is a small virtual node as a provider would describe it.
+func testNode(name string) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Labels:      map[string]string{"type": "virtual-kubelet", "kubernetes.io/role": "agent"},
+			Annotations: map[string]string{"example.com/provider": "fake"},
+		},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "virtual-kubelet.io/provider", Value: "fake", Effect: corev1.TaintEffectNoSchedule}}},
+		Status: corev1.NodeStatus{
+			Capacity: corev1.ResourceList{
+				corev1.ResourceCPU:    resource.MustParse("20"),
+				corev1.ResourceMemory: resource.MustParse("100Gi"),
+				corev1.ResourcePods:   resource.MustParse("110"),
+			},
+			Allocatable: corev1.ResourceList{
+				corev1.ResourceCPU:    resource.MustParse("20"),
+				corev1.ResourceMemory: resource.MustParse("100Gi"),
+				corev1.ResourcePods:   resource.MustParse("110"),
+			},
+			Conditions: []corev1.NodeCondition{
+				{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "ProviderReady"},
+				{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Reason: "ProviderHasSufficientMemory"},
+			},
+			Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}},
+		},
+	}
+}
+
+// running is a controller whose Run runs on a goroutine of the test.
+type running struct {
+	*nodestatus.NodeController
+	cancel context.CancelFunc
+}
+
+// start runs a controller until the test ends (or stop is called).
+func start(t *testing.T, cfg nodestatus.Config) *running {
+	t.Helper()
+	c, err := nodestatus.New(cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { _ = c.Run(ctx) }()
+	r := &running{NodeController: c, cancel: cancel}
+	t.Cleanup(func() { r.stop(t) })
+	return r
+}
+
+// stop cancels Run and waits for it, returning its error.
+func (r *running) stop(t *testing.T) error {
+	t.Helper()
+	r.cancel()
+	select {
+	case <-r.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after cancellation")
+	}
+	return r.Err()
+}
+
+func waitReady(t *testing.T, c *running) {
+	t.Helper()
+	select {
+	case <-c.Ready():
+	case <-c.Done():
+		t.Fatalf("Run returned before Ready: %v", c.Err())
+	case <-time.After(30 * time.Second):
+		t.Fatal("not Ready within 30s")
+	}
+}
+
+func condition(n *corev1.Node, typ corev1.NodeConditionType) *corev1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == typ {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
