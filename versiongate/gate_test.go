@@ -210,14 +210,16 @@ type hookKV struct {
 	before func()
 }
 
-func (k *hookKV) Txn(ctx context.Context) clientv3.Txn { return &hookTxn{Txn: k.KV.Txn(ctx), before: k.before} }
+func (k *hookKV) Txn(ctx context.Context) clientv3.Txn {
+	return &hookTxn{Txn: k.KV.Txn(ctx), before: k.before}
+}
 
 type hookTxn struct {
 	clientv3.Txn
 	before func()
 }
 
-func (t *hookTxn) If(cs ...clientv3.Cmp) clientv3.Txn  { t.Txn = t.Txn.If(cs...); return t }
+func (t *hookTxn) If(cs ...clientv3.Cmp) clientv3.Txn   { t.Txn = t.Txn.If(cs...); return t }
 func (t *hookTxn) Then(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Then(ops...); return t }
 func (t *hookTxn) Else(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Else(ops...); return t }
 func (t *hookTxn) Commit() (*clientv3.TxnResponse, error) {
