@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
@@ -435,4 +436,156 @@ func TestLeaseBesideClientGoNeverBothLead(t *testing.T) {
 		}
 	}
 	require.Equal(t, terms, cg, "client-go terms in the history: %v", order)
+}
+
+// TestLeaseHungAPIServerEndsTermAtValidUntil cuts the leader off from the
+// apiserver without an answer: its term must end at ValidUntil, by its own
+// clock, before a follower can take the lease; its gated writes must fail
+// from then on.
+func TestLeaseHungAPIServerEndsTermAtValidUntil(t *testing.T) {
+	a := apiServer(t)
+	p := testenv.Proxy(t, a.Addr())
+	name := uniqueName("hung")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	leader := newLease(t, a.ConfigFor(p.Addr()), name) // the elector's traffic goes through the proxy
+	follower := newLease(t, a.Config(), name)
+	guarded := clientset(t, election.GuardedConfig(a.Config(), leader)) // gated writes go direct
+
+	l, err := leader.Campaign(ctx)
+	require.NoError(t, err)
+	require.NoError(t, appendEntry(ctx, guarded, name, "before/1"), "gated write while leading")
+
+	won := make(chan time.Time, 1)
+	go func() {
+		lf, err := follower.Campaign(ctx)
+		if err == nil {
+			won <- time.Now()
+			_ = lf.Resign(context.Background())
+		}
+		close(won)
+	}()
+	require.Eventually(t, func() bool {
+		info, err := follower.Leader(ctx)
+		return err == nil && info.Identity == leader.Identity()
+	}, 5*time.Second, 10*time.Millisecond)
+
+	p.Cut()
+	cutAt := time.Now()
+	<-l.Context().Done()
+	endedAt := time.Now()
+	validUntil := l.(election.Expiring).ValidUntil()
+	require.ErrorIs(t, context.Cause(l.Context()), election.ErrLeadershipLost)
+	require.False(t, endedAt.Before(validUntil), "term ended at %v, before ValidUntil %v", endedAt, validUntil)
+	require.Less(t, endedAt.Sub(validUntil), 500*time.Millisecond, "term ended long after ValidUntil")
+	require.Less(t, validUntil.Sub(cutAt), testRenewDeadline, "ValidUntil must be within RenewDeadline of the last renewal")
+
+	err = appendEntry(ctx, guarded, name, "after/1")
+	require.ErrorIs(t, err, election.ErrNotLeader, "gated write after the term ended")
+
+	wonAt, ok := <-won
+	require.True(t, ok, "follower did not win")
+	require.True(t, wonAt.After(endedAt), "follower won at %v, before the old term ended at %v", wonAt, endedAt)
+	require.GreaterOrEqual(t, wonAt.Sub(cutAt), testRenewDeadline, "follower won too soon after the cut")
+	p.Restore()
+	require.Equal(t, []string{"before/1"}, readHistory(t, clientset(t, a.Config()), name))
+}
+
+// TestGateRefusesWritesWithoutValidTerm checks the gate before, during and
+// after a term, and after the term was taken over; reads always pass.
+func TestGateRefusesWritesWithoutValidTerm(t *testing.T) {
+	a := apiServer(t)
+	name := uniqueName("gate")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin := clientset(t, a.Config())
+	e := newLease(t, a.Config(), name)
+	guarded := clientset(t, election.GuardedConfig(a.Config(), e))
+	cms := guarded.CoreV1().ConfigMaps(testNamespace)
+
+	_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	require.ErrorIs(t, err, election.ErrNotLeader, "create before any term")
+	_, err = cms.List(ctx, metav1.ListOptions{})
+	require.NoError(t, err, "reads pass without a term")
+
+	l, err := e.Campaign(ctx)
+	require.NoError(t, err)
+	_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	require.NoError(t, err, "create while leading")
+	require.NoError(t, appendEntry(ctx, guarded, name, "leading/1"))
+
+	// Another candidate takes over (as after a partition): the renewal
+	// finds the new holder and the term ends; no gated write passes after.
+	require.NoError(t, overwriteHolder(ctx, admin, name, "usurper"))
+	<-l.Context().Done()
+	require.ErrorIs(t, context.Cause(l.Context()), election.ErrLeadershipLost)
+	require.ErrorIs(t, appendEntry(ctx, guarded, name, "lost/1"), election.ErrNotLeader)
+	err = cms.Delete(ctx, name, metav1.DeleteOptions{})
+	require.ErrorIs(t, err, election.ErrNotLeader, "delete after loss")
+	_, err = cms.Patch(ctx, name, types.MergePatchType, []byte(`{"data":{"x":"y"}}`), metav1.PatchOptions{})
+	require.ErrorIs(t, err, election.ErrNotLeader, "patch after loss")
+	_, err = cms.Get(ctx, name, metav1.GetOptions{})
+	require.NoError(t, err, "reads pass after loss")
+
+	// The usurper's one-second lease expires; a new term opens the gate,
+	// and Resign closes it again.
+	l2, err := e.Campaign(ctx)
+	require.NoError(t, err)
+	require.Greater(t, l2.Token(), l.Token())
+	require.NoError(t, appendEntry(ctx, guarded, name, "again/1"))
+	require.NoError(t, l2.Resign(ctx))
+	require.ErrorIs(t, appendEntry(ctx, guarded, name, "resigned/1"), election.ErrNotLeader)
+	require.Equal(t, []string{"leading/1", "again/1"}, readHistory(t, admin, name))
+}
+
+// TestLeaseSurvivesAPIServerRestart restarts the apiserver under a leader
+// and a watching follower: afterwards gated writes work again, the
+// follower's watch (or its polling) has recovered, and a resignation hands
+// over well within the lease duration.
+func TestLeaseSurvivesAPIServerRestart(t *testing.T) {
+	a := apiServer(t)
+	name := uniqueName("restart")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// Long enough for the leader to keep its term through the restart.
+	long := func(c *election.LeaseConfig) {
+		c.LeaseDuration, c.RenewDeadline, c.RetryPeriod = 30*time.Second, 25*time.Second, time.Second
+	}
+	leader := newLease(t, a.Config(), name, long)
+	follower := newLease(t, a.Config(), name, long)
+	guarded := clientset(t, election.GuardedConfig(a.Config(), leader))
+
+	l, err := leader.Campaign(ctx)
+	require.NoError(t, err)
+	type result struct {
+		l  election.Leadership
+		at time.Time
+	}
+	won := make(chan result, 1)
+	go func() {
+		lf, err := follower.Campaign(ctx)
+		if err == nil {
+			won <- result{lf, time.Now()}
+		}
+		close(won)
+	}()
+	require.Eventually(t, func() bool {
+		info, err := follower.Leader(ctx)
+		return err == nil && info.Identity == leader.Identity()
+	}, 5*time.Second, 10*time.Millisecond)
+
+	require.NoError(t, a.Restart(ctx))
+	require.NoError(t, l.Context().Err(), "the term must survive a restart shorter than RenewDeadline")
+	require.Eventually(t, func() bool {
+		return appendEntry(ctx, guarded, name, "after-restart/1") == nil
+	}, 10*time.Second, 50*time.Millisecond, "gated write after the restart")
+
+	resignedAt := time.Now()
+	require.NoError(t, l.Resign(ctx))
+	r, ok := <-won
+	require.True(t, ok, "follower did not win")
+	require.Less(t, r.at.Sub(resignedAt), 5*time.Second, "handover after the restart took too long")
+	require.Greater(t, r.l.Token(), l.Token())
+	require.NoError(t, r.l.Resign(ctx))
 }
