@@ -224,7 +224,6 @@ type gateOpts struct {
 	owned         bool // gate-owned records instead of the registry
 	clock         *clocktesting.FakeClock
 	rec           *reconcileRecorder
-	cli           *clientv3.Client
 }
 
 func newGate(t testing.TB, cli *clientv3.Client, o gateOpts) (*Gate, *testCandidate) {
