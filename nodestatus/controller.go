@@ -354,6 +354,11 @@ loop:
 				}
 				st.lease, st.lastRenew = r.lease, now
 				resetTimer(leaseT, renew())
+				if r.recreated {
+					log.Info("Lease was recreated; checking the Node")
+					st.leaseAwaitsNode = true
+					st.statusDirty, st.refetch = true, true
+				}
 			}
 			markReady()
 

@@ -29,6 +29,7 @@ type leaseResult struct {
 	lease       *coordinationv1.Lease
 	unsupported bool // the Lease API is missing: fall back to status heartbeats
 	gone        bool // the lease vanished (deleted, or collected with its Node)
+	recreated   bool // the lease was renewed, but it is a new object
 	err         error
 }
 
@@ -93,6 +94,12 @@ func (c *NodeController) renewLease(ctx context.Context, job leaseJob) leaseResu
 		}
 		return err
 	})
+	if job.held != nil && res.lease != nil && res.lease.UID != job.held.UID {
+		// The lease was deleted and created again (an update may create a
+		// lease): most likely the garbage collector removed it with its
+		// Node. Let the loop check the Node.
+		res.recreated = true
+	}
 	if err != nil && ctx.Err() == nil && !res.unsupported && !res.gone {
 		res.err = err
 	}

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/testr"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
@@ -56,7 +58,7 @@ func start(t *testing.T, cfg nodestatus.Config) *running {
 	t.Helper()
 	c, err := nodestatus.New(cfg)
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), testr.NewWithOptions(t, testr.Options{Verbosity: 1})))
 	go func() { _ = c.Run(ctx) }()
 	r := &running{NodeController: c, cancel: cancel}
 	t.Cleanup(func() { r.stop(t) })
