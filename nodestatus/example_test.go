@@ -1,0 +1,52 @@
+package nodestatus_test
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/reconkit/reconkit/nodestatus"
+	"github.com/reconkit/reconkit/nodestatus/nodestatustest"
+)
+
+// A node agent registers its node and keeps it alive; its provider reports
+// status changes through the callback it was given.
+func Example() {
+	client := fake.NewClientset() // in a real agent: kubernetes.NewForConfig(cfg)
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "edge-1", Labels: map[string]string{"type": "virtual"}},
+	}
+	provider := nodestatustest.NewProvider(node)
+	nc, err := nodestatus.New(nodestatus.Config{
+		Client:     client,
+		Node:       node,
+		Provider:   provider,
+		OnShutdown: nodestatus.ShutdownCordon,
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { _ = nc.Run(ctx) }()
+	<-nc.Ready()
+
+	got, _ := client.CoreV1().Nodes().Get(ctx, "edge-1", metav1.GetOptions{})
+	for _, c := range got.Status.Conditions {
+		fmt.Println(c.Type, c.Status, c.Reason)
+	}
+	lease, _ := client.CoordinationV1().Leases("kube-node-lease").Get(ctx, "edge-1", metav1.GetOptions{})
+	fmt.Println("lease held by", *lease.Spec.HolderIdentity, "for", *lease.Spec.LeaseDurationSeconds, "seconds")
+
+	cancel()
+	<-nc.Done()
+	got, _ = client.CoreV1().Nodes().Get(context.Background(), "edge-1", metav1.GetOptions{})
+	fmt.Println("unschedulable after shutdown:", got.Spec.Unschedulable, nc.Err())
+	// Output:
+	// Ready True NodeProviderReady
+	// lease held by edge-1 for 40 seconds
+	// unschedulable after shutdown: true context canceled
+}
