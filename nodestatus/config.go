@@ -71,7 +71,8 @@ const (
 	// marks the node Unknown after its grace period. This is the original
 	// virtual-kubelet behaviour.
 	PingFailureStopHeartbeat
-	// PingFailureIgnore only reports failures to the ErrorHandler-less log.
+	// PingFailureIgnore only logs failed pings: the status and the
+	// heartbeat are not affected.
 	PingFailureIgnore
 )
 
@@ -137,8 +138,10 @@ type Config struct {
 	// PingFailureSetNotReady).
 	PingFailure PingFailurePolicy
 
-	// StatusReportInterval is the longest time between two status writes
-	// when nothing changes (default 5m). Each wait gets up to 10% jitter.
+	// StatusReportInterval is the time between two status writes when
+	// nothing changes (default 5m), counted from the end of the previous
+	// write. The first report after registration comes after a random half
+	// to whole interval, to spread nodes started together.
 	StatusReportInterval time.Duration
 	// RequestTimeout bounds each API request (default RenewInterval).
 	RequestTimeout time.Duration

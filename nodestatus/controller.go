@@ -391,7 +391,10 @@ loop:
 				renewNow()
 			}
 			if r.written {
-				next := jitter(c.cfg.StatusReportInterval, 0.9, 1)
+				// The first report after registration is spread over half
+				// the interval, so that nodes started together do not
+				// report together; later ones follow the interval exactly.
+				next := c.cfg.StatusReportInterval
 				if !st.registered {
 					next = jitter(c.cfg.StatusReportInterval, 0.5, 1)
 				}

@@ -51,16 +51,6 @@ func (v *verbs) get(key string) int {
 	return v.n[key]
 }
 
-func (v *verbs) total() int {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	s := 0
-	for _, n := range v.n {
-		s += n
-	}
-	return s
-}
-
 func fakeConfig(cs *fake.Clientset, clk *testclock.FakeClock, p nodestatus.NodeProvider) nodestatus.Config {
 	return nodestatus.Config{Client: cs, Node: testNode("vk-0"), Provider: p, Clock: clk}
 }
