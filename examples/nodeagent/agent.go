@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/reconkit/reconkit/checkpoint"
+	"github.com/reconkit/reconkit/internal/servers"
 	"github.com/reconkit/reconkit/lbrecon"
 	"github.com/reconkit/reconkit/nodestatus"
 	"github.com/reconkit/reconkit/versiongate"
@@ -52,15 +54,16 @@ type agent struct {
 	log     logr.Logger
 
 	cli      *clientv3.Client
+	proxies  []*servers.Proxy // the client's way to etcd, cut by kill
 	elector  *elector
 	ctrl     *checkpoint.Controller[agentConfig]
-	gate     *versiongate.Gate
 	provider *agentProvider
 
 	cancel context.CancelFunc
 	done   chan struct{}
 
 	mu    sync.Mutex
+	gate  *versiongate.Gate // the current gate; a new one after a lost record
 	state agentState
 }
 
@@ -78,22 +81,29 @@ func newAgent(e *env, index int, version versiongate.Version) *agent {
 
 // start builds the agent's parts and runs them until ctx ends or stop or
 // kill is called.
-func (a *agent) start(ctx context.Context) error {
+func (a *agent) start(ctx context.Context) (err error) {
 	o := a.env.opts
-	cli, err := a.env.newEtcdClient()
+	cli, proxies, err := a.env.newAgentClient()
 	if err != nil {
 		return err
 	}
-	a.cli = cli
+	a.cli, a.proxies = cli, proxies
+	defer func() {
+		if err != nil {
+			if a.elector != nil {
+				a.elector.close()
+			}
+			cli.Close()
+			closeProxies(proxies)
+		}
+	}()
 	a.elector, err = newElector(cli, a.name, o.electionTTL)
 	if err != nil {
-		cli.Close()
 		return err
 	}
 
 	store, err := checkpoint.NewFS(checkpoint.FSConfig{Dir: filepath.Join(a.env.stateDir, a.name)})
 	if err != nil {
-		cli.Close()
 		return err
 	}
 	a.ctrl, err = checkpoint.New(checkpoint.Config[agentConfig]{
@@ -109,26 +119,10 @@ func (a *agent) start(ctx context.Context) error {
 		SourceInterval: o.sourceInterval,
 	})
 	if err != nil {
-		cli.Close()
 		return err
 	}
 
-	a.gate, err = versiongate.New(versiongate.Config{
-		Client:                   cli,
-		NodeID:                   a.name,
-		Version:                  a.version,
-		MinimumReconcilerRelease: versiongate.Release{Major: 1},
-		MinimumCompatibleRelease: minimumCompatible(a.version.Release),
-		StatusKey:                gateStatusKey,
-		NodesPrefix:              gateNodesPrefix,
-		RecordTTL:                o.recordTTL,
-		Candidate:                a.elector,
-		Reconcile:                a.reconcile,
-		SettleTime:               o.settle,
-		ReconcileInterval:        o.reconcileInterval,
-	})
-	if err != nil {
-		cli.Close()
+	if _, err := a.newGate(); err != nil { // checks the configuration early
 		return err
 	}
 
@@ -185,17 +179,72 @@ func (a *agent) run(ctx context.Context) error {
 	g := newGroup(ctx)
 	g.start("checkpoint", a.ctrl.Run)
 	g.start("nodestatus", nodes.Run)
-	g.start("versiongate", a.gate.Run)
-	g.start("wait ready", func(ctx context.Context) error {
-		if err := a.gate.WaitReady(ctx); err != nil {
-			return err
-		}
-		a.setState(func(s *agentState) { s.Ready = true })
-		a.provider.setCondition(gatedCondition(true, "ReconcilerCompatible", "the reconciler status admits release "+a.version.Release.String()))
-		return nil
-	})
+	g.start("versiongate", a.runGate)
 	g.start("phase", a.watchPhase)
 	return g.wait()
+}
+
+// newGate returns a new version gate for the agent and makes it current.
+func (a *agent) newGate() (*versiongate.Gate, error) {
+	o := a.env.opts
+	gate, err := versiongate.New(versiongate.Config{
+		Client:                   a.cli,
+		NodeID:                   a.name,
+		Version:                  a.version,
+		MinimumReconcilerRelease: versiongate.Release{Major: 1},
+		MinimumCompatibleRelease: minimumCompatible(a.version.Release),
+		StatusKey:                gateStatusKey,
+		NodesPrefix:              gateNodesPrefix,
+		RecordTTL:                o.recordTTL,
+		Candidate:                a.elector,
+		Reconcile:                a.reconcile,
+		SettleTime:               o.settle,
+		ReconcileInterval:        o.reconcileInterval,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	a.gate = gate
+	a.mu.Unlock()
+	return gate, nil
+}
+
+func (a *agent) currentGate() *versiongate.Gate {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.gate
+}
+
+// runGate publishes the agent's release, campaigns while it is the
+// newest, and serves once WaitReady lets it. When the release record's
+// lease is lost (etcd unreachable or stalled for longer than its TTL), the
+// leader may no longer count this node: the agent stops serving and starts
+// over with a new gate, as versiongate asks of its host.
+func (a *agent) runGate(ctx context.Context) error {
+	gate := a.currentGate()
+	for {
+		g := newGroup(ctx)
+		g.start("run", gate.Run)
+		g.start("wait ready", func(ctx context.Context) error {
+			if err := gate.WaitReady(ctx); err != nil {
+				return err
+			}
+			a.setState(func(s *agentState) { s.Ready = true })
+			a.provider.setCondition(gatedCondition(true, "ReconcilerCompatible", "the reconciler status admits release "+a.version.Release.String()))
+			return nil
+		})
+		err := g.wait()
+		if !errors.Is(err, versiongate.ErrRecordLost) || ctx.Err() != nil {
+			return err
+		}
+		a.log.Error(err, "Release record lost; not serving until the gate admits this node again")
+		a.setState(func(s *agentState) { s.Ready = false })
+		a.provider.setCondition(gatedCondition(false, "RecordLost", "the release record expired; publishing it again"))
+		if gate, err = a.newGate(); err != nil {
+			return err
+		}
+	}
 }
 
 // watchPhase copies the gate's phase into the agent state for the view.
@@ -203,10 +252,11 @@ func (a *agent) watchPhase(ctx context.Context) error {
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	for {
-		phase, leading := a.gate.Phase(), a.gate.Leading()
+		gate := a.currentGate()
+		phase, leading := gate.Phase(), gate.Leading()
 		var blocking []string
 		if leading && phase == versiongate.PhaseRestricting {
-			for _, n := range a.gate.Blocking() {
+			for _, n := range gate.Blocking() {
 				blocking = append(blocking, n.String())
 			}
 		}
@@ -303,20 +353,29 @@ func (a *agent) stop() {
 		}
 	})
 	a.cancel()
-	<-a.done
-	a.elector.close()
-	a.cli.Close()
+	a.wait()
 }
 
-// kill ends the agent as a crash would: its etcd connection is cut first,
-// so its election session and release record are never revoked and
-// expire only after their TTLs; its Node's heartbeat stops.
+// kill ends the agent as a crash would, and returns at once: its traffic
+// to etcd is cut first, so its election session and release record are
+// never revoked and expire only after their TTLs, and its Node's heartbeat
+// stops. Its goroutines wind down in the background (the releases they
+// still try time out); wait waits for them.
 func (a *agent) kill() {
 	a.setState(func(s *agentState) { s.Stopped, s.Running, s.Ready, s.Leading = "killed", false, false, false })
-	a.cli.Close()
+	for _, p := range a.proxies {
+		p.Cut()
+	}
 	a.cancel()
+}
+
+// wait waits until the agent has stopped, then closes its elector, its
+// client and its proxies.
+func (a *agent) wait() {
 	<-a.done
 	a.elector.close()
+	_ = a.cli.Close()
+	closeProxies(a.proxies)
 }
 
 // group runs functions until the first fails or ctx ends, and waits for

@@ -80,13 +80,13 @@ func newEnv(ctx context.Context, opts options, log logr.Logger, say func(string,
 	say("setup: checkpoints in %s", e.stateDir)
 
 	if opts.etcd == "" {
-		say("setup: building etcd from internal/tools if needed (about 30 seconds on the first run, then cached)")
 		bins, err := servers.Build(ctx, servers.BuildOptions{SkipAPIServer: true, Logf: func(format string, args ...any) {
 			say("setup: "+format, args...)
 		}})
 		if err != nil {
 			return e, fmt.Errorf("build etcd: %w", err)
 		}
+		say("setup: etcd binary %s (built from internal/tools on the first run, then cached)", bins.Etcd)
 		e.etcd, err = servers.StartEtcd(ctx, servers.EtcdOptions{Binary: bins.Etcd})
 		if err != nil {
 			return e, fmt.Errorf("start etcd: %w", err)
@@ -98,7 +98,7 @@ func newEnv(ctx context.Context, opts options, log logr.Logger, say func(string,
 		say("setup: etcd at %s", opts.etcd)
 	}
 	e.prefix = fmt.Sprintf("%srun-%x/", opts.etcdPrefix, time.Now().UnixNano())
-	e.cli, err = e.newEtcdClient()
+	e.cli, err = e.newEtcdClient(e.endpoints)
 	if err != nil {
 		return e, err
 	}
@@ -130,9 +130,45 @@ func newEnv(ctx context.Context, opts options, log logr.Logger, say func(string,
 	return e, nil
 }
 
+// newAgentClient returns an etcd client for one agent that reaches etcd
+// through loopback proxies of its own, so that killing the agent can cut
+// its traffic as a crash would.
+func (e *env) newAgentClient() (*clientv3.Client, []*servers.Proxy, error) {
+	var proxies []*servers.Proxy
+	var eps []string
+	for _, ep := range e.endpoints {
+		scheme, hostPort, ok := strings.Cut(ep, "://")
+		if !ok {
+			scheme, hostPort = "http", ep
+		}
+		p, err := servers.StartProxy(hostPort)
+		if err != nil {
+			closeProxies(proxies)
+			return nil, nil, fmt.Errorf("proxy to etcd: %w", err)
+		}
+		proxies = append(proxies, p)
+		eps = append(eps, scheme+"://"+p.Addr())
+	}
+	cli, err := e.newEtcdClient(eps)
+	if err != nil {
+		closeProxies(proxies)
+		return nil, nil, err
+	}
+	return cli, proxies, nil
+}
+
+func closeProxies(ps []*servers.Proxy) {
+	for _, p := range ps {
+		_ = p.Close()
+	}
+}
+
 // newEtcdClient returns a client whose keys live under the run's prefix.
-func (e *env) newEtcdClient() (*clientv3.Client, error) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: e.endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+//
+// Close it only after every goroutine using it has returned: the
+// namespace wrapper's Watch races with its Close.
+func (e *env) newEtcdClient(endpoints []string) (*clientv3.Client, error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		return nil, fmt.Errorf("etcd client: %w", err)
 	}
@@ -189,15 +225,7 @@ func (e *env) agentByName(name string) *agent {
 func (e *env) stopAgents() {
 	var wg sync.WaitGroup
 	for _, a := range e.agentList() {
-		wg.Go(func() {
-			select {
-			case <-a.done:
-				a.elector.close()
-				a.cli.Close()
-			default:
-				a.stop()
-			}
-		})
+		wg.Go(a.stop)
 	}
 	wg.Wait()
 }

@@ -58,6 +58,7 @@ type options struct {
 	release    string
 	upgradeTo  string
 	deadline   time.Duration
+	pause      time.Duration
 
 	electionTTL       time.Duration
 	recordTTL         time.Duration
@@ -86,9 +87,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.verbosity, "v", 0, "log verbosity on stderr: 0 errors only, 1 info, 2 and up more detail")
 	fs.StringVar(&o.release, "release", "1.0.0", "release the agents start with")
 	fs.StringVar(&o.upgradeTo, "upgrade-to", "1.1.0", "release the upgrade scenario rolls out; 1.1.0 and later add an https port to the load balancer")
+	fs.DurationVar(&o.pause, "pause", time.Second, "pause between the steps of a scenario, to follow the live view")
 	fs.DurationVar(&o.deadline, "deadline", 90*time.Second, "a scenario that has not finished by then fails")
 	fs.DurationVar(&o.electionTTL, "election-ttl", 2*time.Second, "etcd session TTL of the election (whole seconds): how long a crashed leader holds on")
-	fs.DurationVar(&o.recordTTL, "record-ttl", 2*time.Second, "lease TTL of each agent's release record (whole seconds)")
+	fs.DurationVar(&o.recordTTL, "record-ttl", 3*time.Second, "lease TTL of each agent's release record (whole seconds)")
 	fs.DurationVar(&o.nodeLease, "node-lease", 4*time.Second, "Node heartbeat lease duration (whole seconds); renewed every quarter of it")
 	fs.DurationVar(&o.trial, "trial", 3*time.Second, "trial period of an assigned configuration")
 	fs.DurationVar(&o.sourceInterval, "config-poll", 500*time.Millisecond, "how often agents read the nodeagent-config ConfigMap")

@@ -85,10 +85,16 @@ func run(ctx context.Context, opts options, stdout, stderr io.Writer) error {
 }
 
 // setLive hands the terminal to the view or takes it back; taking it back
-// prints the narrative lines the last redraw showed.
+// prints the narrative lines no redraw has shown.
 func (p *printer) setLive(live bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.live && !live {
+		for _, l := range p.undrawn {
+			fmt.Fprintln(p.w, l)
+		}
+		p.undrawn = nil
+	}
 	p.live = live
 }
 

@@ -38,6 +38,18 @@ func (sc *scenario) waitFor(ctx context.Context, what string, ok func(snapshot) 
 	}
 }
 
+// pause holds the scenario between steps for a person to follow.
+func (sc *scenario) pause(ctx context.Context) error {
+	t := time.NewTimer(sc.env.opts.pause)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
 // steady holds when every running agent is ready, one of them leads, the
 // gate status is done and the load balancer targets exactly the running
 // agents with nothing pending.
@@ -151,7 +163,7 @@ func (sc *scenario) upgrade(ctx context.Context) (string, error) {
 		if _, err := sc.waitFor(ctx, na.name+" at "+newV.String()+" to pass WaitReady", func(snapshot) bool { return na.snapshot().Ready }); err != nil {
 			return "", err
 		}
-		sc.p.say("upgrade: %s runs %s and passed WaitReady", na.name, newV)
+		sc.p.say("upgrade: %s runs %s and passed WaitReady (the status still admits it)", na.name, newV)
 		if i == e.opts.agents || !restricts {
 			continue
 		}
@@ -172,6 +184,9 @@ func (sc *scenario) upgrade(ctx context.Context) (string, error) {
 			}
 		}
 		restricted++
+		if err := sc.pause(ctx); err != nil {
+			return "", err
+		}
 	}
 	want := fmt.Sprintf("done@%s/min%s", newV.Release, minimumCompatible(newV.Release))
 	s, err := sc.waitFor(ctx, "status "+want+" and a steady cluster", func(s snapshot) bool {

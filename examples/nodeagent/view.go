@@ -25,9 +25,10 @@ type printer struct {
 	tty   bool
 	start time.Time
 
-	mu     sync.Mutex
-	live   bool     // the view owns the terminal
-	events []string // the latest narrative lines, for the redraw
+	mu      sync.Mutex
+	live    bool     // the view owns the terminal
+	events  []string // the latest narrative lines, for the redraw
+	undrawn []string // narrative lines no redraw has shown yet
 }
 
 func (p *printer) stamp() string {
@@ -40,6 +41,7 @@ func (p *printer) say(format string, args ...any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.live {
+		p.undrawn = append(p.undrawn, line)
 		p.events = append(p.events, line)
 		if len(p.events) > 12 {
 			p.events = p.events[len(p.events)-12:]
@@ -310,6 +312,7 @@ func (v *view) draw(s snapshot) {
 	}
 	b.WriteString("\n")
 	v.p.mu.Lock()
+	v.p.undrawn = nil
 	for _, ev := range v.p.events {
 		b.WriteString(ev + "\n")
 	}

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// buildBinary builds the example into dir, with the race detector when
+// the tests run with it, so that a data race in the program fails its run.
+func buildBinary(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "nodeagent")
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	out, err := exec.Command(goCommand(), append(args, ".")...).CombinedOutput()
+	require.NoError(t, err, "go build:\n%s", out)
+	return bin
+}
+
+func goCommand() string {
+	p := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(p); err == nil {
+		return p
+	}
+	return "go"
+}
+
+// result is one finished run of the binary.
+type result struct {
+	stdout, stderr string
+	err            error
+}
+
+// start runs the binary with args; lines of its stdout go to lines as they
+// come. The run is killed at the deadline.
+func start(t *testing.T, ctx context.Context, bin string, args ...string) (*exec.Cmd, <-chan string, <-chan result) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), "GORACE=halt_on_error=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	lines := make(chan string, 1024)
+	done := make(chan result, 1)
+	go func() {
+		var stdout strings.Builder
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			stdout.WriteString(sc.Text() + "\n")
+			select {
+			case lines <- sc.Text():
+			default:
+			}
+		}
+		_, _ = io.Copy(io.Discard, out)
+		err := cmd.Wait()
+		close(lines)
+		done <- result{stdout: stdout.String(), stderr: stderr.String(), err: err}
+	}()
+	return cmd, lines, done
+}
+
+var (
+	dataDirRE  = regexp.MustCompile(`local etcd at \S+ \(data dir (\S+)\)`)
+	stateDirRE = regexp.MustCompile(`checkpoints in (\S+)`)
+)
+
+// checkNothingLeft checks that the run stopped its etcd (no process runs
+// with its data dir) and removed the etcd and state directories.
+func checkNothingLeft(t *testing.T, stdout string) {
+	t.Helper()
+	m := dataDirRE.FindStringSubmatch(stdout)
+	require.NotNil(t, m, "no etcd data dir in the output")
+	dataDir := m[1]
+	require.NoDirExists(t, filepath.Dir(dataDir), "etcd's directory is left behind")
+	if runtime.GOOS == "linux" {
+		require.Empty(t, processesMentioning(t, dataDir), "an etcd process is left running")
+	}
+	m = stateDirRE.FindStringSubmatch(stdout)
+	require.NotNil(t, m, "no state dir in the output")
+	require.NoDirExists(t, m[1], "the state directory is left behind")
+}
+
+// processesMentioning lists the PIDs whose command line contains s.
+func processesMentioning(t *testing.T, s string) []string {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	var pids []string
+	for _, e := range entries {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		if bytes.Contains(cmdline, []byte(s)) {
+			pids = append(pids, e.Name())
+		}
+	}
+	return pids
+}
+
+func skipShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping the end-to-end runs of the example under -short: they build it and run a real etcd")
+	}
+}
+
+// TestNodeAgent builds the example and runs each scenario, then an
+// interrupted run, as a person would.
+func TestNodeAgent(t *testing.T) {
+	skipShort(t)
+	bin := buildBinary(t, t.TempDir())
+	for _, tc := range []struct {
+		scenario string
+		verdict  *regexp.Regexp
+	}{
+		{"failover", regexp.MustCompile(`^VERDICT failover: PASS killed=(agent-\d) successor=(agent-\d) took=([\d.]+)s token=(\d+)->(\d+) targets=(\S+)$`)},
+		{"upgrade", regexp.MustCompile(`^VERDICT upgrade: PASS release=1\.1\.0 leader=agent-\d restricted-steps=2 status=done@1\.1\.0/min1\.1\.0 binds=192\.0\.2\.10:443,192\.0\.2\.10:80 took=[\d.]+s$`)},
+		{"bad-config", regexp.MustCompile(`^VERDICT bad-config: PASS rejected=AssignedValidateFailed rolled-back=TrialProbeFailed running=(\S+) reason="health probe failed .*maxConnections 10 is below.*"$`)},
+	} {
+		t.Run(tc.scenario, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second)
+			defer cancel()
+			began := time.Now()
+			_, _, done := start(t, ctx, bin, "--scenario", tc.scenario, "--pause", "200ms", "--deadline", "80s")
+			r := <-done
+			t.Logf("%s finished in %v", tc.scenario, time.Since(began).Round(100*time.Millisecond))
+			require.NoError(t, r.err, "exit status\nstdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+			var verdicts []string
+			for _, l := range strings.Split(r.stdout, "\n") {
+				if strings.HasPrefix(l, "VERDICT") {
+					verdicts = append(verdicts, l)
+				}
+			}
+			require.Len(t, verdicts, 1, "stdout:\n%s", r.stdout)
+			m := tc.verdict.FindStringSubmatch(verdicts[0])
+			require.NotNil(t, m, "verdict %q does not match %s", verdicts[0], tc.verdict)
+			if tc.scenario == "failover" {
+				killed, successor := m[1], m[2]
+				require.NotEqual(t, killed, successor)
+				require.NotContains(t, strings.Split(m[6], ","), killed, "the killed agent is still a target")
+				require.Len(t, strings.Split(m[6], ","), 2)
+			}
+			checkNothingLeft(t, r.stdout)
+		})
+	}
+	t.Run("interrupt", func(t *testing.T) { testInterrupt(t, bin) })
+}
+
+// testInterrupt runs without a scenario until the cluster is steady, then
+// sends SIGINT: the program must stop cleanly and leave nothing behind.
+func testInterrupt(t *testing.T, bin string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd, lines, done := start(t, ctx, bin)
+	steady := false
+	for l := range lines {
+		if strings.Contains(l, "status=done@1.0.0") && strings.Count(l, " ready ") == 3 {
+			steady = true
+			break
+		}
+	}
+	require.True(t, steady, "the cluster never became steady")
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the program did not stop within 20s of SIGINT")
+	}
+	var exit *exec.ExitError
+	if errors.As(r.err, &exit) {
+		t.Fatalf("exit status %v\nstdout:\n%s\nstderr:\n%s", r.err, r.stdout, r.stderr)
+	}
+	require.NoError(t, r.err)
+	require.Contains(t, r.stdout, "interrupted: stopping every agent")
+	checkNothingLeft(t, r.stdout)
+}
