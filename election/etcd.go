@@ -303,12 +303,12 @@ func (e *EtcdElector) campaignOnce(cctx, parent context.Context) (l *EtcdLeaders
 	// Confirm: renew the lease (so the term's validity starts from now)
 	// and check that the key is still ours.
 	start := e.clock.Now()
-	validUntil, err := e.confirm(cctx, key, rev, lease, start)
+	validUntil, seen, err := e.confirm(cctx, key, rev, lease, start)
 	if err != nil {
 		return nil, err
 	}
 
-	l = &EtcdLeadership{e: e, key: key, rev: rev, lease: lease, sess: sess, log: log}
+	l = &EtcdLeadership{e: e, key: key, rev: rev, seen: seen, lease: lease, sess: sess, log: log}
 	l.validUntil = validUntil
 	l.term = newTerm(parent, e.identity, Token(rev), l.release)
 	l.renewed = make(chan struct{}, 1)
@@ -323,27 +323,28 @@ func (e *EtcdElector) campaignOnce(cctx, parent context.Context) (l *EtcdLeaders
 
 // confirm renews the lease and checks that key still exists with create
 // revision rev on that lease. It returns the instant until which the term
-// is known valid: start + TTL - margin.
-func (e *EtcdElector) confirm(ctx context.Context, key string, rev int64, lease clientv3.LeaseID, start time.Time) (time.Time, error) {
+// is known valid (start + TTL - margin) and the revision at which the key
+// was seen.
+func (e *EtcdElector) confirm(ctx context.Context, key string, rev int64, lease clientv3.LeaseID, start time.Time) (time.Time, int64, error) {
 	ka, err := e.client.KeepAliveOnce(ctx, lease)
 	if err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return time.Time{}, fmt.Errorf("%w: lease expired", ErrLeadershipLost)
+			return time.Time{}, 0, fmt.Errorf("%w: lease expired", ErrLeadershipLost)
 		}
-		return time.Time{}, fmt.Errorf("renew lease: %w", err)
+		return time.Time{}, 0, fmt.Errorf("renew lease: %w", err)
 	}
 	resp, err := e.client.Txn(ctx).If(
 		clientv3.Compare(clientv3.CreateRevision(key), "=", rev),
 		clientv3.Compare(clientv3.LeaseValue(key), "=", lease),
 	).Commit()
 	if err != nil {
-		return time.Time{}, fmt.Errorf("check candidate key: %w", err)
+		return time.Time{}, 0, fmt.Errorf("check candidate key: %w", err)
 	}
 	if !resp.Succeeded {
-		return time.Time{}, fmt.Errorf("%w: candidate key %s is gone", ErrLeadershipLost, key)
+		return time.Time{}, 0, fmt.Errorf("%w: candidate key %s is gone", ErrLeadershipLost, key)
 	}
 	ttl := time.Duration(ka.TTL) * time.Second
-	return start.Add(ttl - e.margin), nil
+	return start.Add(ttl - e.margin), resp.Header.Revision, nil
 }
 
 // waitDeletes waits until no key under the prefix has a create revision
@@ -358,7 +359,9 @@ func (e *EtcdElector) waitDeletes(ctx context.Context, maxRev int64) error {
 		if len(resp.Kvs) == 0 {
 			return nil
 		}
-		if err := e.waitDelete(ctx, string(resp.Kvs[0].Key), resp.Header.Revision); err != nil {
+		// Watch from the next revision: a watch that starts at or below
+		// the current one is served by etcd's catch-up loop, every 100ms.
+		if err := e.waitDelete(ctx, string(resp.Kvs[0].Key), resp.Header.Revision+1); err != nil {
 			return err
 		}
 	}
@@ -524,6 +527,7 @@ type EtcdLeadership struct {
 	e     *EtcdElector
 	key   string
 	rev   int64
+	seen  int64 // a revision at which the key was confirmed
 	lease clientv3.LeaseID
 	sess  *concurrency.Session
 	log   logr.Logger
@@ -630,7 +634,7 @@ func (l *EtcdLeadership) keep() {
 		}
 		start := e.clock.Now()
 		ctx, cancel := context.WithDeadline(l.ctx, time.Now().Add(l.ValidUntil().Sub(start)))
-		validUntil, err := e.confirm(ctx, l.key, l.rev, l.lease, start)
+		validUntil, _, err := e.confirm(ctx, l.key, l.rev, l.lease, start)
 		cancel()
 		switch {
 		case err == nil:
@@ -659,7 +663,10 @@ func (l *EtcdLeadership) monitor() {
 	e := l.e
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(l.ctx))
 	defer cancel()
-	wch := e.client.Watch(wctx, l.key, clientv3.WithRev(l.rev+1), clientv3.WithFilterPut())
+	// From the revision after the confirmation: the key existed then, and
+	// a watch from a newer revision than etcd's current one is notified at
+	// once rather than by etcd's 100ms catch-up loop.
+	wch := e.client.Watch(wctx, l.key, clientv3.WithRev(l.seen+1), clientv3.WithFilterPut())
 	expiry := e.clock.NewTimer(l.ValidUntil().Sub(e.clock.Now()))
 	defer func() { expiry.Stop() }()
 	for !l.ended() {

@@ -56,12 +56,13 @@ type Election struct {
 	mu      sync.Mutex
 	token   election.Token
 	leader  *term
-	waiting []*waiter // in arrival order
+	waiting []*waiter     // in arrival order
+	queued  chan struct{} // closed and replaced when waiting changes
 }
 
 // NewElection returns an election that nobody leads.
 func NewElection(opts ...Option) *Election {
-	e := &Election{}
+	e := &Election{queued: make(chan struct{})}
 	for _, o := range opts {
 		o(e)
 	}
@@ -98,6 +99,30 @@ func (e *Election) Waiting() []string {
 	return ids
 }
 
+// AwaitWaiting blocks until at least n candidates wait in Campaign, or ctx
+// ends (it returns ctx.Err() then).
+func (e *Election) AwaitWaiting(ctx context.Context, n int) error {
+	for {
+		e.mu.Lock()
+		count, changed := len(e.waiting), e.queued
+		e.mu.Unlock()
+		if count >= n {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// queueChangedLocked wakes AwaitWaiting.
+func (e *Election) queueChangedLocked() {
+	close(e.queued)
+	e.queued = make(chan struct{})
+}
+
 // Elect makes c lead now: the current leader, if any, loses its term
 // (cause election.ErrLeadershipLost) and c's pending Campaign returns. It
 // returns ErrNotCampaigning if c is not waiting in Campaign or is
@@ -108,6 +133,7 @@ func (e *Election) Elect(c *Candidate) error {
 	for i, w := range e.waiting {
 		if w.c == c && !c.partitioned {
 			e.waiting = append(e.waiting[:i], e.waiting[i+1:]...)
+			e.queueChangedLocked()
 			if e.leader != nil {
 				e.leader.loseLocked(errors.New("deposed by the test"))
 			}
@@ -156,6 +182,7 @@ func (e *Election) fillLocked() {
 	for i, w := range e.waiting {
 		if !w.c.partitioned {
 			e.waiting = append(e.waiting[:i], e.waiting[i+1:]...)
+			e.queueChangedLocked()
 			e.grantLocked(w)
 			return
 		}
@@ -183,6 +210,7 @@ func (e *Election) removeWaiterLocked(w *waiter) bool {
 	for i, x := range e.waiting {
 		if x == w {
 			e.waiting = append(e.waiting[:i], e.waiting[i+1:]...)
+			e.queueChangedLocked()
 			return true
 		}
 	}
@@ -230,6 +258,7 @@ func (c *Candidate) Campaign(ctx context.Context) (election.Leadership, error) {
 	c.busy = true
 	w := &waiter{c: c, ctx: ctx, won: make(chan *term, 1)}
 	e.waiting = append(e.waiting, w)
+	e.queueChangedLocked()
 	e.fillLocked()
 	e.mu.Unlock()
 

@@ -123,7 +123,7 @@ func TestCampaignTwiceIsBusy(t *testing.T) {
 	e := electiontest.NewElection(electiontest.Manual())
 	a := e.NewCandidate("a")
 	ch := campaign(ctx, a)
-	require.Eventually(t, func() bool { return len(e.Waiting()) == 1 }, 5*time.Second, time.Millisecond)
+	require.NoError(t, e.AwaitWaiting(ctx, 1))
 	require.Equal(t, []string{"a"}, e.Waiting())
 	_, err := a.Campaign(ctx)
 	require.ErrorIs(t, err, electiontest.ErrBusy)
