@@ -31,17 +31,9 @@ func buildBinary(t *testing.T, dir string) string {
 	if raceEnabled {
 		args = append(args, "-race")
 	}
-	out, err := exec.Command(goCommand(), append(args, ".")...).CombinedOutput()
+	out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
 	require.NoError(t, err, "go build:\n%s", out)
 	return bin
-}
-
-func goCommand() string {
-	p := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(p); err == nil {
-		return p
-	}
-	return "go"
 }
 
 // result is one finished run of the binary.

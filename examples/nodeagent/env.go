@@ -115,6 +115,9 @@ func newEnv(ctx context.Context, opts options, log logr.Logger, say func(string,
 		if err != nil {
 			return e, fmt.Errorf("kubeconfig: %w", err)
 		}
+		// Every agent and the view share this client: client-go's default
+		// 5 requests per second would delay heartbeats past their timeout.
+		cfg.QPS, cfg.Burst = 100, 200
 		e.kube, err = kubernetes.NewForConfig(cfg)
 		if err != nil {
 			return e, fmt.Errorf("kubernetes client: %w", err)

@@ -84,7 +84,6 @@ type view struct {
 
 	mu     sync.Mutex
 	leader election.LeaderInfo
-	last   snapshot
 }
 
 // run observes the election and shows the system until ctx ends.
@@ -115,9 +114,6 @@ func (v *view) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		v.mu.Lock()
-		v.last = s
-		v.mu.Unlock()
 		key := s.line(false)
 		if v.p.tty {
 			if key != lastKey || time.Since(lastDraw) >= time.Second {
@@ -129,13 +125,6 @@ func (v *view) run(ctx context.Context) {
 		}
 		lastKey = key
 	}
-}
-
-// latest returns the newest snapshot.
-func (v *view) latest() snapshot {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.last
 }
 
 // collect reads the election, the gate status, the load balancer, the
