@@ -221,7 +221,7 @@ func (c *NodeController) syncStatus(ctx context.Context, job statusJob) statusRe
 			n, err := nodes.Get(rctx, c.name, metav1.GetOptions{})
 			switch {
 			case err == nil:
-				server = n
+				server, res.server = n, n
 			case apierrors.IsNotFound(err):
 				if job.registered && c.cfg.DisableReRegister {
 					return permanent(fmt.Errorf("%w: %s", ErrNodeDeleted, c.name))
@@ -251,19 +251,12 @@ func (c *NodeController) syncStatus(ctx context.Context, job statusJob) statusRe
 			job.uncordon = false
 		}
 		now := c.clk.Now()
-		d := job.desired.DeepCopy()
-		stampTimes(d, server, now, job.heartbeat)
-		p, _, err := statusPatch(c.patchMeta, d, server)
+		p, err := c.patchFor(ctx, job.desired, server, now, job.heartbeat)
 		if err == nil && p != nil && !job.heartbeat && !job.noHeartbeat {
 			// Something changed: the write is a status report as well.
-			d = job.desired.DeepCopy()
-			stampTimes(d, server, now, true)
-			p, _, err = statusPatch(c.patchMeta, d, server)
+			p, err = c.patchFor(ctx, job.desired, server, now, true)
 		}
-		var de *errDecode
-		if errors.As(err, &de) {
-			c.log(ctx).Info("Ignoring the unreadable last-applied annotation; nothing of it will be deleted", "error", de.err.Error())
-		} else if err != nil {
+		if err != nil {
 			return permanent(err)
 		}
 		if p == nil {
@@ -290,6 +283,21 @@ func (c *NodeController) syncStatus(ctx context.Context, job statusJob) statusRe
 	return res
 }
 
+// patchFor stamps a copy of want against server and returns the patch (nil
+// if nothing needs writing). An unreadable last-applied record is logged and
+// treated as empty.
+func (c *NodeController) patchFor(ctx context.Context, want, server *corev1.Node, now time.Time, heartbeat bool) ([]byte, error) {
+	d := want.DeepCopy()
+	stampTimes(d, server, now, heartbeat)
+	p, _, err := statusPatch(c.patchMeta, d, server)
+	var de *errDecode
+	if errors.As(err, &de) {
+		c.log(ctx).Info("Ignoring the unreadable last-applied annotation; nothing of it will be deleted", "error", de.err.Error())
+		return p, nil
+	}
+	return p, err
+}
+
 // stale reports whether err means the held copy is outdated: the next
 // attempt GETs first and may go at once.
 func stale(err error) bool {
@@ -304,11 +312,6 @@ func (c *NodeController) patchFailed(err error, server **corev1.Node) error {
 		*server = nil
 		return fmt.Errorf("patch node: stale copy: %w", err)
 	case apierrors.IsNotFound(err):
-		*server = nil
-		return fmt.Errorf("patch node: %w", err)
-	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
-		// The patch itself is wrong; refreshing the copy is the only thing
-		// that might change it, and retrying keeps the heartbeat honest.
 		*server = nil
 		return fmt.Errorf("patch node: %w", err)
 	}

@@ -1,9 +1,3 @@
-// Package nodestatustest provides a fake nodestatus.NodeProvider whose
-// status and ping result a test sets.
-//
-// The fake is safe for concurrent use. It keeps every callback it was given
-// and calls them synchronously from SetStatus and UpdateStatus, relying on
-// the controller's promise that the callback never blocks.
 package nodestatustest
 
 import (
