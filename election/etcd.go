@@ -627,7 +627,7 @@ func (l *EtcdLeadership) keep() {
 	for {
 		t := e.clock.NewTimer(next)
 		select {
-		case <-l.Done():
+		case <-l.done():
 			t.Stop()
 			return
 		case <-t.C():
@@ -671,7 +671,7 @@ func (l *EtcdLeadership) monitor() {
 	defer func() { expiry.Stop() }()
 	for !l.ended() {
 		select {
-		case <-l.Done():
+		case <-l.done():
 		case <-l.sess.Done():
 			l.lose(errors.New("the etcd session ended"))
 		case wr, ok := <-wch:

@@ -91,11 +91,11 @@ func (t *term) lose(reason error) bool {
 // ended reports whether the term context has ended.
 func (t *term) ended() bool { return t.ctx.Err() != nil }
 
-// Done is closed when the term context ends.
-func (t *term) Done() <-chan struct{} { return t.ctx.Done() }
+// done is closed when the term context ends.
+func (t *term) done() <-chan struct{} { return t.ctx.Done() }
 
-// Released is closed once the release hook has returned or was abandoned.
-func (t *term) Released() <-chan struct{} { return t.released }
+// releasedCh is closed once the release hook has returned or was abandoned.
+func (t *term) releasedCh() <-chan struct{} { return t.released }
 
 // pendingRelease reports whether the release hook has neither run nor been
 // abandoned yet.

@@ -27,7 +27,7 @@ func TestTermResignEndsContextBeforeRelease(t *testing.T) {
 	require.ErrorIs(t, context.Cause(tm.Context()), ErrResigned)
 	require.NoError(t, tm.Resign(context.Background()), "second Resign")
 	require.Equal(t, int32(1), calls.Load())
-	<-tm.Released()
+	<-tm.releasedCh()
 }
 
 func TestTermResignReturnsReleaseError(t *testing.T) {
@@ -49,7 +49,7 @@ func TestTermLoseAbandonsRelease(t *testing.T) {
 	require.NoError(t, tm.Resign(context.Background()))
 	require.NoError(t, tm.releaseDetached(time.Second))
 	require.Zero(t, calls.Load())
-	<-tm.Released()
+	<-tm.releasedCh()
 }
 
 func TestTermParentCancelKeepsParentCause(t *testing.T) {
@@ -62,7 +62,7 @@ func TestTermParentCancelKeepsParentCause(t *testing.T) {
 		return nil
 	})
 	cancel(parentErr)
-	<-tm.Done()
+	<-tm.done()
 	require.ErrorIs(t, context.Cause(tm.Context()), parentErr)
 	require.True(t, tm.pendingRelease())
 	require.False(t, tm.lose(nil), "lose after the parent ended")
