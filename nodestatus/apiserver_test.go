@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -117,6 +116,8 @@ func eventually(t *testing.T, clk *testclock.FakeClock, cond func() bool, msg st
 		return false
 	}, 30*time.Second, 20*time.Millisecond, msg)
 }
+
+func ptrTo[T any](v T) *T { return &v }
 
 func newClock() *testclock.FakeClock {
 	return testclock.NewFakeClock(time.Now().Truncate(time.Second))
@@ -260,6 +261,25 @@ func TestAPIServer(t *testing.T) {
 		require.Equal(t, gets+1, tc.get("GET nodes"), "one GET after the 409")
 		require.Equal(t, patches+2, tc.get("PATCH nodes/status"), "the 409 and the retry")
 		require.Equal(t, "x", e.node(t, "conflict").Labels["theirs"])
+	})
+
+	t.Run("LeaseConflictRereadsOnce", func(t *testing.T) {
+		cs, tc := countedClient(t, a.Config())
+		clk := newClock()
+		c := start(t, nodestatus.Config{Client: cs, Node: testNode("lconflict"), Clock: clk})
+		waitReady(t, c)
+		idle(t, clk)
+		// Someone else takes the lease: our copy is stale now.
+		l := e.lease(t, "lconflict")
+		l.Spec.HolderIdentity = ptrTo("intruder")
+		_, err := admin.CoordinationV1().Leases("kube-node-lease").Update(ctx, l, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		gets, puts := tc.get("GET leases"), tc.get("PUT leases")
+		step(t, clk, 10500*time.Millisecond)
+		eventually(t, nil, func() bool { return *e.lease(t, "lconflict").Spec.HolderIdentity == "lconflict" }, "lease taken back")
+		idle(t, clk)
+		require.Equal(t, gets+1, tc.get("GET leases"), "one GET after the 409")
+		require.Equal(t, puts+2, tc.get("PUT leases"), "the 409 and the retry")
 	})
 
 	t.Run("UnchangedStatusSendsNoPatch", func(t *testing.T) {
@@ -414,9 +434,13 @@ func TestAPIServer(t *testing.T) {
 		idle(t, clk)
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
-		require.NoError(t, a.Restart(rctx))
 		before := e.lease(t, "restart").Spec.RenewTime.Time
-		// Renewals through the restart; failures are retried with backoff.
+		errc := make(chan error, 1)
+		go func() { errc <- a.Restart(rctx) }()
+		// A renewal while the server restarts fails and is retried with
+		// backoff, on the fake clock that eventually keeps stepping.
+		step(t, clk, 10500*time.Millisecond)
+		require.NoError(t, <-errc)
 		eventually(t, clk, func() bool { return e.lease(t, "restart").Spec.RenewTime.After(before) }, "lease renewed after restart")
 		r := condition(e.node(t, "restart"), corev1.NodeReady)
 		require.Equal(t, corev1.ConditionTrue, r.Status)
@@ -425,6 +449,5 @@ func TestAPIServer(t *testing.T) {
 			t.Fatalf("Run stopped: %v", c.Err())
 		default:
 		}
-		_ = fmt.Sprint()
 	})
 }
