@@ -292,10 +292,16 @@ func (v *view) draw(s snapshot) {
 				lease += " STALE"
 			}
 		}
-		fmt.Fprintf(&b, "  %-8s %-8s %-22s %-6s %-28s %-22s %-34s %-28s %s\n", a.Name, a.Release, agentActivity(a), ready, a.Config, n.Ready, n.ConfigOK, n.Gated, lease)
+		activity := agentActivity(a)
+		if len(a.Blocking) > 0 {
+			activity = "LEADER/" + a.Phase
+		}
+		fmt.Fprintf(&b, "  %-8s %-8s %-22s %-6s %-28s %-22s %-34s %-28s %s\n", a.Name, a.Release, activity, ready, a.Config, n.Ready, n.ConfigOK, n.Gated, lease)
 	}
 	for _, a := range s.Agents {
-		if a.Leading && a.Reconcile != "" {
+		if a.Leading && len(a.Blocking) > 0 {
+			fmt.Fprintf(&b, "\n  %s's gate waits for %s to leave before it reconciles %s\n", a.Name, strings.Join(a.Blocking, ", "), a.Release)
+		} else if a.Leading && a.Reconcile != "" {
 			fmt.Fprintf(&b, "\n  last reconcile by %s: %s\n", a.Name, a.Reconcile)
 		}
 	}
