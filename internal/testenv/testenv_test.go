@@ -22,21 +22,26 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// eventually retries f until it succeeds or the deadline passes.
+// eventually retries f every 50ms until it succeeds or the deadline passes.
 func eventually(t *testing.T, within time.Duration, what string, f func(ctx context.Context) error) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	var last error
-	for time.Now().Before(deadline) {
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		last = f(ctx)
+		last := f(ctx)
 		cancel()
 		if last == nil {
 			return
 		}
-		time.Sleep(50 * time.Millisecond) // poll interval, not synchronisation
+		select {
+		case <-deadline.C:
+			t.Fatalf("%s: not within %s: %v", what, within, last)
+		case <-tick.C:
+		}
 	}
-	t.Fatalf("%s: not within %s: %v", what, within, last)
 }
 
 func TestPutSurvivesMemberRestart(t *testing.T) {

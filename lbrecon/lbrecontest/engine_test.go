@@ -33,7 +33,7 @@ func TestLatencyPendingAndCounters(t *testing.T) {
 		require.NotEmpty(t, o.ID)
 		require.Equal(t, lbrecon.StatePending, o.State)
 
-		time.Sleep(time.Second) // simulated time
+		time.Sleep(time.Second) // advances the synctest bubble's fake clock
 		got, err := e.Get(ctx, o)
 		require.NoError(t, err)
 		require.Equal(t, lbrecon.StateOK, got.State)
