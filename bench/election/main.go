@@ -1,0 +1,560 @@
+// Command election compares election's Kubernetes Lease backend with
+// client-go's tools/leaderelection on a real kube-apiserver, with the same
+// durations on both sides:
+//
+//   - graceful handover: the leader resigns (client-go: cancels its run
+//     with ReleaseOnCancel) and the successor's lead starts;
+//   - crash failover: the leader stops renewing without releasing, and a
+//     follower takes over; the bound is LeaseDuration + one round trip;
+//   - requests per second a follower sends while a leader holds the lease.
+//
+// It builds (once, cached) and starts its own etcd and kube-apiserver, so
+// it needs no setup. At client-go's default durations it runs for about
+// four minutes; the flags shorten it.
+//
+// Usage:
+//
+//	go run ./bench/election [-lease-duration 15s] [-renew-deadline 10s] [-retry-period 2s]
+//	    [-handovers 50] [-failovers 3] [-idle 20s]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
+
+	"github.com/reconkit/reconkit/election"
+	"github.com/reconkit/reconkit/internal/servers"
+)
+
+var (
+	leaseDuration = flag.Duration("lease-duration", election.DefaultLeaseDuration, "LeaseDuration on both sides")
+	renewDeadline = flag.Duration("renew-deadline", election.DefaultRenewDeadline, "RenewDeadline on both sides")
+	retryPeriod   = flag.Duration("retry-period", election.DefaultRetryPeriod, "RetryPeriod on both sides")
+	handovers     = flag.Int("handovers", 50, "graceful handovers per implementation")
+	failovers     = flag.Int("failovers", 3, "crash failovers per implementation")
+	idle          = flag.Duration("idle", 20*time.Second, "window over which follower requests are counted")
+)
+
+const namespace = "bench"
+
+func main() {
+	flag.Parse()
+	klog.SetLogger(logr.Discard()) // client-go's election logs every attempt
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "election bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+	bins, err := servers.Build(ctx, servers.BuildOptions{Logf: logf})
+	if err != nil {
+		return err
+	}
+	a, err := servers.StartAPIServer(ctx, servers.APIServerOptions{Binaries: bins})
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	admin, err := kubernetes.NewForConfig(a.Config())
+	if err != nil {
+		return err
+	}
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	b := &bench{a: a, admin: admin}
+	rtt, err := b.roundTrip(ctx)
+	if err != nil {
+		return err
+	}
+
+	start := time.Now()
+	logf("durations %v/%v/%v; apiserver round trip (Lease GET, median) %v", *leaseDuration, *renewDeadline, *retryPeriod, rtt.Round(time.Microsecond))
+
+	// Requests while idle and crash failovers run side by side for both
+	// implementations, each on its own Lease; handovers run one after the
+	// other, since they are latency measurements.
+	var (
+		wg                   sync.WaitGroup
+		oursIdle, cgIdle     float64
+		oursCrash, cgCrash   []time.Duration
+		errIdleO, errIdleC   error
+		errCrashO, errCrashC error
+	)
+	logf("counting follower requests over %v ...", *idle)
+	wg.Add(2)
+	go func() { defer wg.Done(); oursIdle, errIdleO = b.oursIdle(ctx) }()
+	go func() { defer wg.Done(); cgIdle, errIdleC = b.clientGoIdle(ctx) }()
+	wg.Wait()
+	if err := errors.Join(errIdleO, errIdleC); err != nil {
+		return err
+	}
+	logf("%d crash failovers each ...", *failovers)
+	wg.Add(2)
+	go func() { defer wg.Done(); oursCrash, errCrashO = b.oursCrash(ctx) }()
+	go func() { defer wg.Done(); cgCrash, errCrashC = b.clientGoCrash(ctx) }()
+	wg.Wait()
+	if err := errors.Join(errCrashO, errCrashC); err != nil {
+		return err
+	}
+	logf("%d handovers, ours ...", *handovers)
+	oursHand, err := b.oursHandover(ctx)
+	if err != nil {
+		return err
+	}
+	logf("%d handovers, client-go ...", *handovers)
+	cgHand, err := b.clientGoHandover(ctx)
+	if err != nil {
+		return err
+	}
+
+	bound := *leaseDuration + rtt
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(w, "metric\tLease backend\tclient-go\tclient-go / ours\t\n")
+	row := func(name string, o, c time.Duration) {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t\n", name, ms(o), ms(c), ratio(float64(c), float64(o)))
+	}
+	row(fmt.Sprintf("handover median (n=%d)", len(oursHand)), pct(oursHand, 50), pct(cgHand, 50))
+	row("handover p99", pct(oursHand, 99), pct(cgHand, 99))
+	row("handover max", pct(oursHand, 100), pct(cgHand, 100))
+	row(fmt.Sprintf("crash failover median (n=%d)", len(oursCrash)), pct(oursCrash, 50), pct(cgCrash, 50))
+	row("crash failover max", pct(oursCrash, 100), pct(cgCrash, 100))
+	fmt.Fprintf(w, "crash failover bound (LeaseDuration + RTT)\t%s\t%s\t\t\n", ms(bound), ms(bound))
+	fmt.Fprintf(w, "follower requests/s while a leader holds\t%.3f\t%.3f\t%s\t\n", oursIdle, cgIdle, ratio(cgIdle, oursIdle))
+	w.Flush()
+	logf("total %v", time.Since(start).Round(time.Second))
+	return nil
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
+
+func ratio(c, o float64) string {
+	if o == 0 {
+		if c == 0 {
+			return "-"
+		}
+		return "∞"
+	}
+	return fmt.Sprintf("%.1f×", c/o)
+}
+
+// pct returns the p-th percentile (nearest rank) of ds.
+func pct(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := (p*len(s)+99)/100 - 1
+	return s[max(i, 0)]
+}
+
+type bench struct {
+	a     *servers.APIServer
+	admin kubernetes.Interface
+	seq   atomic.Int64
+}
+
+func (b *bench) leaseName(prefix string) string {
+	return fmt.Sprintf("%s-%d", prefix, b.seq.Add(1))
+}
+
+// roundTrip returns the median latency of a Lease GET (a 404 is fine).
+func (b *bench) roundTrip(ctx context.Context) (time.Duration, error) {
+	var ds []time.Duration
+	for range 21 {
+		t0 := time.Now()
+		_, err := b.admin.CoordinationV1().Leases(namespace).Get(ctx, "absent", metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return 0, err
+		}
+		ds = append(ds, time.Since(t0))
+	}
+	return pct(ds, 50), nil
+}
+
+// counter counts the requests a client sends (a watch counts once, when
+// it starts).
+type counter struct{ n atomic.Int64 }
+
+func (c *counter) wrap(cfg *rest.Config) *rest.Config {
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			c.n.Add(1)
+			return rt.RoundTrip(r)
+		})
+	})
+	return cfg
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func (b *bench) clientset(cfg *rest.Config) kubernetes.Interface {
+	return kubernetes.NewForConfigOrDie(cfg)
+}
+
+func (b *bench) ours(cfg *rest.Config, name, id string) (*election.LeaseElector, error) {
+	return election.NewLease(election.LeaseConfig{
+		Client: b.clientset(cfg), Namespace: namespace, Name: name, Identity: id,
+		LeaseDuration: *leaseDuration, RenewDeadline: *renewDeadline, RetryPeriod: *retryPeriod,
+	})
+}
+
+// clientGo returns a client-go elector. onLead runs in OnStartedLeading.
+func (b *bench) clientGo(cfg *rest.Config, name, id string, releaseOnCancel bool, onLead func(context.Context)) (*leaderelection.LeaderElector, error) {
+	return leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock: &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Namespace: namespace, Name: name},
+			Client:     b.clientset(cfg).CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: id},
+		},
+		LeaseDuration: *leaseDuration, RenewDeadline: *renewDeadline, RetryPeriod: *retryPeriod,
+		ReleaseOnCancel: releaseOnCancel,
+		Name:            name,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: onLead,
+			OnStoppedLeading: func() {},
+		},
+	})
+}
+
+// pause waits a random 200–700 ms between measurements, so that a resign
+// falls at a random point of a polling follower's cycle and a watching
+// follower has re-established its watch.
+func pause(ctx context.Context) error {
+	t := time.NewTimer(200*time.Millisecond + rand.N(500*time.Millisecond))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+type won struct {
+	l   election.Leadership
+	at  time.Time
+	err error
+}
+
+func campaign(ctx context.Context, e *election.LeaseElector) <-chan won {
+	ch := make(chan won, 1)
+	go func() {
+		l, err := e.Campaign(ctx)
+		ch <- won{l, time.Now(), err}
+	}()
+	return ch
+}
+
+// oursHandover measures Resign → the successor's Campaign returns.
+func (b *bench) oursHandover(ctx context.Context) ([]time.Duration, error) {
+	name := b.leaseName("handover-ours")
+	var cands [2]*election.LeaseElector
+	for i := range cands {
+		e, err := b.ours(b.a.Config(), name, fmt.Sprintf("ours-%d", i))
+		if err != nil {
+			return nil, err
+		}
+		cands[i] = e
+	}
+	first := <-campaign(ctx, cands[0])
+	if first.err != nil {
+		return nil, first.err
+	}
+	cur, waiting := first.l, campaign(ctx, cands[1])
+	var ds []time.Duration
+	for i := range *handovers {
+		if err := pause(ctx); err != nil {
+			return nil, err
+		}
+		t0 := time.Now()
+		if err := cur.Resign(ctx); err != nil {
+			return nil, err
+		}
+		next := <-waiting
+		if next.err != nil {
+			return nil, next.err
+		}
+		ds = append(ds, next.at.Sub(t0))
+		cur, waiting = next.l, campaign(ctx, cands[i%2])
+	}
+	if err := cur.Resign(ctx); err != nil {
+		return nil, err
+	}
+	next := <-waiting
+	if next.err == nil {
+		return ds, next.l.Resign(ctx)
+	}
+	return ds, nil
+}
+
+// cgCandidate runs client-go electors one after another for one identity;
+// each run ends when its context is cancelled.
+type cgCandidate struct {
+	b    *bench
+	name string
+	id   string
+	led  chan cgTerm // a term started
+}
+
+type cgTerm struct {
+	id     string
+	at     time.Time
+	cancel context.CancelFunc // ends the run (and, with ReleaseOnCancel, releases)
+	done   <-chan struct{}    // closed when the run returned
+}
+
+// start runs one client-go elector until cancelled; it reports a term on
+// c.led.
+func (c *cgCandidate) start(ctx context.Context, releaseOnCancel bool, cfg *rest.Config) (context.CancelFunc, <-chan struct{}, error) {
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	le, err := c.b.clientGo(cfg, c.name, c.id, releaseOnCancel, func(context.Context) {
+		c.led <- cgTerm{id: c.id, at: time.Now(), cancel: cancel, done: done}
+	})
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	go func() {
+		defer close(done)
+		le.Run(runCtx)
+	}()
+	return cancel, done, nil
+}
+
+// clientGoHandover measures cancel (ReleaseOnCancel) → the successor's
+// OnStartedLeading.
+func (b *bench) clientGoHandover(ctx context.Context) ([]time.Duration, error) {
+	name := b.leaseName("handover-client-go")
+	led := make(chan cgTerm, 2)
+	var cands [2]*cgCandidate
+	for i := range cands {
+		cands[i] = &cgCandidate{b: b, name: name, id: fmt.Sprintf("client-go-%d", i), led: led}
+	}
+	byID := map[string]*cgCandidate{cands[0].id: cands[0], cands[1].id: cands[1]}
+	var (
+		runs    []<-chan struct{}
+		cancels []context.CancelFunc
+	)
+	defer func() { // stop every run, then wait for them
+		for _, c := range cancels {
+			c()
+		}
+		for _, d := range runs {
+			<-d
+		}
+	}()
+	for _, c := range cands {
+		cancel, done, err := c.start(ctx, true, b.a.Config())
+		if err != nil {
+			return nil, err
+		}
+		cancels, runs = append(cancels, cancel), append(runs, done)
+	}
+	cur := <-led
+	var ds []time.Duration
+	for range *handovers {
+		if err := pause(ctx); err != nil {
+			return nil, err
+		}
+		t0 := time.Now()
+		cur.cancel()
+		next := <-led
+		ds = append(ds, next.at.Sub(t0))
+		<-cur.done
+		cancel, done, err := byID[cur.id].start(ctx, true, b.a.Config())
+		if err != nil {
+			return nil, err
+		}
+		cancels, runs = append(cancels, cancel), append(runs, done)
+		cur = next
+	}
+	return ds, nil
+}
+
+// oursCrash: the leader's traffic goes through a proxy that is cut (the
+// leader falls silent, as a crashed process does, and never releases);
+// measured from the cut to the follower's Campaign returning.
+func (b *bench) oursCrash(ctx context.Context) ([]time.Duration, error) {
+	name := b.leaseName("crash-ours")
+	var ds []time.Duration
+	for i := range *failovers {
+		p, err := servers.StartProxy(b.a.Addr())
+		if err != nil {
+			return nil, err
+		}
+		leader, err := b.ours(b.a.ConfigFor(p.Addr()), name, fmt.Sprintf("ours-leader-%d", i))
+		if err != nil {
+			p.Close()
+			return nil, err
+		}
+		follower, err := b.ours(b.a.Config(), name, fmt.Sprintf("ours-follower-%d", i))
+		if err != nil {
+			p.Close()
+			return nil, err
+		}
+		first := <-campaign(ctx, leader)
+		if first.err != nil {
+			p.Close()
+			return nil, first.err
+		}
+		waiting := campaign(ctx, follower)
+		if err := pause(ctx); err != nil {
+			p.Close()
+			return nil, err
+		}
+		t0 := time.Now()
+		p.Cut()
+		next := <-waiting
+		if next.err != nil {
+			p.Close()
+			return nil, next.err
+		}
+		ds = append(ds, next.at.Sub(t0))
+		<-first.l.Context().Done() // lost by ValidUntil, long before
+		p.Close()
+		_ = first.l.Resign(ctx)
+		if err := next.l.Resign(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return ds, nil
+}
+
+// clientGoCrash: the leader's run is cancelled without ReleaseOnCancel, so
+// it stops renewing and never releases; measured from the cancel to the
+// follower's OnStartedLeading.
+func (b *bench) clientGoCrash(ctx context.Context) ([]time.Duration, error) {
+	name := b.leaseName("crash-client-go")
+	var ds []time.Duration
+	for i := range *failovers {
+		led := make(chan cgTerm, 2)
+		leader := &cgCandidate{b: b, name: name, id: fmt.Sprintf("client-go-leader-%d", i), led: led}
+		follower := &cgCandidate{b: b, name: name, id: fmt.Sprintf("client-go-follower-%d", i), led: led}
+		_, ldone, err := leader.start(ctx, false, b.a.Config())
+		if err != nil {
+			return nil, err
+		}
+		cur := <-led
+		fcancel, fdone, err := follower.start(ctx, true, b.a.Config())
+		if err != nil {
+			return nil, err
+		}
+		if err := pause(ctx); err != nil {
+			return nil, err
+		}
+		t0 := time.Now()
+		cur.cancel()
+		next := <-led
+		ds = append(ds, next.at.Sub(t0))
+		<-ldone
+		fcancel()
+		<-fdone
+	}
+	return ds, nil
+}
+
+// oursIdle counts the requests one of our followers sends while the leader
+// holds the lease.
+func (b *bench) oursIdle(ctx context.Context) (float64, error) {
+	name := b.leaseName("idle-ours")
+	leader, err := b.ours(b.a.Config(), name, "ours-leader")
+	if err != nil {
+		return 0, err
+	}
+	var c counter
+	follower, err := b.ours(c.wrap(b.a.Config()), name, "ours-follower")
+	if err != nil {
+		return 0, err
+	}
+	first := <-campaign(ctx, leader)
+	if first.err != nil {
+		return 0, first.err
+	}
+	fctx, fcancel := context.WithCancel(ctx)
+	waiting := campaign(fctx, follower)
+	if err := settle(ctx); err != nil {
+		fcancel()
+		return 0, err
+	}
+	n0 := c.n.Load()
+	if err := wait(ctx, *idle); err != nil {
+		fcancel()
+		return 0, err
+	}
+	n := c.n.Load() - n0
+	fcancel()
+	<-waiting
+	return float64(n) / idle.Seconds(), first.l.Resign(ctx)
+}
+
+// clientGoIdle counts the requests a client-go follower sends while the
+// leader holds the lease.
+func (b *bench) clientGoIdle(ctx context.Context) (float64, error) {
+	name := b.leaseName("idle-client-go")
+	led := make(chan cgTerm, 2)
+	leader := &cgCandidate{b: b, name: name, id: "client-go-leader", led: led}
+	follower := &cgCandidate{b: b, name: name, id: "client-go-follower", led: led}
+	lcancel, ldone, err := leader.start(ctx, true, b.a.Config())
+	if err != nil {
+		return 0, err
+	}
+	defer func() { lcancel(); <-ldone }()
+	<-led
+	var c counter
+	fcancel, fdone, err := follower.start(ctx, true, c.wrap(b.a.Config()))
+	if err != nil {
+		return 0, err
+	}
+	defer func() { fcancel(); <-fdone }()
+	if err := settle(ctx); err != nil {
+		return 0, err
+	}
+	n0 := c.n.Load()
+	if err := wait(ctx, *idle); err != nil {
+		return 0, err
+	}
+	return float64(c.n.Load()-n0) / idle.Seconds(), nil
+}
+
+// settle lets a new follower finish its start-up requests.
+func settle(ctx context.Context) error { return wait(ctx, time.Second) }
+
+func wait(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
