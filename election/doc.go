@@ -69,5 +69,61 @@
 //
 // # Kubernetes Lease backend
 //
-// (This section describes the Lease backend.)
+// [NewLease] builds a [LeaseElector] from a [LeaseConfig]. The election is
+// a coordination.k8s.io/v1 Lease in the record format of client-go's
+// LeaseLock (holderIdentity, leaseDurationSeconds, acquireTime, renewTime,
+// leaseTransitions), taken by client-go's rules, so client-go candidates
+// and ours can share one Lease and never both lead: a candidate takes the
+// lease when holderIdentity is empty, or once it has seen the record
+// unchanged for leaseDurationSeconds on its own clock (the timestamps in
+// the record, written by another host's clock, are never compared with the
+// local time). Every write carries the resourceVersion it read, so of two
+// candidates taking over at once, one gets a conflict. The defaults are
+// client-go's: LeaseDuration 15s, RenewDeadline 10s, RetryPeriod 2s.
+//
+// Followers list the Lease by name once and then watch it: while the watch
+// is healthy they send no request at all, take a released lease as soon as
+// the release arrives, and take an expired one when a timer set at the
+// local expiry instant fires. While the watch fails they poll every
+// RetryPeriod.
+//
+// The leader renews every RetryPeriod, and its term implements [Expiring]:
+// ValidUntil is the start of the last renewal a follower can tell apart
+// from the one before, plus RenewDeadline; that is LeaseDuration less a
+// skew margin of LeaseDuration − RenewDeadline (at least a twentieth of
+// LeaseDuration). A follower starts timing a renewal no earlier than the
+// server applied it, so the leader's term ends locally before any
+// follower may take the lease, as long as the clocks' rates differ by less
+// than the margin over one lease duration. Past ValidUntil the term context
+// ends with [ErrLeadershipLost] even if no answer came back (a hung
+// apiserver), and so does a renewal that finds another holder. A client-go
+// follower compares records with times in whole seconds, so renewals
+// within one second count from the first of them: keep RenewDeadline
+// above RetryPeriod + 1s + a round trip (the defaults leave 7s of slack).
+//
+// The token is leaseTransitions + 1. Our candidates increment
+// leaseTransitions on every term they acquire; client-go increments it only
+// when the holder changes, so two consecutive terms of one client-go
+// identity share a token. Tokens never decrease in a mixed fleet, unless
+// somebody deletes the Lease, which starts the count again.
+//
+// Resign, and the end of the Campaign context, drop the in-memory leader
+// flag first (as Pinniped's releaseLock does), stop the renewals, and only
+// then clear holderIdentity with leaseDurationSeconds 1, as client-go's
+// ReleaseOnCancel does, so that any follower takes over at once. A lost
+// term is not released.
+//
+// [GuardedConfig] wraps a rest.Config in a write gate: every mutating
+// request fails with [ErrNotLeader] unless the elector holds a term that is
+// valid at that moment (flag up, clock before ValidUntil); reads and
+// watches pass. The gate decides when a request is sent; a request already
+// on the wire can still land up to one network delay after the term ended,
+// which is what the skew margin is for. For writes that must never land
+// late, store the token in the object and update it with a resourceVersion
+// precondition. The elector's own client must not be gated.
+//
+// [LeaseElector.Leader] reads the Lease once and judges it by what this
+// candidate has seen: right after a leader crashes, or on the first read
+// of a stale Lease, it still names the old holder until the lease expires
+// by the local clock, as client-go would.
 package election

@@ -1,0 +1,59 @@
+package election_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/reconkit/reconkit/election"
+)
+
+// A candidate on a Kubernetes Lease (here on a fake clientset, so the
+// example runs offline) campaigns, leads with a term whose token comes from
+// leaseTransitions, and resigns, which clears holderIdentity so that any
+// follower, ours or client-go's, takes over at once.
+//
+// In a real program, gate the leader's own writes with GuardedConfig:
+//
+//	cs := kubernetes.NewForConfigOrDie(election.GuardedConfig(restConfig, e))
+//
+// so that every mutating request fails with ErrNotLeader unless e holds a
+// valid term at that moment. The elector's own client must stay ungated.
+func ExampleNewLease() {
+	cs := fake.NewClientset()
+	e, err := election.NewLease(election.LeaseConfig{
+		Client:    cs,
+		Namespace: "kube-system",
+		Name:      "my-controller",
+		Identity:  "node-a",
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx := context.Background()
+	l, err := e.Campaign(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	info, _ := e.Leader(ctx)
+	fmt.Printf("%s leads with token %d\n", info.Identity, l.Token())
+	_, expiring := l.(election.Expiring)
+	fmt.Println("term has a ValidUntil:", expiring)
+
+	if err := l.Resign(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
+	_, err = e.Leader(ctx)
+	fmt.Println("after Resign:", errors.Is(err, election.ErrNoLeader))
+	fmt.Println("term ended:", context.Cause(l.Context()))
+	// Output:
+	// node-a leads with token 1
+	// term has a ValidUntil: true
+	// after Resign: true
+	// term ended: election: resigned
+}
