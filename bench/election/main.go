@@ -10,7 +10,8 @@
 //
 // It builds (once, cached) and starts its own etcd and kube-apiserver, so
 // it needs no setup. At client-go's default durations it runs for about
-// four minutes; the flags shorten it.
+// four and a half minutes, most of it client-go's handovers; the flags
+// shorten it.
 //
 // Usage:
 //
@@ -95,39 +96,36 @@ func run() error {
 	start := time.Now()
 	logf("durations %v/%v/%v; apiserver round trip (Lease GET, median) %v", *leaseDuration, *renewDeadline, *retryPeriod, rtt.Round(time.Microsecond))
 
-	// Requests while idle and crash failovers run side by side for both
-	// implementations, each on its own Lease; handovers run one after the
-	// other, since they are latency measurements.
+	// Everything bounded by timers (client-go's handovers wait for its
+	// polls, crash failovers for the lease duration, the request count for
+	// its window) runs side by side, each on its own Lease; our handovers,
+	// a matter of milliseconds, run alone afterwards.
 	var (
-		wg                   sync.WaitGroup
-		oursIdle, cgIdle     float64
-		oursCrash, cgCrash   []time.Duration
-		errIdleO, errIdleC   error
-		errCrashO, errCrashC error
+		wg                           sync.WaitGroup
+		oursIdle, cgIdle             float64
+		oursCrash, cgCrash, cgHand   []time.Duration
+		errIdleO, errIdleC, errHandC error
+		errCrashO, errCrashC         error
 	)
-	logf("counting follower requests over %v ...", *idle)
-	wg.Add(2)
-	go func() { defer wg.Done(); oursIdle, errIdleO = b.oursIdle(ctx) }()
-	go func() { defer wg.Done(); cgIdle, errIdleC = b.clientGoIdle(ctx) }()
+	logf("client-go: %d handovers; both: %d crash failovers, follower requests over %v ...", *handovers, *failovers, *idle)
+	wg.Add(3)
+	go func() { defer wg.Done(); cgHand, errHandC = b.clientGoHandover(ctx) }()
+	go func() {
+		defer wg.Done()
+		oursIdle, errIdleO = b.oursIdle(ctx)
+		oursCrash, errCrashO = b.oursCrash(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		cgIdle, errIdleC = b.clientGoIdle(ctx)
+		cgCrash, errCrashC = b.clientGoCrash(ctx)
+	}()
 	wg.Wait()
-	if err := errors.Join(errIdleO, errIdleC); err != nil {
+	if err := errors.Join(errHandC, errIdleO, errIdleC, errCrashO, errCrashC); err != nil {
 		return err
 	}
-	logf("%d crash failovers each ...", *failovers)
-	wg.Add(2)
-	go func() { defer wg.Done(); oursCrash, errCrashO = b.oursCrash(ctx) }()
-	go func() { defer wg.Done(); cgCrash, errCrashC = b.clientGoCrash(ctx) }()
-	wg.Wait()
-	if err := errors.Join(errCrashO, errCrashC); err != nil {
-		return err
-	}
-	logf("%d handovers, ours ...", *handovers)
+	logf("ours: %d handovers ...", *handovers)
 	oursHand, err := b.oursHandover(ctx)
-	if err != nil {
-		return err
-	}
-	logf("%d handovers, client-go ...", *handovers)
-	cgHand, err := b.clientGoHandover(ctx)
 	if err != nil {
 		return err
 	}
@@ -244,18 +242,18 @@ func (b *bench) clientGo(cfg *rest.Config, name, id string, releaseOnCancel bool
 	})
 }
 
-// pause waits a random 200–700 ms between measurements, so that a resign
-// falls at a random point of a polling follower's cycle and a watching
-// follower has re-established its watch.
+// pause waits a random 200–700 ms between measurements, so that a
+// watching follower has re-established its watch.
 func pause(ctx context.Context) error {
-	t := time.NewTimer(200*time.Millisecond + rand.N(500*time.Millisecond))
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return wait(ctx, 200*time.Millisecond+rand.N(500*time.Millisecond))
+}
+
+// pollPhase waits 200 ms plus a random part of client-go's longest polling
+// period (RetryPeriod × (1 + JitterFactor)), so that a resignation falls at
+// a random point of the polling follower's cycle rather than just after
+// the follower (re)started, which would flatter or penalise it.
+func pollPhase(ctx context.Context) error {
+	return wait(ctx, 200*time.Millisecond+rand.N(time.Duration(float64(*retryPeriod)*(1+leaderelection.JitterFactor))))
 }
 
 type won struct {
@@ -382,7 +380,7 @@ func (b *bench) clientGoHandover(ctx context.Context) ([]time.Duration, error) {
 	cur := <-led
 	var ds []time.Duration
 	for range *handovers {
-		if err := pause(ctx); err != nil {
+		if err := pollPhase(ctx); err != nil {
 			return nil, err
 		}
 		t0 := time.Now()
