@@ -32,7 +32,9 @@ func TestLeaseConfigValidation(t *testing.T) {
 		{"bad namespace", func(c *LeaseConfig) { c.Namespace = "Not_A_Label" }},
 		{"bad name", func(c *LeaseConfig) { c.Name = "UPPER" }},
 		{"fractional lease duration", func(c *LeaseConfig) { c.LeaseDuration = 2500 * time.Millisecond }},
-		{"sub-second lease duration", func(c *LeaseConfig) { c.LeaseDuration, c.RenewDeadline, c.RetryPeriod = 500*time.Millisecond, 400*time.Millisecond, 100*time.Millisecond }},
+		{"sub-second lease duration", func(c *LeaseConfig) {
+			c.LeaseDuration, c.RenewDeadline, c.RetryPeriod = 500*time.Millisecond, 400*time.Millisecond, 100*time.Millisecond
+		}},
 		{"negative renew deadline", func(c *LeaseConfig) { c.RenewDeadline = -time.Second }},
 		{"renew deadline not below lease duration", func(c *LeaseConfig) { c.RenewDeadline = c.LeaseDuration }},
 		{"no skew margin", func(c *LeaseConfig) { c.LeaseDuration, c.RenewDeadline = 20*time.Second, 19900*time.Millisecond }},
