@@ -15,7 +15,7 @@
 //
 // Usage:
 //
-//	go run ./bench/election [-lease-duration 15s] [-renew-deadline 10s] [-retry-period 2s]
+//	go run ./cmd/bench/election [-lease-duration 15s] [-renew-deadline 10s] [-retry-period 2s]
 //	    [-handovers 50] [-failovers 3] [-idle 20s]
 package main
 

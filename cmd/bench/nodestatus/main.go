@@ -17,8 +17,8 @@
 //
 // Usage:
 //
-//	go run ./bench/nodestatus -mode requests [-nodes 10] [-minutes 60]
-//	go run ./bench/nodestatus -mode scale [-nodes 10000] [-warmup 30s] [-window 2m]
+//	go run ./cmd/bench/nodestatus -mode requests [-nodes 10] [-minutes 60]
+//	go run ./cmd/bench/nodestatus -mode scale [-nodes 10000] [-warmup 30s] [-window 2m]
 package main
 
 import (

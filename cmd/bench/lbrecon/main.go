@@ -9,7 +9,7 @@
 //
 // Usage:
 //
-//	go run ./bench/lbrecon [-latency 20ms] [-pending 1s] [-ports 4] [-addrs 2] [-targets 50]
+//	go run ./cmd/bench/lbrecon [-latency 20ms] [-pending 1s] [-ports 4] [-addrs 2] [-targets 50]
 package main
 
 import (

@@ -2,7 +2,7 @@
 // write+fsync+rename of the same bytes, and times Bootstrap of a store
 // holding 100 generations.
 //
-//	go run ./bench/checkpoint [-n 500] [-size 4096] [-dir /var/tmp]
+//	go run ./cmd/bench/checkpoint [-n 500] [-size 4096] [-dir /var/tmp]
 //
 // Run it on the file system a host would use: the ratio depends on how
 // expensive fsync of a file and of a directory are there.
