@@ -138,14 +138,11 @@ func checkToolsDir(dir string) error {
 	return nil
 }
 
-// goBinary returns the go command of the toolchain that built this program
-// when it is still there, and "go" from PATH otherwise.
+// goBinary returns the go command. go run and go test put their toolchain's
+// bin directory first on PATH, so this is the toolchain that runs us.
 func goBinary() string {
-	if root := runtime.GOROOT(); root != "" {
-		p := filepath.Join(root, "bin", "go")
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
 	}
 	return "go"
 }
