@@ -194,14 +194,17 @@ func (e *EtcdElector) Close() error {
 // expired while it waited (etcd issue 19597); this one returns an error
 // wrapping ErrLeadershipLost instead.
 func (e *EtcdElector) Campaign(ctx context.Context) (Leadership, error) {
-	l, err := e.campaign(ctx)
+	l, err := e.CampaignEtcd(ctx)
 	if err != nil {
 		return nil, err
 	}
 	return l, nil
 }
 
-func (e *EtcdElector) campaign(ctx context.Context) (*EtcdLeadership, error) {
+// CampaignEtcd is Campaign returning the concrete etcd term, for hosts that
+// need its Guard or Txn (a version gate's guarded status writes, say)
+// without a type assertion.
+func (e *EtcdElector) CampaignEtcd(ctx context.Context) (*EtcdLeadership, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("election: campaign: %w", err)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -32,16 +31,11 @@ func newElector(cli *clientv3.Client, identity string, ttl time.Duration) (*elec
 
 // Campaign implements versiongate.Candidate.
 func (e *elector) Campaign(ctx context.Context) (versiongate.Term, error) {
-	l, err := e.EtcdElector.Campaign(ctx)
+	l, err := e.CampaignEtcd(ctx)
 	if err != nil {
 		return nil, err
 	}
-	el, ok := l.(*election.EtcdLeadership)
-	if !ok {
-		_ = l.Resign(context.WithoutCancel(ctx))
-		return nil, fmt.Errorf("etcd elector returned a %T, not an *election.EtcdLeadership", l)
-	}
-	return etcdTerm{el}, nil
+	return etcdTerm{l}, nil
 }
 
 // close closes the elector, which releases a term still held.
