@@ -1,20 +1,3 @@
-// Package testenv gives tests a real etcd and a real kube-apiserver, built
-// and started with nothing installed by hand.
-//
-// Every helper skips its test under go test -short, and stops and removes
-// what it started in t.Cleanup. The first use on a machine builds the server
-// binaries into the user cache directory (etcd in about half a minute, the
-// apiserver in about four minutes on two cores); progress goes to standard
-// error, and later runs reuse the binaries.
-//
-//	e := testenv.Etcd(t)                      // one member
-//	e := testenv.Etcd(t, testenv.Members(3))  // a three-member cluster
-//	cli := e.Client(t)
-//	e.Members[0].Kill()                       // SIGKILL; Pause, Resume, Restart
-//	p := testenv.Proxy(t, e.Members[0].ClientAddr())
-//	p.Cut(); p.Restore(); p.SetDelay(d)
-//	a := testenv.APIServer(t)
-//	cs := kubernetes.NewForConfigOrDie(a.Config())
 package testenv
 
 import (
