@@ -52,7 +52,9 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 func (p *Proxy) Target() string { return p.target }
 
 // Cut holds all traffic in both directions until Restore. Connections stay
-// open and new ones are accepted, but no byte passes.
+// open and new ones are accepted, but no byte passes. Held bytes are
+// delivered after Restore, as when a real partition heals: a request the
+// client gave up on during the cut may still reach the server then.
 func (p *Proxy) Cut() { p.set(func() { p.cut = true }) }
 
 // Restore lets held and new traffic pass again.
