@@ -168,6 +168,10 @@ type loopState struct {
 	pingStart   time.Time
 	pingTimeout bool
 	pingCancel  context.CancelFunc
+	// pingStarted is set by the ping goroutine as it calls Ping: the
+	// timeout measures the provider's ping, not the scheduler's delay in
+	// starting the goroutine.
+	pingStarted *atomic.Bool
 }
 
 // Run registers the Node, then renews its lease and writes its status until
@@ -252,8 +256,12 @@ func (c *NodeController) Run(ctx context.Context) (err error) {
 
 	startPing := func() {
 		pctx, pcancel := context.WithCancel(wctx)
-		st.pingBusy, st.pingStart, st.pingTimeout, st.pingCancel = true, c.clk.Now(), false, pcancel
-		wg.Go(func() { pingDone <- c.cfg.Provider.Ping(pctx) })
+		started := new(atomic.Bool)
+		st.pingBusy, st.pingStart, st.pingTimeout, st.pingCancel, st.pingStarted = true, c.clk.Now(), false, pcancel, started
+		wg.Go(func() {
+			started.Store(true)
+			pingDone <- c.cfg.Provider.Ping(pctx)
+		})
 		resetTimer(pingT, c.cfg.PingTimeout)
 	}
 	// renewNow starts a renewal at once (a zero-length timer would wait for
@@ -307,6 +315,12 @@ loop:
 				pingResult(perr)
 				continue
 			default:
+			}
+			if !st.pingStarted.Load() {
+				// The goroutine has not even begun (a starved scheduler,
+				// or a fake clock stepped at once): time the ping itself.
+				resetTimer(pingT, c.cfg.PingTimeout)
+				break
 			}
 			if !st.pingTimeout {
 				// The ping outlived its timeout: cancel it and report.
