@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/reconkit/reconkit/lbrecon"
 	"github.com/reconkit/reconkit/lbrecon/lbrecontest"
@@ -22,38 +23,49 @@ func backend(name string) lbrecon.Object {
 	return lbrecon.Object{Kind: lbrecon.KindBackend, Name: name, Tags: []string{tag}, Spec: lbrecon.BackendSpec{LoadBalancer: "lb"}}
 }
 
-func TestLatencyPendingAndCounters(t *testing.T) {
+func TestLatency(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ctx := t.Context()
-		e := lbrecontest.New(lbrecontest.Config{Latency: 20 * time.Millisecond, Pending: time.Second})
+		e := lbrecontest.New(lbrecontest.Config{Latency: 20 * time.Millisecond})
 		start := time.Now()
-		o, err := e.Create(ctx, backend("b"))
+		o, err := e.Create(t.Context(), backend("b"))
 		require.NoError(t, err)
-		require.Equal(t, 20*time.Millisecond, time.Since(start))
+		require.Equal(t, 20*time.Millisecond, time.Since(start), "a call takes the configured latency")
 		require.NotEmpty(t, o.ID)
-		require.Equal(t, lbrecon.StatePending, o.State)
-
-		time.Sleep(time.Second) // advances the synctest bubble's fake clock
-		got, err := e.Get(ctx, o)
-		require.NoError(t, err)
-		require.Equal(t, lbrecon.StateOK, got.State)
-
-		list, err := e.List(ctx, lbrecon.Query{Tag: tag})
-		require.NoError(t, err)
-		require.Len(t, list, 1)
-		list, err = e.List(ctx, lbrecon.Query{Tag: "owner=b"})
-		require.NoError(t, err)
-		require.Empty(t, list, "other owners' objects are not listed")
-
-		require.NoError(t, e.Destroy(ctx, o))
-		require.ErrorIs(t, e.Destroy(ctx, o), lbrecon.ErrNotFound)
-		_, err = e.Get(ctx, o)
-		require.ErrorIs(t, err, lbrecon.ErrNotFound)
-		require.Equal(t, map[lbrecon.Verb]int{lbrecon.VerbCreate: 1, lbrecon.VerbGet: 2, lbrecon.VerbList: 2, lbrecon.VerbDestroy: 2}, e.Calls())
-		require.Equal(t, 7, e.TotalCalls())
-		e.ResetCalls()
-		require.Zero(t, e.TotalCalls())
 	})
+}
+
+func TestPendingAndCounters(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	e := lbrecontest.New(lbrecontest.Config{Clock: clk, Pending: time.Second})
+	o, err := e.Create(ctx, backend("b"))
+	require.NoError(t, err)
+	require.Equal(t, lbrecon.StatePending, o.State)
+
+	clk.Step(999 * time.Millisecond)
+	got, err := e.Get(ctx, o)
+	require.NoError(t, err)
+	require.Equal(t, lbrecon.StatePending, got.State, "still pending before the period ends")
+	clk.Step(time.Millisecond)
+	got, err = e.Get(ctx, o)
+	require.NoError(t, err)
+	require.Equal(t, lbrecon.StateOK, got.State)
+
+	list, err := e.List(ctx, lbrecon.Query{Tag: tag})
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	list, err = e.List(ctx, lbrecon.Query{Tag: "owner=b"})
+	require.NoError(t, err)
+	require.Empty(t, list, "other owners' objects are not listed")
+
+	require.NoError(t, e.Destroy(ctx, o))
+	require.ErrorIs(t, e.Destroy(ctx, o), lbrecon.ErrNotFound)
+	_, err = e.Get(ctx, o)
+	require.ErrorIs(t, err, lbrecon.ErrNotFound)
+	require.Equal(t, map[lbrecon.Verb]int{lbrecon.VerbCreate: 1, lbrecon.VerbGet: 3, lbrecon.VerbList: 2, lbrecon.VerbDestroy: 2}, e.Calls())
+	require.Equal(t, 8, e.TotalCalls())
+	e.ResetCalls()
+	require.Zero(t, e.TotalCalls())
 }
 
 func TestLatencyHonoursContext(t *testing.T) {
