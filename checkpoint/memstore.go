@@ -69,7 +69,7 @@ func (s *MemStore) Load(ctx context.Context, id string) (*Checkpoint, error) {
 	defer s.mu.Unlock()
 	cp, ok := s.checkpoints[id]
 	if !ok {
-		return nil, fmt.Errorf("load %q: %w", id, ErrNotFound)
+		return nil, fmt.Errorf("checkpoint: load %q: %w", id, ErrNotFound)
 	}
 	cp.Payload = bytes.Clone(cp.Payload)
 	if cp.Payload == nil {
@@ -91,7 +91,7 @@ func (s *MemStore) Save(ctx context.Context, cp Checkpoint) error {
 	defer s.mu.Unlock()
 	if old, ok := s.checkpoints[cp.ID]; ok {
 		if old.Hash != cp.Hash {
-			return fmt.Errorf("save %q: %w", cp.ID, ErrConflict)
+			return fmt.Errorf("checkpoint: save %q: %w", cp.ID, ErrConflict)
 		}
 		return nil
 	}
@@ -105,7 +105,7 @@ func (s *MemStore) Save(ctx context.Context, cp Checkpoint) error {
 // SetCurrent implements [LKGStore].
 func (s *MemStore) SetCurrent(ctx context.Context, id string, at time.Time) error {
 	if err := s.checkRef(ctx, id); err != nil {
-		return fmt.Errorf("set current: %w", err)
+		return fmt.Errorf("checkpoint: set current: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -116,7 +116,7 @@ func (s *MemStore) SetCurrent(ctx context.Context, id string, at time.Time) erro
 // SetLastKnownGood implements [LKGStore].
 func (s *MemStore) SetLastKnownGood(ctx context.Context, id string) error {
 	if err := s.checkRef(ctx, id); err != nil {
-		return fmt.Errorf("set last-known-good: %w", err)
+		return fmt.Errorf("checkpoint: set last-known-good: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -465,15 +465,22 @@ func (r *Reconciler) Reconcile(ctx context.Context) (err error) {
 	}
 }
 
-// list calls Engine.List with retries; ErrNotFound means nothing matched.
+// engineList lists the owned objects once; ErrNotFound from the engine
+// means nothing matched.
+func (r *Reconciler) engineList(ctx context.Context) ([]Object, error) {
+	objs, err := r.cfg.Engine.List(ctx, Query{Tag: r.cfg.Tag, Scope: r.cfg.Scope})
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	return objs, err
+}
+
+// list calls Engine.List with retries.
 func (r *Reconciler) list(ctx context.Context) ([]Object, error) {
 	var objs []Object
 	err := r.call(ctx, VerbList, func(ctx context.Context) error {
 		var err error
-		objs, err = r.cfg.Engine.List(ctx, Query{Tag: r.cfg.Tag, Scope: r.cfg.Scope})
-		if errors.Is(err, ErrNotFound) {
-			objs, err = nil, nil
-		}
+		objs, err = r.engineList(ctx)
 		return err
 	})
 	if err != nil {
@@ -556,10 +563,7 @@ func (r *Reconciler) waitPending(ctx context.Context, objs []Object) (listed []O
 			var objs []Object
 			err := r.once(ctx, VerbList, func(ctx context.Context) error {
 				var err error
-				objs, err = r.cfg.Engine.List(ctx, Query{Tag: r.cfg.Tag, Scope: r.cfg.Scope})
-				if errors.Is(err, ErrNotFound) {
-					objs, err = nil, nil
-				}
+				objs, err = r.engineList(ctx)
 				return err
 			})
 			if err != nil {
