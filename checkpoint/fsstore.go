@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -307,7 +308,7 @@ func (s *FSStore) prune(keep string, log logr.Logger) {
 	for id, gen := range s.index {
 		entries = append(entries, entry{id, gen})
 	}
-	slices.SortFunc(entries, func(a, b entry) int { return compareUint(a.gen, b.gen) })
+	slices.SortFunc(entries, func(a, b entry) int { return cmp.Compare(a.gen, b.gen) })
 	excess := len(s.index) - s.maxGens
 	for _, e := range entries {
 		if excess == 0 {
@@ -443,16 +444,6 @@ func scanCheckpoints(dir string, log logr.Logger) (map[string]uint64, uint64, er
 		maxGen = max(maxGen, gen)
 	}
 	return index, maxGen, nil
-}
-
-func compareUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // ensureDir creates dir with mode 0700 if it is missing, and fsyncs its

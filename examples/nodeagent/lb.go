@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -154,7 +155,7 @@ func liveTargets(ctx context.Context, kube kubernetes.Interface, now time.Time) 
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b lbrecon.Target) int { return compareStrings(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b lbrecon.Target) int { return cmp.Compare(a.Name, b.Name) })
 	return out, nil
 }
 
@@ -172,16 +173,6 @@ func conditionTrue(conds []corev1.NodeCondition, t corev1.NodeConditionType) boo
 		}
 	}
 	return false
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // lbSummary is what the live view shows of the load balancer.

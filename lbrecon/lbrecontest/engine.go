@@ -1,6 +1,7 @@
 package lbrecontest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -414,15 +415,7 @@ func (e *Engine) newID() string {
 	return fmt.Sprintf("id-%06d", e.nextID)
 }
 
+// compareIDs orders generated IDs numerically: shorter first, then by text.
 func compareIDs(a, b string) int {
-	if len(a) != len(b) {
-		return len(a) - len(b)
-	}
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	return cmp.Or(cmp.Compare(len(a), len(b)), cmp.Compare(a, b))
 }
