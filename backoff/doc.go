@@ -2,7 +2,7 @@
 // backoff, jitter and quiet start-up logging.
 //
 // It is written once here, on top of github.com/cenkalti/backoff/v4, so that
-// callers never hand-roll a retry loop. Two entry points cover the common
+// callers never hand-roll a retry loop. Three entry points cover the common
 // shapes:
 //
 //   - [Retry] calls an operation until it succeeds, the context ends, the
@@ -11,6 +11,15 @@
 //   - [Every] calls a function periodically, measuring each interval from the
 //     end of the previous run, until the context ends or the function returns
 //     a [Permanent] error.
+//   - [Poll] checks a condition until it holds, a timeout passes
+//     ([ErrGaveUp]), the context ends, or the check returns a [Permanent]
+//     error. "Not done yet" is not a failure and is not logged; an error from
+//     the check is retried like a failed attempt of Retry.
+//
+// Each takes its own option type ([RetryOption], [EveryOption],
+// [PollOption]); an option that a loop would ignore is not of its type, so
+// passing it does not compile. [Option] values (clock, name, logging) fit
+// all three.
 //
 // # Guarantees
 //
@@ -29,18 +38,44 @@
 //     either. Every returns ctx.Err().
 //   - Invalid options are reported as errors wrapping [ErrInvalidOption]
 //     before the operation is called; nothing panics on bad input.
+//   - A failed attempt is always followed by a wait from the backoff
+//     sequence or a positive retry-after hint: whatever a server says, a loop
+//     does not spin.
+//
+// # Permanent errors
+//
+// An error is permanent when its chain holds a value with a method
+// Permanent() bool that returns true; [Permanent] adds such a marker, and a
+// host may give its own error types the method. A *PermanentError of
+// github.com/cenkalti/backoff v4 or v5 is recognised too, so code written
+// against either major version of that library keeps its meaning here. The
+// contract is this package's, not the dependency's: [IsPermanent] is the one
+// test.
 //
 // # Retry-after hints
 //
 // An operation can ask for a specific wait before its next attempt by
-// returning an error built with [RetryAfter], or any error whose chain holds a
-// value with a method RetryAfter() time.Duration. A host adapts other hints
-// (for example the delay a Kubernetes API server suggests) by wrapping its
+// returning an error built with [RetryAfter], any error whose chain holds a
+// value with a method RetryAfter() time.Duration, or a *RetryAfterError of
+// github.com/cenkalti/backoff/v5. A host adapts other hints (for example the
+// delay a Kubernetes API server suggests through
+// k8s.io/apimachinery/pkg/api/errors.SuggestsClientDelay) by wrapping its
 // error with [RetryAfter]; this package does not import client libraries.
-// A hint replaces the computed wait for that one attempt; negative hints mean
-// no wait, and hints above the cap set by [WithMaxRetryAfter] (one minute by
-// default) are cut to it, so a misbehaving server cannot stall the caller for
-// long. The exponential sequence advances as for any other failure.
+// Retry and Poll honour hints; Every runs at its interval.
+//
+//   - A positive hint replaces the computed wait for that one attempt.
+//   - A hint of zero or less asks for nothing, and the computed wait applies.
+//     The API server suggests a delay of 0 for a ServerTimeout; taking that
+//     literally would retry in a hot loop.
+//   - A hint above the cap set by [WithMaxRetryAfter] (one minute by
+//     default) is cut to it, so a misbehaving server cannot stall the caller
+//     for long, and the first such hint of a loop is logged.
+//   - The hinted wait is jittered upwards, drawn from [hint, hint*(1+j)]
+//     with the loop's jitter factor j, so that the many callers a server
+//     throttled together do not all come back at the same instant, and none
+//     comes back before it was asked to.
+//
+// The exponential sequence advances as for any other failure.
 //
 // # Logging
 //
@@ -49,7 +84,7 @@
 // during start-up does not fill the logs:
 //
 //   - Failures are not logged during the quiet period ([WithQuietPeriod],
-//     two seconds for Retry, measured on the injected clock from the first
+//     two seconds for Retry and Poll, measured on the injected clock from the first
 //     attempt). After it, a failure is logged at most once per log interval
 //     ([WithLogInterval], ten seconds) with the error, the attempt number and
 //     the operation name ([WithName]).

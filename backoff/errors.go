@@ -4,44 +4,70 @@ import (
 	"errors"
 	"time"
 
-	cbackoff "github.com/cenkalti/backoff/v4"
+	cbackoffv4 "github.com/cenkalti/backoff/v4"
+	cbackoffv5 "github.com/cenkalti/backoff/v5"
 )
 
-// Permanent marks err as not worth retrying: Retry and Every stop at once.
-// Retry and Every return err itself when the operation returns the result of
-// Permanent directly, and the operation's error unchanged when it wrapped the
-// result further (errors.Is and errors.As see through both). Permanent(nil)
-// returns nil.
-//
-// The marker is cenkalti/backoff/v4's *PermanentError, so errors marked by
-// that package directly are recognised too.
+// Permanent marks err as one that retrying cannot fix: [Retry], [Every] and
+// [Poll] stop at once when an operation returns it, and return err itself
+// (without the marker) when the operation returned Permanent(err) directly.
+// The marker survives wrapping with %w. Permanent(nil) is nil.
 func Permanent(err error) error {
 	if err == nil {
 		return nil
 	}
-	return &cbackoff.PermanentError{Err: err}
+	return &permanentError{err: err}
 }
 
-// IsPermanent reports whether err, or any error it wraps, was marked by
-// [Permanent].
+// permanentError is the marker Permanent adds. It satisfies the interface
+// IsPermanent looks for, so hosts can also mark their own error types.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string   { return e.err.Error() }
+func (e *permanentError) Unwrap() error   { return e.err }
+func (e *permanentError) Permanent() bool { return true }
+
+// permanentMarker is the contract IsPermanent checks: any error in the chain
+// with a method Permanent() bool that returns true.
+type permanentMarker interface{ Permanent() bool }
+
+// IsPermanent reports whether err's chain holds a permanent marker: one made
+// by [Permanent], any value with a method Permanent() bool that returns true,
+// or a *PermanentError of github.com/cenkalti/backoff v4 or v5, so errors
+// marked for either major version of that library are recognised too.
 func IsPermanent(err error) bool {
-	var p *cbackoff.PermanentError
-	return errors.As(err, &p)
+	if err == nil {
+		return false
+	}
+	var m permanentMarker
+	if errors.As(err, &m) && m.Permanent() {
+		return true
+	}
+	var p4 *cbackoffv4.PermanentError
+	if errors.As(err, &p4) {
+		return true
+	}
+	var p5 *cbackoffv5.PermanentError
+	return errors.As(err, &p5)
 }
 
-// unwrapPermanent strips a top-level permanent marker.
+// unwrapPermanent removes a permanent marker at the top of err, so that a
+// caller who returned Permanent(err) gets err back.
 func unwrapPermanent(err error) error {
-	if p, ok := err.(*cbackoff.PermanentError); ok {
+	switch p := err.(type) {
+	case *permanentError:
+		return p.err
+	case *cbackoffv4.PermanentError:
+		return p.Err
+	case *cbackoffv5.PermanentError:
 		return p.Err
 	}
 	return err
 }
 
-// RetryAfter returns err annotated with a hint that the next attempt should
-// happen after d instead of the computed backoff. Retry clamps the hint to
-// [0, max retry-after] (see [WithMaxRetryAfter]). The result wraps err, and
-// exposes the hint through a RetryAfter() time.Duration method. RetryAfter(nil,
-// d) returns nil.
+// RetryAfter returns an error that wraps err and asks for a wait of d before
+// the next attempt (see "Retry-after hints" in the package documentation).
+// RetryAfter(nil, d) is nil.
 func RetryAfter(err error, d time.Duration) error {
 	if err == nil {
 		return nil
@@ -58,17 +84,21 @@ func (e *retryAfterError) Error() string             { return e.err.Error() }
 func (e *retryAfterError) Unwrap() error             { return e.err }
 func (e *retryAfterError) RetryAfter() time.Duration { return e.after }
 
-// retryAfterHinter is implemented by errors that suggest a wait before the
-// next attempt.
 type retryAfterHinter interface {
 	RetryAfter() time.Duration
 }
 
-// retryAfterHint returns the first hint in err's chain.
+// retryAfterHint returns the first retry-after hint in err's chain: a value
+// with a method RetryAfter() time.Duration, or a *RetryAfterError of
+// github.com/cenkalti/backoff/v5.
 func retryAfterHint(err error) (time.Duration, bool) {
 	var h retryAfterHinter
 	if errors.As(err, &h) {
 		return h.RetryAfter(), true
+	}
+	var h5 *cbackoffv5.RetryAfterError
+	if errors.As(err, &h5) {
+		return h5.Duration, true
 	}
 	return 0, false
 }

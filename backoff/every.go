@@ -4,33 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"math/rand/v2"
 	"time"
 )
 
-// Every calls fn periodically until ctx ends or fn returns a [Permanent]
-// error.
+// Every calls fn at once and then again interval after each run has
+// returned, until ctx ends or fn returns a [Permanent] error. Each wait is
+// drawn uniformly from [interval, interval*(1+jitter)], so that many
+// processes started together spread out; jitter must be within [0, 1].
+// [WithDelayedStart] makes it wait before the first run too.
 //
-// The first call happens at once, or after one wait with [WithDelayedStart].
-// Each wait is measured from the end of the previous call, so calls never
-// overlap and a slow fn delays the next call rather than piling calls up.
-// Each wait is interval plus a random extra drawn uniformly from
-// [0, jitter*interval), so with jitter 0.1 and interval 10s calls are 10s to
-// 11s apart. interval must be positive and jitter within [0, 1]; otherwise,
-// or if an option is invalid, Every returns an error wrapping
+// A failed run is logged (see the package documentation) and the loop goes
+// on. Every returns ctx.Err() when ctx ends, and fn's error (without the
+// permanent marker) when fn returns a Permanent error. fn runs on the
+// caller's goroutine and is passed ctx; runs never overlap. Invalid
+// arguments or options make Every return an error wrapping
 // [ErrInvalidOption] without calling fn.
-//
-// An error from fn is logged, rate-limited by [WithLogInterval] (and
-// [WithQuietPeriod], which defaults to 0 here), and the loop goes on. A
-// [Permanent] error stops the loop and is returned (without the permanent
-// marker if fn returned Permanent(err) directly). When ctx ends, Every returns
-// ctx.Err(), after fn has returned if it was running.
-//
-// fn runs on the caller's goroutine and is passed ctx. Of the options, Every
-// uses [WithClock], [WithName], [WithQuietPeriod], [WithLogInterval] and
-// [WithDelayedStart]; the others configure Retry only but are validated.
-func Every(ctx context.Context, interval time.Duration, jitter float64, fn func(context.Context) error, opts ...Option) error {
+func Every(ctx context.Context, interval time.Duration, jitter float64, fn func(context.Context) error, opts ...EveryOption) error {
 	var errs []error
 	if interval <= 0 {
 		errs = append(errs, fmt.Errorf("%w: interval %v must be positive", ErrInvalidOption, interval))
@@ -41,7 +30,7 @@ func Every(ctx context.Context, interval time.Duration, jitter float64, fn func(
 	if fn == nil {
 		errs = append(errs, fmt.Errorf("%w: nil function", ErrInvalidOption))
 	}
-	o, err := newOptions(opts, 0)
+	o, err := everyOptions(opts)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -54,7 +43,7 @@ func Every(ctx context.Context, interval time.Duration, jitter float64, fn func(
 
 	clk := o.clock
 	if o.delayedStart {
-		if err := sleep(ctx, clk, jittered(interval, jitter)); err != nil {
+		if err := sleep(ctx, clk, jitterUp(interval, jitter)); err != nil {
 			return err
 		}
 	}
@@ -68,7 +57,7 @@ func Every(ctx context.Context, interval time.Duration, jitter float64, fn func(
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		wait := jittered(interval, jitter)
+		wait := jitterUp(interval, jitter)
 		if err != nil {
 			rep.failure(err, run, wait)
 		} else {
@@ -78,17 +67,4 @@ func Every(ctx context.Context, interval time.Duration, jitter float64, fn func(
 			return err
 		}
 	}
-}
-
-// jittered returns interval plus a random extra in [0, jitter*interval),
-// saturating instead of overflowing.
-func jittered(interval time.Duration, jitter float64) time.Duration {
-	if jitter == 0 {
-		return interval
-	}
-	total := float64(interval) + rand.Float64()*jitter*float64(interval)
-	if total >= math.MaxInt64 {
-		return math.MaxInt64
-	}
-	return time.Duration(total)
 }

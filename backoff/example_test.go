@@ -49,3 +49,29 @@ func ExampleEvery() {
 	fmt.Println(err, runs)
 	// Output: done 3
 }
+
+// Poll waits for an asynchronous operation, here a load balancer that a
+// provider reports as pending for its first two checks. A failed check is
+// retried; only a Permanent error or the timeout ends the wait early.
+func ExamplePoll() {
+	checks := 0
+	status := func(ctx context.Context) (state string, err error) {
+		checks++
+		if checks < 3 {
+			return "PENDING", nil
+		}
+		return "ACTIVE", nil
+	}
+	err := backoff.Poll(context.Background(), time.Millisecond, time.Minute, func(ctx context.Context) (bool, error) {
+		state, err := status(ctx)
+		if err != nil {
+			return false, err
+		}
+		if state == "FAILED" {
+			return false, backoff.Permanent(errors.New("load balancer failed"))
+		}
+		return state == "ACTIVE", nil
+	}, backoff.WithName("load balancer active"))
+	fmt.Println(err, checks)
+	// Output: <nil> 3
+}

@@ -2,10 +2,10 @@ package backoff
 
 import (
 	"context"
-	"runtime"
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -19,16 +19,18 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // epoch is the fake clock's starting time in every test.
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// waitFor spins until cond holds, failing the test after a generous deadline.
-// It never sleeps: it only yields to let the code under test run.
+// Every test that waits runs in a testing/synctest bubble: synctest.Wait
+// returns once every goroutine of the test is durably blocked, so "the code
+// under test is waiting on the clock" is observed exactly, with no real-time
+// deadline and no busy loop, however slow the machine is.
+
+// waitFor waits until every goroutine of the bubble is blocked and fails the
+// test unless cond holds then.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		runtime.Gosched()
+	synctest.Wait()
+	if !cond() {
+		t.Fatalf("%s did not happen: every goroutine of the test is blocked", what)
 	}
 }
 
@@ -43,17 +45,13 @@ func async(f func() error) <-chan error {
 // delivers a result first.
 func awaitWaiter(t *testing.T, fc *clocktesting.FakeClock, done <-chan error) {
 	t.Helper()
-	waitFor(t, "a timer on the fake clock", func() bool {
-		if fc.HasWaiters() {
-			return true
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("returned %v while a wait was expected", err)
-		default:
-		}
-		return false
-	})
+	synctest.Wait()
+	select {
+	case err := <-done:
+		t.Fatalf("returned %v while a wait was expected", err)
+	default:
+	}
+	require.True(t, fc.HasWaiters(), "the code under test is blocked but not on the fake clock")
 }
 
 // stepExactly waits for a timer on fc and advances fc by exactly d, checking
@@ -63,20 +61,40 @@ func stepExactly(t *testing.T, fc *clocktesting.FakeClock, done <-chan error, d 
 	awaitWaiter(t, fc, done)
 	if d > 1 {
 		fc.Step(d - 1)
+		synctest.Wait()
 		require.True(t, fc.HasWaiters(), "timer fired before %v", d)
 	}
 	fc.Step(1)
 }
 
-// result waits for the result of async.
+// result waits for the result of async. In a bubble the timeout is on the
+// bubble's clock: it fires only once every goroutine is blocked, that is,
+// when the call can never return.
 func result(t *testing.T, done <-chan error) error {
 	t.Helper()
 	select {
 	case err := <-done:
 		return err
-	case <-time.After(10 * time.Second):
-		t.Fatal("timed out waiting for the call to return")
+	case <-time.After(time.Hour):
+		t.Fatal("the call never returned")
 		return nil
+	}
+}
+
+// drive runs f, stepping fc by step whenever the code under test waits on
+// it, and returns f's result.
+func drive(t *testing.T, fc *clocktesting.FakeClock, step time.Duration, f func() error) error {
+	t.Helper()
+	done := async(f)
+	for {
+		synctest.Wait()
+		select {
+		case err := <-done:
+			return err
+		default:
+		}
+		require.True(t, fc.HasWaiters(), "the code under test is blocked but not on the fake clock")
+		fc.Step(step)
 	}
 }
 
@@ -121,7 +139,8 @@ type entry struct {
 
 // capture is a logr sink that records entries up to a verbosity.
 type capture struct {
-	fc        *clocktesting.FakeClock
+	fc        *clocktesting.FakeClock // nil: offsets on the real clock from created
+	created   time.Time
 	verbosity int
 
 	mu      sync.Mutex
@@ -129,7 +148,7 @@ type capture struct {
 }
 
 func newCapture(fc *clocktesting.FakeClock, verbosity int) *capture {
-	return &capture{fc: fc, verbosity: verbosity}
+	return &capture{fc: fc, created: time.Now(), verbosity: verbosity}
 }
 
 func (c *capture) ctx(parent context.Context) context.Context {
@@ -177,7 +196,7 @@ func (s *captureSink) add(level int, err error, msg string, kv []any) {
 	for i := 0; i+1 < len(all); i += 2 {
 		m[all[i].(string)] = all[i+1]
 	}
-	var at time.Duration
+	at := time.Since(s.c.created)
 	if s.c.fc != nil {
 		at = s.c.fc.Since(epoch)
 	}

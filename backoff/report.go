@@ -9,7 +9,8 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// reporter implements the quiet logging policy shared by Retry and Every.
+// reporter implements the quiet logging policy shared by Retry, Every and
+// Poll.
 // It is used from a single goroutine.
 type reporter struct {
 	log         logr.Logger
@@ -24,6 +25,7 @@ type reporter struct {
 	streak       int       // failures since the last success
 	streakStart  time.Time // time of the first failure of the streak
 	streakLogged bool      // whether a failure of the streak was logged at V(0)
+	hintLogged   bool      // whether a capped retry-after hint was logged
 }
 
 func newReporter(ctx context.Context, o *options, start time.Time, failMsg string) *reporter {
@@ -84,6 +86,35 @@ func (r *reporter) permanent(err error, attempt int) {
 func (r *reporter) contextEnded(ctx context.Context, last error, attempts int) error {
 	r.log.V(1).Info("Context ended, not retrying", "error", last, "attempt", attempts, "reason", ctx.Err())
 	return fmt.Errorf("backoff: %s%w after %d attempts; last error: %w", r.prefix(), ctx.Err(), attempts, last)
+}
+
+// hintCapped logs, once per loop, that a retry-after hint was cut to the cap.
+// r may be nil when no hint can occur.
+func (r *reporter) hintCapped(hint, limit time.Duration) {
+	if r == nil || r.hintLogged {
+		return
+	}
+	r.hintLogged = true
+	r.log.Info("Retry-after hint above the limit, waiting the limit instead", "hint", hint, "limit", limit)
+}
+
+// pollContextEnded builds Poll's error for a context that ended after cond
+// ran; last is cond's last error, nil if it was only "not done".
+func (r *reporter) pollContextEnded(ctx context.Context, last error, checks int) error {
+	r.log.V(1).Info("Context ended, not polling again", "error", last, "checks", checks, "reason", ctx.Err())
+	if last == nil {
+		return fmt.Errorf("backoff: %snot done after %d checks: %w", r.prefix(), checks, ctx.Err())
+	}
+	return fmt.Errorf("backoff: %s%w after %d checks; last error: %w", r.prefix(), ctx.Err(), checks, last)
+}
+
+// pollGaveUp builds Poll's error for a timeout that passed.
+func (r *reporter) pollGaveUp(last error, checks int, elapsed time.Duration) error {
+	r.log.V(1).Info("Giving up", "error", last, "checks", checks, "elapsed", elapsed)
+	if last == nil {
+		return fmt.Errorf("%w%s: not done after %d checks in %v", ErrGaveUp, r.suffix(), checks, elapsed)
+	}
+	return fmt.Errorf("%w%s: not done after %d checks in %v; last error: %w", ErrGaveUp, r.suffix(), checks, elapsed, last)
 }
 
 // gaveUp builds Retry's error for an exhausted attempt or time limit.

@@ -4,22 +4,26 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"time"
 
 	cbackoff "github.com/cenkalti/backoff/v4"
 	"k8s.io/utils/clock"
 )
 
-// ErrGaveUp is wrapped, together with the operation's last error, by the
-// error Retry returns when [WithMaxAttempts] or [WithMaxElapsedTime] stops it.
+// ErrGaveUp is wrapped, together with the operation's last error if there is
+// one, by the error Retry returns when [WithMaxAttempts] or
+// [WithMaxElapsedTime] stops it, and by the error Poll returns when its
+// timeout passes.
 var ErrGaveUp = errors.New("backoff: gave up retrying")
 
 // Retry calls op until it returns nil, and returns nil then. Between failed
 // attempts it waits with exponential backoff: the first wait is the initial
 // interval (100ms), and each further one is the previous one times the
 // multiplier (1.5), capped at the max interval (30s), each randomized by the
-// jitter factor (±20%). A retry-after hint in op's error replaces the
-// computed wait (see [RetryAfter]).
+// jitter factor (±20%). A positive retry-after hint in op's error replaces
+// the computed wait (see [RetryAfter]).
 //
 // Retry stops early in these cases:
 //   - op returns a [Permanent] error: Retry returns it (without the
@@ -32,8 +36,8 @@ var ErrGaveUp = errors.New("backoff: gave up retrying")
 // There is no time limit by default. op runs on the caller's goroutine, is
 // passed ctx, and is never called concurrently with itself. Invalid options
 // make Retry return an error wrapping [ErrInvalidOption] without calling op.
-func Retry(ctx context.Context, op func(context.Context) error, opts ...Option) error {
-	o, err := newOptions(opts, DefaultQuietPeriod)
+func Retry(ctx context.Context, op func(context.Context) error, opts ...RetryOption) error {
+	o, err := retryOptions(opts)
 	if err != nil {
 		return err
 	}
@@ -45,22 +49,8 @@ func Retry(ctx context.Context, op func(context.Context) error, opts ...Option) 
 	}
 
 	clk := o.clock
-	// Built field by field rather than with cbackoff.NewExponentialBackOff so
-	// that none of v4's defaults, in particular its 15-minute
-	// MaxElapsedTime, is inherited. The elapsed-time limit is enforced below,
-	// where it also covers retry-after hints.
-	b := &cbackoff.ExponentialBackOff{
-		InitialInterval:     o.initialInterval,
-		RandomizationFactor: o.jitter,
-		Multiplier:          o.multiplier,
-		MaxInterval:         o.maxInterval,
-		MaxElapsedTime:      0,
-		Stop:                cbackoff.Stop,
-		Clock:               clk,
-	}
-	b.Reset()
-
 	start := clk.Now()
+	w := newWaits(o)
 	rep := newReporter(ctx, o, start, "Operation failed, will retry")
 	for attempt := 1; ; attempt++ {
 		err := op(ctx)
@@ -78,33 +68,88 @@ func Retry(ctx context.Context, op func(context.Context) error, opts ...Option) 
 		if o.maxAttempts > 0 && attempt >= o.maxAttempts {
 			return rep.gaveUp(err, attempt, fmt.Sprintf("after %d attempts", attempt))
 		}
-
-		wait := b.NextBackOff()
-		if wait < 0 { // float overflow with an enormous max interval
-			wait = o.maxInterval
-		}
-		if hint, ok := retryAfterHint(err); ok && o.maxRetryAfter > 0 {
-			wait = min(max(hint, 0), o.maxRetryAfter)
-		}
+		wait := w.next(err, rep)
 		if o.maxElapsedTime > 0 {
 			if elapsed := clk.Since(start); elapsed+wait > o.maxElapsedTime {
 				return rep.gaveUp(err, attempt, fmt.Sprintf("after %d attempts in %v; the next attempt would start after the limit of %v", attempt, elapsed, o.maxElapsedTime))
 			}
 		}
-
 		rep.failure(err, attempt, wait)
-		if wait <= 0 {
-			continue
-		}
 		if sleep(ctx, clk, wait) != nil {
 			return rep.contextEnded(ctx, err, attempt)
 		}
 	}
 }
 
+// waits computes the wait before each further attempt of Retry and Poll.
+type waits struct {
+	o *options
+	b *cbackoff.ExponentialBackOff
+}
+
+func newWaits(o *options) *waits {
+	// Built field by field rather than with cbackoff.NewExponentialBackOff so
+	// that none of v4's defaults, in particular its 15-minute
+	// MaxElapsedTime, is inherited. Time limits are enforced by the loops,
+	// where they also cover retry-after hints.
+	b := &cbackoff.ExponentialBackOff{
+		InitialInterval:     o.initialInterval,
+		RandomizationFactor: o.jitter,
+		Multiplier:          o.multiplier,
+		MaxInterval:         o.maxInterval,
+		MaxElapsedTime:      0,
+		Stop:                cbackoff.Stop,
+		Clock:               o.clock,
+	}
+	b.Reset()
+	return &waits{o: o, b: b}
+}
+
+// next returns the wait after a call that returned err (nil for a poll that
+// was not done). The exponential sequence advances on every call, hinted or
+// not. A positive hint, cut to the cap, replaces the computed wait and is
+// jittered upwards only, so the operation never runs before the hint asked
+// and callers given the same hint do not all wake at the same instant. A
+// hint of zero or less asks for nothing and gets the computed wait: it is
+// what a server that suggests "retry at once" (Kubernetes' ServerTimeout)
+// says, and obeying it literally would spin.
+func (w *waits) next(err error, rep *reporter) time.Duration {
+	wait := w.b.NextBackOff()
+	if wait < 0 { // float overflow with an enormous max interval
+		wait = w.o.maxInterval
+	}
+	if err == nil || w.o.maxRetryAfter <= 0 {
+		return wait
+	}
+	hint, ok := retryAfterHint(err)
+	if !ok || hint <= 0 {
+		return wait
+	}
+	if hint > w.o.maxRetryAfter {
+		rep.hintCapped(hint, w.o.maxRetryAfter)
+		hint = w.o.maxRetryAfter
+	}
+	return jitterUp(hint, w.o.jitter)
+}
+
+// jitterUp draws a wait uniformly from [d, d*(1+j)], saturating.
+func jitterUp(d time.Duration, j float64) time.Duration {
+	if j == 0 {
+		return d
+	}
+	total := float64(d) + rand.Float64()*j*float64(d)
+	if total >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return time.Duration(total)
+}
+
 // sleep waits for d on clk, or until ctx ends, whichever comes first. It
 // returns ctx.Err() in the second case. The timer is always released.
 func sleep(ctx context.Context, clk clock.Clock, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
 	t := clk.NewTimer(d)
 	defer t.Stop()
 	select {

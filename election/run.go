@@ -148,7 +148,7 @@ func Run(ctx context.Context, e Elector, lead func(ctx context.Context, l Leader
 		return fmt.Errorf("%w: nil elector or lead function", ErrInvalidRunOption)
 	}
 	log := logr.FromContextOrDiscard(ctx).WithValues("identity", e.Identity())
-	bo := []backoff.Option{
+	bo := []backoff.RetryOption{
 		backoff.WithClock(o.clock),
 		backoff.WithInitialInterval(o.initialInterval),
 		backoff.WithMaxInterval(o.maxInterval),

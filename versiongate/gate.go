@@ -12,7 +12,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/utils/clock"
 
-	"github.com/reconkit/reconkit/backoff"
 	"github.com/reconkit/reconkit/internal/event"
 )
 
@@ -221,11 +220,6 @@ func New(cfg Config) (*Gate, error) {
 	return g, nil
 }
 
-// backoffOptions are the options of every retry loop of the gate.
-func (g *Gate) backoffOptions() []backoff.Option {
-	return []backoff.Option{backoff.WithClock(g.clock)}
-}
-
 // Releases returns the newest summary of the member nodes' releases, and
 // false before the first listing completed.
 func (g *Gate) Releases() (Releases, bool) { return g.releases.Load() }
@@ -306,7 +300,7 @@ func (g *Gate) Run(ctx context.Context) error {
 	if g.cfg.Decode == nil {
 		start("publish node record", g.publishRecord)
 	}
-	start("watch nodes", func(ctx context.Context) error { return g.tracker.run(ctx, g.cfg.Client, g.backoffOptions()) })
+	start("watch nodes", func(ctx context.Context) error { return g.tracker.run(ctx, g.cfg.Client, g.clock) })
 	start("campaign", g.campaignWhileNewest)
 	wg.Wait()
 	if firstErr != nil {

@@ -69,7 +69,7 @@ func (g *Gate) campaign(ctx context.Context) {
 			}
 			term = t
 			return nil
-		}, append(g.backoffOptions(), backoff.WithName("versiongate: campaign"))...)
+		}, backoff.WithClock(g.clock), backoff.WithName("versiongate: campaign"))
 		if err != nil {
 			return // ctx ended
 		}
@@ -186,7 +186,7 @@ func (g *Gate) lead(ctx context.Context, term Term, reachedDone *bool) error {
 	g.phase.Store(PhaseReconciling)
 	log.Info("Performing initial reconcile")
 	reconcile := func(ctx context.Context) error { return g.cfg.Reconcile(ctx, token) }
-	if err := backoff.Retry(ctx, reconcile, append(g.backoffOptions(), backoff.WithName("versiongate: initial reconcile"))...); err != nil {
+	if err := backoff.Retry(ctx, reconcile, backoff.WithClock(g.clock), backoff.WithName("versiongate: initial reconcile")); err != nil {
 		return fmt.Errorf("initial reconcile: %w", err)
 	}
 	log.Info("Initial reconcile succeeded")
@@ -200,7 +200,7 @@ func (g *Gate) lead(ctx context.Context, term Term, reachedDone *bool) error {
 	g.phase.Store(PhaseDone)
 
 	return backoff.Every(ctx, g.cfg.ReconcileInterval, g.cfg.ReconcileJitter, reconcile,
-		append(g.backoffOptions(), backoff.WithDelayedStart(), backoff.WithName("versiongate: periodic reconcile"))...)
+		backoff.WithClock(g.clock), backoff.WithDelayedStart(), backoff.WithName("versiongate: periodic reconcile"))
 }
 
 // putGuarded writes st in a transaction guarded by the term.

@@ -41,7 +41,7 @@ func (g *Gate) publishRecord(ctx context.Context) error {
 		}
 		lease, rev = grant.ID, put.Header.Revision
 		return nil
-	}, append(g.backoffOptions(), backoff.WithName("versiongate: publish node record"))...)
+	}, backoff.WithClock(g.clock), backoff.WithName("versiongate: publish node record"))
 	if err != nil {
 		return err
 	}

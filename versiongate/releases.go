@@ -10,6 +10,7 @@ import (
 	"github.com/go-logr/logr"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/utils/clock"
 
 	"github.com/reconkit/reconkit/backoff"
 	"github.com/reconkit/reconkit/internal/event"
@@ -134,11 +135,11 @@ func (t *tracker) blockingNodes() []Node {
 // after every batch. When the watch fails (compaction, a lost leader, a
 // closed channel) it lists again instead of giving up. It returns only when
 // ctx ends.
-func (t *tracker) run(ctx context.Context, cli *clientv3.Client, bopts []backoff.Option) error {
+func (t *tracker) run(ctx context.Context, cli *clientv3.Client, clk clock.Clock) error {
 	log := logr.FromContextOrDiscard(ctx)
 	for {
 		err := backoff.Retry(ctx, func(ctx context.Context) error { return t.list(ctx, cli) },
-			append(bopts, backoff.WithName("versiongate: list nodes"))...)
+			backoff.WithClock(clk), backoff.WithName("versiongate: list nodes"))
 		if err != nil {
 			return err
 		}
