@@ -351,7 +351,11 @@ func TestEtcdPartitionedLeaderLosesFirst(t *testing.T) {
 	<-aDone
 	mu.Lock()
 	t.Logf("a's term ended %v after the cut, b led %v after the cut", aEnded.Sub(cut), bWon.Sub(cut))
-	require.True(t, aEnded.Before(bWon), "a's term ended at %v, after b led at %v", aEnded, bWon)
+	// Judged from a's own view: past ValidUntil a refuses to act whether or
+	// not a starved scheduler has run the goroutine that ends its context.
+	aValid := la.ValidUntil()
+	require.True(t, aValid.Before(bWon), "a's term was valid until %v, after b led at %v", aValid, bWon)
+	require.False(t, aEnded.Before(aValid), "a's context ended at %v, before ValidUntil %v", aEnded, aValid)
 	mu.Unlock()
 	require.ErrorIs(t, context.Cause(la.Context()), election.ErrLeadershipLost)
 
