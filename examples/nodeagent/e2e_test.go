@@ -133,10 +133,12 @@ func TestNodeAgent(t *testing.T) {
 		{"bad-config", regexp.MustCompile(`^VERDICT bad-config: PASS rejected=AssignedValidateFailed rolled-back=TrialProbeFailed running=(\S+) reason="health probe failed .*maxConnections 10 is below.*"$`)},
 	} {
 		t.Run(tc.scenario, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second)
+			// The deadlines only bound a run that went wrong: a starved
+			// machine takes several times as long as an idle one.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
 			began := time.Now()
-			_, _, done := start(t, ctx, bin, "--scenario", tc.scenario, "--pause", "200ms", "--deadline", "80s")
+			_, _, done := start(t, ctx, bin, "--scenario", tc.scenario, "--pause", "200ms", "--deadline", "8m")
 			r := <-done
 			t.Logf("%s finished in %v", tc.scenario, time.Since(began).Round(100*time.Millisecond))
 			require.NoError(t, r.err, "exit status\nstdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
@@ -164,7 +166,7 @@ func TestNodeAgent(t *testing.T) {
 // testInterrupt runs without a scenario until the cluster is steady, then
 // sends SIGINT: the program must stop cleanly and leave nothing behind.
 func testInterrupt(t *testing.T, bin string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd, lines, done := start(t, ctx, bin)
 	steady := false
@@ -179,8 +181,8 @@ func testInterrupt(t *testing.T, bin string) {
 	var r result
 	select {
 	case r = <-done:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the program did not stop within 20s of SIGINT")
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the program did not stop within 2m of SIGINT")
 	}
 	var exit *exec.ExitError
 	if errors.As(r.err, &exit) {
