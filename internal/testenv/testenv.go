@@ -22,15 +22,13 @@ type Member = servers.Member
 // and delay; see servers.Proxy.
 type ProxyServer = servers.Proxy
 
-// buildTimeout bounds a cold build of both servers on a slow machine.
-const buildTimeout = 30 * time.Minute
-
 // binaries builds the servers once per test binary; other test binaries
-// wait on the build lock instead of building again.
+// wait on the build lock instead of building again. No time limit of its
+// own: a cold build took from 4 to 26 minutes on the same kind of machine,
+// depending on what else ran, and the test binary's -timeout already bounds
+// a build that hangs.
 var binaries = sync.OnceValues(func() (servers.Binaries, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
-	defer cancel()
-	return servers.Build(ctx, servers.BuildOptions{Logf: func(format string, args ...any) {
+	return servers.Build(context.Background(), servers.BuildOptions{Logf: func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "testenv: "+format+"\n", args...)
 	}})
 })
