@@ -313,6 +313,8 @@ func TestPendingExistingObjectsAreWaitedFor(t *testing.T) {
 		// Created by an earlier run that ended while they were pending.
 		p, err := r.Check(t.Context())
 		require.NoError(t, err)
+		require.Len(t, p.Create, 1)
+		readyAt := time.Now().Add(20*time.Millisecond + 5*time.Second) // latency, then the pending period
 		for _, o := range p.Create {
 			_, err := eng.Create(t.Context(), o)
 			require.NoError(t, err)
@@ -320,10 +322,25 @@ func TestPendingExistingObjectsAreWaitedFor(t *testing.T) {
 		p, err = r.Check(t.Context())
 		require.NoError(t, err)
 		require.Len(t, p.Pending, 1)
-		start := time.Now()
+		var mu sync.Mutex
+		var firstCreate time.Time
+		r = newLB(t, eng, lb, func(c *lbrecon.Config) {
+			c.Metrics = lbrecon.MetricsFunc(func(v lbrecon.Verb, _ lbrecon.Outcome, d time.Duration) {
+				mu.Lock()
+				defer mu.Unlock()
+				if v == lbrecon.VerbCreate && firstCreate.IsZero() {
+					firstCreate = time.Now().Add(-d)
+				}
+			})
+		})
 		require.NoError(t, r.Reconcile(t.Context()))
-		require.GreaterOrEqual(t, time.Since(start), 4*time.Second, "waited for the pending backend")
 		requireConverged(t, eng, r, lb)
+		mu.Lock()
+		defer mu.Unlock()
+		// Nothing is created before the backend is ok, and the wait ends
+		// within one poll interval (at most MaxPollInterval) of it.
+		require.False(t, firstCreate.Before(readyAt), "created at %v, before the backend was ready at %v", firstCreate, readyAt)
+		require.LessOrEqual(t, firstCreate.Sub(readyAt), lbrecon.DefaultMaxPollInterval)
 	})
 }
 
@@ -355,7 +372,11 @@ func TestPendingTimeoutOnFakeClock(t *testing.T) {
 		}
 		require.ErrorIs(t, err, lbrecon.ErrPendingTimeout)
 		require.Contains(t, err.Error(), stuck.ID)
-		require.Less(t, fc.Since(time.Unix(1000, 0)), 2*time.Minute)
+		// Ended at the timeout, not before and not much after: one List,
+		// one poll interval, the timeout, one Get and one clock step.
+		elapsed := fc.Since(time.Unix(1000, 0))
+		require.GreaterOrEqual(t, elapsed, time.Minute)
+		require.LessOrEqual(t, elapsed, time.Minute+time.Second)
 		require.Greater(t, eng.Calls()[lbrecon.VerbGet], 3, "polled with gets")
 	})
 }
@@ -453,11 +474,27 @@ func TestRateLimitHonoured(t *testing.T) {
 		eng := newEngine(lbrecontest.Config{})
 		eng.RateLimit(lbrecon.VerbList, 2, 7*time.Second)
 		lb := desc(1, 1, 1)
-		r := newLB(t, eng, lb, nil)
+		var mu sync.Mutex
+		var listed time.Time
+		r := newLB(t, eng, lb, func(c *lbrecon.Config) {
+			c.Metrics = lbrecon.MetricsFunc(func(v lbrecon.Verb, o lbrecon.Outcome, _ time.Duration) {
+				mu.Lock()
+				defer mu.Unlock()
+				if v == lbrecon.VerbList && o == lbrecon.OutcomeOK && listed.IsZero() {
+					listed = time.Now()
+				}
+			})
+		})
 		start := time.Now()
 		require.NoError(t, r.Reconcile(t.Context()))
-		require.GreaterOrEqual(t, time.Since(start), 14*time.Second, "two retry-after waits")
 		requireConverged(t, eng, r, lb)
+		mu.Lock()
+		defer mu.Unlock()
+		// Two hinted waits of 7 s, jittered upwards by at most the retry
+		// jitter (20%), and three calls of 20 ms.
+		took := listed.Sub(start)
+		require.GreaterOrEqual(t, took, 14*time.Second+60*time.Millisecond, "two retry-after waits")
+		require.LessOrEqual(t, took, time.Duration(float64(14*time.Second)*(1+backoff.DefaultJitter))+60*time.Millisecond)
 	})
 }
 

@@ -539,25 +539,18 @@ func (r *Reconciler) destroy(ctx context.Context, byStep [][]Object) error {
 // provider's pending period adds to every creation wave.
 const pollMultiplier = 1.3
 
-// errStillPending makes the poll loop retry.
-var errStillPending = errors.New("lbrecon: still pending")
-
 // waitPending polls until none of objs is pending any more (failed or gone
-// counts as done: the next pass deals with them). When the last poll was a
-// List, it returns that listing and fresh=true.
+// counts as done: the next pass deals with them). The first poll comes one
+// PollInterval after the call; waits grow by pollMultiplier up to
+// MaxPollInterval, and the whole wait ends with ErrPendingTimeout after
+// PendingTimeout. When the last poll was a List, it returns that listing and
+// fresh=true.
 func (r *Reconciler) waitPending(ctx context.Context, objs []Object) (listed []Object, fresh bool, err error) {
 	waiting := make(map[string]Object, len(objs))
 	for _, o := range objs {
 		waiting[o.Kind+"\x00"+o.ID] = o
 	}
-	t := r.clock.NewTimer(r.cfg.PollInterval)
-	select {
-	case <-ctx.Done():
-		t.Stop()
-		return nil, false, fmt.Errorf("lbrecon: wait for pending objects: %w", ctx.Err())
-	case <-t.C():
-	}
-	poll := func(ctx context.Context) error {
+	poll := func(ctx context.Context) (bool, error) {
 		listed, fresh = nil, false
 		if len(waiting) > r.cfg.GetPollMax {
 			var objs []Object
@@ -567,7 +560,7 @@ func (r *Reconciler) waitPending(ctx context.Context, objs []Object) (listed []O
 				return err
 			})
 			if err != nil {
-				return err
+				return false, err
 			}
 			seen := make(map[string]Object, len(objs))
 			for _, o := range objs {
@@ -591,34 +584,29 @@ func (r *Reconciler) waitPending(ctx context.Context, objs []Object) (listed []O
 				case errors.Is(e, ErrNotFound):
 					delete(waiting, k)
 				case e != nil:
-					return e
+					return false, e
 				case got[i].State == StateOK || got[i].State == StateFailed:
 					delete(waiting, k)
 				}
 			}
 		}
-		if len(waiting) > 0 {
-			return errStillPending
-		}
-		return nil
+		return len(waiting) == 0, nil
 	}
-	err = backoff.Retry(ctx, poll,
+	err = backoff.Poll(ctx, r.cfg.PollInterval, r.cfg.PendingTimeout, poll,
+		backoff.WithDelayedStart(),
 		backoff.WithClock(r.clock),
-		backoff.WithInitialInterval(r.cfg.PollInterval),
 		backoff.WithMaxInterval(r.cfg.MaxPollInterval),
 		backoff.WithMultiplier(pollMultiplier),
-		backoff.WithMaxElapsedTime(r.cfg.PendingTimeout),
-		backoff.WithQuietPeriod(r.cfg.PendingTimeout),
 		backoff.WithName("lbrecon: wait for pending objects"),
 	)
 	if err != nil {
-		if ctx.Err() == nil && errors.Is(err, errStillPending) {
+		if ctx.Err() == nil && errors.Is(err, backoff.ErrGaveUp) {
 			still := make([]string, 0, len(waiting))
 			for _, o := range waiting {
 				still = append(still, o.String())
 			}
 			slices.Sort(still)
-			return nil, false, fmt.Errorf("%w after %v: %s", ErrPendingTimeout, r.cfg.PendingTimeout, strings.Join(still, ", "))
+			return nil, false, fmt.Errorf("%w after %v: %s: %w", ErrPendingTimeout, r.cfg.PendingTimeout, strings.Join(still, ", "), err)
 		}
 		return nil, false, fmt.Errorf("lbrecon: wait for pending objects: %w", err)
 	}
