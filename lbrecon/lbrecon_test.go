@@ -69,6 +69,13 @@ func requireConverged(t *testing.T, eng *lbrecontest.Engine, r *lbrecon.LoadBala
 	p, err := r.Check(ctx)
 	require.NoError(t, err)
 	require.True(t, p.Empty(), "plan not empty: %+v", p)
+	// A reconciler without memory of the writes sees the same in a
+	// listing: the state is confirmed, not remembered.
+	fresh, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: eng, Tag: owner}, lb)
+	require.NoError(t, err)
+	p, err = fresh.Check(ctx)
+	require.NoError(t, err)
+	require.True(t, p.Empty(), "a listing does not confirm the state: %+v", p)
 
 	counts := map[string]int{}
 	for _, o := range eng.Objects() {
