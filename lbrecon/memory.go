@@ -42,6 +42,12 @@ type memory struct {
 	// conflicts holds names whose creation the engine refused because the
 	// name is taken: the old object of that name is destroyed first.
 	conflicts map[nameKey]bool
+	// settleWrite and settleDestroy are the last observed times from a
+	// write to a listing that shows it done (listed and out of pending, or
+	// no longer listed): the provider's pending period and list lag, learnt,
+	// so that waits do not poll before a listing can tell anything new.
+	// They are capped at MaxPollInterval.
+	settleWrite, settleDestroy time.Duration
 }
 
 func newMemory() memory {
@@ -99,7 +105,10 @@ func (r *Reconciler) merge(listed []Object) (*view, error) {
 	// Destructions are confirmed when the object is no longer listed; one
 	// still listed after ConfirmTimeout is destroyed again.
 	for k, at := range m.destroyed {
-		if _, ok := byKey[k]; !ok || now.Sub(at) >= r.cfg.ConfirmTimeout {
+		if _, ok := byKey[k]; !ok {
+			m.settleDestroy = min(now.Sub(at), r.cfg.MaxPollInterval)
+			delete(m.destroyed, k)
+		} else if now.Sub(at) >= r.cfg.ConfirmTimeout {
 			delete(m.destroyed, k)
 		}
 	}
@@ -107,6 +116,9 @@ func (r *Reconciler) merge(listed []Object) (*view, error) {
 	for k, w := range m.written {
 		o, ok := byKey[k]
 		if ok && r.owns(o) && SameSpec(o.Spec, w.obj.Spec) {
+			if o.State == StateOK || o.State == StateFailed {
+				m.settleWrite = min(now.Sub(w.at), r.cfg.MaxPollInterval)
+			}
 			delete(m.written, k)
 			continue
 		}
@@ -205,4 +217,22 @@ func (r *Reconciler) tagged(o Object) bool {
 		}
 	}
 	return false
+}
+
+// settled returns when the outstanding writes can be expected to show in a
+// listing, from what earlier writes took; zero when nothing is outstanding.
+// Called with memMu held.
+func (m *memory) settled() time.Time {
+	var t time.Time
+	for _, w := range m.written {
+		if e := w.at.Add(m.settleWrite); e.After(t) {
+			t = e
+		}
+	}
+	for _, at := range m.destroyed {
+		if e := at.Add(m.settleDestroy); e.After(t) {
+			t = e
+		}
+	}
+	return t
 }

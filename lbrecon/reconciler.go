@@ -301,6 +301,12 @@ func (r *Reconciler) ReconcileOnce(ctx context.Context) (res Result, err error) 
 		r.requeue = min(time.Duration(float64(r.requeue)*pollMultiplier), r.cfg.MaxPollInterval)
 	}
 	res.RequeueAfter = r.requeue
+	r.memMu.Lock()
+	settled := r.mem.settled()
+	r.memMu.Unlock()
+	if !settled.IsZero() {
+		res.RequeueAfter = max(res.RequeueAfter, settled.Sub(r.clock.Now()))
+	}
 	if d, ok := p.deadlineAt(); ok {
 		res.RequeueAfter = max(min(res.RequeueAfter, d.Sub(r.clock.Now())), 0)
 	}

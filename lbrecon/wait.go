@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/reconkit/reconkit/backoff"
 )
@@ -23,6 +24,27 @@ func (r *Reconciler) wait(ctx context.Context, p *plan) (listed []Object, err er
 	timeout := r.cfg.PendingTimeout
 	if d, ok := p.deadlineAt(); ok {
 		timeout = max(d.Sub(r.clock.Now()), r.cfg.PollInterval)
+	}
+	// Do not poll before the outstanding writes can show: earlier writes
+	// tell how long the provider takes.
+	var early time.Duration
+	if p.changed {
+		r.memMu.Lock()
+		if settled := r.mem.settled(); !settled.IsZero() {
+			early = settled.Sub(r.clock.Now()) - r.cfg.PollInterval
+		}
+		r.memMu.Unlock()
+	}
+	if early > 0 {
+		early = min(early, timeout)
+		t := r.clock.NewTimer(early)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("lbrecon: wait for pending and unconfirmed objects: %w", ctx.Err())
+		case <-t.C():
+		}
+		timeout = max(timeout-early, r.cfg.PollInterval)
 	}
 	// A few pending objects that listings already show are polled with
 	// one Get each; everything else with one List.
