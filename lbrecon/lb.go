@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Kinds of the load-balancer plan.
@@ -40,6 +41,9 @@ type ServerSpec struct {
 	Backend string // the backend's ID
 	Address netip.Addr
 	Port    uint16
+	// Weight is the server's share of traffic; 0 asks for the provider's
+	// default, and then any weight the provider reports is up to date.
+	Weight uint16
 }
 
 // Port is one forwarded port: traffic to ExternalPort on every external
@@ -183,6 +187,9 @@ func compare(d, o Object) Verdict {
 		}
 	case ServerSpec:
 		os, ok := o.Spec.(ServerSpec)
+		if ds.Weight == 0 {
+			os.Weight = 0 // defaulted by the provider
+		}
 		switch {
 		case !ok || os.Backend != ds.Backend || os.Address != ds.Address:
 		case os == ds:
@@ -316,27 +323,78 @@ func (lb LoadBalancer) planServers(_ context.Context, obs *Observation) (Changes
 // LoadBalancerReconciler is a [Reconciler] running a [LoadBalancer] plan.
 type LoadBalancerReconciler struct {
 	*Reconciler
+	mu sync.Mutex
 	lb LoadBalancer
 }
 
 // NewLoadBalancer validates lb and returns a reconciler for it. cfg.Steps
 // and cfg.Scope are set from lb (Scope is the load balancer's ID);
 // everything else in cfg is used as given. Keep one reconciler per load
-// balancer for as long as the host manages it: it remembers unconfirmed
-// writes and failure budgets between calls.
+// balancer for as long as the host manages it, and give it new
+// descriptions with SetLoadBalancer: it remembers unconfirmed writes,
+// failure counts and how long the provider takes between calls.
 func NewLoadBalancer(cfg Config, lb LoadBalancer) (*LoadBalancerReconciler, error) {
 	if err := lb.Validate(); err != nil {
 		return nil, err
 	}
-	lb.Ports = slices.Clone(lb.Ports)
-	lb.Addresses = slices.Clone(lb.Addresses)
-	lb.Targets = slices.Clone(lb.Targets)
-	cfg.Steps, cfg.Scope = lb.Steps(), lb.ID
+	lr := &LoadBalancerReconciler{lb: lb.clone()}
+	steps := lb.Steps()
+	for i := range steps {
+		kind := steps[i].Kind
+		steps[i].Plan = func(ctx context.Context, obs *Observation) (Changes, error) {
+			return lr.current().plan(ctx, kind, obs)
+		}
+	}
+	cfg.Steps, cfg.Scope = steps, lb.ID
 	r, err := New(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &LoadBalancerReconciler{Reconciler: r, lb: lb}, nil
+	lr.Reconciler = r
+	return lr, nil
+}
+
+// SetLoadBalancer replaces the desired description; the next pass plans for
+// it. The load balancer's ID cannot change (it is the scope of every
+// listing): tear the old one down by reconciling it to no ports, and make a
+// new reconciler for the new ID.
+func (r *LoadBalancerReconciler) SetLoadBalancer(lb LoadBalancer) error {
+	if err := lb.Validate(); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if lb.ID != r.lb.ID {
+		return fmt.Errorf("%w: load balancer ID %q cannot change to %q", ErrInvalidConfig, r.lb.ID, lb.ID)
+	}
+	r.lb = lb.clone()
+	return nil
+}
+
+func (r *LoadBalancerReconciler) current() LoadBalancer {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lb
+}
+
+func (lb LoadBalancer) clone() LoadBalancer {
+	lb.Ports = slices.Clone(lb.Ports)
+	lb.Addresses = slices.Clone(lb.Addresses)
+	lb.Targets = slices.Clone(lb.Targets)
+	return lb
+}
+
+// plan runs the step of kind.
+func (lb LoadBalancer) plan(ctx context.Context, kind string, obs *Observation) (Changes, error) {
+	switch kind {
+	case KindBackend:
+		return lb.planBackends(ctx, obs)
+	case KindFrontend:
+		return lb.planFrontends(ctx, obs)
+	case KindBind:
+		return lb.planBinds(ctx, obs)
+	}
+	return lb.planServers(ctx, obs)
 }
 
 // Status lists once and returns, for every external address with a bind on
@@ -346,7 +404,7 @@ func (r *LoadBalancerReconciler) Status(ctx context.Context) (map[netip.Addr][]u
 	if err != nil {
 		return nil, err
 	}
-	return StatusOf(r.lb, obs), nil
+	return StatusOf(r.current(), obs), nil
 }
 
 // StatusOf computes the address-to-ports map of [LoadBalancerReconciler.Status]

@@ -349,3 +349,44 @@ func TestUntaggedObjectsNeverDestroyedAndAdoptedOnlyExactly(t *testing.T) {
 		require.Len(t, untaggedObjects(eng), len(foreign))
 	})
 }
+
+func TestProviderDefaultsDoNotRecreate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// The provider fills a server's weight when none is asked for.
+		eng := newEngine(lbrecontest.Config{Default: func(spec any) any {
+			if s, ok := spec.(lbrecon.ServerSpec); ok && s.Weight == 0 {
+				s.Weight = 1
+				return s
+			}
+			return spec
+		}})
+		lb := desc(1, 1, 3)
+		r := newLB(t, eng, lb, nil)
+		require.NoError(t, r.Reconcile(t.Context()))
+		eng.ResetCalls()
+		require.NoError(t, r.Reconcile(t.Context()))
+		require.Equal(t, map[lbrecon.Verb]int{lbrecon.VerbList: 1}, eng.Calls(), "a defaulted field is no difference")
+		requireConverged(t, eng, r, lb)
+	})
+}
+
+func TestSetLoadBalancerKeepsTheMemory(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := realistic(nil)
+		lb := desc(1, 1, 2)
+		r := newLB(t, eng, lb, nil)
+		// One pass, then a new description before the listing shows the
+		// first writes: nothing is created twice.
+		_, err := r.ReconcileOnce(t.Context())
+		require.NoError(t, err)
+		lb.Targets = append(lb.Targets, lbrecon.Target{Name: "node5", Address: netip.MustParseAddr("10.0.0.55")})
+		require.NoError(t, r.SetLoadBalancer(lb))
+		require.NoError(t, r.Reconcile(t.Context()))
+		require.Equal(t, objectCount(lb), eng.Calls()[lbrecon.VerbCreate])
+		requireConverged(t, eng, r, lb)
+
+		other := lb
+		other.ID = "lb-2"
+		require.ErrorIs(t, r.SetLoadBalancer(other), lbrecon.ErrInvalidConfig)
+	})
+}
