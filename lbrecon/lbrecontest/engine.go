@@ -438,7 +438,7 @@ func (e *Engine) expire(now time.Time) {
 	changed := false
 	for id, o := range e.objs {
 		if !o.goneAt.IsZero() && !now.Before(o.goneAt) {
-			e.bury(o, now)
+			e.bury(o, o.goneAt) // gone then, not when first noticed
 			delete(e.objs, id)
 			changed = true
 		}
@@ -449,10 +449,11 @@ func (e *Engine) expire(now time.Time) {
 	}
 }
 
-// bury keeps a deleted object listed for ListLag. Called with e.mu held.
-func (e *Engine) bury(o *object, now time.Time) {
-	if e.cfg.ListLag > 0 && !now.Before(o.visibleAt) {
-		e.tombs = append(e.tombs, tombstone{obj: e.listView(o, now), until: now.Add(e.cfg.ListLag)})
+// bury keeps an object deleted at gone listed until gone+ListLag. Called
+// with e.mu held.
+func (e *Engine) bury(o *object, gone time.Time) {
+	if now := e.clock.Now(); e.cfg.ListLag > 0 && !gone.Before(o.visibleAt) && now.Before(gone.Add(e.cfg.ListLag)) {
+		e.tombs = append(e.tombs, tombstone{obj: e.listView(o, gone), until: gone.Add(e.cfg.ListLag)})
 	}
 }
 

@@ -3,9 +3,11 @@
 // side in one run, on two engine models:
 //
 //   - kind: the plain in-memory engine (latency, pending period);
-//   - realistic: the same plus list lag, asynchronous deletion, a List that
-//     costs 1 + N provider requests, and a 429 (Retry-After 1 s) on every
-//     k-th call.
+//   - lagging: the same plus list lag and asynchronous deletion;
+//   - realistic: lagging plus a 429 (Retry-After 1 s) on every k-th call.
+//
+// In every model a List costs 1 + N provider requests (a tag search
+// followed by one GET per object found), every other call 1.
 //
 // Scenarios: converge ports × addresses × targets from empty, replace one
 // server (a target renamed), change one port's node port, tear down. For
@@ -131,14 +133,18 @@ type ours struct {
 }
 
 func (o *ours) run(ctx context.Context, lb lbrecon.LoadBalancer) error {
-	// A changed description needs a new reconciler; the host keeps it
-	// across calls for that description.
-	r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: o.eng, Tag: owner, Parallelism: *parallelism}, lb)
-	if err != nil {
+	// The host keeps one reconciler per load balancer and gives it each
+	// new description.
+	if o.r == nil {
+		r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: o.eng, Tag: owner, Parallelism: *parallelism}, lb)
+		if err != nil {
+			return err
+		}
+		o.r = r
+	} else if err := o.r.SetLoadBalancer(lb); err != nil {
 		return err
 	}
-	o.r = r
-	return r.Reconcile(ctx)
+	return o.r.Reconcile(ctx)
 }
 
 type seed struct{ eng lbrecon.Engine }
@@ -210,6 +216,7 @@ type model struct {
 func models() []model {
 	return []model{
 		{"kind", lbrecontest.Config{Latency: *latency, Pending: *pending}, 0},
+		{"lagging", lbrecontest.Config{Latency: *latency, Pending: *pending, ListLag: *lag, DeleteDelay: *deleteDelay}, 0},
 		{"realistic", lbrecontest.Config{Latency: *latency, Pending: *pending, ListLag: *lag, DeleteDelay: *deleteDelay}, *throttle},
 	}
 }
@@ -279,7 +286,10 @@ func report(all map[string][]scenario) {
 			want := *nTargets // min(old, new): both have nTargets servers per backend
 			ok := callsMin <= 1.2 && reqRatio >= 3 && wallRatio <= 0.2 && o.dups == 0 && o.err == nil && (!s.change || o.low >= want)
 			verdict := "yes"
-			if !ok {
+			switch {
+			case m.name == "kind":
+				verdict = "-" // the goals are for the lagging models
+			case !ok:
 				verdict = "NO"
 			}
 			low := "-"
@@ -290,7 +300,7 @@ func report(all map[string][]scenario) {
 		}
 	}
 	w.Flush()
-	fmt.Println("\ngoals: calls/min <= 1.2, seed/lbrecon requests >= 3, lbrecon/seed wall <= 0.20, 0 duplicates, no backend below min(old, new)")
+	fmt.Println("\ngoals (lagging and realistic models): calls/min <= 1.2, seed/lbrecon requests >= 3, lbrecon/seed wall <= 0.20, 0 duplicates, no backend below min(old, new)")
 	fmt.Println("minimum = 1 list + 1 call per object created, updated or destroyed + 1 observation per wave (creation waves; one final listing for changes)")
 }
 
