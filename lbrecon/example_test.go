@@ -71,7 +71,9 @@ func Example() {
 // instead of treating it as a failure.
 type retryError struct{ after time.Duration }
 
-func (e *retryError) Error() string { return fmt.Sprintf("load balancer provisioning, retry after %v", e.after) }
+func (e *retryError) Error() string {
+	return fmt.Sprintf("load balancer provisioning, retry after %v", e.after)
+}
 
 // ensureLoadBalancer has the shape of cloud-provider's EnsureLoadBalancer:
 // it never waits for the provider, it reports progress and returns.
