@@ -125,10 +125,6 @@ func TestAsynchronousDeletionWaitedForNotReissued(t *testing.T) {
 	})
 }
 
-func isPort(port string) func(lbrecon.Object) bool {
-	return func(o lbrecon.Object) bool { return o.Name == port+".svc-1" }
-}
-
 func TestNodePortChangeKeepsBackendsServing(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
