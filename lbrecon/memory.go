@@ -229,8 +229,14 @@ func (m *memory) settled() time.Time {
 			t = e
 		}
 	}
+	// Before any deletion was seen through, the list lag learnt from
+	// writes is the best guess.
+	destroy := m.settleDestroy
+	if destroy == 0 {
+		destroy = m.settleWrite
+	}
 	for _, at := range m.destroyed {
-		if e := at.Add(m.settleDestroy); e.After(t) {
+		if e := at.Add(destroy); e.After(t) {
 			t = e
 		}
 	}
