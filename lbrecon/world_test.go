@@ -386,3 +386,77 @@ func TestSetLoadBalancerKeepsTheMemory(t *testing.T) {
 		require.ErrorIs(t, r.SetLoadBalancer(other), lbrecon.ErrInvalidConfig)
 	})
 }
+
+// listing wraps an engine to change what List answers.
+type listing struct {
+	*lbrecontest.Engine
+	edit func([]lbrecon.Object) []lbrecon.Object
+}
+
+func (l listing) List(ctx context.Context, q lbrecon.Query) ([]lbrecon.Object, error) {
+	objs, err := l.Engine.List(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return l.edit(objs), nil
+}
+
+func TestInconsistentAnswersChangeNothing(t *testing.T) {
+	for name, edit := range map[string]func([]lbrecon.Object) []lbrecon.Object{
+		"one kind and ID twice": func(objs []lbrecon.Object) []lbrecon.Object { return append(objs, objs[0]) },
+		"a parent missing": func(objs []lbrecon.Object) []lbrecon.Object {
+			var out []lbrecon.Object
+			for _, o := range objs {
+				if o.Kind != lbrecon.KindBackend {
+					out = append(out, o)
+				}
+			}
+			return out
+		},
+		"an object without ID": func(objs []lbrecon.Object) []lbrecon.Object {
+			objs[0].ID = ""
+			return objs
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				eng := newEngine(lbrecontest.Config{})
+				lb := desc(2, 1, 2)
+				require.NoError(t, newLB(t, eng, lb, nil).Reconcile(t.Context()))
+				lb.Ports = lb.Ports[:1] // something to destroy, were the answer trusted
+				r := newLB(t, listing{Engine: eng, edit: edit}, lb, nil)
+				eng.ResetCalls()
+				require.ErrorIs(t, r.Reconcile(t.Context()), lbrecon.ErrInconsistent)
+				require.Equal(t, map[lbrecon.Verb]int{lbrecon.VerbList: 1}, eng.Calls(), "nothing changed")
+			})
+		})
+	}
+}
+
+func TestUnconfirmedWritesExpire(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// A created object that no listing ever shows is taken as lost
+		// after ConfirmTimeout and created again.
+		eng := newEngine(lbrecontest.Config{})
+		hidden := ""
+		r := newLB(t, listing{Engine: eng, edit: func(objs []lbrecon.Object) []lbrecon.Object {
+			var out []lbrecon.Object
+			for _, o := range objs {
+				if o.Kind == lbrecon.KindBackend && hidden == "" {
+					hidden = o.ID
+					eng.Delete(o.ID) // lost by the provider
+					continue
+				}
+				out = append(out, o)
+			}
+			return out
+		}}, desc(1, 1, 1), func(c *lbrecon.Config) { c.ConfirmTimeout = 20 * time.Second })
+		start := time.Now()
+		require.NoError(t, r.Reconcile(t.Context()))
+		require.NotEmpty(t, hidden)
+		require.Equal(t, 4+1, eng.Calls()[lbrecon.VerbCreate])
+		took := time.Since(start)
+		require.GreaterOrEqual(t, took, 20*time.Second, "waited for the listing up to ConfirmTimeout")
+		require.Less(t, took, 40*time.Second)
+	})
+}
