@@ -460,3 +460,31 @@ func TestUnconfirmedWritesExpire(t *testing.T) {
 		require.Less(t, took, 40*time.Second)
 	})
 }
+
+func TestIdentifiersUniquePerKindOnly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Backend id-000001 and server id-000001 are different objects.
+		eng := realistic(func(c *lbrecontest.Config) { c.IDsPerKind = true })
+		eng.TurnFailed(func(o lbrecon.Object) bool { return o.Kind == lbrecon.KindBackend && o.Name == "p1.svc-1" }, 1)
+		lb := desc(2, 2, 3)
+		r := newLB(t, eng, lb, nil)
+		require.NoError(t, r.Reconcile(t.Context()))
+		requireConverged(t, eng, r, lb)
+		ids := map[string]int{}
+		for _, o := range eng.Objects() {
+			ids[o.ID]++
+		}
+		require.Greater(t, ids["id-000001"], 1, "the model shares identifiers across kinds")
+
+		lb.Ports[0].NodePort = 31000
+		lb.Targets = lb.Targets[1:]
+		require.NoError(t, r.SetLoadBalancer(lb))
+		require.NoError(t, r.Reconcile(t.Context()))
+		requireConverged(t, eng, r, lb)
+
+		lb.Ports = nil
+		require.NoError(t, r.SetLoadBalancer(lb))
+		require.NoError(t, r.Reconcile(t.Context()))
+		require.Empty(t, eng.Objects())
+	})
+}

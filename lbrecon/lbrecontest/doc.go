@@ -5,7 +5,8 @@
 // objects invisible, deleted objects still listed, updates and tags seen
 // late); deletion is asynchronous; references are enforced (a parent in use
 // cannot be destroyed, a child cannot be created under a missing parent);
-// names can be unique and length-limited; untagged objects are listed only
+// names can be unique and length-limited; identifiers can be unique per
+// kind only; untagged objects are listed only
 // within the queried scope; faults (failed, rate-limited with Retry-After,
 // crashed between create and tag, failed tagging) can be injected; and calls
 // are counted both as calls and as provider requests under a cost model in

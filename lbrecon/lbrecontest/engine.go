@@ -86,6 +86,9 @@ type Config struct {
 	// Default, when set, fills fields the provider defaults: it is applied
 	// to the spec of every created or updated object.
 	Default func(spec any) any
+	// IDsPerKind makes identifiers unique per kind only, as on providers
+	// where a backend and a server can share an ID.
+	IDsPerKind bool
 }
 
 type object struct {
@@ -117,9 +120,9 @@ type Engine struct {
 	clock clock.Clock
 
 	mu       sync.Mutex
-	objs     map[string]*object
+	objs     map[lbrecon.Key]*object
 	tombs    []tombstone
-	nextID   int
+	nextID   map[string]int // by kind, or "" for all kinds
 	calls    map[lbrecon.Verb]int
 	requests int
 	faults   []*fault
@@ -145,7 +148,8 @@ func New(cfg Config) *Engine {
 	if cfg.Scope == nil {
 		cfg.Scope = loadBalancerScope
 	}
-	return &Engine{cfg: cfg, clock: c, objs: make(map[string]*object), calls: make(map[lbrecon.Verb]int), low: make(map[lbrecon.Key]int)}
+	return &Engine{cfg: cfg, clock: c, objs: make(map[lbrecon.Key]*object), nextID: make(map[string]int),
+		calls: make(map[lbrecon.Verb]int), low: make(map[lbrecon.Key]int)}
 }
 
 // LoadBalancerRefs returns the parent of an object of the load-balancer plan.
@@ -171,7 +175,7 @@ func loadBalancerScope(e *Engine, o lbrecon.Object) string {
 		return s.LoadBalancer
 	}
 	for _, k := range e.cfg.Refs(o) {
-		if p, ok := e.objs[k.ID]; ok && p.Kind == k.Kind {
+		if p, ok := e.objs[k]; ok {
 			return loadBalancerScope(e, p.Object)
 		}
 	}
@@ -269,7 +273,7 @@ func (e *Engine) Objects() []lbrecon.Object {
 	for _, o := range e.objs {
 		out = append(out, e.view(o, now))
 	}
-	slices.SortFunc(out, func(a, b lbrecon.Object) int { return compareIDs(a.ID, b.ID) })
+	slices.SortFunc(out, compareObjects)
 	return out
 }
 
@@ -280,37 +284,46 @@ func (e *Engine) Put(obj lbrecon.Object) lbrecon.Object {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if obj.ID == "" {
-		obj.ID = e.newID()
+		obj.ID = e.newID(obj.Kind)
 	}
 	if obj.State == 0 {
 		obj.State = lbrecon.StateOK
 	}
 	obj.Tags = slices.Clone(obj.Tags)
-	e.objs[obj.ID] = &object{Object: obj}
+	e.objs[obj.Key()] = &object{Object: obj}
 	e.track()
 	return obj
 }
 
-// Delete removes the object with id outside the API, at once and from
-// listings too, and reports whether there was one.
+// Delete removes the objects with id (of any kind) outside the API, at once
+// and from listings too, and reports whether there was one.
 func (e *Engine) Delete(id string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	_, ok := e.objs[id]
-	delete(e.objs, id)
+	found := false
+	for k := range e.objs {
+		if k.ID == id {
+			delete(e.objs, k)
+			found = true
+		}
+	}
 	e.track()
-	return ok
+	return found
 }
 
-// SetState sets the state of the object with id outside the API.
+// SetState sets the state of the objects with id (of any kind) outside the
+// API.
 func (e *Engine) SetState(id string, s lbrecon.State) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	o, ok := e.objs[id]
-	if ok {
-		o.State, o.readyAt, o.fails = s, time.Time{}, false
+	found := false
+	for k, o := range e.objs {
+		if k.ID == id {
+			o.State, o.readyAt, o.fails = s, time.Time{}, false
+			found = true
+		}
 	}
-	return ok
+	return found
 }
 
 // FailCreate makes the next n creations of objects matching match (nil
@@ -436,10 +449,10 @@ func (e *Engine) begin(ctx context.Context, verb lbrecon.Verb, obj lbrecon.Objec
 // expire completes deletions and drops old tombstones. Called with e.mu held.
 func (e *Engine) expire(now time.Time) {
 	changed := false
-	for id, o := range e.objs {
+	for k, o := range e.objs {
 		if !o.goneAt.IsZero() && !now.Before(o.goneAt) {
 			e.bury(o, o.goneAt) // gone then, not when first noticed
-			delete(e.objs, id)
+			delete(e.objs, k)
 			changed = true
 		}
 	}
@@ -495,7 +508,7 @@ func (e *Engine) List(ctx context.Context, q lbrecon.Query) ([]lbrecon.Object, e
 	if tagged == 0 && e.cfg.NothingTagged {
 		return nil, fmt.Errorf("lbrecontest: 422 nothing tagged with %q: %w", q.Tag, lbrecon.ErrNotFound)
 	}
-	slices.SortFunc(out, func(a, b lbrecon.Object) int { return compareIDs(a.ID, b.ID) })
+	slices.SortFunc(out, compareObjects)
 	return out, nil
 }
 
@@ -523,8 +536,8 @@ func (e *Engine) Get(ctx context.Context, obj lbrecon.Object) (lbrecon.Object, e
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	o, ok := e.objs[obj.ID]
-	if !ok || o.Kind != obj.Kind {
+	o, ok := e.objs[obj.Key()]
+	if !ok {
 		return lbrecon.Object{}, fmt.Errorf("lbrecontest: get %v: %w", obj, lbrecon.ErrNotFound)
 	}
 	return e.view(o, e.clock.Now()), nil
@@ -568,7 +581,7 @@ func (e *Engine) refsExist(obj lbrecon.Object) error {
 		return nil
 	}
 	for _, k := range e.cfg.Refs(obj) {
-		if p, ok := e.objs[k.ID]; !ok || p.Kind != k.Kind || !p.goneAt.IsZero() {
+		if p, ok := e.objs[k]; !ok || !p.goneAt.IsZero() {
 			return fmt.Errorf("lbrecontest: 400 %v refers to missing %v: %w", obj, k, lbrecon.ErrConflict)
 		}
 	}
@@ -580,14 +593,14 @@ func (e *Engine) store(obj lbrecon.Object) lbrecon.Object {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := e.clock.Now()
-	obj.ID = e.newID()
+	obj.ID = e.newID(obj.Kind)
 	obj.Tags = slices.Clone(obj.Tags)
 	if e.cfg.Default != nil {
 		obj.Spec = e.cfg.Default(obj.Spec)
 	}
 	o := &object{Object: obj, visibleAt: now.Add(e.cfg.ListLag)}
 	e.provision(o)
-	e.objs[obj.ID] = o
+	e.objs[obj.Key()] = o
 	e.track()
 	return e.view(o, e.clock.Now())
 }
@@ -610,8 +623,8 @@ func (e *Engine) Destroy(ctx context.Context, obj lbrecon.Object) error {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	o, ok := e.objs[obj.ID]
-	if !ok || o.Kind != obj.Kind {
+	o, ok := e.objs[obj.Key()]
+	if !ok {
 		return fmt.Errorf("lbrecontest: destroy %v: %w", obj, lbrecon.ErrNotFound)
 	}
 	if !o.goneAt.IsZero() {
@@ -629,7 +642,7 @@ func (e *Engine) Destroy(ctx context.Context, obj lbrecon.Object) error {
 		o.goneAt = now.Add(e.cfg.DeleteDelay)
 	} else {
 		e.bury(o, now)
-		delete(e.objs, obj.ID)
+		delete(e.objs, obj.Key())
 	}
 	e.track()
 	return nil
@@ -646,8 +659,8 @@ func (e *Engine) Tag(ctx context.Context, obj lbrecon.Object, tags []string) err
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	o, ok := e.objs[obj.ID]
-	if !ok || o.Kind != obj.Kind {
+	o, ok := e.objs[obj.Key()]
+	if !ok {
 		return fmt.Errorf("lbrecontest: tag %v: %w", obj, lbrecon.ErrNotFound)
 	}
 	e.remember(o)
@@ -673,8 +686,8 @@ func (e *Engine) Update(ctx context.Context, current, desired lbrecon.Object) (l
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	o, ok := e.objs[current.ID]
-	if !ok || o.Kind != current.Kind || !o.goneAt.IsZero() {
+	o, ok := e.objs[current.Key()]
+	if !ok || !o.goneAt.IsZero() {
 		return lbrecon.Object{}, fmt.Errorf("lbrecontest: update %v: %w", current, lbrecon.ErrNotFound)
 	}
 	if err := e.refsExist(desired); err != nil {
@@ -718,8 +731,8 @@ func (e *Engine) Repair(ctx context.Context, obj lbrecon.Object) (lbrecon.Object
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	o, ok := e.objs[obj.ID]
-	if !ok || o.Kind != obj.Kind {
+	o, ok := e.objs[obj.Key()]
+	if !ok {
 		return lbrecon.Object{}, fmt.Errorf("lbrecontest: repair %v: %w", obj, lbrecon.ErrNotFound)
 	}
 	e.provision(o)
@@ -739,12 +752,18 @@ func (e *Engine) view(o *object, now time.Time) lbrecon.Object {
 	return v
 }
 
-func (e *Engine) newID() string {
-	e.nextID++
-	return fmt.Sprintf("id-%06d", e.nextID)
+// newID returns a fresh identifier: unique across kinds, or only within
+// kind with Config.IDsPerKind. Called with e.mu held.
+func (e *Engine) newID(kind string) string {
+	if !e.cfg.IDsPerKind {
+		kind = ""
+	}
+	e.nextID[kind]++
+	return fmt.Sprintf("id-%06d", e.nextID[kind])
 }
 
-// compareIDs orders generated IDs numerically: shorter first, then by text.
-func compareIDs(a, b string) int {
-	return cmp.Or(cmp.Compare(len(a), len(b)), cmp.Compare(a, b))
+// compareObjects orders objects by generated ID (numerically: shorter
+// first, then by text), then by kind.
+func compareObjects(a, b lbrecon.Object) int {
+	return cmp.Or(cmp.Compare(len(a.ID), len(b.ID)), cmp.Compare(a.ID, b.ID), cmp.Compare(a.Kind, b.Kind))
 }
