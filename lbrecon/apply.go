@@ -202,16 +202,13 @@ func (r *Reconciler) update(ctx context.Context, p *plan) {
 	}
 	up := r.cfg.Engine.(Updater)
 	cur := make([]Object, len(p.Update))
+	desired := make(map[Key]Object, len(p.Update))
 	for i, u := range p.Update {
 		cur[i] = u.Current
+		desired[u.Current.Key()] = u.Desired
 	}
 	got, errs := r.parallel(ctx, cur, VerbUpdate, func(ctx context.Context, o Object) (Object, error) {
-		for _, u := range p.Update {
-			if u.Current.Key() == o.Key() {
-				return up.Update(ctx, o, u.Desired.clone())
-			}
-		}
-		return Object{}, fmt.Errorf("lbrecon: no update for %v", o)
+		return up.Update(ctx, o, desired[o.Key()].clone())
 	})
 	now := r.clock.Now()
 	r.memMu.Lock()

@@ -185,8 +185,8 @@ type Engine interface {
 }
 
 // Updater is implemented by engines that can change some fields of an
-// object in place. The reconciler calls Update when a step reports an
-// observed object as updatable to its desired spec (see [Step.Compare]),
+// object in place. The reconciler calls Update for each [Changes.Update] a
+// step returns (an observed object its [Compare] found [Updatable]),
 // instead of creating a replacement and destroying the old object.
 type Updater interface {
 	// Update changes the object with current's Kind and ID to desired's
