@@ -79,6 +79,11 @@
 //     ([Config.GetPollMax]); one call per created, updated, destroyed,
 //     adopted or repaired object. Calls inside a phase run in parallel, at
 //     most [Config.Parallelism] at once; there is no global lock.
+//   - Fencing: [Guard] wraps an engine so that a host's check (a fencing
+//     token compared by the provider, a leadership test) runs before every
+//     write, and forwards [Repairer] and [Updater]. The context passed to
+//     Reconcile reaches every engine call, so a check can read values the
+//     host put there.
 //   - Every wait goes through [Config.Clock]; when the context ends,
 //     Reconcile returns promptly with an error wrapping ctx.Err(), after every
 //     call it started has returned. No goroutine outlives a call.

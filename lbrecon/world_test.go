@@ -2,6 +2,7 @@ package lbrecon_test
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/reconkit/reconkit/backoff"
 	"github.com/reconkit/reconkit/lbrecon"
 	"github.com/reconkit/reconkit/lbrecon/lbrecontest"
 )
@@ -486,5 +488,51 @@ func TestIdentifiersUniquePerKindOnly(t *testing.T) {
 		require.NoError(t, r.SetLoadBalancer(lb))
 		require.NoError(t, r.Reconcile(t.Context()))
 		require.Empty(t, eng.Objects())
+	})
+}
+
+func TestGuardChecksEveryWriteAndForwardsOptionalCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := newEngine(lbrecontest.Config{Repair: true})
+		eng.TurnFailed(isServer("node0"), 1)
+		var mu sync.Mutex
+		checked := map[lbrecon.Verb]int{}
+		refuse := false
+		errStale := backoff.Permanent(errors.New("stale fencing token"))
+		guard := func(_ context.Context, v lbrecon.Verb, _ lbrecon.Object) error {
+			mu.Lock()
+			defer mu.Unlock()
+			checked[v]++
+			if refuse {
+				return errStale
+			}
+			return nil
+		}
+		lb := desc(1, 1, 2)
+		r := newLB(t, lbrecon.Guard(eng, guard), lb, nil)
+		require.NoError(t, r.Reconcile(t.Context()))
+		require.Equal(t, 1, eng.Calls()[lbrecon.VerbRepair], "Repair forwarded")
+		lb.Ports[0].NodePort = 31000
+		require.NoError(t, r.SetLoadBalancer(lb))
+		require.NoError(t, r.Reconcile(t.Context()))
+		require.Equal(t, 2, eng.Calls()[lbrecon.VerbUpdate], "Update forwarded")
+		mu.Lock()
+		require.Equal(t, map[lbrecon.Verb]int{lbrecon.VerbCreate: 5, lbrecon.VerbRepair: 1, lbrecon.VerbUpdate: 2}, checked)
+		refuse = true
+		mu.Unlock()
+
+		lb.Ports = nil
+		require.NoError(t, r.SetLoadBalancer(lb))
+		eng.ResetCalls()
+		require.ErrorIs(t, r.Reconcile(t.Context()), errStale)
+		require.Zero(t, eng.Calls()[lbrecon.VerbDestroy], "a refused write never reaches the engine")
+
+		// Without the optional interfaces, the reconciler falls back.
+		plain := struct{ lbrecon.Engine }{newEngine(lbrecontest.Config{})}
+		g := lbrecon.Guard(plain, func(context.Context, lbrecon.Verb, lbrecon.Object) error { return nil })
+		_, err := g.(lbrecon.Updater).Update(t.Context(), lbrecon.Object{}, lbrecon.Object{})
+		require.ErrorIs(t, err, lbrecon.ErrNotSupported)
+		_, err = g.(lbrecon.Repairer).Repair(t.Context(), lbrecon.Object{})
+		require.ErrorIs(t, err, lbrecon.ErrNotSupported)
 	})
 }
