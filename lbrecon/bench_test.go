@@ -33,7 +33,7 @@ func BenchmarkPlanSteps(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		for _, st := range lb.Steps() {
-			if _, _, err := st.Plan(ctx, obs); err != nil {
+			if _, err := st.Plan(ctx, obs); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -3,47 +3,87 @@
 // built on it.
 //
 // A [Reconciler] talks to the provider through an [Engine] (list by ownership
-// tag, get, create with tags, destroy, tag). Each [Step] manages one kind of
-// object and computes what to create and destroy from the observed objects;
-// [Reconciler.Check] returns that [Plan] without changing anything, and
-// [Reconciler.Reconcile] applies plans until one is empty.
-// [NewLoadBalancer] wires the steps of a [LoadBalancer] description: per port
-// a backend and a frontend, per frontend a bind per external address, per
-// backend a server per target; [LoadBalancerReconciler.Status] maps external
-// addresses to the ports bound on them.
+// tag, get, create with tags, destroy, tag; optionally [Repairer] and
+// [Updater]). Each [Step] manages one kind of object and computes what to
+// create, update and destroy from the observed objects; [Reconciler.Check]
+// returns that [Plan] without changing anything; [Reconciler.Reconcile]
+// applies plans and waits until a listing confirms the desired state; and
+// [Reconciler.ReconcileOnce] makes one pass and returns "converged" or "call
+// again after D" for hosts with their own requeue loop. [NewLoadBalancer]
+// wires the steps of a [LoadBalancer] description: per port a backend and a
+// frontend, per frontend a bind per external address, per backend a server
+// per target; [LoadBalancerReconciler.Status] maps external addresses to the
+// ports bound on them.
 //
 // # Guarantees
 //
-//   - Ownership: only objects carrying [Config.Tag] are changed, plus
-//     untagged objects that [Config.Claim] recognises (for the load-balancer
-//     plan, by the name suffix and load balancer). Objects with another value
-//     of the tag's key, and backends and frontends of other load balancers,
-//     are never touched.
-//   - Tags are applied as part of creation ([Engine.Create]). If a creation
-//     is interrupted before its object is tagged, the next pass finds the
-//     object through [Query.Scope] and tags it if a step keeps it, or
-//     destroys it otherwise: nothing leaks.
-//   - Calls: one List per pass (a List that polled pending objects after the
-//     pass's changes serves as the next pass's listing); Get only to poll a
-//     few pending objects ([Config.GetPollMax]); one call per created,
-//     destroyed, adopted or repaired object. Calls inside a phase run in
-//     parallel, at most [Config.Parallelism] at once; there is no global lock.
-//   - Order: pending objects are waited for before anything changes;
-//     destructions run before creations, later steps first (children before
-//     parents), in rounds repeated while a round destroys something. A step's
-//     creations wait while a step it depends on ([Step.DependsOn]) still has
-//     creations, so every object is created after the objects it refers to
-//     exist and have left pending.
-//   - Failures are bounded: a failed object is repaired in place once when
-//     the engine implements [Repairer], then recreated, at most
-//     [Config.FailureBudget] times per Reconcile call, after which Reconcile
-//     returns [ErrResourceFailed]. Waits for pending objects end with
-//     [ErrPendingTimeout] after [Config.PendingTimeout]; a plan that does not
-//     converge ends with [ErrNotConverged] after [Config.MaxPasses].
-//   - Errors are classified: not-found answers are final, permanent errors
-//     (backoff.Permanent) are not retried, rate-limit errors with a
-//     RetryAfter() hint are retried after that hint, other errors are
-//     retried up to [Config.CallAttempts] times with exponential backoff.
+//   - Ownership: only objects carrying [Config.Tag] are changed or
+//     destroyed. An untagged object is adopted (tagged) only when its kind,
+//     exact name and spec are those of an object the plan is about to
+//     create — for the load-balancer plan the spec names the parent, which
+//     is then one of this load balancer's — and is never destroyed. Objects
+//     with another value of the tag's key are never touched.
+//   - Crash mid-create: before each Create the reconciler records an
+//     intent for the name; a Create whose outcome is unknown (a transient
+//     error, a lost answer) holds the name until a listing shows the
+//     object or [Config.ConfirmTimeout] passes, so the name is never
+//     created twice. After a process restart, the leftover is found by its
+//     exact name and spec and adopted, never by a pattern.
+//   - Eventual consistency: created, updated, adopted and repaired objects
+//     are remembered until a listing shows them as written, destroyed ones
+//     until a listing no longer shows them (bounded by ConfirmTimeout).
+//     The plan is made from the listing merged with these writes, so a
+//     lagging listing neither causes a second creation nor a second
+//     destruction, and Reconcile returns nil (ReconcileOnce reports
+//     Converged) only once a listing confirms the desired state. Deletion
+//     that completes asynchronously is waited for on the clock, not
+//     re-issued.
+//   - Make-before-break: a replaced object (changed immutable fields, or
+//     mutable ones on an engine without [Updater]) and an object nobody
+//     wants any more are destroyed only once the step has no creation left
+//     to bring into service, so a backend never holds fewer servers than
+//     min(old, new) during a change. Exceptions: failed objects, objects
+//     whose name the engine refused to reuse ([ErrAlreadyExists]), and
+//     children of a parent that goes away for good.
+//   - References: a step's objects are created only once their parents
+//     ([Step.Refs]) are ok; a parent is destroyed only after a listing
+//     shows its children gone; the children of a failed parent are
+//     destroyed before it is recreated, and planned against the new one.
+//   - Update in place: a step's comparison ([Compare]) tells up-to-date
+//     (fields the provider defaults are no difference), updatable (through
+//     [Updater], else replaced) and replace.
+//   - Failures are bounded across calls: a failed object is repaired in
+//     place once when the engine implements [Repairer] (an answer of
+//     [ErrNotSupported] is no error: it is recreated instead), then
+//     recreated, at most [Config.FailureBudget] times per name, counted
+//     across Reconcile calls until an object of the name is seen ok or
+//     [Reconciler.ResetFailures] is called; past that it is left alone and
+//     reported with [ErrResourceFailed]. A pending object is reported with
+//     [ErrPendingTimeout] after [Config.PendingTimeout], counted from when
+//     it was first seen pending. Neither blocks unrelated work or teardown.
+//   - Errors are classified: not-found answers are final, already-exists
+//     and conflict answers mean "look again" on the next pass, permanent
+//     errors (backoff.Permanent) are not retried, rate-limit errors with a
+//     RetryAfter() hint are retried after that hint (a hint of 0 falls back
+//     to the backoff), and other errors are retried within
+//     [Config.RetryBudget] — except Create, which is not retried after a
+//     transient error (see above). Per-call timeouts are reported as
+//     timeouts ([OutcomeTimeout]), not as cancellations.
+//   - Bad input is refused without changes: an invalid configuration or
+//     [LoadBalancer] is an [ErrInvalidConfig] error, and an engine answer
+//     that contradicts itself (one kind and ID listed twice, two owned
+//     objects with one name and spec, an object whose parent is not listed)
+//     is an [ErrInconsistent] error, returned before anything is changed.
+//   - Calls: one List per pass; while waiting, one List per poll, or one Get
+//     per object when only a few confirmed objects are pending
+//     ([Config.GetPollMax]); one call per created, updated, destroyed,
+//     adopted or repaired object. Calls inside a phase run in parallel, at
+//     most [Config.Parallelism] at once; there is no global lock.
+//   - Fencing: [Guard] wraps an engine so that a host's check (a fencing
+//     token compared by the provider, a leadership test) runs before every
+//     write, and forwards [Repairer] and [Updater]. The context passed to
+//     Reconcile reaches every engine call, so a check can read values the
+//     host put there.
 //   - Every wait goes through [Config.Clock]; when the context ends,
 //     Reconcile returns promptly with an error wrapping ctx.Err(), after every
 //     call it started has returned. No goroutine outlives a call.
@@ -55,15 +95,14 @@
 //
 //   - The reconciler is not a lock: two reconcilers with the same tag on the
 //     same objects race. Reconcile calls on one Reconciler are serialised.
-//   - Steps see one listing. A change made by someone else during a pass is
-//     seen on the next pass or the next Reconcile call.
-//   - A Create that fails transiently may have created the object anyway; the
-//     retry then creates a duplicate, which the next pass destroys (see
-//     [Diff]). Engines with idempotent creation avoid the extra calls.
-//   - Objects whose specs cannot be compared with == are compared with
-//     reflect.DeepEqual.
-//   - Tagged servers and binds whose parent is gone are destroyed as
-//     orphans; tagged backends and frontends of another load balancer are
-//     left alone (moving an owner to another load balancer leaves its old
-//     objects for the host to remove).
+//   - The memory of unconfirmed writes lives in the Reconciler: keep one per
+//     set of objects. A new process starts without it and relies on exact
+//     names for creations in flight when the old one died.
+//   - If a listing lags by more than ConfirmTimeout, a creation of unknown
+//     outcome may be made twice; the duplicate is then reported as
+//     [ErrInconsistent] and left for the operator.
+//   - A child whose parent is missing from the listing stops the plan
+//     ([ErrInconsistent]) until the listing is consistent again.
+//   - Moving an owner to another load balancer leaves its objects on the
+//     old one (backends and frontends of other load balancers are ignored).
 package lbrecon

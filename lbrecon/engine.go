@@ -18,9 +18,32 @@ var (
 	ErrNotFound = errors.New("lbrecon: not found")
 
 	// ErrNotSupported is wrapped by an optional engine method (such as
-	// [Repairer.Repair]) that the provider cannot perform.
+	// [Repairer.Repair]) that the provider cannot perform. It is an answer,
+	// not a failure: the reconciler falls back (Repair to recreation) and
+	// does not log it as an error.
 	ErrNotSupported = errors.New("lbrecon: not supported by engine")
+
+	// ErrAlreadyExists is wrapped by Create when the provider refuses a
+	// name that is taken. The reconciler does not retry the call: it looks
+	// again (lists) on its next pass.
+	ErrAlreadyExists = errors.New("lbrecon: already exists")
+
+	// ErrConflict is wrapped by an engine when a call conflicts with the
+	// object's current state: a parent still referenced by children
+	// (ResourceInUse), a parent that does not exist yet, a concurrent
+	// change. The reconciler does not retry the call: it looks again on its
+	// next pass.
+	ErrConflict = errors.New("lbrecon: conflict with current state")
 )
+
+// Key identifies one provider object: identifiers are unique per kind only.
+type Key struct {
+	Kind string
+	ID   string
+}
+
+// String returns "kind(id)".
+func (k Key) String() string { return k.Kind + "(" + k.ID + ")" }
 
 // State is the provisioning state an object reports.
 type State int
@@ -83,6 +106,9 @@ func (o Object) String() string {
 	return fmt.Sprintf("%s/%s(%s)", o.Kind, o.Name, o.ID)
 }
 
+// Key returns o's kind and ID.
+func (o Object) Key() Key { return Key{Kind: o.Kind, ID: o.ID} }
+
 // HasTag reports whether o carries tag.
 func (o Object) HasTag(tag string) bool { return slices.Contains(o.Tags, tag) }
 
@@ -119,11 +145,13 @@ type Query struct {
 	// Tag is the ownership tag: every object carrying it is returned.
 	Tag string
 	// Scope names the container the reconciler works in (for the
-	// load-balancer plan, the load balancer's identifier). Engines whose
-	// provider cannot apply tags as part of creation also return the untagged
-	// objects they find in the scope, so that an object created just before
-	// a crash, and never tagged, is found again. Engines may return more
-	// objects than asked for; the reconciler filters.
+	// load-balancer plan, the load balancer's identifier). Engines also
+	// return the untagged objects they find in the scope, so that an object
+	// created just before a crash, and never tagged, is found again. The
+	// reconciler changes only objects that carry Tag; it adopts (tags) an
+	// untagged object only when its kind, name and spec are exactly those of
+	// an object it is about to create, and it never destroys an untagged
+	// object. Objects of other owners are ignored.
 	Scope string
 }
 
@@ -154,6 +182,18 @@ type Engine interface {
 	// uses it to adopt untagged objects it created before a crash. An engine
 	// whose provider needs tagging serialised serialises it here.
 	Tag(ctx context.Context, obj Object, tags []string) error
+}
+
+// Updater is implemented by engines that can change some fields of an
+// object in place. The reconciler calls Update for each [Changes.Update] a
+// step returns (an observed object its [Compare] found [Updatable]),
+// instead of creating a replacement and destroying the old object.
+type Updater interface {
+	// Update changes the object with current's Kind and ID to desired's
+	// spec and returns its new version (possibly pending). It returns an
+	// error wrapping [ErrNotSupported] when this change cannot be made in
+	// place; the reconciler then replaces the object.
+	Update(ctx context.Context, current, desired Object) (Object, error)
 }
 
 // Repairer is implemented by engines that can retry a failed object in place

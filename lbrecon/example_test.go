@@ -2,8 +2,12 @@ package lbrecon_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/reconkit/reconkit/lbrecon"
 	"github.com/reconkit/reconkit/lbrecon/lbrecontest"
@@ -59,4 +63,71 @@ func Example() {
 	// status: map[192.0.2.10:[80 443]]
 	// objects: 10 creates: 10
 	// converged: true
+}
+
+// retryError is what a cloud provider's EnsureLoadBalancer returns while
+// the load balancer is being provisioned (k8s.io/cloud-provider's
+// api.RetryError): the service controller calls again after the delay
+// instead of treating it as a failure.
+type retryError struct{ after time.Duration }
+
+func (e *retryError) Error() string {
+	return fmt.Sprintf("load balancer provisioning, retry after %v", e.after)
+}
+
+// ensureLoadBalancer has the shape of cloud-provider's EnsureLoadBalancer:
+// it never waits for the provider, it reports progress and returns.
+func ensureLoadBalancer(ctx context.Context, r *lbrecon.LoadBalancerReconciler, lb lbrecon.LoadBalancer) (map[netip.Addr][]uint16, error) {
+	if err := r.SetLoadBalancer(lb); err != nil {
+		return nil, err
+	}
+	res, err := r.ReconcileOnce(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !res.Converged {
+		return nil, &retryError{after: res.RequeueAfter}
+	}
+	return r.Status(ctx)
+}
+
+// Drive the one-pass mode the way a controller's requeue loop does, on an
+// engine whose objects stay pending for a second and whose listings lag by
+// two, on a fake clock the loop moves. The reconciler is kept between
+// calls: it remembers what it created.
+func ExampleReconciler_ReconcileOnce() {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	eng := lbrecontest.New(lbrecontest.Config{Clock: clk, Pending: time.Second, ListLag: 2 * time.Second})
+	lb := lbrecon.LoadBalancer{
+		ID: "lb-1", Suffix: "svc-1",
+		Ports:     []lbrecon.Port{{Name: "http", NodePort: 30080, ExternalPort: 80}},
+		Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")},
+		Targets:   []lbrecon.Target{{Name: "node-a", Address: netip.MustParseAddr("10.0.0.1")}},
+	}
+	r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: eng, Tag: "owner=svc-1", Clock: clk}, lb)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for calls := 1; ; calls++ {
+		status, err := ensureLoadBalancer(ctx, r, lb)
+		var retry *retryError
+		if errors.As(err, &retry) {
+			clk.Step(retry.after) // the controller's requeue
+			continue
+		}
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Println("status:", status)
+		fmt.Println("creates:", eng.Calls()[lbrecon.VerbCreate], "for", len(eng.Objects()), "objects")
+		fmt.Println("needed more than one call:", calls > 1)
+		return
+	}
+	// Output:
+	// status: map[192.0.2.10:[80]]
+	// creates: 4 for 4 objects
+	// needed more than one call: true
 }

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Kinds of the load-balancer plan.
@@ -40,6 +41,9 @@ type ServerSpec struct {
 	Backend string // the backend's ID
 	Address netip.Addr
 	Port    uint16
+	// Weight is the server's share of traffic; 0 asks for the provider's
+	// default, and then any weight the provider reports is up to date.
+	Weight uint16
 }
 
 // Port is one forwarded port: traffic to ExternalPort on every external
@@ -64,8 +68,10 @@ type LoadBalancer struct {
 	// load balancers are ignored.
 	ID string
 	// Suffix ends every object name ("<port>.<suffix>", "<address>.<port>.<suffix>",
-	// "<target>.<port>.<suffix>"). It identifies the owner among untagged
-	// objects, so it must be unique per owner on the load balancer.
+	// "<target>.<port>.<suffix>"). Ownership is proven by the tag, not by
+	// the name: an untagged object is adopted only when its kind, exact name
+	// and spec (including its parent, which must be this plan's) are those
+	// of an object about to be created.
 	Suffix    string
 	Ports     []Port
 	Addresses []netip.Addr
@@ -127,36 +133,72 @@ func (lb LoadBalancer) name(parts ...string) string {
 	return strings.Join(append(parts, lb.Suffix), ".")
 }
 
-// Claim reports whether an untagged object is one of this plan's, judged by
-// its kind, its name's suffix and, for backends and frontends, its load
-// balancer. Use it as [Config.Claim].
-func (lb LoadBalancer) Claim(o Object) bool {
-	if !strings.HasSuffix(o.Name, "."+lb.Suffix) {
-		return false
-	}
-	switch s := o.Spec.(type) {
-	case BackendSpec:
-		return o.Kind == KindBackend && s.LoadBalancer == lb.ID
-	case FrontendSpec:
-		return o.Kind == KindFrontend && s.LoadBalancer == lb.ID
-	case BindSpec:
-		return o.Kind == KindBind
-	case ServerSpec:
-		return o.Kind == KindServer
-	}
-	return false
-}
-
 // Steps returns the plan's steps: backends; frontends after backends;
 // binds after frontends; servers after backends (so servers are created
-// alongside frontends).
+// alongside frontends). Each object is created once its parent is ok.
 func (lb LoadBalancer) Steps() []Step {
 	return []Step{
-		{Kind: KindBackend, DependsOn: []string{}, Plan: lb.planBackends},
-		{Kind: KindFrontend, DependsOn: []string{KindBackend}, Plan: lb.planFrontends},
-		{Kind: KindBind, DependsOn: []string{KindFrontend}, Plan: lb.planBinds},
-		{Kind: KindServer, DependsOn: []string{KindBackend}, Plan: lb.planServers},
+		{Kind: KindBackend, Plan: lb.planBackends},
+		{Kind: KindFrontend, DependsOn: []string{KindBackend}, Refs: refs, Plan: lb.planFrontends},
+		{Kind: KindBind, DependsOn: []string{KindFrontend}, Refs: refs, Plan: lb.planBinds},
+		{Kind: KindServer, DependsOn: []string{KindBackend}, Refs: refs, Plan: lb.planServers},
 	}
+}
+
+// refs returns the parent of an object of the load-balancer plan.
+func refs(o Object) []Key {
+	switch s := o.Spec.(type) {
+	case FrontendSpec:
+		return []Key{{Kind: KindBackend, ID: s.DefaultBackend}}
+	case BindSpec:
+		return []Key{{Kind: KindFrontend, ID: s.Frontend}}
+	case ServerSpec:
+		return []Key{{Kind: KindBackend, ID: s.Backend}}
+	}
+	return nil
+}
+
+// compare is the load-balancer plan's comparison: a frontend's backend, a
+// bind's port and a server's port change in place; a server's or bind's
+// address, and the parent of a bind or server, need a new object.
+func compare(d, o Object) Verdict {
+	switch ds := d.Spec.(type) {
+	case BackendSpec:
+		if os, ok := o.Spec.(BackendSpec); ok && os == ds {
+			return UpToDate
+		}
+	case FrontendSpec:
+		os, ok := o.Spec.(FrontendSpec)
+		switch {
+		case !ok || os.LoadBalancer != ds.LoadBalancer:
+		case os == ds:
+			return UpToDate
+		default:
+			return Updatable
+		}
+	case BindSpec:
+		os, ok := o.Spec.(BindSpec)
+		switch {
+		case !ok || os.Frontend != ds.Frontend || os.Address != ds.Address:
+		case os == ds:
+			return UpToDate
+		default:
+			return Updatable
+		}
+	case ServerSpec:
+		os, ok := o.Spec.(ServerSpec)
+		if ds.Weight == 0 {
+			os.Weight = 0 // defaulted by the provider
+		}
+		switch {
+		case !ok || os.Backend != ds.Backend || os.Address != ds.Address:
+		case os == ds:
+			return UpToDate
+		default:
+			return Updatable
+		}
+	}
+	return Replace
 }
 
 // ours returns the observed objects of a kind on this load balancer.
@@ -170,13 +212,12 @@ func ours[S BackendSpec | FrontendSpec](lb LoadBalancer, obs *Observation, kind 
 	return out
 }
 
-func (lb LoadBalancer) planBackends(_ context.Context, obs *Observation) ([]Object, []Object, error) {
+func (lb LoadBalancer) planBackends(_ context.Context, obs *Observation) (Changes, error) {
 	desired := make([]Object, 0, len(lb.Ports))
 	for _, p := range lb.Ports {
 		desired = append(desired, Object{Kind: KindBackend, Name: lb.name(p.Name), Spec: BackendSpec{LoadBalancer: lb.ID}})
 	}
-	create, destroy := Diff(desired, ours(lb, obs, KindBackend, func(s BackendSpec) string { return s.LoadBalancer }))
-	return create, destroy, nil
+	return Diff(desired, ours(lb, obs, KindBackend, func(s BackendSpec) string { return s.LoadBalancer }), compare), nil
 }
 
 // parent returns the kept object of kind named name on this load balancer.
@@ -193,7 +234,7 @@ func parent(objs []Object, name string) (Object, bool) {
 	return best, found
 }
 
-func (lb LoadBalancer) planFrontends(_ context.Context, obs *Observation) ([]Object, []Object, error) {
+func (lb LoadBalancer) planFrontends(_ context.Context, obs *Observation) (Changes, error) {
 	backends := ours(lb, obs, KindBackend, func(s BackendSpec) string { return s.LoadBalancer })
 	desired := make([]Object, 0, len(lb.Ports))
 	for _, p := range lb.Ports {
@@ -204,21 +245,29 @@ func (lb LoadBalancer) planFrontends(_ context.Context, obs *Observation) ([]Obj
 		desired = append(desired, Object{Kind: KindFrontend, Name: lb.name(p.Name),
 			Spec: FrontendSpec{LoadBalancer: lb.ID, DefaultBackend: b.ID}})
 	}
-	create, destroy := Diff(desired, ours(lb, obs, KindFrontend, func(s FrontendSpec) string { return s.LoadBalancer }))
-	return create, destroy, nil
+	return Diff(desired, ours(lb, obs, KindFrontend, func(s FrontendSpec) string { return s.LoadBalancer }), compare), nil
 }
 
 // children returns the observed objects of kind, leaving out those whose
-// parent (by ID) is an observed object of another load balancer.
-func (lb LoadBalancer) children(obs *Observation, kind string, parentOf func(Object) string) []Object {
+// parent is an object of another load balancer. A parent missing from the
+// listing altogether is an inconsistent answer.
+func (lb LoadBalancer) children(obs *Observation, kind string) ([]Object, error) {
 	var out []Object
 	for _, o := range obs.Objects(kind) {
-		if p, ok := obs.ByID(parentOf(o)); ok && !lb.onThisLB(p) {
-			continue
+		mine := true
+		for _, k := range refs(o) {
+			if !obs.Known(k) {
+				return nil, fmt.Errorf("%w: %v refers to %v, which is not listed", ErrInconsistent, o, k)
+			}
+			if p, ok := obs.Get(k); ok && !lb.onThisLB(p) {
+				mine = false
+			}
 		}
-		out = append(out, o)
+		if mine {
+			out = append(out, o)
+		}
 	}
-	return out
+	return out, nil
 }
 
 func (lb LoadBalancer) onThisLB(o Object) bool {
@@ -231,7 +280,7 @@ func (lb LoadBalancer) onThisLB(o Object) bool {
 	return false
 }
 
-func (lb LoadBalancer) planBinds(_ context.Context, obs *Observation) ([]Object, []Object, error) {
+func (lb LoadBalancer) planBinds(_ context.Context, obs *Observation) (Changes, error) {
 	frontends := ours(lb, obs, KindFrontend, func(s FrontendSpec) string { return s.LoadBalancer })
 	desired := make([]Object, 0, len(lb.Ports)*len(lb.Addresses))
 	for _, p := range lb.Ports {
@@ -244,15 +293,14 @@ func (lb LoadBalancer) planBinds(_ context.Context, obs *Observation) ([]Object,
 				Spec: BindSpec{Frontend: f.ID, Address: a, Port: p.ExternalPort}})
 		}
 	}
-	observed := lb.children(obs, KindBind, func(o Object) string {
-		s, _ := o.Spec.(BindSpec)
-		return s.Frontend
-	})
-	create, destroy := Diff(desired, observed)
-	return create, destroy, nil
+	observed, err := lb.children(obs, KindBind)
+	if err != nil {
+		return Changes{}, err
+	}
+	return Diff(desired, observed, compare), nil
 }
 
-func (lb LoadBalancer) planServers(_ context.Context, obs *Observation) ([]Object, []Object, error) {
+func (lb LoadBalancer) planServers(_ context.Context, obs *Observation) (Changes, error) {
 	backends := ours(lb, obs, KindBackend, func(s BackendSpec) string { return s.LoadBalancer })
 	desired := make([]Object, 0, len(lb.Ports)*len(lb.Targets))
 	for _, p := range lb.Ports {
@@ -265,36 +313,88 @@ func (lb LoadBalancer) planServers(_ context.Context, obs *Observation) ([]Objec
 				Spec: ServerSpec{Backend: b.ID, Address: t.Address, Port: p.NodePort}})
 		}
 	}
-	observed := lb.children(obs, KindServer, func(o Object) string {
-		s, _ := o.Spec.(ServerSpec)
-		return s.Backend
-	})
-	create, destroy := Diff(desired, observed)
-	return create, destroy, nil
+	observed, err := lb.children(obs, KindServer)
+	if err != nil {
+		return Changes{}, err
+	}
+	return Diff(desired, observed, compare), nil
 }
 
 // LoadBalancerReconciler is a [Reconciler] running a [LoadBalancer] plan.
 type LoadBalancerReconciler struct {
 	*Reconciler
+	mu sync.Mutex
 	lb LoadBalancer
 }
 
-// NewLoadBalancer validates lb and returns a reconciler for it. cfg.Steps,
-// cfg.Claim and cfg.Scope are set from lb (Scope is the load balancer's ID);
-// everything else in cfg is used as given.
+// NewLoadBalancer validates lb and returns a reconciler for it. cfg.Steps
+// and cfg.Scope are set from lb (Scope is the load balancer's ID);
+// everything else in cfg is used as given. Keep one reconciler per load
+// balancer for as long as the host manages it, and give it new
+// descriptions with SetLoadBalancer: it remembers unconfirmed writes,
+// failure counts and how long the provider takes between calls.
 func NewLoadBalancer(cfg Config, lb LoadBalancer) (*LoadBalancerReconciler, error) {
 	if err := lb.Validate(); err != nil {
 		return nil, err
 	}
-	lb.Ports = slices.Clone(lb.Ports)
-	lb.Addresses = slices.Clone(lb.Addresses)
-	lb.Targets = slices.Clone(lb.Targets)
-	cfg.Steps, cfg.Claim, cfg.Scope = lb.Steps(), lb.Claim, lb.ID
+	lr := &LoadBalancerReconciler{lb: lb.clone()}
+	steps := lb.Steps()
+	for i := range steps {
+		kind := steps[i].Kind
+		steps[i].Plan = func(ctx context.Context, obs *Observation) (Changes, error) {
+			return lr.current().plan(ctx, kind, obs)
+		}
+	}
+	cfg.Steps, cfg.Scope = steps, lb.ID
 	r, err := New(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &LoadBalancerReconciler{Reconciler: r, lb: lb}, nil
+	lr.Reconciler = r
+	return lr, nil
+}
+
+// SetLoadBalancer replaces the desired description; the next pass plans for
+// it. The load balancer's ID cannot change (it is the scope of every
+// listing): tear the old one down by reconciling it to no ports, and make a
+// new reconciler for the new ID.
+func (r *LoadBalancerReconciler) SetLoadBalancer(lb LoadBalancer) error {
+	if err := lb.Validate(); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if lb.ID != r.lb.ID {
+		return fmt.Errorf("%w: load balancer ID %q cannot change to %q", ErrInvalidConfig, r.lb.ID, lb.ID)
+	}
+	r.lb = lb.clone()
+	return nil
+}
+
+func (r *LoadBalancerReconciler) current() LoadBalancer {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lb
+}
+
+func (lb LoadBalancer) clone() LoadBalancer {
+	lb.Ports = slices.Clone(lb.Ports)
+	lb.Addresses = slices.Clone(lb.Addresses)
+	lb.Targets = slices.Clone(lb.Targets)
+	return lb
+}
+
+// plan runs the step of kind.
+func (lb LoadBalancer) plan(ctx context.Context, kind string, obs *Observation) (Changes, error) {
+	switch kind {
+	case KindBackend:
+		return lb.planBackends(ctx, obs)
+	case KindFrontend:
+		return lb.planFrontends(ctx, obs)
+	case KindBind:
+		return lb.planBinds(ctx, obs)
+	}
+	return lb.planServers(ctx, obs)
 }
 
 // Status lists once and returns, for every external address with a bind on
@@ -304,7 +404,7 @@ func (r *LoadBalancerReconciler) Status(ctx context.Context) (map[netip.Addr][]u
 	if err != nil {
 		return nil, err
 	}
-	return StatusOf(r.lb, obs), nil
+	return StatusOf(r.current(), obs), nil
 }
 
 // StatusOf computes the address-to-ports map of [LoadBalancerReconciler.Status]
@@ -316,7 +416,7 @@ func StatusOf(lb LoadBalancer, obs *Observation) map[netip.Addr][]uint16 {
 		if !ok {
 			continue
 		}
-		if f, ok := obs.ByID(s.Frontend); !ok || f.Kind != KindFrontend || !lb.onThisLB(f) {
+		if f, ok := obs.Get(Key{Kind: KindFrontend, ID: s.Frontend}); !ok || f.Kind != KindFrontend || !lb.onThisLB(f) {
 			continue
 		}
 		if !slices.Contains(out[s.Address], s.Port) {

@@ -69,6 +69,13 @@ func requireConverged(t *testing.T, eng *lbrecontest.Engine, r *lbrecon.LoadBala
 	p, err := r.Check(ctx)
 	require.NoError(t, err)
 	require.True(t, p.Empty(), "plan not empty: %+v", p)
+	// A reconciler without memory of the writes sees the same in a
+	// listing: the state is confirmed, not remembered.
+	fresh, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: eng, Tag: owner}, lb)
+	require.NoError(t, err)
+	p, err = fresh.Check(ctx)
+	require.NoError(t, err)
+	require.True(t, p.Empty(), "a listing does not confirm the state: %+v", p)
 
 	counts := map[string]int{}
 	for _, o := range eng.Objects() {
@@ -113,7 +120,7 @@ func TestConvergeFromEmpty(t *testing.T) {
 	})
 }
 
-func TestCheckStopsAtFirstStepNeedingCreation(t *testing.T) {
+func TestCheckPlansWaveByWave(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		eng := newEngine(lbrecontest.Config{})
 		lb := desc(2, 1, 1)
@@ -127,30 +134,14 @@ func TestCheckStopsAtFirstStepNeedingCreation(t *testing.T) {
 		}
 		require.Equal(t, map[lbrecon.Verb]int{lbrecon.VerbList: 1}, eng.Calls(), "Check only lists")
 
-		// With the seed's strict order (DependsOn nil), Check stops at the
-		// first step needing creation even though servers only need backends.
-		strict := lb.Steps()
-		for i := range strict {
-			strict[i].DependsOn = nil
-		}
 		for _, o := range p.Create {
 			o.State = lbrecon.StateOK
 			eng.Put(o)
 		}
-		rs, err := lbrecon.New(lbrecon.Config{Engine: eng, Tag: owner, Steps: strict})
-		require.NoError(t, err)
-		ps, err := rs.Check(t.Context())
-		require.NoError(t, err)
-		kinds := map[string]int{}
-		for _, c := range ps.Create {
-			kinds[c.Kind]++
-		}
-		require.Equal(t, map[string]int{lbrecon.KindFrontend: 2}, kinds)
-
 		// The load-balancer plan creates servers alongside frontends.
 		pl, err := r.Check(t.Context())
 		require.NoError(t, err)
-		kinds = map[string]int{}
+		kinds := map[string]int{}
 		for _, c := range pl.Create {
 			kinds[c.Kind]++
 		}
@@ -218,11 +209,14 @@ func TestPortsRemoved(t *testing.T) {
 		p, err := r.Check(t.Context())
 		require.NoError(t, err)
 		require.Empty(t, p.Create)
-		require.Len(t, p.Destroy, 2*(1+1+2+2))
-		// Children go before their parents.
-		order := map[string]int{lbrecon.KindServer: 0, lbrecon.KindBind: 0, lbrecon.KindFrontend: 1, lbrecon.KindBackend: 2}
-		for i := 1; i < len(p.Destroy); i++ {
-			require.LessOrEqual(t, order[p.Destroy[i-1].Kind], order[p.Destroy[i].Kind], "%v before %v", p.Destroy[i-1], p.Destroy[i])
+		// Children go first; parents wait until a listing shows them gone.
+		require.Len(t, p.Destroy, 2*(2+2))
+		for _, d := range p.Destroy {
+			require.Contains(t, []string{lbrecon.KindServer, lbrecon.KindBind}, d.Kind)
+		}
+		require.Len(t, p.Deferred, 2*(1+1))
+		for _, d := range p.Deferred {
+			require.Contains(t, []string{lbrecon.KindFrontend, lbrecon.KindBackend}, d.Kind)
 		}
 
 		eng.ResetCalls()
@@ -313,6 +307,8 @@ func TestPendingExistingObjectsAreWaitedFor(t *testing.T) {
 		// Created by an earlier run that ended while they were pending.
 		p, err := r.Check(t.Context())
 		require.NoError(t, err)
+		require.Len(t, p.Create, 1)
+		readyAt := time.Now().Add(20*time.Millisecond + 5*time.Second) // latency, then the pending period
 		for _, o := range p.Create {
 			_, err := eng.Create(t.Context(), o)
 			require.NoError(t, err)
@@ -320,10 +316,25 @@ func TestPendingExistingObjectsAreWaitedFor(t *testing.T) {
 		p, err = r.Check(t.Context())
 		require.NoError(t, err)
 		require.Len(t, p.Pending, 1)
-		start := time.Now()
+		var mu sync.Mutex
+		var firstCreate time.Time
+		r = newLB(t, eng, lb, func(c *lbrecon.Config) {
+			c.Metrics = lbrecon.MetricsFunc(func(v lbrecon.Verb, _ lbrecon.Outcome, d time.Duration) {
+				mu.Lock()
+				defer mu.Unlock()
+				if v == lbrecon.VerbCreate && firstCreate.IsZero() {
+					firstCreate = time.Now().Add(-d)
+				}
+			})
+		})
 		require.NoError(t, r.Reconcile(t.Context()))
-		require.GreaterOrEqual(t, time.Since(start), 4*time.Second, "waited for the pending backend")
 		requireConverged(t, eng, r, lb)
+		mu.Lock()
+		defer mu.Unlock()
+		// Nothing is created before the backend is ok, and the wait ends
+		// within one poll interval (at most MaxPollInterval) of it.
+		require.False(t, firstCreate.Before(readyAt), "created at %v, before the backend was ready at %v", firstCreate, readyAt)
+		require.LessOrEqual(t, firstCreate.Sub(readyAt), lbrecon.DefaultMaxPollInterval)
 	})
 }
 
@@ -355,31 +366,58 @@ func TestPendingTimeoutOnFakeClock(t *testing.T) {
 		}
 		require.ErrorIs(t, err, lbrecon.ErrPendingTimeout)
 		require.Contains(t, err.Error(), stuck.ID)
-		require.Less(t, fc.Since(time.Unix(1000, 0)), 2*time.Minute)
+		// Ended at the timeout, not before and not much after: one List,
+		// one poll interval, the timeout, one Get and one clock step.
+		elapsed := fc.Since(time.Unix(1000, 0))
+		require.GreaterOrEqual(t, elapsed, time.Minute)
+		require.LessOrEqual(t, elapsed, time.Minute+time.Second)
 		require.Greater(t, eng.Calls()[lbrecon.VerbGet], 3, "polled with gets")
 	})
 }
 
+// crashAfterCreate returns a context and a Config modifier: the context is
+// cancelled as soon as a Create call ends with an error, as if the process
+// had died right after it.
+func crashAfterCreate(t *testing.T) (context.Context, func(*lbrecon.Config)) {
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+	return ctx, func(c *lbrecon.Config) {
+		c.Metrics = lbrecon.MetricsFunc(func(v lbrecon.Verb, o lbrecon.Outcome, _ time.Duration) {
+			if v == lbrecon.VerbCreate && o != lbrecon.OutcomeOK {
+				cancel()
+			}
+		})
+	}
+}
+
+func untaggedObjects(eng *lbrecontest.Engine) []lbrecon.Object {
+	var out []lbrecon.Object
+	for _, o := range eng.Objects() {
+		if len(o.Tags) == 0 {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
 func TestCrashBetweenCreateAndTag(t *testing.T) {
-	t.Run("adopted", func(t *testing.T) {
+	t.Run("adopted by exact name", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			eng := newEngine(lbrecontest.Config{})
 			eng.CrashBeforeTag(isServer("node1"), 1)
 			lb := desc(1, 1, 2)
-			// The first run dies at the crash (no retries).
-			err := newLB(t, eng, lb, func(c *lbrecon.Config) { c.CallAttempts = 1 }).Reconcile(t.Context())
-			require.ErrorIs(t, err, lbrecontest.ErrCrashed)
-			var untagged []lbrecon.Object
-			for _, o := range eng.Objects() {
-				if len(o.Tags) == 0 {
-					untagged = append(untagged, o)
-				}
-			}
+			ctx, crash := crashAfterCreate(t)
+			err := newLB(t, eng, lb, crash).Reconcile(ctx)
+			require.ErrorIs(t, err, context.Canceled)
+			untagged := untaggedObjects(eng)
 			require.Len(t, untagged, 1)
 
+			// A new process, with no memory of the create, finds the
+			// object by its exact name and spec.
 			r := newLB(t, eng, lb, nil)
 			p, err := r.Check(t.Context())
 			require.NoError(t, err)
+			require.Len(t, p.Adopt, 1)
 			require.Equal(t, untagged[0].ID, p.Adopt[0].ID)
 			eng.ResetCalls()
 			require.NoError(t, r.Reconcile(t.Context()))
@@ -389,25 +427,27 @@ func TestCrashBetweenCreateAndTag(t *testing.T) {
 			requireConverged(t, eng, r, lb)
 		})
 	})
-	t.Run("removed when no longer desired", func(t *testing.T) {
+	t.Run("never destroyed when no longer desired", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			eng := newEngine(lbrecontest.Config{})
 			eng.CrashBeforeTag(isServer("node1"), 1)
 			lb := desc(1, 1, 2)
-			require.Error(t, newLB(t, eng, lb, func(c *lbrecon.Config) { c.CallAttempts = 1 }).Reconcile(t.Context()))
+			ctx, crash := crashAfterCreate(t)
+			require.Error(t, newLB(t, eng, lb, crash).Reconcile(ctx))
+			leftover := untaggedObjects(eng)
+			require.Len(t, leftover, 1)
 			lb.Targets = lb.Targets[:1]
 			r := newLB(t, eng, lb, nil)
 			eng.ResetCalls()
 			require.NoError(t, r.Reconcile(t.Context()))
-			require.Equal(t, 1, eng.Calls()[lbrecon.VerbDestroy])
-			require.Zero(t, eng.Calls()[lbrecon.VerbTag])
-			requireConverged(t, eng, r, lb)
-			for _, o := range eng.Objects() {
-				require.NotEmpty(t, o.Tags, "nothing leaked: %v", o)
-			}
+			require.Zero(t, eng.Calls()[lbrecon.VerbDestroy], "an untagged object is never destroyed")
+			require.Zero(t, eng.Calls()[lbrecon.VerbTag], "nor adopted when no creation wants its name")
+			after := untaggedObjects(eng)
+			require.Len(t, after, 1)
+			require.Equal(t, leftover[0].ID, after[0].ID)
 		})
 	})
-	t.Run("retried within one run", func(t *testing.T) {
+	t.Run("resolved within one run", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			eng := newEngine(lbrecontest.Config{})
 			eng.CrashBeforeTag(isServer("node1"), 1)
@@ -415,9 +455,8 @@ func TestCrashBetweenCreateAndTag(t *testing.T) {
 			r := newLB(t, eng, lb, nil)
 			require.NoError(t, r.Reconcile(t.Context()))
 			requireConverged(t, eng, r, lb)
-			for _, o := range eng.Objects() {
-				require.NotEmpty(t, o.Tags, "nothing leaked: %v", o)
-			}
+			require.Empty(t, untaggedObjects(eng), "adopted")
+			require.Equal(t, 1+1+1+2, eng.Calls()[lbrecon.VerbCreate], "the intent held the name: no second create")
 		})
 	})
 }
@@ -453,11 +492,27 @@ func TestRateLimitHonoured(t *testing.T) {
 		eng := newEngine(lbrecontest.Config{})
 		eng.RateLimit(lbrecon.VerbList, 2, 7*time.Second)
 		lb := desc(1, 1, 1)
-		r := newLB(t, eng, lb, nil)
+		var mu sync.Mutex
+		var listed time.Time
+		r := newLB(t, eng, lb, func(c *lbrecon.Config) {
+			c.Metrics = lbrecon.MetricsFunc(func(v lbrecon.Verb, o lbrecon.Outcome, _ time.Duration) {
+				mu.Lock()
+				defer mu.Unlock()
+				if v == lbrecon.VerbList && o == lbrecon.OutcomeOK && listed.IsZero() {
+					listed = time.Now()
+				}
+			})
+		})
 		start := time.Now()
 		require.NoError(t, r.Reconcile(t.Context()))
-		require.GreaterOrEqual(t, time.Since(start), 14*time.Second, "two retry-after waits")
 		requireConverged(t, eng, r, lb)
+		mu.Lock()
+		defer mu.Unlock()
+		// Two hinted waits of 7 s, jittered upwards by at most the retry
+		// jitter (20%), and three calls of 20 ms.
+		took := listed.Sub(start)
+		require.GreaterOrEqual(t, took, 14*time.Second+60*time.Millisecond, "two retry-after waits")
+		require.LessOrEqual(t, took, time.Duration(float64(14*time.Second)*(1+backoff.DefaultJitter))+60*time.Millisecond)
 	})
 }
 
@@ -473,41 +528,56 @@ func TestPermanentErrorNotRetried(t *testing.T) {
 	})
 }
 
-func TestTransientErrorsRetried(t *testing.T) {
+func TestTransientCreateErrorHoldsTheName(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		eng := newEngine(lbrecontest.Config{})
-		eng.FailCreate(nil, 3, nil)
+		// The create fails without creating: the name stays held until
+		// ConfirmTimeout, then it is created once.
+		eng.FailCreate(func(o lbrecon.Object) bool { return o.Kind == lbrecon.KindBackend }, 1, nil)
 		lb := desc(1, 1, 1)
-		r := newLB(t, eng, lb, func(c *lbrecon.Config) { c.Parallelism = 1 })
+		r := newLB(t, eng, lb, func(c *lbrecon.Config) { c.ConfirmTimeout = 30 * time.Second })
+		start := time.Now()
 		require.NoError(t, r.Reconcile(t.Context()))
-		require.Equal(t, 4+3, eng.Calls()[lbrecon.VerbCreate])
+		require.Equal(t, 4+1, eng.Calls()[lbrecon.VerbCreate])
+		took := time.Since(start)
+		require.GreaterOrEqual(t, took, 30*time.Second, "the name was held for ConfirmTimeout")
+		require.Less(t, took, 45*time.Second, "then three creation waves")
 		requireConverged(t, eng, r, lb)
 
-		eng.FailCreate(nil, -1, nil)
-		lb2 := desc(2, 1, 1)
-		err := newLB(t, eng, lb2, nil).Reconcile(t.Context())
-		require.ErrorIs(t, err, lbrecontest.ErrInjected)
-		require.ErrorIs(t, err, backoff.ErrGaveUp)
+		// The create succeeds but its answer is lost: the listing shows
+		// the object, and it is not created twice.
+		eng2 := newEngine(lbrecontest.Config{})
+		eng2.FailCreateAfter(func(o lbrecon.Object) bool { return o.Kind == lbrecon.KindBackend }, 1)
+		r2 := newLB(t, eng2, lb, nil)
+		require.NoError(t, r2.Reconcile(t.Context()))
+		require.Equal(t, 4, eng2.Calls()[lbrecon.VerbCreate], "no duplicate")
+		requireConverged(t, eng2, r2, lb)
 	})
 }
 
-func TestDestroyRetriedWhileProgress(t *testing.T) {
+func TestTransientErrorsRetriedOnATimeBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		eng := newEngine(lbrecontest.Config{})
-		lb := desc(2, 1, 2)
-		require.NoError(t, newLB(t, eng, lb, nil).Reconcile(t.Context()))
-		lb.Ports = lb.Ports[:1]
-		// Every destroy of a frontend fails 6 times: more than one call's
-		// attempts, so a second round is needed.
-		eng.FailDestroy(func(o lbrecon.Object) bool { return o.Kind == lbrecon.KindFrontend }, 6)
-		r := newLB(t, eng, lb, func(c *lbrecon.Config) { c.CallAttempts = 5 })
+		// More failures than the old five quick attempts, with hints of 0.
+		eng.RateLimit(lbrecon.VerbList, 12, 0)
+		lb := desc(1, 1, 1)
+		r := newLB(t, eng, lb, nil)
 		require.NoError(t, r.Reconcile(t.Context()))
 		requireConverged(t, eng, r, lb)
 
+		eng.FailDestroy(nil, -1)
 		lb.Ports = nil
-		eng.FailDestroy(func(o lbrecon.Object) bool { return o.Kind == lbrecon.KindBackend }, -1)
-		err := newLB(t, eng, lb, nil).Reconcile(t.Context())
+		r = newLB(t, eng, lb, func(c *lbrecon.Config) { c.RetryBudget = 20 * time.Second })
+		start := time.Now()
+		err := r.Reconcile(t.Context())
 		require.ErrorIs(t, err, lbrecon.ErrNotDestroyable)
+		require.ErrorIs(t, err, lbrecontest.ErrInjected)
+		require.ErrorIs(t, err, backoff.ErrGaveUp)
+		// Retried on the budget, well past five quick attempts (about
+		// 2.6 s), and given up when the next wait would exceed it.
+		took := time.Since(start)
+		require.GreaterOrEqual(t, took, 10*time.Second)
+		require.LessOrEqual(t, took, 21*time.Second)
 	})
 }
 
@@ -552,7 +622,7 @@ func TestOtherOwnersAndLoadBalancersIgnored(t *testing.T) {
 	})
 }
 
-func TestDuplicatesRemoved(t *testing.T) {
+func TestDuplicateIsAnInconsistentAnswer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		eng := newEngine(lbrecontest.Config{})
 		lb := desc(1, 1, 1)
@@ -566,11 +636,11 @@ func TestDuplicatesRemoved(t *testing.T) {
 		}
 		srv.ID = ""
 		eng.Put(srv)
-		p, err := r.Check(t.Context())
-		require.NoError(t, err)
-		require.Len(t, p.Destroy, 1)
-		require.NoError(t, r.Reconcile(t.Context()))
-		requireConverged(t, eng, r, lb)
+		_, err := r.Check(t.Context())
+		require.ErrorIs(t, err, lbrecon.ErrInconsistent)
+		eng.ResetCalls()
+		require.ErrorIs(t, r.Reconcile(t.Context()), lbrecon.ErrInconsistent)
+		require.Equal(t, map[lbrecon.Verb]int{lbrecon.VerbList: 1}, eng.Calls(), "nothing changed")
 	})
 }
 
@@ -603,8 +673,8 @@ func TestMetricsHook(t *testing.T) {
 
 func TestNewRejectsBadConfig(t *testing.T) {
 	eng := lbrecontest.New(lbrecontest.Config{})
-	plan := func(context.Context, *lbrecon.Observation) ([]lbrecon.Object, []lbrecon.Object, error) {
-		return nil, nil, nil
+	plan := func(context.Context, *lbrecon.Observation) (lbrecon.Changes, error) {
+		return lbrecon.Changes{}, nil
 	}
 	good := func() lbrecon.Config {
 		return lbrecon.Config{Engine: eng, Tag: owner, Steps: []lbrecon.Step{{Kind: "a", Plan: plan}, {Kind: "b", Plan: plan}}}
@@ -660,10 +730,11 @@ func TestDiff(t *testing.T) {
 		obj("c", "4", lbrecon.StateOK, []int{3}),
 		obj("z", "5", lbrecon.StateOK, 1), // undesired
 	}
-	create, destroy := lbrecon.Diff(desired, observed)
-	require.Equal(t, []lbrecon.Object{desired[1]}, create)
+	ch := lbrecon.Diff(desired, observed, nil)
+	require.Equal(t, []lbrecon.Object{desired[1]}, ch.Create)
+	require.Empty(t, ch.Update)
 	ids := []string{}
-	for _, d := range destroy {
+	for _, d := range ch.Destroy {
 		ids = append(ids, d.ID)
 	}
 	require.ElementsMatch(t, []string{"1", "3", "5"}, ids)

@@ -19,6 +19,7 @@ const (
 	VerbDestroy Verb = "destroy"
 	VerbTag     Verb = "tag"
 	VerbRepair  Verb = "repair"
+	VerbUpdate  Verb = "update"
 	// VerbReconcile is one whole call of Reconcile.
 	VerbReconcile Verb = "reconcile"
 )
@@ -34,6 +35,12 @@ const (
 	OutcomeTransient   Outcome = "transient"
 	OutcomePermanent   Outcome = "permanent"
 	OutcomeCanceled    Outcome = "canceled"
+	// OutcomeTimeout is a call that ran out of time (context deadline).
+	OutcomeTimeout Outcome = "timeout"
+	// OutcomeConflict is an already-exists or conflict answer.
+	OutcomeConflict Outcome = "conflict"
+	// OutcomeNotSupported is an optional call the engine cannot make.
+	OutcomeNotSupported Outcome = "not_supported"
 )
 
 // Metrics receives one observation per engine call attempt (retries count
@@ -65,13 +72,19 @@ func classify(err error) Outcome {
 	switch {
 	case err == nil:
 		return OutcomeOK
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded):
+		return OutcomeTimeout
+	case errors.Is(err, context.Canceled):
 		return OutcomeCanceled
 	case errors.Is(err, ErrNotFound):
 		return OutcomeNotFound
+	case errors.Is(err, ErrAlreadyExists), errors.Is(err, ErrConflict):
+		return OutcomeConflict
+	case errors.Is(err, ErrNotSupported):
+		return OutcomeNotSupported
 	case errors.As(err, &hint):
 		return OutcomeRateLimited
-	case backoff.IsPermanent(err), errors.Is(err, ErrNotSupported):
+	case backoff.IsPermanent(err):
 		return OutcomePermanent
 	}
 	return OutcomeTransient

@@ -6,39 +6,96 @@ import (
 	"slices"
 )
 
-// Step computes what to create and destroy for one kind of object.
+// Step computes what to create, update and destroy for one kind of object.
 type Step struct {
 	// Kind is the kind of the objects this step manages; each step has its
 	// own kind.
 	Kind string
-	// DependsOn lists the kinds this step's objects refer to. While any of
-	// them still has objects to create, this step's creations wait (its
-	// destructions do not). Nil means every earlier step, the strict order
-	// of the original algorithm; an empty non-nil slice means none.
+	// DependsOn lists the kinds this step's objects refer to. Nil and empty
+	// both mean none: the step's objects refer to no other step's. A step
+	// may only depend on earlier steps.
 	DependsOn []string
-	// Plan returns the objects to create and to destroy, given the observed
-	// objects. obs holds the objects the reconciler owns or adopts, minus
-	// those earlier steps destroy in the same plan. Objects to create carry
-	// Kind, Name and Spec; objects to destroy are taken from obs. Plan must
-	// not change anything and must not keep obs; it is called on the
-	// reconciling goroutine, one step at a time.
-	Plan func(ctx context.Context, obs *Observation) (create, destroy []Object, err error)
+	// Refs returns the keys of the objects an object of this step refers to
+	// (its parents, of kinds in DependsOn). With it, an object is created
+	// only once each of its parents is ok, and the rest of the step goes on
+	// meanwhile; without it, the step's creations wait while any object of
+	// a kind it depends on is still to be created, pending or unconfirmed.
+	// An observed object whose parent is not in the listing is an
+	// inconsistent answer: the reconciler returns [ErrInconsistent] and
+	// changes nothing.
+	Refs func(Object) []Key
+	// Plan returns the changes for this step's kind, given the observed
+	// objects. obs holds the objects the reconciler owns, minus those
+	// earlier steps destroy in the same plan. Objects to create carry Kind,
+	// Name and Spec; objects to destroy and update are taken from obs. Plan
+	// must not change anything and must not keep obs; it is called on the
+	// reconciling goroutine, one step at a time. [Diff] computes Changes
+	// from desired and observed objects.
+	Plan func(ctx context.Context, obs *Observation) (Changes, error)
+}
+
+// Changes is what one step wants done.
+type Changes struct {
+	// Create holds new objects (Kind, Name, Spec).
+	Create []Object
+	// Update holds observed objects whose mutable fields differ from the
+	// desired ones: they are updated in place through [Updater], or
+	// replaced (make-before-break) when the engine cannot.
+	Update []Change
+	// Destroy holds observed objects nobody wants.
+	Destroy []Object
+}
+
+// Change pairs an observed object with the desired version of it.
+type Change struct {
+	Current, Desired Object
+}
+
+// Verdict is a step's comparison of an observed object with the desired
+// object of the same name.
+type Verdict int
+
+// Verdicts of a comparison.
+const (
+	// UpToDate means the observed object is what is desired (fields the
+	// provider defaults or adds are not differences).
+	UpToDate Verdict = iota
+	// Updatable means fields differ that can change in place.
+	Updatable
+	// Replace means fields differ that cannot change in place: a new
+	// object is created and the old one destroyed once it is in service.
+	Replace
+)
+
+// Compare compares a desired object with an observed one of the same kind
+// and name. SameSpecCompare is the comparison [Diff] uses when none is given.
+type Compare func(desired, observed Object) Verdict
+
+// SameSpecCompare reports UpToDate when the specs are equal ([SameSpec])
+// and Replace otherwise.
+func SameSpecCompare(desired, observed Object) Verdict {
+	if SameSpec(desired.Spec, observed.Spec) {
+		return UpToDate
+	}
+	return Replace
 }
 
 // Observation is a read-only view of observed objects, grouped by kind.
 type Observation struct {
 	byKind map[string][]Object
-	byID   map[string]Object
+	byKey  map[Key]Object
+	known  map[Key]bool // every listed object, including those going away
 }
 
 // NewObservation groups objs by kind. It copies nothing: callers must not
 // change objs afterwards.
 func NewObservation(objs []Object) *Observation {
-	o := &Observation{byKind: make(map[string][]Object), byID: make(map[string]Object, len(objs))}
+	o := &Observation{byKind: make(map[string][]Object), byKey: make(map[Key]Object, len(objs)), known: make(map[Key]bool, len(objs))}
 	for _, obj := range objs {
 		o.byKind[obj.Kind] = append(o.byKind[obj.Kind], obj)
 		if obj.ID != "" {
-			o.byID[obj.ID] = obj
+			o.byKey[obj.Key()] = obj
+			o.known[obj.Key()] = true
 		}
 	}
 	return o
@@ -48,24 +105,30 @@ func NewObservation(objs []Object) *Observation {
 // modified.
 func (o *Observation) Objects(kind string) []Object { return o.byKind[kind] }
 
-// ByID returns the observed object with identifier id.
-func (o *Observation) ByID(id string) (Object, bool) {
-	obj, ok := o.byID[id]
+// Get returns the observed object with key k.
+func (o *Observation) Get(k Key) (Object, bool) {
+	obj, ok := o.byKey[k]
 	return obj, ok
 }
 
-// without returns a view that lacks the objects with the given IDs.
-func (o *Observation) without(ids map[string]bool) *Observation {
-	if len(ids) == 0 {
+// Known reports whether the listing held an object with key k, including
+// objects this plan or an earlier call is destroying, which Get and
+// Objects leave out.
+func (o *Observation) Known(k Key) bool { return o.known[k] }
+
+// without returns a view that lacks the objects with the given keys; they
+// stay known.
+func (o *Observation) without(gone map[Key]bool) *Observation {
+	if len(gone) == 0 {
 		return o
 	}
-	n := &Observation{byKind: make(map[string][]Object, len(o.byKind)), byID: make(map[string]Object, len(o.byID))}
+	n := &Observation{byKind: make(map[string][]Object, len(o.byKind)), byKey: make(map[Key]Object, len(o.byKey)), known: o.known}
 	for kind, objs := range o.byKind {
 		kept := make([]Object, 0, len(objs))
 		for _, obj := range objs {
-			if !ids[obj.ID] {
+			if !gone[obj.Key()] {
 				kept = append(kept, obj)
-				n.byID[obj.ID] = obj
+				n.byKey[obj.Key()] = obj
 			}
 		}
 		n.byKind[kind] = kept
@@ -73,17 +136,23 @@ func (o *Observation) without(ids map[string]bool) *Observation {
 	return n
 }
 
-// Diff matches desired objects to observed ones by name and spec
-// ([SameSpec]). It returns the desired objects that have no match (to create)
-// and the observed objects that match nothing (to destroy): undesired names,
-// changed specs, and duplicates. Among duplicates it keeps an ok object over
-// a pending one over a failed one, then the smallest ID. Desired names must be
-// unique; a repeated desired name is matched once.
-func Diff(desired, observed []Object) (create, destroy []Object) {
+// Diff matches desired objects to observed ones by name and compares them
+// with cmp (nil means [SameSpecCompare]). A desired object with no observed
+// object of its name is created. Among observed objects of one name it
+// keeps the best up-to-date one (ok over pending over failed, then the
+// smallest ID); failing that, the best updatable one is updated; every other
+// object of the name is destroyed, and a replacement is created when none
+// was kept. Observed names nobody desires are destroyed. Desired names must
+// be unique; a repeated desired name is matched once.
+func Diff(desired, observed []Object, cmp Compare) Changes {
+	if cmp == nil {
+		cmp = SameSpecCompare
+	}
 	byName := make(map[string][]Object, len(observed))
 	for _, o := range observed {
 		byName[o.Name] = append(byName[o.Name], o)
 	}
+	var ch Changes
 	seen := make(map[string]bool, len(desired))
 	for _, d := range desired {
 		if seen[d.Name] {
@@ -91,21 +160,30 @@ func Diff(desired, observed []Object) (create, destroy []Object) {
 		}
 		seen[d.Name] = true
 		cands := byName[d.Name]
-		best := -1
+		keep, update := -1, -1
 		for i, c := range cands {
-			if !SameSpec(d.Spec, c.Spec) {
-				continue
-			}
-			if best < 0 || better(c, cands[best]) {
-				best = i
+			switch cmp(d, c) {
+			case UpToDate:
+				if keep < 0 || better(c, cands[keep]) {
+					keep = i
+				}
+			case Updatable:
+				if update < 0 || better(c, cands[update]) {
+					update = i
+				}
 			}
 		}
-		if best < 0 {
-			create = append(create, d)
+		switch {
+		case keep >= 0:
+			update = -1
+		case update >= 0:
+			ch.Update = append(ch.Update, Change{Current: cands[update], Desired: d})
+		default:
+			ch.Create = append(ch.Create, d)
 		}
 		for i, c := range cands {
-			if i != best {
-				destroy = append(destroy, c)
+			if i != keep && i != update {
+				ch.Destroy = append(ch.Destroy, c)
 			}
 		}
 		delete(byName, d.Name)
@@ -115,9 +193,12 @@ func Diff(desired, observed []Object) (create, destroy []Object) {
 	for _, cands := range byName {
 		rest = append(rest, cands...)
 	}
-	slices.SortFunc(rest, func(a, b Object) int { return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID)) })
-	return create, append(destroy, rest...)
+	slices.SortFunc(rest, func(a, b Object) int { return cmp2(a, b) })
+	ch.Destroy = append(ch.Destroy, rest...)
+	return ch
 }
+
+func cmp2(a, b Object) int { return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID)) }
 
 // better reports whether a is a better keeper than b among duplicates.
 func better(a, b Object) bool {

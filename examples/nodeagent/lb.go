@@ -92,6 +92,7 @@ type fencedEngine struct {
 var (
 	_ lbrecon.Engine   = (*fencedEngine)(nil)
 	_ lbrecon.Repairer = (*fencedEngine)(nil)
+	_ lbrecon.Updater  = (*fencedEngine)(nil)
 )
 
 func (e *fencedEngine) Create(ctx context.Context, o lbrecon.Object) (lbrecon.Object, error) {
@@ -113,6 +114,13 @@ func (e *fencedEngine) Tag(ctx context.Context, o lbrecon.Object, tags []string)
 		return err
 	}
 	return e.Engine.Tag(ctx, o, tags)
+}
+
+func (e *fencedEngine) Update(ctx context.Context, cur, desired lbrecon.Object) (lbrecon.Object, error) {
+	if err := e.fence.admit(e.token); err != nil {
+		return lbrecon.Object{}, err
+	}
+	return e.Engine.Update(ctx, cur, desired)
 }
 
 func (e *fencedEngine) Repair(ctx context.Context, o lbrecon.Object) (lbrecon.Object, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -101,7 +102,10 @@ func TestFencedReconcile(t *testing.T) {
 	require.Equal(t, []string{"agent-1", "agent-2"}, s.Targets)
 	require.Equal(t, 2+2+2+4, s.Objects)
 
-	eng.Delete(eng.Objects()[0].ID) // drift a stale leader would repair
+	// Drift a stale leader would repair: a bind deleted outside (deleting a
+	// backend under its servers would be an answer lbrecon refuses to act on).
+	objs := eng.Objects()
+	eng.Delete(objs[slices.IndexFunc(objs, func(o lbrecon.Object) bool { return o.Kind == lbrecon.KindBind })].ID)
 	err = newReconciler(8).Reconcile(ctx)
 	require.ErrorIs(t, err, errFenced)
 }

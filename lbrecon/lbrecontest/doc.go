@@ -1,21 +1,34 @@
 // Package lbrecontest provides an in-memory [lbrecon.Engine] for tests and
-// simulations: every call takes a fixed latency on an injected clock, created
-// objects stay pending for a while, faults can be injected, and calls are
-// counted by verb.
+// simulations that models the adversities of real provider APIs, each behind
+// a knob of [Config]: every call takes a latency on an injected clock;
+// created objects stay pending for a while; listings lag behind writes (new
+// objects invisible, deleted objects still listed, updates and tags seen
+// late); deletion is asynchronous; references are enforced (a parent in use
+// cannot be destroyed, a child cannot be created under a missing parent);
+// names can be unique and length-limited; identifiers can be unique per
+// kind only; untagged objects are listed only
+// within the queried scope; faults (failed, rate-limited with Retry-After,
+// crashed between create and tag, failed tagging) can be injected; and calls
+// are counted both as calls and as provider requests under a cost model in
+// which a List costs 1 + N requests (a tag search followed by one GET per
+// object found).
 //
-// # Limits
+// It implements [lbrecon.Repairer] and [lbrecon.Updater] (each can be
+// switched off), knows the references of the load-balancer plan's specs,
+// and tracks, per parent, the fewest children it held (see [Engine.Low]).
 //
-// The engine is a test double, not a model of any particular provider:
+// # What it does not model
 //
-//   - List returns every object carrying the queried tag plus every untagged
-//     object, whatever the scope (a real engine narrows untagged objects to
-//     the scope). There is no pagination: one List is one call.
-//   - There is no referential integrity: destroying a backend leaves its
-//     servers in place, and a spec referring to a missing ID is accepted.
-//   - Names are not unique: creating an object twice creates two objects.
+//   - Lag is fixed per knob, not random: every new object is invisible for
+//     exactly ListLag; a real provider's lag varies and can reorder.
+//   - Get by ID is strongly consistent (it sees every write at once); on
+//     some providers a describe call lags too.
+//   - There is no pagination: one List is one call, whatever N.
 //   - Latency is the same for every call and does not grow with the size of
-//     an answer; calls never overlap in their effects (one mutex), although
+//     an answer; the effects of calls never overlap (one mutex), although
 //     their latencies do.
-//   - State changes only at creation, repair and through the fault hooks;
-//     there is no drift other than what a test does with Put and Delete.
+//   - Rate limits come only from injected faults, not from a token bucket.
+//   - Specs are stored as given: there is no server-side defaulting unless a
+//     test sets a Default hook.
+//   - Two binds on one address and port are not refused.
 package lbrecontest

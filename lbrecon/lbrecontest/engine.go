@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/reconkit/reconkit/backoff"
 	"github.com/reconkit/reconkit/lbrecon"
 )
 
@@ -23,19 +24,21 @@ var ErrInjected = errors.New("lbrecontest: injected fault")
 var ErrCrashed = errors.New("lbrecontest: crashed between create and tag")
 
 // RateLimitError is returned by rate-limited calls. Its RetryAfter method is
-// the hint the reconciler honours.
+// the hint the reconciler honours (0 means the provider gave none).
 type RateLimitError struct{ After time.Duration }
 
 func (e *RateLimitError) Error() string {
-	return fmt.Sprintf("lbrecontest: rate limited, retry after %v", e.After)
+	return fmt.Sprintf("lbrecontest: 429 rate limited, retry after %v", e.After)
 }
 
 // RetryAfter returns how long to wait before the next call.
 func (e *RateLimitError) RetryAfter() time.Duration { return e.After }
 
-// Config configures an [Engine].
+// Config configures an [Engine]. The zero value is an instant, consistent
+// engine without integrity checks.
 type Config struct {
-	// Clock measures latency and pending periods; nil means the real clock.
+	// Clock measures latency, pending periods and lags; nil means the real
+	// clock.
 	Clock clock.Clock
 	// Latency is how long every call takes.
 	Latency time.Duration
@@ -44,16 +47,63 @@ type Config struct {
 	// Repair makes the engine repair failed objects in place; without it,
 	// Repair returns an error wrapping lbrecon.ErrNotSupported.
 	Repair bool
+	// NoUpdate makes Update return an error wrapping
+	// lbrecon.ErrNotSupported.
+	NoUpdate bool
 	// NothingTagged makes List fail with an error wrapping
 	// lbrecon.ErrNotFound when no object carries the tag, like providers that
 	// answer an empty tag query with an error.
 	NothingTagged bool
+
+	// ListLag is how long List lags behind writes: a created object is not
+	// listed, a destroyed one is still listed (as last seen), and updated
+	// specs and added tags are listed as before, until ListLag has passed.
+	ListLag time.Duration
+	// DeleteDelay makes deletion asynchronous: a destroyed object still
+	// exists (Get finds it, its name stays taken, it still counts as a
+	// child) for DeleteDelay.
+	DeleteDelay time.Duration
+	// Integrity enforces references (see Refs): destroying an object that
+	// existing objects refer to fails with lbrecon.ErrConflict
+	// (ResourceInUse), and so does creating or updating an object that
+	// refers to a missing or deleting one.
+	Integrity bool
+	// UniqueNames makes Create fail with lbrecon.ErrAlreadyExists when an
+	// object of the kind with the name exists.
+	UniqueNames bool
+	// MaxNameLen, when positive, makes Create refuse longer names with a
+	// permanent error.
+	MaxNameLen int
+	// Refs returns the keys an object refers to; nil means the
+	// load-balancer plan's references (a frontend's backend, a bind's
+	// frontend, a server's backend).
+	Refs func(lbrecon.Object) []lbrecon.Key
+	// Scope returns the scope of an untagged object, for List; nil means
+	// the load-balancer plan's (the load balancer of a backend or frontend,
+	// and of a bind's or server's parent). Untagged objects are listed only
+	// within the queried scope.
+	Scope func(e *Engine, o lbrecon.Object) string
+	// Default, when set, fills fields the provider defaults: it is applied
+	// to the spec of every created or updated object.
+	Default func(spec any) any
+	// IDsPerKind makes identifiers unique per kind only, as on providers
+	// where a backend and a server can share an ID.
+	IDsPerKind bool
 }
 
 type object struct {
 	lbrecon.Object
-	readyAt time.Time
-	fails   bool // turns failed instead of ok at readyAt
+	readyAt   time.Time
+	fails     bool      // turns failed instead of ok at readyAt
+	visibleAt time.Time // List shows the object from then on
+	goneAt    time.Time // deletion completes then (zero: not deleting)
+	listed    lbrecon.Object
+	listedAt  time.Time // List shows Object instead of listed from then on
+}
+
+type tombstone struct {
+	obj   lbrecon.Object
+	until time.Time
 }
 
 type fault struct {
@@ -63,23 +113,27 @@ type fault struct {
 	apply func(*Engine, lbrecon.Object) error
 }
 
-// Engine is an in-memory [lbrecon.Engine] and [lbrecon.Repairer]. It is
-// safe for concurrent use.
+// Engine is an in-memory [lbrecon.Engine], [lbrecon.Repairer] and
+// [lbrecon.Updater]. It is safe for concurrent use.
 type Engine struct {
 	cfg   Config
 	clock clock.Clock
 
-	mu     sync.Mutex
-	objs   map[string]*object
-	nextID int
-	calls  map[lbrecon.Verb]int
-	faults []*fault
-	turn   []*fault // objects created while these match end failed
+	mu       sync.Mutex
+	objs     map[lbrecon.Key]*object
+	tombs    []tombstone
+	nextID   map[string]int // by kind, or "" for all kinds
+	calls    map[lbrecon.Verb]int
+	requests int
+	faults   []*fault
+	turn     []*fault // objects created while these match end failed
+	low      map[lbrecon.Key]int
 }
 
 var (
 	_ lbrecon.Engine   = (*Engine)(nil)
 	_ lbrecon.Repairer = (*Engine)(nil)
+	_ lbrecon.Updater  = (*Engine)(nil)
 )
 
 // New returns an empty engine.
@@ -88,7 +142,44 @@ func New(cfg Config) *Engine {
 	if c == nil {
 		c = clock.RealClock{}
 	}
-	return &Engine{cfg: cfg, clock: c, objs: make(map[string]*object), calls: make(map[lbrecon.Verb]int)}
+	if cfg.Refs == nil {
+		cfg.Refs = LoadBalancerRefs
+	}
+	if cfg.Scope == nil {
+		cfg.Scope = loadBalancerScope
+	}
+	return &Engine{cfg: cfg, clock: c, objs: make(map[lbrecon.Key]*object), nextID: make(map[string]int),
+		calls: make(map[lbrecon.Verb]int), low: make(map[lbrecon.Key]int)}
+}
+
+// LoadBalancerRefs returns the parent of an object of the load-balancer plan.
+func LoadBalancerRefs(o lbrecon.Object) []lbrecon.Key {
+	switch s := o.Spec.(type) {
+	case lbrecon.FrontendSpec:
+		return []lbrecon.Key{{Kind: lbrecon.KindBackend, ID: s.DefaultBackend}}
+	case lbrecon.BindSpec:
+		return []lbrecon.Key{{Kind: lbrecon.KindFrontend, ID: s.Frontend}}
+	case lbrecon.ServerSpec:
+		return []lbrecon.Key{{Kind: lbrecon.KindBackend, ID: s.Backend}}
+	}
+	return nil
+}
+
+// loadBalancerScope returns the load balancer an object belongs to.
+// Called with e.mu held.
+func loadBalancerScope(e *Engine, o lbrecon.Object) string {
+	switch s := o.Spec.(type) {
+	case lbrecon.BackendSpec:
+		return s.LoadBalancer
+	case lbrecon.FrontendSpec:
+		return s.LoadBalancer
+	}
+	for _, k := range e.cfg.Refs(o) {
+		if p, ok := e.objs[k]; ok {
+			return loadBalancerScope(e, p.Object)
+		}
+	}
+	return ""
 }
 
 // Calls returns the number of calls made so far, by verb.
@@ -109,63 +200,130 @@ func (e *Engine) TotalCalls() int {
 	return n
 }
 
-// ResetCalls sets every call counter back to zero.
+// Requests returns the provider requests made so far under the cost model:
+// a List that returns N objects costs 1 + N, every other call 1.
+func (e *Engine) Requests() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.requests
+}
+
+// ResetCalls sets every call and request counter back to zero.
 func (e *Engine) ResetCalls() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	clear(e.calls)
+	e.requests = 0
 }
 
-// Objects returns a copy of every stored object, with its current state,
-// sorted by ID.
+// Low returns, per parent, the fewest existing children of kind it held
+// since the last ResetLow (or since it got its first child), counting
+// objects being deleted as gone and pending ones as present.
+func (e *Engine) Low(kind string) map[string]int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make(map[string]int)
+	for k, n := range e.low {
+		if k.Kind == kind {
+			out[k.ID] = n
+		}
+	}
+	return out
+}
+
+// ResetLow starts the tracking of Low afresh from the current counts.
+func (e *Engine) ResetLow() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	clear(e.low)
+	e.track()
+}
+
+// track updates the low-water marks. Called with e.mu held.
+func (e *Engine) track() {
+	counts := make(map[lbrecon.Key]int)
+	for _, o := range e.objs {
+		if !o.goneAt.IsZero() {
+			continue
+		}
+		for _, k := range e.cfg.Refs(o.Object) {
+			counts[lbrecon.Key{Kind: o.Kind, ID: k.ID}]++
+		}
+	}
+	for k, n := range counts {
+		if l, ok := e.low[k]; !ok || n < l {
+			e.low[k] = n
+		}
+	}
+	for k := range e.low {
+		if _, ok := counts[k]; !ok {
+			e.low[k] = 0
+		}
+	}
+}
+
+// Objects returns a copy of every stored object (including those being
+// deleted), with its current state, sorted by ID.
 func (e *Engine) Objects() []lbrecon.Object {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := e.clock.Now()
+	e.expire(now)
 	out := make([]lbrecon.Object, 0, len(e.objs))
 	for _, o := range e.objs {
 		out = append(out, e.view(o, now))
 	}
-	slices.SortFunc(out, func(a, b lbrecon.Object) int { return compareIDs(a.ID, b.ID) })
+	slices.SortFunc(out, compareObjects)
 	return out
 }
 
-// Put stores obj as it is, outside the API (no latency, not counted), and
-// returns it with its ID. An empty ID gets a fresh one; an empty state is
-// ok.
+// Put stores obj as it is, outside the API (no latency, not counted, listed
+// at once), and returns it with its ID. An empty ID gets a fresh one; an
+// empty state is ok.
 func (e *Engine) Put(obj lbrecon.Object) lbrecon.Object {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if obj.ID == "" {
-		obj.ID = e.newID()
+		obj.ID = e.newID(obj.Kind)
 	}
 	if obj.State == 0 {
 		obj.State = lbrecon.StateOK
 	}
 	obj.Tags = slices.Clone(obj.Tags)
-	e.objs[obj.ID] = &object{Object: obj}
+	e.objs[obj.Key()] = &object{Object: obj}
+	e.track()
 	return obj
 }
 
-// Delete removes the object with id outside the API, and reports whether
-// there was one.
+// Delete removes the objects with id (of any kind) outside the API, at once
+// and from listings too, and reports whether there was one.
 func (e *Engine) Delete(id string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	_, ok := e.objs[id]
-	delete(e.objs, id)
-	return ok
+	found := false
+	for k := range e.objs {
+		if k.ID == id {
+			delete(e.objs, k)
+			found = true
+		}
+	}
+	e.track()
+	return found
 }
 
-// SetState sets the state of the object with id outside the API.
+// SetState sets the state of the objects with id (of any kind) outside the
+// API.
 func (e *Engine) SetState(id string, s lbrecon.State) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	o, ok := e.objs[id]
-	if ok {
-		o.State, o.readyAt, o.fails = s, time.Time{}, false
+	found := false
+	for k, o := range e.objs {
+		if k.ID == id {
+			o.State, o.readyAt, o.fails = s, time.Time{}, false
+			found = true
+		}
 	}
-	return ok
+	return found
 }
 
 // FailCreate makes the next n creations of objects matching match (nil
@@ -178,9 +336,20 @@ func (e *Engine) FailCreate(match func(lbrecon.Object) bool, n int, err error) {
 	e.inject(lbrecon.VerbCreate, match, n, func(*Engine, lbrecon.Object) error { return err })
 }
 
+// FailCreateAfter makes the next n matching creations create the object
+// (tagged) and then fail with a transient error, as a call whose answer was
+// lost would.
+func (e *Engine) FailCreateAfter(match func(lbrecon.Object) bool, n int) {
+	e.inject(lbrecon.VerbCreate, match, n, func(e *Engine, obj lbrecon.Object) error {
+		e.store(obj)
+		return fmt.Errorf("%w: 503 after create", ErrInjected)
+	})
+}
+
 // CrashBeforeTag makes the next n matching creations create the object
 // without its tags and then fail with ErrCrashed, as a client that crashed
-// between creating and tagging would leave it.
+// between creating and tagging (or whose separate tagging call failed)
+// would leave it.
 func (e *Engine) CrashBeforeTag(match func(lbrecon.Object) bool, n int) {
 	e.inject(lbrecon.VerbCreate, match, n, func(e *Engine, obj lbrecon.Object) error {
 		obj.Tags = nil
@@ -205,10 +374,32 @@ func (e *Engine) FailDestroy(match func(lbrecon.Object) bool, n int) {
 	})
 }
 
+// FailTag makes the next n matching Tag calls fail with a transient error.
+func (e *Engine) FailTag(match func(lbrecon.Object) bool, n int) {
+	e.inject(lbrecon.VerbTag, match, n, func(*Engine, lbrecon.Object) error {
+		return fmt.Errorf("%w: tag failed", ErrInjected)
+	})
+}
+
 // RateLimit makes the next n calls of verb fail with a [RateLimitError]
-// asking to wait after.
+// asking to wait after (0: no hint).
 func (e *Engine) RateLimit(verb lbrecon.Verb, n int, after time.Duration) {
 	e.inject(verb, nil, n, func(*Engine, lbrecon.Object) error { return &RateLimitError{After: after} })
+}
+
+// RateLimitEvery makes every k-th call (of any verb) fail with a
+// [RateLimitError] asking to wait after, until the engine is discarded.
+func (e *Engine) RateLimitEvery(k int, after time.Duration) {
+	if k <= 0 {
+		return
+	}
+	n := 0
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.faults = append(e.faults, &fault{left: -1, match: func(lbrecon.Object) bool {
+		n++
+		return n%k == 0
+	}, apply: func(*Engine, lbrecon.Object) error { return &RateLimitError{After: after} }})
 }
 
 func (e *Engine) inject(verb lbrecon.Verb, match func(lbrecon.Object) bool, n int, apply func(*Engine, lbrecon.Object) error) {
@@ -238,6 +429,7 @@ func take(list []*fault, verb lbrecon.Verb, obj lbrecon.Object) *fault {
 func (e *Engine) begin(ctx context.Context, verb lbrecon.Verb, obj lbrecon.Object) (*fault, error) {
 	e.mu.Lock()
 	e.calls[verb]++
+	e.requests++
 	e.mu.Unlock()
 	if e.cfg.Latency > 0 {
 		t := e.clock.NewTimer(e.cfg.Latency)
@@ -250,10 +442,36 @@ func (e *Engine) begin(ctx context.Context, verb lbrecon.Verb, obj lbrecon.Objec
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.expire(e.clock.Now())
 	return take(e.faults, verb, obj), nil
 }
 
-// List implements lbrecon.Engine.
+// expire completes deletions and drops old tombstones. Called with e.mu held.
+func (e *Engine) expire(now time.Time) {
+	changed := false
+	for k, o := range e.objs {
+		if !o.goneAt.IsZero() && !now.Before(o.goneAt) {
+			e.bury(o, o.goneAt) // gone then, not when first noticed
+			delete(e.objs, k)
+			changed = true
+		}
+	}
+	e.tombs = slices.DeleteFunc(e.tombs, func(t tombstone) bool { return !now.Before(t.until) })
+	if changed {
+		e.track()
+	}
+}
+
+// bury keeps an object deleted at gone listed until gone+ListLag. Called
+// with e.mu held.
+func (e *Engine) bury(o *object, gone time.Time) {
+	if now := e.clock.Now(); e.cfg.ListLag > 0 && !gone.Before(o.visibleAt) && now.Before(gone.Add(e.cfg.ListLag)) {
+		e.tombs = append(e.tombs, tombstone{obj: e.listView(o, gone), until: gone.Add(e.cfg.ListLag)})
+	}
+}
+
+// List implements lbrecon.Engine: the objects carrying q.Tag and the
+// untagged objects in q.Scope, as of ListLag ago.
 func (e *Engine) List(ctx context.Context, q lbrecon.Query) ([]lbrecon.Object, error) {
 	f, err := e.begin(ctx, lbrecon.VerbList, lbrecon.Object{})
 	if err != nil {
@@ -267,24 +485,47 @@ func (e *Engine) List(ctx context.Context, q lbrecon.Query) ([]lbrecon.Object, e
 	now := e.clock.Now()
 	var out []lbrecon.Object
 	tagged := 0
-	for _, o := range e.objs {
+	consider := func(v lbrecon.Object) {
 		switch {
-		case o.HasTag(q.Tag):
+		case v.HasTag(q.Tag):
 			tagged++
-		case len(o.Tags) == 0:
+		case len(v.Tags) == 0 && q.Scope != "" && e.cfg.Scope(e, v) == q.Scope:
 		default:
+			return
+		}
+		out = append(out, v)
+	}
+	for _, o := range e.objs {
+		if now.Before(o.visibleAt) {
 			continue
 		}
-		out = append(out, e.view(o, now))
+		consider(e.listView(o, now))
 	}
+	for _, t := range e.tombs {
+		consider(t.obj)
+	}
+	e.requests += len(out)
 	if tagged == 0 && e.cfg.NothingTagged {
 		return nil, fmt.Errorf("lbrecontest: 422 nothing tagged with %q: %w", q.Tag, lbrecon.ErrNotFound)
 	}
-	slices.SortFunc(out, func(a, b lbrecon.Object) int { return compareIDs(a.ID, b.ID) })
+	slices.SortFunc(out, compareObjects)
 	return out, nil
 }
 
-// Get implements lbrecon.Engine.
+// listView is what List shows of o: its listed version while the last
+// change is not visible yet. Called with e.mu held.
+func (e *Engine) listView(o *object, now time.Time) lbrecon.Object {
+	v := e.view(o, now)
+	if now.Before(o.listedAt) {
+		l := o.listed
+		l.State = v.State
+		l.Tags = slices.Clone(l.Tags)
+		return l
+	}
+	return v
+}
+
+// Get implements lbrecon.Engine. It sees every write at once.
 func (e *Engine) Get(ctx context.Context, obj lbrecon.Object) (lbrecon.Object, error) {
 	f, err := e.begin(ctx, lbrecon.VerbGet, obj)
 	if err != nil {
@@ -295,8 +536,8 @@ func (e *Engine) Get(ctx context.Context, obj lbrecon.Object) (lbrecon.Object, e
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	o, ok := e.objs[obj.ID]
-	if !ok || o.Kind != obj.Kind {
+	o, ok := e.objs[obj.Key()]
+	if !ok {
 		return lbrecon.Object{}, fmt.Errorf("lbrecontest: get %v: %w", obj, lbrecon.ErrNotFound)
 	}
 	return e.view(o, e.clock.Now()), nil
@@ -308,21 +549,59 @@ func (e *Engine) Create(ctx context.Context, obj lbrecon.Object) (lbrecon.Object
 	if err != nil {
 		return lbrecon.Object{}, err
 	}
+	if err := e.admit(obj); err != nil {
+		return lbrecon.Object{}, err
+	}
 	if f != nil {
 		return lbrecon.Object{}, f.apply(e, obj)
 	}
 	return e.store(obj), nil
 }
 
+// admit checks a creation against names and references.
+func (e *Engine) admit(obj lbrecon.Object) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.cfg.MaxNameLen > 0 && len(obj.Name) > e.cfg.MaxNameLen {
+		return backoff.Permanent(fmt.Errorf("lbrecontest: 400 name %q longer than %d", obj.Name, e.cfg.MaxNameLen))
+	}
+	if e.cfg.UniqueNames {
+		for _, o := range e.objs {
+			if o.Kind == obj.Kind && o.Name == obj.Name {
+				return fmt.Errorf("lbrecontest: 409 %s name %q taken by %s: %w", obj.Kind, obj.Name, o.ID, lbrecon.ErrAlreadyExists)
+			}
+		}
+	}
+	return e.refsExist(obj)
+}
+
+// refsExist checks that obj's parents exist. Called with e.mu held.
+func (e *Engine) refsExist(obj lbrecon.Object) error {
+	if !e.cfg.Integrity {
+		return nil
+	}
+	for _, k := range e.cfg.Refs(obj) {
+		if p, ok := e.objs[k]; !ok || !p.goneAt.IsZero() {
+			return fmt.Errorf("lbrecontest: 400 %v refers to missing %v: %w", obj, k, lbrecon.ErrConflict)
+		}
+	}
+	return nil
+}
+
 // store creates obj, pending for the configured period.
 func (e *Engine) store(obj lbrecon.Object) lbrecon.Object {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	obj.ID = e.newID()
+	now := e.clock.Now()
+	obj.ID = e.newID(obj.Kind)
 	obj.Tags = slices.Clone(obj.Tags)
-	o := &object{Object: obj}
+	if e.cfg.Default != nil {
+		obj.Spec = e.cfg.Default(obj.Spec)
+	}
+	o := &object{Object: obj, visibleAt: now.Add(e.cfg.ListLag)}
 	e.provision(o)
-	e.objs[obj.ID] = o
+	e.objs[obj.Key()] = o
+	e.track()
 	return e.view(o, e.clock.Now())
 }
 
@@ -344,10 +623,28 @@ func (e *Engine) Destroy(ctx context.Context, obj lbrecon.Object) error {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if o, ok := e.objs[obj.ID]; !ok || o.Kind != obj.Kind {
+	o, ok := e.objs[obj.Key()]
+	if !ok {
 		return fmt.Errorf("lbrecontest: destroy %v: %w", obj, lbrecon.ErrNotFound)
 	}
-	delete(e.objs, obj.ID)
+	if !o.goneAt.IsZero() {
+		return nil // already being deleted
+	}
+	if e.cfg.Integrity {
+		for _, c := range e.objs {
+			if slices.Contains(e.cfg.Refs(c.Object), obj.Key()) {
+				return fmt.Errorf("lbrecontest: 409 ResourceInUse: %v is referred to by %v: %w", obj, c.Object, lbrecon.ErrConflict)
+			}
+		}
+	}
+	now := e.clock.Now()
+	if e.cfg.DeleteDelay > 0 {
+		o.goneAt = now.Add(e.cfg.DeleteDelay)
+	} else {
+		e.bury(o, now)
+		delete(e.objs, obj.Key())
+	}
+	e.track()
 	return nil
 }
 
@@ -362,16 +659,61 @@ func (e *Engine) Tag(ctx context.Context, obj lbrecon.Object, tags []string) err
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	o, ok := e.objs[obj.ID]
-	if !ok || o.Kind != obj.Kind {
+	o, ok := e.objs[obj.Key()]
+	if !ok {
 		return fmt.Errorf("lbrecontest: tag %v: %w", obj, lbrecon.ErrNotFound)
 	}
+	e.remember(o)
 	for _, t := range tags {
 		if !slices.Contains(o.Tags, t) {
 			o.Tags = append(o.Tags, t)
 		}
 	}
 	return nil
+}
+
+// Update implements lbrecon.Updater: it sets current's spec to desired's.
+func (e *Engine) Update(ctx context.Context, current, desired lbrecon.Object) (lbrecon.Object, error) {
+	f, err := e.begin(ctx, lbrecon.VerbUpdate, current)
+	if err != nil {
+		return lbrecon.Object{}, err
+	}
+	if f != nil {
+		return lbrecon.Object{}, f.apply(e, current)
+	}
+	if e.cfg.NoUpdate {
+		return lbrecon.Object{}, fmt.Errorf("lbrecontest: update: %w", lbrecon.ErrNotSupported)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	o, ok := e.objs[current.Key()]
+	if !ok || !o.goneAt.IsZero() {
+		return lbrecon.Object{}, fmt.Errorf("lbrecontest: update %v: %w", current, lbrecon.ErrNotFound)
+	}
+	if err := e.refsExist(desired); err != nil {
+		return lbrecon.Object{}, err
+	}
+	e.remember(o)
+	o.Spec = desired.Spec
+	if e.cfg.Default != nil {
+		o.Spec = e.cfg.Default(o.Spec)
+	}
+	e.track()
+	return e.view(o, e.clock.Now()), nil
+}
+
+// remember keeps o's listed version before a change, for ListLag. Called
+// with e.mu held.
+func (e *Engine) remember(o *object) {
+	if e.cfg.ListLag <= 0 {
+		return
+	}
+	now := e.clock.Now()
+	if !now.Before(o.listedAt) {
+		o.listed = o.Object
+		o.listed.Tags = slices.Clone(o.Tags)
+	}
+	o.listedAt = now.Add(e.cfg.ListLag)
 }
 
 // Repair implements lbrecon.Repairer: with Config.Repair it starts a new
@@ -389,8 +731,8 @@ func (e *Engine) Repair(ctx context.Context, obj lbrecon.Object) (lbrecon.Object
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	o, ok := e.objs[obj.ID]
-	if !ok || o.Kind != obj.Kind {
+	o, ok := e.objs[obj.Key()]
+	if !ok {
 		return lbrecon.Object{}, fmt.Errorf("lbrecontest: repair %v: %w", obj, lbrecon.ErrNotFound)
 	}
 	e.provision(o)
@@ -410,12 +752,18 @@ func (e *Engine) view(o *object, now time.Time) lbrecon.Object {
 	return v
 }
 
-func (e *Engine) newID() string {
-	e.nextID++
-	return fmt.Sprintf("id-%06d", e.nextID)
+// newID returns a fresh identifier: unique across kinds, or only within
+// kind with Config.IDsPerKind. Called with e.mu held.
+func (e *Engine) newID(kind string) string {
+	if !e.cfg.IDsPerKind {
+		kind = ""
+	}
+	e.nextID[kind]++
+	return fmt.Sprintf("id-%06d", e.nextID[kind])
 }
 
-// compareIDs orders generated IDs numerically: shorter first, then by text.
-func compareIDs(a, b string) int {
-	return cmp.Or(cmp.Compare(len(a), len(b)), cmp.Compare(a, b))
+// compareObjects orders objects by generated ID (numerically: shorter
+// first, then by text), then by kind.
+func compareObjects(a, b lbrecon.Object) int {
+	return cmp.Or(cmp.Compare(len(a.ID), len(b.ID)), cmp.Compare(a.ID, b.ID), cmp.Compare(a.Kind, b.Kind))
 }

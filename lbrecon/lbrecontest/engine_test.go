@@ -95,9 +95,12 @@ func TestFaults(t *testing.T) {
 	e.CrashBeforeTag(nil, 1)
 	_, err = e.Create(ctx, backend("y"))
 	require.ErrorIs(t, err, lbrecontest.ErrCrashed)
-	list, err := e.List(ctx, lbrecon.Query{Tag: tag})
+	list, err := e.List(ctx, lbrecon.Query{Tag: tag, Scope: "lb"})
 	require.NoError(t, err)
-	require.Len(t, list, 2, "untagged objects are listed too")
+	require.Len(t, list, 2, "untagged objects in the scope are listed too")
+	other, err := e.List(ctx, lbrecon.Query{Tag: tag, Scope: "lb-2"})
+	require.NoError(t, err)
+	require.Len(t, other, 1, "untagged objects of other scopes are not")
 	var y lbrecon.Object
 	for _, o := range list {
 		if o.Name == "y" {

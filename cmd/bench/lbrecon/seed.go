@@ -123,12 +123,18 @@ func (r *seedRecon) check(ctx context.Context) (toCreate, toDestroy []lbrecon.Ob
 		return nil, nil, errSeedProgressing
 	}
 	for _, st := range r.lb.Steps() {
-		c, d, err := st.Plan(ctx, obs)
+		ch, err := st.Plan(ctx, obs)
 		if err != nil {
 			return nil, nil, err
 		}
-		toCreate = append(toCreate, c...)
-		toDestroy = append(toDestroy, d...)
+		// The original has no update: a changed object is destroyed and
+		// created again.
+		toCreate = append(toCreate, ch.Create...)
+		toDestroy = append(toDestroy, ch.Destroy...)
+		for _, u := range ch.Update {
+			toCreate = append(toCreate, u.Desired)
+			toDestroy = append(toDestroy, u.Current)
+		}
 	}
 	return toCreate, toDestroy, nil
 }

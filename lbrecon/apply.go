@@ -1,0 +1,255 @@
+package lbrecon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/go-logr/logr"
+)
+
+// pass makes one pass: it lists (unless given a fresh listing), plans, and
+// applies what the plan allows now. Writes are recorded in the memory
+// before and after each call, so that the next listing is read against
+// them.
+func (r *Reconciler) pass(ctx context.Context, listed []Object) (*plan, error) {
+	if listed == nil {
+		var err error
+		if listed, err = r.list(ctx); err != nil {
+			return nil, err
+		}
+	}
+	p, err := r.planFor(ctx, listed)
+	if err != nil {
+		return nil, err
+	}
+	if p.converged() {
+		return p, nil
+	}
+	log := logr.FromContextOrDiscard(ctx).WithValues("scope", r.cfg.Scope)
+	log.V(1).Info("applying plan", "create", len(p.Create), "update", len(p.Update), "destroy", len(p.Destroy),
+		"deferred", len(p.Deferred), "adopt", len(p.Adopt), "repair", len(p.repair), "recreate", len(p.recreate),
+		"pending", len(p.Pending), "unconfirmed", len(p.Unconfirmed), "blocked", p.Blocked)
+
+	r.repair(ctx, p)
+	r.adopt(ctx, p)
+	r.destroyNow(ctx, p)
+	r.create(ctx, p)
+	r.update(ctx, p)
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("lbrecon: %w", err)
+	}
+	return p, nil
+}
+
+// repair repairs failed objects in place, once per name.
+func (r *Reconciler) repair(ctx context.Context, p *plan) {
+	if len(p.repair) == 0 {
+		return
+	}
+	rep := r.cfg.Engine.(Repairer)
+	got, errs := r.parallel(ctx, p.repair, VerbRepair, rep.Repair)
+	now := r.clock.Now()
+	r.memMu.Lock()
+	defer r.memMu.Unlock()
+	for i, e := range errs {
+		o := p.repair[i]
+		switch {
+		case e == nil:
+			logr.FromContextOrDiscard(ctx).Info("repairing failed object in place", "object", o.String())
+			r.mem.failures[nameOf(o)]++
+			r.mem.written[o.Key()] = &write{obj: withTags(got[i], o), at: now}
+			p.changed = true
+		case errors.Is(e, ErrNotSupported):
+			// Not an error: the next pass recreates it.
+			r.mem.noRepair[o.Key()] = true
+			p.changed = true
+		default:
+			p.applyErr = append(p.applyErr, fmt.Errorf("lbrecon: repair %v: %w", o, e))
+		}
+	}
+}
+
+// adopt tags untagged objects the plan was about to create.
+func (r *Reconciler) adopt(ctx context.Context, p *plan) {
+	if len(p.Adopt) == 0 {
+		return
+	}
+	_, errs := r.parallel(ctx, p.Adopt, VerbTag, func(ctx context.Context, o Object) (Object, error) {
+		return o, r.cfg.Engine.Tag(ctx, o, []string{r.cfg.Tag})
+	})
+	now := r.clock.Now()
+	r.memMu.Lock()
+	defer r.memMu.Unlock()
+	for i, e := range errs {
+		o := p.Adopt[i].clone()
+		if e != nil {
+			p.applyErr = append(p.applyErr, fmt.Errorf("lbrecon: adopt %v: %w", o, e))
+			continue
+		}
+		o.Tags = append(o.Tags, r.cfg.Tag)
+		r.mem.written[o.Key()] = &write{obj: o, at: now}
+		p.changed = true
+	}
+	logr.FromContextOrDiscard(ctx).Info("adopted untagged objects", "objects", describe(p.Adopt))
+}
+
+// destroyNow destroys the plan's current destructions, all at once: the
+// plan only lets a parent go once a listing shows its children gone.
+func (r *Reconciler) destroyNow(ctx context.Context, p *plan) {
+	if len(p.Destroy) == 0 {
+		return
+	}
+	for _, o := range p.recreate {
+		logr.FromContextOrDiscard(ctx).Info("recreating failed object", "object", o.String())
+	}
+	_, errs := r.parallel(ctx, p.Destroy, VerbDestroy, func(ctx context.Context, o Object) (Object, error) {
+		return o, r.cfg.Engine.Destroy(ctx, o)
+	})
+	now := r.clock.Now()
+	r.memMu.Lock()
+	defer r.memMu.Unlock()
+	var failed []error
+	for i, e := range errs {
+		o := p.Destroy[i]
+		switch {
+		case e == nil, errors.Is(e, ErrNotFound):
+			r.mem.destroyed[o.Key()] = now
+			delete(r.mem.written, o.Key())
+			if isRecreate(p, o) {
+				r.mem.failures[nameOf(o)]++
+			}
+			p.changed = true
+		case errors.Is(e, ErrConflict):
+			// Still referenced, or changing: look again next pass.
+			p.changed = true
+		default:
+			failed = append(failed, fmt.Errorf("%v: %w", o, e))
+		}
+	}
+	if len(failed) > 0 {
+		p.applyErr = append(p.applyErr, fmt.Errorf("%w (%d of %d): %w", ErrNotDestroyable, len(failed), len(p.Destroy), errors.Join(failed...)))
+	}
+}
+
+func isRecreate(p *plan, o Object) bool {
+	for _, f := range p.recreate {
+		if f.Key() == o.Key() {
+			return true
+		}
+	}
+	return false
+}
+
+// create creates the plan's objects. An intent is recorded before each
+// call, so that a creation whose outcome is unknown holds its name until a
+// listing shows the object or ConfirmTimeout passes.
+func (r *Reconciler) create(ctx context.Context, p *plan) {
+	if len(p.Create) == 0 {
+		return
+	}
+	now := r.clock.Now()
+	r.memMu.Lock()
+	for _, c := range p.Create {
+		r.mem.intents[nameOf(c)] = &write{obj: c.clone(), at: now}
+	}
+	r.memMu.Unlock()
+	got, errs := r.parallel(ctx, p.Create, VerbCreate, r.cfg.Engine.Create)
+	now = r.clock.Now()
+	r.memMu.Lock()
+	defer r.memMu.Unlock()
+	var failed []error
+	for i, e := range errs {
+		c := p.Create[i]
+		nk := nameOf(c)
+		switch {
+		case e == nil:
+			delete(r.mem.intents, nk)
+			delete(r.mem.conflicts, nk)
+			if got[i].ID == "" {
+				failed = append(failed, fmt.Errorf("%v: %w: the engine returned no ID", c, ErrInconsistent))
+				continue
+			}
+			r.mem.written[got[i].Key()] = &write{obj: withTags(got[i], c), at: now}
+			p.changed = true
+		case errors.Is(e, ErrAlreadyExists):
+			// The name is taken: look again; if our own old object holds
+			// it, it is destroyed before the name is created again.
+			delete(r.mem.intents, nk)
+			r.mem.conflicts[nk] = true
+			p.changed = true
+		case errors.Is(e, ErrConflict):
+			delete(r.mem.intents, nk)
+			p.changed = true
+		case classify(e) == OutcomeTransient || classify(e) == OutcomeTimeout || classify(e) == OutcomeCanceled:
+			// The object may exist: the intent holds the name.
+			failed = append(failed, fmt.Errorf("%v: outcome unknown, waiting for a listing: %w", c, e))
+			p.changed = true
+		default:
+			delete(r.mem.intents, nk)
+			failed = append(failed, fmt.Errorf("%v: %w", c, e))
+		}
+	}
+	if len(failed) > 0 {
+		p.applyErr = append(p.applyErr, fmt.Errorf("lbrecon: create %d of %d objects: %w", len(failed), len(p.Create), errors.Join(failed...)))
+	}
+}
+
+// update updates objects in place through the engine's Updater.
+func (r *Reconciler) update(ctx context.Context, p *plan) {
+	if len(p.Update) == 0 {
+		return
+	}
+	up := r.cfg.Engine.(Updater)
+	cur := make([]Object, len(p.Update))
+	desired := make(map[Key]Object, len(p.Update))
+	for i, u := range p.Update {
+		cur[i] = u.Current
+		desired[u.Current.Key()] = u.Desired
+	}
+	got, errs := r.parallel(ctx, cur, VerbUpdate, func(ctx context.Context, o Object) (Object, error) {
+		return up.Update(ctx, o, desired[o.Key()].clone())
+	})
+	now := r.clock.Now()
+	r.memMu.Lock()
+	defer r.memMu.Unlock()
+	for i, e := range errs {
+		u := p.Update[i]
+		switch {
+		case e == nil:
+			o := got[i]
+			if o.ID == "" {
+				o = u.Current.clone()
+				o.Spec = u.Desired.Spec
+			}
+			r.mem.written[o.Key()] = &write{obj: withTags(o, u.Current), at: now}
+			p.changed = true
+		case errors.Is(e, ErrNotSupported):
+			r.mem.noUpdate[u.Current.Key()] = true
+			p.changed = true
+		case errors.Is(e, ErrConflict), errors.Is(e, ErrNotFound):
+			p.changed = true
+		default:
+			p.applyErr = append(p.applyErr, fmt.Errorf("lbrecon: update %v: %w", u.Current, e))
+		}
+	}
+}
+
+// withTags returns got (an engine's answer) with Kind, Name and Tags filled
+// from sent where the engine left them empty.
+func withTags(got, sent Object) Object {
+	got = got.clone()
+	if got.Kind == "" {
+		got.Kind = sent.Kind
+	}
+	if got.Name == "" {
+		got.Name = sent.Name
+	}
+	if got.Tags == nil {
+		got.Tags = append([]string(nil), sent.Tags...)
+	}
+	if got.Spec == nil {
+		got.Spec = sent.Spec
+	}
+	return got
+}

@@ -1,0 +1,138 @@
+package lbrecon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/reconkit/reconkit/backoff"
+)
+
+// engineList lists the owned objects once; ErrNotFound from the engine
+// means nothing matched.
+func (r *Reconciler) engineList(ctx context.Context) ([]Object, error) {
+	objs, err := r.cfg.Engine.List(ctx, Query{Tag: r.cfg.Tag, Scope: r.cfg.Scope})
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	return objs, err
+}
+
+// list calls Engine.List with retries.
+func (r *Reconciler) list(ctx context.Context) ([]Object, error) {
+	var objs []Object
+	err := r.call(ctx, VerbList, func(ctx context.Context) error {
+		var err error
+		objs, err = r.engineList(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lbrecon: list: %w", err)
+	}
+	return objs, nil
+}
+
+// once makes one engine call and reports it to the metrics.
+func (r *Reconciler) once(ctx context.Context, verb Verb, fn func(context.Context) error) error {
+	t := r.clock.Now()
+	err := fn(ctx)
+	r.metrics.Observe(verb, classify(err), r.clock.Since(t))
+	return err
+}
+
+// answer is an engine error that is an answer rather than a failure: it
+// ends the call without a retry and without an error log.
+func answer(err error) bool {
+	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrNotSupported) ||
+		errors.Is(err, ErrAlreadyExists) || errors.Is(err, ErrConflict)
+}
+
+// call makes an engine call, retrying transient and rate-limited failures
+// within RetryBudget (and CallAttempts when set). Answers (not found, not
+// supported, already exists, conflict) and permanent errors are final. A
+// Create is retried only when rate limited: after any other failure it may
+// have created the object, and the next listing tells.
+func (r *Reconciler) call(ctx context.Context, verb Verb, fn func(context.Context) error) error {
+	var final error
+	opts := []backoff.RetryOption{
+		backoff.WithClock(r.clock),
+		backoff.WithMaxElapsedTime(r.cfg.RetryBudget),
+		backoff.WithInitialInterval(r.cfg.RetryInterval),
+		backoff.WithName("lbrecon: " + string(verb)),
+	}
+	if r.cfg.CallAttempts > 0 {
+		opts = append(opts, backoff.WithMaxAttempts(r.cfg.CallAttempts))
+	}
+	err := backoff.Retry(ctx, func(ctx context.Context) error {
+		err := r.once(ctx, verb, fn)
+		var hint interface{ RetryAfter() time.Duration }
+		switch {
+		case err == nil:
+			return nil
+		case answer(err), backoff.IsPermanent(err):
+			// Final, and kept as it is (Retry would strip the marker).
+			final = err
+			return nil
+		case verb == VerbCreate && !errors.As(err, &hint) && !backoff.IsPermanent(err) && ctx.Err() == nil:
+			final = err
+			return nil
+		}
+		return err
+	}, opts...)
+	if err != nil {
+		return err
+	}
+	return final
+}
+
+// parallel applies fn to every object through call, at most Parallelism at
+// a time, and returns results and errors by index. It returns once every
+// call it started has returned.
+func (r *Reconciler) parallel(ctx context.Context, objs []Object, verb Verb, fn func(context.Context, Object) (Object, error)) ([]Object, []error) {
+	return r.fanOut(ctx, objs, func(ctx context.Context, o Object) (Object, error) {
+		var got Object
+		err := r.call(ctx, verb, func(ctx context.Context) error {
+			var err error
+			got, err = fn(ctx, o.clone())
+			return err
+		})
+		return got, err
+	})
+}
+
+// parallelOnce is parallel without retries (the caller's loop retries).
+func (r *Reconciler) parallelOnce(ctx context.Context, objs []Object, verb Verb, fn func(context.Context, Object) (Object, error)) ([]Object, []error) {
+	return r.fanOut(ctx, objs, func(ctx context.Context, o Object) (Object, error) {
+		var got Object
+		err := r.once(ctx, verb, func(ctx context.Context) error {
+			var err error
+			got, err = fn(ctx, o.clone())
+			return err
+		})
+		return got, err
+	})
+}
+
+// fanOut runs fn over objs on an errgroup limited to Parallelism. Every
+// object gets a result: objects not started when ctx ends get ctx.Err().
+func (r *Reconciler) fanOut(ctx context.Context, objs []Object, fn func(context.Context, Object) (Object, error)) ([]Object, []error) {
+	out := make([]Object, len(objs))
+	errs := make([]error, len(objs))
+	var g errgroup.Group
+	g.SetLimit(r.cfg.Parallelism)
+	for i, o := range objs {
+		if err := ctx.Err(); err != nil {
+			errs[i] = err
+			continue
+		}
+		g.Go(func() error {
+			out[i], errs[i] = fn(ctx, o)
+			return nil
+		})
+	}
+	_ = g.Wait() // the functions report through errs
+	return out, errs
+}

@@ -1,0 +1,244 @@
+package lbrecon
+
+import (
+	"fmt"
+	"time"
+)
+
+// nameKey identifies an object by kind and name, as steps do.
+type nameKey struct{ kind, name string }
+
+func nameOf(o Object) nameKey { return nameKey{o.Kind, o.Name} }
+
+// write is a change the engine acknowledged (or may have made) that no
+// listing has reflected yet.
+type write struct {
+	obj Object    // the object as the engine returned it, or as desired
+	at  time.Time // when the call was made
+}
+
+// memory is what the reconciler keeps between passes and calls, so that a
+// listing that lags behind its writes cannot mislead it.
+type memory struct {
+	// written holds created, adopted, updated and repaired objects until a
+	// listing shows them as written (tagged, with the written spec).
+	written map[Key]*write
+	// intents holds creations whose outcome is unknown (the call is in
+	// flight, or failed in a way that may have created the object), by
+	// name: the name is not created again until a listing shows the object
+	// or ConfirmTimeout passes.
+	intents map[nameKey]*write
+	// destroyed holds destroyed objects until a listing no longer shows
+	// them: they are being deleted, not to be destroyed again.
+	destroyed map[Key]time.Time
+	// failures counts repairs and recreations per name.
+	failures map[nameKey]int
+	// pendingSince is when an object was first seen pending.
+	pendingSince map[Key]time.Time
+	// noRepair and noUpdate hold objects the engine cannot repair or update
+	// in place (it answered ErrNotSupported).
+	noRepair map[Key]bool
+	noUpdate map[Key]bool
+	// conflicts holds names whose creation the engine refused because the
+	// name is taken: the old object of that name is destroyed first.
+	conflicts map[nameKey]bool
+	// settleWrite and settleDestroy are the last observed times from a
+	// write to a listing that shows it done (listed and out of pending, or
+	// no longer listed): the provider's pending period and list lag, learnt,
+	// so that waits do not poll before a listing can tell anything new.
+	// They are capped at MaxPollInterval.
+	settleWrite, settleDestroy time.Duration
+}
+
+func newMemory() memory {
+	return memory{
+		written:      make(map[Key]*write),
+		intents:      make(map[nameKey]*write),
+		destroyed:    make(map[Key]time.Time),
+		failures:     make(map[nameKey]int),
+		pendingSince: make(map[Key]time.Time),
+		noRepair:     make(map[Key]bool),
+		noUpdate:     make(map[Key]bool),
+		conflicts:    make(map[nameKey]bool),
+	}
+}
+
+// view is a listing merged with the memory.
+type view struct {
+	owned    []Object // owned objects: listed, plus written and not yet listed; minus those being deleted
+	untagged []Object // objects without a tag of the owner key: adoption candidates only
+	deleting []Object // owned objects destroyed and still listed
+	listed   map[Key]bool
+	held     map[nameKey]bool // names with a creation of unknown outcome
+	written  []Object         // writes not yet confirmed
+	now      time.Time
+}
+
+func (v *view) observation() *Observation {
+	obs := NewObservation(v.owned)
+	for k := range v.listed {
+		obs.known[k] = true
+	}
+	return obs
+}
+
+// merge folds a listing into the memory and returns the view to plan
+// from. Called with memMu held.
+func (r *Reconciler) merge(listed []Object) (*view, error) {
+	now := r.clock.Now()
+	m := &r.mem
+	v := &view{listed: make(map[Key]bool, len(listed)), held: make(map[nameKey]bool), now: now}
+	byKey := make(map[Key]Object, len(listed))
+	for _, o := range listed {
+		if _, ok := r.stepOf[o.Kind]; !ok {
+			continue
+		}
+		if o.ID == "" {
+			return nil, fmt.Errorf("%w: listed %v has no ID", ErrInconsistent, o)
+		}
+		if _, dup := byKey[o.Key()]; dup {
+			return nil, fmt.Errorf("%w: %v listed twice", ErrInconsistent, o.Key())
+		}
+		byKey[o.Key()] = o
+		v.listed[o.Key()] = true
+	}
+	// Destructions are confirmed when the object is no longer listed; one
+	// still listed after ConfirmTimeout is destroyed again.
+	for k, at := range m.destroyed {
+		if _, ok := byKey[k]; !ok {
+			m.settleDestroy = min(now.Sub(at), r.cfg.MaxPollInterval)
+			delete(m.destroyed, k)
+		} else if now.Sub(at) >= r.cfg.ConfirmTimeout {
+			delete(m.destroyed, k)
+		}
+	}
+	// Writes are confirmed when the listing shows them.
+	for k, w := range m.written {
+		o, ok := byKey[k]
+		if ok && r.owns(o) && SameSpec(o.Spec, w.obj.Spec) {
+			if o.State == StateOK || o.State == StateFailed {
+				m.settleWrite = min(now.Sub(w.at), r.cfg.MaxPollInterval)
+			}
+			delete(m.written, k)
+			continue
+		}
+		if now.Sub(w.at) >= r.cfg.ConfirmTimeout {
+			delete(m.written, k)
+			continue
+		}
+		v.written = append(v.written, w.obj)
+	}
+	for nk, w := range m.intents {
+		found := false
+		for _, o := range listed {
+			if o.Kind == nk.kind && o.Name == nk.name && SameSpec(o.Spec, w.obj.Spec) && (r.owns(o) || !r.tagged(o)) {
+				found = true
+				break
+			}
+		}
+		if found || now.Sub(w.at) >= r.cfg.ConfirmTimeout {
+			delete(m.intents, nk)
+			continue
+		}
+		v.held[nk] = true
+	}
+	seen := make(map[Key]bool, len(byKey))
+	inOwned := make(map[Key]bool, len(byKey))
+	for _, o := range listed {
+		k := o.Key()
+		if _, ok := r.stepOf[o.Kind]; !ok || seen[k] {
+			continue
+		}
+		seen[k] = true
+		switch {
+		case !r.tagged(o):
+			v.untagged = append(v.untagged, o)
+		case !r.owns(o):
+		case !m.destroyed[k].IsZero():
+			v.deleting = append(v.deleting, o)
+		default:
+			if w, ok := m.written[k]; ok {
+				// The listing lags behind the write: plan from the write,
+				// with the state the provider reports.
+				o = w.obj.clone()
+				o.State = byKey[k].State
+			}
+			v.owned = append(v.owned, o)
+			inOwned[k] = true
+		}
+	}
+	for k, w := range m.written {
+		if !inOwned[k] && m.destroyed[k].IsZero() {
+			v.owned = append(v.owned, w.obj.clone())
+		}
+	}
+	// Pending times and failure counts.
+	inView := make(map[Key]bool, len(v.owned))
+	for _, o := range v.owned {
+		inView[o.Key()] = true
+		switch o.State {
+		case StateOK:
+			delete(m.pendingSince, o.Key())
+			delete(m.failures, nameOf(o))
+		case StateFailed:
+			delete(m.pendingSince, o.Key())
+		default:
+			if _, ok := m.pendingSince[o.Key()]; !ok {
+				m.pendingSince[o.Key()] = now
+			}
+		}
+	}
+	for k := range m.pendingSince {
+		if !inView[k] {
+			delete(m.pendingSince, k)
+		}
+	}
+	for k := range m.noRepair {
+		if !inView[k] {
+			delete(m.noRepair, k)
+		}
+	}
+	for k := range m.noUpdate {
+		if !inView[k] {
+			delete(m.noUpdate, k)
+		}
+	}
+	return v, nil
+}
+
+// owns reports whether o carries the ownership tag.
+func (r *Reconciler) owns(o Object) bool { return o.HasTag(r.cfg.Tag) }
+
+// tagged reports whether o carries any value of the ownership tag's key.
+func (r *Reconciler) tagged(o Object) bool {
+	for _, t := range o.Tags {
+		if tagKey(t) == r.tagKey {
+			return true
+		}
+	}
+	return false
+}
+
+// settled returns when the outstanding writes can be expected to show in a
+// listing, from what earlier writes took; zero when nothing is outstanding.
+// Called with memMu held.
+func (m *memory) settled() time.Time {
+	var t time.Time
+	for _, w := range m.written {
+		if e := w.at.Add(m.settleWrite); e.After(t) {
+			t = e
+		}
+	}
+	// Before any deletion was seen through, the list lag learnt from
+	// writes is the best guess.
+	destroy := m.settleDestroy
+	if destroy == 0 {
+		destroy = m.settleWrite
+	}
+	for _, at := range m.destroyed {
+		if e := at.Add(destroy); e.After(t) {
+			t = e
+		}
+	}
+	return t
+}

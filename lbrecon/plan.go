@@ -1,0 +1,325 @@
+package lbrecon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Plan is what one pass would do, as computed by [Reconciler.Check].
+type Plan struct {
+	// Create holds the objects to create now, with the ownership tag set:
+	// those whose parents are ok and whose names are free.
+	Create []Object
+	// Update holds objects to update in place ([Updater]).
+	Update []Change
+	// Destroy holds the objects to destroy now, children before parents.
+	Destroy []Object
+	// Deferred holds objects to destroy later: replaced objects kept until
+	// their replacements are in service (make-before-break), and parents
+	// kept until their children are gone.
+	Deferred []Object
+	// Adopt holds untagged objects whose kind, name and spec are exactly
+	// those of an object to create: Reconcile tags them instead.
+	Adopt []Object
+	// Failed holds owned objects in the failed state.
+	Failed []Object
+	// Pending holds owned objects the provider is still working on.
+	Pending []Object
+	// Unconfirmed holds writes no listing has reflected yet: created or
+	// updated objects not listed as written, destroyed objects still listed,
+	// and creations of unknown outcome (with no ID).
+	Unconfirmed []Object
+	// Blocked counts objects to create later, once their parents are ok or
+	// their names are free.
+	Blocked int
+}
+
+// Empty reports whether the plan has nothing to do and nothing to wait for,
+// that is whether a listing confirms the desired state.
+func (p Plan) Empty() bool {
+	return len(p.Create)+len(p.Update)+len(p.Destroy)+len(p.Deferred)+len(p.Adopt)+len(p.Failed)+
+		len(p.Pending)+len(p.Unconfirmed)+p.Blocked == 0
+}
+
+// plan is a Plan with what applying it needs.
+type plan struct {
+	Plan
+	repair   []Object
+	recreate []Object   // failed objects destroyed to be created again
+	destroy  [][]Object // by step: destroy now
+	waiting  []Object   // pending and unconfirmed objects worth waiting for
+	stuck    []error    // what waiting cannot fix
+	changed  bool       // set by apply
+	applyErr []error    // set by apply
+	deadline time.Time  // earliest time a wait should end (zero: none)
+}
+
+func (p *plan) converged() bool { return p.Empty() && len(p.stuck) == 0 && len(p.applyErr) == 0 }
+
+func (p *plan) err() error { return errors.Join(append(slices.Clone(p.stuck), p.applyErr...)...) }
+
+func (p *plan) public() Plan { return p.Plan }
+
+func (p *plan) deadlineAt() (time.Time, bool) { return p.deadline, !p.deadline.IsZero() }
+
+func (p *plan) deadlineBefore(t time.Time) {
+	if p.deadline.IsZero() || t.Before(p.deadline) {
+		p.deadline = t
+	}
+}
+
+// planFor merges a listing into the memory and computes the plan.
+func (r *Reconciler) planFor(ctx context.Context, listed []Object) (*plan, error) {
+	r.memMu.Lock()
+	defer r.memMu.Unlock()
+	v, err := r.merge(listed)
+	if err != nil {
+		return nil, err
+	}
+	return r.compute(ctx, v)
+}
+
+// compute runs the steps over a view. Called with memMu held.
+func (r *Reconciler) compute(ctx context.Context, v *view) (*plan, error) {
+	m := &r.mem
+	n := len(r.cfg.Steps)
+	p := &plan{destroy: make([][]Object, n)}
+
+	// Two owned objects with one name and one spec are an answer the
+	// reconciler cannot act on safely.
+	seen := make(map[nameKey][]Object, len(v.owned))
+	for _, o := range v.owned {
+		nk := nameOf(o)
+		for _, s := range seen[nk] {
+			if SameSpec(s.Spec, o.Spec) {
+				return nil, fmt.Errorf("%w: %v and %v have one name and one spec", ErrInconsistent, s, o)
+			}
+		}
+		seen[nk] = append(seen[nk], o)
+	}
+
+	obs := v.observation()
+	_, canRepair := r.cfg.Engine.(Repairer)
+	_, canUpdate := r.cfg.Engine.(Updater)
+	gone := make(map[Key]bool)
+	failedKind := make([]bool, n)
+	for _, o := range v.owned {
+		switch o.State {
+		case StateOK:
+		case StateFailed:
+			p.Failed = append(p.Failed, o)
+			nk := nameOf(o)
+			switch used := m.failures[nk]; {
+			case used >= r.cfg.FailureBudget:
+				p.stuck = append(p.stuck, fmt.Errorf("%w: %v failed again after %d repairs or recreations", ErrResourceFailed, o, used))
+			case canRepair && used == 0 && !m.noRepair[o.Key()]:
+				p.repair = append(p.repair, o)
+			default:
+				p.recreate = append(p.recreate, o)
+				gone[o.Key()] = true
+				failedKind[r.stepOf[o.Kind]] = true
+			}
+		default:
+			since := m.pendingSince[o.Key()]
+			if end := since.Add(r.cfg.PendingTimeout); !v.now.Before(end) {
+				p.stuck = append(p.stuck, fmt.Errorf("%w: %v pending since %v", ErrPendingTimeout, o, since.Format(time.RFC3339)))
+			} else {
+				p.Pending = append(p.Pending, o)
+				p.waiting = append(p.waiting, o)
+				p.deadlineBefore(end)
+			}
+		}
+	}
+	for _, o := range v.written {
+		p.Unconfirmed = append(p.Unconfirmed, o)
+		p.waiting = append(p.waiting, o)
+		p.deadlineBefore(m.writtenAt(o).Add(r.cfg.ConfirmTimeout))
+	}
+	for _, o := range v.deleting {
+		p.Unconfirmed = append(p.Unconfirmed, o)
+		p.waiting = append(p.waiting, o)
+		p.deadlineBefore(m.destroyed[o.Key()].Add(r.cfg.ConfirmTimeout))
+	}
+	for nk := range v.held {
+		w := m.intents[nk]
+		p.Unconfirmed = append(p.Unconfirmed, w.obj)
+		p.waiting = append(p.waiting, w.obj)
+		p.deadlineBefore(w.at.Add(r.cfg.ConfirmTimeout))
+	}
+
+	// Run the steps, each on the view its predecessors leave.
+	view := obs.without(gone)
+	changes := make([]Changes, n)
+	for i, st := range r.cfg.Steps {
+		ch, err := st.Plan(ctx, view)
+		if err != nil {
+			return nil, fmt.Errorf("lbrecon: step %q: %w", st.Kind, err)
+		}
+		for _, c := range ch.Create {
+			if c.Kind != st.Kind || c.Name == "" {
+				return nil, fmt.Errorf("lbrecon: step %q wants to create %v: kind must be %q and name non-empty", st.Kind, c, st.Kind)
+			}
+		}
+		for _, d := range ch.Destroy {
+			if _, ok := view.Get(d.Key()); !ok || d.Kind != st.Kind {
+				return nil, fmt.Errorf("lbrecon: step %q wants to destroy %v, which is not an observed object of its kind", st.Kind, d)
+			}
+		}
+		var updates []Change
+		for _, u := range ch.Update {
+			if _, ok := view.Get(u.Current.Key()); !ok || u.Current.Kind != st.Kind || u.Desired.Name != u.Current.Name {
+				return nil, fmt.Errorf("lbrecon: step %q wants to update %v, which is not an observed object of its kind and name", st.Kind, u.Current)
+			}
+			if canUpdate && !m.noUpdate[u.Current.Key()] {
+				updates = append(updates, u)
+				continue
+			}
+			// Replace: create first, destroy once the new one serves.
+			ch.Create = append(ch.Create, u.Desired)
+			ch.Destroy = append(ch.Destroy, u.Current)
+		}
+		ch.Update = updates
+		changes[i] = ch
+		if len(ch.Destroy) > 0 {
+			for _, d := range ch.Destroy {
+				gone[d.Key()] = true
+			}
+			view = obs.without(gone)
+		}
+	}
+	for _, o := range p.recreate {
+		i := r.stepOf[o.Kind]
+		changes[i].Destroy = append(changes[i].Destroy, o)
+	}
+
+	// Creations: adopt exact untagged matches; hold names of unknown
+	// outcome and names still taken by a failed object; wait for parents.
+	recreating := make(map[nameKey]bool, len(p.recreate))
+	for _, o := range p.recreate {
+		recreating[nameOf(o)] = true
+	}
+	outstanding := make([]bool, n) // the step still has objects to bring into service
+	notReady := make([]bool, n)    // the step has objects to create, pending or unconfirmed
+	for _, o := range p.waiting {
+		if i, ok := r.stepOf[o.Kind]; ok {
+			outstanding[i], notReady[i] = true, true
+		}
+	}
+	for i, st := range r.cfg.Steps {
+		ch := changes[i]
+		if len(ch.Create) > 0 || len(ch.Update) > 0 {
+			outstanding[i], notReady[i] = true, true
+		}
+		for _, c := range ch.Create {
+			nk := nameOf(c)
+			if k := slices.IndexFunc(v.untagged, func(u Object) bool {
+				return u.Kind == c.Kind && u.Name == c.Name && SameSpec(u.Spec, c.Spec)
+			}); k >= 0 {
+				p.Adopt = append(p.Adopt, v.untagged[k])
+				continue
+			}
+			if v.held[nk] || recreating[nk] || r.blocked(st, i, c, view, notReady) {
+				p.Blocked++
+				continue
+			}
+			c = c.clone()
+			c.ID, c.State = "", 0
+			if !c.HasTag(r.cfg.Tag) {
+				c.Tags = append(c.Tags, r.cfg.Tag)
+			}
+			p.Create = append(p.Create, c)
+		}
+		for _, u := range ch.Update {
+			if r.blocked(st, i, u.Desired, view, notReady) {
+				p.Blocked++
+				continue
+			}
+			p.Update = append(p.Update, u)
+		}
+	}
+
+	// Destructions. A step's destructions wait while its dependents still
+	// destroy or delete children (references), and, make-before-break,
+	// while the step still brings objects into service, unless the object
+	// failed, its name is needed by a creation the engine refused, or a
+	// parent of its goes away for good.
+	childGoing := make([]bool, n)
+	for _, o := range v.deleting {
+		for _, j := range r.deps[r.stepOf[o.Kind]] {
+			childGoing[j] = true
+		}
+	}
+	removal := make([]bool, n) // the step destroys objects nobody replaces
+	for i := range r.cfg.Steps {
+		live := make(map[string]bool)
+		for _, o := range view.Objects(r.cfg.Steps[i].Kind) {
+			live[o.Name] = true
+		}
+		for _, c := range changes[i].Create {
+			live[c.Name] = true
+		}
+		for _, d := range changes[i].Destroy {
+			if !live[d.Name] || failedKind[i] {
+				removal[i] = true
+			}
+		}
+		if len(changes[i].Destroy) > 0 {
+			for _, j := range r.deps[i] {
+				childGoing[j] = true
+			}
+		}
+	}
+	for i := n - 1; i >= 0; i-- {
+		parentGoes := slices.ContainsFunc(r.deps[i], func(j int) bool { return removal[j] })
+		for _, d := range changes[i].Destroy {
+			switch {
+			case childGoing[i]:
+				p.Deferred = append(p.Deferred, d)
+			case recreating[nameOf(d)] || m.conflicts[nameOf(d)] || parentGoes || !outstanding[i]:
+				p.destroy[i] = append(p.destroy[i], d)
+				p.Destroy = append(p.Destroy, d)
+			default:
+				p.Deferred = append(p.Deferred, d)
+			}
+		}
+	}
+	return p, nil
+}
+
+// blocked reports whether c must wait: a parent it refers to is not ok
+// (with Step.Refs), or a kind it depends on still has objects to create,
+// pending or unconfirmed (without).
+func (r *Reconciler) blocked(st Step, i int, c Object, view *Observation, notReady []bool) bool {
+	if st.Refs == nil {
+		return slices.ContainsFunc(r.deps[i], func(j int) bool { return notReady[j] })
+	}
+	for _, k := range st.Refs(c) {
+		o, ok := view.Get(k)
+		if !ok || o.State != StateOK {
+			return true
+		}
+	}
+	return false
+}
+
+// writtenAt returns when o's unconfirmed write was made.
+func (m *memory) writtenAt(o Object) time.Time {
+	if w, ok := m.written[o.Key()]; ok {
+		return w.at
+	}
+	return time.Time{}
+}
+
+// describe lists objects for errors and logs.
+func describe(objs []Object) string {
+	s := make([]string, 0, len(objs))
+	for _, o := range objs {
+		s = append(s, o.String())
+	}
+	slices.Sort(s)
+	return strings.Join(s, ", ")
+}

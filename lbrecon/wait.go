@@ -1,0 +1,105 @@
+package lbrecon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/reconkit/reconkit/backoff"
+)
+
+// pollMultiplier is the growth of the wait between polls. It is low on
+// purpose: a poll is one List for many objects, and a wait that overshoots the
+// provider's pending period adds to every creation wave.
+const pollMultiplier = 1.3
+
+// wait polls, on the clock, until looking again is useful: a listing gives a
+// plan with something to do, the desired state is confirmed, or the
+// earliest deadline of what is waited for (a pending timeout, a write's
+// confirmation timeout) has come. The first poll comes one PollInterval
+// after the call. It returns the last listing when the last poll was a
+// List, for the next pass to use.
+func (r *Reconciler) wait(ctx context.Context, p *plan) (listed []Object, err error) {
+	timeout := r.cfg.PendingTimeout
+	if d, ok := p.deadlineAt(); ok {
+		timeout = max(d.Sub(r.clock.Now()), r.cfg.PollInterval)
+	}
+	// Do not poll before the outstanding writes can show: earlier writes
+	// tell how long the provider takes.
+	var early time.Duration
+	if p.changed {
+		r.memMu.Lock()
+		if settled := r.mem.settled(); !settled.IsZero() {
+			early = settled.Sub(r.clock.Now()) - r.cfg.PollInterval
+		}
+		r.memMu.Unlock()
+	}
+	if early > 0 {
+		early = min(early, timeout)
+		t := r.clock.NewTimer(early)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("lbrecon: wait for pending and unconfirmed objects: %w", ctx.Err())
+		case <-t.C():
+		}
+		timeout = max(timeout-early, r.cfg.PollInterval)
+	}
+	// A few pending objects that listings already show are polled with
+	// one Get each; everything else with one List.
+	var gets []Object
+	if len(p.Unconfirmed) == 0 && len(p.Pending) <= r.cfg.GetPollMax && !p.changed {
+		gets = p.Pending
+	}
+	cond := func(ctx context.Context) (bool, error) {
+		listed = nil
+		if len(gets) > 0 {
+			got, errs := r.parallelOnce(ctx, gets, VerbGet, r.cfg.Engine.Get)
+			for i, e := range errs {
+				switch {
+				case errors.Is(e, ErrNotFound):
+				case e != nil:
+					return false, e
+				case got[i].State != StateOK && got[i].State != StateFailed:
+					return false, nil
+				}
+			}
+			return true, nil
+		}
+		var objs []Object
+		if err := r.once(ctx, VerbList, func(ctx context.Context) error {
+			var err error
+			objs, err = r.engineList(ctx)
+			return err
+		}); err != nil {
+			return false, err
+		}
+		next, err := r.planFor(ctx, objs)
+		if err != nil {
+			return false, backoff.Permanent(err)
+		}
+		listed = objs
+		work := len(next.Create)+len(next.Update)+len(next.Destroy)+len(next.Adopt)+len(next.repair) > 0
+		return work || next.converged() || len(next.waiting) == 0, nil
+	}
+	err = backoff.Poll(ctx, r.cfg.PollInterval, timeout, cond,
+		backoff.WithDelayedStart(),
+		backoff.WithClock(r.clock),
+		backoff.WithMaxInterval(r.cfg.MaxPollInterval),
+		backoff.WithMultiplier(pollMultiplier),
+		backoff.WithName("lbrecon: wait for pending and unconfirmed objects"),
+	)
+	switch {
+	case err == nil:
+		return listed, nil
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("lbrecon: wait for pending and unconfirmed objects: %w", ctx.Err())
+	case errors.Is(err, backoff.ErrGaveUp):
+		// A deadline came: the next pass reports what is stuck.
+		return nil, nil
+	case errors.Is(err, ErrInconsistent):
+		return nil, err
+	}
+	return nil, fmt.Errorf("lbrecon: wait for pending and unconfirmed objects: %w", err)
+}
