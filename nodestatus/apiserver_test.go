@@ -114,7 +114,7 @@ func eventually(t *testing.T, clk *testclock.FakeClock, cond func() bool, msg st
 			clk.Step(100 * time.Millisecond)
 		}
 		return false
-	}, 30*time.Second, 20*time.Millisecond, msg)
+	}, waitFor, 20*time.Millisecond, msg)
 }
 
 func ptrTo[T any](v T) *T { return &v }
@@ -134,7 +134,7 @@ func TestAPIServer(t *testing.T) {
 	require.Eventually(t, func() bool {
 		_, err := admin.CoreV1().Namespaces().Get(ctx, "kube-node-lease", metav1.GetOptions{})
 		return err == nil
-	}, 30*time.Second, 50*time.Millisecond, "kube-node-lease namespace")
+	}, waitFor, 50*time.Millisecond, "kube-node-lease namespace")
 
 	t.Run("RegistrationAndLease", func(t *testing.T) {
 		cs, _ := countedClient(t, a.Config())
@@ -354,7 +354,7 @@ func TestAPIServer(t *testing.T) {
 		p.UpdateStatus(func(n *corev1.Node) { n.Labels["gen"] = "2" })
 		select {
 		case <-c.Done():
-		case <-time.After(30 * time.Second):
+		case <-time.After(waitFor):
 			t.Fatal("Run did not stop")
 		}
 		require.ErrorIs(t, c.Err(), nodestatus.ErrNodeDeleted)
