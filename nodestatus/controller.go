@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/utils/clock"
 
@@ -22,10 +23,17 @@ import (
 var ErrAlreadyStarted = errors.New("nodestatus: Run called twice")
 
 // Retry settings for API calls: like the kubelet's lease controller, start
-// fast and never wait more than 7s between attempts.
+// fast; unlike its 7s cap (8.4s with jitter), no wait is longer than
+// retryMaxWait, jitter included, so that after an outage heals the next
+// attempt comes within it.
 const (
 	retryInitial = 200 * time.Millisecond
-	retryMax     = 7 * time.Second
+	retryJitter  = 0.2 // the backoff package's default: ±20%
+	retryMaxWait = 5 * time.Second
+	// retryMaxInterval is the backoff cap before jitter.
+	retryMaxInterval = retryMaxWait * 5 / 6 // (1 + retryJitter) = 6/5
+	// retryFirstMax is the longest first retry wait, jitter included.
+	retryFirstMax = time.Duration(float64(retryInitial) * (1 + retryJitter))
 )
 
 // NodeController registers a Node, keeps its Lease renewed and its status in
@@ -36,7 +44,11 @@ type NodeController struct {
 	clk       clock.Clock
 	patchMeta strategicpatch.LookupPatchMeta
 
+	metrics  Metrics
+	defaults []corev1.NodeCondition
+
 	latest atomic.Pointer[corev1.Node] // the provider's newest node
+	ping   atomic.Pointer[pingState]   // the newest ping result, set by Run's loop
 	notify chan struct{}               // capacity 1: "latest changed"
 
 	started atomic.Bool
@@ -60,11 +72,17 @@ func New(cfg Config) (*NodeController, error) {
 		name:      cfg.Node.Name,
 		clk:       cfg.Clock,
 		patchMeta: meta,
+		metrics:   cfg.Metrics,
+		defaults:  cfg.DefaultConditions,
 		notify:    make(chan struct{}, 1),
 		ready:     make(chan struct{}),
 		done:      make(chan struct{}),
 	}
+	if c.metrics == nil {
+		c.metrics = noMetrics{}
+	}
 	c.latest.Store(cfg.Node)
+	c.ping.Store(&pingState{})
 	return c, nil
 }
 
@@ -106,24 +124,23 @@ func (c *NodeController) log(ctx context.Context) logr.Logger {
 
 func permanent(err error) error { return backoff.Permanent(err) }
 
-// retry runs op with backoff; failures go to the error handler, which may
-// stop the retries with an error of its own.
+// retry runs op with backoff until it succeeds or returns a permanent
+// error. Failed requests have already been shown to the metrics hook and
+// the error handler (see observe). A 429's Retry-After is honoured up to
+// retryMaxWait.
 func (c *NodeController) retry(ctx context.Context, name string, op func(context.Context) error) error {
 	return backoff.Retry(ctx, func(ctx context.Context) error {
 		err := op(ctx)
-		if err == nil || backoff.IsPermanent(err) {
-			return err
-		}
-		if h := c.cfg.ErrorHandler; h != nil {
-			if herr := h(ctx, err); herr != nil {
-				return permanent(fmt.Errorf("nodestatus: %s: %w", name, herr))
-			}
+		if secs, ok := apierrors.SuggestsClientDelay(err); ok && apierrors.IsTooManyRequests(err) && !backoff.IsPermanent(err) {
+			return backoff.RetryAfter(err, time.Duration(secs)*time.Second)
 		}
 		return err
 	},
 		backoff.WithClock(c.clk),
 		backoff.WithInitialInterval(retryInitial),
-		backoff.WithMaxInterval(retryMax),
+		backoff.WithJitter(retryJitter),
+		backoff.WithMaxInterval(retryMaxInterval),
+		backoff.WithMaxRetryAfter(retryMaxWait),
 		backoff.WithName("nodestatus "+name),
 	)
 }
@@ -240,8 +257,6 @@ func (c *NodeController) Run(ctx context.Context) (err error) {
 			return
 		}
 		job := statusJob{
-			desired:     desired(c.latest.Load(), st.ping, c.cfg.PingFailure),
-			create:      c.cfg.Node,
 			heartbeat:   st.heartbeatDue && !heartbeatsStopped(),
 			noHeartbeat: heartbeatsStopped(),
 			uncordon:    !st.registered,
@@ -361,9 +376,12 @@ loop:
 				st.lease, st.leaseAwaitsNode = nil, true
 				st.statusDirty, st.refetch = true, true
 			case r.lease != nil:
-				if !st.lastRenew.IsZero() && now.Sub(st.lastRenew) > c.cfg.NodeMonitorGracePeriod {
-					// The node lifecycle controller may have marked the node
-					// Unknown meanwhile: read it back and restore the status.
+				if r.failures > 0 {
+					// Heartbeats failed for a while: the node lifecycle
+					// controller may have marked the node Unknown meanwhile.
+					// Read it back (from the apiserver's cache) and restore
+					// what differs at once.
+					log.Info("Heartbeats succeed again; checking the Node", "failedAttempts", r.failures)
 					st.statusDirty, st.refetch = true, true
 				}
 				st.lease, st.lastRenew = r.lease, now
@@ -384,6 +402,9 @@ loop:
 			if r.err != nil {
 				fatal = r.err
 				break loop
+			}
+			if r.rejected != nil {
+				log.Info("The provider's status was rejected by the API server; it is written again at the next change or report", "error", r.rejected.Error())
 			}
 			if r.server != nil {
 				uidChanged := st.server != nil && st.server.UID != r.server.UID
@@ -450,6 +471,7 @@ func (c *NodeController) setPing(ctx context.Context, st *loopState, ps pingStat
 		c.log(ctx).Info("Ping succeeds again")
 	}
 	st.ping = ps
+	c.ping.Store(&ps)
 	if c.cfg.PingFailure == PingFailureSetNotReady {
 		st.statusDirty = true
 	}

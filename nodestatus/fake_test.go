@@ -95,6 +95,17 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		"no name":            func(c *nodestatus.Config) { c.Node.Name = "" },
 		"bad name":           func(c *nodestatus.Config) { c.Node.Name = "Not_A_Name" },
 		"renew beyond grace": func(c *nodestatus.Config) { c.RenewInterval = 20 * time.Second },
+		// One renewal hung for 19s, 0.24s of retry wait and a 19s retry
+		// after a 19.76s wait: 58s between heartbeats.
+		"hung renewal beyond grace": func(c *nodestatus.Config) {
+			c.RenewInterval, c.NodeMonitorGracePeriod = 19*time.Second, 40*time.Second
+		},
+		"request timeout beyond grace": func(c *nodestatus.Config) {
+			c.NodeMonitorGracePeriod, c.RequestTimeout = 40*time.Second, 15*time.Second
+		},
+		"duplicate default condition": func(c *nodestatus.Config) {
+			c.DefaultConditions = []corev1.NodeCondition{{Type: "A"}, {Type: "A"}}
+		},
 		"renew beyond 50s grace": func(c *nodestatus.Config) {
 			c.NodeMonitorGracePeriod = 50 * time.Second
 			c.RenewInterval = 25 * time.Second
@@ -118,9 +129,13 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	_, err := nodestatus.New(ok())
 	require.NoError(t, err, "defaults are valid")
 	cfg := ok()
-	cfg.RenewInterval, cfg.NodeMonitorGracePeriod = 19*time.Second, 40*time.Second
+	cfg.NodeMonitorGracePeriod = 40 * time.Second
 	_, err = nodestatus.New(cfg)
-	require.NoError(t, err, "19s (19.76s with jitter) renews twice within 40s")
+	require.NoError(t, err, "10.4s + 2×10s + 0.24s fits in 40s")
+	cfg = ok()
+	cfg.NodeMonitorGracePeriod, cfg.RequestTimeout = 40*time.Second, 14*time.Second
+	_, err = nodestatus.New(cfg)
+	require.NoError(t, err, "10.4s + 2×14s + 0.24s fits in 40s; 15s (the case above) does not")
 }
 
 func TestLeaseRenewedEveryQuarterDuration(t *testing.T) {
@@ -315,7 +330,9 @@ func TestLeaseOwnerFollowsRecreatedNode(t *testing.T) {
 		n.UID = types.UID(fmt.Sprintf("uid-%d", uid))
 		return false, nil, nil
 	})
-	c := start(t, fakeConfig(cs, clk, p))
+	cfg := fakeConfig(cs, clk, p)
+	cfg.ReRegister = true
+	c := start(t, cfg)
 	waitReady(t, c)
 	lease := func() *coordinationv1.Lease {
 		l, err := cs.CoordinationV1().Leases("kube-node-lease").Get(context.Background(), "vk-0", metav1.GetOptions{})
