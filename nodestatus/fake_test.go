@@ -350,3 +350,38 @@ func TestLeaseOwnerFollowsRecreatedNode(t *testing.T) {
 	}, waitFor, time.Millisecond, "re-registered")
 	require.Eventually(t, func() bool { return lease().OwnerReferences[0].UID == "uid-2" }, waitFor, time.Millisecond, "the owner reference follows at once")
 }
+
+func TestRetryWaitsNeverExceedFiveSeconds(t *testing.T) {
+	cs := fake.NewClientset()
+	var mu sync.Mutex
+	failing, attempts := false, 0
+	cs.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		attempts++
+		if failing {
+			return true, nil, apierrors.NewInternalError(errors.New("etcd is down"))
+		}
+		return false, nil, nil
+	})
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return attempts
+	}
+	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	c := start(t, fakeConfig(cs, clk, nil))
+	waitReady(t, c)
+	mu.Lock()
+	failing = true
+	mu.Unlock()
+	step(t, clk, 10500*time.Millisecond) // the renewal that starts failing
+	// Far past the point where 200ms × 1.5ⁿ reaches the cap: every wait,
+	// jitter included, ends within 5s.
+	for i := range 20 {
+		before := count()
+		step(t, clk, 5*time.Second)
+		idle(t, clk)
+		require.Greater(t, count(), before, "retry %d came within 5s", i+1)
+	}
+}
