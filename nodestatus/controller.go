@@ -384,7 +384,7 @@ loop:
 					log.Info("Heartbeats succeed again; checking the Node", "failedAttempts", r.failures)
 					st.statusDirty, st.refetch = true, true
 				}
-				st.lease, st.lastRenew = r.lease, now
+				st.lease, st.lastRenew = slimLease(r.lease), now
 				resetTimer(leaseT, renew())
 				if r.recreated {
 					log.Info("Lease was recreated; checking the Node")
@@ -408,7 +408,7 @@ loop:
 			}
 			if r.server != nil {
 				uidChanged := st.server != nil && st.server.UID != r.server.UID
-				st.server = r.server
+				st.server = slimNode(r.server)
 				if r.created && st.registered {
 					log.Info("Node was deleted; registered it again", "uid", r.server.UID)
 				}
@@ -459,6 +459,23 @@ loop:
 		}
 	}
 	return ctx.Err()
+}
+
+// slimNode drops from a served Node what later status writes do not use
+// (spec, managed fields, owner references), so that a controller holds
+// little more than the status between writes. The held copy is only used
+// to compute labels, annotations and status patches, and compared on those.
+func slimNode(n *corev1.Node) *corev1.Node {
+	n.ManagedFields, n.OwnerReferences, n.Finalizers = nil, nil, nil
+	n.Spec = corev1.NodeSpec{}
+	return n
+}
+
+// slimLease drops the managed fields from a held lease: an update without
+// them leaves the server's as they are.
+func slimLease(l *coordinationv1.Lease) *coordinationv1.Lease {
+	l.ManagedFields = nil
+	return l
 }
 
 func (c *NodeController) setPing(ctx context.Context, st *loopState, ps pingState) {
