@@ -781,6 +781,32 @@ func TestAPIServer(t *testing.T) {
 		}, "status restored after the first successful renewal")
 	})
 
+	t.Run("ReportRestoresWhatOthersChanged", func(t *testing.T) {
+		// While heartbeats succeed, nothing reads the Node back but the
+		// report: its resourceVersion precondition fails on any change by
+		// others, and the report is recomputed on a fresh copy.
+		cs, tc := countedClient(t, a.Config())
+		clk := newClock()
+		c := start(t, nodestatus.Config{Client: cs, Node: testNode("report"), Clock: clk, StatusReportInterval: time.Minute})
+		waitReady(t, c)
+		idle(t, clk)
+		n := e.node(t, "report")
+		for i := range n.Status.Conditions {
+			n.Status.Conditions[i].Status = corev1.ConditionUnknown
+		}
+		_, err := admin.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		gets := tc.get("GET nodes")
+		for range 7 { // 73.5s: past the first report, due 30s to 60s after registration
+			step(t, clk, 10500*time.Millisecond)
+		}
+		eventually(t, nil, func() bool {
+			n := e.node(t, "report")
+			return condStatus(n, corev1.NodeReady) == corev1.ConditionTrue && condStatus(n, corev1.NodeDiskPressure) == corev1.ConditionFalse
+		}, "the report restored the status")
+		require.Equal(t, gets+1, tc.get("GET nodes"), "one GET, after the 409")
+	})
+
 	t.Run("LeaseClientCarriesOnlyRenewals", func(t *testing.T) {
 		cs, tc := countedClient(t, a.Config())
 		lcs, ltc := countedClient(t, a.Config())
