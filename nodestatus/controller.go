@@ -2,6 +2,7 @@ package nodestatus
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -13,6 +14,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/utils/clock"
 
@@ -170,7 +173,7 @@ func stopTimer(t clock.Timer) {
 
 // loopState is owned by Run's goroutine.
 type loopState struct {
-	server     *corev1.Node
+	server     *heldNode
 	registered bool
 	lease      *coordinationv1.Lease
 	leaseOff   bool // heartbeats are status writes (disabled or unsupported)
@@ -249,7 +252,7 @@ func (c *NodeController) Run(ctx context.Context) (err error) {
 			return
 		}
 		st.leaseBusy = true
-		job := leaseJob{held: st.lease, owner: st.server.UID}
+		job := leaseJob{held: st.lease, owner: st.server.uid}
 		wg.Go(func() { leaseDone <- c.renewLease(wctx, job) })
 	}
 	startStatus := func() {
@@ -263,7 +266,7 @@ func (c *NodeController) Run(ctx context.Context) (err error) {
 			registered:  st.registered,
 		}
 		if !st.refetch {
-			job.server = st.server
+			job.server = st.server.node()
 		}
 		st.statusBusy, st.statusDirty, st.heartbeatDue, st.refetch = true, false, false, false
 		wg.Go(func() { statusDone <- c.syncStatus(wctx, job) })
@@ -407,10 +410,10 @@ loop:
 				log.Info("The provider's status was rejected by the API server; it is written again at the next change or report", "error", r.rejected.Error())
 			}
 			if r.server != nil {
-				uidChanged := st.server != nil && st.server.UID != r.server.UID
-				st.server = slimNode(r.server)
+				uidChanged := st.server != nil && st.server.uid != r.server.uid
+				st.server = r.server
 				if r.created && st.registered {
-					log.Info("Node was deleted; registered it again", "uid", r.server.UID)
+					log.Info("Node was deleted; registered it again", "uid", r.server.uid)
 				}
 				if uidChanged || st.leaseAwaitsNode || !st.registered {
 					// A first renewal, or a new owner reference for the lease.
@@ -453,7 +456,7 @@ loop:
 	if st.registered && c.cfg.OnShutdown != ShutdownNone {
 		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ShutdownTimeout)
 		defer scancel()
-		if err := c.shutdown(sctx, st.server); err != nil {
+		if err := c.shutdown(sctx, st.server.uid); err != nil {
 			log.Error(err, "Shutdown action failed", "action", c.cfg.OnShutdown)
 			return fmt.Errorf("nodestatus: node %s: shutdown: %w (after %w)", c.name, err, ctx.Err())
 		}
@@ -461,13 +464,41 @@ loop:
 	return ctx.Err()
 }
 
-// slimNode drops from a served Node what later status writes do not use
-// (spec, managed fields, owner references), so that a controller holds
-// little more than the status between writes. The held copy is only used
-// to compute labels, annotations and status patches, and compared on those.
-func slimNode(n *corev1.Node) *corev1.Node {
-	n.ManagedFields, n.OwnerReferences, n.Finalizers = nil, nil, nil
-	n.Spec = corev1.NodeSpec{}
+// heldNode is the served Node kept between status writes: only what later
+// writes use (labels, annotations and status; not the spec, managed fields
+// or owner references), encoded in one allocation rather than the few
+// hundred small ones of a decoded Node, and decoded when a write needs it.
+// Status patches are computed and compared on labels, annotations and
+// status only.
+type heldNode struct {
+	uid types.UID
+	raw []byte // nil if it could not be encoded: the next write reads the Node
+}
+
+func hold(n *corev1.Node) *heldNode {
+	slim := corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion,
+			Labels: n.Labels, Annotations: n.Annotations,
+		},
+		Status: n.Status,
+	}
+	raw, err := json.Marshal(&slim)
+	if err != nil {
+		raw = nil
+	}
+	return &heldNode{uid: n.UID, raw: raw}
+}
+
+// node decodes the held copy; nil (read the Node again) if it cannot.
+func (h *heldNode) node() *corev1.Node {
+	if h == nil || h.raw == nil {
+		return nil
+	}
+	n := &corev1.Node{}
+	if err := json.Unmarshal(h.raw, n); err != nil {
+		return nil
+	}
 	return n
 }
 

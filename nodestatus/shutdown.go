@@ -13,7 +13,7 @@ import (
 )
 
 // shutdown performs Config.OnShutdown on the registered Node.
-func (c *NodeController) shutdown(ctx context.Context, server *corev1.Node) error {
+func (c *NodeController) shutdown(ctx context.Context, uid types.UID) error {
 	nodes := c.cfg.Client.CoreV1().Nodes()
 	switch c.cfg.OnShutdown {
 	case ShutdownCordon:
@@ -39,7 +39,6 @@ func (c *NodeController) shutdown(ctx context.Context, server *corev1.Node) erro
 			return fmt.Errorf("cordon: %w", err)
 		}
 	case ShutdownDelete:
-		uid := server.UID
 		start := c.clk.Now()
 		err := nodes.Delete(ctx, c.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 		c.metrics.Observe(CallDeleteNode, classify(context.Background(), err), c.clk.Since(start))

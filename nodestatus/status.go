@@ -388,8 +388,8 @@ type statusJob struct {
 }
 
 type statusResult struct {
-	server   *corev1.Node // new server copy (nil if unchanged)
-	written  bool         // a write reached the server
+	server   *heldNode // new server copy (nil if unchanged), encoded on the worker
+	written  bool      // a write reached the server
 	created  bool
 	rejected error // the newest desired status was refused for good; what was written is reduced
 	failures int   // attempts that failed before the job ended
@@ -412,6 +412,7 @@ func (c *NodeController) want() *corev1.Node {
 // correction is never held up behind a failing write.
 func (c *NodeController) syncStatus(ctx context.Context, job statusJob) statusResult {
 	var res statusResult
+	var got *corev1.Node // the newest server copy this job received
 	server := job.server
 	fresh := false // read from storage rather than the apiserver's cache
 	stale := false // the attempt found its copy outdated
@@ -428,7 +429,7 @@ func (c *NodeController) syncStatus(ctx context.Context, job statusJob) statusRe
 			if err != nil {
 				return err
 			}
-			server, res.server = n, n
+			server, got = n, n
 			if created {
 				res.written, res.created = true, true
 				job.uncordon = false
@@ -449,7 +450,7 @@ func (c *NodeController) syncStatus(ctx context.Context, job statusJob) statusRe
 				return err
 			}
 			if n != nil {
-				server, res.server, res.written = n, n, true
+				server, got, res.written = n, n, true
 			}
 			job.uncordon = false
 		}
@@ -479,7 +480,7 @@ func (c *NodeController) syncStatus(ctx context.Context, job statusJob) statusRe
 			err = c.observe(ctx, CallPatchStatus, start, err)
 			switch {
 			case err == nil:
-				server, res.server, res.written = n, n, true
+				server, got, res.written = n, n, true
 				if level > levelFull {
 					c.log(ctx).Info("Wrote a reduced status; the provider's full status was rejected", "written", level.String(), "error", res.rejected.Error())
 				}
@@ -515,6 +516,9 @@ func (c *NodeController) syncStatus(ctx context.Context, job statusJob) statusRe
 	})
 	if err != nil && ctx.Err() == nil {
 		res.err = err
+	}
+	if got != nil {
+		res.server = hold(got)
 	}
 	return res
 }
