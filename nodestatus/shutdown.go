@@ -90,7 +90,7 @@ func (c *NodeController) uncordon(ctx, rctx context.Context, server *corev1.Node
 func ownsOnly(entries []metav1.ManagedFieldsEntry, manager string, path ...string) bool {
 	ours := false
 	for _, e := range entries {
-		if e.Subresource != "" || e.FieldsV1 == nil || !hasField(e.FieldsV1.Raw, path) {
+		if e.Subresource != "" || e.FieldsV1 == nil || !hasField(e.FieldsV1.GetRawBytes(), path) {
 			continue
 		}
 		if e.Manager != manager {
