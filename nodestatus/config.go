@@ -46,8 +46,11 @@ const (
 	// the three-way status patch. It is validated when read.
 	AnnotationLastApplied = "nodestatus.reconkit.io/last-applied"
 	// AnnotationCordoned marks a node this controller made unschedulable
-	// on shutdown; the next Run makes it schedulable again. A node an
-	// administrator cordoned has no such mark and stays cordoned.
+	// on shutdown; the next Run makes it schedulable again if the cordon
+	// is still its own (its field manager alone owns spec.unschedulable),
+	// and removes the mark either way. A node an administrator cordoned,
+	// before or after (kubectl uncordon leaves the mark behind), stays
+	// cordoned.
 	AnnotationCordoned = "nodestatus.reconkit.io/cordoned"
 )
 
@@ -108,7 +111,8 @@ const (
 	// node lifecycle controller marks it Unknown once the lease lapses.
 	ShutdownNone ShutdownAction = iota
 	// ShutdownCordon marks the Node unschedulable and annotates it with
-	// AnnotationCordoned; the next Run undoes both.
+	// AnnotationCordoned; the next Run undoes both while the cordon is
+	// still this controller's (see AnnotationCordoned).
 	ShutdownCordon
 	// ShutdownDelete deletes the Node (if its UID is still the one this
 	// controller registered) and its lease.

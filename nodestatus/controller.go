@@ -198,9 +198,9 @@ type loopState struct {
 // ctx ends. It blocks until every goroutine it started has returned (Ping
 // must honour its context), then performs Config.OnShutdown, and returns
 // ctx.Err(). It returns early with a wrapped error when the ErrorHandler
-// gives up, when the Node was deleted and re-registration is disabled
-// (ErrNodeDeleted), or when the desired status cannot be encoded. Run may be
-// called once.
+// gives up, or when the Node was deleted and Config.ReRegister is off
+// (ErrNodeDeleted). A status the API server rejects does not stop it (see
+// ErrRejected). Run may be called once.
 func (c *NodeController) Run(ctx context.Context) (err error) {
 	if !c.started.CompareAndSwap(false, true) {
 		return ErrAlreadyStarted
