@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -11,8 +12,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -114,10 +117,158 @@ func eventually(t *testing.T, clk *testclock.FakeClock, cond func() bool, msg st
 			clk.Step(100 * time.Millisecond)
 		}
 		return false
-	}, 30*time.Second, 20*time.Millisecond, msg)
+	}, waitFor, 20*time.Millisecond, msg)
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+func nodeAddrs(list ...string) []corev1.NodeAddress {
+	var out []corev1.NodeAddress
+	for _, a := range list {
+		out = append(out, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: a})
+	}
+	return out
+}
+
+func setCondition(n *corev1.Node, typ corev1.NodeConditionType, status corev1.ConditionStatus, reason string) {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == typ {
+			n.Status.Conditions[i].Status, n.Status.Conditions[i].Reason = status, reason
+			return
+		}
+	}
+	n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: typ, Status: status, Reason: reason})
+}
+
+func condStatus(n *corev1.Node, typ corev1.NodeConditionType) corev1.ConditionStatus {
+	if c := condition(n, typ); c != nil {
+		return c.Status
+	}
+	return ""
+}
+
+// noPatchesUntilMarker notifies the provider's unchanged status several
+// times, calling between before each, then notifies one real change (a
+// marker label) and checks that exactly one PATCH reached the server: the
+// unchanged notifications (whose jobs ran before the marker's, or were
+// coalesced into it) wrote nothing.
+func noPatchesUntilMarker(t *testing.T, p *nodestatustest.Provider, tc *transportCounter, between func()) {
+	t.Helper()
+	before := tc.get("PATCH nodes/status")
+	for range 5 {
+		between()
+		p.UpdateStatus(func(*corev1.Node) {})
+	}
+	p.UpdateStatus(func(n *corev1.Node) { n.Labels["marker"] = "1" })
+	eventually(t, nil, func() bool { return tc.get("PATCH nodes/status") > before }, "the marker is written")
+	require.Equal(t, before+1, tc.get("PATCH nodes/status"), "one PATCH: the marker's")
+}
+
+// expectPingFailureAndCorrection checks, after a rejected status, that a
+// failing ping still sets Ready=False and that the provider's corrected
+// status (without what was rejected) is written in full.
+func expectPingFailureAndCorrection(t *testing.T, e *apiEnv, p *nodestatustest.Provider, clk *testclock.FakeClock, name string) {
+	t.Helper()
+	p.SetPingError(errors.New("backend: connection refused"))
+	step(t, clk, 10500*time.Millisecond)
+	eventually(t, nil, func() bool {
+		r := condition(e.node(t, name), corev1.NodeReady)
+		return r.Status == corev1.ConditionFalse && r.Reason == nodestatus.ReasonPingFailed
+	}, "a failing ping sets Ready=False")
+	p.SetPingError(nil)
+	p.SetStatus(testNode(name)) // the provider drops what was rejected
+	p.UpdateStatus(func(n *corev1.Node) { n.Labels["corrected"] = "yes" })
+	step(t, clk, 10500*time.Millisecond)
+	eventually(t, nil, func() bool {
+		n := e.node(t, name)
+		return n.Labels["corrected"] == "yes" && condStatus(n, corev1.NodeReady) == corev1.ConditionTrue && condStatus(n, corev1.NodeMemoryPressure) == corev1.ConditionFalse
+	}, "the corrected status is written in full")
+}
+
+// recorder is an ErrorHandler and a Metrics hook that remember what they
+// saw.
+type recorder struct {
+	mu   sync.Mutex
+	errs []error
+	obs  map[string]int
+}
+
+func (r *recorder) handle(_ context.Context, err error) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errs = append(r.errs, err)
+	return nil
+}
+
+func (r *recorder) Observe(call nodestatus.Call, out nodestatus.Outcome, _ time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.obs == nil {
+		r.obs = map[string]int{}
+	}
+	r.obs[string(call)+" "+string(out)]++
+}
+
+func (r *recorder) count(call nodestatus.Call, out nodestatus.Outcome) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.obs[string(call)+" "+string(out)]
+}
+
+func (r *recorder) errors() []error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]error(nil), r.errs...)
+}
+
+// sawRejected reports whether an error wrapping ErrRejected for which is
+// holds reached the handler.
+func (r *recorder) sawRejected(is func(error) bool) bool {
+	for _, err := range r.errors() {
+		if errors.Is(err, nodestatus.ErrRejected) && is(err) {
+			return true
+		}
+	}
+	return false
+}
+
+// forbidLabel installs a validating admission policy that answers 403 to
+// any node (or node status) write carrying the label, as the
+// NodeRestriction admission plugin does for labels a node may not set, and
+// waits until it is in force.
+func forbidLabel(t *testing.T, admin kubernetes.Interface, label string) {
+	t.Helper()
+	ctx := context.Background()
+	name := "forbid-" + strings.NewReplacer("/", "-", ".", "-").Replace(label)
+	_, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, &admissionv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptrTo(admissionv1.Fail),
+			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionv1.RuleWithOperations{
+					Operations: []admissionv1.OperationType{admissionv1.Create, admissionv1.Update},
+					Rule:       admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"nodes", "nodes/status"}},
+				},
+			}}},
+			Validations: []admissionv1.Validation{{
+				Expression: fmt.Sprintf("!has(object.metadata.labels) || !(%q in object.metadata.labels)", label),
+				Reason:     ptrTo(metav1.StatusReasonForbidden),
+				Message:    "label " + label + " is not allowed",
+			}},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, &admissionv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       admissionv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name, ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	probe := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name + "-probe", Labels: map[string]string{label: "x"}}}
+	eventually(t, nil, func() bool {
+		_, err := admin.CoreV1().Nodes().Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return apierrors.IsForbidden(err)
+	}, "the policy is in force")
+}
 
 func newClock() *testclock.FakeClock {
 	return testclock.NewFakeClock(time.Now().Truncate(time.Second))
@@ -134,7 +285,7 @@ func TestAPIServer(t *testing.T) {
 	require.Eventually(t, func() bool {
 		_, err := admin.CoreV1().Namespaces().Get(ctx, "kube-node-lease", metav1.GetOptions{})
 		return err == nil
-	}, 30*time.Second, 50*time.Millisecond, "kube-node-lease namespace")
+	}, waitFor, 50*time.Millisecond, "kube-node-lease namespace")
 
 	t.Run("RegistrationAndLease", func(t *testing.T) {
 		cs, _ := countedClient(t, a.Config())
@@ -311,7 +462,7 @@ func TestAPIServer(t *testing.T) {
 		p := nodestatustest.NewProvider(testNode("phoenix"))
 		cs, _ := countedClient(t, a.Config())
 		clk := newClock()
-		c := start(t, nodestatus.Config{Client: cs, Node: testNode("phoenix"), Provider: p, Clock: clk})
+		c := start(t, nodestatus.Config{Client: cs, Node: testNode("phoenix"), Provider: p, Clock: clk, ReRegister: true})
 		waitReady(t, c)
 		old := e.node(t, "phoenix").UID
 
@@ -348,13 +499,13 @@ func TestAPIServer(t *testing.T) {
 	t.Run("NodeDeletedWithoutReRegister", func(t *testing.T) {
 		p := nodestatustest.NewProvider(testNode("gone"))
 		cs, _ := countedClient(t, a.Config())
-		c := start(t, nodestatus.Config{Client: cs, Node: testNode("gone"), Provider: p, Clock: newClock(), DisableReRegister: true})
+		c := start(t, nodestatus.Config{Client: cs, Node: testNode("gone"), Provider: p, Clock: newClock()})
 		waitReady(t, c)
 		require.NoError(t, admin.CoreV1().Nodes().Delete(ctx, "gone", metav1.DeleteOptions{}))
 		p.UpdateStatus(func(n *corev1.Node) { n.Labels["gen"] = "2" })
 		select {
 		case <-c.Done():
-		case <-time.After(30 * time.Second):
+		case <-time.After(waitFor):
 			t.Fatal("Run did not stop")
 		}
 		require.ErrorIs(t, c.Err(), nodestatus.ErrNodeDeleted)
@@ -423,6 +574,254 @@ func TestAPIServer(t *testing.T) {
 		require.Equal(t, "kept", n.Labels["theirs"])
 		var rec map[string]any
 		require.NoError(t, json.Unmarshal([]byte(n.Annotations[nodestatus.AnnotationLastApplied]), &rec), "a good record is written back")
+	})
+
+	t.Run("DualStackAddressesReplaced", func(t *testing.T) {
+		n0 := testNode("dual")
+		n0.Status.Addresses = nodeAddrs("10.0.0.1", "fd00::1")
+		p := nodestatustest.NewProvider(n0)
+		cs, tc := countedClient(t, a.Config())
+		clk := newClock()
+		c := start(t, nodestatus.Config{Client: cs, Node: n0, Provider: p, Clock: clk})
+		waitReady(t, c)
+		require.Equal(t, nodeAddrs("10.0.0.1", "fd00::1"), e.node(t, "dual").Status.Addresses)
+		for _, step := range [][]string{
+			{"10.0.0.2", "fd00::2"}, // both families change
+			{"10.0.0.1"},            // dual-stack to single
+			{"10.0.0.3", "fd00::3"}, // single to dual-stack
+			{"fd00::3", "10.0.0.3"}, // the primary family changes
+		} {
+			p.UpdateStatus(func(n *corev1.Node) { n.Status.Addresses = nodeAddrs(step...) })
+			eventually(t, nil, func() bool {
+				return equality.Semantic.DeepEqual(nodeAddrs(step...), e.node(t, "dual").Status.Addresses)
+			}, fmt.Sprintf("addresses %v", step))
+		}
+		// The same addresses notified again are not written again.
+		noPatchesUntilMarker(t, p, tc, func() { step(t, clk, 10500*time.Millisecond) })
+		require.Equal(t, nodeAddrs("fd00::3", "10.0.0.3"), e.node(t, "dual").Status.Addresses)
+	})
+
+	t.Run("OthersFieldsSurviveAndUnchangedStatusIsNotWritten", func(t *testing.T) {
+		p := nodestatustest.NewProvider(testNode("others"))
+		cs, tc := countedClient(t, a.Config())
+		clk := newClock()
+		c := start(t, nodestatus.Config{Client: cs, Node: testNode("others"), Provider: p, Clock: clk})
+		waitReady(t, c)
+		// Others write a condition (in front of ours), nodeInfo,
+		// daemonEndpoints, a label and a taint, as the kubelet's
+		// neighbours and the node lifecycle controller do.
+		n := e.node(t, "others")
+		n.Status.Conditions = append([]corev1.NodeCondition{{Type: "ExternalCheck", Status: corev1.ConditionTrue, Reason: "Fine", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}, n.Status.Conditions...)
+		n.Status.NodeInfo.KubeletVersion = "v1.37.1"
+		n.Status.DaemonEndpoints.KubeletEndpoint.Port = 10250
+		n, err := admin.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		n.Labels["theirs"] = "x"
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "example.com/theirs", Effect: corev1.TaintEffectNoSchedule})
+		_, err = admin.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		// One change makes the controller hold a copy with all of it.
+		p.UpdateStatus(func(n *corev1.Node) { n.Labels["gen"] = "1" })
+		eventually(t, nil, func() bool { return e.node(t, "others").Labels["gen"] == "1" }, "change written")
+
+		noPatchesUntilMarker(t, p, tc, func() { step(t, clk, 10500*time.Millisecond) })
+		n = e.node(t, "others")
+		require.NotNil(t, condition(n, "ExternalCheck"), "their condition")
+		require.Equal(t, "ExternalCheck", string(n.Status.Conditions[0].Type), "in their order")
+		require.Equal(t, "v1.37.1", n.Status.NodeInfo.KubeletVersion, "their nodeInfo")
+		require.EqualValues(t, 10250, n.Status.DaemonEndpoints.KubeletEndpoint.Port, "their daemonEndpoints")
+		require.Equal(t, "x", n.Labels["theirs"], "their label")
+		require.Contains(t, n.Spec.Taints, corev1.Taint{Key: "example.com/theirs", Effect: corev1.TaintEffectNoSchedule}, "their taint")
+	})
+
+	t.Run("InvalidStatusIsReducedNotRetried", func(t *testing.T) {
+		p := nodestatustest.NewProvider(testNode("invalid"))
+		cs, _ := countedClient(t, a.Config())
+		clk := newClock()
+		rec := &recorder{}
+		c := start(t, nodestatus.Config{Client: cs, Node: testNode("invalid"), Provider: p, Clock: clk, ErrorHandler: rec.handle, Metrics: rec})
+		waitReady(t, c)
+		// A provider bug: an invalid label value, with a real change.
+		p.UpdateStatus(func(n *corev1.Node) {
+			n.Labels["bad"] = "not a valid value!"
+			setCondition(n, corev1.NodeMemoryPressure, corev1.ConditionTrue, "Squeezed")
+		})
+		eventually(t, nil, func() bool {
+			return condStatus(e.node(t, "invalid"), corev1.NodeMemoryPressure) == corev1.ConditionTrue
+		}, "the status is written without the bad label")
+		require.NotContains(t, e.node(t, "invalid").Labels, "bad")
+		require.True(t, rec.sawRejected(apierrors.IsInvalid), "the error handler saw the 422: %v", rec.errors())
+		require.Positive(t, rec.count(nodestatus.CallPatchStatus, nodestatus.OutcomeRejected), "the metrics hook saw the rejection")
+
+		expectPingFailureAndCorrection(t, e, p, clk, "invalid")
+	})
+
+	t.Run("ForbiddenLabelIsReducedNotRetried", func(t *testing.T) {
+		forbidLabel(t, admin, "example.com/forbidden")
+		p := nodestatustest.NewProvider(testNode("forbidden"))
+		cs, _ := countedClient(t, a.Config())
+		clk := newClock()
+		rec := &recorder{}
+		c := start(t, nodestatus.Config{Client: cs, Node: testNode("forbidden"), Provider: p, Clock: clk, ErrorHandler: rec.handle, Metrics: rec})
+		waitReady(t, c)
+		p.UpdateStatus(func(n *corev1.Node) {
+			n.Labels["example.com/forbidden"] = "yes"
+			setCondition(n, corev1.NodeMemoryPressure, corev1.ConditionTrue, "Squeezed")
+		})
+		eventually(t, nil, func() bool {
+			return condStatus(e.node(t, "forbidden"), corev1.NodeMemoryPressure) == corev1.ConditionTrue
+		}, "the status is written without the forbidden label")
+		require.True(t, rec.sawRejected(apierrors.IsForbidden), "the error handler saw the 403: %v", rec.errors())
+		expectPingFailureAndCorrection(t, e, p, clk, "forbidden")
+		require.NotContains(t, e.node(t, "forbidden").Labels, "example.com/forbidden")
+	})
+
+	t.Run("OversizedAnnotationsAreReducedNotRetried", func(t *testing.T) {
+		p := nodestatustest.NewProvider(testNode("huge"))
+		cs, _ := countedClient(t, a.Config())
+		clk := newClock()
+		rec := &recorder{}
+		c := start(t, nodestatus.Config{Client: cs, Node: testNode("huge"), Provider: p, Clock: clk, ErrorHandler: rec.handle, Metrics: rec})
+		waitReady(t, c)
+		p.UpdateStatus(func(n *corev1.Node) {
+			n.Annotations["example.com/blob"] = strings.Repeat("x", 300<<10)
+			setCondition(n, corev1.NodeMemoryPressure, corev1.ConditionTrue, "Squeezed")
+		})
+		eventually(t, nil, func() bool { return condStatus(e.node(t, "huge"), corev1.NodeMemoryPressure) == corev1.ConditionTrue }, "the status is written without the annotation")
+		require.True(t, rec.sawRejected(func(error) bool { return true }), "the error handler saw the rejection: %v", rec.errors())
+		expectPingFailureAndCorrection(t, e, p, clk, "huge")
+	})
+
+	t.Run("ReRegisterUsesNotifiedSpec", func(t *testing.T) {
+		p := nodestatustest.NewProvider(testNode("respec"))
+		cs, _ := countedClient(t, a.Config())
+		clk := newClock()
+		c := start(t, nodestatus.Config{Client: cs, Node: testNode("respec"), Provider: p, Clock: clk, ReRegister: true})
+		waitReady(t, c)
+		newTaint := corev1.Taint{Key: "example.com/generation", Value: "2", Effect: corev1.TaintEffectNoSchedule}
+		p.UpdateStatus(func(n *corev1.Node) {
+			n.Spec.Taints = []corev1.Taint{newTaint}
+			n.Labels["gen"] = "2"
+		})
+		eventually(t, nil, func() bool { return e.node(t, "respec").Labels["gen"] == "2" }, "notified")
+		old := e.node(t, "respec").UID
+		require.NoError(t, admin.CoreV1().Nodes().Delete(ctx, "respec", metav1.DeleteOptions{}))
+		require.NoError(t, admin.CoordinationV1().Leases("kube-node-lease").Delete(ctx, "respec", metav1.DeleteOptions{}))
+		step(t, clk, 10500*time.Millisecond)
+		eventually(t, nil, func() bool {
+			n, err := admin.CoreV1().Nodes().Get(ctx, "respec", metav1.GetOptions{})
+			return err == nil && n.UID != old
+		}, "registered again")
+		require.Contains(t, e.node(t, "respec").Spec.Taints, newTaint, "with the notified spec")
+		require.NotContains(t, e.node(t, "respec").Spec.Taints, testNode("respec").Spec.Taints[0], "not the start-up spec")
+	})
+
+	t.Run("AdminCordonAfterUncordonIsKept", func(t *testing.T) {
+		cs, _ := countedClient(t, a.Config())
+		cfg := nodestatus.Config{Client: cs, Node: testNode("admincordon"), Clock: newClock(), OnShutdown: nodestatus.ShutdownCordon}
+		c := start(t, cfg)
+		waitReady(t, c)
+		require.ErrorIs(t, c.stop(t), context.Canceled)
+		require.True(t, e.node(t, "admincordon").Spec.Unschedulable)
+		// kubectl uncordon, which leaves our mark, then a later kubectl
+		// cordon (or drain): the cordon is the administrator's now.
+		kubectl := metav1.PatchOptions{FieldManager: "kubectl-cordon"}
+		_, err := admin.CoreV1().Nodes().Patch(ctx, "admincordon", types.StrategicMergePatchType, []byte(`{"spec":{"unschedulable":null}}`), kubectl)
+		require.NoError(t, err)
+		_, err = admin.CoreV1().Nodes().Patch(ctx, "admincordon", types.StrategicMergePatchType, []byte(`{"spec":{"unschedulable":true}}`), kubectl)
+		require.NoError(t, err)
+		require.Contains(t, e.node(t, "admincordon").Annotations, nodestatus.AnnotationCordoned, "kubectl leaves the mark")
+
+		c2 := start(t, cfg)
+		waitReady(t, c2)
+		eventually(t, nil, func() bool { _, ok := e.node(t, "admincordon").Annotations[nodestatus.AnnotationCordoned]; return !ok }, "the stale mark is removed")
+		require.True(t, e.node(t, "admincordon").Spec.Unschedulable, "the administrator's cordon is kept")
+	})
+
+	t.Run("StatusRestoredAtOnceAfterFailedHeartbeats", func(t *testing.T) {
+		px := testenv.Proxy(t, a.Addr())
+		cs, _ := countedClient(t, a.ConfigFor(px.Addr()))
+		clk := newClock()
+		rec := &recorder{}
+		c := start(t, nodestatus.Config{Client: cs, Node: testNode("partition"), Clock: clk, RequestTimeout: 2 * time.Second, Metrics: rec})
+		waitReady(t, c)
+		idle(t, clk)
+		px.Cut()
+		// Renewals hang and fail (2s of real time each) while the node
+		// lifecycle controller marks every condition Unknown.
+		for range 3 {
+			step(t, clk, 5*time.Second)
+		}
+		idle(t, clk) // the renewal under way has timed out
+		require.Positive(t, rec.count(nodestatus.CallUpdateLease, nodestatus.OutcomeTransient), "renewals failed during the cut")
+		n := e.node(t, "partition")
+		for i := range n.Status.Conditions {
+			n.Status.Conditions[i].Status = corev1.ConditionUnknown
+			n.Status.Conditions[i].Reason = "NodeStatusUnknown"
+		}
+		_, err := admin.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		px.Restore()
+		// The next retry comes within retryMaxWait (5s); once the renewal
+		// succeeds, the status is restored without any further step of the
+		// clock: no report or renew interval is waited for.
+		step(t, clk, 5*time.Second)
+		eventually(t, nil, func() bool {
+			n := e.node(t, "partition")
+			for _, typ := range []corev1.NodeConditionType{corev1.NodeReady, corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure} {
+				want := corev1.ConditionFalse
+				if typ == corev1.NodeReady {
+					want = corev1.ConditionTrue
+				}
+				if condStatus(n, typ) != want {
+					return false
+				}
+			}
+			return true
+		}, "status restored after the first successful renewal")
+	})
+
+	t.Run("ReportRestoresWhatOthersChanged", func(t *testing.T) {
+		// While heartbeats succeed, nothing reads the Node back but the
+		// report: its resourceVersion precondition fails on any change by
+		// others, and the report is recomputed on a fresh copy.
+		cs, tc := countedClient(t, a.Config())
+		clk := newClock()
+		c := start(t, nodestatus.Config{Client: cs, Node: testNode("report"), Clock: clk, StatusReportInterval: time.Minute})
+		waitReady(t, c)
+		idle(t, clk)
+		n := e.node(t, "report")
+		for i := range n.Status.Conditions {
+			n.Status.Conditions[i].Status = corev1.ConditionUnknown
+		}
+		_, err := admin.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		gets := tc.get("GET nodes")
+		for range 7 { // 73.5s: past the first report, due 30s to 60s after registration
+			step(t, clk, 10500*time.Millisecond)
+		}
+		eventually(t, nil, func() bool {
+			n := e.node(t, "report")
+			return condStatus(n, corev1.NodeReady) == corev1.ConditionTrue && condStatus(n, corev1.NodeDiskPressure) == corev1.ConditionFalse
+		}, "the report restored the status")
+		require.Equal(t, gets+1, tc.get("GET nodes"), "one GET, after the 409")
+	})
+
+	t.Run("LeaseClientCarriesOnlyRenewals", func(t *testing.T) {
+		cs, tc := countedClient(t, a.Config())
+		lcs, ltc := countedClient(t, a.Config())
+		clk := newClock()
+		c := start(t, nodestatus.Config{Client: cs, LeaseClient: lcs, Node: testNode("twoclients"), Clock: clk})
+		waitReady(t, c)
+		step(t, clk, 10500*time.Millisecond)
+		idle(t, clk)
+		for k := range tc.snapshot() {
+			require.NotContains(t, k, "leases", "no lease request on the status client")
+		}
+		for k := range ltc.snapshot() {
+			require.Contains(t, k, "leases", "only lease requests on the lease client")
+		}
+		require.GreaterOrEqual(t, ltc.get("PUT leases"), 1)
 	})
 
 	// Last: restarting the server affects every controller still running.

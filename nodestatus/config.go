@@ -3,6 +3,7 @@ package nodestatus
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,10 +19,11 @@ const (
 	// DefaultRenewJitter spreads renewals of many nodes like the kubelet's
 	// lease controller: each wait is RenewInterval plus up to 4%.
 	DefaultRenewJitter = 0.04
-	// DefaultNodeMonitorGracePeriod is the smallest node-monitor grace period
-	// in common use (kube-controller-manager's default was 40s before 1.32
-	// and is 50s since).
-	DefaultNodeMonitorGracePeriod = 40 * time.Second
+	// DefaultNodeMonitorGracePeriod is kube-controller-manager's default
+	// --node-monitor-grace-period since 1.32 (it was 40s before); 1.37
+	// keeps it. Set NodeMonitorGracePeriod to the cluster's value when it
+	// differs.
+	DefaultNodeMonitorGracePeriod = 50 * time.Second
 	// DefaultPingInterval is how often the provider is pinged.
 	DefaultPingInterval = 10 * time.Second
 	// DefaultPingTimeout bounds one Ping; it is kept below the renew interval.
@@ -44,8 +46,11 @@ const (
 	// the three-way status patch. It is validated when read.
 	AnnotationLastApplied = "nodestatus.reconkit.io/last-applied"
 	// AnnotationCordoned marks a node this controller made unschedulable
-	// on shutdown; the next Run makes it schedulable again. A node an
-	// administrator cordoned has no such mark and stays cordoned.
+	// on shutdown; the next Run makes it schedulable again if the cordon
+	// is still its own (its field manager alone owns spec.unschedulable),
+	// and removes the mark either way. A node an administrator cordoned,
+	// before or after (kubectl uncordon leaves the mark behind), stays
+	// cordoned.
 	AnnotationCordoned = "nodestatus.reconkit.io/cordoned"
 )
 
@@ -56,7 +61,29 @@ const (
 	ReasonReady = "NodeProviderReady"
 	// ReasonPingFailed is the Ready=False reason after a failed Ping.
 	ReasonPingFailed = "NodeProviderPingFailed"
+	// ReasonNotReported is the reason of the conditions the controller
+	// reports on the provider's behalf (see Config.DefaultConditions).
+	ReasonNotReported = "NodeProviderDoesNotReport"
 )
+
+// StandardConditions returns the conditions the controller reports, with
+// reason ReasonNotReported, where the provider's status has none of that
+// type: MemoryPressure, DiskPressure and PIDPressure, all False, as the
+// kubelet reports them on a healthy node. Without them, the node lifecycle
+// controller, which sets every condition of a node whose heartbeat lapsed to
+// Unknown, would leave them Unknown forever after an outage.
+func StandardConditions() []corev1.NodeCondition {
+	var out []corev1.NodeCondition
+	for _, t := range []corev1.NodeConditionType{corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure} {
+		out = append(out, corev1.NodeCondition{
+			Type:    t,
+			Status:  corev1.ConditionFalse,
+			Reason:  ReasonNotReported,
+			Message: "the node provider does not report this condition",
+		})
+	}
+	return out
+}
 
 // PingFailurePolicy says what a failed Ping does.
 type PingFailurePolicy int
@@ -84,7 +111,8 @@ const (
 	// node lifecycle controller marks it Unknown once the lease lapses.
 	ShutdownNone ShutdownAction = iota
 	// ShutdownCordon marks the Node unschedulable and annotates it with
-	// AnnotationCordoned; the next Run undoes both.
+	// AnnotationCordoned; the next Run undoes both while the cordon is
+	// still this controller's (see AnnotationCordoned).
 	ShutdownCordon
 	// ShutdownDelete deletes the Node (if its UID is still the one this
 	// controller registered) and its lease.
@@ -98,6 +126,11 @@ type Config struct {
 	// client; its rate limiter must then allow about 0.11 requests per
 	// second per node (QPS) with default settings.
 	Client kubernetes.Interface
+	// LeaseClient renews the lease; nil means Client. Like the kubelet's
+	// heartbeat client, a client of its own (with its own rate limiter and
+	// connections) keeps a burst of status traffic from delaying the
+	// heartbeat.
+	LeaseClient kubernetes.Interface
 	// Node is the node to register: its name, and the labels, annotations,
 	// spec and status used until the provider notifies a newer status. It
 	// is copied by New.
@@ -118,9 +151,12 @@ type Config struct {
 	// Zero means DefaultRenewJitter; negative means none.
 	RenewJitter float64
 	// NodeMonitorGracePeriod is the node lifecycle controller's grace
-	// period the heartbeat must beat. New rejects a RenewInterval that,
-	// jitter included, does not fit twice into it, so that one failed
-	// renewal never marks the node Unknown. Default 40s.
+	// period the heartbeat must beat (default 50s, kube-controller-manager's
+	// default). New rejects timings where one failed or hung renewal could
+	// let it pass: the longest renew wait (RenewInterval with jitter), a
+	// renewal that hangs for RequestTimeout, the first retry wait (at most
+	// 240ms, jitter included) and a retry that takes up to RequestTimeout
+	// must together fit in the grace period, and in LeaseDuration.
 	NodeMonitorGracePeriod time.Duration
 	// LeaseNamespace defaults to kube-node-lease.
 	LeaseNamespace string
@@ -143,14 +179,29 @@ type Config struct {
 	// write. The first report after registration comes after a random half
 	// to whole interval, to spread nodes started together.
 	StatusReportInterval time.Duration
-	// RequestTimeout bounds each API request (default RenewInterval).
+	// RequestTimeout bounds each API request (default RenewInterval). It
+	// counts in the timing check described at NodeMonitorGracePeriod.
 	RequestTimeout time.Duration
 
-	// ErrorHandler decides about failed API calls; nil logs and retries.
+	// DefaultConditions are reported where the provider's status has no
+	// condition of that type, so that the node lifecycle controller's
+	// Unknown does not stay forever on conditions nobody reports. Nil means
+	// StandardConditions(); an empty, non-nil slice reports none. Their
+	// times are set by the controller.
+	DefaultConditions []corev1.NodeCondition
+
+	// ErrorHandler sees every failed API request; nil logs and retries.
 	ErrorHandler ErrorHandler
-	// DisableReRegister stops Run with ErrNodeDeleted when the Node is
-	// deleted by someone else, instead of creating it again.
-	DisableReRegister bool
+	// Metrics receives every API request's outcome and duration; nil
+	// means none.
+	Metrics Metrics
+	// ReRegister creates the Node again when someone else deleted it.
+	// It is off by default: the cloud node-lifecycle controller deletes
+	// NotReady nodes whose instance it cannot find, and a controller that
+	// re-registers fights it (virtual-kubelet made re-registration opt-in
+	// for that reason). Off, Run returns an error wrapping ErrNodeDeleted.
+	// The Node is always created at start when it does not exist.
+	ReRegister bool
 	// OnShutdown is what happens to the Node when Run's context ends.
 	OnShutdown ShutdownAction
 	// ShutdownTimeout bounds OnShutdown (default 10s).
@@ -208,12 +259,21 @@ func (c *Config) fill() error {
 		bad("RenewJitter %v is above 1", c.RenewJitter)
 	}
 	def(&c.NodeMonitorGracePeriod, DefaultNodeMonitorGracePeriod, "NodeMonitorGracePeriod")
+	def(&c.RequestTimeout, c.RenewInterval, "RequestTimeout")
 	worst := time.Duration(float64(c.RenewInterval) * (1 + c.RenewJitter))
-	if c.RenewInterval > 0 && 2*worst > c.NodeMonitorGracePeriod {
-		bad("RenewInterval %v (up to %v with jitter) cannot renew twice within the node-monitor grace period %v", c.RenewInterval, worst, c.NodeMonitorGracePeriod)
-	}
 	if c.RenewInterval > 0 && worst >= c.LeaseDuration {
 		bad("RenewInterval %v (up to %v with jitter) does not beat LeaseDuration %v", c.RenewInterval, worst, c.LeaseDuration)
+	}
+	// One renewal that hangs until RequestTimeout, the first retry wait,
+	// and a retry that succeeds just before its own timeout.
+	gap := worst + 2*c.RequestTimeout + retryFirstMax
+	if c.RenewInterval > 0 && c.RequestTimeout > 0 {
+		if gap > c.NodeMonitorGracePeriod {
+			bad("RenewInterval %v (up to %v with jitter) and RequestTimeout %v: one hung renewal and its retry can leave %v between heartbeats, above the node-monitor grace period %v", c.RenewInterval, worst, c.RequestTimeout, gap, c.NodeMonitorGracePeriod)
+		}
+		if gap > c.LeaseDuration {
+			bad("RenewInterval %v (up to %v with jitter) and RequestTimeout %v: one hung renewal and its retry can leave %v between heartbeats, above LeaseDuration %v", c.RenewInterval, worst, c.RequestTimeout, gap, c.LeaseDuration)
+		}
 	}
 	if c.LeaseNamespace == "" {
 		c.LeaseNamespace = DefaultLeaseNamespace
@@ -230,7 +290,21 @@ func (c *Config) fill() error {
 		bad("unknown PingFailure %d", c.PingFailure)
 	}
 	def(&c.StatusReportInterval, DefaultStatusReportInterval, "StatusReportInterval")
-	def(&c.RequestTimeout, c.RenewInterval, "RequestTimeout")
+	if c.LeaseClient == nil {
+		c.LeaseClient = c.Client
+	}
+	if c.DefaultConditions == nil {
+		c.DefaultConditions = StandardConditions()
+	} else {
+		c.DefaultConditions = slices.Clone(c.DefaultConditions)
+	}
+	seen := map[corev1.NodeConditionType]bool{}
+	for _, d := range c.DefaultConditions {
+		if d.Type == "" || seen[d.Type] {
+			bad("DefaultConditions: empty or repeated type %q", d.Type)
+		}
+		seen[d.Type] = true
+	}
 	if c.OnShutdown < ShutdownNone || c.OnShutdown > ShutdownDelete {
 		bad("unknown OnShutdown %d", c.OnShutdown)
 	}

@@ -2,6 +2,7 @@ package nodestatus
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -12,6 +13,9 @@ import (
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/utils/clock"
 
@@ -22,10 +26,17 @@ import (
 var ErrAlreadyStarted = errors.New("nodestatus: Run called twice")
 
 // Retry settings for API calls: like the kubelet's lease controller, start
-// fast and never wait more than 7s between attempts.
+// fast; unlike its 7s cap (8.4s with jitter), no wait is longer than
+// retryMaxWait, jitter included, so that after an outage heals the next
+// attempt comes within it.
 const (
 	retryInitial = 200 * time.Millisecond
-	retryMax     = 7 * time.Second
+	retryJitter  = 0.2 // the backoff package's default: ±20%
+	retryMaxWait = 5 * time.Second
+	// retryMaxInterval is the backoff cap before jitter.
+	retryMaxInterval = retryMaxWait * 5 / 6 // (1 + retryJitter) = 6/5
+	// retryFirstMax is the longest first retry wait, jitter included.
+	retryFirstMax = time.Duration(float64(retryInitial) * (1 + retryJitter))
 )
 
 // NodeController registers a Node, keeps its Lease renewed and its status in
@@ -36,7 +47,11 @@ type NodeController struct {
 	clk       clock.Clock
 	patchMeta strategicpatch.LookupPatchMeta
 
+	metrics  Metrics
+	defaults []corev1.NodeCondition
+
 	latest atomic.Pointer[corev1.Node] // the provider's newest node
+	ping   atomic.Pointer[pingState]   // the newest ping result, set by Run's loop
 	notify chan struct{}               // capacity 1: "latest changed"
 
 	started atomic.Bool
@@ -60,11 +75,17 @@ func New(cfg Config) (*NodeController, error) {
 		name:      cfg.Node.Name,
 		clk:       cfg.Clock,
 		patchMeta: meta,
+		metrics:   cfg.Metrics,
+		defaults:  cfg.DefaultConditions,
 		notify:    make(chan struct{}, 1),
 		ready:     make(chan struct{}),
 		done:      make(chan struct{}),
 	}
+	if c.metrics == nil {
+		c.metrics = noMetrics{}
+	}
 	c.latest.Store(cfg.Node)
+	c.ping.Store(&pingState{})
 	return c, nil
 }
 
@@ -106,24 +127,23 @@ func (c *NodeController) log(ctx context.Context) logr.Logger {
 
 func permanent(err error) error { return backoff.Permanent(err) }
 
-// retry runs op with backoff; failures go to the error handler, which may
-// stop the retries with an error of its own.
+// retry runs op with backoff until it succeeds or returns a permanent
+// error. Failed requests have already been shown to the metrics hook and
+// the error handler (see observe). A 429's Retry-After is honoured up to
+// retryMaxWait.
 func (c *NodeController) retry(ctx context.Context, name string, op func(context.Context) error) error {
 	return backoff.Retry(ctx, func(ctx context.Context) error {
 		err := op(ctx)
-		if err == nil || backoff.IsPermanent(err) {
-			return err
-		}
-		if h := c.cfg.ErrorHandler; h != nil {
-			if herr := h(ctx, err); herr != nil {
-				return permanent(fmt.Errorf("nodestatus: %s: %w", name, herr))
-			}
+		if secs, ok := apierrors.SuggestsClientDelay(err); ok && apierrors.IsTooManyRequests(err) && !backoff.IsPermanent(err) {
+			return backoff.RetryAfter(err, time.Duration(secs)*time.Second)
 		}
 		return err
 	},
 		backoff.WithClock(c.clk),
 		backoff.WithInitialInterval(retryInitial),
-		backoff.WithMaxInterval(retryMax),
+		backoff.WithJitter(retryJitter),
+		backoff.WithMaxInterval(retryMaxInterval),
+		backoff.WithMaxRetryAfter(retryMaxWait),
 		backoff.WithName("nodestatus "+name),
 	)
 }
@@ -153,7 +173,7 @@ func stopTimer(t clock.Timer) {
 
 // loopState is owned by Run's goroutine.
 type loopState struct {
-	server     *corev1.Node
+	server     *heldNode
 	registered bool
 	lease      *coordinationv1.Lease
 	leaseOff   bool // heartbeats are status writes (disabled or unsupported)
@@ -178,9 +198,9 @@ type loopState struct {
 // ctx ends. It blocks until every goroutine it started has returned (Ping
 // must honour its context), then performs Config.OnShutdown, and returns
 // ctx.Err(). It returns early with a wrapped error when the ErrorHandler
-// gives up, when the Node was deleted and re-registration is disabled
-// (ErrNodeDeleted), or when the desired status cannot be encoded. Run may be
-// called once.
+// gives up, or when the Node was deleted and Config.ReRegister is off
+// (ErrNodeDeleted). A status the API server rejects does not stop it (see
+// ErrRejected). Run may be called once.
 func (c *NodeController) Run(ctx context.Context) (err error) {
 	if !c.started.CompareAndSwap(false, true) {
 		return ErrAlreadyStarted
@@ -232,7 +252,7 @@ func (c *NodeController) Run(ctx context.Context) (err error) {
 			return
 		}
 		st.leaseBusy = true
-		job := leaseJob{held: st.lease, owner: st.server.UID}
+		job := leaseJob{held: st.lease, owner: st.server.uid}
 		wg.Go(func() { leaseDone <- c.renewLease(wctx, job) })
 	}
 	startStatus := func() {
@@ -240,15 +260,13 @@ func (c *NodeController) Run(ctx context.Context) (err error) {
 			return
 		}
 		job := statusJob{
-			desired:     desired(c.latest.Load(), st.ping, c.cfg.PingFailure),
-			create:      c.cfg.Node,
 			heartbeat:   st.heartbeatDue && !heartbeatsStopped(),
 			noHeartbeat: heartbeatsStopped(),
 			uncordon:    !st.registered,
 			registered:  st.registered,
 		}
 		if !st.refetch {
-			job.server = st.server
+			job.server = st.server.node()
 		}
 		st.statusBusy, st.statusDirty, st.heartbeatDue, st.refetch = true, false, false, false
 		wg.Go(func() { statusDone <- c.syncStatus(wctx, job) })
@@ -361,12 +379,15 @@ loop:
 				st.lease, st.leaseAwaitsNode = nil, true
 				st.statusDirty, st.refetch = true, true
 			case r.lease != nil:
-				if !st.lastRenew.IsZero() && now.Sub(st.lastRenew) > c.cfg.NodeMonitorGracePeriod {
-					// The node lifecycle controller may have marked the node
-					// Unknown meanwhile: read it back and restore the status.
+				if r.failures > 0 {
+					// Heartbeats failed for a while: the node lifecycle
+					// controller may have marked the node Unknown meanwhile.
+					// Read it back (from the apiserver's cache) and restore
+					// what differs at once.
+					log.Info("Heartbeats succeed again; checking the Node", "failedAttempts", r.failures)
 					st.statusDirty, st.refetch = true, true
 				}
-				st.lease, st.lastRenew = r.lease, now
+				st.lease, st.lastRenew = slimLease(r.lease), now
 				resetTimer(leaseT, renew())
 				if r.recreated {
 					log.Info("Lease was recreated; checking the Node")
@@ -385,11 +406,14 @@ loop:
 				fatal = r.err
 				break loop
 			}
+			if r.rejected != nil {
+				log.Info("The provider's status was rejected by the API server; it is written again at the next change or report", "error", r.rejected.Error())
+			}
 			if r.server != nil {
-				uidChanged := st.server != nil && st.server.UID != r.server.UID
+				uidChanged := st.server != nil && st.server.uid != r.server.uid
 				st.server = r.server
 				if r.created && st.registered {
-					log.Info("Node was deleted; registered it again", "uid", r.server.UID)
+					log.Info("Node was deleted; registered it again", "uid", r.server.uid)
 				}
 				if uidChanged || st.leaseAwaitsNode || !st.registered {
 					// A first renewal, or a new owner reference for the lease.
@@ -432,12 +456,57 @@ loop:
 	if st.registered && c.cfg.OnShutdown != ShutdownNone {
 		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ShutdownTimeout)
 		defer scancel()
-		if err := c.shutdown(sctx, st.server); err != nil {
+		if err := c.shutdown(sctx, st.server.uid); err != nil {
 			log.Error(err, "Shutdown action failed", "action", c.cfg.OnShutdown)
 			return fmt.Errorf("nodestatus: node %s: shutdown: %w (after %w)", c.name, err, ctx.Err())
 		}
 	}
 	return ctx.Err()
+}
+
+// heldNode is the served Node kept between status writes: only what later
+// writes use (labels, annotations and status; not the spec, managed fields
+// or owner references), encoded in one allocation rather than the few
+// hundred small ones of a decoded Node, and decoded when a write needs it.
+// Status patches are computed and compared on labels, annotations and
+// status only.
+type heldNode struct {
+	uid types.UID
+	raw []byte // nil if it could not be encoded: the next write reads the Node
+}
+
+func hold(n *corev1.Node) *heldNode {
+	slim := corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion,
+			Labels: n.Labels, Annotations: n.Annotations,
+		},
+		Status: n.Status,
+	}
+	raw, err := json.Marshal(&slim)
+	if err != nil {
+		raw = nil
+	}
+	return &heldNode{uid: n.UID, raw: raw}
+}
+
+// node decodes the held copy; nil (read the Node again) if it cannot.
+func (h *heldNode) node() *corev1.Node {
+	if h == nil || h.raw == nil {
+		return nil
+	}
+	n := &corev1.Node{}
+	if err := json.Unmarshal(h.raw, n); err != nil {
+		return nil
+	}
+	return n
+}
+
+// slimLease drops the managed fields from a held lease: an update without
+// them leaves the server's as they are.
+func slimLease(l *coordinationv1.Lease) *coordinationv1.Lease {
+	l.ManagedFields = nil
+	return l
 }
 
 func (c *NodeController) setPing(ctx context.Context, st *loopState, ps pingState) {
@@ -450,6 +519,7 @@ func (c *NodeController) setPing(ctx context.Context, st *loopState, ps pingStat
 		c.log(ctx).Info("Ping succeeds again")
 	}
 	st.ping = ps
+	c.ping.Store(&ps)
 	if c.cfg.PingFailure == PingFailureSetNotReady {
 		st.statusDirty = true
 	}

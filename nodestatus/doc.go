@@ -3,41 +3,84 @@
 //
 // A NodeController registers the Node (creating it, or adopting an existing
 // one), heartbeats through a coordination.k8s.io/v1 Lease in kube-node-lease
-// and writes the Node's labels, annotations and status with three-way
-// strategic merge patches on the status subresource.
+// and writes the Node's labels, annotations and status with patches on the
+// status subresource, next to the other controllers that share the Node (the
+// node lifecycle controller, the cloud node controller, the attach/detach
+// controller, administrators).
 //
 // # Guarantees
 //
-//   - Fields others write survive: labels, annotations and status list
-//     entries (conditions, addresses) are only deleted if this controller
-//     wrote them before. What it last wrote is kept in the
-//     AnnotationLastApplied annotation; an unreadable record is ignored, so
-//     the next write upserts and deletes nothing. The spec is written only
-//     when the Node is created (and unschedulable on ShutdownCordon).
+//   - Fields others write survive. Labels, annotations, conditions and
+//     the other status fields are merged three-way against what this
+//     controller last wrote (the AnnotationLastApplied record): only what
+//     it wrote before is ever deleted. Conditions of types it does not
+//     report are never touched. nodeInfo and daemonEndpoints fields the
+//     provider leaves empty are not written, so they do not overwrite
+//     others' values. An unreadable record is ignored: the next write
+//     upserts and deletes nothing.
+//   - Addresses are replaced as a whole (a `$patch: replace` list, as the
+//     kubelet sends), since their merge key, type, is not unique: dual-stack
+//     lists change correctly both ways. A provider that never reported
+//     addresses leaves others' addresses alone.
+//   - Only real differences are written: a patch is applied to the served
+//     Node as the API server would apply it, and nothing is sent if that
+//     changes nothing; element order alone is never a change.
+//   - A request the API server refuses for good (a 4xx other than 404,
+//     409 and 429: an invalid label, a label the NodeRestriction admission
+//     plugin forbids, annotations over 256 KiB) is never sent again as it
+//     is. The write falls back to the status without the provider's
+//     labels and annotations, then to the conditions alone, so the Ready
+//     condition, a failing ping and the heartbeat are still written; the
+//     next write starts again from the provider's newest status. Transient
+//     failures (5xx, timeouts, 429 after its Retry-After) are retried with
+//     backoff, each attempt computed from the provider's newest status.
+//     The ErrorHandler and the Metrics hook see every request's outcome.
 //   - The lease is held by the node's name, lasts LeaseDuration (40s), is
 //     renewed every RenewInterval (10s) plus up to 4% jitter, measured from
-//     the end of the previous renewal, and retried with backoff (200ms up to
-//     7s) until it succeeds. It is owned by the Node, so it goes with it, and
-//     its owner reference follows the Node when it is recreated. New refuses
-//     a renew interval that cannot renew twice within the node lifecycle
-//     controller's grace period (40s by default).
+//     the end of the previous renewal, and retried with backoff (200ms,
+//     never more than 5s between attempts, jitter included) until it
+//     succeeds. It is owned by the Node, so it goes with it, and its owner
+//     reference follows the Node when it is recreated. New refuses timings
+//     where one renewal that hangs until RequestTimeout, and its retry,
+//     could leave a gap between heartbeats longer than the node lifecycle
+//     controller's grace period (default 50s, kube-controller-manager's).
+//     Lease renewals can go through a client of their own (LeaseClient), so
+//     status traffic never throttles the heartbeat.
+//   - Bounded recovery: after any failed renewal, the first successful one
+//     reads the Node back (a GET with resourceVersion=0, answered from the
+//     apiserver's cache) and restores at once what the node lifecycle
+//     controller changed meanwhile: the Ready status is written again
+//     within one retry wait (at most 5s) of the heal, not at the next
+//     status report, and the node lifecycle controller lifts its taints at
+//     its next pass. Conditions the provider does not report
+//     (MemoryPressure, DiskPressure, PIDPressure by default, see
+//     DefaultConditions) are reported False by the controller, so none
+//     stays Unknown after an outage.
 //   - Where the Lease API is missing (an unnamed 404, confirmed by
 //     discovery), or with DisableLease, heartbeats are status writes every
 //     RenewInterval.
 //   - Steady state with defaults: one lease update per RenewInterval and one
-//     status PATCH per StatusReportInterval (5 min), no GET. The Node is
-//     read only at start, after a 409 Conflict (every status patch carries
-//     the resourceVersion of the copy it was computed against), after a 404,
-//     and when the lease turns out to have been recreated. A status that
-//     changed in nothing but heartbeat times is not written.
+//     status PATCH per StatusReportInterval (5 min), no GET: about 6.1
+//     requests per node per minute, the kubelet's budget. Every status patch
+//     carries the resourceVersion of the copy it was computed against, so
+//     each report is also a check of the served Node: a Node changed by
+//     others answers 409, is read again and the report recomputed. The Node
+//     is also read at start, after a 404, after failed heartbeats and when
+//     the lease turns out to have been recreated.
 //   - Ping runs on its own goroutine with PingTimeout. A failing Ping sets
 //     Ready=False (reason ReasonPingFailed) while the lease keeps renewing:
 //     reachability and health stay separate, unless PingFailure says
 //     otherwise.
-//   - A Node deleted by someone else is registered again (unless
-//     DisableReRegister), as soon as the controller notices: at its next
-//     status write, or at once when the garbage collector removed the lease
-//     with the Node.
+//   - A Node deleted by someone else is registered again, with the spec of
+//     the provider's newest node, only with ReRegister: the cloud
+//     node-lifecycle controller deletes NotReady nodes whose instance it
+//     cannot find, and re-registering fights it. Without it, Run returns an
+//     error wrapping ErrNodeDeleted.
+//   - ShutdownCordon undoes, at the next start, only its own cordon: the
+//     AnnotationCordoned mark must be there and this controller's field
+//     manager must be the only owner of spec.unschedulable. A
+//     `kubectl uncordon` followed by an administrator's cordon or drain is
+//     left alone, and the stale mark removed.
 //   - Run blocks until every goroutine it started has returned. An idle
 //     controller holds one goroutine (Run's own) and three timers; pings,
 //     renewals and status writes run on short-lived goroutines, at most one
@@ -50,10 +93,12 @@
 //   - The Lease is written by this controller alone; a stale copy costs a
 //     GET and a retry, as with the kubelet.
 //   - Without a watch, changes others make to fields this controller owns
-//     are corrected at its next status write (at most StatusReportInterval
-//     later), not at once. After a heartbeat gap longer than the grace
-//     period the Node is read back and its status restored at once, since
-//     the node lifecycle controller may have marked it Unknown.
+//     while heartbeats succeed are corrected at its next status write (at
+//     most StatusReportInterval later), not at once.
+//   - A renewal that hangs on a dead connection is bounded by
+//     RequestTimeout; closing dead connections is the client's business
+//     (client-go's HTTP/2 health check, or a dialer the host rotates from
+//     its ErrorHandler, as the kubelet does).
 //   - Clients shared by many controllers need a rate limit that fits:
 //     about 0.11 requests per second per node with default settings.
 package nodestatus

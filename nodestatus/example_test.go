@@ -46,6 +46,9 @@ func Example() {
 	got, _ = client.CoreV1().Nodes().Get(context.Background(), "edge-1", metav1.GetOptions{})
 	fmt.Println("unschedulable after shutdown:", got.Spec.Unschedulable, nc.Err())
 	// Output:
+	// MemoryPressure False NodeProviderDoesNotReport
+	// DiskPressure False NodeProviderDoesNotReport
+	// PIDPressure False NodeProviderDoesNotReport
 	// Ready True NodeProviderReady
 	// lease held by edge-1 for 40 seconds
 	// unschedulable after shutdown: true context canceled

@@ -78,12 +78,12 @@ func stepUntil(t *testing.T, clk *testclock.FakeClock, d time.Duration, cond fun
 			clk.Step(d)
 		}
 		return cond()
-	}, 10*time.Second, time.Millisecond)
+	}, waitFor, time.Millisecond)
 }
 
 func idle(t *testing.T, clk *testclock.FakeClock) {
 	t.Helper()
-	require.Eventually(t, func() bool { return clk.Waiters() == 3 }, 10*time.Second, time.Millisecond, "controller idle")
+	require.Eventually(t, func() bool { return clk.Waiters() == 3 }, waitFor, time.Millisecond, "controller idle")
 }
 
 func TestNewRejectsBadConfig(t *testing.T) {
@@ -95,6 +95,17 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		"no name":            func(c *nodestatus.Config) { c.Node.Name = "" },
 		"bad name":           func(c *nodestatus.Config) { c.Node.Name = "Not_A_Name" },
 		"renew beyond grace": func(c *nodestatus.Config) { c.RenewInterval = 20 * time.Second },
+		// One renewal hung for 19s, 0.24s of retry wait and a 19s retry
+		// after a 19.76s wait: 58s between heartbeats.
+		"hung renewal beyond grace": func(c *nodestatus.Config) {
+			c.RenewInterval, c.NodeMonitorGracePeriod = 19*time.Second, 40*time.Second
+		},
+		"request timeout beyond grace": func(c *nodestatus.Config) {
+			c.NodeMonitorGracePeriod, c.RequestTimeout = 40*time.Second, 15*time.Second
+		},
+		"duplicate default condition": func(c *nodestatus.Config) {
+			c.DefaultConditions = []corev1.NodeCondition{{Type: "A"}, {Type: "A"}}
+		},
 		"renew beyond 50s grace": func(c *nodestatus.Config) {
 			c.NodeMonitorGracePeriod = 50 * time.Second
 			c.RenewInterval = 25 * time.Second
@@ -118,9 +129,13 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	_, err := nodestatus.New(ok())
 	require.NoError(t, err, "defaults are valid")
 	cfg := ok()
-	cfg.RenewInterval, cfg.NodeMonitorGracePeriod = 19*time.Second, 40*time.Second
+	cfg.NodeMonitorGracePeriod = 40 * time.Second
 	_, err = nodestatus.New(cfg)
-	require.NoError(t, err, "19s (19.76s with jitter) renews twice within 40s")
+	require.NoError(t, err, "10.4s + 2×10s + 0.24s fits in 40s")
+	cfg = ok()
+	cfg.NodeMonitorGracePeriod, cfg.RequestTimeout = 40*time.Second, 14*time.Second
+	_, err = nodestatus.New(cfg)
+	require.NoError(t, err, "10.4s + 2×14s + 0.24s fits in 40s; 15s (the case above) does not")
 }
 
 func TestLeaseRenewedEveryQuarterDuration(t *testing.T) {
@@ -140,10 +155,16 @@ func TestLeaseRenewedEveryQuarterDuration(t *testing.T) {
 	require.Equal(t, 1, gets, "registration reads the node once")
 	for i := 1; i <= 5; i++ {
 		// Renewals come 10s to 10.4s after the previous one ended.
+		// A timer that fires takes its waiter away at once, and the lease
+		// timer is armed again only after the renewal it started has
+		// finished: once the controller is idle again, a renewal due by
+		// now has been counted.
 		step(t, clk, 9900*time.Millisecond)
-		require.Never(t, func() bool { return v.get("update leases") > base+i-1 }, 20*time.Millisecond, time.Millisecond, "no renewal before 10s")
+		idle(t, clk)
+		require.Equal(t, base+i-1, v.get("update leases"), "no renewal before 10s")
 		clk.Step(500 * time.Millisecond)
-		require.Eventually(t, func() bool { return v.get("update leases") == base+i }, 10*time.Second, time.Millisecond)
+		idle(t, clk)
+		require.Equal(t, base+i, v.get("update leases"), "one renewal by 10.4s")
 	}
 	idle(t, clk)
 	require.Equal(t, gets, v.get("get nodes"), "no GET of the node in steady state")
@@ -168,7 +189,8 @@ func TestStatusReportedEveryReportInterval(t *testing.T) {
 	for range 6 {
 		step(t, clk, 10500*time.Millisecond)
 	}
-	require.Eventually(t, func() bool { return v.get("patch nodes/status") == 1 }, 10*time.Second, time.Millisecond)
+	idle(t, clk) // a report in flight holds its timer
+	require.Equal(t, 1, v.get("patch nodes/status"))
 	n1, err := cs.CoreV1().Nodes().Get(context.Background(), "vk-0", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.True(t, condition(n1, corev1.NodeReady).LastHeartbeatTime.After(hb0.Time), "the report refreshes heartbeat times")
@@ -188,9 +210,13 @@ func TestNotifyNeverBlocksAndCoalesces(t *testing.T) {
 	require.Eventually(t, func() bool {
 		n, err := cs.CoreV1().Nodes().Get(context.Background(), "vk-0", metav1.GetOptions{})
 		return err == nil && n.Labels["gen"] == "last"
-	}, 10*time.Second, time.Millisecond)
+	}, waitFor, time.Millisecond)
 
-	require.NoError(t, errors.Unwrap(nil))
+	select {
+	case <-c.Done():
+		t.Fatalf("Run returned while notified: %v", c.Err())
+	default:
+	}
 	require.ErrorIs(t, c.stop(t), context.Canceled)
 	// After Run returned the callback still returns at once.
 	done := make(chan struct{})
@@ -202,7 +228,7 @@ func TestNotifyNeverBlocksAndCoalesces(t *testing.T) {
 	}()
 	select {
 	case <-done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(waitFor):
 		t.Fatal("the status callback blocked after Run returned")
 	}
 }
@@ -228,22 +254,22 @@ func TestPingFailureSetsNotReadyAndKeepsLease(t *testing.T) {
 	}
 	leases := v.get("update leases")
 	step(t, clk, 10500*time.Millisecond) // next ping and renewal
-	require.Eventually(t, readyIs(corev1.ConditionFalse, nodestatus.ReasonPingFailed), 10*time.Second, time.Millisecond)
-	require.Eventually(t, func() bool { return v.get("update leases") > leases }, 10*time.Second, time.Millisecond, "the lease keeps renewing")
+	require.Eventually(t, readyIs(corev1.ConditionFalse, nodestatus.ReasonPingFailed), waitFor, time.Millisecond)
+	require.Eventually(t, func() bool { return v.get("update leases") > leases }, waitFor, time.Millisecond, "the lease keeps renewing")
 
 	// A ping that hangs is cancelled after PingTimeout and reported.
 	p.SetPingError(nil)
 	step(t, clk, 10500*time.Millisecond)
-	require.Eventually(t, readyIs(corev1.ConditionTrue, "ProviderReady"), 10*time.Second, time.Millisecond)
+	require.Eventually(t, readyIs(corev1.ConditionTrue, "ProviderReady"), waitFor, time.Millisecond)
 	p.SetPingHang(true)
 	pings := p.Pings()
 	step(t, clk, 10500*time.Millisecond)
-	require.Eventually(t, func() bool { return p.Pings() > pings }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return p.Pings() > pings }, waitFor, time.Millisecond)
 	step(t, clk, 5*time.Second)
 	require.Eventually(t, func() bool {
 		n, err := cs.CoreV1().Nodes().Get(context.Background(), "vk-0", metav1.GetOptions{})
 		return err == nil && strings.Contains(condition(n, corev1.NodeReady).Message, "did not return within 5s")
-	}, 10*time.Second, time.Millisecond)
+	}, waitFor, time.Millisecond)
 }
 
 func TestPingFailureStopHeartbeat(t *testing.T) {
@@ -258,13 +284,14 @@ func TestPingFailureStopHeartbeat(t *testing.T) {
 	p.SetPingError(errors.New("down"))
 	pings := p.Pings()
 	step(t, clk, 10500*time.Millisecond)
-	require.Eventually(t, func() bool { return p.Pings() > pings }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return p.Pings() > pings }, waitFor, time.Millisecond)
 	// Let the renewal that may have raced with the failing ping finish.
 	stepUntil(t, clk, 10500*time.Millisecond, func() bool { return p.Pings() > pings+1 })
 	leases := v.get("update leases")
 	for i := range 3 {
 		stepUntil(t, clk, 10500*time.Millisecond, func() bool { return p.Pings() > pings+2+i })
 	}
+	idle(t, clk)
 	require.Equal(t, leases, v.get("update leases"), "no renewal while pings fail")
 	p.SetPingError(nil)
 	stepUntil(t, clk, 10500*time.Millisecond, func() bool { return v.get("update leases") > leases })
@@ -286,7 +313,7 @@ func TestFallsBackToStatusHeartbeatsWithoutLeaseAPI(t *testing.T) {
 	base := v.get("patch nodes/status")
 	for i := 1; i <= 3; i++ {
 		step(t, clk, 10500*time.Millisecond)
-		require.Eventually(t, func() bool { return v.get("patch nodes/status") >= base+i }, 10*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return v.get("patch nodes/status") >= base+i }, waitFor, time.Millisecond)
 	}
 	require.Zero(t, v.get("update leases"))
 }
@@ -303,7 +330,9 @@ func TestLeaseOwnerFollowsRecreatedNode(t *testing.T) {
 		n.UID = types.UID(fmt.Sprintf("uid-%d", uid))
 		return false, nil, nil
 	})
-	c := start(t, fakeConfig(cs, clk, p))
+	cfg := fakeConfig(cs, clk, p)
+	cfg.ReRegister = true
+	c := start(t, cfg)
 	waitReady(t, c)
 	lease := func() *coordinationv1.Lease {
 		l, err := cs.CoordinationV1().Leases("kube-node-lease").Get(context.Background(), "vk-0", metav1.GetOptions{})
@@ -318,6 +347,41 @@ func TestLeaseOwnerFollowsRecreatedNode(t *testing.T) {
 	require.Eventually(t, func() bool {
 		n, err := cs.CoreV1().Nodes().Get(ctx, "vk-0", metav1.GetOptions{})
 		return err == nil && n.UID == "uid-2" && n.Labels["after"] == "delete"
-	}, 10*time.Second, time.Millisecond, "re-registered")
-	require.Eventually(t, func() bool { return lease().OwnerReferences[0].UID == "uid-2" }, 10*time.Second, time.Millisecond, "the owner reference follows at once")
+	}, waitFor, time.Millisecond, "re-registered")
+	require.Eventually(t, func() bool { return lease().OwnerReferences[0].UID == "uid-2" }, waitFor, time.Millisecond, "the owner reference follows at once")
+}
+
+func TestRetryWaitsNeverExceedFiveSeconds(t *testing.T) {
+	cs := fake.NewClientset()
+	var mu sync.Mutex
+	failing, attempts := false, 0
+	cs.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		attempts++
+		if failing {
+			return true, nil, apierrors.NewInternalError(errors.New("etcd is down"))
+		}
+		return false, nil, nil
+	})
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return attempts
+	}
+	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	c := start(t, fakeConfig(cs, clk, nil))
+	waitReady(t, c)
+	mu.Lock()
+	failing = true
+	mu.Unlock()
+	step(t, clk, 10500*time.Millisecond) // the renewal that starts failing
+	// Far past the point where 200ms × 1.5ⁿ reaches the cap: every wait,
+	// jitter included, ends within 5s.
+	for i := range 20 {
+		before := count()
+		step(t, clk, 5*time.Second)
+		idle(t, clk)
+		require.Greater(t, count(), before, "retry %d came within 5s", i+1)
+	}
 }

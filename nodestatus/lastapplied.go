@@ -22,6 +22,11 @@ const maxLastApplied = 256 << 10
 
 const lastAppliedVersion = 1
 
+// errRecordTooLarge is wrapped when what the controller would write does not
+// fit in the annotation: the status is then written without the provider's
+// labels and annotations, like a status the API server rejected.
+var errRecordTooLarge = errors.New("nodestatus: last-applied record above the annotation size limit")
+
 // lastApplied is what the controller last wrote: the "original" of the
 // three-way patch. Heartbeat times are left out so that the annotation only
 // changes when something else does.
@@ -58,7 +63,7 @@ func (la *lastApplied) encode() (string, error) {
 		return "", fmt.Errorf("nodestatus: encode last-applied: %w", err)
 	}
 	if len(b) > maxLastApplied {
-		return "", fmt.Errorf("nodestatus: last-applied record is %d bytes, above the %d-byte annotation limit", len(b), maxLastApplied)
+		return "", fmt.Errorf("%w: %d bytes, limit %d", errRecordTooLarge, len(b), maxLastApplied)
 	}
 	return string(b), nil
 }

@@ -30,6 +30,7 @@ type leaseResult struct {
 	unsupported bool // the Lease API is missing: fall back to status heartbeats
 	gone        bool // the lease vanished (deleted, or collected with its Node)
 	recreated   bool // the lease was renewed, but it is a new object
+	failures    int  // attempts that failed before the result
 	err         error
 }
 
@@ -37,23 +38,27 @@ type leaseResult struct {
 // Only a missing Lease API, a lease deleted under us, ctx, or the error
 // handler end the retries early.
 func (c *NodeController) renewLease(ctx context.Context, job leaseJob) leaseResult {
-	leases := c.cfg.Client.CoordinationV1().Leases(c.cfg.LeaseNamespace)
+	leases := c.cfg.LeaseClient.CoordinationV1().Leases(c.cfg.LeaseNamespace)
 	var res leaseResult
 	cur := job.held
 	attempt := func(ctx context.Context) error {
 		rctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 		defer cancel()
 		if cur == nil {
+			start := c.clk.Now()
 			l, err := leases.Get(rctx, c.name, metav1.GetOptions{})
+			err = c.observe(ctx, CallGetLease, start, err)
 			switch {
 			case err == nil:
 				cur = l
-			case apierrors.IsNotFound(err):
+			case apierrors.IsNotFound(err) && !isStop(err):
 				if c.leaseAPIMissing(rctx, err) {
 					res.unsupported = true
 					return permanent(ErrLeaseUnsupported)
 				}
+				start := c.clk.Now()
 				l, err := leases.Create(rctx, c.newLease(nil, job.owner), metav1.CreateOptions{FieldManager: c.cfg.FieldManager})
+				err = c.observe(ctx, CallCreateLease, start, err)
 				if err != nil {
 					if apierrors.IsNotFound(err) && c.leaseAPIMissing(rctx, err) {
 						res.unsupported = true
@@ -67,7 +72,9 @@ func (c *NodeController) renewLease(ctx context.Context, job leaseJob) leaseResu
 				return fmt.Errorf("get lease: %w", err)
 			}
 		}
+		start := c.clk.Now()
 		l, err := leases.Update(rctx, c.newLease(cur, job.owner), metav1.UpdateOptions{FieldManager: c.cfg.FieldManager})
+		err = c.observe(ctx, CallUpdateLease, start, err)
 		switch {
 		case err == nil:
 			cur, res.lease = l, l
@@ -75,7 +82,7 @@ func (c *NodeController) renewLease(ctx context.Context, job leaseJob) leaseResu
 		case apierrors.IsConflict(err):
 			cur = nil
 			return fmt.Errorf("update lease: stale copy: %w", err)
-		case apierrors.IsNotFound(err):
+		case apierrors.IsNotFound(err) && !isStop(err):
 			if c.leaseAPIMissing(rctx, err) {
 				res.unsupported = true
 				return permanent(ErrLeaseUnsupported)
@@ -90,7 +97,11 @@ func (c *NodeController) renewLease(ctx context.Context, job leaseJob) leaseResu
 	err := c.retry(ctx, "lease", func(ctx context.Context) error {
 		err := attempt(ctx)
 		if err != nil && cur == nil && !backoff.IsPermanent(err) && (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) {
+			res.failures++
 			err = attempt(ctx) // read the lease again at once
+		}
+		if err != nil && !backoff.IsPermanent(err) {
+			res.failures++
 		}
 		return err
 	})
@@ -147,7 +158,7 @@ func (c *NodeController) leaseAPIMissing(ctx context.Context, err error) bool {
 			return false
 		}
 	}
-	list, derr := c.cfg.Client.Discovery().ServerResourcesForGroupVersion(coordinationv1.SchemeGroupVersion.String())
+	list, derr := c.cfg.LeaseClient.Discovery().ServerResourcesForGroupVersion(coordinationv1.SchemeGroupVersion.String())
 	if derr != nil {
 		return apierrors.IsNotFound(derr)
 	}

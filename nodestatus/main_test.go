@@ -18,6 +18,11 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// waitFor bounds every wait for something the test expects to happen. It is
+// generous: on a loaded machine a step can take seconds, and a test that
+// fails only by timing out here is a test that found a bug.
+const waitFor = time.Minute
+
 // testNode is a small virtual node as a provider would describe it.
 func testNode(name string) *corev1.Node {
 	return &corev1.Node{
@@ -71,7 +76,7 @@ func (r *running) stop(t *testing.T) error {
 	r.cancel()
 	select {
 	case <-r.Done():
-	case <-time.After(30 * time.Second):
+	case <-time.After(waitFor):
 		t.Fatal("Run did not return after cancellation")
 	}
 	return r.Err()
@@ -83,8 +88,8 @@ func waitReady(t *testing.T, c *running) {
 	case <-c.Ready():
 	case <-c.Done():
 		t.Fatalf("Run returned before Ready: %v", c.Err())
-	case <-time.After(30 * time.Second):
-		t.Fatal("not Ready within 30s")
+	case <-time.After(waitFor):
+		t.Fatalf("not Ready within %v", waitFor)
 	}
 }
 

@@ -24,7 +24,8 @@ type NodeProvider interface {
 	// from any goroutine, concurrently, and also after Run has returned
 	// (the value is then ignored). The node passed is the full desired
 	// state of what the controller owns: its labels, its annotations and
-	// its status; its spec is used only when the Node is created.
+	// its status; its spec is used only when the Node is created (at start,
+	// or again with Config.ReRegister), from the newest node notified.
 	//
 	// NotifyNodeStatus itself must not block. A provider that starts a
 	// goroutine here should stop it when ctx ends.
@@ -45,9 +46,13 @@ func (NaiveNodeProvider) Ping(ctx context.Context) error { return ctx.Err() }
 func (NaiveNodeProvider) NotifyNodeStatus(context.Context, func(*corev1.Node)) {}
 
 // ErrorHandler decides what to do about a failed API call. It is called with
-// every failed attempt to register the Node, patch its status or renew its
-// lease. Returning nil means "keep retrying" (with backoff); returning an
-// error stops Run, which returns that error wrapped.
+// every failed request: registering, reading or patching the Node, renewing
+// the lease, including conflicts the controller resolves itself. A request
+// the API server refused for good is wrapped with ErrRejected (use
+// apierrors.IsInvalid, IsForbidden... on it for the reason). Returning nil
+// means "carry on" (transient failures are retried with backoff, rejected
+// ones are not sent again as they were); returning an error stops Run,
+// which returns that error wrapped.
 //
 // It is called on the controller's worker goroutines, possibly concurrently
 // for the lease and the status; blocking in it delays only the retry of the

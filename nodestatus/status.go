@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -21,8 +23,7 @@ import (
 const maxMessage = 1024
 
 // nodePatchMeta is the strategic-merge schema of a Node; immutable, built
-// once per controller (building it is cheap, holding one per node is not
-// needed).
+// once per controller.
 func nodePatchMeta() (strategicpatch.LookupPatchMeta, error) {
 	return strategicpatch.NewPatchMetaFromStruct(&corev1.Node{})
 }
@@ -34,9 +35,10 @@ type pingState struct {
 }
 
 // desired builds what the controller wants the Node's labels, annotations
-// and status to be, from the provider's newest node and the ping state.
+// and status to be, from the provider's newest node, the ping state and the
+// conditions the controller reports where the provider does not.
 // Heartbeat and transition times are filled later, against the server copy.
-func desired(src *corev1.Node, ping pingState, policy PingFailurePolicy) *corev1.Node {
+func desired(src *corev1.Node, ping pingState, policy PingFailurePolicy, defaults []corev1.NodeCondition) *corev1.Node {
 	d := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: src.Name}}
 	if len(src.Labels) > 0 {
 		d.Labels = maps.Clone(src.Labels)
@@ -51,6 +53,20 @@ func desired(src *corev1.Node, ping pingState, policy PingFailurePolicy) *corev1
 		d.Annotations[k] = v
 	}
 	src.Status.DeepCopyInto(&d.Status)
+	has := func(t corev1.NodeConditionType) bool {
+		for _, c := range d.Status.Conditions {
+			if c.Type == t {
+				return true
+			}
+		}
+		return false
+	}
+	for _, c := range defaults {
+		if !has(c.Type) {
+			c.LastHeartbeatTime, c.LastTransitionTime = metav1.Time{}, metav1.Time{}
+			d.Status.Conditions = append(d.Status.Conditions, c)
+		}
+	}
 	ready := -1
 	for i, c := range d.Status.Conditions {
 		if c.Type == corev1.NodeReady {
@@ -108,88 +124,262 @@ func stampTimes(d, server *corev1.Node, now time.Time, heartbeat bool) {
 	}
 }
 
-// statusPatch computes the three-way strategic merge patch that takes server
-// to d without touching what others wrote, and d with its last-applied
-// annotation. The patch is nil when nothing needs writing. It carries
+// patchLevel is how much of the desired node one status write carries. A
+// write the API server rejects for good is tried again at the next level,
+// so that one bad field never stops the heartbeat or the Ready condition.
+type patchLevel int
+
+const (
+	// levelFull writes labels, annotations and status.
+	levelFull patchLevel = iota
+	// levelStatus leaves labels and annotations as last written.
+	levelStatus
+	// levelConditions writes conditions only; the rest of the status stays
+	// as last written.
+	levelConditions
+)
+
+func (l patchLevel) String() string {
+	return [...]string{"full", "status only", "conditions only"}[l]
+}
+
+// reduce returns d cut down to level: what it leaves out is taken from rec,
+// the record of what was last written (nil if none is readable), so that
+// the write changes nothing there.
+func reduce(d *corev1.Node, rec *lastApplied, level patchLevel) *corev1.Node {
+	if level == levelFull {
+		return d
+	}
+	out := d.DeepCopy()
+	out.Labels, out.Annotations = nil, nil
+	if rec != nil {
+		out.Labels, out.Annotations = maps.Clone(rec.Labels), maps.Clone(rec.Annotations)
+	}
+	if level == levelConditions {
+		conds := out.Status.Conditions
+		out.Status = corev1.NodeStatus{}
+		if rec != nil {
+			rec.Status.DeepCopyInto(&out.Status)
+		}
+		out.Status.Conditions = conds
+	}
+	return out
+}
+
+// serverRecord decodes the last-applied record on server; nil (and the
+// reason) when there is none or it is unreadable, in which case the write
+// upserts and deletes nothing.
+func serverRecord(server *corev1.Node) (*lastApplied, error) {
+	s, ok := server.Annotations[AnnotationLastApplied]
+	if !ok {
+		return nil, nil
+	}
+	return decodeLastApplied(s)
+}
+
+// statusPatch computes the patch that takes server to d (stamped) without
+// touching what others wrote, or nil when the served Node already is what
+// d asks for. rec is the record of what was last written (the "original").
+//
+// Labels, annotations, conditions and the other status fields are merged
+// three-way. Addresses are replaced as a whole, as the kubelet does: their
+// merge key (type) is not unique, so a merge corrupts dual-stack lists.
+// They are written only when d has some or the record has some (a provider
+// that never reported addresses leaves those of others alone). Zero fields
+// of nodeInfo and daemonEndpoints are left out, so that a provider that does
+// not set them does not overwrite what others wrote. The patch carries
 // server's resourceVersion, so a stale server copy gets 409 Conflict.
-func statusPatch(meta strategicpatch.LookupPatchMeta, d, server *corev1.Node) ([]byte, *corev1.Node, error) {
-	rec, err := newLastApplied(d).encode()
+func statusPatch(meta strategicpatch.LookupPatchMeta, d, server *corev1.Node, rec *lastApplied) ([]byte, error) {
+	enc, err := newLastApplied(d).encode()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	modified := d.DeepCopy()
 	if modified.Annotations == nil {
 		modified.Annotations = map[string]string{}
 	}
-	modified.Annotations[AnnotationLastApplied] = rec
+	modified.Annotations[AnnotationLastApplied] = enc
 	original := &corev1.Node{}
-	if s, ok := server.Annotations[AnnotationLastApplied]; ok {
-		la, err := decodeLastApplied(s)
-		if err != nil {
-			// Treat the node as never written by us: upsert, delete nothing.
-			return patchWith(meta, original, modified, server, err)
+	if rec != nil {
+		original = rec.node()
+	}
+	var ob, mb, cb []byte
+	for _, x := range []struct {
+		n   *corev1.Node
+		out *[]byte
+	}{{original, &ob}, {modified, &mb}, {server, &cb}} {
+		if *x.out, err = mergeView(x.n); err != nil {
+			return nil, err
 		}
-		original = la.node()
-	}
-	return patchWith(meta, original, modified, server, nil)
-}
-
-// errDecode is returned with a usable patch when the stored record was bad.
-type errDecode struct{ err error }
-
-func (e *errDecode) Error() string { return e.err.Error() }
-func (e *errDecode) Unwrap() error { return e.err }
-
-func patchWith(meta strategicpatch.LookupPatchMeta, original, modified, server *corev1.Node, decodeErr error) ([]byte, *corev1.Node, error) {
-	ob, err := json.Marshal(original)
-	if err != nil {
-		return nil, nil, fmt.Errorf("nodestatus: marshal original: %w", err)
-	}
-	mb, err := json.Marshal(modified)
-	if err != nil {
-		return nil, nil, fmt.Errorf("nodestatus: marshal modified: %w", err)
-	}
-	cb, err := json.Marshal(server)
-	if err != nil {
-		return nil, nil, fmt.Errorf("nodestatus: marshal server copy: %w", err)
 	}
 	p, err := strategicpatch.CreateThreeWayMergePatch(ob, mb, cb, meta, true)
 	if err != nil {
-		return nil, nil, fmt.Errorf("nodestatus: three-way patch: %w", err)
+		return nil, fmt.Errorf("nodestatus: three-way patch: %w", err)
 	}
-	var m map[string]any
-	if err := json.Unmarshal(p, &m); err != nil {
-		return nil, nil, fmt.Errorf("nodestatus: read patch: %w", err)
+	var pm map[string]any
+	if err := json.Unmarshal(p, &pm); err != nil {
+		return nil, fmt.Errorf("nodestatus: read patch: %w", err)
 	}
-	if len(m) == 0 {
-		if decodeErr != nil {
-			return nil, modified, &errDecode{decodeErr}
+	// Element order is not a change: the server keeps its own order, and
+	// an order-only patch would be sent at every write.
+	stripOrder(pm)
+	ownAddresses := len(d.Status.Addresses) > 0 || (rec != nil && len(rec.Status.Addresses) > 0)
+	if ownAddresses && !sameAddresses(d.Status.Addresses, server.Status.Addresses) {
+		list := make([]any, 0, len(d.Status.Addresses)+1)
+		for _, a := range d.Status.Addresses {
+			list = append(list, map[string]any{"type": string(a.Type), "address": a.Address})
 		}
-		return nil, modified, nil
+		list = append(list, map[string]any{"$patch": "replace"})
+		st, _ := pm["status"].(map[string]any)
+		if st == nil {
+			st = map[string]any{}
+			pm["status"] = st
+		}
+		st["addresses"] = list
 	}
-	md, _ := m["metadata"].(map[string]any)
+	if len(pm) == 0 {
+		return nil, nil
+	}
+	if p, err = json.Marshal(pm); err != nil {
+		return nil, fmt.Errorf("nodestatus: write patch: %w", err)
+	}
+	// Only a real difference is written: apply the patch to the served
+	// Node the way the API server does and compare.
+	same, err := noChange(meta, server, p)
+	if err != nil {
+		return nil, err
+	}
+	if same {
+		return nil, nil
+	}
+	md, _ := pm["metadata"].(map[string]any)
 	if md == nil {
 		md = map[string]any{}
-		m["metadata"] = md
+		pm["metadata"] = md
 	}
 	md["resourceVersion"] = server.ResourceVersion
 	if server.UID != "" {
 		md["uid"] = string(server.UID)
 	}
-	if p, err = json.Marshal(m); err != nil {
-		return nil, nil, fmt.Errorf("nodestatus: write patch: %w", err)
+	if p, err = json.Marshal(pm); err != nil {
+		return nil, fmt.Errorf("nodestatus: write patch: %w", err)
 	}
-	if decodeErr != nil {
-		return p, modified, &errDecode{decodeErr}
+	return p, nil
+}
+
+// mergeView is the part of n the three-way merge compares: labels,
+// annotations and status without addresses, and without zero fields in
+// nodeInfo and daemonEndpoints.
+func mergeView(n *corev1.Node) ([]byte, error) {
+	b, err := json.Marshal(n)
+	if err != nil {
+		return nil, fmt.Errorf("nodestatus: marshal node: %w", err)
 	}
-	return p, modified, nil
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("nodestatus: read node: %w", err)
+	}
+	view := map[string]any{}
+	if md, _ := m["metadata"].(map[string]any); md != nil {
+		v := map[string]any{}
+		for _, k := range []string{"labels", "annotations"} {
+			if x, ok := md[k]; ok {
+				v[k] = x
+			}
+		}
+		view["metadata"] = v
+	}
+	if st, _ := m["status"].(map[string]any); st != nil {
+		delete(st, "addresses")
+		for _, k := range []string{"nodeInfo", "daemonEndpoints"} {
+			if sub, ok := st[k].(map[string]any); ok && dropZero(sub) {
+				delete(st, k)
+			}
+		}
+		view["status"] = st
+	}
+	return json.Marshal(view)
+}
+
+// dropZero deletes zero leaves ("", 0, false, null, empty objects) from m
+// and reports whether m is empty afterwards.
+func dropZero(m map[string]any) bool {
+	for k, v := range m {
+		switch x := v.(type) {
+		case nil:
+			delete(m, k)
+		case string:
+			if x == "" {
+				delete(m, k)
+			}
+		case float64:
+			if x == 0 {
+				delete(m, k)
+			}
+		case bool:
+			if !x {
+				delete(m, k)
+			}
+		case map[string]any:
+			if dropZero(x) {
+				delete(m, k)
+			}
+		}
+	}
+	return len(m) == 0
+}
+
+// stripOrder removes $setElementOrder directives and the objects they
+// leave empty.
+func stripOrder(m map[string]any) bool {
+	for k, v := range m {
+		if strings.HasPrefix(k, "$setElementOrder/") {
+			delete(m, k)
+			continue
+		}
+		if sub, ok := v.(map[string]any); ok && stripOrder(sub) {
+			delete(m, k)
+		}
+	}
+	return len(m) == 0
+}
+
+func sameAddresses(a, b []corev1.NodeAddress) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// noChange reports whether applying patch to server leaves it as it is.
+func noChange(meta strategicpatch.LookupPatchMeta, server *corev1.Node, patch []byte) (bool, error) {
+	cur, err := json.Marshal(server)
+	if err != nil {
+		return false, fmt.Errorf("nodestatus: marshal server copy: %w", err)
+	}
+	after, err := strategicpatch.StrategicMergePatchUsingLookupPatchMeta(cur, patch, meta)
+	if err != nil {
+		return false, fmt.Errorf("nodestatus: apply patch: %w", err)
+	}
+	var a, b corev1.Node
+	if err := json.Unmarshal(cur, &b); err != nil {
+		return false, fmt.Errorf("nodestatus: read server copy: %w", err)
+	}
+	if err := json.Unmarshal(after, &a); err != nil {
+		return false, fmt.Errorf("nodestatus: read patched copy: %w", err)
+	}
+	return apiequality.Semantic.DeepEqual(&a, &b), nil
 }
 
 // statusJob is one status write as the loop hands it to a worker: every
-// field is owned by the worker until it reports back.
+// field is owned by the worker until it reports back. The desired status is
+// not part of it: each attempt computes it from the provider's newest.
 type statusJob struct {
-	desired     *corev1.Node // labels, annotations, status (times unset)
-	create      *corev1.Node // what to create if the Node is missing
 	server      *corev1.Node // last server copy, nil to GET first
 	heartbeat   bool         // stamp heartbeat times with now
 	noHeartbeat bool         // never stamp them (heartbeats are stopped)
@@ -198,148 +388,251 @@ type statusJob struct {
 }
 
 type statusResult struct {
-	server  *corev1.Node // new server copy (nil if unchanged)
-	written bool         // a write reached the server
-	created bool
-	err     error // fatal: Run stops
+	server   *heldNode // new server copy (nil if unchanged), encoded on the worker
+	written  bool      // a write reached the server
+	created  bool
+	rejected error // the newest desired status was refused for good; what was written is reduced
+	failures int   // attempts that failed before the job ended
+	err      error // fatal: Run stops
 }
 
 // ErrNodeDeleted is wrapped by Run's error when the Node was deleted by
-// someone else and Config.DisableReRegister is set.
+// someone else and Config.ReRegister is off.
 var ErrNodeDeleted = errors.New("nodestatus: node was deleted")
 
-// syncStatus registers, adopts or patches the Node, retrying with backoff
-// until it succeeds, the error handler gives up, or ctx ends.
+// want is the desired node now: the provider's newest status and the
+// newest ping result.
+func (c *NodeController) want() *corev1.Node {
+	return desired(c.latest.Load(), *c.ping.Load(), c.cfg.PingFailure, c.defaults)
+}
+
+// syncStatus registers, adopts or patches the Node, retrying transient
+// failures with backoff until it succeeds, the error handler gives up, or
+// ctx ends. Each attempt starts from the provider's newest status, so a
+// correction is never held up behind a failing write.
 func (c *NodeController) syncStatus(ctx context.Context, job statusJob) statusResult {
-	nodes := c.cfg.Client.CoreV1().Nodes()
 	var res statusResult
+	var got *corev1.Node // the newest server copy this job received
 	server := job.server
+	fresh := false // read from storage rather than the apiserver's cache
+	stale := false // the attempt found its copy outdated
 	attempt := func(ctx context.Context) error {
+		stale = false
 		rctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 		defer cancel()
+		want := c.want()
 		if server == nil {
-			n, err := nodes.Get(rctx, c.name, metav1.GetOptions{})
-			switch {
-			case err == nil:
-				server, res.server = n, n
-			case apierrors.IsNotFound(err):
-				if job.registered && c.cfg.DisableReRegister {
-					return permanent(fmt.Errorf("%w: %s", ErrNodeDeleted, c.name))
-				}
-				n, err := c.createNode(rctx, job)
-				if err != nil {
-					return err
-				}
-				res.server, res.written, res.created = n, true, true
-				server = n
+			n, created, err := c.getOrCreate(ctx, rctx, want, job, fresh)
+			if apierrors.IsAlreadyExists(err) {
+				fresh, stale = true, true // registered meanwhile: adopt it
+			}
+			if err != nil {
+				return err
+			}
+			server, got = n, n
+			if created {
+				res.written, res.created = true, true
 				job.uncordon = false
-				// Fall through: the create may have dropped parts of the
+				// Go on: the create may have dropped parts of the
 				// status, which the patch below then writes.
-			default:
-				return fmt.Errorf("get node: %w", err)
 			}
 		}
 		if job.uncordon {
-			if server.Spec.Unschedulable && server.Annotations[AnnotationCordoned] == "true" {
-				p := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:null},"resourceVersion":%q},"spec":{"unschedulable":null}}`, AnnotationCordoned, server.ResourceVersion)
-				n, err := nodes.Patch(rctx, c.name, types.StrategicMergePatchType, p, metav1.PatchOptions{FieldManager: c.cfg.FieldManager})
-				if err != nil {
-					return c.patchFailed(err, &server)
+			n, err := c.uncordon(ctx, rctx, server)
+			if errors.Is(err, ErrRejected) && !isStop(err) {
+				c.log(ctx).Info("Cannot undo the shutdown cordon", "error", err.Error())
+				n, err = nil, nil
+			}
+			if err != nil {
+				if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+					server, fresh, stale = nil, true, true
 				}
-				server, res.server, res.written = n, n, true
+				return err
+			}
+			if n != nil {
+				server, got, res.written = n, n, true
 			}
 			job.uncordon = false
 		}
 		now := c.clk.Now()
-		p, err := c.patchFor(ctx, job.desired, server, now, job.heartbeat)
-		if err == nil && p != nil && !job.heartbeat && !job.noHeartbeat {
-			// Something changed: the write is a status report as well.
-			p, err = c.patchFor(ctx, job.desired, server, now, true)
+		rec, recErr := serverRecord(server)
+		if recErr != nil {
+			c.log(ctx).Info("Ignoring the unreadable last-applied annotation; nothing of it will be deleted", "error", recErr.Error())
 		}
-		if err != nil {
-			return permanent(err)
+		res.rejected = nil
+		for level := levelFull; level <= levelConditions; level++ {
+			d := reduce(want, rec, level)
+			p, err := c.patchFor(d, server, rec, now, job)
+			if errors.Is(err, errRecordTooLarge) {
+				if res.rejected, err = c.rejectLocal(ctx, err); err != nil {
+					return err
+				}
+				continue
+			}
+			if err != nil {
+				return permanent(err)
+			}
+			if p == nil {
+				return nil
+			}
+			start := c.clk.Now()
+			n, err := c.cfg.Client.CoreV1().Nodes().Patch(rctx, c.name, types.StrategicMergePatchType, p, metav1.PatchOptions{FieldManager: c.cfg.FieldManager}, "status")
+			err = c.observe(ctx, CallPatchStatus, start, err)
+			switch {
+			case err == nil:
+				server, got, res.written = n, n, true
+				if level > levelFull {
+					c.log(ctx).Info("Wrote a reduced status; the provider's full status was rejected", "written", level.String(), "error", res.rejected.Error())
+				}
+				return nil
+			case errors.Is(err, ErrRejected) && !isStop(err):
+				res.rejected = err
+				continue
+			case apierrors.IsConflict(err):
+				server, fresh, stale = nil, true, true
+				return fmt.Errorf("patch node status: stale copy: %w", err)
+			case apierrors.IsNotFound(err):
+				server, fresh, stale = nil, true, true
+				return fmt.Errorf("patch node status: %w", err)
+			}
+			return fmt.Errorf("patch node status: %w", err)
 		}
-		if p == nil {
-			return nil
-		}
-		n, err := nodes.Patch(rctx, c.name, types.StrategicMergePatchType, p, metav1.PatchOptions{FieldManager: c.cfg.FieldManager}, "status")
-		if err != nil {
-			return c.patchFailed(err, &server)
-		}
-		server, res.server, res.written = n, n, true
+		// Even the conditions alone were refused: nothing more to try
+		// until the provider's status or the ping result changes.
+		c.log(ctx).Info("The API server rejected every form of the status; waiting for the next change", "error", res.rejected.Error())
 		return nil
 	}
 	err := c.retry(ctx, "status", func(ctx context.Context) error {
 		err := attempt(ctx)
-		if stale(err) {
+		if err != nil && stale && !isPermanent(err) {
 			// A stale copy or a vanished Node: read it again at once.
+			res.failures++
 			err = attempt(ctx)
+		}
+		if err != nil && !isPermanent(err) {
+			res.failures++
 		}
 		return err
 	})
 	if err != nil && ctx.Err() == nil {
 		res.err = err
 	}
+	if got != nil {
+		res.server = hold(got)
+	}
 	return res
 }
 
-// patchFor stamps a copy of want against server and returns the patch (nil
-// if nothing needs writing). An unreadable last-applied record is logged and
-// treated as empty.
-func (c *NodeController) patchFor(ctx context.Context, want, server *corev1.Node, now time.Time, heartbeat bool) ([]byte, error) {
-	d := want.DeepCopy()
-	stampTimes(d, server, now, heartbeat)
-	p, _, err := statusPatch(c.patchMeta, d, server)
-	var de *errDecode
-	if errors.As(err, &de) {
-		c.log(ctx).Info("Ignoring the unreadable last-applied annotation; nothing of it will be deleted", "error", de.err.Error())
-		return p, nil
+// getOrCreate reads the Node (from the apiserver's cache unless fresh) or,
+// when it is missing, registers it from the provider's newest node.
+func (c *NodeController) getOrCreate(ctx, rctx context.Context, want *corev1.Node, job statusJob, fresh bool) (*corev1.Node, bool, error) {
+	opts := metav1.GetOptions{}
+	if !fresh {
+		opts.ResourceVersion = "0"
+	}
+	start := c.clk.Now()
+	n, err := c.cfg.Client.CoreV1().Nodes().Get(rctx, c.name, opts)
+	err = c.observe(ctx, CallGetNode, start, err)
+	switch {
+	case err == nil:
+		return n, false, nil
+	case apierrors.IsNotFound(err) && !isStop(err):
+		if job.registered && !c.cfg.ReRegister {
+			return nil, false, permanent(fmt.Errorf("%w: %s", ErrNodeDeleted, c.name))
+		}
+		n, err := c.createNode(ctx, rctx, want)
+		if err != nil {
+			return nil, false, err
+		}
+		return n, true, nil
+	}
+	return nil, false, fmt.Errorf("get node: %w", err)
+}
+
+// patchFor stamps a copy of d against server and returns the patch (nil
+// if nothing needs writing). Any real change is also a status report: its
+// heartbeat times are refreshed.
+func (c *NodeController) patchFor(d, server *corev1.Node, rec *lastApplied, now time.Time, job statusJob) ([]byte, error) {
+	stamped := func(heartbeat bool) ([]byte, error) {
+		x := d.DeepCopy()
+		stampTimes(x, server, now, heartbeat)
+		return statusPatch(c.patchMeta, x, server, rec)
+	}
+	p, err := stamped(job.heartbeat)
+	if err == nil && p != nil && !job.heartbeat && !job.noHeartbeat {
+		p, err = stamped(true)
 	}
 	return p, err
 }
 
-// stale reports whether err means the held copy is outdated: the next
-// attempt GETs first and may go at once.
-func stale(err error) bool {
-	return err != nil && !backoff.IsPermanent(err) && (apierrors.IsConflict(err) || apierrors.IsNotFound(err) || apierrors.IsAlreadyExists(err))
+// rejectLocal reports a status the controller itself cannot write (its
+// record would not fit in an annotation) like a rejection by the server.
+// The second result stops Run when the ErrorHandler asks for it.
+func (c *NodeController) rejectLocal(ctx context.Context, err error) (error, error) {
+	err = fmt.Errorf("%w: %w", ErrRejected, err)
+	if h := c.cfg.ErrorHandler; h != nil {
+		if herr := h(ctx, err); herr != nil {
+			return err, permanent(&stopError{err: herr})
+		}
+	}
+	return err, nil
 }
 
-// patchFailed decides what a failed patch means for the held copy: a
-// conflict or a missing Node makes the next attempt GET first.
-func (c *NodeController) patchFailed(err error, server **corev1.Node) error {
-	switch {
-	case apierrors.IsConflict(err):
-		*server = nil
-		return fmt.Errorf("patch node: stale copy: %w", err)
-	case apierrors.IsNotFound(err):
-		*server = nil
-		return fmt.Errorf("patch node: %w", err)
-	}
-	return fmt.Errorf("patch node: %w", err)
+func isPermanent(err error) bool { return backoff.IsPermanent(err) }
+
+func isStop(err error) bool {
+	var s *stopError
+	return errors.As(err, &s)
 }
 
-func (c *NodeController) createNode(ctx context.Context, job statusJob) (*corev1.Node, error) {
-	n := job.create.DeepCopy()
-	n.ResourceVersion, n.UID = "", ""
-	d := job.desired.DeepCopy()
-	stampTimes(d, nil, c.clk.Now(), true)
-	rec, err := newLastApplied(d).encode()
-	if err != nil {
-		return nil, permanent(err)
+func (c *NodeController) createNode(ctx, rctx context.Context, want *corev1.Node) (*corev1.Node, error) {
+	src := c.latest.Load()
+	build := func(level patchLevel) (*corev1.Node, error) {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: c.name}}
+		src.Spec.DeepCopyInto(&n.Spec)
+		d := reduce(want, nil, level)
+		stampTimes(d, nil, c.clk.Now(), true)
+		rec, err := newLastApplied(d).encode()
+		if err != nil {
+			return nil, err
+		}
+		n.Labels = d.Labels
+		n.Annotations = d.Annotations
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		n.Annotations[AnnotationLastApplied] = rec
+		n.Status = d.Status
+		return n, nil
 	}
-	n.Labels = d.Labels
-	n.Annotations = d.Annotations
-	if n.Annotations == nil {
-		n.Annotations = map[string]string{}
-	}
-	n.Annotations[AnnotationLastApplied] = rec
-	n.Status = d.Status
-	created, err := c.cfg.Client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{FieldManager: c.cfg.FieldManager})
-	if err != nil {
-		if apierrors.IsAlreadyExists(err) {
+	var rejected error
+	for _, level := range []patchLevel{levelFull, levelStatus} {
+		n, err := build(level)
+		if errors.Is(err, errRecordTooLarge) {
+			var stop error
+			if rejected, stop = c.rejectLocal(ctx, err); stop != nil {
+				return nil, stop
+			}
+			continue
+		}
+		if err != nil {
+			return nil, permanent(err)
+		}
+		start := c.clk.Now()
+		created, err := c.cfg.Client.CoreV1().Nodes().Create(rctx, n, metav1.CreateOptions{FieldManager: c.cfg.FieldManager})
+		err = c.observe(ctx, CallCreateNode, start, err)
+		switch {
+		case err == nil:
+			return created, nil
+		case errors.Is(err, ErrRejected) && !isStop(err):
+			rejected = err
+			continue
+		case apierrors.IsAlreadyExists(err):
 			return nil, fmt.Errorf("create node: raced with another writer: %w", err)
 		}
 		return nil, fmt.Errorf("create node: %w", err)
 	}
-	return created, nil
+	// Retried with backoff: each attempt starts from the provider's newest
+	// node, which may have been corrected meanwhile.
+	return nil, fmt.Errorf("create node: %w", rejected)
 }

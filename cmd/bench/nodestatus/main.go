@@ -14,11 +14,15 @@
 //   - scale: many NodeControllers in one process sharing one client, in real
 //     time: memory and goroutines per node, CPU per heartbeat, and whether
 //     every lease is renewed on time.
+//   - scale-real: the same on a real kube-apiserver and etcd built and
+//     started for the run (internal/servers), with their CPU and memory,
+//     and requests per node per minute as the client sent them.
 //
 // Usage:
 //
 //	go run ./cmd/bench/nodestatus -mode requests [-nodes 10] [-minutes 60]
 //	go run ./cmd/bench/nodestatus -mode scale [-nodes 10000] [-warmup 30s] [-window 2m]
+//	go run ./cmd/bench/nodestatus -mode scale-real [-nodes 1000] [-warmup 30s] [-window 2m]
 package main
 
 import (
@@ -47,11 +51,13 @@ import (
 )
 
 var (
-	mode    = flag.String("mode", "requests", "requests or scale")
+	mode    = flag.String("mode", "requests", "requests, scale or scale-real")
 	nNodes  = flag.Int("nodes", 0, "nodes (default 10 for requests, 10000 for scale)")
 	minutes = flag.Int("minutes", 60, "requests: simulated steady-state minutes")
 	warmup  = flag.Duration("warmup", 30*time.Second, "scale: time after all nodes are ready before measuring")
 	window  = flag.Duration("window", 2*time.Minute, "scale: measurement window")
+
+	memProfile = flag.String("memprofile", "", "scale-real: write a heap profile taken after the warm-up to this file")
 )
 
 func node(name string) *corev1.Node {
@@ -330,6 +336,8 @@ func main() {
 		}}}, nil, nil)
 	case "scale":
 		scale()
+	case "scale-real":
+		scaleReal()
 	default:
 		fmt.Fprintln(os.Stderr, "unknown -mode", *mode)
 		os.Exit(2)

@@ -1,7 +1,7 @@
-// Command buildservers builds the etcd and kube-apiserver binaries that the
-// tests and examples run, printing progress, so that a CI run can show how
-// long that stage takes. Tests build them on first use anyway; this only
-// does it up front.
+// Command buildservers builds the etcd, kube-apiserver and
+// kube-controller-manager binaries that the tests and examples run, printing
+// progress, so that a CI run can show how long that stage takes. Tests build
+// them on first use anyway; this only does it up front.
 package main
 
 import (
@@ -15,12 +15,19 @@ import (
 func main() {
 	// No time limit: a cold build took from 4 to 26 minutes on the same kind
 	// of machine, depending on its load; CI's own limit stops one that hangs.
-	bins, err := servers.Build(context.Background(), servers.BuildOptions{Logf: func(format string, args ...any) {
+	ctx := context.Background()
+	opts := servers.BuildOptions{Logf: func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, format+"\n", args...)
-	}})
+	}}
+	bins, err := servers.Build(ctx, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	fmt.Printf("etcd:           %s\nkube-apiserver: %s\n", bins.Etcd, bins.KubeAPIServer)
+	kcm, err := servers.BuildControllerManager(ctx, opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Printf("etcd:                    %s\nkube-apiserver:          %s\nkube-controller-manager: %s\n", bins.Etcd, bins.KubeAPIServer, kcm)
 }

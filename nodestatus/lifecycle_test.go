@@ -1,0 +1,233 @@
+package nodestatus_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/reconkit/reconkit/internal/testenv"
+	"github.com/reconkit/reconkit/nodestatus"
+	"github.com/reconkit/reconkit/nodestatus/nodestatustest"
+)
+
+// The taints the node lifecycle controller puts on a node it lost.
+var lifecycleTaints = map[string]bool{corev1.TaintNodeUnreachable: true, corev1.TaintNodeNotReady: true}
+
+// nodeHistory records, from a watch, whether a node that was once Ready
+// and untainted ever stopped being so.
+type nodeHistory struct {
+	mu      sync.Mutex
+	healthy map[string]bool     // seen Ready=True without lifecycle taints
+	broken  map[string][]string // what was seen after that
+}
+
+func healthy(n *corev1.Node) (bool, string) {
+	for _, tn := range n.Spec.Taints {
+		if lifecycleTaints[tn.Key] {
+			return false, fmt.Sprintf("taint %s:%s", tn.Key, tn.Effect)
+		}
+	}
+	if s := condStatus(n, corev1.NodeReady); s != corev1.ConditionTrue {
+		return false, "Ready=" + string(s)
+	}
+	return true, ""
+}
+
+// watchNodes records every node's health until the test ends.
+func watchNodes(t *testing.T, admin kubernetes.Interface) *nodeHistory {
+	h := &nodeHistory{healthy: map[string]bool{}, broken: map[string][]string{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		rv := ""
+		for ctx.Err() == nil {
+			w, err := admin.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
+			if err != nil {
+				rv = "" // the server restarted or the version expired: start over
+				select {
+				case <-ctx.Done():
+				case <-time.After(100 * time.Millisecond):
+				}
+				continue
+			}
+			for ev := range w.ResultChan() {
+				n, ok := ev.Object.(*corev1.Node)
+				if !ok || ev.Type == watch.Error {
+					rv = ""
+					continue
+				}
+				rv = n.ResourceVersion
+				if ev.Type == watch.Bookmark || ev.Type == watch.Deleted {
+					continue
+				}
+				ok, why := healthy(n)
+				h.mu.Lock()
+				if ok {
+					h.healthy[n.Name] = true
+				} else if h.healthy[n.Name] {
+					h.broken[n.Name] = append(h.broken[n.Name], why)
+				}
+				h.mu.Unlock()
+			}
+			w.Stop()
+		}
+	}()
+	return h
+}
+
+func (h *nodeHistory) check(t *testing.T, names ...string) {
+	t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, n := range names {
+		require.True(t, h.healthy[n], "%s was never seen Ready", n)
+		require.Empty(t, h.broken[n], "%s stopped being Ready and untainted", n)
+	}
+}
+
+// renewedPast waits until every named lease was renewed at or after t0.
+func renewedPast(t *testing.T, admin kubernetes.Interface, t0 time.Time, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		require.Eventually(t, func() bool {
+			l, err := admin.CoordinationV1().Leases("kube-node-lease").Get(context.Background(), name, metav1.GetOptions{})
+			return err == nil && l.Spec.RenewTime != nil && !l.Spec.RenewTime.Time.Before(t0)
+		}, time.Until(t0)+waitFor, 100*time.Millisecond, name+" renewed")
+	}
+}
+
+// TestNodeLifecycleController runs the controllers next to the real node
+// lifecycle controller of kube-controller-manager v1.37.1, on real time,
+// with a 20s grace period: nodes stay Ready through renewal jitter, a status
+// burst and an apiserver restart, a node whose agent dies or is cut off is
+// marked Unknown and tainted, and a node whose partition heals is Ready and
+// untainted again without waiting for a status report.
+func TestNodeLifecycleController(t *testing.T) {
+	a := testenv.APIServer(t)
+	const grace = 20 * time.Second
+	testenv.ControllerManager(t, a,
+		"--node-monitor-grace-period="+grace.String(),
+		"--node-monitor-period=1s",
+		"--node-startup-grace-period="+grace.String(),
+	)
+	admin, err := kubernetes.NewForConfig(a.Config())
+	require.NoError(t, err)
+	ctx := context.Background()
+	eventually(t, nil, func() bool {
+		_, err := admin.CoreV1().Namespaces().Get(ctx, "kube-node-lease", metav1.GetOptions{})
+		return err == nil
+	}, "kube-node-lease namespace")
+	hist := watchNodes(t, admin)
+
+	// Status traffic shares one throttled client, the leases have their
+	// own: a status burst must not delay the heartbeat.
+	statusCfg := a.Config()
+	statusCfg.QPS, statusCfg.Burst = 2, 4
+	statusClient, err := kubernetes.NewForConfig(statusCfg)
+	require.NoError(t, err)
+	leaseClient, err := kubernetes.NewForConfig(a.Config())
+	require.NoError(t, err)
+	config := func(name string, p nodestatus.NodeProvider) nodestatus.Config {
+		return nodestatus.Config{
+			Client: statusClient, LeaseClient: leaseClient, Node: testNode(name), Provider: p,
+			LeaseDuration: grace, RenewInterval: 4 * time.Second, RequestTimeout: 4 * time.Second,
+			NodeMonitorGracePeriod: grace, PingInterval: 2 * time.Second,
+			// Far beyond the test's deadlines: recovery must not wait
+			// for a report.
+			StatusReportInterval: time.Hour,
+		}
+	}
+	steady := []string{"lc-0", "lc-1", "lc-2"}
+	providers := map[string]*nodestatustest.Provider{}
+	for _, name := range steady {
+		providers[name] = nodestatustest.NewProvider(testNode(name))
+		waitReady(t, start(t, config(name, providers[name])))
+	}
+	dies := start(t, config("lc-dies", nil))
+	waitReady(t, dies)
+	px := testenv.Proxy(t, a.Addr())
+	cutCfg := config("lc-cut", nil)
+	cutCfg.Client, err = kubernetes.NewForConfig(a.ConfigFor(px.Addr()))
+	require.NoError(t, err)
+	cutCfg.LeaseClient = cutCfg.Client
+	waitReady(t, start(t, cutCfg))
+	all := append(append([]string(nil), steady...), "lc-dies", "lc-cut")
+
+	t.Run("ReadyThroughJitter", func(t *testing.T) {
+		// Two grace periods of renewals, counted on the server.
+		renewedPast(t, admin, time.Now().Add(2*grace), all...)
+		hist.check(t, all...)
+	})
+
+	t.Run("ReadyThroughStatusBurst", func(t *testing.T) {
+		t0 := time.Now()
+		for _, name := range steady {
+			go func() {
+				for i := range 100 {
+					providers[name].UpdateStatus(func(n *corev1.Node) { n.Labels["burst"] = fmt.Sprint(i) })
+				}
+			}()
+		}
+		for _, name := range steady {
+			eventually(t, nil, func() bool { return e2node(t, admin, name).Labels["burst"] == "99" }, name+" burst written")
+		}
+		renewedPast(t, admin, t0.Add(grace), all...)
+		hist.check(t, all...)
+	})
+
+	t.Run("ReadyThroughAPIServerRestart", func(t *testing.T) {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		require.NoError(t, a.Restart(rctx))
+		renewedPast(t, admin, time.Now().Add(grace), all...)
+		hist.check(t, all...)
+	})
+
+	t.Run("DeadOrCutOffNodeIsMarkedThenRecovers", func(t *testing.T) {
+		require.ErrorIs(t, dies.stop(t), context.Canceled)
+		px.Cut()
+		lost := func(name string) func() bool {
+			return func() bool {
+				n := e2node(t, admin, name)
+				taints := map[corev1.TaintEffect]bool{}
+				for _, tn := range n.Spec.Taints {
+					if tn.Key == corev1.TaintNodeUnreachable {
+						taints[tn.Effect] = true
+					}
+				}
+				return condStatus(n, corev1.NodeReady) == corev1.ConditionUnknown && taints[corev1.TaintEffectNoSchedule] && taints[corev1.TaintEffectNoExecute]
+			}
+		}
+		eventually(t, nil, lost("lc-dies"), "the dead node is Unknown and tainted unreachable")
+		eventually(t, nil, lost("lc-cut"), "the cut-off node is Unknown and tainted unreachable")
+		n := e2node(t, admin, "lc-cut")
+		require.Equal(t, corev1.ConditionUnknown, condStatus(n, corev1.NodeDiskPressure), "the lifecycle controller sets every condition Unknown")
+
+		px.Restore()
+		healed := time.Now()
+		eventually(t, nil, func() bool {
+			n := e2node(t, admin, "lc-cut")
+			ok, _ := healthy(n)
+			return ok && condStatus(n, corev1.NodeDiskPressure) == corev1.ConditionFalse && condStatus(n, corev1.NodePIDPressure) == corev1.ConditionFalse
+		}, "the healed node is Ready, untainted, and no condition stays Unknown")
+		t.Logf("Ready and untainted %v after the partition healed (renew interval 4s, retry wait at most 5s, monitor period 1s)", time.Since(healed).Round(100*time.Millisecond))
+		hist.check(t, steady...)
+	})
+}
+
+func e2node(t *testing.T, admin kubernetes.Interface, name string) *corev1.Node {
+	t.Helper()
+	n, err := admin.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	return n
+}
