@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -101,11 +102,16 @@ func (h *harness) probeCount() int {
 	return h.probes
 }
 
+// The controller tests run inside a synctest bubble: synctest.Wait returns
+// once every goroutine of the controller is blocked (on the fake clock or
+// a channel), so a test knows a check has finished without polling or
+// assuming how fast the machine is.
+
 func (h *harness) run() {
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel, h.done = cancel, make(chan error, 1)
 	go func() { h.done <- h.ctrl.Run(ctx) }()
-	h.waitIdle()
+	synctest.Wait()
 }
 
 func (h *harness) stop() {
@@ -113,18 +119,12 @@ func (h *harness) stop() {
 	require.ErrorIs(h.t, <-h.done, context.Canceled)
 }
 
-// waitIdle waits until the trial loop has finished its check and sleeps on
-// the clock.
-func (h *harness) waitIdle() {
-	require.Eventually(h.t, h.clock.HasWaiters, 5*time.Second, time.Millisecond, "trial loop never waited on the clock")
-}
-
-// tick advances the clock by one check interval and waits for the check to
-// finish.
+// tick advances the clock by one check interval and waits until the check
+// it wakes has finished and everything is blocked again.
 func (h *harness) tick() {
-	h.waitIdle()
+	synctest.Wait()
 	h.clock.Step(interval)
-	h.waitIdle()
+	synctest.Wait()
 }
 
 func (h *harness) requirePhase(p checkpoint.Phase, id string) checkpoint.Status[agentConfig] {
@@ -178,151 +178,152 @@ func TestBootstrapInvalidLocal(t *testing.T) {
 }
 
 func TestTrialGraduates(t *testing.T) {
-	ctx := context.Background()
-	h := newHarness(t, &checkpoint.MemStore{}, clocktesting.NewFakeClock(t0))
-	_, err := h.ctrl.Bootstrap(ctx)
-	require.NoError(t, err)
-	h.run()
-	defer h.stop()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		h := newHarness(t, &checkpoint.MemStore{}, clocktesting.NewFakeClock(t0))
+		_, err := h.ctrl.Bootstrap(ctx)
+		require.NoError(t, err)
+		h.run()
+		defer h.stop()
 
-	st, err := h.ctrl.Assign(ctx, []byte("level=5"), src("u1", "10"))
-	require.NoError(t, err)
-	require.Equal(t, agentConfig{Level: 5}, st.Config)
-	require.Equal(t, checkpoint.PhaseTrial, st.Phase)
-	require.True(t, st.TrialStart.Equal(t0))
-	h.requireStored("u1_10", "")
-	at, err := h.store.CurrentSetAt(ctx)
-	require.NoError(t, err)
-	require.True(t, at.Equal(t0), "trial start recorded in the store: %v", at)
+		st, err := h.ctrl.Assign(ctx, []byte("level=5"), src("u1", "10"))
+		require.NoError(t, err)
+		require.Equal(t, agentConfig{Level: 5}, st.Config)
+		require.Equal(t, checkpoint.PhaseTrial, st.Phase)
+		require.True(t, st.TrialStart.Equal(t0))
+		h.requireStored("u1_10", "")
+		at, err := h.store.CurrentSetAt(ctx)
+		require.NoError(t, err)
+		require.True(t, at.Equal(t0), "trial start recorded in the store: %v", at)
 
-	for range int(trial/interval) - 1 {
-		h.tick()
-		h.requirePhase(checkpoint.PhaseTrial, "u1_10")
-	}
-	h.tick() // trial duration reached
-	st = h.requirePhase(checkpoint.PhaseLastKnownGood, "u1_10")
-	require.Equal(t, checkpoint.ReasonLastKnownGood, st.Condition.Reason)
-	require.Equal(t, corev1.ConditionTrue, st.Condition.Status)
-	h.requireStored("u1_10", "u1_10")
-	require.GreaterOrEqual(t, h.probeCount(), int(trial/interval), "probe ran at every check")
-
-	// The host learns of the graduation through OnStatus.
-	require.Eventually(t, func() bool {
-		for {
-			select {
-			case s := <-h.statuses:
-				if s.Phase == checkpoint.PhaseLastKnownGood {
-					return true
-				}
-			default:
-				return false
-			}
+		for range int(trial/interval) - 1 {
+			h.tick()
+			h.requirePhase(checkpoint.PhaseTrial, "u1_10")
 		}
-	}, 5*time.Second, time.Millisecond)
+		h.tick() // trial duration reached
+		st = h.requirePhase(checkpoint.PhaseLastKnownGood, "u1_10")
+		require.Equal(t, checkpoint.ReasonLastKnownGood, st.Condition.Reason)
+		require.Equal(t, corev1.ConditionTrue, st.Condition.Status)
+		h.requireStored("u1_10", "u1_10")
+		require.GreaterOrEqual(t, h.probeCount(), int(trial/interval), "probe ran at every check")
 
-	// Assigning the same checkpoint again changes nothing.
-	again, err := h.ctrl.Assign(ctx, []byte("level=5"), src("u1", "10"))
-	require.NoError(t, err)
-	require.Equal(t, checkpoint.PhaseLastKnownGood, again.Phase)
+		// The host learns of the graduation through OnStatus.
+		var last checkpoint.Status[agentConfig]
+		for len(h.statuses) > 0 {
+			last = <-h.statuses
+		}
+		require.Equal(t, checkpoint.PhaseLastKnownGood, last.Phase, "newest status delivered to OnStatus")
+
+		// Assigning the same checkpoint again changes nothing.
+		again, err := h.ctrl.Assign(ctx, []byte("level=5"), src("u1", "10"))
+		require.NoError(t, err)
+		require.Equal(t, checkpoint.PhaseLastKnownGood, again.Phase)
+	})
 }
 
 func TestProbeFailureRollsBack(t *testing.T) {
-	ctx := context.Background()
-	h := newHarness(t, &checkpoint.MemStore{}, clocktesting.NewFakeClock(t0))
-	_, err := h.ctrl.Bootstrap(ctx)
-	require.NoError(t, err)
-	h.run()
-	defer h.stop()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		h := newHarness(t, &checkpoint.MemStore{}, clocktesting.NewFakeClock(t0))
+		_, err := h.ctrl.Bootstrap(ctx)
+		require.NoError(t, err)
+		h.run()
+		defer h.stop()
 
-	// A graduates to last-known-good.
-	_, err = h.ctrl.Assign(ctx, []byte("level=3"), src("a", "1"))
-	require.NoError(t, err)
-	for range int(trial / interval) {
+		// A graduates to last-known-good.
+		_, err = h.ctrl.Assign(ctx, []byte("level=3"), src("a", "1"))
+		require.NoError(t, err)
+		for range int(trial / interval) {
+			h.tick()
+		}
+		h.requirePhase(checkpoint.PhaseLastKnownGood, "a_1")
+
+		// B starts its trial and the probe fails half-way.
+		_, err = h.ctrl.Assign(ctx, []byte("level=7"), src("b", "2"))
+		require.NoError(t, err)
 		h.tick()
-	}
-	h.requirePhase(checkpoint.PhaseLastKnownGood, "a_1")
+		h.requirePhase(checkpoint.PhaseTrial, "b_2")
+		h.setProbe(errors.New("node not ready"))
+		h.tick()
+		st := h.requirePhase(checkpoint.PhaseRolledBack, "a_1")
+		require.Equal(t, agentConfig{Level: 3}, st.Config)
+		require.Equal(t, "b_2", st.Assigned)
+		require.Equal(t, corev1.ConditionFalse, st.Condition.Status)
+		require.Equal(t, checkpoint.ReasonProbeFailed, st.Condition.Reason)
+		require.Contains(t, st.Condition.Message, `"b_2"`)
+		require.Contains(t, st.Condition.Message, "node not ready")
+		require.Contains(t, st.Condition.Message, `last-known-good checkpoint "a_1"`)
+		h.requireStored("a_1", "a_1") // a restart will not retry B
 
-	// B starts its trial and the probe fails half-way.
-	_, err = h.ctrl.Assign(ctx, []byte("level=7"), src("b", "2"))
-	require.NoError(t, err)
-	h.tick()
-	h.requirePhase(checkpoint.PhaseTrial, "b_2")
-	h.setProbe(errors.New("node not ready"))
-	h.tick()
-	st := h.requirePhase(checkpoint.PhaseRolledBack, "a_1")
-	require.Equal(t, agentConfig{Level: 3}, st.Config)
-	require.Equal(t, "b_2", st.Assigned)
-	require.Equal(t, corev1.ConditionFalse, st.Condition.Status)
-	require.Equal(t, checkpoint.ReasonProbeFailed, st.Condition.Reason)
-	require.Contains(t, st.Condition.Message, `"b_2"`)
-	require.Contains(t, st.Condition.Message, "node not ready")
-	require.Contains(t, st.Condition.Message, `last-known-good checkpoint "a_1"`)
-	h.requireStored("a_1", "a_1") // a restart will not retry B
+		// B is refused from now on; the rollback stays.
+		_, err = h.ctrl.Assign(ctx, []byte("level=7"), src("b", "2"))
+		require.ErrorIs(t, err, checkpoint.ErrRejected)
+		h.setProbe(nil)
+		h.tick()
+		h.requirePhase(checkpoint.PhaseRolledBack, "a_1")
 
-	// B is refused from now on; the rollback stays.
-	_, err = h.ctrl.Assign(ctx, []byte("level=7"), src("b", "2"))
-	require.ErrorIs(t, err, checkpoint.ErrRejected)
-	h.setProbe(nil)
-	h.tick()
-	h.requirePhase(checkpoint.PhaseRolledBack, "a_1")
-
-	// A later, different assignment is tried.
-	_, err = h.ctrl.Assign(ctx, []byte("level=8"), src("c", "3"))
-	require.NoError(t, err)
-	h.requirePhase(checkpoint.PhaseTrial, "c_3")
+		// A later, different assignment is tried.
+		_, err = h.ctrl.Assign(ctx, []byte("level=8"), src("c", "3"))
+		require.NoError(t, err)
+		h.requirePhase(checkpoint.PhaseTrial, "c_3")
+	})
 }
 
 func TestProbeFailureWithoutLKGUsesLocal(t *testing.T) {
-	ctx := context.Background()
-	h := newHarness(t, &checkpoint.MemStore{}, clocktesting.NewFakeClock(t0))
-	_, err := h.ctrl.Bootstrap(ctx)
-	require.NoError(t, err)
-	h.run()
-	defer h.stop()
-	h.setProbe(errors.New("crash loop"))
-	_, err = h.ctrl.Assign(ctx, []byte("level=4"), src("a", "1"))
-	require.NoError(t, err)
-	h.tick()
-	st := h.requirePhase(checkpoint.PhaseRolledBack, "")
-	require.Equal(t, agentConfig{Level: 1}, st.Config)
-	require.Contains(t, st.Condition.Message, "using the local configuration")
-	h.requireStored("", "")
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		h := newHarness(t, &checkpoint.MemStore{}, clocktesting.NewFakeClock(t0))
+		_, err := h.ctrl.Bootstrap(ctx)
+		require.NoError(t, err)
+		h.run()
+		defer h.stop()
+		h.setProbe(errors.New("crash loop"))
+		_, err = h.ctrl.Assign(ctx, []byte("level=4"), src("a", "1"))
+		require.NoError(t, err)
+		h.tick()
+		st := h.requirePhase(checkpoint.PhaseRolledBack, "")
+		require.Equal(t, agentConfig{Level: 1}, st.Config)
+		require.Contains(t, st.Condition.Message, "using the local configuration")
+		h.requireStored("", "")
+	})
 }
 
 func TestRestartDuringTrialResumes(t *testing.T) {
-	ctx := context.Background()
-	dir := filepath.Join(t.TempDir(), "store")
-	clk := clocktesting.NewFakeClock(t0)
-	h := newHarness(t, newFS(t, dir, 0), clk)
-	_, err := h.ctrl.Bootstrap(ctx)
-	require.NoError(t, err)
-	h.run()
-	_, err = h.ctrl.Assign(ctx, []byte("level=6"), src("a", "1"))
-	require.NoError(t, err)
-	half := int(trial/interval) / 2
-	for range half {
-		h.tick()
-	}
-	h.stop()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		dir := filepath.Join(t.TempDir(), "store")
+		clk := clocktesting.NewFakeClock(t0)
+		h := newHarness(t, newFS(t, dir, 0), clk)
+		_, err := h.ctrl.Bootstrap(ctx)
+		require.NoError(t, err)
+		h.run()
+		_, err = h.ctrl.Assign(ctx, []byte("level=6"), src("a", "1"))
+		require.NoError(t, err)
+		half := int(trial/interval) / 2
+		for range half {
+			h.tick()
+		}
+		h.stop()
 
-	// The process restarts: a new store object and controller on the same
-	// directory. Time went on while it was down.
-	clk.Step(interval / 2)
-	h2 := newHarness(t, newFS(t, dir, 0), clk)
-	st, err := h2.ctrl.Bootstrap(ctx)
-	require.NoError(t, err)
-	require.Equal(t, checkpoint.PhaseTrial, st.Phase)
-	require.Equal(t, agentConfig{Level: 6}, st.Config)
-	require.True(t, st.TrialStart.Equal(t0), "trial start %v, want the recorded %v", st.TrialStart, t0)
-	h2.run()
-	defer h2.stop()
-	for range int(trial/interval) - half - 1 {
-		h2.tick()
-		h2.requirePhase(checkpoint.PhaseTrial, "a_1")
-	}
-	h2.tick() // t0 + trial + interval/2: the original trial is over
-	h2.requirePhase(checkpoint.PhaseLastKnownGood, "a_1")
-	h2.requireStored("a_1", "a_1")
+		// The process restarts: a new store object and controller on the same
+		// directory. Time went on while it was down.
+		clk.Step(interval / 2)
+		h2 := newHarness(t, newFS(t, dir, 0), clk)
+		st, err := h2.ctrl.Bootstrap(ctx)
+		require.NoError(t, err)
+		require.Equal(t, checkpoint.PhaseTrial, st.Phase)
+		require.Equal(t, agentConfig{Level: 6}, st.Config)
+		require.True(t, st.TrialStart.Equal(t0), "trial start %v, want the recorded %v", st.TrialStart, t0)
+		h2.run()
+		defer h2.stop()
+		for range int(trial/interval) - half - 1 {
+			h2.tick()
+			h2.requirePhase(checkpoint.PhaseTrial, "a_1")
+		}
+		h2.tick() // t0 + trial + interval/2: the original trial is over
+		h2.requirePhase(checkpoint.PhaseLastKnownGood, "a_1")
+		h2.requireStored("a_1", "a_1")
+	})
 }
 
 func TestAssignInvalidStoresNothing(t *testing.T) {
@@ -403,35 +404,37 @@ func TestBootstrapFallsBack(t *testing.T) {
 			wantMsg: []string{"not a directory"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := filepath.Join(t.TempDir(), "store")
-			s := newFS(t, dir, 0)
-			for _, c := range []struct{ id, payload string }{{"a_1", "level=3"}, {"b_2", tc.bPayload}} {
-				require.NoError(t, s.Save(ctx, checkpoint.Checkpoint{ID: c.id, Payload: []byte(c.payload)}))
-			}
-			require.NoError(t, s.SetLastKnownGood(ctx, "a_1"))
-			require.NoError(t, s.SetCurrent(ctx, "b_2", t0))
-			if tc.damage != nil {
-				tc.damage(t, dir)
-			}
-			store, err := checkpoint.NewFS(checkpoint.FSConfig{Dir: dir})
-			require.NoError(t, err)
-			h := newHarness(t, store, clocktesting.NewFakeClock(t0))
-			st, err := h.ctrl.Bootstrap(ctx)
-			require.NoError(t, err, "Bootstrap must fall back, not fail")
-			require.Equal(t, checkpoint.PhaseRolledBack, st.Phase)
-			require.Equal(t, tc.wantID, st.ID)
-			require.Equal(t, tc.wantLevel, st.Config.Level)
-			require.Equal(t, corev1.ConditionFalse, st.Condition.Status)
-			require.Equal(t, tc.wantReason, st.Condition.Reason, st.Condition.Message)
-			for _, m := range tc.wantMsg {
-				require.Contains(t, st.Condition.Message, m)
-			}
-			// Nothing runs on trial after a fallback.
-			h.run()
-			h.tick()
-			require.Equal(t, checkpoint.PhaseRolledBack, h.ctrl.Status().Phase)
-			require.Zero(t, h.probeCount())
-			h.stop()
+			synctest.Test(t, func(t *testing.T) {
+				dir := filepath.Join(t.TempDir(), "store")
+				s := newFS(t, dir, 0)
+				for _, c := range []struct{ id, payload string }{{"a_1", "level=3"}, {"b_2", tc.bPayload}} {
+					require.NoError(t, s.Save(ctx, checkpoint.Checkpoint{ID: c.id, Payload: []byte(c.payload)}))
+				}
+				require.NoError(t, s.SetLastKnownGood(ctx, "a_1"))
+				require.NoError(t, s.SetCurrent(ctx, "b_2", t0))
+				if tc.damage != nil {
+					tc.damage(t, dir)
+				}
+				store, err := checkpoint.NewFS(checkpoint.FSConfig{Dir: dir})
+				require.NoError(t, err)
+				h := newHarness(t, store, clocktesting.NewFakeClock(t0))
+				st, err := h.ctrl.Bootstrap(ctx)
+				require.NoError(t, err, "Bootstrap must fall back, not fail")
+				require.Equal(t, checkpoint.PhaseRolledBack, st.Phase)
+				require.Equal(t, tc.wantID, st.ID)
+				require.Equal(t, tc.wantLevel, st.Config.Level)
+				require.Equal(t, corev1.ConditionFalse, st.Condition.Status)
+				require.Equal(t, tc.wantReason, st.Condition.Reason, st.Condition.Message)
+				for _, m := range tc.wantMsg {
+					require.Contains(t, st.Condition.Message, m)
+				}
+				// Nothing runs on trial after a fallback.
+				h.run()
+				h.tick()
+				require.Equal(t, checkpoint.PhaseRolledBack, h.ctrl.Status().Phase)
+				require.Zero(t, h.probeCount())
+				h.stop()
+			})
 		})
 	}
 }
@@ -451,15 +454,17 @@ func TestBootstrapStableLKG(t *testing.T) {
 }
 
 func TestRunTwiceAndCancel(t *testing.T) {
-	h := newHarness(t, &checkpoint.MemStore{}, clocktesting.NewFakeClock(t0))
-	_, err := h.ctrl.Bootstrap(context.Background())
-	require.NoError(t, err)
-	h.run()
-	require.ErrorIs(t, h.ctrl.Run(context.Background()), checkpoint.ErrRunning)
-	h.stop()
-	// Run may be started again after it returned.
-	h.run()
-	h.stop()
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, &checkpoint.MemStore{}, clocktesting.NewFakeClock(t0))
+		_, err := h.ctrl.Bootstrap(context.Background())
+		require.NoError(t, err)
+		h.run()
+		require.ErrorIs(t, h.ctrl.Run(context.Background()), checkpoint.ErrRunning)
+		h.stop()
+		// Run may be started again after it returned.
+		h.run()
+		h.stop()
+	})
 }
 
 type fakeSource struct {
@@ -482,31 +487,35 @@ func (f *fakeSource) Fetch(context.Context) ([]byte, checkpoint.Source, error) {
 }
 
 func TestRunPollsSource(t *testing.T) {
-	ctx := context.Background()
-	clk := clocktesting.NewFakeClock(t0)
-	source := &fakeSource{}
-	source.set("", checkpoint.Source{}, fmt.Errorf("nothing: %w", checkpoint.ErrNotFound))
-	ctrl, err := checkpoint.New(checkpoint.Config[agentConfig]{
-		Store: &checkpoint.MemStore{}, Parse: parseAgent, Validate: validateAgent, Local: agentConfig{Level: 1},
-		TrialDuration: trial, CheckInterval: interval, Source: source, SourceInterval: interval, Clock: clk,
-	})
-	require.NoError(t, err)
-	_, err = ctrl.Bootstrap(ctx)
-	require.NoError(t, err)
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- ctrl.Run(runCtx) }()
-	defer func() {
-		cancel()
-		require.ErrorIs(t, <-done, context.Canceled)
-	}()
-	require.Eventually(t, func() bool { return clk.HasWaiters() }, 5*time.Second, time.Millisecond)
-	require.Equal(t, checkpoint.PhaseLocal, ctrl.Status().Phase)
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		clk := clocktesting.NewFakeClock(t0)
+		source := &fakeSource{}
+		source.set("", checkpoint.Source{}, fmt.Errorf("nothing: %w", checkpoint.ErrNotFound))
+		ctrl, err := checkpoint.New(checkpoint.Config[agentConfig]{
+			Store: &checkpoint.MemStore{}, Parse: parseAgent, Validate: validateAgent, Local: agentConfig{Level: 1},
+			TrialDuration: trial, CheckInterval: interval, Source: source, SourceInterval: interval, Clock: clk,
+		})
+		require.NoError(t, err)
+		_, err = ctrl.Bootstrap(ctx)
+		require.NoError(t, err)
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- ctrl.Run(runCtx) }()
+		defer func() {
+			cancel()
+			require.ErrorIs(t, <-done, context.Canceled)
+		}()
+		synctest.Wait()
+		require.Equal(t, checkpoint.PhaseLocal, ctrl.Status().Phase)
 
-	source.set("level=9", src("cm", "5"), nil)
-	// The source loop sleeps up to 1.1 intervals (jitter); two steps cover it.
-	clk.Step(interval)
-	clk.Step(interval)
-	require.Eventually(t, func() bool { return ctrl.Status().ID == "cm_5" }, 5*time.Second, time.Millisecond)
-	require.Equal(t, 9, ctrl.Status().Config.Level)
+		source.set("level=9", src("cm", "5"), nil)
+		// The source loop sleeps up to 1.1 intervals (jitter); two steps cover it.
+		clk.Step(interval)
+		synctest.Wait()
+		clk.Step(interval)
+		synctest.Wait()
+		require.Equal(t, "cm_5", ctrl.Status().ID)
+		require.Equal(t, 9, ctrl.Status().Config.Level)
+	})
 }

@@ -67,9 +67,14 @@ func Example() {
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error)
 	go func() { done <- ctrl.Run(runCtx) }()
-	for st = range statuses {
-		if st.Phase == checkpoint.PhaseRolledBack {
-			break
+	deadline := time.After(time.Minute) // a hung controller fails the example
+wait:
+	for st.Phase != checkpoint.PhaseRolledBack {
+		select {
+		case st = <-statuses:
+		case <-deadline:
+			fmt.Println("no rollback within a minute")
+			break wait
 		}
 	}
 	cancel()

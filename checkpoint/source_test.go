@@ -90,7 +90,7 @@ func TestConfigMapSourceAPIServer(t *testing.T) {
 		require.ErrorIs(t, <-done, context.Canceled)
 	}()
 	firstID := string(cm.UID) + "_" + cm.ResourceVersion
-	require.Eventually(t, func() bool { return ctrl.Status().ID == firstID }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return ctrl.Status().ID == firstID }, 2*time.Minute, 5*time.Millisecond) // generous: a slow, busy machine
 	require.Equal(t, checkpoint.PhaseTrial, ctrl.Status().Phase)
 
 	// An update is a new resourceVersion, hence a new checkpoint.
@@ -104,6 +104,6 @@ func TestConfigMapSourceAPIServer(t *testing.T) {
 			clk.Step(interval)
 		}
 		return ctrl.Status().ID == secondID
-	}, 10*time.Second, 5*time.Millisecond)
+	}, 2*time.Minute, 5*time.Millisecond) // generous: a slow, busy machine
 	require.Equal(t, 6, ctrl.Status().Config.Level)
 }

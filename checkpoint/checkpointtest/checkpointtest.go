@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -15,41 +16,96 @@ import (
 	"github.com/reconkit/reconkit/checkpoint"
 )
 
+// TB is what the suite's checks need from a test: *testing.T implements
+// it, and so does the recorder Check uses.
+type TB interface {
+	require.TestingT
+	Helper()
+}
+
+type testCase struct {
+	name string
+	fn   func(t TB, s checkpoint.LKGStore)
+}
+
+var cases = []testCase{
+	{"Empty", testEmpty},
+	{"InitializeIdempotent", testInitializeIdempotent},
+	{"SaveLoad", testSaveLoad},
+	{"PayloadCopied", testPayloadCopied},
+	{"EmptyPayload", testEmptyPayload},
+	{"SaveSameIsNoop", testSaveSame},
+	{"SaveConflict", testSaveConflict},
+	{"SaveWrongHash", testSaveWrongHash},
+	{"LoadMissing", testLoadMissing},
+	{"InvalidIDs", testInvalidIDs},
+	{"SetCurrent", testSetCurrent},
+	{"SetLastKnownGood", testSetLastKnownGood},
+	{"SetMissing", testSetMissing},
+	{"Reset", testReset},
+	{"CancelledContext", testCancelled},
+	{"Concurrent", testConcurrent},
+}
+
 // Run runs the conformance suite as subtests of t. newStore returns a new,
 // empty store for one subtest; Run calls Initialize on it. Stores must keep
 // at least 4 checkpoints of history.
 func Run(t *testing.T, newStore func(t *testing.T) checkpoint.LKGStore) {
 	t.Helper()
-	open := func(t *testing.T) checkpoint.LKGStore {
-		t.Helper()
-		s := newStore(t)
-		require.NoError(t, s.Initialize(context.Background()))
-		return s
-	}
-	for _, tc := range []struct {
-		name string
-		fn   func(t *testing.T, s checkpoint.LKGStore)
-	}{
-		{"Empty", testEmpty},
-		{"InitializeIdempotent", testInitializeIdempotent},
-		{"SaveLoad", testSaveLoad},
-		{"PayloadCopied", testPayloadCopied},
-		{"EmptyPayload", testEmptyPayload},
-		{"SaveSameIsNoop", testSaveSame},
-		{"SaveConflict", testSaveConflict},
-		{"SaveWrongHash", testSaveWrongHash},
-		{"LoadMissing", testLoadMissing},
-		{"InvalidIDs", testInvalidIDs},
-		{"SetCurrent", testSetCurrent},
-		{"SetLastKnownGood", testSetLastKnownGood},
-		{"SetMissing", testSetMissing},
-		{"Reset", testReset},
-		{"CancelledContext", testCancelled},
-		{"Concurrent", testConcurrent},
-	} {
-		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStore(t)
+			require.NoError(t, s.Initialize(context.Background()))
+			tc.fn(t, s)
+		})
 	}
 }
+
+// Check runs the conformance suite outside a test, as a program checking a
+// store would, and returns every failure joined, or nil. newStore returns a
+// new, empty store for one case; Check calls Initialize on it. Cases run one
+// after another.
+func Check(newStore func() (checkpoint.LKGStore, error)) error {
+	var errs []error
+	for _, tc := range cases {
+		r := &recorder{}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			s, err := newStore()
+			if err != nil {
+				r.Errorf("new store: %v", err)
+				return
+			}
+			if err := s.Initialize(context.Background()); err != nil {
+				r.Errorf("initialize: %v", err)
+				return
+			}
+			tc.fn(r, s)
+		}()
+		<-done
+		for _, msg := range r.msgs {
+			errs = append(errs, fmt.Errorf("checkpointtest: %s: %s", tc.name, msg))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// recorder collects failures; FailNow ends the goroutine running the case.
+type recorder struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (r *recorder) Helper() {}
+
+func (r *recorder) Errorf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.msgs = append(r.msgs, strings.TrimSpace(fmt.Sprintf(format, args...)))
+}
+
+func (r *recorder) FailNow() { runtime.Goexit() }
 
 func ckpt(id, payload string) checkpoint.Checkpoint {
 	return checkpoint.Checkpoint{
@@ -60,7 +116,7 @@ func ckpt(id, payload string) checkpoint.Checkpoint {
 	}
 }
 
-func requireState(t *testing.T, s checkpoint.LKGStore, current, lkg string) {
+func requireState(t TB, s checkpoint.LKGStore, current, lkg string) {
 	t.Helper()
 	ctx := context.Background()
 	got, err := s.Current(ctx)
@@ -71,14 +127,14 @@ func requireState(t *testing.T, s checkpoint.LKGStore, current, lkg string) {
 	require.Equal(t, lkg, got, "last-known-good")
 }
 
-func testEmpty(t *testing.T, s checkpoint.LKGStore) {
+func testEmpty(t TB, s checkpoint.LKGStore) {
 	requireState(t, s, "", "")
 	at, err := s.CurrentSetAt(context.Background())
 	require.NoError(t, err)
 	require.True(t, at.IsZero(), "trial start of an empty store: %v", at)
 }
 
-func testInitializeIdempotent(t *testing.T, s checkpoint.LKGStore) {
+func testInitializeIdempotent(t TB, s checkpoint.LKGStore) {
 	ctx := context.Background()
 	require.NoError(t, s.Save(ctx, ckpt("a", "A")))
 	require.NoError(t, s.SetCurrent(ctx, "a", time.Unix(5, 0)))
@@ -89,7 +145,7 @@ func testInitializeIdempotent(t *testing.T, s checkpoint.LKGStore) {
 	require.Equal(t, "A", string(cp.Payload))
 }
 
-func testSaveLoad(t *testing.T, s checkpoint.LKGStore) {
+func testSaveLoad(t TB, s checkpoint.LKGStore) {
 	ctx := context.Background()
 	in := ckpt("uid-1_42", "kind: Config\nvalue: 1\n")
 	require.NoError(t, s.Save(ctx, in))
@@ -105,7 +161,7 @@ func testSaveLoad(t *testing.T, s checkpoint.LKGStore) {
 	requireState(t, s, "", "")
 }
 
-func testPayloadCopied(t *testing.T, s checkpoint.LKGStore) {
+func testPayloadCopied(t TB, s checkpoint.LKGStore) {
 	ctx := context.Background()
 	in := ckpt("a", "original")
 	require.NoError(t, s.Save(ctx, in))
@@ -119,7 +175,7 @@ func testPayloadCopied(t *testing.T, s checkpoint.LKGStore) {
 	require.Equal(t, "original", string(again.Payload), "store handed out its own slice")
 }
 
-func testEmptyPayload(t *testing.T, s checkpoint.LKGStore) {
+func testEmptyPayload(t TB, s checkpoint.LKGStore) {
 	ctx := context.Background()
 	require.NoError(t, s.Save(ctx, ckpt("empty", "")))
 	out, err := s.Load(ctx, "empty")
@@ -128,7 +184,7 @@ func testEmptyPayload(t *testing.T, s checkpoint.LKGStore) {
 	require.Equal(t, checkpoint.HashPayload(nil), out.Hash)
 }
 
-func testSaveSame(t *testing.T, s checkpoint.LKGStore) {
+func testSaveSame(t TB, s checkpoint.LKGStore) {
 	ctx := context.Background()
 	require.NoError(t, s.Save(ctx, ckpt("a", "A")))
 	require.NoError(t, s.Save(ctx, ckpt("a", "A")), "saving identical content again")
@@ -137,7 +193,7 @@ func testSaveSame(t *testing.T, s checkpoint.LKGStore) {
 	require.Equal(t, "A", string(out.Payload))
 }
 
-func testSaveConflict(t *testing.T, s checkpoint.LKGStore) {
+func testSaveConflict(t TB, s checkpoint.LKGStore) {
 	ctx := context.Background()
 	require.NoError(t, s.Save(ctx, ckpt("a", "A")))
 	err := s.Save(ctx, ckpt("a", "B"))
@@ -147,7 +203,7 @@ func testSaveConflict(t *testing.T, s checkpoint.LKGStore) {
 	require.Equal(t, "A", string(out.Payload), "conflicting save changed the checkpoint")
 }
 
-func testSaveWrongHash(t *testing.T, s checkpoint.LKGStore) {
+func testSaveWrongHash(t TB, s checkpoint.LKGStore) {
 	ctx := context.Background()
 	cp := ckpt("a", "A")
 	cp.Hash = checkpoint.HashPayload([]byte("B"))
@@ -158,7 +214,7 @@ func testSaveWrongHash(t *testing.T, s checkpoint.LKGStore) {
 	require.NoError(t, s.Save(ctx, cp))
 }
 
-func testLoadMissing(t *testing.T, s checkpoint.LKGStore) {
+func testLoadMissing(t TB, s checkpoint.LKGStore) {
 	_, err := s.Load(context.Background(), "nope")
 	require.ErrorIs(t, err, checkpoint.ErrNotFound)
 }
@@ -169,7 +225,7 @@ var BadIDs = []string{
 	strings.Repeat("x", checkpoint.MaxIDLength+1), "\xff\xfe",
 }
 
-func testInvalidIDs(t *testing.T, s checkpoint.LKGStore) {
+func testInvalidIDs(t TB, s checkpoint.LKGStore) {
 	ctx := context.Background()
 	for _, id := range BadIDs {
 		require.ErrorIs(t, checkpoint.ValidateID(id), checkpoint.ErrInvalidID, "ValidateID(%q)", id)
@@ -192,7 +248,7 @@ func testInvalidIDs(t *testing.T, s checkpoint.LKGStore) {
 	}
 }
 
-func testSetCurrent(t *testing.T, s checkpoint.LKGStore) {
+func testSetCurrent(t TB, s checkpoint.LKGStore) {
 	ctx := context.Background()
 	require.NoError(t, s.Save(ctx, ckpt("a", "A")))
 	require.NoError(t, s.Save(ctx, ckpt("b", "B")))
@@ -214,7 +270,7 @@ func testSetCurrent(t *testing.T, s checkpoint.LKGStore) {
 	requireState(t, s, "", "")
 }
 
-func testSetLastKnownGood(t *testing.T, s checkpoint.LKGStore) {
+func testSetLastKnownGood(t TB, s checkpoint.LKGStore) {
 	ctx := context.Background()
 	require.NoError(t, s.Save(ctx, ckpt("a", "A")))
 	t1 := time.Unix(1000, 0)
@@ -228,14 +284,14 @@ func testSetLastKnownGood(t *testing.T, s checkpoint.LKGStore) {
 	requireState(t, s, "a", "")
 }
 
-func testSetMissing(t *testing.T, s checkpoint.LKGStore) {
+func testSetMissing(t TB, s checkpoint.LKGStore) {
 	ctx := context.Background()
 	require.ErrorIs(t, s.SetCurrent(ctx, "ghost", time.Unix(1, 0)), checkpoint.ErrNotFound)
 	require.ErrorIs(t, s.SetLastKnownGood(ctx, "ghost"), checkpoint.ErrNotFound)
 	requireState(t, s, "", "")
 }
 
-func testReset(t *testing.T, s checkpoint.LKGStore) {
+func testReset(t TB, s checkpoint.LKGStore) {
 	ctx := context.Background()
 	changed, err := s.Reset(ctx)
 	require.NoError(t, err)
@@ -255,7 +311,7 @@ func testReset(t *testing.T, s checkpoint.LKGStore) {
 	require.NoError(t, err, "Reset deleted a checkpoint")
 }
 
-func testCancelled(t *testing.T, s checkpoint.LKGStore) {
+func testCancelled(t TB, s checkpoint.LKGStore) {
 	require.NoError(t, s.Save(context.Background(), ckpt("a", "A")))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -273,7 +329,7 @@ func testCancelled(t *testing.T, s checkpoint.LKGStore) {
 	require.ErrorIs(t, err, checkpoint.ErrNotFound, "cancelled Save stored a checkpoint")
 }
 
-func testConcurrent(t *testing.T, s checkpoint.LKGStore) {
+func testConcurrent(t TB, s checkpoint.LKGStore) {
 	ctx := context.Background()
 	const workers, each = 4, 3 // 12 checkpoints, more than the suite's minimum history
 	var wg sync.WaitGroup
