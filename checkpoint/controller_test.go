@@ -192,9 +192,10 @@ func TestTrialGraduates(t *testing.T) {
 		require.Equal(t, checkpoint.PhaseTrial, st.Phase)
 		require.True(t, st.TrialStart.Equal(t0))
 		h.requireStored("u1_10", "")
-		at, err := h.store.CurrentSetAt(ctx)
+		rec, err := h.store.State(ctx)
 		require.NoError(t, err)
-		require.True(t, at.Equal(t0), "trial start recorded in the store: %v", at)
+		require.True(t, rec.AssignedAt.Equal(t0), "assignment time recorded in the store: %v", rec.AssignedAt)
+		require.Equal(t, checkpoint.DefaultMaxTrialStarts-1, rec.TriesLeft, "the first start is used")
 
 		for range int(trial/interval) - 1 {
 			h.tick()
@@ -253,7 +254,13 @@ func TestProbeFailureRollsBack(t *testing.T) {
 		require.Contains(t, st.Condition.Message, `"b_2"`)
 		require.Contains(t, st.Condition.Message, "node not ready")
 		require.Contains(t, st.Condition.Message, `last-known-good checkpoint "a_1"`)
-		h.requireStored("a_1", "a_1") // a restart will not retry B
+		h.requireStored("b_2", "a_1") // B stays assigned, rejected: a restart will not retry it
+		rec, err := h.store.State(ctx)
+		require.NoError(t, err)
+		require.Equal(t, "a_1", rec.Active)
+		require.NotNil(t, rec.Error)
+		require.Equal(t, checkpoint.HashPayload([]byte("level=7")), rec.Error.Hash)
+		require.Equal(t, checkpoint.ReasonProbeFailed, rec.Error.Reason)
 
 		// B is refused from now on; the rollback stays.
 		_, err = h.ctrl.Assign(ctx, []byte("level=7"), src("b", "2"))
@@ -284,46 +291,263 @@ func TestProbeFailureWithoutLKGUsesLocal(t *testing.T) {
 		st := h.requirePhase(checkpoint.PhaseRolledBack, "")
 		require.Equal(t, agentConfig{Level: 1}, st.Config)
 		require.Contains(t, st.Condition.Message, "using the local configuration")
-		h.requireStored("", "")
+		h.requireStored("a_1", "")
 	})
 }
 
-func TestRestartDuringTrialResumes(t *testing.T) {
+// TestRestartRestartsTrial: a restart during a trial starts it again,
+// timed from the restart, and uses one more start; downtime longer than the
+// trial does not let the configuration graduate.
+func TestRestartRestartsTrial(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		dir := filepath.Join(t.TempDir(), "store")
 		clk := clocktesting.NewFakeClock(t0)
-		h := newHarness(t, newFS(t, dir, 0), clk)
+		store := newFS(t, dir, 0)
+		h := newHarness(t, store, clk)
 		_, err := h.ctrl.Bootstrap(ctx)
 		require.NoError(t, err)
 		h.run()
 		_, err = h.ctrl.Assign(ctx, []byte("level=6"), src("a", "1"))
 		require.NoError(t, err)
-		half := int(trial/interval) / 2
-		for range half {
+		for range int(trial/interval) / 2 {
 			h.tick()
 		}
 		h.stop()
 
-		// The process restarts: a new store object and controller on the same
-		// directory. Time went on while it was down.
-		clk.Step(interval / 2)
-		h2 := newHarness(t, newFS(t, dir, 0), clk)
+		// The host is down for longer than the trial.
+		clk.Step(3 * trial)
+		h2 := newHarness(t, reopen(t, store, 0), clk)
 		st, err := h2.ctrl.Bootstrap(ctx)
 		require.NoError(t, err)
 		require.Equal(t, checkpoint.PhaseTrial, st.Phase)
 		require.Equal(t, agentConfig{Level: 6}, st.Config)
-		require.True(t, st.TrialStart.Equal(t0), "trial start %v, want the recorded %v", st.TrialStart, t0)
-		h2.run()
-		defer h2.stop()
-		for range int(trial/interval) - half - 1 {
+		require.True(t, st.TrialStart.Equal(clk.Now()), "trial start %v, want the restart %v", st.TrialStart, clk.Now())
+		require.Equal(t, checkpoint.DefaultMaxTrialStarts-2, st.TriesLeft)
+		h2.run() // checks at once: one probe does not graduate
+		h2.requirePhase(checkpoint.PhaseTrial, "a_1")
+		for range int(trial/interval) - 1 {
 			h2.tick()
 			h2.requirePhase(checkpoint.PhaseTrial, "a_1")
 		}
-		h2.tick() // t0 + trial + interval/2: the original trial is over
+		h2.tick() // a whole trial observed by this process
 		h2.requirePhase(checkpoint.PhaseLastKnownGood, "a_1")
 		h2.requireStored("a_1", "a_1")
+		h2.stop()
 	})
+}
+
+// TestCrashLoopRollsBack: a configuration that never finishes its trial
+// (the host dies during every trial) is rolled back after MaxTrialStarts
+// starts, for its own reason, and stays rolled back.
+func TestCrashLoopRollsBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		dir := filepath.Join(t.TempDir(), "store")
+		clk := clocktesting.NewFakeClock(t0)
+		store := newFS(t, dir, 0)
+		h := newHarness(t, store, clk)
+		_, err := h.ctrl.Bootstrap(ctx)
+		require.NoError(t, err)
+		h.run()
+		_, err = h.ctrl.Assign(ctx, []byte("level=3"), src("good", "1"))
+		require.NoError(t, err)
+		for range int(trial / interval) {
+			h.tick()
+		}
+		h.requirePhase(checkpoint.PhaseLastKnownGood, "good_1")
+		_, err = h.ctrl.Assign(ctx, []byte("level=8"), src("bad", "2"))
+		require.NoError(t, err)
+		h.stop() // the host crashes during the trial (start 1)
+
+		for start := 2; start <= checkpoint.DefaultMaxTrialStarts; start++ {
+			clk.Step(time.Hour)
+			store = reopen(t, store, 0)
+			st, err := newHarness(t, store, clk).ctrl.Bootstrap(ctx)
+			require.NoError(t, err)
+			require.Equal(t, checkpoint.PhaseTrial, st.Phase, "start %d", start)
+			require.Equal(t, "bad_2", st.ID)
+			require.Equal(t, checkpoint.DefaultMaxTrialStarts-start, st.TriesLeft)
+		}
+		for range 3 { // every later start stays rolled back
+			clk.Step(time.Hour)
+			store = reopen(t, store, 0)
+			h = newHarness(t, store, clk)
+			st, err := h.ctrl.Bootstrap(ctx)
+			require.NoError(t, err)
+			require.Equal(t, checkpoint.PhaseRolledBack, st.Phase)
+			require.Equal(t, "good_1", st.ID)
+			require.Equal(t, agentConfig{Level: 3}, st.Config)
+			require.Equal(t, "bad_2", st.Assigned)
+			require.Equal(t, corev1.ConditionFalse, st.Condition.Status)
+			require.Equal(t, checkpoint.ReasonCrashLoop, st.Condition.Reason)
+			require.Contains(t, st.Condition.Message, `"bad_2"`)
+			require.Contains(t, st.Condition.Message, "crash loop")
+			h.requireStored("bad_2", "good_1")
+		}
+		_, err = h.ctrl.Assign(ctx, []byte("level=8"), src("bad", "2"))
+		require.ErrorIs(t, err, checkpoint.ErrRejected)
+	})
+}
+
+// TestRollbackSurvivesRestarts: after a rollback, restarts keep the
+// rollback and its reason, and a source that keeps delivering the failed
+// payload never gets it tried again.
+func TestRollbackSurvivesRestarts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		dir := filepath.Join(t.TempDir(), "store")
+		clk := clocktesting.NewFakeClock(t0)
+		source := &fakeSource{}
+		source.set("level=3", src("cm", "1"), nil)
+		newCtrl := func(store checkpoint.LKGStore, probe func() error) (*checkpoint.Controller[agentConfig], *int) {
+			probes := new(int)
+			ctrl, err := checkpoint.New(checkpoint.Config[agentConfig]{
+				Store: store, Parse: parseAgent, Validate: validateAgent, Local: agentConfig{Level: 1},
+				TrialDuration: trial, CheckInterval: interval, Source: source, SourceInterval: interval, Clock: clk,
+				Probe: func(context.Context, agentConfig) error { *probes++; return probe() },
+			})
+			require.NoError(t, err)
+			return ctrl, probes
+		}
+		runFor := func(ctrl *checkpoint.Controller[agentConfig], steps int) {
+			runCtx, cancel := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- ctrl.Run(runCtx) }()
+			synctest.Wait()
+			for range steps {
+				clk.Step(interval)
+				synctest.Wait()
+			}
+			cancel()
+			require.ErrorIs(t, <-done, context.Canceled)
+		}
+
+		store := newFS(t, dir, 0)
+		ctrl, _ := newCtrl(store, func() error { return nil })
+		_, err := ctrl.Bootstrap(ctx)
+		require.NoError(t, err)
+		runFor(ctrl, 2*int(trial/interval))
+		require.Equal(t, checkpoint.PhaseLastKnownGood, ctrl.Status().Phase)
+
+		source.set("level=7", src("cm", "2"), nil)
+		ctrl2, _ := newCtrl(store, func() error { return errors.New("node not ready") })
+		_, err = ctrl2.Bootstrap(ctx)
+		require.NoError(t, err)
+		runFor(ctrl2, 3)
+		require.Equal(t, checkpoint.PhaseRolledBack, ctrl2.Status().Phase)
+
+		for restart := range 3 {
+			store = reopen(t, store, 0)
+			ctrl, probes := newCtrl(store, func() error { return nil })
+			st, err := ctrl.Bootstrap(ctx)
+			require.NoError(t, err)
+			require.Equal(t, checkpoint.PhaseRolledBack, st.Phase, "restart %d", restart)
+			require.Equal(t, "cm_1", st.ID)
+			require.Equal(t, corev1.ConditionFalse, st.Condition.Status)
+			require.Equal(t, checkpoint.ReasonProbeFailed, st.Condition.Reason)
+			require.Contains(t, st.Condition.Message, "node not ready")
+			runFor(ctrl, 3) // the source re-delivers level=7 at every poll
+			require.Zero(t, *probes, "the rejected payload was tried again")
+			st = ctrl.Status()
+			require.Equal(t, checkpoint.PhaseRolledBack, st.Phase)
+			require.Equal(t, checkpoint.ReasonProbeFailed, st.Condition.Reason)
+		}
+	})
+}
+
+// TestRejectionKeyedByHash: the refusal follows the payload, not the
+// checkpoint ID, and reverting to good content clears the error at once.
+func TestRejectionKeyedByHash(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		h := newHarness(t, &checkpoint.MemStore{}, clocktesting.NewFakeClock(t0))
+		_, err := h.ctrl.Bootstrap(ctx)
+		require.NoError(t, err)
+		h.run()
+		defer h.stop()
+		_, err = h.ctrl.Assign(ctx, []byte("level=3"), src("cm", "1"))
+		require.NoError(t, err)
+		for range int(trial / interval) {
+			h.tick()
+		}
+		_, err = h.ctrl.Assign(ctx, []byte("level=7"), src("cm", "2"))
+		require.NoError(t, err)
+		h.setProbe(errors.New("node not ready"))
+		h.tick()
+		h.requirePhase(checkpoint.PhaseRolledBack, "cm_1")
+		h.setProbe(nil)
+
+		// A metadata-only edit: same payload, new resourceVersion.
+		st, err := h.ctrl.Assign(ctx, []byte("level=7"), src("cm", "3"))
+		require.ErrorIs(t, err, checkpoint.ErrRejected)
+		require.Equal(t, checkpoint.ReasonProbeFailed, st.Condition.Reason)
+		require.Contains(t, st.Condition.Message, `"cm_3"`)
+		require.Contains(t, st.Condition.Message, `"cm_2"`)
+		require.Zero(t, h.probeCount()-int(trial/interval)-1, "not tried again")
+
+		// Reverted to the good content under yet another version.
+		st, err = h.ctrl.Assign(ctx, []byte("level=3"), src("cm", "4"))
+		require.NoError(t, err)
+		require.Equal(t, checkpoint.PhaseLastKnownGood, st.Phase)
+		require.Equal(t, "cm_1", st.ID)
+		require.Equal(t, corev1.ConditionTrue, st.Condition.Status)
+		require.Equal(t, checkpoint.ReasonLastKnownGood, st.Condition.Reason)
+		rec, err := h.store.State(ctx)
+		require.NoError(t, err)
+		require.Nil(t, rec.Error)
+		require.Equal(t, "cm_1", rec.Assigned)
+	})
+}
+
+// TestConfirmAndRollback: an operator ends a trial by hand.
+func TestConfirmAndRollback(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		h := newHarness(t, &checkpoint.MemStore{}, clocktesting.NewFakeClock(t0))
+		_, err := h.ctrl.Bootstrap(ctx)
+		require.NoError(t, err)
+		_, err = h.ctrl.Confirm(ctx)
+		require.ErrorIs(t, err, checkpoint.ErrNoTrial)
+		_, err = h.ctrl.Rollback(ctx, "x")
+		require.ErrorIs(t, err, checkpoint.ErrNoTrial)
+
+		_, err = h.ctrl.Assign(ctx, []byte("level=4"), src("a", "1"))
+		require.NoError(t, err)
+		st, err := h.ctrl.Confirm(ctx)
+		require.NoError(t, err)
+		require.Equal(t, checkpoint.PhaseLastKnownGood, st.Phase)
+		require.Contains(t, st.Condition.Message, "confirmed")
+		h.requireStored("a_1", "a_1")
+
+		_, err = h.ctrl.Assign(ctx, []byte("level=5"), src("b", "2"))
+		require.NoError(t, err)
+		st, err = h.ctrl.Rollback(ctx, "latency doubled")
+		require.NoError(t, err)
+		require.Equal(t, checkpoint.PhaseRolledBack, st.Phase)
+		require.Equal(t, "a_1", st.ID)
+		require.Equal(t, checkpoint.ReasonManualRollback, st.Condition.Reason)
+		require.Contains(t, st.Condition.Message, "latency doubled")
+		h.requireStored("b_2", "a_1")
+		_, err = h.ctrl.Assign(ctx, []byte("level=5"), src("b", "3"))
+		require.ErrorIs(t, err, checkpoint.ErrRejected)
+	})
+}
+
+// TestSourceWithoutUID: payloads from a source without stable identity are
+// named by their hash.
+func TestSourceWithoutUID(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, &checkpoint.MemStore{}, clocktesting.NewFakeClock(t0))
+	_, err := h.ctrl.Bootstrap(ctx)
+	require.NoError(t, err)
+	st, err := h.ctrl.Assign(ctx, []byte("level=4"), checkpoint.Source{Origin: "fake"})
+	require.NoError(t, err)
+	require.Equal(t, checkpoint.HashID([]byte("level=4")), st.ID)
+	st, err = h.ctrl.Assign(ctx, []byte("level=5"), checkpoint.Source{UID: "a/b", Origin: "fake"})
+	require.ErrorIs(t, err, checkpoint.ErrInvalidID)
+	require.Equal(t, checkpoint.ReasonSourceInvalid, st.Condition.Reason)
+	require.Equal(t, checkpoint.PhaseTrial, st.Phase, "still running what ran")
 }
 
 func TestAssignInvalidStoresNothing(t *testing.T) {
@@ -394,7 +618,8 @@ func TestBootstrapFallsBack(t *testing.T) {
 		}, wantID: "", wantLevel: 1, wantReason: checkpoint.ReasonLKGFailed,
 			wantMsg: []string{`"b_2"`, "no file", "using the local configuration"}},
 		{name: "metadata damaged", bPayload: "level=7", damage: func(t *testing.T, dir string) {
-			flipLastByte(t, filepath.Join(dir, "meta"))
+			flipLastByte(t, filepath.Join(dir, "state-a"))
+			flipLastByte(t, filepath.Join(dir, "state-b"))
 		}, wantID: "", wantLevel: 1, wantReason: checkpoint.ReasonStoreUnavailable,
 			wantMsg: []string{"checksum", "using the local configuration"}},
 		{name: "store directory unusable", bPayload: "level=7", damage: func(t *testing.T, dir string) {
@@ -410,8 +635,8 @@ func TestBootstrapFallsBack(t *testing.T) {
 				for _, c := range []struct{ id, payload string }{{"a_1", "level=3"}, {"b_2", tc.bPayload}} {
 					require.NoError(t, s.Save(ctx, checkpoint.Checkpoint{ID: c.id, Payload: []byte(c.payload)}))
 				}
-				require.NoError(t, s.SetLastKnownGood(ctx, "a_1"))
-				require.NoError(t, s.SetCurrent(ctx, "b_2", t0))
+				setRefs(t, s, "b_2", "a_1")
+				require.NoError(t, s.Close())
 				if tc.damage != nil {
 					tc.damage(t, dir)
 				}
@@ -443,8 +668,7 @@ func TestBootstrapStableLKG(t *testing.T) {
 	ctx := context.Background()
 	store := &checkpoint.MemStore{}
 	require.NoError(t, store.Save(ctx, checkpoint.Checkpoint{ID: "a", Payload: []byte("level=4")}))
-	require.NoError(t, store.SetCurrent(ctx, "a", t0))
-	require.NoError(t, store.SetLastKnownGood(ctx, "a"))
+	setRefs(t, store, "a", "a")
 	h := newHarness(t, store, clocktesting.NewFakeClock(t0))
 	st, err := h.ctrl.Bootstrap(ctx)
 	require.NoError(t, err)

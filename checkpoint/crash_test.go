@@ -73,15 +73,27 @@ func stateAfter(s int) crashState {
 	return st
 }
 
-func crashStep(ctx context.Context, s *checkpoint.FSStore, step int) error {
+func crashStep(ctx context.Context, s checkpoint.LKGStore, step int) error {
 	i := (step + 2) / 3
+	hash := func(i int) string {
+		if i == 0 {
+			return ""
+		}
+		return checkpoint.HashPayload(crashPayload(i))
+	}
 	switch step - 3*(i-1) {
 	case 1:
 		return s.Save(ctx, checkpoint.Checkpoint{ID: crashID(i), Payload: crashPayload(i), Created: time.Unix(int64(step), 0)})
 	case 2:
-		return s.SetCurrent(ctx, crashID(i), time.Unix(int64(step), 0))
+		return s.SetState(ctx, checkpoint.State{
+			Assigned: crashID(i), AssignedHash: hash(i), AssignedAt: time.Unix(int64(step), 0), Active: crashID(i),
+			LastKnownGood: crashID(i - 1), LastKnownGoodHash: hash(i - 1), TriesLeft: 2,
+		})
 	default:
-		return s.SetLastKnownGood(ctx, crashID(i))
+		return s.SetState(ctx, checkpoint.State{
+			Assigned: crashID(i), AssignedHash: hash(i), AssignedAt: time.Unix(int64(step-1), 0), Active: crashID(i),
+			LastKnownGood: crashID(i), LastKnownGoodHash: hash(i),
+		})
 	}
 }
 
@@ -122,15 +134,13 @@ func observe(t *testing.T, dir string, next string) crashState {
 	s, err := checkpoint.NewFS(checkpoint.FSConfig{Dir: dir, MaxGenerations: crashMaxGens})
 	require.NoError(t, err)
 	require.NoError(t, s.Initialize(ctx))
+	defer s.Close()
 	var st crashState
-	st.current, err = s.Current(ctx)
+	rec, err := s.State(ctx)
 	require.NoError(t, err)
-	st.lkg, err = s.LastKnownGood(ctx)
-	require.NoError(t, err)
-	at, err := s.CurrentSetAt(ctx)
-	require.NoError(t, err)
-	if !at.IsZero() {
-		st.trialAt = at.Unix()
+	st.current, st.lkg = rec.Assigned, rec.LastKnownGood
+	if !rec.AssignedAt.IsZero() {
+		st.trialAt = rec.AssignedAt.Unix()
 	}
 	for _, id := range []string{st.current, st.lkg} {
 		if id == "" {

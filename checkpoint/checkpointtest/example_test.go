@@ -39,7 +39,7 @@ func ExampleCheck() {
 	// true
 }
 
-// forgetful loses every SetLastKnownGood.
+// forgetful loses every SetState.
 type forgetful struct{ *checkpoint.MemStore }
 
-func (forgetful) SetLastKnownGood(ctx context.Context, id string) error { return ctx.Err() }
+func (forgetful) SetState(ctx context.Context, st checkpoint.State) error { return ctx.Err() }

@@ -130,6 +130,7 @@ func (a *agent) start(ctx context.Context) (err error) {
 	a.setState(func(s *agentState) { s.Running = true })
 	go func() {
 		defer close(a.done)
+		defer store.Close() // releases the store's directory lock for a restart
 		err := a.run(ctx)
 		a.setState(func(s *agentState) {
 			s.Running, s.Ready, s.Leading = false, false, false
