@@ -61,7 +61,6 @@ const (
 const (
 	DefaultTrialDuration  = 10 * time.Minute
 	DefaultCheckInterval  = 10 * time.Second
-	DefaultSourceInterval = 30 * time.Second
 	DefaultMaxTrialStarts = 3
 )
 
@@ -109,13 +108,6 @@ type Status[T any] struct {
 	Condition corev1.NodeCondition
 }
 
-// ConfigSource delivers assigned configuration. Fetch returns the payload
-// and where it came from; an error wrapping [ErrNotFound] means nothing is
-// assigned. [ConfigMapSource] is one implementation.
-type ConfigSource interface {
-	Fetch(ctx context.Context) ([]byte, Source, error)
-}
-
 // Config configures a [Controller] over the host's configuration type T.
 type Config[T any] struct {
 	// Store keeps checkpoints. Required.
@@ -156,12 +148,9 @@ type Config[T any] struct {
 	// Changes made before Run starts are delivered when it starts (the
 	// newest one). It must return when Run's context ends.
 	OnStatus func(Status[T])
-	// Source, if set, is polled by Run every SourceInterval; a new payload
-	// is passed to Assign.
+	// Source, if set, is watched by Run; what it delivers is passed to
+	// Assign, and a refusal or failure is reported in the condition.
 	Source ConfigSource
-	// SourceInterval is how often Run polls Source. 0 means
-	// DefaultSourceInterval.
-	SourceInterval time.Duration
 	// Clock is the time source; nil means the real clock.
 	Clock clock.Clock
 }
@@ -200,9 +189,8 @@ func New[T any](cfg Config[T]) (*Controller[T], error) {
 		errs = append(errs, errors.New("missing Validate"))
 	}
 	for name, d := range map[string]*time.Duration{
-		"TrialDuration":  &cfg.TrialDuration,
-		"CheckInterval":  &cfg.CheckInterval,
-		"SourceInterval": &cfg.SourceInterval,
+		"TrialDuration": &cfg.TrialDuration,
+		"CheckInterval": &cfg.CheckInterval,
 	} {
 		if *d < 0 {
 			errs = append(errs, fmt.Errorf("%s is %v, must not be negative", name, *d))
@@ -219,9 +207,6 @@ func New[T any](cfg Config[T]) (*Controller[T], error) {
 	}
 	if cfg.CheckInterval == 0 {
 		cfg.CheckInterval = DefaultCheckInterval
-	}
-	if cfg.SourceInterval == 0 {
-		cfg.SourceInterval = DefaultSourceInterval
 	}
 	if cfg.MaxTrialStarts == 0 {
 		cfg.MaxTrialStarts = DefaultMaxTrialStarts
@@ -606,8 +591,8 @@ func (c *Controller[T]) Rollback(ctx context.Context, why string) (Status[T], er
 	return c.status, nil
 }
 
-// Run checks trials every CheckInterval (on backoff.Every), polls Source if
-// set, and delivers statuses to OnStatus. It blocks until ctx ends and every
+// Run checks trials every CheckInterval (on backoff.Every), watches Source
+// if set, and delivers statuses to OnStatus. It blocks until ctx ends and every
 // goroutine it started has returned, then returns ctx.Err(). Bootstrap must
 // have been called.
 func (c *Controller[T]) Run(ctx context.Context) error {
@@ -646,10 +631,7 @@ func (c *Controller[T]) Run(ctx context.Context) error {
 		})
 	}
 	if c.cfg.Source != nil {
-		wg.Go(func() {
-			errs <- backoff.Every(ctx, c.cfg.SourceInterval, 0.1, c.sync,
-				backoff.WithClock(c.clock), backoff.WithName("checkpoint source"))
-		})
+		wg.Go(func() { errs <- c.cfg.Source.Watch(ctx, c.deliver) })
 	}
 	wg.Go(func() {
 		errs <- backoff.Every(ctx, c.cfg.CheckInterval, 0, c.check,
@@ -741,20 +723,25 @@ func (c *Controller[T]) rollback(ctx context.Context, log logr.Logger, reason, w
 	return nil
 }
 
-// sync polls Source and assigns what it delivers.
-func (c *Controller[T]) sync(ctx context.Context) error {
-	payload, src, err := c.cfg.Source.Fetch(ctx)
-	if errors.Is(err, ErrNotFound) {
-		return nil
+// deliver assigns what the source delivers. Refusals and invalid payloads
+// are reported in the condition and not retried; other failures (the
+// store) are retried with backoff until they succeed, a newer delivery is
+// due or ctx ends, so a delivered assignment is not lost to a passing
+// store error.
+func (c *Controller[T]) deliver(ctx context.Context, payload []byte, src Source) {
+	err := backoff.Retry(ctx, func(ctx context.Context) error {
+		_, err := c.Assign(ctx, payload, src)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, ErrRejected), errors.Is(err, ErrInvalidConfig), errors.Is(err, ErrInvalidID), errors.Is(err, ErrConflict):
+			return backoff.Permanent(err)
+		}
+		return err
+	}, backoff.WithClock(c.clock), backoff.WithName("checkpoint assign"))
+	if err != nil && !errors.Is(err, ErrRejected) && ctx.Err() == nil {
+		logr.FromContextOrDiscard(ctx).Error(err, "assigning delivered configuration", "origin", src.Origin)
 	}
-	if err != nil {
-		return fmt.Errorf("fetch configuration: %w", err)
-	}
-	_, err = c.Assign(ctx, payload, src)
-	if errors.Is(err, ErrRejected) {
-		return nil // already reported in the condition
-	}
-	return err
 }
 
 // setStatus publishes st; c.mu must be held.

@@ -404,7 +404,7 @@ func TestRollbackSurvivesRestarts(t *testing.T) {
 			probes := new(int)
 			ctrl, err := checkpoint.New(checkpoint.Config[agentConfig]{
 				Store: store, Parse: parseAgent, Validate: validateAgent, Local: agentConfig{Level: 1},
-				TrialDuration: trial, CheckInterval: interval, Source: source, SourceInterval: interval, Clock: clk,
+				TrialDuration: trial, CheckInterval: interval, Source: &checkpoint.PollSource{Fetch: source.Fetch, Interval: interval, Clock: clk}, Clock: clk,
 				Probe: func(context.Context, agentConfig) error { *probes++; return probe() },
 			})
 			require.NoError(t, err)
@@ -718,7 +718,7 @@ func TestRunPollsSource(t *testing.T) {
 		source.set("", checkpoint.Source{}, fmt.Errorf("nothing: %w", checkpoint.ErrNotFound))
 		ctrl, err := checkpoint.New(checkpoint.Config[agentConfig]{
 			Store: &checkpoint.MemStore{}, Parse: parseAgent, Validate: validateAgent, Local: agentConfig{Level: 1},
-			TrialDuration: trial, CheckInterval: interval, Source: source, SourceInterval: interval, Clock: clk,
+			TrialDuration: trial, CheckInterval: interval, Source: &checkpoint.PollSource{Fetch: source.Fetch, Interval: interval, Clock: clk}, Clock: clk,
 		})
 		require.NoError(t, err)
 		_, err = ctrl.Bootstrap(ctx)
