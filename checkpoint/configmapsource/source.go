@@ -75,7 +75,7 @@ func New(cfg Config) (*Source, error) {
 		errs = append(errs, errors.New("missing Client"))
 	}
 	if cfg.Namespace == "" || cfg.Name == "" || cfg.Key == "" {
-		errs = append(errs, errors.New("Namespace, Name and Key are required"))
+		errs = append(errs, errors.New("missing Namespace, Name or Key"))
 	}
 	if cfg.WatchTimeout < 0 {
 		errs = append(errs, fmt.Errorf("WatchTimeout is %v, must not be negative", cfg.WatchTimeout))

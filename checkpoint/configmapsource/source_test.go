@@ -49,7 +49,7 @@ func collect(t *testing.T, src *configmapsource.Source) (<-chan delivery, func()
 func TestNewRejectsBadConfig(t *testing.T) {
 	_, err := configmapsource.New(configmapsource.Config{WatchTimeout: -1})
 	require.ErrorContains(t, err, "missing Client")
-	require.ErrorContains(t, err, "Namespace, Name and Key are required")
+	require.ErrorContains(t, err, "missing Namespace, Name or Key")
 	require.ErrorContains(t, err, "WatchTimeout")
 }
 
