@@ -119,5 +119,8 @@
 // whose SHA-256 is hash. Generations increase with every save; at most
 // FSConfig.MaxGenerations checkpoints are kept, the oldest are pruned
 // first, and those the state record refers to never. A future version
-// changes the first line.
+// changes the first line. A store written by version 1 (one "meta" record
+// naming current and last-known-good) is upgraded by Initialize: both are
+// kept, a checkpoint that was on trial gets one more start, and "meta"
+// stays unused.
 package checkpoint

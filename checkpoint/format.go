@@ -15,6 +15,8 @@ import (
 const (
 	metaMagic       = "reconkit-checkpoint-state v2\n"
 	checkpointMagic = "reconkit-checkpoint v1\n"
+	// legacyMetaMagic starts the version-1 record, read once to upgrade.
+	legacyMetaMagic = "reconkit-checkpoint-meta v1\n"
 	// maxMetaSize bounds what the state decoder accepts.
 	maxMetaSize = 64 << 10
 	// maxHeaderSize bounds a checkpoint's header line.
@@ -165,6 +167,35 @@ func decodeMeta(data []byte) (State, uint64, error) {
 		return State{}, 0, fmt.Errorf("state record: %w: %w", err, ErrCorrupt)
 	}
 	return st, j.Generation, nil
+}
+
+// legacyMeta is what a version-1 record names.
+type legacyMeta struct {
+	Current       string `json:"current"`
+	LastKnownGood string `json:"lastKnownGood"`
+}
+
+// decodeLegacyMeta parses a version-1 record. Failures wrap [ErrCorrupt].
+func decodeLegacyMeta(data []byte) (legacyMeta, error) {
+	body, rest, err := unframe(legacyMetaMagic, data, maxMetaSize)
+	if err == nil && len(rest) != 0 {
+		err = fmt.Errorf("%d trailing bytes", len(rest))
+	}
+	var m legacyMeta
+	if err == nil {
+		err = json.Unmarshal(body, &m)
+	}
+	if err == nil {
+		for _, id := range []string{m.Current, m.LastKnownGood} {
+			if verr := validateRef(id); verr != nil {
+				err = verr
+			}
+		}
+	}
+	if err != nil {
+		return legacyMeta{}, fmt.Errorf("version-1 metadata: %v: %w", err, ErrCorrupt)
+	}
+	return m, nil
 }
 
 // header is a checkpoint file's JSON header line.

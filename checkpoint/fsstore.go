@@ -20,6 +20,7 @@ import (
 
 const (
 	checkpointsDir = "checkpoints"
+	legacyMetaName = "meta"
 	lockName       = "lock"
 	corruptSuffix  = ".corrupt"
 	tempPrefix     = ".tmp-"
@@ -183,6 +184,11 @@ func (s *FSStore) readState(log logr.Logger) error {
 			best = i
 		}
 	}
+	if best < 0 && present == 0 {
+		if st, ok := s.upgrade(log); ok {
+			return s.writeState(st, log)
+		}
+	}
 	switch {
 	case best < 0 && present == 0 && len(s.index) == 0:
 		// A fresh store: record that nothing is assigned.
@@ -207,6 +213,53 @@ func (s *FSStore) readState(log logr.Logger) error {
 		}
 	}
 	return nil
+}
+
+// upgrade reads a version-1 record ("meta"), if there is one, and returns
+// the State it names. A checkpoint that was on trial gets one more start.
+// The old file stays, unused, for a downgrade.
+func (s *FSStore) upgrade(log logr.Logger) (State, bool) {
+	path := filepath.Join(s.dir, legacyMetaName)
+	data, err := s.fs.ReadFile(path)
+	if err != nil {
+		return State{}, false
+	}
+	m, err := decodeLegacyMeta(data)
+	if err != nil {
+		log.Error(err, "ignoring an unreadable version-1 metadata record", "path", path)
+		return State{}, false
+	}
+	hash := func(id string) (string, bool) {
+		gen, ok := s.index[id]
+		if !ok {
+			return "", false
+		}
+		data, err := s.fs.ReadFile(filepath.Join(s.ckDir, fileName(gen, id)))
+		if err != nil {
+			return "", false
+		}
+		cp, _, err := decodeCheckpoint(data)
+		if err != nil {
+			return "", false
+		}
+		return cp.Hash, true
+	}
+	var st State
+	if m.LastKnownGood != "" {
+		if h, ok := hash(m.LastKnownGood); ok {
+			st.LastKnownGood, st.LastKnownGoodHash = m.LastKnownGood, h
+		}
+	}
+	if m.Current != "" {
+		if h, ok := hash(m.Current); ok {
+			st.Assigned, st.AssignedHash, st.Active = m.Current, h, m.Current
+			if m.Current != m.LastKnownGood {
+				st.TriesLeft = 1
+			}
+		}
+	}
+	log.Info("upgrading the version-1 metadata record", "path", path, "assigned", st.Assigned, "lastKnownGood", st.LastKnownGood)
+	return st, true
 }
 
 // State implements [LKGStore].

@@ -2,6 +2,8 @@ package checkpoint_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -419,4 +421,31 @@ func TestFSIgnoresStrangers(t *testing.T) {
 	s2 := reopen(t, s, 0)
 	_, err := s2.Load(ctx, "a")
 	require.NoError(t, err)
+}
+
+// TestFSUpgradesVersion1: a store written by the version-1 format (one
+// "meta" record naming current and last-known-good) keeps both.
+func TestFSUpgradesVersion1(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "store")
+	s := newFS(t, dir, 0)
+	saveN(t, s, "a", "b")
+	require.NoError(t, s.Close())
+	require.NoError(t, os.Remove(filepath.Join(dir, "state-a")))
+	require.NoError(t, os.Remove(filepath.Join(dir, "state-b")))
+	body := `{"current":"b","lastKnownGood":"a","currentSetAt":1700000000000000000}`
+	sum := sha256.Sum256([]byte(body))
+	meta := "reconkit-checkpoint-meta v1\n" + body + "\nsha256:" + hex.EncodeToString(sum[:]) + "\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "meta"), []byte(meta), 0o600))
+
+	s2 := newFS(t, dir, 0)
+	st, err := s2.State(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "b", st.Assigned)
+	require.Equal(t, "b", st.Active)
+	require.Equal(t, "a", st.LastKnownGood)
+	require.Equal(t, checkpoint.HashPayload([]byte("payload of b")), st.AssignedHash)
+	require.Equal(t, checkpoint.HashPayload([]byte("payload of a")), st.LastKnownGoodHash)
+	require.Equal(t, 1, st.TriesLeft, "the trial gets one more start")
+	requireCurLKG(t, reopen(t, s2, 0), "b", "a")
 }

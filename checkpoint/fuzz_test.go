@@ -44,6 +44,25 @@ func FuzzDecodeMeta(f *testing.F) {
 	})
 }
 
+// FuzzDecodeLegacyMeta: the version-1 decoder, read once to upgrade a
+// store, never panics, fails with ErrCorrupt, and accepts only valid IDs.
+func FuzzDecodeLegacyMeta(f *testing.F) {
+	f.Add([]byte(legacyMetaMagic + `{"current":"a","lastKnownGood":"b","currentSetAt":5}` + "\nsha256:00\n"))
+	f.Add([]byte(legacyMetaMagic))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := decodeLegacyMeta(data)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error does not wrap ErrCorrupt: %v", err)
+			}
+			return
+		}
+		if validateRef(m.Current) != nil || validateRef(m.LastKnownGood) != nil {
+			t.Fatalf("accepted invalid IDs %+v", m)
+		}
+	})
+}
+
 // normalize makes times comparable with DeepEqual.
 func normalize(s State) State {
 	s = s.clone()
