@@ -743,3 +743,99 @@ func TestRunPollsSource(t *testing.T) {
 		require.Equal(t, 9, ctrl.Status().Config.Level)
 	})
 }
+
+// flakyStore fails SetState while failing is set.
+type flakyStore struct {
+	checkpoint.MemStore
+	mu      sync.Mutex
+	failing bool
+}
+
+func (s *flakyStore) setFailing(v bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failing = v
+}
+
+func (s *flakyStore) SetState(ctx context.Context, st checkpoint.State) error {
+	s.mu.Lock()
+	failing := s.failing
+	s.mu.Unlock()
+	if failing {
+		return errors.New("disk full")
+	}
+	return s.MemStore.SetState(ctx, st)
+}
+
+// TestStoreFailures: a trial whose start cannot be recorded does not
+// start; a graduation that cannot be recorded does not happen until it
+// can; a rollback that cannot be recorded stands and is recorded later.
+func TestStoreFailures(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := &flakyStore{}
+		h := newHarness(t, store, clocktesting.NewFakeClock(t0))
+		_, err := h.ctrl.Bootstrap(ctx)
+		require.NoError(t, err)
+		h.run()
+		defer h.stop()
+
+		// Graduation waits for the record.
+		_, err = h.ctrl.Assign(ctx, []byte("level=3"), src("a", "1"))
+		require.NoError(t, err)
+		store.setFailing(true)
+		for range int(trial/interval) + 2 {
+			h.tick()
+		}
+		h.requirePhase(checkpoint.PhaseTrial, "a_1")
+		h.requireStored("a_1", "")
+		store.setFailing(false)
+		h.tick()
+		h.requirePhase(checkpoint.PhaseLastKnownGood, "a_1")
+		h.requireStored("a_1", "a_1")
+
+		// A failed assignment changes nothing.
+		store.setFailing(true)
+		_, err = h.ctrl.Assign(ctx, []byte("level=7"), src("b", "2"))
+		require.ErrorContains(t, err, "disk full")
+		h.requirePhase(checkpoint.PhaseLastKnownGood, "a_1")
+
+		// A rollback stands at once and is recorded once the store works.
+		store.setFailing(false)
+		_, err = h.ctrl.Assign(ctx, []byte("level=7"), src("b", "2"))
+		require.NoError(t, err)
+		store.setFailing(true)
+		h.setProbe(errors.New("node not ready"))
+		h.tick()
+		h.requirePhase(checkpoint.PhaseRolledBack, "a_1")
+		rec, err := store.State(ctx)
+		require.NoError(t, err)
+		require.Nil(t, rec.Error, "not recorded yet")
+		store.setFailing(false)
+		h.tick()
+		rec, err = store.State(ctx)
+		require.NoError(t, err)
+		require.NotNil(t, rec.Error, "recorded at the next check")
+		require.Equal(t, "a_1", rec.Active)
+	})
+
+	t.Run("trial start not recorded", func(t *testing.T) {
+		ctx := context.Background()
+		store := &flakyStore{}
+		require.NoError(t, store.Save(ctx, checkpoint.Checkpoint{ID: "a", Payload: []byte("level=4")}))
+		require.NoError(t, store.Save(ctx, checkpoint.Checkpoint{ID: "b", Payload: []byte("level=6")}))
+		setRefs(t, store, "b", "a")
+		rec, err := store.State(ctx)
+		require.NoError(t, err)
+		rec.TriesLeft = 2
+		require.NoError(t, store.SetState(ctx, rec))
+		store.setFailing(true)
+		h := newHarness(t, store, clocktesting.NewFakeClock(t0))
+		st, err := h.ctrl.Bootstrap(ctx)
+		require.NoError(t, err)
+		require.Equal(t, checkpoint.PhaseRolledBack, st.Phase)
+		require.Equal(t, "a", st.ID, "last-known-good runs instead")
+		require.Equal(t, checkpoint.ReasonStoreUnavailable, st.Condition.Reason)
+		require.Contains(t, st.Condition.Message, "cannot record the start of the trial")
+	})
+}
