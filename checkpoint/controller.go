@@ -24,9 +24,12 @@ var (
 	// ErrInvalidConfig marks an assigned payload that does not parse or
 	// validate. Assign stores nothing in that case.
 	ErrInvalidConfig = errors.New("checkpoint: assigned configuration is invalid")
-	// ErrRejected marks an assignment of a checkpoint this controller has
-	// already rolled back from.
-	ErrRejected = errors.New("checkpoint: checkpoint was rolled back and is rejected")
+	// ErrRejected marks an assignment of a payload that was rolled back
+	// from before (the refusal is keyed by payload hash and persisted).
+	ErrRejected = errors.New("checkpoint: payload was rolled back before and is rejected")
+	// ErrNoTrial marks a Confirm or Rollback while no configuration is on
+	// trial.
+	ErrNoTrial = errors.New("checkpoint: no configuration is on trial")
 	// ErrNotBootstrapped marks a call that needs Bootstrap first.
 	ErrNotBootstrapped = errors.New("checkpoint: controller not bootstrapped")
 	// ErrRunning marks a second concurrent call to Run.
@@ -49,13 +52,16 @@ const (
 	ReasonValidateFailed   = "AssignedValidateFailed" // the assigned config did not validate
 	ReasonProbeFailed      = "TrialProbeFailed"       // the health probe failed during the trial
 	ReasonLKGFailed        = "LastKnownGoodFailed"    // last-known-good also failed; local runs
+	ReasonCrashLoop        = "TrialCrashLoop"         // the trial did not finish within MaxTrialStarts starts
+	ReasonManualRollback   = "RolledBackManually"     // Controller.Rollback ended the trial
+	ReasonSourceInvalid    = "AssignedSourceInvalid"  // the source gave no usable checkpoint ID
 )
 
 // Defaults of Config.
 const (
 	DefaultTrialDuration  = 10 * time.Minute
 	DefaultCheckInterval  = 10 * time.Second
-	DefaultSourceInterval = 30 * time.Second
+	DefaultMaxTrialStarts = 3
 )
 
 const (
@@ -92,17 +98,14 @@ type Status[T any] struct {
 	// Assigned is the current (assigned) checkpoint ID, which differs from
 	// ID after a rollback.
 	Assigned string
-	// TrialStart is when the trial of Assigned began, in PhaseTrial.
+	// TrialStart is when this process started the trial of Assigned, in
+	// PhaseTrial. The trial is timed from it on the monotonic clock.
 	TrialStart time.Time
+	// TriesLeft is how many more starts of its trial Assigned gets, in
+	// PhaseTrial.
+	TriesLeft int
 	// Condition is the ConfigOK node condition to publish.
 	Condition corev1.NodeCondition
-}
-
-// ConfigSource delivers assigned configuration. Fetch returns the payload
-// and where it came from; an error wrapping [ErrNotFound] means nothing is
-// assigned. [ConfigMapSource] is one implementation.
-type ConfigSource interface {
-	Fetch(ctx context.Context) ([]byte, Source, error)
 }
 
 // Config configures a [Controller] over the host's configuration type T.
@@ -116,19 +119,27 @@ type Config[T any] struct {
 	// Local is the host's own configuration (defaults or a file). It must
 	// validate; it runs when nothing is assigned and is the last resort.
 	Local T
-	// TrialDuration is how long an assigned configuration runs before it
-	// may become last-known-good. 0 means DefaultTrialDuration; negative
-	// is rejected.
+	// TrialDuration is how long an assigned configuration must run, with
+	// the probe passing, before it becomes last-known-good. It is time this
+	// process observed on the monotonic clock: a restart starts the trial
+	// again, and neither downtime nor a wall-clock jump counts. 0 means
+	// DefaultTrialDuration; negative is rejected.
 	TrialDuration time.Duration
+	// MaxTrialStarts is how many times a trial may start (at Assign, and at
+	// every Bootstrap that resumes it) before the configuration is rolled
+	// back as a crash loop, as systemd's boot assessment counts tries. The
+	// count is persisted before each start. 0 means
+	// DefaultMaxTrialStarts.
+	MaxTrialStarts int
 	// CheckInterval is how often Run checks a trial. 0 means
 	// DefaultCheckInterval.
 	CheckInterval time.Duration
 	// Probe, if set, checks the host's health while a configuration is on
 	// trial. Run calls it at every check during a trial, from Run's
 	// goroutine, never concurrently with itself; a configuration graduates
-	// only if every call since the trial (or this process) began returned
-	// nil, and the first error rolls back to last-known-good. It must
-	// return when ctx ends.
+	// only if every call since this process started the trial returned
+	// nil, the last one after TrialDuration had passed, and the first
+	// error rolls back to last-known-good. It must return when ctx ends.
 	Probe func(ctx context.Context, cfg T) error
 	// OnStatus, if set, is told about every change of Status. Run calls it
 	// from one goroutine of its own, never concurrently with itself and
@@ -137,20 +148,17 @@ type Config[T any] struct {
 	// Changes made before Run starts are delivered when it starts (the
 	// newest one). It must return when Run's context ends.
 	OnStatus func(Status[T])
-	// Source, if set, is polled by Run every SourceInterval; a new payload
-	// is passed to Assign.
+	// Source, if set, is watched by Run; what it delivers is passed to
+	// Assign, and a refusal or failure is reported in the condition.
 	Source ConfigSource
-	// SourceInterval is how often Run polls Source. 0 means
-	// DefaultSourceInterval.
-	SourceInterval time.Duration
 	// Clock is the time source; nil means the real clock.
 	Clock clock.Clock
 }
 
 // Controller runs assigned configuration with a trial and rolls back to the
 // last-known-good configuration when it fails. Bootstrap it once at
-// start-up, then Run it; Assign and Status may be called from any
-// goroutine.
+// start-up, then Run it; Assign, Confirm, Rollback and Status may be called
+// from any goroutine.
 type Controller[T any] struct {
 	cfg   Config[T]
 	clock clock.Clock
@@ -159,10 +167,11 @@ type Controller[T any] struct {
 	bootstrapped bool
 	running      bool
 	status       Status[T]
-	lkg          string            // last-known-good checkpoint ID
-	assignedHash string            // hash of the assigned checkpoint's payload
-	trial        uint64            // increments whenever the trial changes
-	rejected     map[string]string // rolled-back ID -> why
+	st           State     // the state record as this controller wants it
+	dirty        bool      // st could not be written; retried at every check
+	activeHash   string    // payload hash of the running checkpoint
+	trial        uint64    // increments whenever the trial changes
+	trialStart   time.Time // c.clock.Now() when this process started the trial
 	statuses     event.Value[Status[T]]
 }
 
@@ -180,13 +189,15 @@ func New[T any](cfg Config[T]) (*Controller[T], error) {
 		errs = append(errs, errors.New("missing Validate"))
 	}
 	for name, d := range map[string]*time.Duration{
-		"TrialDuration":  &cfg.TrialDuration,
-		"CheckInterval":  &cfg.CheckInterval,
-		"SourceInterval": &cfg.SourceInterval,
+		"TrialDuration": &cfg.TrialDuration,
+		"CheckInterval": &cfg.CheckInterval,
 	} {
 		if *d < 0 {
 			errs = append(errs, fmt.Errorf("%s is %v, must not be negative", name, *d))
 		}
+	}
+	if cfg.MaxTrialStarts < 0 {
+		errs = append(errs, fmt.Errorf("MaxTrialStarts is %d, must not be negative", cfg.MaxTrialStarts))
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("checkpoint: invalid controller config: %w", errors.Join(errs...))
@@ -197,14 +208,14 @@ func New[T any](cfg Config[T]) (*Controller[T], error) {
 	if cfg.CheckInterval == 0 {
 		cfg.CheckInterval = DefaultCheckInterval
 	}
-	if cfg.SourceInterval == 0 {
-		cfg.SourceInterval = DefaultSourceInterval
+	if cfg.MaxTrialStarts == 0 {
+		cfg.MaxTrialStarts = DefaultMaxTrialStarts
 	}
 	clk := cfg.Clock
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Controller[T]{cfg: cfg, clock: clk, rejected: map[string]string{}}, nil
+	return &Controller[T]{cfg: cfg, clock: clk}, nil
 }
 
 // Status returns the newest status. Before Bootstrap it is the zero Status.
@@ -217,13 +228,17 @@ func (c *Controller[T]) Status() Status[T] {
 // Bootstrap decides which configuration to run, in the order of the
 // kubelet's dynamic configuration: validate the local configuration (an
 // error if invalid), open the store, then load, parse and validate the
-// assigned checkpoint; if any step fails, do the same for the
-// last-known-good checkpoint, and if that fails too, or nothing is
-// assigned, use the local configuration. Failures never stop the host: they
-// are reported in the ConfigOK condition with a reason naming the failing
-// step and a message naming the checkpoint. Bootstrap changes nothing in
-// the store besides initializing it. If the assigned checkpoint is on
-// trial, the trial resumes from the start recorded in the store.
+// assigned checkpoint; if any step fails, or the assigned payload was
+// rolled back before, do the same for the last-known-good checkpoint, and if
+// that fails too, or nothing is assigned, use the local configuration.
+// Failures never stop the host: they are reported in the ConfigOK condition
+// with a reason naming the failing step and a message naming the
+// checkpoint, and recorded in the store so that they survive restarts.
+//
+// If the assigned checkpoint is on trial, Bootstrap starts the trial again
+// (timed from now) after persisting that one more start was used; when no
+// start is left, the configuration is rolled back as a crash loop. If the
+// start cannot be recorded, the trial does not start.
 //
 // The only errors are ErrInvalidLocal and the end of ctx.
 func (c *Controller[T]) Bootstrap(ctx context.Context) (Status[T], error) {
@@ -231,6 +246,8 @@ func (c *Controller[T]) Bootstrap(ctx context.Context) (Status[T], error) {
 	if err := c.cfg.Validate(c.cfg.Local); err != nil {
 		return Status[T]{}, fmt.Errorf("%w: %w", ErrInvalidLocal, err)
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	st, err := c.decide(ctx)
 	if err != nil {
 		return Status[T]{}, err
@@ -240,102 +257,170 @@ func (c *Controller[T]) Bootstrap(ctx context.Context) (Status[T], error) {
 	} else {
 		log.Info("configuration chosen", "id", st.ID, "phase", st.Phase)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.bootstrapped = true
 	c.trial++
 	c.setStatus(st)
 	return c.status, nil
 }
 
-// decide does the work of Bootstrap and records lkg and assignedHash.
+// decide does the work of Bootstrap; c.mu is held.
 func (c *Controller[T]) decide(ctx context.Context) (Status[T], error) {
 	s := c.cfg.Store
-	local := func(reason, msg string, ok corev1.ConditionStatus, assigned string) Status[T] {
-		phase := PhaseLocal
-		if ok == corev1.ConditionFalse {
-			phase = PhaseRolledBack
-		}
-		return Status[T]{Config: c.cfg.Local, Phase: phase, Assigned: assigned, Condition: condition(ok, reason, msg)}
+	log := logr.FromContextOrDiscard(ctx)
+	unavailable := func(msg string) Status[T] {
+		return Status[T]{Config: c.cfg.Local, Phase: PhaseRolledBack,
+			Condition: condition(corev1.ConditionFalse, ReasonStoreUnavailable, msg)}
 	}
 	if err := s.Initialize(ctx); err != nil {
 		if ctx.Err() != nil {
 			return Status[T]{}, ctx.Err()
 		}
-		return local(ReasonStoreUnavailable, fmt.Sprintf("failed to open the checkpoint store: %v; using the local configuration", err), corev1.ConditionFalse, ""), nil
+		return unavailable(fmt.Sprintf("failed to open the checkpoint store: %v; using the local configuration", err)), nil
 	}
-	cur, err := s.Current(ctx)
-	var lkg string
-	if err == nil {
-		lkg, err = s.LastKnownGood(ctx)
-	}
+	st, err := s.State(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return Status[T]{}, ctx.Err()
 		}
-		return local(ReasonStoreUnavailable, fmt.Sprintf("failed to read which checkpoint is assigned: %v; using the local configuration", err), corev1.ConditionFalse, ""), nil
+		return unavailable(fmt.Sprintf("failed to read which checkpoint is assigned: %v; using the local configuration", err)), nil
 	}
-	c.lkg = lkg
-	if cur == "" {
-		return local(ReasonLocal, "no configuration assigned; using the local configuration", corev1.ConditionTrue, ""), nil
+	c.st, c.activeHash = st, ""
+	if st.Assigned == "" {
+		c.setActive(ctx, "")
+		return Status[T]{Config: c.cfg.Local, Phase: PhaseLocal,
+			Condition: condition(corev1.ConditionTrue, ReasonLocal, "no configuration assigned; using the local configuration")}, nil
 	}
-	cfg, hash, step, err := c.load(ctx, cur)
-	if err == nil {
-		c.assignedHash = hash
-		st := Status[T]{Config: cfg, ID: cur, Assigned: cur}
-		if cur == lkg {
-			st.Phase = PhaseLastKnownGood
-			st.Condition = condition(corev1.ConditionTrue, ReasonLastKnownGood, fmt.Sprintf("using assigned checkpoint %q, which is last-known-good", cur))
-			return st, nil
+	cur := st.Assigned
+	if f, bad := st.RejectedHash(st.AssignedHash); bad {
+		// Rolled back before: stay rolled back, for the same reason.
+		next, err := c.fallback(ctx, cur, f.Reason, f.Message)
+		if err != nil {
+			return Status[T]{}, err
 		}
-		start, err := s.CurrentSetAt(ctx)
-		if err != nil || start.IsZero() {
-			start = c.clock.Now()
-		}
-		st.Phase, st.TrialStart = PhaseTrial, start
-		st.Condition = condition(corev1.ConditionTrue, ReasonTrial, fmt.Sprintf("using assigned checkpoint %q on trial since %s", cur, start.UTC().Format(time.RFC3339)))
-		return st, nil
+		c.setActive(ctx, next.ID)
+		return next, nil
 	}
-	if ctx.Err() != nil {
-		return Status[T]{}, ctx.Err()
-	}
-	reason := stepReason(step)
-	why := fmt.Sprintf("failed to %s assigned checkpoint %q: %v", step, cur, err)
-	st, err := c.fallback(ctx, cur, reason, why)
+	cfg, hash, step, err := c.load(ctx, cur, st.AssignedHash)
 	if err != nil {
-		return Status[T]{}, err
+		if ctx.Err() != nil {
+			return Status[T]{}, ctx.Err()
+		}
+		reason := stepReason(step)
+		why := fmt.Sprintf("failed to %s assigned checkpoint %q: %v", step, cur, err)
+		f := Failure{Hash: st.AssignedHash, ID: cur, Reason: reason, Message: why, At: c.clock.Now()}
+		if step == stepLoad {
+			// The file is damaged, not the payload: the same payload
+			// assigned again may be saved and tried.
+			c.st.Error = &f
+		} else {
+			c.st = c.st.Reject(f)
+		}
+		next, err := c.fallback(ctx, cur, reason, why)
+		if err != nil {
+			return Status[T]{}, err
+		}
+		c.st.Active, c.st.TriesLeft = next.ID, 0
+		c.persist(ctx, log, "record the failed assignment")
+		return next, nil
 	}
-	return st, nil
+	out := Status[T]{Config: cfg, ID: cur, Assigned: cur}
+	if cur == st.LastKnownGood {
+		c.activeHash = hash
+		c.setActive(ctx, cur)
+		out.Phase = PhaseLastKnownGood
+		out.Condition = condition(corev1.ConditionTrue, ReasonLastKnownGood, fmt.Sprintf("using assigned checkpoint %q, which is last-known-good", cur))
+		return out, nil
+	}
+	if st.TriesLeft <= 0 {
+		why := fmt.Sprintf("checkpoint %q did not pass its %v trial within %d starts (crash loop)", cur, c.cfg.TrialDuration, c.cfg.MaxTrialStarts)
+		c.st = c.st.Reject(Failure{Hash: st.AssignedHash, ID: cur, Reason: ReasonCrashLoop, Message: why, At: c.clock.Now()})
+		next, err := c.fallback(ctx, cur, ReasonCrashLoop, why)
+		if err != nil {
+			return Status[T]{}, err
+		}
+		c.st.Active = next.ID
+		c.persist(ctx, log, "record the crash-loop rollback")
+		return next, nil
+	}
+	// Record the start before starting: a crash from here on counts.
+	next := c.st.clone()
+	next.TriesLeft--
+	next.Active, next.Error = cur, nil
+	if err := s.SetState(ctx, next); err != nil {
+		if ctx.Err() != nil {
+			return Status[T]{}, ctx.Err()
+		}
+		why := fmt.Sprintf("cannot record the start of the trial of checkpoint %q: %v", cur, err)
+		fb, ferr := c.fallback(ctx, cur, ReasonStoreUnavailable, why)
+		if ferr != nil {
+			return Status[T]{}, ferr
+		}
+		return fb, nil
+	}
+	c.st, c.activeHash = next, hash
+	c.trialStart = c.clock.Now()
+	out.Phase, out.TrialStart, out.TriesLeft = PhaseTrial, c.trialStart, next.TriesLeft
+	out.Condition = condition(corev1.ConditionTrue, ReasonTrial, c.trialMessage(cur))
+	return out, nil
+}
+
+func (c *Controller[T]) trialMessage(id string) string {
+	return fmt.Sprintf("using assigned checkpoint %q on trial since %s (%d more starts allowed)",
+		id, c.trialStart.UTC().Format(time.RFC3339), c.st.TriesLeft)
+}
+
+// setActive records id as active if it is not yet; c.mu is held.
+func (c *Controller[T]) setActive(ctx context.Context, id string) {
+	if c.st.Active == id && !c.dirty {
+		return
+	}
+	c.st.Active = id
+	c.persist(ctx, logr.FromContextOrDiscard(ctx), "record the active configuration")
+}
+
+// persist writes c.st; a failure is logged and retried at the next check.
+func (c *Controller[T]) persist(ctx context.Context, log logr.Logger, what string) {
+	if err := c.cfg.Store.SetState(ctx, c.st); err != nil {
+		c.dirty = true
+		log.Error(err, "failed to "+what+"; will retry")
+		return
+	}
+	c.dirty = false
 }
 
 // fallback returns the status after assigned checkpoint cur failed: the
 // last-known-good configuration, or the local one if that fails too or is
 // cur itself.
 func (c *Controller[T]) fallback(ctx context.Context, cur, reason, why string) (Status[T], error) {
-	lkg := c.lkg
+	lkg := c.st.LastKnownGood
 	if lkg == "" || lkg == cur {
 		return Status[T]{Config: c.cfg.Local, Phase: PhaseRolledBack, Assigned: cur,
 			Condition: condition(corev1.ConditionFalse, reason, why+"; using the local configuration")}, nil
 	}
-	cfg, _, step, err := c.load(ctx, lkg)
+	cfg, hash, step, err := c.load(ctx, lkg, c.st.LastKnownGoodHash)
 	if err != nil {
 		if ctx.Err() != nil {
 			return Status[T]{}, ctx.Err()
 		}
+		c.activeHash = ""
 		return Status[T]{Config: c.cfg.Local, Phase: PhaseRolledBack, Assigned: cur,
 			Condition: condition(corev1.ConditionFalse, ReasonLKGFailed,
 				fmt.Sprintf("%s; then failed to %s last-known-good checkpoint %q: %v; using the local configuration", why, step, lkg, err))}, nil
 	}
+	c.activeHash = hash
 	return Status[T]{Config: cfg, ID: lkg, Phase: PhaseRolledBack, Assigned: cur,
 		Condition: condition(corev1.ConditionFalse, reason, fmt.Sprintf("%s; using last-known-good checkpoint %q", why, lkg))}, nil
 }
 
 // load loads, parses and validates checkpoint id, naming the step that
-// failed.
-func (c *Controller[T]) load(ctx context.Context, id string) (cfg T, hash, step string, err error) {
+// failed. wantHash, if set, must match the stored payload.
+func (c *Controller[T]) load(ctx context.Context, id, wantHash string) (cfg T, hash, step string, err error) {
 	cp, err := c.cfg.Store.Load(ctx, id)
 	if err != nil {
 		return cfg, "", stepLoad, err
+	}
+	if wantHash != "" && cp.Hash != wantHash {
+		return cfg, "", stepLoad, fmt.Errorf("payload hash %s, the state record says %s: %w", cp.Hash, wantHash, ErrCorrupt)
 	}
 	cfg, err = c.cfg.Parse(cp.Payload)
 	if err != nil {
@@ -360,68 +445,111 @@ func stepReason(step string) string {
 
 // Assign makes payload the assigned configuration: it parses and validates
 // it (failures wrap ErrInvalidConfig and store nothing), saves it as
-// checkpoint src.ID(), makes that current and starts its trial, recording
-// the trial start in the store. The returned Status holds the parsed
-// configuration; the host applies it (or restarts, after which Bootstrap
-// resumes the trial).
+// checkpoint src.ID() (or [HashID] when src has no UID), records it as
+// assigned with MaxTrialStarts-1 starts left, and starts its trial, timed
+// from now. The returned Status holds the parsed configuration; the host
+// applies it (or restarts, after which Bootstrap starts the trial again).
 //
-// Assigning the running checkpoint, or a payload identical to it, changes
-// nothing. Assigning the last-known-good checkpoint needs no trial. A
-// checkpoint this controller rolled back from is refused with ErrRejected.
+// Assigning the payload that runs changes nothing. A payload equal to the
+// last-known-good one needs no trial and clears a failure at once. A
+// payload that was rolled back before, under any checkpoint ID, is refused
+// with ErrRejected, and the condition says why.
 func (c *Controller[T]) Assign(ctx context.Context, payload []byte, src Source) (Status[T], error) {
-	id, err := src.ID()
-	if err != nil {
-		return Status[T]{}, err
-	}
+	hash := HashPayload(payload)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.bootstrapped {
 		return Status[T]{}, ErrNotBootstrapped
 	}
-	if id == c.status.ID && c.status.Phase != PhaseRolledBack {
+	log := logr.FromContextOrDiscard(ctx)
+	id := HashID(payload)
+	if src.UID != "" {
+		var err error
+		if id, err = src.ID(); err != nil {
+			st := c.status
+			st.Condition = condition(corev1.ConditionFalse, ReasonSourceInvalid,
+				fmt.Sprintf("configuration from %s has no usable checkpoint ID: %v; still using %s", src.Origin, err, describe(c.status.ID)))
+			c.setStatus(st)
+			return c.status, fmt.Errorf("assign: %w", err)
+		}
+	}
+	if c.status.Phase != PhaseRolledBack && hash == c.activeHash && (c.status.ID != "" || c.st.Assigned != "") {
+		if c.status.Condition.Status == corev1.ConditionFalse {
+			// An invalid or refused assignment came in between; the
+			// running payload is assigned again.
+			st := c.status
+			st.Condition = c.okCondition(st)
+			c.setStatus(st)
+		}
 		return c.status, nil
 	}
-	if c.status.Phase != PhaseRolledBack && c.status.ID != "" && HashPayload(payload) == c.assignedHash {
-		return c.status, nil
-	}
-	if why, bad := c.rejected[id]; bad {
-		return c.status, fmt.Errorf("assign %q: %w: %s", id, ErrRejected, why)
+	if f, bad := c.st.RejectedHash(hash); bad {
+		st := c.status
+		st.Condition = condition(corev1.ConditionFalse, f.Reason,
+			fmt.Sprintf("configuration %q from %s has the payload of checkpoint %q, rolled back before: %s; still using %s",
+				id, src.Origin, f.ID, f.Message, describe(c.status.ID)))
+		c.setStatus(st)
+		return c.status, fmt.Errorf("assign %q: %w: %s", id, ErrRejected, f.Message)
 	}
 	cfg, err := c.cfg.Parse(payload)
-	reason := ReasonParseFailed
+	reason, step := ReasonParseFailed, stepParse
 	if err == nil {
-		reason = ReasonValidateFailed
+		reason, step = ReasonValidateFailed, stepValidate
 		err = c.cfg.Validate(cfg)
 	}
 	if err != nil {
-		step := map[string]string{ReasonParseFailed: stepParse, ReasonValidateFailed: stepValidate}[reason]
 		msg := fmt.Sprintf("failed to %s assigned configuration %q from %s: %v; still using %s", step, id, src.Origin, err, describe(c.status.ID))
-		c.rejected[id] = msg
 		st := c.status
 		st.Condition = condition(corev1.ConditionFalse, reason, msg)
 		c.setStatus(st)
 		return c.status, fmt.Errorf("assign %q: %w: %w", id, ErrInvalidConfig, err)
 	}
 	now := c.clock.Now()
+	if c.st.LastKnownGood != "" && hash == c.st.LastKnownGoodHash {
+		next := c.st.clone()
+		next.Assigned, next.AssignedHash, next.AssignedAt = next.LastKnownGood, hash, now
+		next.Active, next.Error, next.TriesLeft = next.LastKnownGood, nil, 0
+		if err := c.cfg.Store.SetState(ctx, next); err != nil {
+			return c.status, fmt.Errorf("assign %q: %w", id, err)
+		}
+		c.st, c.activeHash, c.dirty = next, hash, false
+		c.trial++
+		st := Status[T]{Config: cfg, ID: next.LastKnownGood, Assigned: next.LastKnownGood, Phase: PhaseLastKnownGood,
+			Condition: condition(corev1.ConditionTrue, ReasonLastKnownGood,
+				fmt.Sprintf("assigned configuration %q from %s is last-known-good checkpoint %q", id, src.Origin, next.LastKnownGood))}
+		log.Info("configuration assigned", "id", next.LastKnownGood, "origin", src.Origin, "phase", st.Phase)
+		c.setStatus(st)
+		return c.status, nil
+	}
 	if err := c.cfg.Store.Save(ctx, Checkpoint{ID: id, Payload: payload, Source: src, Created: now}); err != nil {
 		return c.status, fmt.Errorf("assign %q: %w", id, err)
 	}
-	if err := c.cfg.Store.SetCurrent(ctx, id, now); err != nil {
+	next := c.st.clone()
+	next.Assigned, next.AssignedHash, next.AssignedAt = id, hash, now
+	next.Active, next.Error, next.TriesLeft = id, nil, c.cfg.MaxTrialStarts-1
+	if err := c.cfg.Store.SetState(ctx, next); err != nil {
 		return c.status, fmt.Errorf("assign %q: %w", id, err)
 	}
-	c.assignedHash = HashPayload(payload)
+	c.st, c.activeHash, c.dirty = next, hash, false
 	c.trial++
-	st := Status[T]{Config: cfg, ID: id, Assigned: id}
-	if id == c.lkg {
-		st.Phase = PhaseLastKnownGood
-		st.Condition = condition(corev1.ConditionTrue, ReasonLastKnownGood, fmt.Sprintf("using assigned checkpoint %q, which is last-known-good", id))
-	} else {
-		st.Phase, st.TrialStart = PhaseTrial, now
-		st.Condition = condition(corev1.ConditionTrue, ReasonTrial, fmt.Sprintf("using assigned checkpoint %q on trial since %s", id, now.UTC().Format(time.RFC3339)))
-	}
-	logr.FromContextOrDiscard(ctx).Info("configuration assigned", "id", id, "origin", src.Origin, "phase", st.Phase)
+	c.trialStart = now
+	st := Status[T]{Config: cfg, ID: id, Assigned: id, Phase: PhaseTrial, TrialStart: now, TriesLeft: next.TriesLeft}
+	st.Condition = condition(corev1.ConditionTrue, ReasonTrial, c.trialMessage(id))
+	log.Info("configuration assigned", "id", id, "origin", src.Origin, "phase", st.Phase)
 	c.setStatus(st)
 	return c.status, nil
+}
+
+// okCondition is the True condition of a status in PhaseTrial or
+// PhaseLastKnownGood.
+func (c *Controller[T]) okCondition(st Status[T]) corev1.NodeCondition {
+	if st.Phase == PhaseTrial {
+		return condition(corev1.ConditionTrue, ReasonTrial, c.trialMessage(st.ID))
+	}
+	if st.Phase == PhaseLocal {
+		return condition(corev1.ConditionTrue, ReasonLocal, "no configuration assigned; using the local configuration")
+	}
+	return condition(corev1.ConditionTrue, ReasonLastKnownGood, fmt.Sprintf("using assigned checkpoint %q, which is last-known-good", st.ID))
 }
 
 func describe(id string) string {
@@ -431,8 +559,40 @@ func describe(id string) string {
 	return fmt.Sprintf("checkpoint %q", id)
 }
 
-// Run checks trials every CheckInterval (on backoff.Every), polls Source if
-// set, and delivers statuses to OnStatus. It blocks until ctx ends and every
+// Confirm ends the running trial now, making the assigned configuration
+// last-known-good, as an operator confirms a configuration in try mode. It
+// fails with ErrNoTrial when nothing is on trial.
+func (c *Controller[T]) Confirm(ctx context.Context) (Status[T], error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.status.Phase != PhaseTrial {
+		return c.status, ErrNoTrial
+	}
+	if err := c.graduate(ctx, logr.FromContextOrDiscard(ctx), "was confirmed"); err != nil {
+		return c.status, err
+	}
+	return c.status, nil
+}
+
+// Rollback ends the running trial now as a failure: the payload is
+// rejected (persistently, by hash) and last-known-good, or the local
+// configuration, runs. why is recorded in the condition. It fails with
+// ErrNoTrial when nothing is on trial.
+func (c *Controller[T]) Rollback(ctx context.Context, why string) (Status[T], error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.status.Phase != PhaseTrial {
+		return c.status, ErrNoTrial
+	}
+	msg := fmt.Sprintf("trial of checkpoint %q rolled back by request: %s", c.status.ID, why)
+	if err := c.rollback(ctx, logr.FromContextOrDiscard(ctx), ReasonManualRollback, msg); err != nil {
+		return c.status, err
+	}
+	return c.status, nil
+}
+
+// Run checks trials every CheckInterval (on backoff.Every), watches Source
+// if set, and delivers statuses to OnStatus. It blocks until ctx ends and every
 // goroutine it started has returned, then returns ctx.Err(). Bootstrap must
 // have been called.
 func (c *Controller[T]) Run(ctx context.Context) error {
@@ -471,10 +631,7 @@ func (c *Controller[T]) Run(ctx context.Context) error {
 		})
 	}
 	if c.cfg.Source != nil {
-		wg.Go(func() {
-			errs <- backoff.Every(ctx, c.cfg.SourceInterval, 0.1, c.sync,
-				backoff.WithClock(c.clock), backoff.WithName("checkpoint source"))
-		})
+		wg.Go(func() { errs <- c.cfg.Source.Watch(ctx, c.deliver) })
 	}
 	wg.Go(func() {
 		errs <- backoff.Every(ctx, c.cfg.CheckInterval, 0, c.check,
@@ -491,9 +648,14 @@ func (c *Controller[T]) Run(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// check is one trial check: probe, then graduate or roll back.
+// check is one trial check: probe, then graduate or roll back. It also
+// retries writing a state record that failed before.
 func (c *Controller[T]) check(ctx context.Context) error {
+	log := logr.FromContextOrDiscard(ctx)
 	c.mu.Lock()
+	if c.dirty {
+		c.persist(ctx, log, "record the configuration state")
+	}
 	st, trial := c.status, c.trial
 	c.mu.Unlock()
 	if st.Phase != PhaseTrial {
@@ -509,65 +671,77 @@ func (c *Controller[T]) check(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.trial != trial {
-		return nil // assigned or rolled back meanwhile
+		return nil // assigned, confirmed or rolled back meanwhile
 	}
-	log := logr.FromContextOrDiscard(ctx)
 	if probeErr != nil {
-		return c.rollback(ctx, log, st, probeErr)
+		why := fmt.Sprintf("health probe failed during the trial of checkpoint %q: %v", st.ID, probeErr)
+		return c.rollback(ctx, log, ReasonProbeFailed, why)
 	}
-	elapsed := c.clock.Since(st.TrialStart)
-	if elapsed < c.cfg.TrialDuration {
+	if c.clock.Since(c.trialStart) < c.cfg.TrialDuration {
 		return nil
 	}
-	if err := c.cfg.Store.SetLastKnownGood(ctx, st.ID); err != nil {
+	return c.graduate(ctx, log, fmt.Sprintf("passed its %v trial", c.cfg.TrialDuration))
+}
+
+// graduate makes the configuration on trial last-known-good; c.mu is held.
+// If the record cannot be written the trial goes on and the next check
+// tries again.
+func (c *Controller[T]) graduate(ctx context.Context, log logr.Logger, how string) error {
+	st := c.status
+	next := c.st.clone()
+	next.LastKnownGood, next.LastKnownGoodHash = next.Assigned, next.AssignedHash
+	next.Active, next.Error, next.TriesLeft = next.Assigned, nil, 0
+	if err := c.cfg.Store.SetState(ctx, next); err != nil {
 		return fmt.Errorf("graduate %q: %w", st.ID, err)
 	}
-	c.lkg = st.ID
+	c.st, c.dirty = next, false
 	c.trial++
-	st.Phase, st.TrialStart = PhaseLastKnownGood, time.Time{}
-	st.Condition = condition(corev1.ConditionTrue, ReasonLastKnownGood, fmt.Sprintf("checkpoint %q passed its %v trial and is last-known-good", st.ID, c.cfg.TrialDuration))
-	log.Info("configuration passed its trial", "id", st.ID)
+	st.Phase, st.TrialStart, st.TriesLeft = PhaseLastKnownGood, time.Time{}, 0
+	st.Condition = condition(corev1.ConditionTrue, ReasonLastKnownGood, fmt.Sprintf("checkpoint %q %s and is last-known-good", st.ID, how))
+	log.Info("configuration passed its trial", "id", st.ID, "how", how)
 	c.setStatus(st)
 	return nil
 }
 
-// rollback leaves a trial whose probe failed. It records the
-// last-known-good checkpoint as current so a restart does not retry the
-// failed one, and remembers the failed ID to refuse it later.
-func (c *Controller[T]) rollback(ctx context.Context, log logr.Logger, st Status[T], probeErr error) error {
-	why := fmt.Sprintf("health probe failed during the trial of checkpoint %q: %v", st.ID, probeErr)
-	c.rejected[st.ID] = why
-	next, err := c.fallback(ctx, st.ID, ReasonProbeFailed, why)
+// rollback ends the trial as a failure; c.mu is held. The payload's hash
+// is rejected and the assigned checkpoint stays assigned with the failure
+// as its error, so a restart does not try it again; if the record cannot
+// be written, the rollback stands in this process and the write is retried
+// at every check.
+func (c *Controller[T]) rollback(ctx context.Context, log logr.Logger, reason, why string) error {
+	cur := c.st.Assigned
+	c.st = c.st.Reject(Failure{Hash: c.st.AssignedHash, ID: cur, Reason: reason, Message: why, At: c.clock.Now()})
+	next, err := c.fallback(ctx, cur, reason, why)
 	if err != nil {
 		return err
 	}
+	c.st.Active, c.st.TriesLeft = next.ID, 0
 	c.trial++
-	if err := c.cfg.Store.SetCurrent(ctx, next.ID, c.clock.Now()); err != nil {
-		// The rollback stands for this process; a restart will see the
-		// failed checkpoint as current and try it on trial again.
-		next.Condition.Message += fmt.Sprintf(" (recording the rollback failed: %v)", err)
-		log.Error(err, "recording rollback", "from", st.ID, "to", next.ID)
-	}
-	c.assignedHash = ""
-	log.Error(probeErr, "configuration failed its trial; rolled back", "id", st.ID, "to", next.ID)
+	c.persist(ctx, log, "record the rollback")
+	log.Error(errors.New(why), "configuration failed its trial; rolled back", "id", cur, "to", next.ID)
 	c.setStatus(next)
 	return nil
 }
 
-// sync polls Source and assigns what it delivers.
-func (c *Controller[T]) sync(ctx context.Context) error {
-	payload, src, err := c.cfg.Source.Fetch(ctx)
-	if errors.Is(err, ErrNotFound) {
-		return nil
+// deliver assigns what the source delivers. Refusals and invalid payloads
+// are reported in the condition and not retried; other failures (the
+// store) are retried with backoff until they succeed, a newer delivery is
+// due or ctx ends, so a delivered assignment is not lost to a passing
+// store error.
+func (c *Controller[T]) deliver(ctx context.Context, payload []byte, src Source) {
+	err := backoff.Retry(ctx, func(ctx context.Context) error {
+		_, err := c.Assign(ctx, payload, src)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, ErrRejected), errors.Is(err, ErrInvalidConfig), errors.Is(err, ErrInvalidID), errors.Is(err, ErrConflict):
+			return backoff.Permanent(err)
+		}
+		return err
+	}, backoff.WithClock(c.clock), backoff.WithName("checkpoint assign"))
+	if err != nil && !errors.Is(err, ErrRejected) && ctx.Err() == nil {
+		logr.FromContextOrDiscard(ctx).Error(err, "assigning delivered configuration", "origin", src.Origin)
 	}
-	if err != nil {
-		return fmt.Errorf("fetch configuration: %w", err)
-	}
-	_, err = c.Assign(ctx, payload, src)
-	if errors.Is(err, ErrRejected) {
-		return nil // already reported in the condition
-	}
-	return err
 }
 
 // setStatus publishes st; c.mu must be held.

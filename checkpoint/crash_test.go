@@ -22,10 +22,13 @@ import (
 )
 
 // The crash test re-executes the test binary as a child that walks a fixed
-// sequence of store operations, printing "done N" after operation N
-// returns. The parent kills it with SIGKILL at a random moment, opens the
-// store and checks that the state is exactly the one after the last
-// acknowledged operation or the one after the next: old or new, never torn.
+// sequence of store operations, printing "begin N" before operation N and
+// "done N" after it returns. The parent chooses its kill point from what the
+// child has acknowledged, never from elapsed time: during start-up, right
+// after the k-th acknowledged operation, or at a random point inside the
+// next one (after its "begin", plus a random delay). It then opens the store
+// and checks that the state is exactly the one after the last acknowledged
+// operation or the one after the next: old or new, never torn.
 const (
 	crashChildEnv = "RECONKIT_CHECKPOINT_CRASH_DIR"
 	crashStartEnv = "RECONKIT_CHECKPOINT_CRASH_START"
@@ -70,15 +73,27 @@ func stateAfter(s int) crashState {
 	return st
 }
 
-func crashStep(ctx context.Context, s *checkpoint.FSStore, step int) error {
+func crashStep(ctx context.Context, s checkpoint.LKGStore, step int) error {
 	i := (step + 2) / 3
+	hash := func(i int) string {
+		if i == 0 {
+			return ""
+		}
+		return checkpoint.HashPayload(crashPayload(i))
+	}
 	switch step - 3*(i-1) {
 	case 1:
 		return s.Save(ctx, checkpoint.Checkpoint{ID: crashID(i), Payload: crashPayload(i), Created: time.Unix(int64(step), 0)})
 	case 2:
-		return s.SetCurrent(ctx, crashID(i), time.Unix(int64(step), 0))
+		return s.SetState(ctx, checkpoint.State{
+			Assigned: crashID(i), AssignedHash: hash(i), AssignedAt: time.Unix(int64(step), 0), Active: crashID(i),
+			LastKnownGood: crashID(i - 1), LastKnownGoodHash: hash(i - 1), TriesLeft: 2,
+		})
 	default:
-		return s.SetLastKnownGood(ctx, crashID(i))
+		return s.SetState(ctx, checkpoint.State{
+			Assigned: crashID(i), AssignedHash: hash(i), AssignedAt: time.Unix(int64(step-1), 0), Active: crashID(i),
+			LastKnownGood: crashID(i), LastKnownGoodHash: hash(i),
+		})
 	}
 }
 
@@ -86,6 +101,7 @@ func crashStep(ctx context.Context, s *checkpoint.FSStore, step int) error {
 // normally: the parent kills it.
 func crashChild() int {
 	ctx := context.Background()
+	fmt.Fprintln(os.Stdout, "start")
 	start, err := strconv.Atoi(os.Getenv(crashStartEnv))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bad start step:", err)
@@ -99,12 +115,14 @@ func crashChild() int {
 		fmt.Fprintln(os.Stderr, "open:", err)
 		return 2
 	}
+	fmt.Fprintf(os.Stdout, "begin %d\n", start+1)
 	for step := start + 1; ; step++ {
 		if err := crashStep(ctx, s, step); err != nil {
 			fmt.Fprintf(os.Stderr, "step %d: %v\n", step, err)
 			return 2
 		}
 		fmt.Fprintf(os.Stdout, "done %d\n", step)
+		fmt.Fprintf(os.Stdout, "begin %d\n", step+1)
 	}
 }
 
@@ -116,15 +134,13 @@ func observe(t *testing.T, dir string, next string) crashState {
 	s, err := checkpoint.NewFS(checkpoint.FSConfig{Dir: dir, MaxGenerations: crashMaxGens})
 	require.NoError(t, err)
 	require.NoError(t, s.Initialize(ctx))
+	defer s.Close()
 	var st crashState
-	st.current, err = s.Current(ctx)
+	rec, err := s.State(ctx)
 	require.NoError(t, err)
-	st.lkg, err = s.LastKnownGood(ctx)
-	require.NoError(t, err)
-	at, err := s.CurrentSetAt(ctx)
-	require.NoError(t, err)
-	if !at.IsZero() {
-		st.trialAt = at.Unix()
+	st.current, st.lkg = rec.Assigned, rec.LastKnownGood
+	if !rec.AssignedAt.IsZero() {
+		st.trialAt = rec.AssignedAt.Unix()
 	}
 	for _, id := range []string{st.current, st.lkg} {
 		if id == "" {
@@ -176,10 +192,18 @@ func TestCrashSafety(t *testing.T) {
 		kills = n
 	}
 	dir := filepath.Join(t.TempDir(), "store")
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 7))
 	step := 0
 	for kill := range kills {
-		acked := runCrashChild(t, dir, step, rng)
+		// Every eighth child dies during start-up; the others after 1 to 4
+		// acknowledged operations, so progress does not depend on speed.
+		plan := killPlan{acks: 1 + rng.IntN(4), inside: rng.IntN(2) == 0, delay: time.Duration(rng.IntN(3000)) * time.Microsecond}
+		if kill%8 == 0 {
+			plan.acks = 0
+		}
+		acked := runCrashChild(t, dir, step, plan)
 		before, after := stateAfter(acked), stateAfter(acked+1)
 		got := observe(t, dir, before.next)
 		if got != before && after.next != before.next {
@@ -192,16 +216,31 @@ func TestCrashSafety(t *testing.T) {
 		case after:
 			step = acked + 1
 		default:
-			t.Fatalf("kill %d: torn state after step %d acknowledged:\n got    %+v\n old    %+v\n new    %+v", kill, acked, got, before, after)
+			t.Fatalf("kill %d (%+v): torn state after step %d acknowledged:\n got    %+v\n old    %+v\n new    %+v", kill, plan, acked, got, before, after)
 		}
 	}
 	t.Logf("%d SIGKILLs, %d store operations completed, state old-or-new after every kill", kills, step)
 	require.Greater(t, step, kills/2, "the child made too little progress for the test to mean anything")
 }
 
-// runCrashChild starts the child from step, kills it at a random moment
-// and returns the last step it acknowledged.
-func runCrashChild(t *testing.T, dir string, step int, rng *rand.Rand) int {
+// killPlan says when the parent kills the child: once acks operations have
+// been acknowledged since it started and, if inside, once the next one has
+// begun; then after delay. With acks 0 and not inside, the kill is aimed at
+// start-up (opening the store), from the child's first line on.
+type killPlan struct {
+	acks   int
+	inside bool
+	delay  time.Duration
+}
+
+// crashChildDeadline bounds how long a child may take to reach its kill
+// point. It only turns a hung child into a failure; no test outcome
+// depends on it.
+const crashChildDeadline = 5 * time.Minute
+
+// runCrashChild starts the child from step, kills it at the point plan
+// names and returns the last step it acknowledged.
+func runCrashChild(t *testing.T, dir string, step int, plan killPlan) int {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), crashChildEnv+"="+dir, crashStartEnv+"="+strconv.Itoa(step))
@@ -210,23 +249,55 @@ func runCrashChild(t *testing.T, dir string, step int, rng *rand.Rand) int {
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
-	// Mostly let it run a few operations; sometimes kill it during start-up.
-	delay := time.Duration(rng.IntN(4000)) * time.Microsecond
-	if rng.IntN(8) != 0 {
-		delay += time.Duration(5+rng.IntN(40)) * time.Millisecond
+	hung := make(chan struct{})
+	deadline := time.AfterFunc(crashChildDeadline, func() {
+		close(hung)
+		_ = cmd.Process.Kill()
+	})
+	var killTimer *time.Timer
+	kill := func() {
+		if killTimer == nil {
+			killTimer = time.AfterFunc(plan.delay, func() { _ = cmd.Process.Kill() })
+		}
 	}
-	timer := time.AfterFunc(delay, func() { _ = cmd.Process.Kill() })
 	acked := step
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
-		n, err := strconv.Atoi(strings.TrimPrefix(sc.Text(), "done "))
-		require.NoError(t, err, "child output %q", sc.Text())
+		line := sc.Text()
+		if line == "start" {
+			if plan.acks == 0 && !plan.inside {
+				kill()
+			}
+			continue
+		}
+		if v, ok := strings.CutPrefix(line, "begin "); ok {
+			n, err := strconv.Atoi(v)
+			require.NoError(t, err, "child output %q", line)
+			require.Equal(t, acked+1, n, "child began an unexpected step")
+			if plan.inside && acked-step == plan.acks {
+				kill()
+			}
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimPrefix(line, "done "))
+		require.NoError(t, err, "child output %q", line)
 		require.Equal(t, acked+1, n, "child skipped a step")
 		acked = n
+		if !plan.inside && acked-step == plan.acks {
+			kill()
+		}
 	}
-	timer.Stop()
+	deadline.Stop()
+	if killTimer != nil {
+		killTimer.Stop()
+	}
 	_ = cmd.Process.Kill()
 	err = cmd.Wait()
+	select {
+	case <-hung:
+		t.Fatalf("child did not reach its kill point (%+v) within %v; acknowledged %d steps; stderr: %s", plan, crashChildDeadline, acked-step, stderr.String())
+	default:
+	}
 	var exit *exec.ExitError
 	require.True(t, errors.As(err, &exit), "child did not die by signal: %v; stderr: %s", err, stderr.String())
 	require.False(t, exit.Exited(), "child exited on its own (code %d): %s", exit.ExitCode(), stderr.String())

@@ -5,74 +5,122 @@
 // # Pieces
 //
 // An [LKGStore] holds checkpoints (a payload with its SHA-256, source and
-// creation time) and a small record naming the current checkpoint, the
-// last-known-good one and when current was set (the trial start). [FSStore]
-// keeps them in a directory; [MemStore] in memory, for tests. Both pass the
-// conformance suite in package checkpointtest.
+// creation time) and a [State] record modelled on the kubelet's
+// NodeConfigStatus: the assigned checkpoint, the active one, the
+// last-known-good one, the starts of its trial left, the assigned
+// configuration's error and the payload hashes rejected before. [FSStore]
+// keeps them in a directory, through a small [FS] interface ([OSFS] by
+// default); [MemStore] in memory, for tests. Both pass the conformance
+// suite in package checkpointtest, which also provides StrictFS, an
+// in-memory FS that simulates power loss.
 //
-// A [Controller] is generic over the host's configuration type. [Controller.Bootstrap]
-// picks the configuration to run at start-up: the assigned checkpoint if
-// it loads, parses and validates, else the last-known-good one, else the
-// host's local configuration; it never fails because of the store, only
-// because the local configuration is invalid. [Controller.Assign] checkpoints
-// a new payload, makes it current and starts its trial. [Controller.Run]
+// A [Controller] is generic over the host's configuration type.
+// [Controller.Bootstrap] picks the configuration to run at start-up: the
+// assigned checkpoint if it loads, parses and validates and was not rolled
+// back before, else the last-known-good one, else the host's local
+// configuration; it never fails because of the store, only because the
+// local configuration is invalid. [Controller.Assign] checkpoints a new
+// payload, records it as assigned and starts its trial. [Controller.Run]
 // checks the trial every CheckInterval: the configuration becomes
-// last-known-good once the trial duration has passed and the optional health
-// probe has passed at every check; a probe failure rolls back at once and
-// records the rollback, so a restart does not retry the failed
-// configuration. The trial start lives in the store, so a restart during a
-// trial resumes it. The outcome is a ConfigOK corev1.NodeCondition whose
-// reason names the failed step and whose message names the checkpoint.
+// last-known-good once the health probe has passed at every check for
+// TrialDuration; a probe failure rolls back at once. [Controller.Confirm]
+// and [Controller.Rollback] end a trial by hand. The outcome is a ConfigOK
+// corev1.NodeCondition whose reason names the failed step and whose
+// message names the checkpoint.
+//
+// # Guarantees of the Controller
+//
+//   - A rollback survives restarts. Its reason is persisted with the
+//     rejected payload's hash; after a restart Bootstrap runs
+//     last-known-good (or local) and reports the same reason, and Assign
+//     refuses the same payload under any checkpoint ID ([ErrRejected]).
+//     Assigning the last-known-good payload again clears the error at once.
+//   - Downtime and clock jumps cannot graduate a configuration. The trial
+//     is timed on the monotonic clock of the process running it, from when
+//     that process started it; a restart starts it again. The wall-clock
+//     times in the record are for people only.
+//   - A crash loop ends. Each start of a trial (Assign, and each Bootstrap
+//     that resumes it) persists one fewer start left before the trial
+//     begins; a configuration that has not graduated within MaxTrialStarts
+//     starts is rolled back with [ReasonCrashLoop]. If the start cannot be
+//     recorded, the trial does not start.
+//   - Only a configuration that passed its trial in one process, or was
+//     confirmed, becomes last-known-good; the record naming it is written
+//     before the status says so.
 //
 // # Guarantees of FSStore
 //
 // Every file is written as a temporary file in the same directory, fsynced,
-// renamed over its final name, and then the directory is fsynced. After a
-// crash of the process (SIGKILL at any instant, tested hundreds of times)
-// the store opens and holds either the state before or the state after the
-// interrupted operation, never a mixture. After a power loss the same holds
-// if the file system and disk honour fsync and rename is atomic, as on ext4,
-// XFS and btrfs with their default options and a disk that does not lie
-// about flushing its cache. Temporary files of an interrupted write are
-// removed by Initialize.
+// renamed over its final name, and then the directory is fsynced; a new
+// directory is made durable by fsyncing its parent. After a crash of the
+// process (SIGKILL at any instant) or a power loss, the store opens and
+// holds either the state before or the state after the interrupted
+// operation, never a mixture, and an operation that returned nil is never
+// lost. Power loss is proven on checkpointtest.StrictFS by crashing at
+// every sync point of Save, SetState and pruning; on a real disk it holds
+// if the file system and disk honour fsync and rename is atomic, as on
+// ext4, XFS and btrfs with their default options and a disk that does not
+// lie about flushing its cache.
 //
-// Every checkpoint file and the metadata record carry checksums verified
-// on every read: truncation, bit flips, empty files (the failure behind
-// kubernetes#52222) and missing files are reported as errors wrapping
-// [ErrCorrupt] (or [ErrNotFound]), never as wrong data. Checkpoints are
-// immutable: saving an ID again with other content fails with [ErrConflict].
-// IDs are validated ([ValidateID]) so they cannot escape the directory.
-// Directories are created 0700 and files 0600.
+// The state record is kept twice, in two files written one after the
+// other, each with a generation number; the intact copy with the higher
+// generation wins and the other is rewritten. No single damaged copy (bit
+// flip, truncation, zero length, deletion, a directory in its place)
+// loses the last-known-good configuration. Every checkpoint file and both
+// copies carry checksums verified on every read: damage is reported as an
+// error wrapping [ErrCorrupt] (or [ErrNotFound]), never as wrong data
+// (kubernetes#52222 was an empty file taken for a valid one). Checkpoints
+// are immutable: saving an ID again with other content fails with
+// [ErrConflict]. IDs are validated ([ValidateID]) so they cannot escape the
+// directory. Directories are created 0700 and files 0600.
+//
+// Initialize takes an exclusive flock(2) on <Dir>/lock, held until Close:
+// a second FSStore on the directory, in this process or another (a
+// DaemonSet rolling update with surge), fails with [ErrLocked] and touches
+// nothing. Temporary files are removed only by the lock holder, at
+// Initialize, when their writer is provably gone.
+//
+// If a directory fsync fails after a rename, the store's memory follows the
+// disk (the renamed file is in place) and the operation returns the error;
+// the next write fsyncs the directory again before anything else, so
+// retrying the operation makes it durable.
 //
 // # What it does not guarantee
 //
-// The store does not protect against two processes using one directory at
-// once, against a file system that ignores fsync (some network and FUSE
-// file systems, ext4 with nobarrier or data=writeback on a disk with a
-// volatile cache), or against an administrator deleting the whole
-// directory: a missing directory at Initialize is a first start. Pruning
-// old generations does not fsync the directory, so a pruned file may
-// reappear after a power loss; that is harmless history. A configuration
-// that crashes the host before its trial ends is retried at every start,
-// since the store keeps no count of boot attempts.
+// The store does not protect against a file system that ignores fsync
+// (some network and FUSE file systems, ext4 with nobarrier or
+// data=writeback on a disk with a volatile cache), against damage to both
+// copies of the state record at once (the store then reports
+// [ErrCorrupt] and the Controller runs the local configuration until a
+// new assignment rewrites the record), or against an administrator
+// deleting the whole directory: a missing directory at Initialize is a
+// first start. Locking needs flock(2) (Unix); elsewhere Initialize fails.
+// A payload that fails only in ways the probe cannot see is not detected.
 //
-// # On-disk format, version 1
+// # On-disk format
 //
 //	<Dir>/                      0700
-//	  meta                      0600  the metadata record
-//	  meta.corrupt                    a damaged record, kept when replaced
+//	  lock                      0600  flock(2) target, empty
+//	  state-a, state-b          0600  the two copies of the state record
+//	  state-?.corrupt                 a damaged copy, kept when replaced
 //	  checkpoints/              0700
 //	    <gen>-<id>              0600  one checkpoint; gen is 16 hex digits
 //	  .tmp-*, checkpoints/.tmp-*      temporary files, removed at Initialize
 //
-// The metadata record is three lines: "reconkit-checkpoint-meta v1", a JSON
-// object {"current", "lastKnownGood", "currentSetAt" (Unix nanoseconds, 0
-// when unset)}, and "sha256:" with the hex SHA-256 of the JSON line. A
-// checkpoint file is the line "reconkit-checkpoint v1", a JSON header
-// {"id", "generation", "size", "hash", "uid", "resourceVersion", "origin",
-// "created"}, "sha256:" with the hex SHA-256 of the header line, then the
-// payload: exactly size bytes whose SHA-256 is hash. Generations increase
-// with every save; at most FSConfig.MaxGenerations checkpoints are kept, the
-// oldest are pruned first, and the current and last-known-good ones never.
-// A future version changes the first line.
+// A state copy is three lines: "reconkit-checkpoint-state v2", a JSON
+// object {"generation", "assigned", "assignedHash", "assignedAt" (Unix
+// nanoseconds), "active", "lastKnownGood", "lastKnownGoodHash",
+// "triesLeft", "error", "rejected"} where error and the elements of
+// rejected are {"hash", "id", "reason", "message", "at"}, and "sha256:"
+// with the hex SHA-256 of the JSON line. A checkpoint file is the line
+// "reconkit-checkpoint v1", a JSON header {"id", "generation", "size",
+// "hash", "uid", "resourceVersion", "origin", "created"}, "sha256:" with
+// the hex SHA-256 of the header line, then the payload: exactly size bytes
+// whose SHA-256 is hash. Generations increase with every save; at most
+// FSConfig.MaxGenerations checkpoints are kept, the oldest are pruned
+// first, and those the state record refers to never. A future version
+// changes the first line. A store written by version 1 (one "meta" record
+// naming current and last-known-good) is upgraded by Initialize: both are
+// kept, a checkpoint that was on trial gets one more start, and "meta"
+// stays unused.
 package checkpoint

@@ -24,8 +24,12 @@ func Example() {
 
 	type config struct{ Workers int }
 	statuses := make(chan checkpoint.Status[config], 10)
+	var store *checkpoint.FSStore
 	newController := func(probe func(context.Context, config) error) *checkpoint.Controller[config] {
-		store, _ := checkpoint.NewFS(checkpoint.FSConfig{Dir: filepath.Join(dir, "store")})
+		if store != nil {
+			store.Close() // the process exits, releasing the store's lock
+		}
+		store, _ = checkpoint.NewFS(checkpoint.FSConfig{Dir: filepath.Join(dir, "store")})
 		ctrl, err := checkpoint.New(checkpoint.Config[config]{
 			Store: store,
 			Parse: func(b []byte) (config, error) {
@@ -57,29 +61,35 @@ func Example() {
 	st, _ = ctrl.Assign(ctx, []byte("workers=8"), checkpoint.Source{UID: "cm-uid", ResourceVersion: "7"})
 	fmt.Println(st.Phase, st.ID, st.Config.Workers)
 
-	// The host restarts: the trial resumes from the start in the store.
+	// The host restarts: the trial starts again, with one start fewer left.
 	ctrl = newController(func(context.Context, config) error { return errors.New("queue backing up") })
 	st, _ = ctrl.Bootstrap(ctx)
-	fmt.Println(st.Phase, st.ID, st.Config.Workers)
+	fmt.Println(st.Phase, st.ID, st.Config.Workers, st.TriesLeft)
 
 	// Run's first trial check calls the probe, which fails; OnStatus
 	// hears of the rollback.
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error)
 	go func() { done <- ctrl.Run(runCtx) }()
-	for st = range statuses {
-		if st.Phase == checkpoint.PhaseRolledBack {
-			break
+	deadline := time.After(time.Minute) // a hung controller fails the example
+wait:
+	for st.Phase != checkpoint.PhaseRolledBack {
+		select {
+		case st = <-statuses:
+		case <-deadline:
+			fmt.Println("no rollback within a minute")
+			break wait
 		}
 	}
 	cancel()
 	<-done
 	fmt.Println(st.Phase, st.Config.Workers, st.Condition.Status, st.Condition.Reason)
 	fmt.Println(st.Condition.Message)
+	store.Close()
 	// Output:
 	// Local 1 LocalConfig
 	// Trial cm-uid_7 8
-	// Trial cm-uid_7 8
+	// Trial cm-uid_7 8 1
 	// RolledBack 1 False TrialProbeFailed
 	// health probe failed during the trial of checkpoint "cm-uid_7": queue backing up; using the local configuration
 }

@@ -9,40 +9,82 @@ import (
 	"time"
 )
 
-// On-disk format, version 1. See doc.go for the layout.
+// On-disk format. See doc.go for the layout. Checkpoint files are version
+// 1; the state record is version 2 (version 1 named only current and
+// last-known-good).
 const (
-	metaMagic       = "reconkit-checkpoint-meta v1\n"
+	metaMagic       = "reconkit-checkpoint-state v2\n"
 	checkpointMagic = "reconkit-checkpoint v1\n"
-	// maxMetaSize bounds what the metadata decoder accepts.
-	maxMetaSize = 4096
+	// legacyMetaMagic starts the version-1 record, read once to upgrade.
+	legacyMetaMagic = "reconkit-checkpoint-meta v1\n"
+	// maxMetaSize bounds what the state decoder accepts.
+	maxMetaSize = 64 << 10
 	// maxHeaderSize bounds a checkpoint's header line.
 	maxHeaderSize = 4096
 )
 
-// meta is the small record naming current, last-known-good and the trial
-// start.
-type meta struct {
-	Current       string
-	LastKnownGood string
-	CurrentSetAt  time.Time
+type failureJSON struct {
+	Hash    string `json:"hash"`
+	ID      string `json:"id,omitempty"`
+	Reason  string `json:"reason"`
+	Message string `json:"message,omitempty"`
+	// At is Unix nanoseconds; 0 means unknown.
+	At int64 `json:"at,omitempty"`
 }
 
 type metaJSON struct {
-	Current       string `json:"current"`
-	LastKnownGood string `json:"lastKnownGood"`
-	// CurrentSetAt is Unix nanoseconds; 0 means unset.
-	CurrentSetAt int64 `json:"currentSetAt"`
+	// Generation increases with every write of the record; of two intact
+	// copies the higher wins.
+	Generation        uint64        `json:"generation"`
+	Assigned          string        `json:"assigned"`
+	AssignedHash      string        `json:"assignedHash,omitempty"`
+	AssignedAt        int64         `json:"assignedAt,omitempty"`
+	Active            string        `json:"active"`
+	LastKnownGood     string        `json:"lastKnownGood"`
+	LastKnownGoodHash string        `json:"lastKnownGoodHash,omitempty"`
+	TriesLeft         int           `json:"triesLeft"`
+	Error             *failureJSON  `json:"error,omitempty"`
+	Rejected          []failureJSON `json:"rejected,omitempty"`
 }
 
-// encodeMeta returns the version-1 encoding of m: the magic line, one JSON
-// line, and a line "sha256:<hex>" holding the SHA-256 of the JSON line
-// (without its newline).
-func encodeMeta(m meta) []byte {
-	j := metaJSON{Current: m.Current, LastKnownGood: m.LastKnownGood}
-	if !m.CurrentSetAt.IsZero() {
-		j.CurrentSetAt = m.CurrentSetAt.UnixNano()
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
 	}
-	body, _ := json.Marshal(j) // cannot fail: strings and an integer
+	return t.UnixNano()
+}
+
+func fromUnixNano(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+func toFailureJSON(f Failure) failureJSON {
+	return failureJSON{Hash: f.Hash, ID: f.ID, Reason: f.Reason, Message: f.Message, At: unixNano(f.At)}
+}
+
+func fromFailureJSON(f failureJSON) Failure {
+	return Failure{Hash: f.Hash, ID: f.ID, Reason: f.Reason, Message: f.Message, At: fromUnixNano(f.At)}
+}
+
+// encodeMeta returns the encoding of st at generation gen: the magic line,
+// one JSON line, and a line "sha256:<hex>" holding the SHA-256 of the JSON
+// line (without its newline).
+func encodeMeta(st State, gen uint64) []byte {
+	j := metaJSON{
+		Generation: gen, Assigned: st.Assigned, AssignedHash: st.AssignedHash, AssignedAt: unixNano(st.AssignedAt),
+		Active: st.Active, LastKnownGood: st.LastKnownGood, LastKnownGoodHash: st.LastKnownGoodHash, TriesLeft: st.TriesLeft,
+	}
+	if st.Error != nil {
+		e := toFailureJSON(*st.Error)
+		j.Error = &e
+	}
+	for _, r := range st.Rejected {
+		j.Rejected = append(j.Rejected, toFailureJSON(r))
+	}
+	body, _ := json.Marshal(j) // cannot fail: strings and integers
 	return frame(metaMagic, body)
 }
 
@@ -88,33 +130,70 @@ func unframe(magic string, data []byte, maxBody int) (body, rest []byte, err err
 	return body, data[sumLine:], nil
 }
 
-// decodeMeta parses a metadata record. Every failure wraps [ErrCorrupt].
-func decodeMeta(data []byte) (meta, error) {
+// decodeMeta parses a state record and returns it with its generation.
+// Every failure wraps [ErrCorrupt].
+func decodeMeta(data []byte) (State, uint64, error) {
 	if len(data) > maxMetaSize {
-		return meta{}, fmt.Errorf("metadata: %d bytes, more than %d: %w", len(data), maxMetaSize, ErrCorrupt)
+		return State{}, 0, fmt.Errorf("state record: %d bytes, more than %d: %w", len(data), maxMetaSize, ErrCorrupt)
 	}
 	body, rest, err := unframe(metaMagic, data, maxMetaSize)
 	if err != nil {
-		return meta{}, fmt.Errorf("metadata: %v: %w", err, ErrCorrupt)
+		return State{}, 0, fmt.Errorf("state record: %v: %w", err, ErrCorrupt)
 	}
 	if len(rest) != 0 {
-		return meta{}, fmt.Errorf("metadata: %d trailing bytes: %w", len(rest), ErrCorrupt)
+		return State{}, 0, fmt.Errorf("state record: %d trailing bytes: %w", len(rest), ErrCorrupt)
 	}
 	var j metaJSON
-	if err := json.Unmarshal(body, &j); err != nil {
-		return meta{}, fmt.Errorf("metadata: %v: %w", err, ErrCorrupt)
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&j); err != nil {
+		return State{}, 0, fmt.Errorf("state record: %v: %w", err, ErrCorrupt)
 	}
-	for _, id := range []string{j.Current, j.LastKnownGood} {
-		if err := validateRef(id); err != nil {
-			return meta{}, fmt.Errorf("metadata: %w: %w", err, ErrCorrupt)
+	if j.AssignedAt < 0 {
+		return State{}, 0, fmt.Errorf("state record: negative assignment time %d: %w", j.AssignedAt, ErrCorrupt)
+	}
+	st := State{
+		Assigned: j.Assigned, AssignedHash: j.AssignedHash, AssignedAt: fromUnixNano(j.AssignedAt),
+		Active: j.Active, LastKnownGood: j.LastKnownGood, LastKnownGoodHash: j.LastKnownGoodHash, TriesLeft: j.TriesLeft,
+	}
+	if j.Error != nil {
+		e := fromFailureJSON(*j.Error)
+		st.Error = &e
+	}
+	for _, r := range j.Rejected {
+		st.Rejected = append(st.Rejected, fromFailureJSON(r))
+	}
+	if err := st.Validate(); err != nil {
+		return State{}, 0, fmt.Errorf("state record: %w: %w", err, ErrCorrupt)
+	}
+	return st, j.Generation, nil
+}
+
+// legacyMeta is what a version-1 record names.
+type legacyMeta struct {
+	Current       string `json:"current"`
+	LastKnownGood string `json:"lastKnownGood"`
+}
+
+// decodeLegacyMeta parses a version-1 record. Failures wrap [ErrCorrupt].
+func decodeLegacyMeta(data []byte) (legacyMeta, error) {
+	body, rest, err := unframe(legacyMetaMagic, data, maxMetaSize)
+	if err == nil && len(rest) != 0 {
+		err = fmt.Errorf("%d trailing bytes", len(rest))
+	}
+	var m legacyMeta
+	if err == nil {
+		err = json.Unmarshal(body, &m)
+	}
+	if err == nil {
+		for _, id := range []string{m.Current, m.LastKnownGood} {
+			if verr := validateRef(id); verr != nil {
+				err = verr
+			}
 		}
 	}
-	if j.CurrentSetAt < 0 {
-		return meta{}, fmt.Errorf("metadata: negative trial start %d: %w", j.CurrentSetAt, ErrCorrupt)
-	}
-	m := meta{Current: j.Current, LastKnownGood: j.LastKnownGood}
-	if j.CurrentSetAt != 0 {
-		m.CurrentSetAt = time.Unix(0, j.CurrentSetAt)
+	if err != nil {
+		return legacyMeta{}, fmt.Errorf("version-1 metadata: %v: %w", err, ErrCorrupt)
 	}
 	return m, nil
 }

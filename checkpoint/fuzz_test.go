@@ -3,43 +3,77 @@ package checkpoint
 import (
 	"bytes"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 )
 
-// FuzzDecodeMeta feeds arbitrary bytes to the metadata decoder: it must
-// never panic, must reject anything it cannot decode with ErrCorrupt, and
-// whatever it accepts must re-encode to the same bytes and hold only valid
-// IDs.
+// FuzzDecodeMeta feeds arbitrary bytes to the state-record decoder: it
+// must never panic, must reject anything it cannot decode with ErrCorrupt,
+// and whatever it accepts must be a valid State that re-encodes to a record
+// decoding to the same value.
 func FuzzDecodeMeta(f *testing.F) {
-	f.Add(encodeMeta(meta{}))
-	f.Add(encodeMeta(meta{Current: "uid-1_7", LastKnownGood: "uid-0_3", CurrentSetAt: time.Unix(1700000000, 42)}))
-	f.Add(encodeMeta(meta{Current: "a", LastKnownGood: "a"}))
-	f.Add([]byte(metaMagic + `{"current":"../etc"}` + "\nsha256:00\n"))
+	h1, h2 := HashPayload([]byte("one")), HashPayload([]byte("two"))
+	f.Add(encodeMeta(State{}, 1))
+	f.Add(encodeMeta(State{Assigned: "uid-1_7", AssignedHash: h1, AssignedAt: time.Unix(1700000000, 42), Active: "uid-1_7",
+		LastKnownGood: "uid-0_3", LastKnownGoodHash: h2, TriesLeft: 2}, 9))
+	bad := Failure{Hash: h1, ID: "uid-1_7", Reason: "TrialProbeFailed", Message: "probe failed", At: time.Unix(1700000001, 0)}
+	f.Add(encodeMeta(State{Assigned: "uid-1_7", AssignedHash: h1, Active: "", Error: &bad, Rejected: []Failure{bad}}, 12))
+	f.Add([]byte(metaMagic + `{"assigned":"../etc"}` + "\nsha256:00\n"))
 	f.Add([]byte(""))
 	f.Add([]byte(metaMagic))
-	f.Add(encodeMeta(meta{Current: "x"})[:40])
+	f.Add(encodeMeta(State{Assigned: "x", AssignedHash: h1}, 3)[:40])
 	f.Fuzz(func(t *testing.T, data []byte) {
-		m, err := decodeMeta(data)
+		st, gen, err := decodeMeta(data)
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("error does not wrap ErrCorrupt: %v", err)
 			}
 			return
 		}
-		for _, id := range []string{m.Current, m.LastKnownGood} {
-			if validateRef(id) != nil {
-				t.Fatalf("accepted invalid ID %q", id)
-			}
+		if err := st.Validate(); err != nil {
+			t.Fatalf("accepted an invalid state: %v", err)
 		}
-		again, err := decodeMeta(encodeMeta(m))
+		again, gen2, err := decodeMeta(encodeMeta(st, gen))
 		if err != nil {
 			t.Fatalf("re-encoded record does not decode: %v", err)
 		}
-		if again.Current != m.Current || again.LastKnownGood != m.LastKnownGood || !again.CurrentSetAt.Equal(m.CurrentSetAt) {
-			t.Fatalf("round trip changed %+v to %+v", m, again)
+		if gen2 != gen || !reflect.DeepEqual(normalize(again), normalize(st)) {
+			t.Fatalf("round trip changed %+v to %+v", st, again)
 		}
 	})
+}
+
+// FuzzDecodeLegacyMeta: the version-1 decoder, read once to upgrade a
+// store, never panics, fails with ErrCorrupt, and accepts only valid IDs.
+func FuzzDecodeLegacyMeta(f *testing.F) {
+	f.Add([]byte(legacyMetaMagic + `{"current":"a","lastKnownGood":"b","currentSetAt":5}` + "\nsha256:00\n"))
+	f.Add([]byte(legacyMetaMagic))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := decodeLegacyMeta(data)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error does not wrap ErrCorrupt: %v", err)
+			}
+			return
+		}
+		if validateRef(m.Current) != nil || validateRef(m.LastKnownGood) != nil {
+			t.Fatalf("accepted invalid IDs %+v", m)
+		}
+	})
+}
+
+// normalize makes times comparable with DeepEqual.
+func normalize(s State) State {
+	s = s.clone()
+	s.AssignedAt = time.Unix(0, unixNano(s.AssignedAt))
+	if s.Error != nil {
+		s.Error.At = time.Unix(0, unixNano(s.Error.At))
+	}
+	for i := range s.Rejected {
+		s.Rejected[i].At = time.Unix(0, unixNano(s.Rejected[i].At))
+	}
+	return s
 }
 
 // FuzzDecodeCheckpoint does the same for checkpoint files: no panic,

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 )
 
 // MemStore is an [LKGStore] in memory, for tests and for hosts that need no
@@ -15,9 +14,7 @@ import (
 type MemStore struct {
 	mu          sync.Mutex
 	checkpoints map[string]Checkpoint
-	current     string
-	lkg         string
-	currentAt   time.Time
+	state       State
 }
 
 var _ LKGStore = (*MemStore)(nil)
@@ -27,34 +24,14 @@ func (s *MemStore) Initialize(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// Current implements [LKGStore].
-func (s *MemStore) Current(ctx context.Context) (string, error) {
+// State implements [LKGStore].
+func (s *MemStore) State(ctx context.Context) (State, error) {
 	if err := ctx.Err(); err != nil {
-		return "", err
+		return State{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.current, nil
-}
-
-// LastKnownGood implements [LKGStore].
-func (s *MemStore) LastKnownGood(ctx context.Context) (string, error) {
-	if err := ctx.Err(); err != nil {
-		return "", err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.lkg, nil
-}
-
-// CurrentSetAt implements [LKGStore].
-func (s *MemStore) CurrentSetAt(ctx context.Context) (time.Time, error) {
-	if err := ctx.Err(); err != nil {
-		return time.Time{}, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.currentAt, nil
+	return s.state.clone(), nil
 }
 
 // Load implements [LKGStore].
@@ -102,54 +79,21 @@ func (s *MemStore) Save(ctx context.Context, cp Checkpoint) error {
 	return nil
 }
 
-// SetCurrent implements [LKGStore].
-func (s *MemStore) SetCurrent(ctx context.Context, id string, at time.Time) error {
-	if err := s.checkRef(ctx, id); err != nil {
-		return fmt.Errorf("checkpoint: set current: %w", err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.current, s.currentAt = id, at
-	return nil
-}
-
-// SetLastKnownGood implements [LKGStore].
-func (s *MemStore) SetLastKnownGood(ctx context.Context, id string) error {
-	if err := s.checkRef(ctx, id); err != nil {
-		return fmt.Errorf("checkpoint: set last-known-good: %w", err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.lkg = id
-	return nil
-}
-
-// Reset implements [LKGStore].
-func (s *MemStore) Reset(ctx context.Context) (bool, error) {
-	if err := ctx.Err(); err != nil {
-		return false, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	changed := s.current != ""
-	s.current, s.lkg, s.currentAt = "", "", time.Time{}
-	return changed, nil
-}
-
-func (s *MemStore) checkRef(ctx context.Context, id string) error {
-	if err := validateRef(id); err != nil {
-		return err
+// SetState implements [LKGStore].
+func (s *MemStore) SetState(ctx context.Context, st State) error {
+	if err := st.Validate(); err != nil {
+		return fmt.Errorf("checkpoint: set state: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if id == "" {
-		return nil
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.checkpoints[id]; !ok {
-		return fmt.Errorf("%q: %w", id, ErrNotFound)
+	for _, id := range st.refs() {
+		if _, ok := s.checkpoints[id]; id != "" && !ok {
+			return fmt.Errorf("checkpoint: set state: checkpoint %q: %w", id, ErrNotFound)
+		}
 	}
+	s.state = st.clone()
 	return nil
 }

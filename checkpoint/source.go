@@ -4,48 +4,72 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
+
+	"github.com/reconkit/reconkit/backoff"
 )
 
-// ConfigMapSource is a [ConfigSource] that reads one key of a ConfigMap
-// through client-go. The ConfigMap's UID and resourceVersion identify the
-// checkpoint, so every update of the ConfigMap is a new checkpoint (the
-// Controller skips one whose payload equals the running one).
-type ConfigMapSource struct {
-	// Client reads the ConfigMap. Required.
-	Client kubernetes.Interface
-	// Namespace and Name locate the ConfigMap. Required.
-	Namespace, Name string
-	// Key is the data key holding the payload; it is looked up in Data,
-	// then in BinaryData. Required.
-	Key string
+// ConfigSource delivers assigned configuration to a [Controller]. Run calls
+// Watch once, from a goroutine of its own; Watch calls assign with the
+// current payload and with every change, one call at a time, until ctx
+// ends, and then returns nil (or an error for a failure it cannot retry).
+// assign returns once the Controller has acted on the payload. A source
+// that finds nothing assigned delivers nothing; errors it can retry it logs
+// and retries. Package configmapsource watches a Kubernetes ConfigMap;
+// [PollSource] adapts a fetch function.
+type ConfigSource interface {
+	Watch(ctx context.Context, assign func(ctx context.Context, payload []byte, src Source)) error
 }
 
-var _ ConfigSource = (*ConfigMapSource)(nil)
+// DefaultPollInterval is PollSource's interval when Interval is 0.
+const DefaultPollInterval = 30 * time.Second
 
-// Fetch implements [ConfigSource]. A missing ConfigMap wraps [ErrNotFound];
-// a ConfigMap without Key is an error.
-func (s *ConfigMapSource) Fetch(ctx context.Context) ([]byte, Source, error) {
-	if s.Client == nil || s.Namespace == "" || s.Name == "" || s.Key == "" {
-		return nil, Source{}, errors.New("checkpoint: ConfigMapSource needs Client, Namespace, Name and Key")
+// PollSource is a [ConfigSource] that calls Fetch every Interval (plus up
+// to 10% jitter) and delivers what it returns. Fetch returns an error
+// wrapping [ErrNotFound] when nothing is assigned. Polling costs one
+// request per interval per node; prefer a watch where the origin has one.
+type PollSource struct {
+	// Fetch reads the assigned payload. Required.
+	Fetch func(ctx context.Context) ([]byte, Source, error)
+	// Interval is the polling period; 0 means DefaultPollInterval.
+	Interval time.Duration
+	// Clock is the time source; nil means the real clock.
+	Clock clock.Clock
+}
+
+var _ ConfigSource = (*PollSource)(nil)
+
+// Watch implements [ConfigSource]. Fetch errors are logged, rate-limited,
+// and polling goes on.
+func (p *PollSource) Watch(ctx context.Context, assign func(context.Context, []byte, Source)) error {
+	if p.Fetch == nil {
+		return errors.New("checkpoint: PollSource.Fetch is required")
 	}
-	origin := fmt.Sprintf("configmap %s/%s key %s", s.Namespace, s.Name, s.Key)
-	cm, err := s.Client.CoreV1().ConfigMaps(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, Source{}, fmt.Errorf("checkpoint: %s: %w: %w", origin, ErrNotFound, err)
+	interval := p.Interval
+	if interval == 0 {
+		interval = DefaultPollInterval
 	}
-	if err != nil {
-		return nil, Source{}, fmt.Errorf("checkpoint: get %s: %w", origin, err)
+	clk := p.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
 	}
-	src := Source{UID: string(cm.UID), ResourceVersion: cm.ResourceVersion, Origin: origin}
-	if v, ok := cm.Data[s.Key]; ok {
-		return []byte(v), src, nil
+	err := backoff.Every(ctx, interval, 0.1, func(ctx context.Context) error {
+		payload, src, err := p.Fetch(ctx)
+		if errors.Is(err, ErrNotFound) {
+			logr.FromContextOrDiscard(ctx).V(1).Info("nothing assigned", "detail", err.Error())
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("fetch configuration: %w", err)
+		}
+		assign(ctx, payload, src)
+		return nil
+	}, backoff.WithClock(clk), backoff.WithName("checkpoint poll source"))
+	if ctx.Err() != nil {
+		return nil
 	}
-	if v, ok := cm.BinaryData[s.Key]; ok {
-		return append([]byte(nil), v...), src, nil
-	}
-	return nil, Source{}, fmt.Errorf("checkpoint: %s: key missing (resourceVersion %s)", origin, cm.ResourceVersion)
+	return err
 }

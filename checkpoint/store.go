@@ -29,6 +29,11 @@ var (
 	// ErrNotInitialized marks a store used before Initialize, or whose
 	// directory has disappeared since.
 	ErrNotInitialized = errors.New("checkpoint: store not initialized")
+	// ErrInvalidState marks a State that SetState refuses.
+	ErrInvalidState = errors.New("checkpoint: invalid state record")
+	// ErrLocked marks a store directory another process (or another
+	// FSStore in this process) holds.
+	ErrLocked = errors.New("checkpoint: store is locked by another user")
 )
 
 // MaxIDLength is the longest checkpoint ID accepted, in bytes. It leaves
@@ -73,6 +78,8 @@ type Source struct {
 
 // ID returns the checkpoint ID for the source: the UID, followed by "_" and
 // the resource version when there is one. The error wraps [ErrInvalidID].
+// A source without a UID cannot name its checkpoints; [Controller.Assign]
+// then names them by payload hash ([HashID]).
 func (s Source) ID() (string, error) {
 	id := s.UID
 	if s.ResourceVersion != "" {
@@ -82,6 +89,12 @@ func (s Source) ID() (string, error) {
 		return "", fmt.Errorf("source %q: %w", s.Origin, err)
 	}
 	return id, nil
+}
+
+// HashID returns the checkpoint ID of a payload whose source gives no
+// stable identity: "sha256-" and the first 32 hex digits of its hash.
+func HashID(payload []byte) string {
+	return "sha256-" + strings.TrimPrefix(HashPayload(payload), "sha256:")[:32]
 }
 
 // Checkpoint is one stored configuration payload and its metadata.
@@ -105,10 +118,155 @@ func HashPayload(p []byte) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// LKGStore keeps checkpoints and remembers which one is current (assigned,
-// possibly still on trial), which one is last-known-good, and when current
-// was set. An empty ID in current or last-known-good means the host's local
-// configuration.
+// MaxRejected is how many rejected payload hashes a [State] keeps; the
+// oldest are forgotten first.
+const MaxRejected = 16
+
+// maxMessage bounds a Failure's message in the store.
+const maxMessage = 1024
+
+// Failure records why a configuration was refused or rolled back. It is
+// keyed by the payload's hash, so the same bytes under another checkpoint
+// ID (a metadata-only edit of a ConfigMap) are refused too.
+type Failure struct {
+	// Hash is the refused payload's [HashPayload].
+	Hash string
+	// ID is the checkpoint that carried the payload.
+	ID string
+	// Reason is a ConfigOK reason, such as [ReasonProbeFailed].
+	Reason string
+	// Message says what failed, for people.
+	Message string
+	// At is when it failed, by the wall clock (for people only).
+	At time.Time
+}
+
+// State is the persisted record of an [LKGStore], modelled on the kubelet's
+// NodeConfigStatus: what is assigned, what is active, what is
+// last-known-good, and why the assigned configuration is not active. An
+// empty ID means the host's local configuration.
+type State struct {
+	// Assigned is the checkpoint the source assigned, even if it was
+	// refused or rolled back.
+	Assigned string
+	// AssignedHash is the hash of Assigned's payload ("" for local).
+	AssignedHash string
+	// AssignedAt is when Assigned was assigned, by the wall clock. It is
+	// for people; trials are never timed from it.
+	AssignedAt time.Time
+	// Active is the checkpoint the host runs.
+	Active string
+	// LastKnownGood is the newest checkpoint that passed its trial.
+	LastKnownGood string
+	// LastKnownGoodHash is the hash of LastKnownGood's payload.
+	LastKnownGoodHash string
+	// TriesLeft is how many more starts of a trial Assigned gets before it
+	// is rolled back as a crash loop. A start consumes one try, and the
+	// decrement is persisted before the trial starts.
+	TriesLeft int
+	// Error, if set, says why Assigned is not active.
+	Error *Failure
+	// Rejected lists refused payloads, oldest first, at most MaxRejected.
+	Rejected []Failure
+}
+
+// RejectedHash returns the failure recorded for payload hash h, if any.
+func (s State) RejectedHash(h string) (Failure, bool) {
+	for i := len(s.Rejected) - 1; i >= 0; i-- {
+		if s.Rejected[i].Hash == h {
+			return s.Rejected[i], true
+		}
+	}
+	return Failure{}, false
+}
+
+// Reject returns a copy of s with f recorded as a rejection (replacing an
+// older one of the same hash, forgetting the oldest beyond MaxRejected) and
+// as the Error of the assignment.
+func (s State) Reject(f Failure) State {
+	if len(f.Message) > maxMessage {
+		f.Message = f.Message[:maxMessage]
+	}
+	rej := make([]Failure, 0, len(s.Rejected)+1)
+	for _, r := range s.Rejected {
+		if r.Hash != f.Hash {
+			rej = append(rej, r)
+		}
+	}
+	rej = append(rej, f)
+	if len(rej) > MaxRejected {
+		rej = rej[len(rej)-MaxRejected:]
+	}
+	s.Rejected = rej
+	s.Error = &f
+	return s
+}
+
+// clone returns a deep copy of s.
+func (s State) clone() State {
+	if s.Error != nil {
+		e := *s.Error
+		s.Error = &e
+	}
+	s.Rejected = append([]Failure(nil), s.Rejected...)
+	return s
+}
+
+// refs returns the checkpoint IDs s refers to, which must be stored.
+func (s State) refs() []string {
+	return []string{s.Assigned, s.Active, s.LastKnownGood}
+}
+
+// Validate reports whether s can be stored: valid IDs, well-formed hashes,
+// non-negative tries, at most MaxRejected rejections. The error wraps
+// [ErrInvalidState] (or [ErrInvalidID]).
+func (s State) Validate() error {
+	for _, id := range s.refs() {
+		if err := validateRef(id); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidState, err)
+		}
+	}
+	if s.Error != nil {
+		if err := validateRef(s.Error.ID); err != nil {
+			return fmt.Errorf("%w: error: %w", ErrInvalidState, err)
+		}
+	}
+	hashes := []string{s.AssignedHash, s.LastKnownGoodHash}
+	if s.Error != nil {
+		hashes = append(hashes, s.Error.Hash)
+	}
+	for _, r := range s.Rejected {
+		hashes = append(hashes, r.Hash)
+	}
+	for _, h := range hashes {
+		if h != "" && !validHash(h) {
+			return fmt.Errorf("%w: malformed hash %q", ErrInvalidState, h)
+		}
+	}
+	switch {
+	case (s.Assigned == "") != (s.AssignedHash == ""):
+		return fmt.Errorf("%w: assigned %q with hash %q", ErrInvalidState, s.Assigned, s.AssignedHash)
+	case (s.LastKnownGood == "") != (s.LastKnownGoodHash == ""):
+		return fmt.Errorf("%w: last-known-good %q with hash %q", ErrInvalidState, s.LastKnownGood, s.LastKnownGoodHash)
+	case s.TriesLeft < 0:
+		return fmt.Errorf("%w: %d tries left", ErrInvalidState, s.TriesLeft)
+	case len(s.Rejected) > MaxRejected:
+		return fmt.Errorf("%w: %d rejections, more than %d", ErrInvalidState, len(s.Rejected), MaxRejected)
+	}
+	return nil
+}
+
+func validHash(h string) bool {
+	hexPart, ok := strings.CutPrefix(h, "sha256:")
+	if !ok || len(hexPart) != 64 {
+		return false
+	}
+	_, err := hex.DecodeString(hexPart)
+	return err == nil && strings.ToLower(hexPart) == hexPart
+}
+
+// LKGStore keeps checkpoints and the [State] record naming which of them is
+// assigned, active and last-known-good.
 //
 // Implementations are safe for concurrent use, check ctx before doing I/O,
 // and validate every ID (errors wrap [ErrInvalidID]). Payloads are copied in
@@ -117,33 +275,21 @@ type LKGStore interface {
 	// Initialize prepares the store for use, creating what is missing and
 	// cleaning up after an interrupted write. It is idempotent.
 	Initialize(ctx context.Context) error
-	// Current returns the current checkpoint's ID, "" for local.
-	Current(ctx context.Context) (string, error)
-	// LastKnownGood returns the last-known-good checkpoint's ID, "" for
-	// local.
-	LastKnownGood(ctx context.Context) (string, error)
-	// CurrentSetAt returns the time recorded by the last SetCurrent: the
-	// start of the current checkpoint's trial. It is the zero time when
-	// SetCurrent was never called or after Reset.
-	CurrentSetAt(ctx context.Context) (time.Time, error)
+	// State returns the persisted record. A fresh store returns the zero
+	// State. A record that cannot be read wraps [ErrCorrupt].
+	State(ctx context.Context) (State, error)
+	// SetState replaces the record atomically and durably. It validates st
+	// ([ErrInvalidState]), and every checkpoint st refers to must have been
+	// saved ([ErrNotFound] otherwise).
+	SetState(ctx context.Context, st State) error
 	// Load returns the checkpoint with its hash verified. A missing
 	// checkpoint wraps [ErrNotFound]; a damaged one wraps [ErrCorrupt].
 	Load(ctx context.Context, id string) (*Checkpoint, error)
 	// Save stores cp durably. Saving an ID that exists with the same
 	// payload is a no-op; with a different payload it fails with
-	// [ErrConflict]. An implementation may drop old checkpoints that are
-	// neither current nor last-known-good to bound its history.
+	// [ErrConflict]. An implementation may drop old checkpoints that the
+	// record does not refer to, to bound its history.
 	Save(ctx context.Context, cp Checkpoint) error
-	// SetCurrent makes id current ("" for local) and records at as the
-	// start of its trial. A non-empty id must have been saved
-	// ([ErrNotFound] otherwise).
-	SetCurrent(ctx context.Context, id string, at time.Time) error
-	// SetLastKnownGood makes id last-known-good ("" for local). A
-	// non-empty id must have been saved ([ErrNotFound] otherwise).
-	SetLastKnownGood(ctx context.Context, id string) error
-	// Reset sets current and last-known-good to local and clears the trial
-	// start. It reports whether current changed. Checkpoints stay stored.
-	Reset(ctx context.Context) (bool, error)
 }
 
 // validateRef checks an ID used as a reference, where "" means local.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -15,41 +16,101 @@ import (
 	"github.com/reconkit/reconkit/checkpoint"
 )
 
+// TB is what the suite's checks need from a test: *testing.T implements
+// it, and so does the recorder Check uses.
+type TB interface {
+	require.TestingT
+	Helper()
+}
+
+type testCase struct {
+	name string
+	fn   func(t TB, s checkpoint.LKGStore)
+}
+
+var cases = []testCase{
+	{"Empty", testEmpty},
+	{"InitializeIdempotent", testInitializeIdempotent},
+	{"SaveLoad", testSaveLoad},
+	{"PayloadCopied", testPayloadCopied},
+	{"EmptyPayload", testEmptyPayload},
+	{"SaveSameIsNoop", testSaveSame},
+	{"SaveConflict", testSaveConflict},
+	{"SaveWrongHash", testSaveWrongHash},
+	{"LoadMissing", testLoadMissing},
+	{"InvalidIDs", testInvalidIDs},
+	{"SetState", testSetState},
+	{"StateCopied", testStateCopied},
+	{"SetStateMissing", testSetStateMissing},
+	{"SetStateInvalid", testSetStateInvalid},
+	{"CancelledContext", testCancelled},
+	{"Concurrent", testConcurrent},
+}
+
 // Run runs the conformance suite as subtests of t. newStore returns a new,
 // empty store for one subtest; Run calls Initialize on it. Stores must keep
 // at least 4 checkpoints of history.
 func Run(t *testing.T, newStore func(t *testing.T) checkpoint.LKGStore) {
 	t.Helper()
-	open := func(t *testing.T) checkpoint.LKGStore {
-		t.Helper()
-		s := newStore(t)
-		require.NoError(t, s.Initialize(context.Background()))
-		return s
-	}
-	for _, tc := range []struct {
-		name string
-		fn   func(t *testing.T, s checkpoint.LKGStore)
-	}{
-		{"Empty", testEmpty},
-		{"InitializeIdempotent", testInitializeIdempotent},
-		{"SaveLoad", testSaveLoad},
-		{"PayloadCopied", testPayloadCopied},
-		{"EmptyPayload", testEmptyPayload},
-		{"SaveSameIsNoop", testSaveSame},
-		{"SaveConflict", testSaveConflict},
-		{"SaveWrongHash", testSaveWrongHash},
-		{"LoadMissing", testLoadMissing},
-		{"InvalidIDs", testInvalidIDs},
-		{"SetCurrent", testSetCurrent},
-		{"SetLastKnownGood", testSetLastKnownGood},
-		{"SetMissing", testSetMissing},
-		{"Reset", testReset},
-		{"CancelledContext", testCancelled},
-		{"Concurrent", testConcurrent},
-	} {
-		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStore(t)
+			require.NoError(t, s.Initialize(context.Background()))
+			tc.fn(t, s)
+		})
 	}
 }
+
+// Check runs the conformance suite outside a test, as a program checking a
+// store would, and returns every failure joined, or nil. newStore returns a
+// new, empty store for one case; Check calls Initialize on it. Cases run one
+// after another.
+func Check(newStore func() (checkpoint.LKGStore, error)) error {
+	var errs []error
+	for _, tc := range cases {
+		r := &recorder{}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			defer func() {
+				if p := recover(); p != nil {
+					r.Errorf("panic: %v", p)
+				}
+			}()
+			s, err := newStore()
+			if err != nil {
+				r.Errorf("new store: %v", err)
+				return
+			}
+			if err := s.Initialize(context.Background()); err != nil {
+				r.Errorf("initialize: %v", err)
+				return
+			}
+			tc.fn(r, s)
+		}()
+		<-done
+		for _, msg := range r.msgs {
+			errs = append(errs, fmt.Errorf("checkpointtest: %s: %s", tc.name, msg))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// recorder collects failures; FailNow ends the goroutine running the case.
+type recorder struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (r *recorder) Helper() {}
+
+func (r *recorder) Errorf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.msgs = append(r.msgs, strings.TrimSpace(fmt.Sprintf(format, args...)))
+}
+
+func (r *recorder) FailNow() { runtime.Goexit() }
 
 func ckpt(id, payload string) checkpoint.Checkpoint {
 	return checkpoint.Checkpoint{
@@ -60,28 +121,30 @@ func ckpt(id, payload string) checkpoint.Checkpoint {
 	}
 }
 
-func requireState(t *testing.T, s checkpoint.LKGStore, current, lkg string) {
+func requireState(t TB, s checkpoint.LKGStore, assigned, lkg string) {
 	t.Helper()
-	ctx := context.Background()
-	got, err := s.Current(ctx)
+	st, err := s.State(context.Background())
 	require.NoError(t, err)
-	require.Equal(t, current, got, "current")
-	got, err = s.LastKnownGood(ctx)
-	require.NoError(t, err)
-	require.Equal(t, lkg, got, "last-known-good")
+	require.Equal(t, assigned, st.Assigned, "assigned")
+	require.Equal(t, lkg, st.LastKnownGood, "last-known-good")
 }
 
-func testEmpty(t *testing.T, s checkpoint.LKGStore) {
-	requireState(t, s, "", "")
-	at, err := s.CurrentSetAt(context.Background())
-	require.NoError(t, err)
-	require.True(t, at.IsZero(), "trial start of an empty store: %v", at)
+// assign returns st with id (payload p) assigned and active.
+func assign(st checkpoint.State, id, p string) checkpoint.State {
+	st.Assigned, st.AssignedHash, st.Active = id, checkpoint.HashPayload([]byte(p)), id
+	return st
 }
 
-func testInitializeIdempotent(t *testing.T, s checkpoint.LKGStore) {
+func testEmpty(t TB, s checkpoint.LKGStore) {
+	st, err := s.State(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, checkpoint.State{}, st, "state of an empty store")
+}
+
+func testInitializeIdempotent(t TB, s checkpoint.LKGStore) {
 	ctx := context.Background()
 	require.NoError(t, s.Save(ctx, ckpt("a", "A")))
-	require.NoError(t, s.SetCurrent(ctx, "a", time.Unix(5, 0)))
+	require.NoError(t, s.SetState(ctx, assign(checkpoint.State{}, "a", "A")))
 	require.NoError(t, s.Initialize(ctx))
 	requireState(t, s, "a", "")
 	cp, err := s.Load(ctx, "a")
@@ -89,7 +152,7 @@ func testInitializeIdempotent(t *testing.T, s checkpoint.LKGStore) {
 	require.Equal(t, "A", string(cp.Payload))
 }
 
-func testSaveLoad(t *testing.T, s checkpoint.LKGStore) {
+func testSaveLoad(t TB, s checkpoint.LKGStore) {
 	ctx := context.Background()
 	in := ckpt("uid-1_42", "kind: Config\nvalue: 1\n")
 	require.NoError(t, s.Save(ctx, in))
@@ -105,7 +168,7 @@ func testSaveLoad(t *testing.T, s checkpoint.LKGStore) {
 	requireState(t, s, "", "")
 }
 
-func testPayloadCopied(t *testing.T, s checkpoint.LKGStore) {
+func testPayloadCopied(t TB, s checkpoint.LKGStore) {
 	ctx := context.Background()
 	in := ckpt("a", "original")
 	require.NoError(t, s.Save(ctx, in))
@@ -119,7 +182,7 @@ func testPayloadCopied(t *testing.T, s checkpoint.LKGStore) {
 	require.Equal(t, "original", string(again.Payload), "store handed out its own slice")
 }
 
-func testEmptyPayload(t *testing.T, s checkpoint.LKGStore) {
+func testEmptyPayload(t TB, s checkpoint.LKGStore) {
 	ctx := context.Background()
 	require.NoError(t, s.Save(ctx, ckpt("empty", "")))
 	out, err := s.Load(ctx, "empty")
@@ -128,7 +191,7 @@ func testEmptyPayload(t *testing.T, s checkpoint.LKGStore) {
 	require.Equal(t, checkpoint.HashPayload(nil), out.Hash)
 }
 
-func testSaveSame(t *testing.T, s checkpoint.LKGStore) {
+func testSaveSame(t TB, s checkpoint.LKGStore) {
 	ctx := context.Background()
 	require.NoError(t, s.Save(ctx, ckpt("a", "A")))
 	require.NoError(t, s.Save(ctx, ckpt("a", "A")), "saving identical content again")
@@ -137,7 +200,7 @@ func testSaveSame(t *testing.T, s checkpoint.LKGStore) {
 	require.Equal(t, "A", string(out.Payload))
 }
 
-func testSaveConflict(t *testing.T, s checkpoint.LKGStore) {
+func testSaveConflict(t TB, s checkpoint.LKGStore) {
 	ctx := context.Background()
 	require.NoError(t, s.Save(ctx, ckpt("a", "A")))
 	err := s.Save(ctx, ckpt("a", "B"))
@@ -147,7 +210,7 @@ func testSaveConflict(t *testing.T, s checkpoint.LKGStore) {
 	require.Equal(t, "A", string(out.Payload), "conflicting save changed the checkpoint")
 }
 
-func testSaveWrongHash(t *testing.T, s checkpoint.LKGStore) {
+func testSaveWrongHash(t TB, s checkpoint.LKGStore) {
 	ctx := context.Background()
 	cp := ckpt("a", "A")
 	cp.Hash = checkpoint.HashPayload([]byte("B"))
@@ -158,7 +221,7 @@ func testSaveWrongHash(t *testing.T, s checkpoint.LKGStore) {
 	require.NoError(t, s.Save(ctx, cp))
 }
 
-func testLoadMissing(t *testing.T, s checkpoint.LKGStore) {
+func testLoadMissing(t TB, s checkpoint.LKGStore) {
 	_, err := s.Load(context.Background(), "nope")
 	require.ErrorIs(t, err, checkpoint.ErrNotFound)
 }
@@ -169,7 +232,7 @@ var BadIDs = []string{
 	strings.Repeat("x", checkpoint.MaxIDLength+1), "\xff\xfe",
 }
 
-func testInvalidIDs(t *testing.T, s checkpoint.LKGStore) {
+func testInvalidIDs(t TB, s checkpoint.LKGStore) {
 	ctx := context.Background()
 	for _, id := range BadIDs {
 		require.ErrorIs(t, checkpoint.ValidateID(id), checkpoint.ErrInvalidID, "ValidateID(%q)", id)
@@ -179,8 +242,8 @@ func testInvalidIDs(t *testing.T, s checkpoint.LKGStore) {
 		if id == "" {
 			continue // "" means local for the setters
 		}
-		require.ErrorIs(t, s.SetCurrent(ctx, id, time.Unix(1, 0)), checkpoint.ErrInvalidID, "SetCurrent(%q)", id)
-		require.ErrorIs(t, s.SetLastKnownGood(ctx, id), checkpoint.ErrInvalidID, "SetLastKnownGood(%q)", id)
+		require.ErrorIs(t, s.SetState(ctx, assign(checkpoint.State{}, id, "x")), checkpoint.ErrInvalidID, "SetState(assigned %q)", id)
+		require.ErrorIs(t, s.SetState(ctx, checkpoint.State{LastKnownGood: id, LastKnownGoodHash: checkpoint.HashPayload(nil)}), checkpoint.ErrInvalidID, "SetState(last-known-good %q)", id)
 	}
 	requireState(t, s, "", "")
 	// The longest allowed ID and unusual but harmless characters work.
@@ -192,88 +255,110 @@ func testInvalidIDs(t *testing.T, s checkpoint.LKGStore) {
 	}
 }
 
-func testSetCurrent(t *testing.T, s checkpoint.LKGStore) {
+func testSetState(t TB, s checkpoint.LKGStore) {
 	ctx := context.Background()
 	require.NoError(t, s.Save(ctx, ckpt("a", "A")))
 	require.NoError(t, s.Save(ctx, ckpt("b", "B")))
-	t1 := time.Unix(1000, 5)
-	require.NoError(t, s.SetCurrent(ctx, "a", t1))
-	requireState(t, s, "a", "")
-	at, err := s.CurrentSetAt(ctx)
+	bad := checkpoint.Failure{Hash: checkpoint.HashPayload([]byte("B")), ID: "b", Reason: "TrialProbeFailed", Message: "probe", At: time.Unix(3000, 7)}
+	want := checkpoint.State{
+		Assigned: "b", AssignedHash: checkpoint.HashPayload([]byte("B")), AssignedAt: time.Unix(1000, 5),
+		Active: "a", LastKnownGood: "a", LastKnownGoodHash: checkpoint.HashPayload([]byte("A")), TriesLeft: 2,
+		Error: &bad, Rejected: []checkpoint.Failure{bad},
+	}
+	require.NoError(t, s.SetState(ctx, want))
+	got, err := s.State(ctx)
 	require.NoError(t, err)
-	require.True(t, t1.Equal(at), "trial start %v, want %v", at, t1)
-
-	t2 := time.Unix(2000, 0)
-	require.NoError(t, s.SetCurrent(ctx, "b", t2))
-	requireState(t, s, "b", "")
-	at, err = s.CurrentSetAt(ctx)
+	requireStateEqual(t, want, got)
+	require.NoError(t, s.Initialize(ctx))
+	got, err = s.State(ctx)
 	require.NoError(t, err)
-	require.True(t, t2.Equal(at), "trial start %v, want %v", at, t2)
+	requireStateEqual(t, want, got)
 
-	require.NoError(t, s.SetCurrent(ctx, "", t1))
+	require.NoError(t, s.SetState(ctx, checkpoint.State{}))
 	requireState(t, s, "", "")
-}
-
-func testSetLastKnownGood(t *testing.T, s checkpoint.LKGStore) {
-	ctx := context.Background()
-	require.NoError(t, s.Save(ctx, ckpt("a", "A")))
-	t1 := time.Unix(1000, 0)
-	require.NoError(t, s.SetCurrent(ctx, "a", t1))
-	require.NoError(t, s.SetLastKnownGood(ctx, "a"))
-	requireState(t, s, "a", "a")
-	at, err := s.CurrentSetAt(ctx)
-	require.NoError(t, err)
-	require.True(t, t1.Equal(at), "SetLastKnownGood changed the trial start to %v", at)
-	require.NoError(t, s.SetLastKnownGood(ctx, ""))
-	requireState(t, s, "a", "")
-}
-
-func testSetMissing(t *testing.T, s checkpoint.LKGStore) {
-	ctx := context.Background()
-	require.ErrorIs(t, s.SetCurrent(ctx, "ghost", time.Unix(1, 0)), checkpoint.ErrNotFound)
-	require.ErrorIs(t, s.SetLastKnownGood(ctx, "ghost"), checkpoint.ErrNotFound)
-	requireState(t, s, "", "")
-}
-
-func testReset(t *testing.T, s checkpoint.LKGStore) {
-	ctx := context.Background()
-	changed, err := s.Reset(ctx)
-	require.NoError(t, err)
-	require.False(t, changed, "Reset of an empty store reported a change")
-
-	require.NoError(t, s.Save(ctx, ckpt("a", "A")))
-	require.NoError(t, s.SetCurrent(ctx, "a", time.Unix(9, 0)))
-	require.NoError(t, s.SetLastKnownGood(ctx, "a"))
-	changed, err = s.Reset(ctx)
-	require.NoError(t, err)
-	require.True(t, changed)
-	requireState(t, s, "", "")
-	at, err := s.CurrentSetAt(ctx)
-	require.NoError(t, err)
-	require.True(t, at.IsZero(), "trial start after Reset: %v", at)
 	_, err = s.Load(ctx, "a")
-	require.NoError(t, err, "Reset deleted a checkpoint")
+	require.NoError(t, err, "clearing the state deleted a checkpoint")
 }
 
-func testCancelled(t *testing.T, s checkpoint.LKGStore) {
+// requireStateEqual compares states, times by instant.
+func requireStateEqual(t TB, want, got checkpoint.State) {
+	t.Helper()
+	require.True(t, want.AssignedAt.Equal(got.AssignedAt), "assigned at %v, want %v", got.AssignedAt, want.AssignedAt)
+	got.AssignedAt, want.AssignedAt = time.Time{}, time.Time{}
+	norm := func(f *checkpoint.Failure) {
+		if f != nil {
+			f.At = time.Unix(0, f.At.UnixNano())
+		}
+	}
+	norm(want.Error)
+	norm(got.Error)
+	for i := range want.Rejected {
+		norm(&want.Rejected[i])
+	}
+	for i := range got.Rejected {
+		norm(&got.Rejected[i])
+	}
+	require.Equal(t, want, got)
+}
+
+func testStateCopied(t TB, s checkpoint.LKGStore) {
+	ctx := context.Background()
+	require.NoError(t, s.Save(ctx, ckpt("a", "A")))
+	f := checkpoint.Failure{Hash: checkpoint.HashPayload([]byte("A")), Reason: "R"}
+	in := assign(checkpoint.State{}, "a", "A").Reject(f)
+	require.NoError(t, s.SetState(ctx, in))
+	in.Rejected[0].Reason, in.Error.Reason = "changed", "changed"
+	out, err := s.State(ctx)
+	require.NoError(t, err)
+	require.Len(t, out.Rejected, 1)
+	require.NotNil(t, out.Error)
+	require.Equal(t, "R", out.Rejected[0].Reason, "store kept the caller's slice")
+	require.Equal(t, "R", out.Error.Reason, "store kept the caller's pointer")
+	out.Rejected[0].Reason = "changed"
+	again, err := s.State(ctx)
+	require.NoError(t, err)
+	require.Len(t, again.Rejected, 1)
+	require.Equal(t, "R", again.Rejected[0].Reason, "store handed out its own slice")
+}
+
+func testSetStateMissing(t TB, s checkpoint.LKGStore) {
+	ctx := context.Background()
+	require.ErrorIs(t, s.SetState(ctx, assign(checkpoint.State{}, "ghost", "G")), checkpoint.ErrNotFound)
+	require.ErrorIs(t, s.SetState(ctx, checkpoint.State{LastKnownGood: "ghost", LastKnownGoodHash: checkpoint.HashPayload(nil)}), checkpoint.ErrNotFound)
+	requireState(t, s, "", "")
+}
+
+func testSetStateInvalid(t TB, s checkpoint.LKGStore) {
+	ctx := context.Background()
+	require.NoError(t, s.Save(ctx, ckpt("a", "A")))
+	for _, st := range []checkpoint.State{
+		{Assigned: "a"}, // no hash
+		{Assigned: "a", AssignedHash: "md5:1234"},
+		{LastKnownGood: "a"},
+		{TriesLeft: -1},
+		{Rejected: make([]checkpoint.Failure, checkpoint.MaxRejected+1)},
+	} {
+		require.ErrorIs(t, s.SetState(ctx, st), checkpoint.ErrInvalidState, "%+v", st)
+	}
+	requireState(t, s, "", "")
+}
+
+func testCancelled(t TB, s checkpoint.LKGStore) {
 	require.NoError(t, s.Save(context.Background(), ckpt("a", "A")))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	require.ErrorIs(t, s.Save(ctx, ckpt("b", "B")), context.Canceled)
 	_, err := s.Load(ctx, "a")
 	require.ErrorIs(t, err, context.Canceled)
-	require.ErrorIs(t, s.SetCurrent(ctx, "a", time.Unix(1, 0)), context.Canceled)
-	require.ErrorIs(t, s.SetLastKnownGood(ctx, "a"), context.Canceled)
-	_, err = s.Current(ctx)
-	require.ErrorIs(t, err, context.Canceled)
-	_, err = s.Reset(ctx)
+	require.ErrorIs(t, s.SetState(ctx, assign(checkpoint.State{}, "a", "A")), context.Canceled)
+	_, err = s.State(ctx)
 	require.ErrorIs(t, err, context.Canceled)
 	requireState(t, s, "", "")
 	_, err = s.Load(context.Background(), "b")
 	require.ErrorIs(t, err, checkpoint.ErrNotFound, "cancelled Save stored a checkpoint")
 }
 
-func testConcurrent(t *testing.T, s checkpoint.LKGStore) {
+func testConcurrent(t TB, s checkpoint.LKGStore) {
 	ctx := context.Background()
 	const workers, each = 4, 3 // 12 checkpoints, more than the suite's minimum history
 	var wg sync.WaitGroup
@@ -287,7 +372,7 @@ func testConcurrent(t *testing.T, s checkpoint.LKGStore) {
 					errs <- err
 					continue
 				}
-				if err := s.SetCurrent(ctx, id, time.Unix(int64(i), 0)); err != nil && !errors.Is(err, checkpoint.ErrNotFound) {
+				if err := s.SetState(ctx, assign(checkpoint.State{}, id, string(payload))); err != nil && !errors.Is(err, checkpoint.ErrNotFound) {
 					// ErrNotFound: another worker's Save pruned it first.
 					errs <- err
 				}
@@ -300,7 +385,7 @@ func testConcurrent(t *testing.T, s checkpoint.LKGStore) {
 				case !bytes.Equal(cp.Payload, payload):
 					errs <- fmt.Errorf("load %s: got %q", id, cp.Payload)
 				}
-				if _, err := s.Current(ctx); err != nil {
+				if _, err := s.State(ctx); err != nil {
 					errs <- err
 				}
 			}
@@ -311,8 +396,9 @@ func testConcurrent(t *testing.T, s checkpoint.LKGStore) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
-	cur, err := s.Current(ctx)
+	st, err := s.State(ctx)
 	require.NoError(t, err)
+	cur := st.Assigned
 	require.NotEmpty(t, cur)
 	_, err = s.Load(ctx, cur)
 	require.NoError(t, err, "current checkpoint %q not loadable", cur)

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/reconkit/reconkit/checkpoint"
+	"github.com/reconkit/reconkit/checkpoint/configmapsource"
 	"github.com/reconkit/reconkit/internal/servers"
 	"github.com/reconkit/reconkit/lbrecon"
 	"github.com/reconkit/reconkit/nodestatus"
@@ -106,17 +107,20 @@ func (a *agent) start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	source, err := configmapsource.New(configmapsource.Config{Client: a.env.kube, Namespace: o.namespace, Name: configMapName, Key: configMapKey})
+	if err != nil {
+		return err
+	}
 	a.ctrl, err = checkpoint.New(checkpoint.Config[agentConfig]{
-		Store:          store,
-		Parse:          parseConfig,
-		Validate:       validateConfig,
-		Local:          localConfig(),
-		TrialDuration:  o.trial,
-		CheckInterval:  o.trial / 6,
-		Probe:          a.probe,
-		OnStatus:       a.onConfigStatus,
-		Source:         &checkpoint.ConfigMapSource{Client: a.env.kube, Namespace: o.namespace, Name: configMapName, Key: configMapKey},
-		SourceInterval: o.sourceInterval,
+		Store:         store,
+		Parse:         parseConfig,
+		Validate:      validateConfig,
+		Local:         localConfig(),
+		TrialDuration: o.trial,
+		CheckInterval: o.trial / 6,
+		Probe:         a.probe,
+		OnStatus:      a.onConfigStatus,
+		Source:        source,
 	})
 	if err != nil {
 		return err
@@ -130,6 +134,7 @@ func (a *agent) start(ctx context.Context) (err error) {
 	a.setState(func(s *agentState) { s.Running = true })
 	go func() {
 		defer close(a.done)
+		defer store.Close() // releases the store's directory lock for a restart
 		err := a.run(ctx)
 		a.setState(func(s *agentState) {
 			s.Running, s.Ready, s.Leading = false, false, false
