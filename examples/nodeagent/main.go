@@ -64,7 +64,6 @@ type options struct {
 	recordTTL         time.Duration
 	nodeLease         time.Duration
 	trial             time.Duration
-	sourceInterval    time.Duration
 	reconcileInterval time.Duration
 	settle            time.Duration
 	lbLatency         time.Duration
@@ -93,7 +92,6 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.recordTTL, "record-ttl", 3*time.Second, "lease TTL of each agent's release record (whole seconds)")
 	fs.DurationVar(&o.nodeLease, "node-lease", 4*time.Second, "Node heartbeat lease duration (whole seconds); renewed every quarter of it")
 	fs.DurationVar(&o.trial, "trial", 3*time.Second, "trial period of an assigned configuration")
-	fs.DurationVar(&o.sourceInterval, "config-poll", 500*time.Millisecond, "how often agents read the nodeagent-config ConfigMap")
 	fs.DurationVar(&o.reconcileInterval, "reconcile-interval", 2*time.Second, "period of the leader's load-balancer reconcile")
 	fs.DurationVar(&o.settle, "settle", 500*time.Millisecond, "wait of a new leader before its first reconcile")
 	fs.DurationVar(&o.lbLatency, "lb-latency", 20*time.Millisecond, "latency of every call to the in-memory load balancer")
