@@ -36,8 +36,8 @@ const (
 	// process may stall for seconds, since a stall longer than TTL less
 	// the margin ends the term.
 	DefaultSessionTTL = 10 * time.Second
-	// DefaultEtcdReleaseTimeout bounds the lease revoke sent on Close, when
-	// a Campaign's context ends during the term, and after a loss. It is
+	// DefaultEtcdReleaseTimeout bounds the lease revoke sent on Close and
+	// after a loss. It is
 	// short so that shutdown is not held up by an unreachable etcd; if it
 	// fails the lease simply expires after the TTL.
 	DefaultEtcdReleaseTimeout = 2 * time.Second
@@ -95,6 +95,8 @@ type EtcdElector struct {
 	closed      bool
 	campaigning bool
 	cur         *EtcdLeadership
+
+	leading leadingFlag
 }
 
 var _ Elector = (*EtcdElector)(nil)
@@ -166,6 +168,22 @@ func (e *EtcdElector) track(n int) bool {
 // Identity implements Elector.
 func (e *EtcdElector) Identity() string { return e.identity }
 
+// Leading reports, without a request, whether this candidate holds a term
+// that is valid now: its context is live and the clock is before its
+// ValidUntil.
+func (e *EtcdElector) Leading() bool {
+	e.mu.Lock()
+	cur := e.cur
+	e.mu.Unlock()
+	return cur != nil && !cur.ended() && e.clock.Now().Before(cur.ValidUntil())
+}
+
+// LeadingChanged returns a channel that is closed when this candidate next
+// starts or ends a term; read Leading after it is closed, and call
+// LeadingChanged again for the change after that. It costs no request and
+// no goroutine.
+func (e *EtcdElector) LeadingChanged() <-chan struct{} { return e.leading.changed() }
+
 // Close ends the current term, if any, with cause ErrClosed, releases it
 // (orphaning the session and revoking its lease within ReleaseTimeout),
 // aborts pending Campaigns and Observes, and waits for every goroutine the
@@ -177,8 +195,7 @@ func (e *EtcdElector) Close() error {
 	e.mu.Unlock()
 	var err error
 	if cur != nil {
-		cur.cancel(ErrClosed)
-		err = cur.releaseDetached(e.releaseTimeout)
+		err = cur.releaseDetached(ErrClosed, e.releaseTimeout)
 	}
 	e.cancel()
 	e.wg.Wait()
@@ -242,18 +259,18 @@ func (e *EtcdElector) CampaignEtcd(ctx context.Context) (*EtcdLeadership, error)
 	closed := e.closed
 	if !closed {
 		e.cur = l
+		e.leading.follow(l.ctx)
 	}
 	e.mu.Unlock()
 	if closed {
-		l.cancel(ErrClosed)
-		_ = l.releaseDetached(e.releaseTimeout)
+		_ = l.releaseDetached(ErrClosed, e.releaseTimeout)
 		return nil, ErrClosed
 	}
 	return l, nil
 }
 
 // campaignOnce runs one campaign on a fresh lease: cctx bounds the wait,
-// parent becomes the term's parent.
+// parent lends the term its values (the logger), not its cancellation.
 func (e *EtcdElector) campaignOnce(cctx, parent context.Context) (l *EtcdLeadership, err error) {
 	log := logr.FromContextOrDiscard(parent).WithValues("identity", e.identity)
 	grant, err := e.client.Grant(cctx, int64(e.ttl/time.Second))
@@ -703,16 +720,8 @@ func (l *EtcdLeadership) monitor() {
 	}
 	cause := context.Cause(l.ctx)
 	l.log.V(1).Info("Term ended", "token", l.rev, "cause", cause)
-	if l.pendingRelease() {
-		// The Campaign's context ended (or Close): release in the
-		// background, as Resign would.
-		if err := l.releaseDetached(e.releaseTimeout); err != nil {
-			l.log.Info("Releasing the term failed; it expires by its TTL", "error", err)
-		}
-		return
-	}
-	if errors.Is(cause, ErrResigned) {
-		return // Resign released
+	if errors.Is(cause, ErrResigned) || errors.Is(cause, ErrClosed) {
+		return // the Resign or Close that ended the term releases it
 	}
 	// Lost: stop the keepalives and revoke, so that a lease still alive on
 	// the server (the term ended locally first) does not hold the

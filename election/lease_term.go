@@ -60,16 +60,19 @@ func newLeaseTerm(e *LeaseElector, lease *coordinationv1.Lease, start time.Time)
 	}
 }
 
-// start begins the term under parent: it raises the leader flag and starts
-// the renewal loop and the watchdog.
-func (lt *leaseTerm) start(parent context.Context) error {
+// start begins the term: it raises the leader flag and starts the renewal
+// loop and the watchdog. wait is the Campaign's wait context: if it ended
+// while the lease was taken, the term is released at once and an error
+// returned, since no caller will ever hold it.
+func (lt *leaseTerm) start(wait context.Context) error {
 	rec := recordFromSpec(&lt.lease.Spec)
-	lt.term = newTerm(parent, lt.e.cfg.Identity, rec.token(), lt.release)
+	lt.term = newTerm(wait, lt.e.cfg.Identity, rec.token(), lt.release)
 	lt.leading.Store(true)
 	lt.e.mu.Lock()
 	lt.e.cur = lt
+	lt.e.leading.follow(lt.ctx)
 	lt.e.mu.Unlock()
-	log := logr.FromContextOrDiscard(parent).WithValues("lease", lt.e.cfg.Namespace+"/"+lt.e.cfg.Name, "identity", lt.e.cfg.Identity, "token", lt.token)
+	log := logr.FromContextOrDiscard(wait).WithValues("lease", lt.e.cfg.Namespace+"/"+lt.e.cfg.Name, "identity", lt.e.cfg.Identity, "token", lt.token)
 	go func() {
 		defer close(lt.exited)
 		var wg sync.WaitGroup
@@ -78,14 +81,6 @@ func (lt *leaseTerm) start(parent context.Context) error {
 		go func() { defer wg.Done(); lt.watchdog() }()
 		wg.Wait()
 		close(lt.loopDone)
-		// The parent context ended: release in the background, as
-		// client-go's ReleaseOnCancel does. A Resign releases itself, and
-		// a lost term has nothing to release.
-		if !errors.Is(context.Cause(lt.ctx), ErrResigned) && lt.pendingRelease() {
-			if err := lt.releaseDetached(lt.e.cfg.RenewDeadline); err != nil {
-				log.Error(err, "releasing the lease after the campaign context ended")
-			}
-		}
 	}()
 	if !lt.e.clock.Now().Before(lt.ValidUntil()) {
 		// The acquisition took longer than RenewDeadline: never hand out a
@@ -94,9 +89,13 @@ func (lt *leaseTerm) start(parent context.Context) error {
 		<-lt.exited
 		return fmt.Errorf("election: campaign: %w: acquisition outlasted RenewDeadline", ErrLeadershipLost)
 	}
-	if parent.Err() != nil {
+	if wait.Err() != nil {
+		lt.leading.Store(false)
+		if err := lt.releaseDetached(context.Cause(wait), lt.e.cfg.RenewDeadline); err != nil {
+			log.Error(err, "releasing a lease taken as the campaign was cancelled")
+		}
 		<-lt.exited
-		return fmt.Errorf("election: campaign: %w", parent.Err())
+		return fmt.Errorf("election: campaign: %w", wait.Err())
 	}
 	return nil
 }
