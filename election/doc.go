@@ -129,13 +129,15 @@
 // ReleaseOnCancel does, so that any follower takes over at once. A lost
 // term is not released.
 //
-// [GuardedConfig] wraps a rest.Config in a write gate: every mutating
-// request fails with [ErrNotLeader] unless the elector holds a term that is
-// valid at that moment (flag up, clock before ValidUntil); reads and
-// watches pass. The gate decides when a request is sent; a request already
-// on the wire can still land up to one network delay after the term ended,
-// which is what the skew margin is for. For writes that must never land
-// late, store the token in the object and update it with a resourceVersion
+// [GuardedConfig] wraps a rest.Config in a write gate bound to one term:
+// every mutating request fails with [ErrNotLeader] unless that term is
+// valid at that moment (context live, clock before ValidUntil); reads and
+// watches pass. A client built for term N stays closed in term N+1, so a
+// goroutine left over from an earlier term cannot write in a later one.
+// The gate decides when a request is sent; a request already on the wire
+// can still land up to one network delay after the term ended, which is
+// what the skew margin is for. For writes that must never land late,
+// store the token in the object and update it with a resourceVersion
 // precondition. The elector's own client must not be gated.
 //
 // [LeaseElector.Leader] reads the Lease once and judges it by what this
