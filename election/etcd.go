@@ -689,21 +689,51 @@ func (l *EtcdLeadership) monitor() {
 	wch := e.client.Watch(wctx, l.key, clientv3.WithRev(l.seen+1), clientv3.WithFilterPut())
 	expiry := e.clock.NewTimer(l.ValidUntil().Sub(e.clock.Now()))
 	defer func() { expiry.Stop() }()
+	// The watch ends on every etcd leader change (WithRequireLeader), on
+	// a network error, or when the server cancels it: it is re-established,
+	// after checking the key, every rewatchInterval until it is back.
+	var rewatch clock.Timer
+	var rewatchC <-chan time.Time
+	defer func() {
+		if rewatch != nil {
+			rewatch.Stop()
+		}
+	}()
+	watchLost := func(reason string, err error) {
+		l.log.V(1).Info("Watching the term's key ended; re-establishing it", "reason", reason, "error", err)
+		cancel()
+		wch = nil
+		rewatch = e.clock.NewTimer(0)
+		rewatchC = rewatch.C()
+	}
 	for !l.ended() {
 		select {
 		case <-l.done():
 		case <-l.sess.Done():
 			l.lose(errors.New("the etcd session ended"))
+		case <-rewatchC:
+			rewatchC = nil
+			ch, wc, err := l.rewatch()
+			switch {
+			case errors.Is(err, errTermKeyDeleted):
+				l.lose(errTermKeyDeleted)
+			case err != nil:
+				l.log.V(1).Info("Re-establishing the watch on the term's key failed; retrying", "error", err)
+				rewatch = e.clock.NewTimer(rewatchInterval)
+				rewatchC = rewatch.C()
+			default:
+				wch, cancel = ch, wc
+			}
 		case wr, ok := <-wch:
 			switch {
 			case !ok:
-				wch = nil // renewals still check the key
-			case wr.Err() != nil:
-				l.log.V(1).Info("Watching the term's key failed; relying on renewals", "error", wr.Err())
+				watchLost("closed", nil)
+			case wr.Err() != nil || wr.Canceled:
+				watchLost("error", wr.Err())
 			default:
 				for _, ev := range wr.Events {
 					if ev.Type == mvccpb.DELETE {
-						l.lose(errors.New("the term's key was deleted"))
+						l.lose(errTermKeyDeleted)
 					}
 				}
 			}
@@ -718,6 +748,7 @@ func (l *EtcdLeadership) monitor() {
 			}
 		}
 	}
+	cancel()
 	cause := context.Cause(l.ctx)
 	l.log.V(1).Info("Term ended", "token", l.rev, "cause", cause)
 	if errors.Is(cause, ErrResigned) || errors.Is(cause, ErrClosed) {
@@ -728,6 +759,30 @@ func (l *EtcdLeadership) monitor() {
 	// election until its TTL.
 	l.sess.Orphan()
 	e.revoke(l.log, l.lease)
+}
+
+// rewatchInterval paces attempts to re-establish a term's watch.
+const rewatchInterval = 500 * time.Millisecond
+
+// errTermKeyDeleted is the reason of a term lost because its key went.
+var errTermKeyDeleted = errors.New("the term's key was deleted")
+
+// rewatch checks that the term's key still exists with the term's create
+// revision and watches it from the revision after that check. It returns
+// errTermKeyDeleted if the key is gone.
+func (l *EtcdLeadership) rewatch() (clientv3.WatchChan, context.CancelFunc, error) {
+	e := l.e
+	ctx, cancel := context.WithDeadline(l.ctx, time.Now().Add(max(l.ValidUntil().Sub(e.clock.Now()), 0)))
+	resp, err := e.client.Get(clientv3.WithRequireLeader(ctx), l.key, clientv3.WithKeysOnly())
+	cancel()
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != l.rev {
+		return nil, nil, errTermKeyDeleted
+	}
+	wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(l.ctx))
+	return e.client.Watch(wctx, l.key, clientv3.WithRev(resp.Header.Revision+1), clientv3.WithFilterPut()), wcancel, nil
 }
 
 // guardedTxn is a clientv3.Txn whose If always includes the guard.
