@@ -154,6 +154,16 @@ type Config struct {
 	// SettleTime is how long a leader waits before its first reconcile
 	// when a status shows an earlier reconciler, so requests of a deposed
 	// leader still in flight land first (default 5s; negative: no wait).
+	//
+	// It is not what protects a node that is cut off: with gate-owned
+	// records such a node stops serving at its record's local deadline,
+	// before the server expires the record, so before a leader can see it
+	// gone at all (measured on real etcd with default settings: the old
+	// node stopped about 1s before the expiry, and the new leader
+	// reconciled SettleTime after that). What SettleTime covers is the
+	// rest of the worst case: writes the deposed leader sent before its
+	// term ended locally and that reach a target not fenced by the token.
+	// Keep it above the network delay to such targets.
 	SettleTime time.Duration
 	// ReconcileInterval is the period of the reconcile after the initial
 	// one (default 30s).

@@ -11,7 +11,8 @@ import (
 
 // WaitReady blocks until the stored status lets the local node serve:
 // the local release is at least the status' minimum compatible release and
-// the status' version is at least MinimumReconcilerRelease (see Ready). A
+// the status' version is at least MinimumReconcilerRelease (see the
+// function Ready). A
 // WORKING status does not block. An absent or corrupt status does: the
 // first leader writes a status only after its initial reconcile. It logs
 // why it waits, once each time the reason changes.
