@@ -406,6 +406,10 @@ func (e *LeaseElector) tryAcquire(ctx context.Context, o observation) (*leaseTer
 		}, metav1.CreateOptions{})
 	} else {
 		rec.Transitions = max(o.rec.Transitions, 0) + 1
+		// Fields of Coordinated Leader Election (KEP-4355), written by the
+		// apiserver's election controller, are kept as client-go keeps
+		// them.
+		rec.Strategy, rec.PreferredHolder = o.rec.Strategy, o.rec.PreferredHolder
 		l := o.lease.DeepCopy()
 		l.Spec = rec.spec()
 		got, err = e.leases.Update(rctx, l, metav1.UpdateOptions{})

@@ -175,6 +175,7 @@ func (lt *leaseTerm) renew(ctx context.Context) error {
 		switch {
 		case err == nil:
 			lt.extend(got, start)
+			lt.yieldIfPreempted(got)
 			return nil
 		case apierrors.IsConflict(err):
 			if err := lt.reread(ctx); err != nil {
@@ -210,7 +211,27 @@ func (lt *leaseTerm) reread(ctx context.Context) error {
 	lt.mu.Lock()
 	lt.lease = cur
 	lt.mu.Unlock()
+	lt.yieldIfPreempted(cur)
 	return nil
+}
+
+// errPreempted is the reason of a term that ended because the Lease names
+// another preferred holder.
+var errPreempted = errors.New("the Lease names another preferred holder (Coordinated Leader Election)")
+
+// yieldIfPreempted ends the term when l names a preferred holder other than
+// this candidate, as client-go's leader does when the apiserver's election
+// controller marks the end of its term. Unlike a loss, the release stays
+// pending: the holder's Resign, sent after its own work returned, clears
+// holderIdentity so the preferred candidate takes over at once; without
+// it the lease simply expires, since renewals stop.
+func (lt *leaseTerm) yieldIfPreempted(l *coordinationv1.Lease) {
+	rec := recordFromSpec(&l.Spec)
+	if rec.PreferredHolder == "" || rec.PreferredHolder == lt.identity {
+		return
+	}
+	lt.leading.Store(false)
+	lt.term.cancel(fmt.Errorf("%w: %w: %q", ErrLeadershipLost, errPreempted, rec.PreferredHolder))
 }
 
 // owns reports whether l still records this term: our identity as holder
