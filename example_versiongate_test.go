@@ -9,24 +9,6 @@ import (
 	"github.com/reconkit/reconkit/versiongate"
 )
 
-// etcdCandidate lets a version gate campaign on an etcd election. The gate
-// needs the term's etcd guard for its status writes, which CampaignEtcd
-// returns without a type assertion.
-type etcdCandidate struct{ e *election.EtcdElector }
-
-func (c etcdCandidate) Campaign(ctx context.Context) (versiongate.Term, error) {
-	l, err := c.e.CampaignEtcd(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return etcdTerm{l}, nil
-}
-
-// etcdTerm is an election term seen as a versiongate.Term.
-type etcdTerm struct{ *election.EtcdLeadership }
-
-func (t etcdTerm) Token() uint64 { return uint64(t.EtcdLeadership.Token()) }
-
 // A version gate campaigns on an etcd election only while its node has the
 // newest release, and a node serves only once WaitReady says the reconciled
 // state is one its release can handle. (It needs a running etcd, so it is
@@ -55,7 +37,9 @@ func Example_versionGate() {
 		MinimumCompatibleRelease: minCompatible,
 		StatusKey:                "/agents/reconciler-status",
 		NodesPrefix:              "/agents/nodes/",
-		Candidate:                etcdCandidate{elector},
+		// An etcd election term is a versiongate.Term as it is. The
+		// gate resigns it only after its reconcile returned.
+		Candidate: versiongate.CandidateOf(elector.CampaignEtcd),
 		Reconcile: func(ctx context.Context, token uint64) error {
 			return nil // converge shared state, carrying token on every write
 		},

@@ -43,7 +43,20 @@
 // [Run] releases leadership only after the lead function returned: the
 // lead context ends, Run waits for lead (however long, logging when it is
 // late), the term context ends, and only then is the release sent. Cancel
-// Run's context to step down cleanly.
+// Run's context to step down cleanly. The same order holds for any host
+// that campaigns itself: the Campaign context bounds only the wait, so a
+// term is never released behind its holder's back.
+//
+// # Cheap leader state and one lifecycle
+//
+// Both electors answer Leading without a request (term live and before its
+// ValidUntil) and LeadingChanged returns a channel closed at the next
+// change, so a host neither polls nor asks the server. Both are built
+// with New…(cfg), campaign with Campaign or Run, and are shut down with
+// Close, which releases a term still held. [Token] is a plain uint64 and
+// [ErrLeadershipLost] is the one leadership-lost sentinel of reconkit
+// (versiongate.ErrLeadershipLost is the same value), so a term of this
+// package is a versiongate.Term as it is.
 //
 // # etcd backend
 //
@@ -64,8 +77,12 @@
 // ends when the key is deleted, the session ends, or no renewal succeeded
 // for the TTL less the margin; a crashed leader is replaced after at most
 // the TTL plus the up to 500ms etcd takes to notice an expired lease and a
-// round trip. Resign, Close and the end of the Campaign context orphan the
-// session and revoke the lease, so that a successor leads at once.
+// round trip. Resign and Close orphan the session and revoke the lease, so
+// that a successor leads at once; Resign returns only once the revoke was
+// answered, returns its error, and can be called again after a failure.
+// The Campaign context bounds the wait only, as in etcd's
+// concurrency.Election: a term outlives it, so that the holder releases
+// strictly after its own leader work returned.
 //
 // # Kubernetes Lease backend
 //
@@ -107,19 +124,20 @@
 // identity share a token. Tokens never decrease in a mixed fleet, unless
 // somebody deletes the Lease, which starts the count again.
 //
-// Resign, and the end of the Campaign context, drop the in-memory leader
-// flag first (as Pinniped's releaseLock does), stop the renewals, and only
+// Resign and Close drop the in-memory leader flag first (as Pinniped's releaseLock does), stop the renewals, and only
 // then clear holderIdentity with leaseDurationSeconds 1, as client-go's
 // ReleaseOnCancel does, so that any follower takes over at once. A lost
 // term is not released.
 //
-// [GuardedConfig] wraps a rest.Config in a write gate: every mutating
-// request fails with [ErrNotLeader] unless the elector holds a term that is
-// valid at that moment (flag up, clock before ValidUntil); reads and
-// watches pass. The gate decides when a request is sent; a request already
-// on the wire can still land up to one network delay after the term ended,
-// which is what the skew margin is for. For writes that must never land
-// late, store the token in the object and update it with a resourceVersion
+// [GuardedConfig] wraps a rest.Config in a write gate bound to one term:
+// every mutating request fails with [ErrNotLeader] unless that term is
+// valid at that moment (context live, clock before ValidUntil); reads and
+// watches pass. A client built for term N stays closed in term N+1, so a
+// goroutine left over from an earlier term cannot write in a later one.
+// The gate decides when a request is sent; a request already on the wire
+// can still land up to one network delay after the term ended, which is
+// what the skew margin is for. For writes that must never land late,
+// store the token in the object and update it with a resourceVersion
 // precondition. The elector's own client must not be gated.
 //
 // [LeaseElector.Leader] reads the Lease once and judges it by what this

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/reconkit/reconkit/internal/leadership"
 )
 
 // Errors callers branch on.
@@ -15,8 +17,9 @@ var (
 	ErrNotLeader = errors.New("election: not leader")
 	// ErrLeadershipLost is the cause of a term context that ended because
 	// leadership was lost (session or lease expired, another candidate took
-	// over, the backend became unreachable for too long).
-	ErrLeadershipLost = errors.New("election: leadership lost")
+	// over, the backend became unreachable for too long). It is the same
+	// value as versiongate.ErrLeadershipLost, so errors.Is matches either.
+	ErrLeadershipLost = leadership.ErrLost
 	// ErrResigned is the cause of a term context that ended through Resign.
 	ErrResigned = errors.New("election: resigned")
 	// ErrClosed is returned by an Elector used after it was closed.
@@ -26,7 +29,11 @@ var (
 // Token is a fencing token: it strictly increases with every new term on one
 // election, so a resource that remembers the highest token it has seen can
 // refuse writes from a deposed leader. Zero is never a valid token.
-type Token uint64
+//
+// Token is an alias of uint64, the one token type of every reconkit
+// package: a term of this package is a versiongate.Term as it is, and
+// hosts pass tokens on without converting them.
+type Token = uint64
 
 // LeaderInfo describes who leads an election. The zero value means nobody
 // leads.
@@ -53,12 +60,11 @@ type Elector interface {
 	// It returns ctx.Err() (wrapped) when ctx ends first, and never returns
 	// a term that has already been lost.
 	//
-	// ctx is also the term's parent: when it ends during the term, the term
-	// context ends with ctx's cause and the backend releases leadership in
-	// the background (best effort, bounded by a short timeout), as Resign
-	// would. Callers that must order the release after their own cleanup,
-	// as Run does, campaign with a context that outlives that cleanup and
-	// call Resign themselves.
+	// ctx bounds the wait only, as in etcd's concurrency.Election: once
+	// Campaign returned a term, ending ctx does not end it. The term ends
+	// when it is lost, when the holder calls Resign, or when the elector
+	// is closed, so a holder releases leadership strictly after its own
+	// leader work returned, never while it still runs.
 	Campaign(ctx context.Context) (Leadership, error)
 
 	// Leader returns the current leader, or ErrNoLeader.
@@ -75,8 +81,8 @@ type Elector interface {
 // Leadership is one term of leadership.
 type Leadership interface {
 	// Context ends the moment the term ends: lost, resigned, or the
-	// Campaign's parent context ended. context.Cause tells which
-	// (ErrLeadershipLost, ErrResigned, or the parent's error).
+	// elector closed. context.Cause tells which (ErrLeadershipLost,
+	// ErrResigned or ErrClosed).
 	Context() context.Context
 
 	// Token returns the term's fencing token.
@@ -86,8 +92,12 @@ type Leadership interface {
 	Identity() string
 
 	// Resign ends the term and releases leadership so that a successor can
-	// take over at once. The term context ends before the release is sent.
-	// Resign after the term ended is a no-op that returns nil.
+	// take over at once. The term context ends before the release is sent,
+	// and Resign returns only after the release completed or failed: a nil
+	// error means the server has let leadership go. A failed Resign can be
+	// called again to retry the release; concurrent calls wait for the one
+	// in flight. Resign after a lost term, or after a completed release,
+	// returns nil.
 	Resign(ctx context.Context) error
 }
 

@@ -36,8 +36,8 @@ const (
 	// process may stall for seconds, since a stall longer than TTL less
 	// the margin ends the term.
 	DefaultSessionTTL = 10 * time.Second
-	// DefaultEtcdReleaseTimeout bounds the lease revoke sent on Close, when
-	// a Campaign's context ends during the term, and after a loss. It is
+	// DefaultEtcdReleaseTimeout bounds the lease revoke sent on Close and
+	// after a loss. It is
 	// short so that shutdown is not held up by an unreachable etcd; if it
 	// fails the lease simply expires after the TTL.
 	DefaultEtcdReleaseTimeout = 2 * time.Second
@@ -95,6 +95,8 @@ type EtcdElector struct {
 	closed      bool
 	campaigning bool
 	cur         *EtcdLeadership
+
+	leading leadingFlag
 }
 
 var _ Elector = (*EtcdElector)(nil)
@@ -166,6 +168,22 @@ func (e *EtcdElector) track(n int) bool {
 // Identity implements Elector.
 func (e *EtcdElector) Identity() string { return e.identity }
 
+// Leading reports, without a request, whether this candidate holds a term
+// that is valid now: its context is live and the clock is before its
+// ValidUntil.
+func (e *EtcdElector) Leading() bool {
+	e.mu.Lock()
+	cur := e.cur
+	e.mu.Unlock()
+	return cur != nil && !cur.ended() && e.clock.Now().Before(cur.ValidUntil())
+}
+
+// LeadingChanged returns a channel that is closed when this candidate next
+// starts or ends a term; read Leading after it is closed, and call
+// LeadingChanged again for the change after that. It costs no request and
+// no goroutine.
+func (e *EtcdElector) LeadingChanged() <-chan struct{} { return e.leading.changed() }
+
 // Close ends the current term, if any, with cause ErrClosed, releases it
 // (orphaning the session and revoking its lease within ReleaseTimeout),
 // aborts pending Campaigns and Observes, and waits for every goroutine the
@@ -177,8 +195,7 @@ func (e *EtcdElector) Close() error {
 	e.mu.Unlock()
 	var err error
 	if cur != nil {
-		cur.cancel(ErrClosed)
-		err = cur.releaseDetached(e.releaseTimeout)
+		err = cur.releaseDetached(ErrClosed, e.releaseTimeout)
 	}
 	e.cancel()
 	e.wg.Wait()
@@ -242,18 +259,18 @@ func (e *EtcdElector) CampaignEtcd(ctx context.Context) (*EtcdLeadership, error)
 	closed := e.closed
 	if !closed {
 		e.cur = l
+		e.leading.follow(l.ctx)
 	}
 	e.mu.Unlock()
 	if closed {
-		l.cancel(ErrClosed)
-		_ = l.releaseDetached(e.releaseTimeout)
+		_ = l.releaseDetached(ErrClosed, e.releaseTimeout)
 		return nil, ErrClosed
 	}
 	return l, nil
 }
 
 // campaignOnce runs one campaign on a fresh lease: cctx bounds the wait,
-// parent becomes the term's parent.
+// parent lends the term its values (the logger), not its cancellation.
 func (e *EtcdElector) campaignOnce(cctx, parent context.Context) (l *EtcdLeadership, err error) {
 	log := logr.FromContextOrDiscard(parent).WithValues("identity", e.identity)
 	grant, err := e.client.Grant(cctx, int64(e.ttl/time.Second))
@@ -672,21 +689,51 @@ func (l *EtcdLeadership) monitor() {
 	wch := e.client.Watch(wctx, l.key, clientv3.WithRev(l.seen+1), clientv3.WithFilterPut())
 	expiry := e.clock.NewTimer(l.ValidUntil().Sub(e.clock.Now()))
 	defer func() { expiry.Stop() }()
+	// The watch ends on every etcd leader change (WithRequireLeader), on
+	// a network error, or when the server cancels it: it is re-established,
+	// after checking the key, every rewatchInterval until it is back.
+	var rewatch clock.Timer
+	var rewatchC <-chan time.Time
+	defer func() {
+		if rewatch != nil {
+			rewatch.Stop()
+		}
+	}()
+	watchLost := func(reason string, err error) {
+		l.log.V(1).Info("Watching the term's key ended; re-establishing it", "reason", reason, "error", err)
+		cancel()
+		wch = nil
+		rewatch = e.clock.NewTimer(0)
+		rewatchC = rewatch.C()
+	}
 	for !l.ended() {
 		select {
 		case <-l.done():
 		case <-l.sess.Done():
 			l.lose(errors.New("the etcd session ended"))
+		case <-rewatchC:
+			rewatchC = nil
+			ch, wc, err := l.rewatch()
+			switch {
+			case errors.Is(err, errTermKeyDeleted):
+				l.lose(errTermKeyDeleted)
+			case err != nil:
+				l.log.V(1).Info("Re-establishing the watch on the term's key failed; retrying", "error", err)
+				rewatch = e.clock.NewTimer(rewatchInterval)
+				rewatchC = rewatch.C()
+			default:
+				wch, cancel = ch, wc
+			}
 		case wr, ok := <-wch:
 			switch {
 			case !ok:
-				wch = nil // renewals still check the key
-			case wr.Err() != nil:
-				l.log.V(1).Info("Watching the term's key failed; relying on renewals", "error", wr.Err())
+				watchLost("closed", nil)
+			case wr.Err() != nil || wr.Canceled:
+				watchLost("error", wr.Err())
 			default:
 				for _, ev := range wr.Events {
 					if ev.Type == mvccpb.DELETE {
-						l.lose(errors.New("the term's key was deleted"))
+						l.lose(errTermKeyDeleted)
 					}
 				}
 			}
@@ -701,24 +748,41 @@ func (l *EtcdLeadership) monitor() {
 			}
 		}
 	}
+	cancel()
 	cause := context.Cause(l.ctx)
 	l.log.V(1).Info("Term ended", "token", l.rev, "cause", cause)
-	if l.pendingRelease() {
-		// The Campaign's context ended (or Close): release in the
-		// background, as Resign would.
-		if err := l.releaseDetached(e.releaseTimeout); err != nil {
-			l.log.Info("Releasing the term failed; it expires by its TTL", "error", err)
-		}
-		return
-	}
-	if errors.Is(cause, ErrResigned) {
-		return // Resign released
+	if errors.Is(cause, ErrResigned) || errors.Is(cause, ErrClosed) {
+		return // the Resign or Close that ended the term releases it
 	}
 	// Lost: stop the keepalives and revoke, so that a lease still alive on
 	// the server (the term ended locally first) does not hold the
 	// election until its TTL.
 	l.sess.Orphan()
 	e.revoke(l.log, l.lease)
+}
+
+// rewatchInterval paces attempts to re-establish a term's watch.
+const rewatchInterval = 500 * time.Millisecond
+
+// errTermKeyDeleted is the reason of a term lost because its key went.
+var errTermKeyDeleted = errors.New("the term's key was deleted")
+
+// rewatch checks that the term's key still exists with the term's create
+// revision and watches it from the revision after that check. It returns
+// errTermKeyDeleted if the key is gone.
+func (l *EtcdLeadership) rewatch() (clientv3.WatchChan, context.CancelFunc, error) {
+	e := l.e
+	ctx, cancel := context.WithDeadline(l.ctx, time.Now().Add(max(l.ValidUntil().Sub(e.clock.Now()), 0)))
+	resp, err := e.client.Get(clientv3.WithRequireLeader(ctx), l.key, clientv3.WithKeysOnly())
+	cancel()
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != l.rev {
+		return nil, nil, errTermKeyDeleted
+	}
+	wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(l.ctx))
+	return e.client.Watch(wctx, l.key, clientv3.WithRev(resp.Header.Revision+1), clientv3.WithFilterPut()), wcancel, nil
 }
 
 // guardedTxn is a clientv3.Txn whose If always includes the guard.

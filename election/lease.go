@@ -89,11 +89,16 @@ type LeaseElector struct {
 	leases coordinationclient.LeaseInterface
 	clock  clock.Clock
 
-	mu  sync.Mutex
-	obs observation // newest state of the Lease any goroutine has seen
-	cur *leaseTerm  // current or last term, nil before the first
+	ctx    context.Context // ends on Close
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	obs    observation // newest state of the Lease any goroutine has seen
+	cur    *leaseTerm  // current or last term, nil before the first
+	closed bool
 
 	campaigning sync.Mutex // one Campaign at a time
+	leading     leadingFlag
 }
 
 var _ Elector = (*LeaseElector)(nil)
@@ -131,10 +136,13 @@ func NewLease(cfg LeaseConfig) (*LeaseElector, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
+	ctx, cancel := context.WithCancel(context.Background())
 	return &LeaseElector{
 		cfg:    cfg,
 		leases: cfg.Client.CoordinationV1().Leases(cfg.Namespace),
 		clock:  cfg.Clock,
+		ctx:    ctx,
+		cancel: cancel,
 	}, nil
 }
 
@@ -157,6 +165,46 @@ func (c *LeaseConfig) validateDurations() error {
 
 // Identity implements Elector.
 func (e *LeaseElector) Identity() string { return e.cfg.Identity }
+
+// Leading reports, without a request, whether this candidate holds a term
+// it may act on now: leader flag up, term context live, clock before
+// ValidUntil. The write gate of GuardedConfig asks the same question.
+func (e *LeaseElector) Leading() bool { return e.validNow() }
+
+// LeadingChanged returns a channel that is closed when this candidate next
+// starts or ends a term; read Leading after it is closed, and call
+// LeadingChanged again for the change after that. It costs no request and
+// no goroutine.
+func (e *LeaseElector) LeadingChanged() <-chan struct{} { return e.leading.changed() }
+
+// Close ends the current term, if any, with cause ErrClosed and releases
+// it (clearing holderIdentity within RenewDeadline), aborts a pending
+// Campaign, and waits for the term's goroutines. Later Campaigns return
+// ErrClosed. Close is idempotent; Observe streams end with their own
+// contexts.
+func (e *LeaseElector) Close() error {
+	e.mu.Lock()
+	e.closed = true
+	cur := e.cur
+	e.mu.Unlock()
+	e.cancel()
+	// A Campaign in progress returns once it sees the cancellation; wait
+	// for it so that no term starts after Close returned.
+	e.campaigning.Lock()
+	defer e.campaigning.Unlock()
+	e.mu.Lock()
+	if e.cur != cur {
+		cur = e.cur
+	}
+	e.mu.Unlock()
+	if cur == nil || cur.term == nil {
+		return nil
+	}
+	cur.leading.Store(false)
+	err := cur.releaseDetached(ErrClosed, e.cfg.RenewDeadline)
+	<-cur.exited
+	return err
+}
 
 // Config returns the configuration with defaults filled in.
 func (e *LeaseElector) Config() LeaseConfig { return e.cfg }
@@ -240,9 +288,9 @@ func (e *LeaseElector) Observe(ctx context.Context) <-chan LeaderInfo {
 // release is seen, an expired one when the expiry timer fires. The term it
 // returns implements Expiring; it ends with ErrLeadershipLost once
 // ValidUntil passes without a successful renewal, or when another holder
-// is found in the Lease. When ctx ends, the term ends too and the lease is
-// released in the background (bounded by RenewDeadline); Resign waits for
-// that.
+// is found in the Lease. ctx bounds the wait only: the term outlives it
+// and ends through Resign, a loss, or Close. It returns ErrClosed after
+// Close.
 //
 // A new term's token is leaseTransitions + 1 after this candidate
 // incremented leaseTransitions to acquire it.
@@ -251,32 +299,54 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Leadership, error) {
 		return nil, errors.New("election: Campaign already in progress on this candidate")
 	}
 	defer e.campaigning.Unlock()
+	e.mu.Lock()
+	closed := e.closed
+	e.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	// The wait also ends when the elector closes.
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(e.ctx, func() { cancel(ErrClosed) })
+	defer stop()
 	if prev := e.current(); prev != nil {
 		if !prev.ended() {
 			return nil, errors.New("election: Campaign while leading; resign first")
 		}
 		select { // the previous term's release must finish first
 		case <-prev.exited:
-		case <-ctx.Done():
-			return nil, fmt.Errorf("election: campaign: %w", ctx.Err())
+		case <-cctx.Done():
+			return nil, e.campaignErr(cctx)
 		}
 	}
 	log := logr.FromContextOrDiscard(ctx).WithValues("lease", e.cfg.Namespace+"/"+e.cfg.Name, "identity", e.cfg.Identity)
 	for {
-		won, err := e.campaignOnce(ctx, log)
+		won, err := e.campaignOnce(cctx, log)
 		if err != nil {
+			if cctx.Err() != nil {
+				return nil, e.campaignErr(cctx)
+			}
 			return nil, err
 		}
-		err = won.start(ctx)
+		err = won.start(cctx)
 		if err == nil {
 			log.V(1).Info("acquired the lease", "token", won.Token())
 			return won, nil
 		}
-		if ctx.Err() != nil {
-			return nil, err
+		if cctx.Err() != nil {
+			return nil, e.campaignErr(cctx)
 		}
 		log.Info("the new term was invalid on arrival; campaigning again", "err", err)
 	}
+}
+
+// campaignErr is Campaign's error once its wait context ended.
+func (e *LeaseElector) campaignErr(cctx context.Context) error {
+	if errors.Is(context.Cause(cctx), ErrClosed) {
+		return ErrClosed
+	}
+	return fmt.Errorf("election: campaign: %w", cctx.Err())
 }
 
 // campaignOnce follows the Lease until this candidate acquires it.
@@ -336,6 +406,10 @@ func (e *LeaseElector) tryAcquire(ctx context.Context, o observation) (*leaseTer
 		}, metav1.CreateOptions{})
 	} else {
 		rec.Transitions = max(o.rec.Transitions, 0) + 1
+		// Fields of Coordinated Leader Election (KEP-4355), written by the
+		// apiserver's election controller, are kept as client-go keeps
+		// them.
+		rec.Strategy, rec.PreferredHolder = o.rec.Strategy, o.rec.PreferredHolder
 		l := o.lease.DeepCopy()
 		l.Spec = rec.spec()
 		got, err = e.leases.Update(rctx, l, metav1.UpdateOptions{})

@@ -203,7 +203,7 @@ const pace = 50 * time.Millisecond
 //
 // It returns the tokens of its terms and how many of them were lost before
 // they resigned.
-func leadTerms(ctx context.Context, e *election.LeaseElector, guarded kubernetes.Interface, hist string, terms, writes int, hold time.Duration) (tokens []election.Token, lost int, err error) {
+func leadTerms(ctx context.Context, e *election.LeaseElector, cfg *rest.Config, hist string, terms, writes int, hold time.Duration) (tokens []election.Token, lost int, err error) {
 	for range terms {
 		l, err := e.Campaign(ctx)
 		if err != nil {
@@ -211,6 +211,10 @@ func leadTerms(ctx context.Context, e *election.LeaseElector, guarded kubernetes
 		}
 		held := time.After(hold)
 		tokens = append(tokens, l.Token())
+		guarded, err := kubernetes.NewForConfig(election.GuardedConfig(cfg, l))
+		if err != nil {
+			return tokens, lost, err
+		}
 		enough := make(chan struct{})
 		done := make(chan error, 1)
 		go func() {
@@ -294,9 +298,8 @@ func TestLeaseTwoCandidatesNeverBothLead(t *testing.T) {
 	results := make(chan result, 2)
 	for range 2 {
 		e := newLease(t, a.Config(), name)
-		guarded := clientset(t, election.GuardedConfig(a.Config(), e))
 		go func() {
-			tokens, lost, err := leadTerms(ctx, e, guarded, name, terms, writes, 0)
+			tokens, lost, err := leadTerms(ctx, e, a.Config(), name, terms, writes, 0)
 			results <- result{tokens, lost, err}
 		}()
 	}
@@ -423,14 +426,13 @@ func TestLeaseBesideClientGoNeverBothLead(t *testing.T) {
 	const terms, writes = 3, 4
 	hold := testLeaseDuration + testRetryPeriod
 	ours := newLease(t, a.Config(), name)
-	guarded := clientset(t, election.GuardedConfig(a.Config(), ours))
 	cgID := "client-go-candidate"
 	errs := make(chan error, 2)
 	var ourTokens []election.Token
 	var ourLost int
 	go func() {
 		var err error
-		ourTokens, ourLost, err = leadTerms(ctx, ours, guarded, name, terms, writes, hold)
+		ourTokens, ourLost, err = leadTerms(ctx, ours, a.Config(), name, terms, writes, hold)
 		errs <- err
 	}()
 	go func() { errs <- clientGoTerms(ctx, clientset(t, a.Config()), name, cgID, terms, writes, hold) }()
@@ -463,10 +465,9 @@ func TestLeaseHungAPIServerEndsTermAtValidUntil(t *testing.T) {
 
 	leader := newLease(t, a.ConfigFor(p.Addr()), name) // the elector's traffic goes through the proxy
 	follower := newLease(t, a.Config(), name)
-	guarded := clientset(t, election.GuardedConfig(a.Config(), leader)) // gated writes go direct
-
 	l, err := leader.Campaign(ctx)
 	require.NoError(t, err)
+	guarded := clientset(t, election.GuardedConfig(a.Config(), l)) // gated writes go direct
 	require.NoError(t, appendEntry(ctx, guarded, name, "before/1"), "gated write while leading")
 
 	won := make(chan time.Time, 1)
@@ -515,16 +516,13 @@ func TestGateRefusesWritesWithoutValidTerm(t *testing.T) {
 	defer cancel()
 	admin := clientset(t, a.Config())
 	e := newLease(t, a.Config(), name)
-	guarded := clientset(t, election.GuardedConfig(a.Config(), e))
-	cms := guarded.CoreV1().ConfigMaps(testNamespace)
-
-	_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-	require.ErrorIs(t, err, election.ErrNotLeader, "create before any term")
-	_, err = cms.List(ctx, metav1.ListOptions{})
-	require.NoError(t, err, "reads pass without a term")
 
 	l, err := e.Campaign(ctx)
 	require.NoError(t, err)
+	guarded := clientset(t, election.GuardedConfig(a.Config(), l))
+	cms := guarded.CoreV1().ConfigMaps(testNamespace)
+	_, err = cms.List(ctx, metav1.ListOptions{})
+	require.NoError(t, err, "reads pass")
 	_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 	require.NoError(t, err, "create while leading")
 	require.NoError(t, appendEntry(ctx, guarded, name, "leading/1"))
@@ -542,14 +540,20 @@ func TestGateRefusesWritesWithoutValidTerm(t *testing.T) {
 	_, err = cms.Get(ctx, name, metav1.GetOptions{})
 	require.NoError(t, err, "reads pass after loss")
 
-	// The usurper's one-second lease expires; a new term opens the gate,
-	// and Resign closes it again.
+	// The usurper's one-second lease expires; a new term opens its own
+	// gate, while the first term's client stays closed for good: a
+	// goroutine left over from term 1 cannot write in term 2. Resign
+	// closes the second gate too.
 	l2, err := e.Campaign(ctx)
 	require.NoError(t, err)
 	require.Greater(t, l2.Token(), l.Token())
-	require.NoError(t, appendEntry(ctx, guarded, name, "again/1"))
+	require.True(t, e.Leading())
+	require.ErrorIs(t, appendEntry(ctx, guarded, name, "stale/1"), election.ErrNotLeader, "term 1's client wrote in term 2")
+	guarded2 := clientset(t, election.GuardedConfig(a.Config(), l2))
+	require.NoError(t, appendEntry(ctx, guarded2, name, "again/1"))
 	require.NoError(t, l2.Resign(ctx))
-	require.ErrorIs(t, appendEntry(ctx, guarded, name, "resigned/1"), election.ErrNotLeader)
+	require.False(t, e.Leading())
+	require.ErrorIs(t, appendEntry(ctx, guarded2, name, "resigned/1"), election.ErrNotLeader)
 	require.Equal(t, []string{"leading/1", "again/1"}, readHistory(t, admin, name))
 }
 
@@ -568,10 +572,9 @@ func TestLeaseSurvivesAPIServerRestart(t *testing.T) {
 	}
 	leader := newLease(t, a.Config(), name, long)
 	follower := newLease(t, a.Config(), name, long)
-	guarded := clientset(t, election.GuardedConfig(a.Config(), leader))
-
 	l, err := leader.Campaign(ctx)
 	require.NoError(t, err)
+	guarded := clientset(t, election.GuardedConfig(a.Config(), l))
 	type result struct {
 		l  election.Leadership
 		at time.Time

@@ -15,12 +15,13 @@ import (
 // leaseTransitions, and resigns, which clears holderIdentity so that any
 // follower, ours or client-go's, takes over at once.
 //
-// In a real program, gate the leader's own writes with GuardedConfig:
+// In a real program, gate the leader's own writes, once per term, with
+// GuardedConfig:
 //
-//	cs := kubernetes.NewForConfigOrDie(election.GuardedConfig(restConfig, e))
+//	cs := kubernetes.NewForConfigOrDie(election.GuardedConfig(restConfig, l))
 //
-// so that every mutating request fails with ErrNotLeader unless e holds a
-// valid term at that moment. The elector's own client must stay ungated.
+// so that every mutating request fails with ErrNotLeader unless the term l
+// is valid at that moment. The elector's own client must stay ungated.
 func ExampleNewLease() {
 	cs := fake.NewClientset()
 	e, err := election.NewLease(election.LeaseConfig{

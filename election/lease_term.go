@@ -60,16 +60,19 @@ func newLeaseTerm(e *LeaseElector, lease *coordinationv1.Lease, start time.Time)
 	}
 }
 
-// start begins the term under parent: it raises the leader flag and starts
-// the renewal loop and the watchdog.
-func (lt *leaseTerm) start(parent context.Context) error {
+// start begins the term: it raises the leader flag and starts the renewal
+// loop and the watchdog. wait is the Campaign's wait context: if it ended
+// while the lease was taken, the term is released at once and an error
+// returned, since no caller will ever hold it.
+func (lt *leaseTerm) start(wait context.Context) error {
 	rec := recordFromSpec(&lt.lease.Spec)
-	lt.term = newTerm(parent, lt.e.cfg.Identity, rec.token(), lt.release)
+	lt.term = newTerm(wait, lt.e.cfg.Identity, rec.token(), lt.release)
 	lt.leading.Store(true)
 	lt.e.mu.Lock()
 	lt.e.cur = lt
+	lt.e.leading.follow(lt.ctx)
 	lt.e.mu.Unlock()
-	log := logr.FromContextOrDiscard(parent).WithValues("lease", lt.e.cfg.Namespace+"/"+lt.e.cfg.Name, "identity", lt.e.cfg.Identity, "token", lt.token)
+	log := logr.FromContextOrDiscard(wait).WithValues("lease", lt.e.cfg.Namespace+"/"+lt.e.cfg.Name, "identity", lt.e.cfg.Identity, "token", lt.token)
 	go func() {
 		defer close(lt.exited)
 		var wg sync.WaitGroup
@@ -78,14 +81,6 @@ func (lt *leaseTerm) start(parent context.Context) error {
 		go func() { defer wg.Done(); lt.watchdog() }()
 		wg.Wait()
 		close(lt.loopDone)
-		// The parent context ended: release in the background, as
-		// client-go's ReleaseOnCancel does. A Resign releases itself, and
-		// a lost term has nothing to release.
-		if !errors.Is(context.Cause(lt.ctx), ErrResigned) && lt.pendingRelease() {
-			if err := lt.releaseDetached(lt.e.cfg.RenewDeadline); err != nil {
-				log.Error(err, "releasing the lease after the campaign context ended")
-			}
-		}
 	}()
 	if !lt.e.clock.Now().Before(lt.ValidUntil()) {
 		// The acquisition took longer than RenewDeadline: never hand out a
@@ -94,9 +89,13 @@ func (lt *leaseTerm) start(parent context.Context) error {
 		<-lt.exited
 		return fmt.Errorf("election: campaign: %w: acquisition outlasted RenewDeadline", ErrLeadershipLost)
 	}
-	if parent.Err() != nil {
+	if wait.Err() != nil {
+		lt.leading.Store(false)
+		if err := lt.releaseDetached(context.Cause(wait), lt.e.cfg.RenewDeadline); err != nil {
+			log.Error(err, "releasing a lease taken as the campaign was cancelled")
+		}
 		<-lt.exited
-		return fmt.Errorf("election: campaign: %w", parent.Err())
+		return fmt.Errorf("election: campaign: %w", wait.Err())
 	}
 	return nil
 }
@@ -176,6 +175,7 @@ func (lt *leaseTerm) renew(ctx context.Context) error {
 		switch {
 		case err == nil:
 			lt.extend(got, start)
+			lt.yieldIfPreempted(got)
 			return nil
 		case apierrors.IsConflict(err):
 			if err := lt.reread(ctx); err != nil {
@@ -211,7 +211,27 @@ func (lt *leaseTerm) reread(ctx context.Context) error {
 	lt.mu.Lock()
 	lt.lease = cur
 	lt.mu.Unlock()
+	lt.yieldIfPreempted(cur)
 	return nil
+}
+
+// errPreempted is the reason of a term that ended because the Lease names
+// another preferred holder.
+var errPreempted = errors.New("the Lease names another preferred holder (Coordinated Leader Election)")
+
+// yieldIfPreempted ends the term when l names a preferred holder other than
+// this candidate, as client-go's leader does when the apiserver's election
+// controller marks the end of its term. Unlike a loss, the release stays
+// pending: the holder's Resign, sent after its own work returned, clears
+// holderIdentity so the preferred candidate takes over at once; without
+// it the lease simply expires, since renewals stop.
+func (lt *leaseTerm) yieldIfPreempted(l *coordinationv1.Lease) {
+	rec := recordFromSpec(&l.Spec)
+	if rec.PreferredHolder == "" || rec.PreferredHolder == lt.identity {
+		return
+	}
+	lt.leading.Store(false)
+	lt.term.cancel(fmt.Errorf("%w: %w: %q", ErrLeadershipLost, errPreempted, rec.PreferredHolder))
 }
 
 // owns reports whether l still records this term: our identity as holder

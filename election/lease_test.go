@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -287,4 +289,61 @@ func FuzzLeaseRecordKey(f *testing.F) {
 		sameForClientGo := bytes.Equal(clientGoJSON(t, &sa), clientGoJSON(t, &sb))
 		require.Equal(t, sameForClientGo, ra.clientGoKey() == rb.clientGoKey(), "records %+v and %+v", ra, rb)
 	})
+}
+
+// A Lease marked by the apiserver's election controller (Coordinated Leader
+// Election) keeps its Strategy and PreferredHolder through our writes, and
+// a leader yields when another holder is preferred: its term ends, and its
+// Resign clears holderIdentity with those fields kept.
+func TestLeaseKeepsCLEFieldsAndYieldsToPreferredHolder(t *testing.T) {
+	clk := testingclock.NewFakeClock(epoch)
+	cs := fake.NewClientset()
+	strategy := coordinationv1.OldestEmulationVersion
+	_, err := cs.CoordinationV1().Leases("ns").Create(context.Background(), &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "lease"},
+		Spec:       coordinationv1.LeaseSpec{Strategy: &strategy},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	f := newFakeLease(t, cs, clk)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	l, err := f.Campaign(ctx)
+	require.NoError(t, err)
+	lease, err := cs.CoordinationV1().Leases("ns").Get(ctx, "lease", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, lease.Spec.Strategy, "acquisition dropped Strategy")
+	require.Equal(t, strategy, *lease.Spec.Strategy)
+
+	// The election controller names another preferred holder.
+	other := "newer-candidate"
+	lease.Spec.PreferredHolder = &other
+	_, err = cs.CoordinationV1().Leases("ns").Update(ctx, lease, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	// The fake keeps no resourceVersion, so answer the next renewal with
+	// the conflict the real apiserver sends after the controller's write.
+	var conflicted atomic.Bool
+	cs.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if conflicted.CompareAndSwap(false, true) {
+			return true, nil, apierrors.NewConflict(coordinationv1.Resource("leases"), "lease", errors.New("modified"))
+		}
+		return false, nil, nil
+	})
+	require.Eventually(t, func() bool { return clk.Waiters() == 2 }, 5*time.Second, time.Millisecond)
+	clk.Step(time.Second) // the next renewal
+	select {
+	case <-l.Context().Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the leader did not yield to the preferred holder")
+	}
+	require.ErrorIs(t, context.Cause(l.Context()), ErrLeadershipLost)
+	require.ErrorIs(t, context.Cause(l.Context()), errPreempted)
+	require.False(t, f.Leading())
+
+	require.NoError(t, l.Resign(ctx))
+	lease, err = cs.CoordinationV1().Leases("ns").Get(ctx, "lease", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Empty(t, recordFromSpec(&lease.Spec).Holder, "Resign after a preemption releases")
+	require.NotNil(t, lease.Spec.Strategy)
+	require.NotNil(t, lease.Spec.PreferredHolder)
+	require.Equal(t, other, *lease.Spec.PreferredHolder)
 }

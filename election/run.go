@@ -155,11 +155,17 @@ func Run(ctx context.Context, e Elector, lead func(ctx context.Context, l Leader
 		backoff.WithJitter(o.jitter),
 		backoff.WithName("election term"),
 	}
+	// steppedDown counts consecutive terms whose lead returned nil on its
+	// own: each is followed by a pause that grows like the retry backoff,
+	// so a lead that returns at once cannot spin through terms (each one a
+	// Lease transition and a revision).
+	steppedDown := 0
 	for {
+		var stepped bool
 		// Retry returns nil after a term that ended without error; its
 		// backoff starts anew for the next one.
 		err := backoff.Retry(ctx, func(ctx context.Context) error {
-			return runTerm(ctx, log, o, e, lead)
+			return runTerm(ctx, log, o, e, lead, &stepped)
 		}, bo...)
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -167,7 +173,32 @@ func Run(ctx context.Context, e Elector, lead func(ctx context.Context, l Leader
 		if err != nil {
 			return err
 		}
+		if !stepped {
+			steppedDown = 0
+			continue
+		}
+		steppedDown++
+		pause := o.stepDownPause(steppedDown)
+		log.V(1).Info("lead returned; pausing before campaigning again", "pause", pause)
+		t := o.clock.NewTimer(pause)
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
 	}
+}
+
+// stepDownPause is the pause after the n-th consecutive term whose lead
+// returned nil on its own: the retry interval, growing by half each time
+// up to the maximum, without jitter.
+func (o *runOptions) stepDownPause(n int) time.Duration {
+	d := o.initialInterval
+	for i := 1; i < n && d < o.maxInterval; i++ {
+		d += d / 2
+	}
+	return min(d, o.maxInterval)
 }
 
 // errLeadFailed marks lead's errors apart from Campaign's in Retry's logs.
@@ -176,14 +207,11 @@ var errLeadFailed = errors.New("lead failed")
 // runTerm campaigns once and, if it wins, runs one term in the strict
 // release order. It returns nil when the term ended without error, an
 // error for Retry to back off on, or a permanent one that ends Run.
-func runTerm(ctx context.Context, log logr.Logger, o *runOptions, e Elector, lead func(context.Context, Leadership) error) error {
-	// The term's parent outlives ctx so that the release happens after
-	// lead returned, not when ctx ends (see Elector.Campaign).
-	termParent, endParent := context.WithCancelCause(context.WithoutCancel(ctx))
-	defer endParent(context.Canceled)
-	stop := context.AfterFunc(ctx, func() { endParent(context.Cause(ctx)) })
-	l, err := e.Campaign(termParent)
-	if !stop() && err == nil {
+func runTerm(ctx context.Context, log logr.Logger, o *runOptions, e Elector, lead func(context.Context, Leadership) error, stepped *bool) error {
+	// ctx bounds the wait only (see Elector.Campaign): the term outlives
+	// it, and is released below after lead returned.
+	l, err := e.Campaign(ctx)
+	if err == nil && ctx.Err() != nil {
 		// ctx ended while Campaign returned: the term never started for
 		// lead; give it back at once.
 		release(ctx, log, o, l)
@@ -222,6 +250,7 @@ func runTerm(ctx context.Context, log logr.Logger, o *runOptions, e Elector, lea
 	log.Info("Stopped leading", "cause", context.Cause(l.Context()))
 
 	if leadErr == nil || ctx.Err() != nil {
+		*stepped = leadErr == nil && endCause == nil && ctx.Err() == nil
 		return nil
 	}
 	if endCause != nil && (errors.Is(leadErr, context.Canceled) || errors.Is(leadErr, endCause)) {

@@ -293,3 +293,29 @@ func TestRunInvalidOptions(t *testing.T) {
 	require.ErrorIs(t, election.Run(context.Background(), c, nil), election.ErrInvalidRunOption)
 	require.Empty(t, e.Waiting())
 }
+
+// A lead that returns nil at once must not make Run spin through terms:
+// every such term is followed by a pause on Run's clock, growing by half.
+func TestRunPausesAfterLeadReturnsNil(t *testing.T) {
+	e, c := newRec()
+	fc := clocktesting.NewFakeClock(time.Now())
+	var terms atomic.Int32
+	lead := func(context.Context, election.Leadership) error {
+		terms.Add(1)
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := runAsync(ctx, c, lead, election.WithRunClock(fc), election.WithRetryJitter(0),
+		election.WithRetryInterval(time.Second, 2*time.Second))
+	for i, pause := range []time.Duration{time.Second, 1500 * time.Millisecond, 2 * time.Second, 2 * time.Second} {
+		require.Eventually(t, fc.HasWaiters, waitFor, tick, "no pause after term %d", i+1)
+		require.Equal(t, int32(i+1), terms.Load(), "terms before pause %d", i+1)
+		require.True(t, e.Leader().IsZero(), "released before the pause")
+		fc.Step(pause - time.Millisecond)
+		require.Equal(t, int32(i+1), terms.Load(), "campaigned before the pause ended")
+		fc.Step(time.Millisecond)
+		require.Eventually(t, func() bool { return terms.Load() == int32(i+2) }, waitFor, tick)
+	}
+	cancel()
+	require.ErrorIs(t, waitDone(t, done), context.Canceled)
+}

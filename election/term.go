@@ -8,8 +8,7 @@ import (
 )
 
 // term is the plumbing every backend's Leadership shares: the term context,
-// its cancel cause, the token, the identity, and a release hook that runs at
-// most once.
+// its cancel cause, the token, the identity, and a release hook.
 //
 // A term ends in exactly one of three ways, and the first one wins:
 //   - Resign: the context ends with cause ErrResigned, then the release hook
@@ -17,9 +16,16 @@ import (
 //   - lose: the backend saw leadership go (session or lease expired,
 //     another holder); the context ends with a cause wrapping
 //     ErrLeadershipLost and the release hook never runs;
-//   - the parent context ends: the term context ends with the parent's
-//     cause. Whether to release then is the backend's decision (see
-//     releaseDetached); the term itself starts no goroutine.
+//   - Close of the elector: the context ends with ErrClosed and the
+//     elector runs the release hook (releaseDetached).
+//
+// The term is not a child of the Campaign context: that context bounds only
+// the wait, as etcd's concurrency.Election does, so that a caller decides
+// when leadership is released, strictly after its own leader work returned.
+//
+// The release hook runs at most once at a time. Every caller of Resign
+// waits for a release in flight and gets its result; a release that failed
+// can be retried by the next Resign; one that succeeded is not repeated.
 //
 // All methods are safe for concurrent use.
 type term struct {
@@ -28,16 +34,19 @@ type term struct {
 	token    Token
 	identity string
 
-	mu       sync.Mutex
-	release  func(context.Context) error // nil once run or abandoned
-	released chan struct{}               // closed when the release hook returned or was abandoned
+	mu        sync.Mutex
+	release   func(context.Context) error // nil once it succeeded or was abandoned
+	releasing chan struct{}               // non-nil while a release runs; closed when it returns
+	lastErr   error                       // result of the last release attempt
+	released  chan struct{}               // closed when the release succeeded or was abandoned
 }
 
-// newTerm starts a term under parent. release is called at most once, by the
-// first Resign (or releaseDetached), after the term context has ended; it may
-// be nil when there is nothing to release.
+// newTerm starts a term. parent's values (a logger) are kept, its
+// cancellation is not: the term ends only through Resign, lose or the
+// backend's Close. release is run by Resign (or releaseDetached) after the
+// term context has ended; it may be nil when there is nothing to release.
 func newTerm(parent context.Context, identity string, token Token, release func(context.Context) error) *term {
-	ctx, cancel := context.WithCancelCause(parent)
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(parent))
 	if release == nil {
 		release = func(context.Context) error { return nil }
 	}
@@ -61,9 +70,11 @@ func (t *term) Token() Token { return t.token }
 func (t *term) Identity() string { return t.identity }
 
 // Resign implements Leadership: it ends the term context with cause
-// ErrResigned (unless it already ended) and then runs the release hook, once.
-// A later or concurrent Resign returns nil without waiting; so does a Resign
-// after the term was lost.
+// ErrResigned (unless it already ended) and then runs the release hook. It
+// returns only once the release completed: a concurrent Resign waits for
+// the one in flight and returns its result, a Resign after a failed release
+// tries again, and one after a successful release, or after the term was
+// lost, returns nil.
 func (t *term) Resign(ctx context.Context) error {
 	t.cancel(ErrResigned)
 	return t.runRelease(ctx)
@@ -94,44 +105,77 @@ func (t *term) ended() bool { return t.ctx.Err() != nil }
 // done is closed when the term context ends.
 func (t *term) done() <-chan struct{} { return t.ctx.Done() }
 
-// releasedCh is closed once the release hook has returned or was abandoned.
+// releasedCh is closed once the release hook has succeeded or was
+// abandoned.
 func (t *term) releasedCh() <-chan struct{} { return t.released }
 
-// pendingRelease reports whether the release hook has neither run nor been
-// abandoned yet.
+// pendingRelease reports whether the release hook has neither succeeded
+// nor been abandoned yet.
 func (t *term) pendingRelease() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.release != nil
 }
 
-// releaseDetached ends the term (keeping an earlier cause) and runs the
-// release hook, if still pending, with a context detached from the term's
-// cancellation and bounded by timeout. Backends call it when the parent
-// context ended or the elector closes.
-func (t *term) releaseDetached(timeout time.Duration) error {
-	t.cancel(context.Canceled)
+// releaseDetached ends the term with cause (keeping an earlier cause) and
+// runs the release hook, if still pending, with a context detached from the
+// term's cancellation and bounded by timeout. Close calls it.
+func (t *term) releaseDetached(cause error, timeout time.Duration) error {
+	t.cancel(cause)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), timeout)
 	defer cancel()
 	return t.runRelease(ctx)
 }
 
+// runRelease runs the release hook unless it already succeeded or was
+// abandoned; if another call runs it, it waits for that one (or ctx) and
+// returns its result.
 func (t *term) runRelease(ctx context.Context) error {
-	t.mu.Lock()
-	release := t.release
-	t.release = nil
-	t.mu.Unlock()
-	if release == nil {
-		return nil
+	for {
+		t.mu.Lock()
+		if t.release == nil {
+			t.mu.Unlock()
+			return nil
+		}
+		if ch := t.releasing; ch != nil {
+			t.mu.Unlock()
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return fmt.Errorf("election: release: %w", ctx.Err())
+			}
+			t.mu.Lock()
+			err := t.lastErr
+			t.mu.Unlock()
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		release := t.release
+		ch := make(chan struct{})
+		t.releasing = ch
+		t.mu.Unlock()
+
+		err := release(ctx)
+
+		t.mu.Lock()
+		t.lastErr = err
+		t.releasing = nil
+		if err == nil && t.release != nil {
+			t.release = nil
+			close(t.released)
+		}
+		t.mu.Unlock()
+		close(ch)
+		return err
 	}
-	defer close(t.released)
-	return release(ctx)
 }
 
 func (t *term) abandonRelease() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.release != nil {
+	if t.release != nil && t.releasing == nil {
 		t.release = nil
 		close(t.released)
 	}

@@ -3,16 +3,24 @@ package election
 import (
 	"fmt"
 	"net/http"
+	"time"
 
 	"k8s.io/client-go/rest"
 )
 
 // GuardedConfig returns a copy of cfg whose clients pass every request
-// through a write gate: a mutating request (any method but GET, HEAD and
-// OPTIONS, so POST, PUT, PATCH and DELETE) fails with an error wrapping
-// ErrNotLeader unless e holds a term that is valid at that moment (the
-// leader flag is up and the clock is before the term's ValidUntil). Reads
-// and watches always pass, so followers keep their caches warm.
+// through a write gate bound to one term, l: a mutating request (any method
+// but GET, HEAD and OPTIONS, so POST, PUT, PATCH and DELETE) fails with an
+// error wrapping ErrNotLeader unless l is valid at that moment (its context
+// is live and, for a term that implements Expiring, the clock is before its
+// ValidUntil). Reads and watches always pass.
+//
+// The gate belongs to the term, not to the elector: a client built for
+// term N refuses writes for good once term N ended, even while the same
+// candidate leads term N+1, so a goroutine left over from an earlier term
+// cannot write in a later one. Build the guarded client at the start of
+// each term (Run's lead function is the place) and let it go with the
+// term. It works with a term of either backend.
 //
 // The gate is checked when a request is sent, not when the apiserver
 // applies it: a write sent just before ValidUntil can land after it, up to
@@ -25,10 +33,10 @@ import (
 //
 // The elector's own client must not use a guarded config: it has to write
 // the Lease while it does not lead.
-func GuardedConfig(cfg *rest.Config, e *LeaseElector) *rest.Config {
+func GuardedConfig(cfg *rest.Config, l Leadership) *rest.Config {
 	c := rest.CopyConfig(cfg)
 	c.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return &writeGate{next: rt, e: e}
+		return &writeGate{next: rt, l: l}
 	})
 	return c
 }
@@ -36,7 +44,7 @@ func GuardedConfig(cfg *rest.Config, e *LeaseElector) *rest.Config {
 // writeGate is the RoundTripper GuardedConfig installs.
 type writeGate struct {
 	next http.RoundTripper
-	e    *LeaseElector
+	l    Leadership
 }
 
 // RoundTrip implements http.RoundTripper.
@@ -45,17 +53,42 @@ func (g *writeGate) RoundTrip(req *http.Request) (*http.Response, error) {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
 		return g.next.RoundTrip(req)
 	}
-	if !g.e.validNow() {
+	if !termValidNow(g.l) {
 		if req.Body != nil {
 			req.Body.Close() // a RoundTripper closes the body even on error
 		}
-		return nil, fmt.Errorf("%w: %s %s refused by the write gate of %q", ErrNotLeader, req.Method, req.URL.Path, g.e.cfg.Identity)
+		return nil, fmt.Errorf("%w: %s %s refused by the write gate of term %d of %q", ErrNotLeader, req.Method, req.URL.Path, g.l.Token(), g.l.Identity())
 	}
 	return g.next.RoundTrip(req)
+}
+
+// termValidNow reports whether l may act now: its context is live and, if
+// it expires, the clock (its elector's, for our terms) is before
+// ValidUntil.
+func termValidNow(l Leadership) bool {
+	if l == nil {
+		return false
+	}
+	if v, ok := l.(interface{ validNow() bool }); ok {
+		return v.validNow()
+	}
+	if l.Context().Err() != nil {
+		return false
+	}
+	if x, ok := l.(Expiring); ok {
+		return time.Now().Before(x.ValidUntil())
+	}
+	return true
 }
 
 // validNow reports whether this candidate holds a term it may act on now.
 func (e *LeaseElector) validNow() bool {
 	t := e.current()
 	return t != nil && t.validNow()
+}
+
+// validNow reports whether the term may act now: context live and the
+// elector's clock before ValidUntil.
+func (l *EtcdLeadership) validNow() bool {
+	return !l.ended() && l.e.clock.Now().Before(l.ValidUntil())
 }

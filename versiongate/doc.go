@@ -23,9 +23,10 @@
 //
 //   - A node's record exists before the node calls WaitReady, and stays
 //     while it serves. With gate-owned records WaitReady waits for Run to
-//     publish it, and Run fails with ErrRecordLost when the lease expires:
-//     the host must then stop serving, since the leader no longer counts
-//     the node. Host-owned records must give the same guarantee.
+//     publish it, and Run fails with ErrRecordLost before the lease can
+//     expire on the server (see below): the host must then stop serving,
+//     since the leader may no longer count the node. Host-owned records
+//     must give the same guarantee.
 //   - Under that assumption no node passes WaitReady on a status whose
 //     minimum compatible release is above its own, and a leader never
 //     raises the minimum compatible release while a member node below it
@@ -51,8 +52,28 @@
 // # Leadership
 //
 // versiongate depends on no election package. A host wires its election in
-// through Candidate and Term; for the reconkit etcd election that is a
-// small adapter returning the Leadership's Context, Resign and fencing
-// token, and a Guard comparing the candidate key's create revision with the
-// term's (the tests show one built on clientv3/concurrency).
+// through Candidate and Term; a term of reconkit's etcd election is a Term
+// as it is (its token is a plain uint64, its Guard the comparison on the
+// candidate key), so the wiring is one line:
+//
+//	Candidate: versiongate.CandidateOf(elector.CampaignEtcd)
+//
+// The Campaign context bounds the wait only. The gate resigns a term
+// strictly after its leader work, the reconcile included, has returned, on
+// every path: a newer release joining, Run ending, a failed term. Leading
+// and LeadingChanged report the gate's leadership without a request.
+//
+// # A node that is cut off
+//
+// With gate-owned records, Run keeps a local validity deadline for the
+// node's record on RecordClock (the real monotonic clock by default): the
+// start of the last keep-alive the server acknowledged, plus the TTL, less a
+// margin of a tenth of the TTL (at least 500ms). When it passes, the node
+// stops serving at once (Ready reports false, WaitReady returns
+// ErrRecordLost, Run returns ErrRecordLost), before the server can expire
+// the record and so before any leader can see the node gone. A leader that
+// then restricts the status still waits SettleTime before it reconciles,
+// for requests of the earlier reconciler still in flight. The record is
+// created only if absent: a second process with the same NodeID waits,
+// logging, until the first one's record is gone.
 package versiongate

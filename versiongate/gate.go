@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/reconkit/reconkit/internal/event"
+	"github.com/reconkit/reconkit/internal/leadership"
 )
 
 // Defaults for Config fields left zero.
@@ -32,21 +33,27 @@ var (
 	// ErrInvalidConfig is wrapped by New errors.
 	ErrInvalidConfig = errors.New("versiongate: invalid config")
 	// ErrLeadershipLost is returned internally, and logged, when a guarded
-	// status write fails because the term is no longer valid.
-	ErrLeadershipLost = errors.New("versiongate: leadership lost")
-	// ErrRecordLost is wrapped by the error Run returns when the lease of
-	// the node record it publishes expired: the leader may have stopped
-	// counting this node, so the host must stop serving, and may start
-	// again with a new Run and WaitReady.
+	// status write fails because the term is no longer valid. It is the
+	// same value as election.ErrLeadershipLost, so errors.Is matches
+	// either.
+	ErrLeadershipLost = leadership.ErrLost
+	// ErrRecordLost is wrapped by the error Run returns, and by the error
+	// WaitReady returns, when the node record the gate publishes can no
+	// longer be counted on: its local validity deadline passed without an
+	// acknowledged keep-alive (before the server can expire it), or the
+	// lease or record is gone. The leader may stop counting this node, so
+	// the host must stop serving; it may then call Run and WaitReady again
+	// on the same Gate.
 	ErrRecordLost = errors.New("versiongate: node record lost")
-	// ErrAlreadyRunning is returned by a second call of Run.
+	// ErrAlreadyRunning is returned by Run while another Run of the same
+	// gate has not returned.
 	ErrAlreadyRunning = errors.New("versiongate: already running")
 )
 
-// Term is one term of leadership the host's election granted.
+// Term is one term of leadership the host's election granted. A term of
+// reconkit's etcd election (*election.EtcdLeadership) is a Term as it is.
 //
-// Context ends when the term ends, and at the latest when the context
-// passed to the Campaign that returned the term ends. Token is the term's
+// Context ends when the term ends. Token is the term's
 // fencing token, handed to the reconcile function. Guard is an etcd
 // comparison that holds exactly while the term is valid (for an etcd
 // election: the candidate key's create revision equals the term's); every
@@ -63,13 +70,30 @@ type Term interface {
 // Candidate runs for leadership on the host's election.
 //
 // The gate calls Campaign from one goroutine, never concurrently, and only
-// while the local node has the newest release among the member nodes. It
-// cancels ctx when that stops being so or when Run ends; Campaign must then
-// return promptly (with an error wrapping ctx.Err()), and a term it
-// returned must end. The gate resigns every term it was given before it
-// campaigns again and before Run returns.
+// while the local node has the newest release among the member nodes.
+// ctx bounds the wait only: the gate cancels it when the node stops being
+// the newest, or Run ends, while Campaign still waits, and Campaign must
+// then return promptly (with an error wrapping ctx.Err()). Once Campaign
+// returned a term, the gate never cancels ctx before it resigned that term,
+// and it resigns only after its leader work (the reconcile included) has
+// returned: a term is never released while the local reconcile runs, even
+// with an election that ends its terms with the Campaign context.
 type Candidate interface {
 	Campaign(ctx context.Context) (Term, error)
+}
+
+// CandidateOf makes a Candidate of an election's campaign method returning
+// a concrete term type, with no adapter to write:
+//
+//	Candidate: versiongate.CandidateOf(elector.CampaignEtcd)
+func CandidateOf[T Term](campaign func(ctx context.Context) (T, error)) Candidate {
+	return CandidateFunc(func(ctx context.Context) (Term, error) {
+		t, err := campaign(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return t, nil
+	})
 }
 
 // CandidateFunc adapts a function to Candidate.
@@ -130,6 +154,16 @@ type Config struct {
 	// SettleTime is how long a leader waits before its first reconcile
 	// when a status shows an earlier reconciler, so requests of a deposed
 	// leader still in flight land first (default 5s; negative: no wait).
+	//
+	// It is not what protects a node that is cut off: with gate-owned
+	// records such a node stops serving at its record's local deadline,
+	// before the server expires the record, so before a leader can see it
+	// gone at all (measured on real etcd with default settings: the old
+	// node stopped about 1s before the expiry, and the new leader
+	// reconciled SettleTime after that). What SettleTime covers is the
+	// rest of the worst case: writes the deposed leader sent before its
+	// term ended locally and that reach a target not fenced by the token.
+	// Keep it above the network delay to such targets.
 	SettleTime time.Duration
 	// ReconcileInterval is the period of the reconcile after the initial
 	// one (default 30s).
@@ -137,25 +171,34 @@ type Config struct {
 	// ReconcileJitter randomises each period by up to this fraction
 	// (0 to 1; default 0).
 	ReconcileJitter float64
-	// Clock is used for every wait; nil means the real clock.
+	// Clock is used for every wait but the record's validity; nil means the
+	// real clock.
 	Clock clock.Clock
+	// RecordClock measures the published record's local validity deadline
+	// and paces its keep-alives. The server expires the record in real
+	// time, so this must run at the real rate; nil means the real clock.
+	// Unused when Decode is set.
+	RecordClock clock.Clock
 }
 
 // Gate runs the reconciler for one node and gates the node's start-up on
 // the reconciler status. Create it with New; its methods are safe for
 // concurrent use.
 type Gate struct {
-	cfg   Config
-	clock clock.Clock
+	cfg         Config
+	clock       clock.Clock
+	recordClock clock.Clock
 
 	releases event.Value[Releases]
 	tracker  *tracker
-	// record is the revision at which the local node record was last
-	// published (gate-owned records only).
-	record event.Value[int64]
+	// record is the state of the local node record (gate-owned records
+	// only).
+	record event.Value[recordState]
 
 	running   atomic.Bool
+	ready     atomic.Bool // WaitReady succeeded and the record is still valid
 	leading   atomic.Bool
+	leadingCh leadingNotify
 	phase     atomic.Value // string
 	statusMu  sync.Mutex
 	statusErr error
@@ -211,6 +254,10 @@ func New(cfg Config) (*Gate, error) {
 	if g.clock == nil {
 		g.clock = clock.RealClock{}
 	}
+	g.recordClock = cfg.RecordClock
+	if g.recordClock == nil {
+		g.recordClock = clock.RealClock{}
+	}
 	decode := cfg.Decode
 	if decode == nil {
 		decode = publishedDecoder(cfg.NodesPrefix)
@@ -245,8 +292,35 @@ const (
 // Phase reports what the gate's reconciler is doing, for operators.
 func (g *Gate) Phase() string { return g.phase.Load().(string) }
 
-// Leading reports whether this gate currently holds a term.
+// Leading reports, without a request, whether this gate currently holds a
+// term (from Campaign's return until the gate resigned it).
 func (g *Gate) Leading() bool { return g.leading.Load() }
+
+// LeadingChanged returns a channel that is closed when Leading next
+// changes; read Leading after it is closed and call LeadingChanged again
+// for the change after that.
+func (g *Gate) LeadingChanged() <-chan struct{} { return g.leadingCh.changed() }
+
+func (g *Gate) setLeading(v bool) {
+	g.leading.Store(v)
+	g.leadingCh.notify()
+}
+
+// Ready reports, without a request, whether the local node may serve: a
+// WaitReady has returned nil and, when the gate owns the records, the
+// node's record has stayed valid by its local deadline since it was
+// published. It turns false the moment the record is lost, before the
+// server can expire it; the host then waits in WaitReady again.
+func (g *Gate) Ready() bool {
+	if !g.ready.Load() {
+		return false
+	}
+	if g.cfg.Decode != nil {
+		return true
+	}
+	st, _ := g.record.Load()
+	return st.valid
+}
 
 // StatusError returns the decode error of the last stored status this gate
 // read, or nil if that status was valid or absent. A corrupt status is
@@ -268,11 +342,15 @@ func (g *Gate) setStatusError(err error) {
 // gate owns them, and campaigns and reconciles while the local node has the
 // newest release. It blocks until every goroutine it started has exited,
 // and returns ctx.Err() when ctx ends, or an error wrapping ErrRecordLost.
-// It resigns any term it holds before returning. Run may be called once.
+// It resigns any term it holds, after its reconcile returned, before
+// returning. After it returned it may be called again (after ErrRecordLost
+// the record is published anew); two Runs at once fail with
+// ErrAlreadyRunning.
 func (g *Gate) Run(ctx context.Context) error {
 	if !g.running.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
 	}
+	defer g.running.Store(false)
 	if g.cfg.Candidate == nil || g.cfg.Reconcile == nil {
 		return fmt.Errorf("%w: Run needs Candidate and Reconcile", ErrInvalidConfig)
 	}
@@ -307,4 +385,28 @@ func (g *Gate) Run(ctx context.Context) error {
 		return firstErr
 	}
 	return ctx.Err()
+}
+
+// leadingNotify is a channel closed and replaced at every change.
+type leadingNotify struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func (n *leadingNotify) changed() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ch == nil {
+		n.ch = make(chan struct{})
+	}
+	return n.ch
+}
+
+func (n *leadingNotify) notify() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ch != nil {
+		close(n.ch)
+		n.ch = nil
+	}
 }

@@ -61,27 +61,22 @@ func (g *Gate) campaign(ctx context.Context) {
 	failures := 0
 	for {
 		g.phase.Store(PhaseCampaigning)
-		var term Term
-		err := backoff.Retry(ctx, func(ctx context.Context) error {
-			t, err := g.cfg.Candidate.Campaign(ctx)
-			if err != nil {
-				return err
-			}
-			term = t
-			return nil
-		}, backoff.WithClock(g.clock), backoff.WithName("versiongate: campaign"))
+		term, release, err := g.campaignOnce(ctx)
 		if err != nil {
 			return // ctx ended
 		}
 		log.Info("Elected reconciler", "token", term.Token())
-		g.leading.Store(true)
+		g.setLeading(true)
 		reachedDone, err := g.leadTerm(ctx, term)
-		g.leading.Store(false)
+		// lead, and the reconcile it runs, have returned: only now is the
+		// term released.
+		g.setLeading(false)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		if rerr := term.Resign(rctx); rerr != nil {
 			log.Info("Could not resign; the term will expire", "err", rerr.Error())
 		}
 		cancel()
+		release()
 		if ctx.Err() != nil {
 			return
 		}
@@ -101,6 +96,41 @@ func (g *Gate) campaign(ctx context.Context) {
 			log.Info("Reconciler term ended, campaigning again", "reason", fmt.Sprint(err))
 		}
 	}
+}
+
+// campaignOnce campaigns, retrying failures, until it wins or ctx ends.
+// Campaign gets a context that ends with ctx only while it waits: once it
+// returned a term, that context lives until the caller calls release,
+// after Resign, so that a Candidate whose terms end with their Campaign
+// context cannot release while the gate's reconcile runs.
+func (g *Gate) campaignOnce(ctx context.Context) (Term, func(), error) {
+	var term Term
+	var release func()
+	err := backoff.Retry(ctx, func(ctx context.Context) error {
+		wctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+		stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+		t, err := g.cfg.Candidate.Campaign(wctx)
+		if !stop() || err != nil {
+			// ctx ended while Campaign returned, or it failed: a term won
+			// at that instant is given back, after nothing ran in it.
+			if err == nil {
+				rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+				_ = t.Resign(rctx)
+				rcancel()
+			}
+			cancel(nil)
+			if err == nil {
+				err = ctx.Err()
+			}
+			return err
+		}
+		term, release = t, func() { cancel(nil) }
+		return nil
+	}, backoff.WithClock(g.clock), backoff.WithName("versiongate: campaign"))
+	if err != nil {
+		return nil, nil, err
+	}
+	return term, release, nil
 }
 
 // Pause between failed terms: pauseBase doubling up to pauseMax.

@@ -2,6 +2,7 @@ package versiongate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/go-logr/logr"
@@ -10,7 +11,8 @@ import (
 
 // WaitReady blocks until the stored status lets the local node serve:
 // the local release is at least the status' minimum compatible release and
-// the status' version is at least MinimumReconcilerRelease (see Ready). A
+// the status' version is at least MinimumReconcilerRelease (see the
+// function Ready). A
 // WORKING status does not block. An absent or corrupt status does: the
 // first leader writes a status only after its initial reconcile. It logs
 // why it waits, once each time the reason changes.
@@ -18,16 +20,81 @@ import (
 // When the gate owns the node records, WaitReady first waits until Run has
 // published the local record, and reads the status after it: a leader that
 // restricts the status after that either sees this node or fails its
-// guarded write. It returns ctx.Err() when ctx ends.
+// guarded write. If the record is lost while WaitReady waits (see
+// ErrRecordLost), it returns an error wrapping ErrRecordLost at once; a
+// later WaitReady waits for the record to be published again. On success
+// Ready reports true until the record is lost. It returns ctx.Err() when
+// ctx ends.
 func (g *Gate) WaitReady(ctx context.Context) error {
 	log := logr.FromContextOrDiscard(ctx)
 	if g.cfg.Decode == nil {
-		w := g.record.Watch()
-		defer w.Close()
-		if _, err := w.Get(ctx); err != nil {
+		// rctx ends, with a cause wrapping ErrRecordLost, when the record
+		// is lost.
+		rctx, stop, err := g.waitRecord(ctx)
+		if err != nil {
 			return err
 		}
+		defer stop()
+		if err := g.waitStatus(rctx, log); err != nil {
+			if cause := context.Cause(rctx); errors.Is(cause, ErrRecordLost) {
+				return cause
+			}
+			return err
+		}
+		// Ready only if the record is still the valid one it waited on;
+		// setRecordInvalid clears ready after marking the record lost, so
+		// a loss racing with this store is never missed.
+		g.ready.Store(true)
+		if st, _ := g.record.Load(); !st.valid {
+			g.ready.Store(false)
+			return fmt.Errorf("%w: lost while the status was read", ErrRecordLost)
+		}
+		return nil
 	}
+	if err := g.waitStatus(ctx, log); err != nil {
+		return err
+	}
+	g.ready.Store(true)
+	return nil
+}
+
+// waitRecord waits until the local record is valid and returns a context
+// that ends, with a cause wrapping ErrRecordLost, when it stops being so,
+// and a stop function that ends that context and waits for the goroutine
+// that follows the record.
+func (g *Gate) waitRecord(ctx context.Context) (context.Context, func(), error) {
+	w := g.record.Watch()
+	for {
+		st, err := w.Get(ctx)
+		if err != nil {
+			w.Close()
+			return nil, nil, err
+		}
+		if st.valid {
+			break
+		}
+	}
+	rctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer w.Close()
+		for {
+			st, err := w.Get(rctx)
+			if err != nil {
+				return
+			}
+			if !st.valid {
+				cancel(fmt.Errorf("%w: while waiting for a status that admits this node", ErrRecordLost))
+				return
+			}
+		}
+	}()
+	return rctx, func() { cancel(nil); <-done }, nil
+}
+
+// waitStatus blocks until the stored status lets the local node serve.
+func (g *Gate) waitStatus(ctx context.Context, log logr.Logger) error {
 	var lastReason string
 	ready := func(value []byte, exists bool) bool {
 		var reason string

@@ -192,13 +192,10 @@ func (e *Election) fillLocked() {
 // grantLocked starts w's term. The leader must be nil.
 func (e *Election) grantLocked(w *waiter) {
 	e.token++
-	ctx, cancel := context.WithCancelCause(w.ctx)
+	// The Campaign context bounds the wait only: the term outlives it and
+	// ends through Resign or a loss, which vacate synchronously.
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(w.ctx))
 	t := &term{e: e, c: w.c, token: e.token, ctx: ctx, cancel: cancel}
-	// However the term ends (Resign, loss, the Campaign context), the
-	// vacancy is filled. Resign and loss vacate synchronously and stop
-	// this; it only runs when the Campaign context ends, takes the lock
-	// and returns.
-	t.stop = context.AfterFunc(ctx, t.release)
 	e.leader = t
 	w.c.term = t
 	w.c.busy = true
@@ -243,8 +240,8 @@ func (c *Candidate) Identity() string { return c.id }
 
 // Campaign implements election.Elector. It waits in line behind the
 // candidates that campaigned before it; a partitioned candidate waits until
-// it is healed. Cancelling ctx after Campaign returned ends the term and
-// releases it.
+// it is healed. ctx bounds the wait only: the term outlives it and ends
+// through Resign or a loss.
 func (c *Candidate) Campaign(ctx context.Context) (election.Leadership, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("electiontest: campaign: %w", err)
@@ -276,9 +273,11 @@ func (c *Candidate) Campaign(ctx context.Context) (election.Leadership, error) {
 		}
 		e.mu.Unlock()
 		if !removed {
-			// Won at the same moment: the term context, a child of ctx,
-			// has ended; vacate it now rather than in the background.
-			(<-w.won).release()
+			// Won at the same moment: nobody will hold the term; end and
+			// vacate it.
+			t := <-w.won
+			t.cancel(context.Cause(ctx))
+			t.release()
 		}
 		return nil, fmt.Errorf("electiontest: campaign: %w", ctx.Err())
 	}
@@ -402,7 +401,6 @@ type term struct {
 	token  election.Token
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	stop   func() bool
 }
 
 var _ election.Leadership = (*term)(nil)
@@ -413,7 +411,6 @@ func (t *term) Identity() string         { return t.c.id }
 
 // Resign ends the term context, then releases leadership.
 func (t *term) Resign(context.Context) error {
-	t.stop()
 	t.cancel(election.ErrResigned)
 	t.release()
 	return nil
@@ -421,7 +418,6 @@ func (t *term) Resign(context.Context) error {
 
 // loseLocked ends the term as lost and vacates it at once.
 func (t *term) loseLocked(reason error) {
-	t.stop()
 	t.cancel(fmt.Errorf("%w: %w", election.ErrLeadershipLost, reason))
 	t.releaseLocked()
 }

@@ -48,8 +48,10 @@ type Subject struct {
 //     can campaign again;
 //   - CampaignContextCancelled: a cancelled Campaign returns an error
 //     wrapping the context's error and never leads later;
-//   - TermParentCancelled: ending the Campaign's context ends the term
-//     with the context's cause and releases leadership;
+//   - CampaignContextBoundsWaitOnly: ending the Campaign's context after
+//     Campaign returned leaves the term live and held (so a holder can
+//     release strictly after its own work returned); Resign then hands
+//     over;
 //   - TokensIncrease: tokens strictly increase over terms, whoever holds
 //     them, and Leader reports the leader's identity and token;
 //   - ObserveFinalState: Observe starts with the current state, reports
@@ -66,7 +68,7 @@ func Run(t *testing.T, newSubject func(t *testing.T) Subject) {
 		{"HandoverOnResign", testHandoverOnResign},
 		{"LossOnSessionDeath", testLossOnSessionDeath},
 		{"CampaignContextCancelled", testCampaignContextCancelled},
-		{"TermParentCancelled", testTermParentCancelled},
+		{"CampaignContextBoundsWaitOnly", testCampaignContextBoundsWaitOnly},
 		{"TokensIncrease", testTokensIncrease},
 		{"ObserveFinalState", testObserveFinalState},
 		{"CampaignWhileLeading", testCampaignWhileLeading},
@@ -304,17 +306,22 @@ func testCampaignContextCancelled(t *testing.T, s *suite) {
 	s.resign(t, lb)
 }
 
-func testTermParentCancelled(t *testing.T, s *suite) {
+func testCampaignContextBoundsWaitOnly(t *testing.T, s *suite) {
 	ctx := s.ctx(t)
 	a, b := s.NewCandidate(t), s.NewCandidate(t)
-	cause := errors.New("parent ended")
 	actx, acancel := context.WithCancelCause(ctx)
 	la := s.lead(t, actx, a, "a")
 	chB := s.campaign(t, ctx, b)
 	s.eventuallyLeader(t, ctx, b, a.Identity())
-	acancel(cause)
-	require.ErrorIs(t, s.ended(t, la, "a after its Campaign context ended"), cause)
-	lb := s.win(t, chB, "b after a's Campaign context ended")
+	acancel(errors.New("campaign context ended"))
+	// The term is not a child of the Campaign context: it is still live,
+	// and still the leader's, after that context ended.
+	require.NoError(t, la.Context().Err(), "a's term ended with its Campaign context")
+	require.Equal(t, a.Identity(), s.eventuallyLeader(t, ctx, b, a.Identity()).Identity)
+	pending(t, chB, "b while a's term outlives its Campaign context")
+	s.resign(t, la)
+	require.ErrorIs(t, context.Cause(la.Context()), election.ErrResigned)
+	lb := s.win(t, chB, "b after a resigned")
 	require.Greater(t, lb.Token(), la.Token())
 	s.resign(t, lb)
 }

@@ -201,7 +201,7 @@ func (a *agent) newGate() (*versiongate.Gate, error) {
 		StatusKey:                gateStatusKey,
 		NodesPrefix:              gateNodesPrefix,
 		RecordTTL:                o.recordTTL,
-		Candidate:                a.elector,
+		Candidate:                a.elector.candidate(),
 		Reconcile:                a.reconcile,
 		SettleTime:               o.settle,
 		ReconcileInterval:        o.reconcileInterval,

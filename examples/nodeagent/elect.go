@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -13,13 +12,11 @@ import (
 // electionPrefix is the election's key prefix, under the run's prefix.
 const electionPrefix = "election"
 
-// elector adapts an election.EtcdElector to versiongate.Candidate: the gate
+// elector is the agent's candidate in the etcd election; the version gate
 // campaigns through it while its node has the newest release.
 type elector struct {
 	*election.EtcdElector
 }
-
-var _ versiongate.Candidate = (*elector)(nil)
 
 func newElector(cli *clientv3.Client, identity string, ttl time.Duration) (*elector, error) {
 	e, err := election.NewEtcd(election.EtcdConfig{Client: cli, Prefix: electionPrefix, Identity: identity, SessionTTL: ttl})
@@ -29,13 +26,11 @@ func newElector(cli *clientv3.Client, identity string, ttl time.Duration) (*elec
 	return &elector{e}, nil
 }
 
-// Campaign implements versiongate.Candidate.
-func (e *elector) Campaign(ctx context.Context) (versiongate.Term, error) {
-	l, err := e.CampaignEtcd(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return etcdTerm{l}, nil
+// candidate is the elector as the gate's Candidate: an etcd term is a
+// versiongate.Term as it is, and the gate resigns it only after its
+// reconcile returned.
+func (e *elector) candidate() versiongate.Candidate {
+	return versiongate.CandidateOf(e.CampaignEtcd)
 }
 
 // close closes the elector, which releases a term still held.
@@ -44,14 +39,3 @@ func (e *elector) close() {
 	// the lease expires by its TTL.
 	_ = e.Close()
 }
-
-// etcdTerm is an election term seen as a versiongate.Term: the fencing
-// token as a plain number, and the etcd guard for the gate's writes.
-type etcdTerm struct {
-	*election.EtcdLeadership
-}
-
-var _ versiongate.Term = etcdTerm{}
-
-// Token returns the term's fencing token.
-func (t etcdTerm) Token() uint64 { return uint64(t.EtcdLeadership.Token()) }
