@@ -288,7 +288,10 @@ func TestEtcdCrashedLeaderSuccessorWithinTTL(t *testing.T) {
 	// confirmed its term), so the successor waited for the expiry, not for
 	// a release; etcd checks for expired leases every 500ms.
 	require.Greater(t, elapsed, ttl*2/3, "successor led before the crashed leader's lease could expire")
-	require.Less(t, elapsed, ttl+time.Second, "successor waited longer than TTL + etcd's 500ms expiry check + margin")
+	// The exact figure lives in BenchmarkEtcdCrashFailover. Here the bound
+	// only tells "waited for the crashed lease" from "waited for something
+	// else" (a second TTL, its own session), with room for a starved machine.
+	require.Less(t, elapsed, 2*ttl, "successor waited for more than the crashed leader's lease")
 }
 
 // TestEtcdPartitionedLeaderLosesFirst cuts the leader off from etcd: its

@@ -602,7 +602,10 @@ func TestLeaseSurvivesAPIServerRestart(t *testing.T) {
 	require.NoError(t, l.Resign(ctx))
 	r, ok := <-won
 	require.True(t, ok, "follower did not win")
-	require.Less(t, r.at.Sub(resignedAt), 5*time.Second, "handover after the restart took too long")
+	// Half the lease duration tells a recovered watch (or poll) from a
+	// follower that waited for the lease to expire, with room for a starved
+	// machine; the handover figures live in cmd/bench/election.
+	require.Less(t, r.at.Sub(resignedAt), 15*time.Second, "handover after the restart waited for the lease to expire")
 	require.Greater(t, r.l.Token(), l.Token())
 	require.NoError(t, r.l.Resign(ctx))
 }
