@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -152,21 +151,7 @@ func (a *APIServer) start(ctx context.Context) error {
 	defer client.CloseIdleConnections()
 	url := fmt.Sprintf("https://%s/readyz", a.Addr())
 	return p.waitUntil(ctx, a.timeout, func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		req.Header.Set("Authorization", "Bearer "+a.token)
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != "ok" {
-			return fmt.Errorf("readyz: %s: %s", resp.Status, strings.TrimSpace(string(body)))
-		}
-		return nil
+		return probeOK(ctx, client, "readyz", url, a.token)
 	})
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -156,20 +155,7 @@ func (m *ControllerManager) start(ctx context.Context) error {
 	defer client.CloseIdleConnections()
 	url := fmt.Sprintf("https://127.0.0.1:%d/healthz", m.port)
 	return p.waitUntil(ctx, m.timeout, func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != "ok" {
-			return fmt.Errorf("healthz: %s: %s", resp.Status, strings.TrimSpace(string(body)))
-		}
-		return nil
+		return probeOK(ctx, client, "healthz", url, "")
 	})
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -241,16 +240,10 @@ func (m *Member) waitHealthy(ctx context.Context) error {
 	client := &http.Client{Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
 	return m.current().waitUntil(ctx, m.timeout, func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		body, err := probe(ctx, client, "health", url, "")
 		if err != nil {
 			return err
 		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		var h struct {
 			Health string `json:"health"`
 			Reason string `json:"reason"`
