@@ -279,18 +279,21 @@ func (g *Gate) Releases() (Releases, bool) { return g.releases.Load() }
 // before Run listed the nodes.
 func (g *Gate) Blocking() []Node { return g.tracker.blockingNodes() }
 
-// Phases reported by Phase.
+// Phase says what a gate's reconciler is doing.
+type Phase string
+
+// Phases reported by [Gate.Phase].
 const (
-	PhaseIdle        = "idle"        // not campaigning: not running, or not the newest release
-	PhaseCampaigning = "campaigning" // newest release, waiting to lead
-	PhaseRestricting = "restricting" // leading, waiting for incompatible nodes to go
-	PhaseSettling    = "settling"    // leading, waiting SettleTime
-	PhaseReconciling = "reconciling" // leading, initial reconcile
-	PhaseDone        = "done"        // leading, initial reconcile done, periodic reconcile
+	PhaseIdle        Phase = "idle"        // not campaigning: not running, or not the newest release
+	PhaseCampaigning Phase = "campaigning" // newest release, waiting to lead
+	PhaseRestricting Phase = "restricting" // leading, waiting for incompatible nodes to go
+	PhaseSettling    Phase = "settling"    // leading, waiting SettleTime
+	PhaseReconciling Phase = "reconciling" // leading, initial reconcile
+	PhaseDone        Phase = "done"        // leading, initial reconcile done, periodic reconcile
 )
 
 // Phase reports what the gate's reconciler is doing, for operators.
-func (g *Gate) Phase() string { return g.phase.Load().(string) }
+func (g *Gate) Phase() Phase { return g.phase.Load().(Phase) }
 
 // Leading reports, without a request, whether this gate currently holds a
 // term (from Campaign's return until the gate resigned it).

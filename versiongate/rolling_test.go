@@ -272,7 +272,7 @@ func TestRollingUpgrade(t *testing.T) {
 	require.Empty(t, h.violations, "seed %d", seed)
 }
 
-func anyPhase(nodes []*rollingNode, phases ...string) bool {
+func anyPhase(nodes []*rollingNode, phases ...Phase) bool {
 	for _, n := range nodes {
 		if !n.running {
 			continue

@@ -35,7 +35,7 @@ type agentState struct {
 	Running   bool
 	Stopped   string // why it stopped: "stopped", "killed", or an error
 	Ready     bool   // passed WaitReady
-	Phase     string // version gate phase
+	Phase     versiongate.Phase // version gate phase
 	Leading   bool
 	Config    string // checkpoint phase and ID, for the view
 	CfgPhase  checkpoint.Phase

@@ -243,11 +243,11 @@ func agentActivity(a agentState) string {
 	}
 	if a.Leading {
 		if len(a.Blocking) > 0 {
-			return "LEADER/" + a.Phase + "(waits for " + strings.Join(a.Blocking, ",") + ")"
+			return "LEADER/" + string(a.Phase) + "(waits for " + strings.Join(a.Blocking, ",") + ")"
 		}
-		return "LEADER/" + a.Phase
+		return "LEADER/" + string(a.Phase)
 	}
-	return a.Phase
+	return string(a.Phase)
 }
 
 func listOrDash(l []string) string {
@@ -294,7 +294,7 @@ func (v *view) draw(s snapshot) {
 		}
 		activity := agentActivity(a)
 		if len(a.Blocking) > 0 {
-			activity = "LEADER/" + a.Phase
+			activity = "LEADER/" + string(a.Phase)
 		}
 		fmt.Fprintf(&b, "  %-8s %-8s %-22s %-6s %-28s %-22s %-34s %-28s %s\n", a.Name, a.Release, activity, ready, a.Config, n.Ready, n.ConfigOK, n.Gated, lease)
 	}

@@ -1,0 +1,75 @@
+package versiongate
+
+import "time"
+
+// Event names what an [Observation] reports.
+type Event string
+
+// Events reported to a [Metrics] hook.
+const (
+	// EventPhase: the gate's phase changed to Phase.
+	EventPhase Event = "phase"
+	// EventBlocking: the number of nodes that keep the gate from finishing
+	// changed to Blocking.
+	EventBlocking Event = "blocking"
+	// EventRestrict: the leader wrote the restricted status (Token is its
+	// term's token).
+	EventRestrict Event = "restrict"
+	// EventDone: the leader wrote the done status after its initial
+	// reconcile.
+	EventDone Event = "done"
+	// EventKeepAlive: the server acknowledged a keep-alive of this node's
+	// record. Latency is the keep-alive's round trip; ValidFor is how long
+	// the record stays valid by the node's local deadline.
+	EventKeepAlive Event = "keepalive"
+	// EventRecordLost: the node's record was lost (or its local validity
+	// deadline passed); Err says why.
+	EventRecordLost Event = "record_lost"
+)
+
+// Observation is one thing a [Gate] reports to its [Metrics] hook.
+type Observation struct {
+	Event Event
+	// NodeID is this node's ID.
+	NodeID string
+	// Phase is the gate's phase after the observation.
+	Phase Phase
+	// Blocking is the number of blocking nodes, for EventBlocking.
+	Blocking int
+	// Token is the leader's fencing token, for EventRestrict and EventDone.
+	Token uint64
+	// Latency and ValidFor: see EventKeepAlive.
+	Latency  time.Duration
+	ValidFor time.Duration
+	// Err is the failure, for EventRecordLost.
+	Err error
+}
+
+// Metrics receives a gate's observations: its phase, the nodes blocking it,
+// restrict and done transitions, and the age of its record's last
+// acknowledged keep-alive. github.com/reconkit/reconkit/metrics/prometheus
+// turns them into collectors.
+//
+// Threading contract: Observe is called from the gate's own goroutines,
+// possibly concurrently; it must not block and must not call back into the
+// gate.
+type Metrics interface {
+	Observe(Observation)
+}
+
+// MetricsFunc adapts a function to [Metrics].
+type MetricsFunc func(Observation)
+
+// Observe calls f.
+func (f MetricsFunc) Observe(o Observation) { f(o) }
+
+var _ Metrics = MetricsFunc(nil)
+
+// EventRecorder receives Kubernetes-style events: eventtype is "Normal" or
+// "Warning", reason a CamelCase word, message a sentence. Every reconkit
+// package accepts the same method set.
+//
+// Threading contract: as for [Metrics].
+type EventRecorder interface {
+	Event(eventtype, reason, message string)
+}
