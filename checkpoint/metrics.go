@@ -40,7 +40,7 @@ type Observation struct {
 
 // Metrics receives a controller's observations: its phase, rollbacks by
 // reason, trial time and the boot tries left.
-// github.com/reconkit/reconkit/metrics/prometheus turns them into
+// github.com/reconkit/reconkit/prommetrics turns them into
 // collectors.
 //
 // Threading contract: Observe is called from the goroutine running the

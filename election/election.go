@@ -78,28 +78,27 @@ type Elector interface {
 	Observe(ctx context.Context) <-chan LeaderInfo
 }
 
-// Leadership is one term of leadership.
-type Leadership interface {
-	// Context ends the moment the term ends: lost, resigned, or the
-	// elector closed. context.Cause tells which (ErrLeadershipLost,
-	// ErrResigned or ErrClosed).
-	Context() context.Context
-
-	// Token returns the term's fencing token.
-	Token() Token
-
-	// Identity returns the leader's identity.
-	Identity() string
-
-	// Resign ends the term and releases leadership so that a successor can
-	// take over at once. The term context ends before the release is sent,
-	// and Resign returns only after the release completed or failed: a nil
-	// error means the server has let leadership go. A failed Resign can be
-	// called again to retry the release; concurrent calls wait for the one
-	// in flight. Resign after a lost term, or after a completed release,
-	// returns nil.
-	Resign(ctx context.Context) error
-}
+// Leadership is one term of leadership: its context, fencing token,
+// holder identity and Resign (see the methods' documentation on
+// internal/leadership.Term, repeated here).
+//
+//   - Context ends the moment the term ends: lost, resigned, or the elector
+//     closed. context.Cause tells which (ErrLeadershipLost, ErrResigned or
+//     ErrClosed).
+//   - Token returns the term's fencing token.
+//   - Identity returns the leader's identity.
+//   - Resign ends the term and releases leadership so that a successor can
+//     take over at once. The term context ends before the release is sent,
+//     and Resign returns only after the release completed or failed: a nil
+//     error means the server has let leadership go. A failed Resign can be
+//     called again to retry the release; concurrent calls wait for the one
+//     in flight. Resign after a lost term, or after a completed release,
+//     returns nil.
+//
+// It is an alias of one interface shared by every reconkit package, so a
+// function written for election.Run, func(context.Context, Leadership)
+// error, has the same type wherever a package takes leader work.
+type Leadership = leadership.Term
 
 // Expiring is implemented by a Leadership whose validity is bounded in
 // time, such as a Lease term: past ValidUntil the term is treated as lost

@@ -50,7 +50,7 @@ type Observation struct {
 // Metrics receives an elector's observations: from them a host derives
 // whether this candidate leads (0/1), the number of transitions, acquire
 // and handover latency, renewal failures and the slack left at each
-// renewal. github.com/reconkit/reconkit/metrics/prometheus turns them into
+// renewal. github.com/reconkit/reconkit/prommetrics turns them into
 // collectors.
 //
 // Threading contract: Observe is called from the elector's own goroutines,

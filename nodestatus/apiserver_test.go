@@ -200,7 +200,8 @@ func (r *recorder) handle(_ context.Context, err error) error {
 	return nil
 }
 
-func (r *recorder) Observe(call nodestatus.Call, out nodestatus.Outcome, _ time.Duration) {
+func (r *recorder) Observe(o nodestatus.Observation) {
+	call, out := o.Call, o.Outcome
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.obs == nil {

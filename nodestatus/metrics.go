@@ -26,6 +26,8 @@ const (
 	CallCreateLease Call = "create_lease"
 	CallUpdateLease Call = "update_lease"
 	CallDeleteLease Call = "delete_lease"
+	// CallPing is a call of the provider's Ping, not an API request.
+	CallPing Call = "ping"
 )
 
 // Outcome classifies the result of one API request.
@@ -64,29 +66,60 @@ const (
 // provider's newest status.
 var ErrRejected = errors.New("nodestatus: rejected by the API server")
 
+// Observation is one finished API request, or one ping of the provider.
+type Observation struct {
+	Call    Call
+	Outcome Outcome
+	// Code is the HTTP status code of the answer: 200 for success, the
+	// API server's code for an error it returned (409, 422, 429, 500,
+	// ...), 0 when no answer came (a timeout, a refused connection, a
+	// canceled request) and for pings.
+	Code int
+	// Latency is the request's (or the ping's) duration. For
+	// CallUpdateLease it is the heartbeat latency.
+	Latency time.Duration
+}
+
 // Metrics receives one observation per API request the controller makes
-// (each retry counts), with its outcome and duration. A host adapts it to
-// Prometheus with a counter vector and a histogram vector labelled by call
-// and outcome.
+// (each retry counts) and per ping of the provider: lease and status writes
+// by outcome and HTTP code, heartbeat latency, pings.
+// github.com/reconkit/reconkit/prommetrics turns them into collectors.
 //
 // Threading contract: Observe is called from the controller's worker
 // goroutines, possibly concurrently; it must not block and must not call
 // back into the controller.
 type Metrics interface {
-	Observe(call Call, outcome Outcome, d time.Duration)
+	Observe(Observation)
 }
 
 // MetricsFunc adapts a function to [Metrics].
-type MetricsFunc func(call Call, outcome Outcome, d time.Duration)
+type MetricsFunc func(Observation)
 
 // Observe calls f.
-func (f MetricsFunc) Observe(call Call, outcome Outcome, d time.Duration) { f(call, outcome, d) }
+func (f MetricsFunc) Observe(o Observation) { f(o) }
 
 var _ Metrics = MetricsFunc(nil)
 
 type noMetrics struct{}
 
-func (noMetrics) Observe(Call, Outcome, time.Duration) {}
+func (noMetrics) Observe(Observation) {}
+
+// codeOf returns the HTTP status code of a request's result.
+func codeOf(err error) int {
+	if err == nil {
+		return http.StatusOK
+	}
+	var se apierrors.APIStatus
+	if errors.As(err, &se) {
+		return int(se.Status().Code)
+	}
+	return 0
+}
+
+// observation builds the observation of one finished request.
+func observation(ctx context.Context, call Call, err error, d time.Duration) Observation {
+	return Observation{Call: call, Outcome: classify(ctx, err), Code: codeOf(err), Latency: d}
+}
 
 // classify maps a request's error to an outcome. ctx is the context of the
 // whole operation: a deadline of the request alone is a transient failure,
@@ -123,8 +156,9 @@ func (e *stopError) Unwrap() error { return e.err }
 // a *stopError when the handler asks Run to stop; a rejection is wrapped
 // with ErrRejected.
 func (c *NodeController) observe(ctx context.Context, call Call, start time.Time, err error) error {
-	out := classify(ctx, err)
-	c.metrics.Observe(call, out, c.clk.Since(start))
+	o := observation(ctx, call, err, c.clk.Since(start))
+	c.metrics.Observe(o)
+	out := o.Outcome
 	if err == nil || out == OutcomeCanceled {
 		return err
 	}

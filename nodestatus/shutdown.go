@@ -21,7 +21,7 @@ func (c *NodeController) shutdown(ctx context.Context, uid types.UID) error {
 		// a node an administrator cordoned must not get our mark.
 		start := c.clk.Now()
 		cur, err := nodes.Get(ctx, c.name, metav1.GetOptions{})
-		c.metrics.Observe(CallGetNode, classify(context.Background(), err), c.clk.Since(start))
+		c.metrics.Observe(observation(context.Background(), CallGetNode, err, c.clk.Since(start)))
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -34,21 +34,21 @@ func (c *NodeController) shutdown(ctx context.Context, uid types.UID) error {
 		p := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"true"},"resourceVersion":%q},"spec":{"unschedulable":true}}`, AnnotationCordoned, cur.ResourceVersion)
 		start = c.clk.Now()
 		_, err = nodes.Patch(ctx, c.name, types.StrategicMergePatchType, p, metav1.PatchOptions{FieldManager: c.cfg.FieldManager})
-		c.metrics.Observe(CallPatchNode, classify(context.Background(), err), c.clk.Since(start))
+		c.metrics.Observe(observation(context.Background(), CallPatchNode, err, c.clk.Since(start)))
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("cordon: %w", err)
 		}
 	case ShutdownDelete:
 		start := c.clk.Now()
 		err := nodes.Delete(ctx, c.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-		c.metrics.Observe(CallDeleteNode, classify(context.Background(), err), c.clk.Since(start))
+		c.metrics.Observe(observation(context.Background(), CallDeleteNode, err, c.clk.Since(start)))
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return fmt.Errorf("delete node: %w", err)
 		}
 		if !c.cfg.DisableLease {
 			start := c.clk.Now()
 			err := c.cfg.LeaseClient.CoordinationV1().Leases(c.cfg.LeaseNamespace).Delete(ctx, c.name, metav1.DeleteOptions{})
-			c.metrics.Observe(CallDeleteLease, classify(context.Background(), err), c.clk.Since(start))
+			c.metrics.Observe(observation(context.Background(), CallDeleteLease, err, c.clk.Since(start)))
 			if err != nil && !apierrors.IsNotFound(err) {
 				return fmt.Errorf("delete lease: %w", err)
 			}

@@ -47,7 +47,7 @@ type Observation struct {
 
 // Metrics receives a gate's observations: its phase, the nodes blocking it,
 // restrict and done transitions, and the age of its record's last
-// acknowledged keep-alive. github.com/reconkit/reconkit/metrics/prometheus
+// acknowledged keep-alive. github.com/reconkit/reconkit/prommetrics
 // turns them into collectors.
 //
 // Threading contract: Observe is called from the gate's own goroutines,
