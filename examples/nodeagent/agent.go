@@ -33,8 +33,8 @@ type agentState struct {
 	Name      string
 	Release   string
 	Running   bool
-	Stopped   string // why it stopped: "stopped", "killed", or an error
-	Ready     bool   // passed WaitReady
+	Stopped   string            // why it stopped: "stopped", "killed", or an error
+	Ready     bool              // passed WaitReady
 	Phase     versiongate.Phase // version gate phase
 	Leading   bool
 	Config    string // checkpoint phase and ID, for the view
