@@ -32,4 +32,23 @@
 // campaigns with election, and, while leading, runs a version-gated reconcile
 // that converges external resources with lbrecon. The program in
 // examples/nodeagent does exactly that.
+//
+// # Conventions every package follows
+//
+//   - Lifecycle: a long-running type is built by a constructor that checks
+//     its configuration, and has Run(ctx) error, which blocks until every
+//     goroutine it started has exited. Run returns nil when its context
+//     ends, as controller-runtime's manager does, and a wrapped error only
+//     for a real failure; a host needs no "ignore context.Canceled" filter.
+//     A type that holds resources beyond Run also has Close.
+//   - One vocabulary: a fencing token is a uint64 (election.Token is an
+//     alias); a term of leadership is election.Leadership, one interface
+//     shared by every package that takes leader work; leadership loss is
+//     one sentinel that errors.Is matches whichever package returned it.
+//   - Observability: each package takes a one-method Metrics hook (with a
+//     Func adapter) and an optional EventRecorder with one method set,
+//     Event(eventtype, reason, message string), so one host value serves
+//     every package. No feature package imports a metrics library.
+//   - Dependencies come from the host: clients, clock (k8s.io/utils/clock),
+//     logger (logr, from the context), metrics. Nothing is global.
 package reconkit
