@@ -77,7 +77,11 @@
 //   - Calls: one List per pass; while waiting, one List per poll, or one Get
 //     per object when only a few confirmed objects are pending
 //     ([Config.GetPollMax]); one call per created, updated, destroyed,
-//     adopted or repaired object. Calls inside a phase run in parallel, at
+//     adopted or repaired object. Polls for unconfirmed writes come no
+//     earlier than earlier writes took to show; when a listing still lacks
+//     a write after that time, the next poll (and ReconcileOnce's
+//     RequeueAfter) waits the write's age again, so a provider slower than
+//     learnt costs a number of Lists logarithmic in the error. Calls inside a phase run in parallel, at
 //     most [Config.Parallelism] at once; there is no global lock.
 //   - Fencing: [Guard] wraps an engine so that a host's check (a fencing
 //     token compared by the provider, a leadership test) runs before every

@@ -303,9 +303,16 @@ func (r *Reconciler) ReconcileOnce(ctx context.Context) (res Result, err error) 
 	res.RequeueAfter = r.requeue
 	r.memMu.Lock()
 	settled := r.mem.settled()
+	newest, unconfirmed := r.mem.newestWrite()
 	r.memMu.Unlock()
+	now := r.clock.Now()
 	if !settled.IsZero() {
-		res.RequeueAfter = max(res.RequeueAfter, settled.Sub(r.clock.Now()))
+		res.RequeueAfter = max(res.RequeueAfter, settled.Sub(now))
+	}
+	if !p.changed && unconfirmed && settled.After(newest) && !now.Before(settled) {
+		// Slower than learnt: look again after the write's age, as
+		// Reconcile does.
+		res.RequeueAfter = max(res.RequeueAfter, min(now.Sub(newest), r.cfg.MaxPollInterval))
 	}
 	if d, ok := p.deadlineAt(); ok {
 		res.RequeueAfter = max(min(res.RequeueAfter, d.Sub(r.clock.Now())), 0)

@@ -179,6 +179,64 @@ func TestTargetReplacedMakeBeforeBreak(t *testing.T) {
 	})
 }
 
+// A replace on one reconciler after it converged: the creations show
+// within the time it learnt, the first asynchronous deletion takes longer.
+// A correct replace needs one List to plan, one to see the new servers in
+// service and one to see the old ones gone; a deletion slower than learnt
+// costs at most one List more, not a poll every PollInterval.
+func TestSlowerDeletionThanLearntCostsOneList(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := realistic(nil)
+		lb := desc(2, 1, 4)
+		r := newLB(t, eng, lb, nil)
+		require.NoError(t, r.Reconcile(t.Context()))
+		eng.ResetCalls()
+		eng.ResetLow()
+		lb.Targets[3] = lbrecon.Target{Name: "node9", Address: netip.MustParseAddr("10.0.0.99")}
+		require.NoError(t, r.SetLoadBalancer(lb))
+		require.NoError(t, r.Reconcile(t.Context()))
+		requireCheapReplace(t, eng, r, lb)
+	})
+}
+
+// The same with a host's requeue loop around ReconcileOnce.
+func TestSlowerDeletionThanLearntCostsOneListOnce(t *testing.T) {
+	fc := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	eng := realistic(func(c *lbrecontest.Config) { c.Clock, c.Latency = fc, 0 })
+	lb := desc(2, 1, 4)
+	r := newLB(t, eng, lb, func(c *lbrecon.Config) { c.Clock = fc })
+	drive := func() {
+		for calls := 1; ; calls++ {
+			require.Less(t, calls, 100, "no convergence")
+			res, err := r.ReconcileOnce(t.Context())
+			require.NoError(t, err)
+			if res.Converged {
+				return
+			}
+			fc.Step(res.RequeueAfter)
+		}
+	}
+	drive()
+	eng.ResetCalls()
+	eng.ResetLow()
+	lb.Targets[3] = lbrecon.Target{Name: "node9", Address: netip.MustParseAddr("10.0.0.99")}
+	require.NoError(t, r.SetLoadBalancer(lb))
+	drive()
+	requireCheapReplace(t, eng, r, lb)
+}
+
+func requireCheapReplace(t *testing.T, eng *lbrecontest.Engine, r *lbrecon.LoadBalancerReconciler, lb lbrecon.LoadBalancer) {
+	t.Helper()
+	calls := eng.Calls()
+	require.Equal(t, 2, calls[lbrecon.VerbCreate])
+	require.Equal(t, 2, calls[lbrecon.VerbDestroy])
+	require.LessOrEqual(t, calls[lbrecon.VerbList], 4, "Lists: one to plan, one per wave, at most one more for the slower deletion")
+	for backend, low := range eng.Low(lbrecon.KindServer) {
+		require.GreaterOrEqual(t, low, 4, "backend %s fell to %d servers", backend, low)
+	}
+	requireConverged(t, eng, r, lb)
+}
+
 func TestFailedParentRecreatedWithReferencesRespected(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		eng := realistic(nil)
