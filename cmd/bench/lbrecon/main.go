@@ -15,6 +15,15 @@
 // created (creations of a kind, name and spec already created in the
 // scenario), and the fewest servers a backend held during a change.
 //
+// Calls count every engine call attempt, whatever its verb (List and Get
+// included) and whatever its answer (a 429 included). The minimum a
+// scenario is compared with is one definition for both algorithms: one List
+// to plan, one call per object created, updated or destroyed, and one
+// observation per wave of writes that must be seen before the next step may
+// go on (make-before-break: the new servers in service before the old ones
+// go; references: children gone before their parents) or before success
+// may be reported (the last wave). It counts no 429.
+//
 // Each algorithm runs as a host would run it: called again after an error
 // (one second later), up to 100 calls per scenario.
 //
@@ -306,7 +315,8 @@ func report(all map[string][]scenario) {
 	}
 	w.Flush()
 	fmt.Println("\ngoals (lagging and realistic models): calls/min <= 1.2, seed/lbrecon requests >= 3, lbrecon/seed wall <= 0.20, 0 duplicates, no backend below min(old, new)")
-	fmt.Println("minimum = 1 list + 1 call per object created, updated or destroyed + 1 observation per wave of writes that must be seen before the next")
+	fmt.Println("minimum = 1 list + 1 call per object created, updated or destroyed + 1 observation per wave of writes that must be seen before the next;")
+	fmt.Println("the same for both algorithms. calls = every engine call attempt of any verb: Lists and Gets count, and so do attempts refused with a 429 (the minimum has none)")
 }
 
 func main() {
