@@ -44,7 +44,9 @@
 //     to bring into service, so a backend never holds fewer servers than
 //     min(old, new) during a change. Exceptions: failed objects, objects
 //     whose name the engine refused to reuse ([ErrAlreadyExists]), and
-//     children of a parent that goes away for good.
+//     children of a parent that goes away for good (removed, or failed and
+//     recreated) — only that parent's children when the step has
+//     [Step.Refs], every object of the dependent kind without it.
 //   - References: a step's objects are created only once their parents
 //     ([Step.Refs]) are ok; a parent is destroyed only after a listing
 //     shows its children gone; the children of a failed parent are

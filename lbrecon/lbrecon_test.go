@@ -180,7 +180,7 @@ func TestDriftBindDeletedOutside(t *testing.T) {
 				break
 			}
 		}
-		require.True(t, eng.Delete(bind.ID))
+		require.True(t, eng.DeleteObject(bind.Key()))
 		st, err := r.Status(t.Context())
 		require.NoError(t, err)
 		require.Len(t, st[bind.Spec.(lbrecon.BindSpec).Address], 1, "status reflects current binds")

@@ -106,7 +106,6 @@ func (r *Reconciler) compute(ctx context.Context, v *view) (*plan, error) {
 	_, canRepair := r.cfg.Engine.(Repairer)
 	_, canUpdate := r.cfg.Engine.(Updater)
 	gone := make(map[Key]bool)
-	failedKind := make([]bool, n)
 	for _, o := range v.owned {
 		switch o.State {
 		case StateOK:
@@ -121,7 +120,6 @@ func (r *Reconciler) compute(ctx context.Context, v *view) (*plan, error) {
 			default:
 				p.recreate = append(p.recreate, o)
 				gone[o.Key()] = true
-				failedKind[r.stepOf[o.Kind]] = true
 			}
 		default:
 			since := m.pendingSince[o.Key()]
@@ -253,7 +251,8 @@ func (r *Reconciler) compute(ctx context.Context, v *view) (*plan, error) {
 			childGoing[j] = true
 		}
 	}
-	removal := make([]bool, n) // the step destroys objects nobody replaces
+	removal := make([]bool, n)    // the step destroys objects nobody replaces
+	leaving := make(map[Key]bool) // those objects: their children cannot wait for a replacement
 	for i := range r.cfg.Steps {
 		live := make(map[string]bool)
 		for _, o := range view.Objects(r.cfg.Steps[i].Kind) {
@@ -263,8 +262,9 @@ func (r *Reconciler) compute(ctx context.Context, v *view) (*plan, error) {
 			live[c.Name] = true
 		}
 		for _, d := range changes[i].Destroy {
-			if !live[d.Name] || failedKind[i] {
+			if !live[d.Name] || recreating[nameOf(d)] {
 				removal[i] = true
+				leaving[d.Key()] = true
 			}
 		}
 		if len(changes[i].Destroy) > 0 {
@@ -274,8 +274,16 @@ func (r *Reconciler) compute(ctx context.Context, v *view) (*plan, error) {
 		}
 	}
 	for i := n - 1; i >= 0; i-- {
-		parentGoes := slices.ContainsFunc(r.deps[i], func(j int) bool { return removal[j] })
+		st := r.cfg.Steps[i]
+		kindGoes := slices.ContainsFunc(r.deps[i], func(j int) bool { return removal[j] })
 		for _, d := range changes[i].Destroy {
+			// Make-before-break is given up only for the children of the
+			// parent that goes; without Refs the parent is not known, and
+			// the whole dependent kind gives it up.
+			parentGoes := kindGoes
+			if st.Refs != nil {
+				parentGoes = slices.ContainsFunc(st.Refs(d), func(k Key) bool { return leaving[k] })
+			}
 			switch {
 			case childGoing[i]:
 				p.Deferred = append(p.Deferred, d)

@@ -20,6 +20,9 @@ type Step struct {
 	// only once each of its parents is ok, and the rest of the step goes on
 	// meanwhile; without it, the step's creations wait while any object of
 	// a kind it depends on is still to be created, pending or unconfirmed.
+	// Refs also confines the loss of make-before-break to the children of
+	// a parent that goes away for good; without it, every object of the
+	// step loses it while any parent goes.
 	// An observed object whose parent is not in the listing is an
 	// inconsistent answer: the reconciler returns [ErrInconsistent] and
 	// changes nothing.

@@ -237,6 +237,33 @@ func requireCheapReplace(t *testing.T, eng *lbrecontest.Engine, r *lbrecon.LoadB
 	requireConverged(t, eng, r, lb)
 }
 
+// While backend p0 is recreated (it failed, and the engine cannot repair
+// it), a target is replaced: p0's servers go with their parent, but p1's
+// old server stays until its replacement is in service.
+func TestMakeBeforeBreakLostOnlyUnderTheRecreatedParent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := realistic(nil)
+		noRepair := struct{ lbrecon.Engine }{eng}
+		lb := desc(2, 1, 4)
+		r := newLB(t, noRepair, lb, nil)
+		require.NoError(t, r.Reconcile(t.Context()))
+		ids := map[string]string{}
+		for _, o := range eng.Objects() {
+			if o.Kind == lbrecon.KindBackend {
+				ids[o.Name] = o.ID
+			}
+		}
+		require.True(t, eng.SetObjectState(lbrecon.Key{Kind: lbrecon.KindBackend, ID: ids["p0.svc-1"]}, lbrecon.StateFailed))
+		eng.ResetLow()
+		lb.Targets[3] = lbrecon.Target{Name: "node9", Address: netip.MustParseAddr("10.0.0.99")}
+		require.NoError(t, r.SetLoadBalancer(lb))
+		require.NoError(t, r.Reconcile(t.Context()))
+		low := eng.Low(lbrecon.KindServer)
+		require.GreaterOrEqual(t, low[ids["p1.svc-1"]], 4, "backend p1 fell below min(old, new) while p0 was recreated")
+		requireConverged(t, eng, r, lb)
+	})
+}
+
 func TestFailedParentRecreatedWithReferencesRespected(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		eng := realistic(nil)
@@ -265,7 +292,7 @@ func TestStuckObjectDoesNotBlockOtherWorkOrTeardown(t *testing.T) {
 				break
 			}
 		}
-		require.True(t, eng.SetState(stuck.ID, lbrecon.StatePending))
+		require.True(t, eng.SetObjectState(stuck.Key(), lbrecon.StatePending))
 
 		lb.Targets = append(lb.Targets, lbrecon.Target{Name: "node7", Address: netip.MustParseAddr("10.0.0.77")})
 		var mu sync.Mutex
@@ -504,7 +531,7 @@ func TestUnconfirmedWritesExpire(t *testing.T) {
 			for _, o := range objs {
 				if o.Kind == lbrecon.KindBackend && hidden == "" {
 					hidden = o.ID
-					eng.Delete(o.ID) // lost by the provider
+					eng.DeleteObject(o.Key()) // lost by the provider
 					continue
 				}
 				out = append(out, o)

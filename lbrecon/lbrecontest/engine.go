@@ -295,35 +295,64 @@ func (e *Engine) Put(obj lbrecon.Object) lbrecon.Object {
 	return obj
 }
 
-// Delete removes the objects with id (of any kind) outside the API, at once
-// and from listings too, and reports whether there was one.
-func (e *Engine) Delete(id string) bool {
+// DeleteObject removes the object with key k outside the API, at once and
+// from listings too, and reports whether there was one.
+func (e *Engine) DeleteObject(k lbrecon.Key) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	found := false
-	for k := range e.objs {
-		if k.ID == id {
-			delete(e.objs, k)
-			found = true
-		}
-	}
+	_, found := e.objs[k]
+	delete(e.objs, k)
 	e.track()
 	return found
 }
 
-// SetState sets the state of the objects with id (of any kind) outside the
-// API.
-func (e *Engine) SetState(id string, s lbrecon.State) bool {
+// SetObjectState sets the state of the object with key k outside the API,
+// and reports whether there was one.
+func (e *Engine) SetObjectState(k lbrecon.Key, s lbrecon.State) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	found := false
-	for k, o := range e.objs {
-		if k.ID == id {
-			o.State, o.readyAt, o.fails = s, time.Time{}, false
-			found = true
-		}
+	o, found := e.objs[k]
+	if found {
+		o.State, o.readyAt, o.fails = s, time.Time{}, false
 	}
 	return found
+}
+
+// Delete removes the objects with id, of any kind, as DeleteObject does.
+//
+// Deprecated: with [Config.IDsPerKind] it removes every kind's object with
+// the ID; use DeleteObject.
+func (e *Engine) Delete(id string) bool {
+	found := false
+	for _, k := range e.keysOf(id) {
+		found = e.DeleteObject(k) || found
+	}
+	return found
+}
+
+// SetState sets the state of the objects with id, of any kind, as
+// SetObjectState does.
+//
+// Deprecated: with [Config.IDsPerKind] it changes every kind's object with
+// the ID; use SetObjectState.
+func (e *Engine) SetState(id string, s lbrecon.State) bool {
+	found := false
+	for _, k := range e.keysOf(id) {
+		found = e.SetObjectState(k, s) || found
+	}
+	return found
+}
+
+func (e *Engine) keysOf(id string) []lbrecon.Key {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var keys []lbrecon.Key
+	for k := range e.objs {
+		if k.ID == id {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }
 
 // FailCreate makes the next n creations of objects matching match (nil
