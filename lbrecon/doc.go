@@ -9,7 +9,9 @@
 // returns that [Plan] without changing anything; [Reconciler.Reconcile]
 // applies plans and waits until a listing confirms the desired state; and
 // [Reconciler.ReconcileOnce] makes one pass and returns "converged" or "call
-// again after D" for hosts with their own requeue loop. [NewLoadBalancer]
+// again after D" for hosts with their own requeue loop;
+// [Reconciler.Teardown] and [Reconciler.TeardownOnce] destroy every owned
+// object the same two ways. [NewLoadBalancer]
 // wires the steps of a [LoadBalancer] description: per port a backend and a
 // frontend, per frontend a bind per external address, per backend a server
 // per target; [LoadBalancerReconciler.Status] maps external addresses to the
@@ -51,6 +53,14 @@
 //     ([Step.Refs]) are ok; a parent is destroyed only after a listing
 //     shows its children gone; the children of a failed parent are
 //     destroyed before it is recreated, and planned against the new one.
+//   - Teardown: [Reconciler.Teardown] (blocking) and
+//     [Reconciler.TeardownOnce] (one pass, "call again after D") destroy
+//     every owned object of the steps' kinds in reverse order, under the
+//     rules above (references, asynchronous deletion waited for and never
+//     re-issued, success only once a listing shows nothing left), failed
+//     and pending objects included, never an untagged one. A
+//     [LoadBalancerReconciler] tears down only its own load balancer, for a
+//     load balancer removed or whose ID changed.
 //   - Update in place: a step's comparison ([Compare]) tells up-to-date
 //     (fields the provider defaults are no difference), updatable (through
 //     [Updater], else replaced) and replace.
@@ -85,11 +95,15 @@
 //     RequeueAfter) waits the write's age again, so a provider slower than
 //     learnt costs a number of Lists logarithmic in the error. Calls inside a phase run in parallel, at
 //     most [Config.Parallelism] at once; there is no global lock.
-//   - Fencing: [Guard] wraps an engine so that a host's check (a fencing
-//     token compared by the provider, a leadership test) runs before every
-//     write, and forwards [Repairer] and [Updater]. The context passed to
-//     Reconcile reaches every engine call, so a check can read values the
-//     host put there.
+//   - Fencing: a host puts its term's fencing token in the context with
+//     [WithToken]; the context given to Reconcile, ReconcileOnce, Teardown,
+//     TeardownOnce, Check and Observe reaches every engine call, where
+//     [TokenFrom] reads it (to send it with a provider's conditional
+//     write). [Guard] wraps an engine so that a check runs before every
+//     write (Create, Destroy, Tag, Update, Repair) and forwards [Repairer]
+//     and [Updater]; [CheckToken] is that check for tokens: it refuses a
+//     write without a token ([ErrNoToken]) or one its admit function finds
+//     stale.
 //   - Every wait goes through [Config.Clock]; when the context ends,
 //     Reconcile returns promptly with an error wrapping ctx.Err(), after every
 //     call it started has returned. No goroutine outlives a call.
@@ -110,5 +124,8 @@
 //   - A child whose parent is missing from the listing stops the plan
 //     ([ErrInconsistent]) until the listing is consistent again.
 //   - Moving an owner to another load balancer leaves its objects on the
-//     old one (backends and frontends of other load balancers are ignored).
+//     old one (backends and frontends of other load balancers are ignored)
+//     until the host calls Teardown on the old load balancer's reconciler.
+//   - Teardown never destroys an untagged object, so an object left
+//     untagged by a crash between create and tag stays behind.
 package lbrecon

@@ -131,3 +131,55 @@ func ExampleReconciler_ReconcileOnce() {
 	// creates: 4 for 4 objects
 	// needed more than one call: true
 }
+
+// The load balancer a service uses is replaced by another one (its ID
+// changes): a new reconciler builds the new one, and the old reconciler
+// tears the old one down, children before parents. Objects carry the same
+// owner tag on both; each reconciler touches only its own load balancer.
+func ExampleLoadBalancerReconciler_Teardown() {
+	ctx := context.Background()
+	eng := lbrecontest.New(lbrecontest.Config{Integrity: true}) // a parent in use cannot be destroyed
+	lb := lbrecon.LoadBalancer{
+		ID: "lb-1", Suffix: "svc-1",
+		Ports:     []lbrecon.Port{{Name: "http", NodePort: 30080, ExternalPort: 80}},
+		Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")},
+		Targets:   []lbrecon.Target{{Name: "node-a", Address: netip.MustParseAddr("10.0.0.1")}},
+	}
+	cfg := lbrecon.Config{Engine: eng, Tag: "owner=svc-1"}
+	old, err := lbrecon.NewLoadBalancer(cfg, lb)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := old.Reconcile(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	lb.ID = "lb-2"
+	moved, err := lbrecon.NewLoadBalancer(cfg, lb)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := moved.Reconcile(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("objects before the teardown:", len(eng.Objects()))
+	if err := old.Teardown(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("objects after:", len(eng.Objects()), "destroys:", eng.Calls()[lbrecon.VerbDestroy])
+	status, err := moved.Status(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("lb-2 status:", status)
+	// Output:
+	// objects before the teardown: 8
+	// objects after: 4 destroys: 4
+	// lb-2 status: map[192.0.2.10:[80]]
+}

@@ -350,14 +350,38 @@ func NewLoadBalancer(cfg Config, lb LoadBalancer) (*LoadBalancerReconciler, erro
 	if err != nil {
 		return nil, err
 	}
+	r.down = func(st Step) func(context.Context, *Observation) (Changes, error) {
+		return func(ctx context.Context, obs *Observation) (Changes, error) {
+			lb := lr.current()
+			lb.Ports = nil
+			return lb.plan(ctx, st.Kind, obs)
+		}
+	}
 	lr.Reconciler = r
 	return lr, nil
 }
 
+// Teardown destroys every object this reconciler owns on its load balancer
+// (backends and frontends of its ID, and their binds and servers) and waits
+// until a listing shows them gone; see [Reconciler.Teardown]. Objects of
+// other load balancers carrying the same tag are left alone. A host calls
+// it when the load balancer is removed, or on the old reconciler when the
+// load balancer's ID changes (the new ID gets a new reconciler). The
+// description is kept: a later Reconcile creates it again.
+func (r *LoadBalancerReconciler) Teardown(ctx context.Context) error {
+	return r.Reconciler.Teardown(ctx)
+}
+
+// TeardownOnce is the non-blocking [LoadBalancerReconciler.Teardown], for a
+// host's requeue loop; see [Reconciler.TeardownOnce].
+func (r *LoadBalancerReconciler) TeardownOnce(ctx context.Context) (Result, error) {
+	return r.Reconciler.TeardownOnce(ctx)
+}
+
 // SetLoadBalancer replaces the desired description; the next pass plans for
 // it. The load balancer's ID cannot change (it is the scope of every
-// listing): tear the old one down by reconciling it to no ports, and make a
-// new reconciler for the new ID.
+// listing): tear the old one down with Teardown, and make a new reconciler
+// for the new ID.
 func (r *LoadBalancerReconciler) SetLoadBalancer(lb LoadBalancer) error {
 	if err := lb.Validate(); err != nil {
 		return err

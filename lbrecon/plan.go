@@ -72,19 +72,20 @@ func (p *plan) deadlineBefore(t time.Time) {
 	}
 }
 
-// planFor merges a listing into the memory and computes the plan.
-func (r *Reconciler) planFor(ctx context.Context, listed []Object) (*plan, error) {
+// planFor merges a listing into the memory and computes the plan: for the
+// steps' desired state, or with down for a teardown.
+func (r *Reconciler) planFor(ctx context.Context, listed []Object, down bool) (*plan, error) {
 	r.memMu.Lock()
 	defer r.memMu.Unlock()
 	v, err := r.merge(listed)
 	if err != nil {
 		return nil, err
 	}
-	return r.compute(ctx, v)
+	return r.compute(ctx, v, down)
 }
 
 // compute runs the steps over a view. Called with memMu held.
-func (r *Reconciler) compute(ctx context.Context, v *view) (*plan, error) {
+func (r *Reconciler) compute(ctx context.Context, v *view, down bool) (*plan, error) {
 	m := &r.mem
 	n := len(r.cfg.Steps)
 	p := &plan{destroy: make([][]Object, n)}
@@ -110,6 +111,9 @@ func (r *Reconciler) compute(ctx context.Context, v *view) (*plan, error) {
 		switch o.State {
 		case StateOK:
 		case StateFailed:
+			if down {
+				break // destroyed with the rest, neither repaired nor recreated
+			}
 			p.Failed = append(p.Failed, o)
 			nk := nameOf(o)
 			switch used := m.failures[nk]; {
@@ -153,7 +157,11 @@ func (r *Reconciler) compute(ctx context.Context, v *view) (*plan, error) {
 	view := obs.without(gone)
 	changes := make([]Changes, n)
 	for i, st := range r.cfg.Steps {
-		ch, err := st.Plan(ctx, view)
+		plan := st.Plan
+		if down {
+			plan = r.teardownPlan(st)
+		}
+		ch, err := plan(ctx, view)
 		if err != nil {
 			return nil, fmt.Errorf("lbrecon: step %q: %w", st.Kind, err)
 		}

@@ -20,7 +20,7 @@ const pollMultiplier = 1.3
 // confirmation timeout) has come. The first poll comes one PollInterval
 // after the call. It returns the last listing when the last poll was a
 // List, for the next pass to use.
-func (r *Reconciler) wait(ctx context.Context, p *plan) (listed []Object, err error) {
+func (r *Reconciler) wait(ctx context.Context, p *plan, down bool) (listed []Object, err error) {
 	timeout := r.cfg.PendingTimeout
 	if d, ok := p.deadlineAt(); ok {
 		timeout = max(d.Sub(r.clock.Now()), r.cfg.PollInterval)
@@ -96,7 +96,7 @@ func (r *Reconciler) wait(ctx context.Context, p *plan) (listed []Object, err er
 		}); err != nil {
 			return false, err
 		}
-		next, err := r.planFor(ctx, objs)
+		next, err := r.planFor(ctx, objs, down)
 		if err != nil {
 			return false, backoff.Permanent(err)
 		}
