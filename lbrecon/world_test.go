@@ -21,11 +21,11 @@ import (
 // provider APIs: list lag, asynchronous deletion, referential integrity,
 // unique names.
 
-// realistic is an engine with list lag, asynchronous deletion and
-// referential integrity.
+// realistic is an engine with list lag, asynchronous deletion, referential
+// integrity and unique listeners.
 func realistic(mod func(*lbrecontest.Config)) *lbrecontest.Engine {
 	cfg := lbrecontest.Config{Latency: 20 * time.Millisecond, Pending: time.Second,
-		ListLag: 3 * time.Second, DeleteDelay: 2 * time.Second, Integrity: true}
+		ListLag: 3 * time.Second, DeleteDelay: 2 * time.Second, Integrity: true, UniqueBinds: true}
 	if mod != nil {
 		mod(&cfg)
 	}
