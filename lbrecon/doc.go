@@ -105,16 +105,18 @@
 //     write without a token ([ErrNoToken]) or one its admit function finds
 //     stale.
 //   - Every wait goes through [Config.Clock]; when the context ends,
-//     Reconcile returns promptly with an error wrapping ctx.Err(), after every
-//     call it started has returned. No goroutine outlives a call.
+//     Reconcile and Teardown return promptly with an error wrapping
+//     ctx.Err(), after every call they started has returned. No goroutine
+//     outlives a call.
 //   - [Metrics] receives every call attempt's verb, outcome and duration, and
-//     every Reconcile's, so a host can export counters and histograms without
+//     every Reconcile's and Teardown's, so a host can export counters and histograms without
 //     this package importing a metrics library.
 //
 // # Limits
 //
 //   - The reconciler is not a lock: two reconcilers with the same tag on the
-//     same objects race. Reconcile calls on one Reconciler are serialised.
+//     same objects race. Reconcile, ReconcileOnce, Teardown and
+//     TeardownOnce calls on one Reconciler are serialised.
 //   - The memory of unconfirmed writes lives in the Reconciler: keep one per
 //     set of objects. A new process starts without it and relies on exact
 //     names for creations in flight when the old one died.

@@ -111,8 +111,9 @@ type Config struct {
 // It remembers, between calls, the writes no listing has confirmed yet, the
 // failure counts, and how long objects have been pending: keep one
 // Reconciler per set of objects for as long as the host manages them.
-// Check may run at any time; Reconcile and ReconcileOnce calls on one
-// Reconciler are serialised (a second call waits for the first).
+// Check may run at any time; Reconcile, ReconcileOnce, Teardown and
+// TeardownOnce calls on one Reconciler are serialised (a second call waits
+// for the first).
 type Reconciler struct {
 	cfg        Config
 	tagKey     string

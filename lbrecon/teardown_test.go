@@ -1,6 +1,7 @@
 package lbrecon_test
 
 import (
+	"context"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -156,5 +157,20 @@ func TestReconcilerTeardownDestroysEveryOwnedObject(t *testing.T) {
 		require.Zero(t, onLB(eng, "lb-2"), "every owned object goes, on any load balancer")
 		require.Equal(t, 1, onLB(eng, "lb-1"), "the untagged object stays")
 		require.Equal(t, objectCount(other), onLB(eng, "lb-3"), "another owner's objects stay")
+	})
+}
+
+func TestTeardownCancellationEndsPromptly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := realistic(func(c *lbrecontest.Config) { c.DeleteDelay = time.Minute })
+		lb := desc(2, 1, 3)
+		r := newLB(t, eng, lb, nil)
+		require.NoError(t, r.Reconcile(t.Context()))
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+		defer cancel()
+		start := time.Now()
+		err := r.Teardown(ctx)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.Equal(t, 3*time.Second, time.Since(start), "returned as the context ended")
 	})
 }
