@@ -63,7 +63,13 @@ func TestListLagNoDuplicatesAndConfirmedSuccess(t *testing.T) {
 		eng := realistic(nil)
 		lb := desc(4, 2, 10)
 		r := newLB(t, eng, lb, nil)
+		start := time.Now()
 		require.NoError(t, r.Reconcile(t.Context()))
+		// Three waves (backends; frontends and servers; binds), each seen
+		// within a second of the 3 s lag: before anything is learnt the
+		// polls grow gently from PollInterval, and an estimate learnt from a
+		// coarse poll would slow every later wave.
+		require.Less(t, time.Since(start), 3*(3*time.Second+time.Second))
 		require.Equal(t, objectCount(lb), eng.Calls()[lbrecon.VerbCreate], "every name created once")
 		require.Zero(t, eng.Calls()[lbrecon.VerbDestroy])
 		requireConverged(t, eng, r, lb)
