@@ -48,7 +48,12 @@
 //     whose name the engine refused to reuse ([ErrAlreadyExists]), and
 //     children of a parent that goes away for good (removed, or failed and
 //     recreated) — only that parent's children when the step has
-//     [Step.Refs], every object of the dependent kind without it.
+//     [Step.Refs], every object of the dependent kind without it — and
+//     objects a step breaks ([Changes.Break]): in the load-balancer plan, a
+//     bind holding the address and port another bind needs when it is
+//     destroyed anyway, and one bind per cycle of binds taking each other's
+//     (ports swapping external ports), so that such changes converge on a
+//     provider that refuses two binds on one address and port.
 //   - References: a step's objects are created only once their parents
 //     ([Step.Refs]) are ok; a parent is destroyed only after a listing
 //     shows its children gone; the children of a failed parent are

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -102,6 +103,7 @@ func requireConverged(t *testing.T, eng *lbrecontest.Engine, r *lbrecon.LoadBala
 		for _, p := range lb.Ports {
 			wantSt[a] = append(wantSt[a], p.ExternalPort)
 		}
+		slices.Sort(wantSt[a]) // Status sorts the ports
 	}
 	require.Equal(t, wantSt, st)
 }

@@ -156,6 +156,7 @@ func (r *Reconciler) compute(ctx context.Context, v *view, down bool) (*plan, er
 	// Run the steps, each on the view its predecessors leave.
 	view := obs.without(gone)
 	changes := make([]Changes, n)
+	breakNow := make(map[Key]bool) // Changes.Break: destroyed without make-before-break
 	for i, st := range r.cfg.Steps {
 		plan := st.Plan
 		if down {
@@ -170,6 +171,10 @@ func (r *Reconciler) compute(ctx context.Context, v *view, down bool) (*plan, er
 				return nil, fmt.Errorf("lbrecon: step %q wants to create %v: kind must be %q and name non-empty", st.Kind, c, st.Kind)
 			}
 		}
+		for _, d := range ch.Break {
+			breakNow[d.Key()] = true
+		}
+		ch.Destroy = append(ch.Destroy, ch.Break...)
 		for _, d := range ch.Destroy {
 			if _, ok := view.Get(d.Key()); !ok || d.Kind != st.Kind {
 				return nil, fmt.Errorf("lbrecon: step %q wants to destroy %v, which is not an observed object of its kind", st.Kind, d)
@@ -295,7 +300,7 @@ func (r *Reconciler) compute(ctx context.Context, v *view, down bool) (*plan, er
 			switch {
 			case childGoing[i]:
 				p.Deferred = append(p.Deferred, d)
-			case recreating[nameOf(d)] || m.conflicts[nameOf(d)] || parentGoes || !outstanding[i]:
+			case recreating[nameOf(d)] || m.conflicts[nameOf(d)] || breakNow[d.Key()] || parentGoes || !outstanding[i]:
 				p.destroy[i] = append(p.destroy[i], d)
 				p.Destroy = append(p.Destroy, d)
 			default:

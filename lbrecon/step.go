@@ -47,6 +47,13 @@ type Changes struct {
 	Update []Change
 	// Destroy holds observed objects nobody wants.
 	Destroy []Object
+	// Break holds observed objects to destroy at once, without waiting for
+	// the step's creations and updates to be in service: objects holding
+	// something (a bind's address and port) that a desired object needs
+	// and that they will not give up otherwise, because they are destroyed
+	// anyway or because objects take each other's. Make-before-break is
+	// given up for them; references are still respected.
+	Break []Object
 }
 
 // Change pairs an observed object with the desired version of it.
