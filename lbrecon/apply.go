@@ -8,18 +8,19 @@ import (
 	"github.com/go-logr/logr"
 )
 
-// pass makes one pass: it lists (unless given a fresh listing), plans, and
-// applies what the plan allows now. Writes are recorded in the memory
+// pass makes one pass: it lists (unless given a fresh listing), plans
+// (for the steps' desired state, or with down for none), and applies what
+// the plan allows now. Writes are recorded in the memory
 // before and after each call, so that the next listing is read against
 // them.
-func (r *Reconciler) pass(ctx context.Context, listed []Object) (*plan, error) {
+func (r *Reconciler) pass(ctx context.Context, listed []Object, down bool) (*plan, error) {
 	if listed == nil {
 		var err error
 		if listed, err = r.list(ctx); err != nil {
 			return nil, err
 		}
 	}
-	p, err := r.planFor(ctx, listed)
+	p, err := r.planFor(ctx, listed, down)
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,9 @@
 // returns that [Plan] without changing anything; [Reconciler.Reconcile]
 // applies plans and waits until a listing confirms the desired state; and
 // [Reconciler.ReconcileOnce] makes one pass and returns "converged" or "call
-// again after D" for hosts with their own requeue loop. [NewLoadBalancer]
+// again after D" for hosts with their own requeue loop;
+// [Reconciler.Teardown] and [Reconciler.TeardownOnce] destroy every owned
+// object the same two ways. [NewLoadBalancer]
 // wires the steps of a [LoadBalancer] description: per port a backend and a
 // frontend, per frontend a bind per external address, per backend a server
 // per target; [LoadBalancerReconciler.Status] maps external addresses to the
@@ -44,11 +46,26 @@
 //     to bring into service, so a backend never holds fewer servers than
 //     min(old, new) during a change. Exceptions: failed objects, objects
 //     whose name the engine refused to reuse ([ErrAlreadyExists]), and
-//     children of a parent that goes away for good.
+//     children of a parent that goes away for good (removed, or failed and
+//     recreated) — only that parent's children when the step has
+//     [Step.Refs], every object of the dependent kind without it — and
+//     objects a step breaks ([Changes.Break]): in the load-balancer plan, a
+//     bind holding the address and port another bind needs when it is
+//     destroyed anyway, and one bind per cycle of binds taking each other's
+//     (ports swapping external ports), so that such changes converge on a
+//     provider that refuses two binds on one address and port.
 //   - References: a step's objects are created only once their parents
 //     ([Step.Refs]) are ok; a parent is destroyed only after a listing
 //     shows its children gone; the children of a failed parent are
 //     destroyed before it is recreated, and planned against the new one.
+//   - Teardown: [Reconciler.Teardown] (blocking) and
+//     [Reconciler.TeardownOnce] (one pass, "call again after D") destroy
+//     every owned object of the steps' kinds in reverse order, under the
+//     rules above (references, asynchronous deletion waited for and never
+//     re-issued, success only once a listing shows nothing left), failed
+//     and pending objects included, never an untagged one. A
+//     [LoadBalancerReconciler] tears down only its own load balancer, for a
+//     load balancer removed or whose ID changed.
 //   - Update in place: a step's comparison ([Compare]) tells up-to-date
 //     (fields the provider defaults are no difference), updatable (through
 //     [Updater], else replaced) and replace.
@@ -77,24 +94,34 @@
 //   - Calls: one List per pass; while waiting, one List per poll, or one Get
 //     per object when only a few confirmed objects are pending
 //     ([Config.GetPollMax]); one call per created, updated, destroyed,
-//     adopted or repaired object. Calls inside a phase run in parallel, at
+//     adopted or repaired object. Polls for unconfirmed writes come no
+//     earlier than earlier writes took to show; when a listing still lacks
+//     a write after that time, the next poll (and ReconcileOnce's
+//     RequeueAfter) waits the write's age again, so a provider slower than
+//     learnt costs a number of Lists logarithmic in the error. Calls inside a phase run in parallel, at
 //     most [Config.Parallelism] at once; there is no global lock.
-//   - Fencing: [Guard] wraps an engine so that a host's check (a fencing
-//     token compared by the provider, a leadership test) runs before every
-//     write, and forwards [Repairer] and [Updater]. The context passed to
-//     Reconcile reaches every engine call, so a check can read values the
-//     host put there.
+//   - Fencing: a host puts its term's fencing token in the context with
+//     [WithToken]; the context given to Reconcile, ReconcileOnce, Teardown,
+//     TeardownOnce, Check and Observe reaches every engine call, where
+//     [TokenFrom] reads it (to send it with a provider's conditional
+//     write). [Guard] wraps an engine so that a check runs before every
+//     write (Create, Destroy, Tag, Update, Repair) and forwards [Repairer]
+//     and [Updater]; [CheckToken] is that check for tokens: it refuses a
+//     write without a token ([ErrNoToken]) or one its admit function finds
+//     stale.
 //   - Every wait goes through [Config.Clock]; when the context ends,
-//     Reconcile returns promptly with an error wrapping ctx.Err(), after every
-//     call it started has returned. No goroutine outlives a call.
+//     Reconcile and Teardown return promptly with an error wrapping
+//     ctx.Err(), after every call they started has returned. No goroutine
+//     outlives a call.
 //   - [Metrics] receives every call attempt's verb, outcome and duration, and
-//     every Reconcile's, so a host can export counters and histograms without
+//     every Reconcile's and Teardown's, so a host can export counters and histograms without
 //     this package importing a metrics library.
 //
 // # Limits
 //
 //   - The reconciler is not a lock: two reconcilers with the same tag on the
-//     same objects race. Reconcile calls on one Reconciler are serialised.
+//     same objects race. Reconcile, ReconcileOnce, Teardown and
+//     TeardownOnce calls on one Reconciler are serialised.
 //   - The memory of unconfirmed writes lives in the Reconciler: keep one per
 //     set of objects. A new process starts without it and relies on exact
 //     names for creations in flight when the old one died.
@@ -104,5 +131,8 @@
 //   - A child whose parent is missing from the listing stops the plan
 //     ([ErrInconsistent]) until the listing is consistent again.
 //   - Moving an owner to another load balancer leaves its objects on the
-//     old one (backends and frontends of other load balancers are ignored).
+//     old one (backends and frontends of other load balancers are ignored)
+//     until the host calls Teardown on the old load balancer's reconciler.
+//   - Teardown never destroys an untagged object, so an object left
+//     untagged by a crash between create and tag stays behind.
 package lbrecon

@@ -9,6 +9,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/reconkit/reconkit/backoff"
 	"github.com/reconkit/reconkit/lbrecon"
 	"github.com/reconkit/reconkit/lbrecon/lbrecontest"
 )
@@ -130,4 +131,99 @@ func ExampleReconciler_ReconcileOnce() {
 	// status: map[192.0.2.10:[80]]
 	// creates: 4 for 4 objects
 	// needed more than one call: true
+}
+
+// The load balancer a service uses is replaced by another one (its ID
+// changes): a new reconciler builds the new one, and the old reconciler
+// tears the old one down, children before parents. Objects carry the same
+// owner tag on both; each reconciler touches only its own load balancer.
+func ExampleLoadBalancerReconciler_Teardown() {
+	ctx := context.Background()
+	eng := lbrecontest.New(lbrecontest.Config{Integrity: true}) // a parent in use cannot be destroyed
+	lb := lbrecon.LoadBalancer{
+		ID: "lb-1", Suffix: "svc-1",
+		Ports:     []lbrecon.Port{{Name: "http", NodePort: 30080, ExternalPort: 80}},
+		Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")},
+		Targets:   []lbrecon.Target{{Name: "node-a", Address: netip.MustParseAddr("10.0.0.1")}},
+	}
+	cfg := lbrecon.Config{Engine: eng, Tag: "owner=svc-1"}
+	old, err := lbrecon.NewLoadBalancer(cfg, lb)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := old.Reconcile(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	lb.ID = "lb-2"
+	moved, err := lbrecon.NewLoadBalancer(cfg, lb)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := moved.Reconcile(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("objects before the teardown:", len(eng.Objects()))
+	if err := old.Teardown(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("objects after:", len(eng.Objects()), "destroys:", eng.Calls()[lbrecon.VerbDestroy])
+	status, err := moved.Status(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("lb-2 status:", status)
+	// Output:
+	// objects before the teardown: 8
+	// objects after: 4 destroys: 4
+	// lb-2 status: map[192.0.2.10:[80]]
+}
+
+// A host hands its leadership term's fencing token to the engine through
+// the context. The provider here remembers the highest token that wrote
+// (as one with conditional writes does); the guard refuses a write whose
+// token is older, so a deposed leader's late reconciliation changes
+// nothing.
+func ExampleCheckToken() {
+	var highest uint64
+	admit := func(token uint64) error { // called concurrently in real use: guard it
+		if token < highest {
+			return backoff.Permanent(fmt.Errorf("token %d is stale, %d wrote since", token, highest))
+		}
+		highest = token
+		return nil
+	}
+	eng := lbrecontest.New(lbrecontest.Config{})
+	fenced := lbrecon.Guard(eng, lbrecon.CheckToken(admit))
+	lb := lbrecon.LoadBalancer{
+		ID: "lb-1", Suffix: "svc-1",
+		Ports:   []lbrecon.Port{{Name: "http", NodePort: 30080, ExternalPort: 80}},
+		Targets: []lbrecon.Target{{Name: "node-a", Address: netip.MustParseAddr("10.0.0.1")}},
+	}
+	leader, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: fenced, Tag: "owner=svc-1", Parallelism: 1}, lb)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	// Term 5 reconciles; every engine call's context carries its token.
+	err = leader.Reconcile(lbrecon.WithToken(context.Background(), 5))
+	fmt.Println("term 5:", err, "objects:", len(eng.Objects()))
+
+	// Term 4's holder, deposed, tries to tear the load balancer down.
+	deposed, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: fenced, Tag: "owner=svc-1", Parallelism: 1}, lb)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	err = deposed.Teardown(lbrecon.WithToken(context.Background(), 4))
+	fmt.Println("term 4 refused:", err != nil, "objects:", len(eng.Objects()))
+	// Output:
+	// term 5: <nil> objects: 3
+	// term 4 refused: true objects: 3
 }

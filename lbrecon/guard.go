@@ -14,8 +14,15 @@ type GuardFunc func(ctx context.Context, verb Verb, obj Object) error
 // forwards the optional interfaces: it always implements [Repairer] and
 // [Updater], answering [ErrNotSupported] when e does not, which the
 // reconciler takes as "recreate" and "replace". Reads (List, Get) are not
-// checked.
-func Guard(e Engine, check GuardFunc) Engine { return &guarded{e: e, check: check} }
+// checked. A nil check lets every write through. [CheckToken] builds a
+// check that compares the fencing token each call's context carries (see
+// [WithToken]).
+func Guard(e Engine, check GuardFunc) Engine {
+	if check == nil {
+		check = func(context.Context, Verb, Object) error { return nil }
+	}
+	return &guarded{e: e, check: check}
+}
 
 type guarded struct {
 	e     Engine

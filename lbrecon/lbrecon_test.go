@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -102,6 +103,7 @@ func requireConverged(t *testing.T, eng *lbrecontest.Engine, r *lbrecon.LoadBala
 		for _, p := range lb.Ports {
 			wantSt[a] = append(wantSt[a], p.ExternalPort)
 		}
+		slices.Sort(wantSt[a]) // Status sorts the ports
 	}
 	require.Equal(t, wantSt, st)
 }
@@ -180,7 +182,7 @@ func TestDriftBindDeletedOutside(t *testing.T) {
 				break
 			}
 		}
-		require.True(t, eng.Delete(bind.ID))
+		require.True(t, eng.DeleteObject(bind.Key()))
 		st, err := r.Status(t.Context())
 		require.NoError(t, err)
 		require.Len(t, st[bind.Spec.(lbrecon.BindSpec).Address], 1, "status reflects current binds")
@@ -683,6 +685,10 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		"no engine":         func(c *lbrecon.Config) { c.Engine = nil },
 		"no steps":          func(c *lbrecon.Config) { c.Steps = nil },
 		"no tag":            func(c *lbrecon.Config) { c.Tag = "" },
+		"tag without value": func(c *lbrecon.Config) { c.Tag = "owner" },
+		"tag empty value":   func(c *lbrecon.Config) { c.Tag = "owner=" },
+		"tag empty key":     func(c *lbrecon.Config) { c.Tag = "=svc-1" },
+		"tag with space":    func(c *lbrecon.Config) { c.Tag = "owner=svc 1" },
 		"duplicate kind":    func(c *lbrecon.Config) { c.Steps[1].Kind = "a" },
 		"nil plan":          func(c *lbrecon.Config) { c.Steps[0].Plan = nil },
 		"forward depends":   func(c *lbrecon.Config) { c.Steps[0].DependsOn = []string{"b"} },

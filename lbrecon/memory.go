@@ -242,3 +242,26 @@ func (m *memory) settled() time.Time {
 	}
 	return t
 }
+
+// newestWrite returns when the most recent write no listing has confirmed
+// yet was made. Called with memMu held.
+func (m *memory) newestWrite() (time.Time, bool) {
+	var t time.Time
+	for _, w := range m.written {
+		t = later(t, w.at)
+	}
+	for _, w := range m.intents {
+		t = later(t, w.at)
+	}
+	for _, at := range m.destroyed {
+		t = later(t, at)
+	}
+	return t, !t.IsZero()
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}

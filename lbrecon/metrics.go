@@ -20,8 +20,10 @@ const (
 	VerbTag     Verb = "tag"
 	VerbRepair  Verb = "repair"
 	VerbUpdate  Verb = "update"
-	// VerbReconcile is one whole call of Reconcile.
+	// VerbReconcile is one whole call of Reconcile or ReconcileOnce.
 	VerbReconcile Verb = "reconcile"
+	// VerbTeardown is one whole call of Teardown or TeardownOnce.
+	VerbTeardown Verb = "teardown"
 )
 
 // Outcome classifies the result of a call in metrics.
@@ -44,7 +46,8 @@ const (
 )
 
 // Metrics receives one observation per engine call attempt (retries count
-// separately) and one per Reconcile call. A host adapts it to Prometheus with
+// separately) and one per call of Reconcile, ReconcileOnce, Teardown and
+// TeardownOnce. A host adapts it to Prometheus with
 // a counter vector and a histogram vector labelled by verb and outcome.
 //
 // Threading contract: Observe is called concurrently from the reconciler's

@@ -72,19 +72,20 @@ func (p *plan) deadlineBefore(t time.Time) {
 	}
 }
 
-// planFor merges a listing into the memory and computes the plan.
-func (r *Reconciler) planFor(ctx context.Context, listed []Object) (*plan, error) {
+// planFor merges a listing into the memory and computes the plan: for the
+// steps' desired state, or with down for a teardown.
+func (r *Reconciler) planFor(ctx context.Context, listed []Object, down bool) (*plan, error) {
 	r.memMu.Lock()
 	defer r.memMu.Unlock()
 	v, err := r.merge(listed)
 	if err != nil {
 		return nil, err
 	}
-	return r.compute(ctx, v)
+	return r.compute(ctx, v, down)
 }
 
 // compute runs the steps over a view. Called with memMu held.
-func (r *Reconciler) compute(ctx context.Context, v *view) (*plan, error) {
+func (r *Reconciler) compute(ctx context.Context, v *view, down bool) (*plan, error) {
 	m := &r.mem
 	n := len(r.cfg.Steps)
 	p := &plan{destroy: make([][]Object, n)}
@@ -106,11 +107,13 @@ func (r *Reconciler) compute(ctx context.Context, v *view) (*plan, error) {
 	_, canRepair := r.cfg.Engine.(Repairer)
 	_, canUpdate := r.cfg.Engine.(Updater)
 	gone := make(map[Key]bool)
-	failedKind := make([]bool, n)
 	for _, o := range v.owned {
 		switch o.State {
 		case StateOK:
 		case StateFailed:
+			if down {
+				break // destroyed with the rest, neither repaired nor recreated
+			}
 			p.Failed = append(p.Failed, o)
 			nk := nameOf(o)
 			switch used := m.failures[nk]; {
@@ -121,7 +124,6 @@ func (r *Reconciler) compute(ctx context.Context, v *view) (*plan, error) {
 			default:
 				p.recreate = append(p.recreate, o)
 				gone[o.Key()] = true
-				failedKind[r.stepOf[o.Kind]] = true
 			}
 		default:
 			since := m.pendingSince[o.Key()]
@@ -154,8 +156,13 @@ func (r *Reconciler) compute(ctx context.Context, v *view) (*plan, error) {
 	// Run the steps, each on the view its predecessors leave.
 	view := obs.without(gone)
 	changes := make([]Changes, n)
+	breakNow := make(map[Key]bool) // Changes.Break: destroyed without make-before-break
 	for i, st := range r.cfg.Steps {
-		ch, err := st.Plan(ctx, view)
+		plan := st.Plan
+		if down {
+			plan = r.teardownPlan(st)
+		}
+		ch, err := plan(ctx, view)
 		if err != nil {
 			return nil, fmt.Errorf("lbrecon: step %q: %w", st.Kind, err)
 		}
@@ -164,6 +171,10 @@ func (r *Reconciler) compute(ctx context.Context, v *view) (*plan, error) {
 				return nil, fmt.Errorf("lbrecon: step %q wants to create %v: kind must be %q and name non-empty", st.Kind, c, st.Kind)
 			}
 		}
+		for _, d := range ch.Break {
+			breakNow[d.Key()] = true
+		}
+		ch.Destroy = append(ch.Destroy, ch.Break...)
 		for _, d := range ch.Destroy {
 			if _, ok := view.Get(d.Key()); !ok || d.Kind != st.Kind {
 				return nil, fmt.Errorf("lbrecon: step %q wants to destroy %v, which is not an observed object of its kind", st.Kind, d)
@@ -253,7 +264,8 @@ func (r *Reconciler) compute(ctx context.Context, v *view) (*plan, error) {
 			childGoing[j] = true
 		}
 	}
-	removal := make([]bool, n) // the step destroys objects nobody replaces
+	removal := make([]bool, n)    // the step destroys objects nobody replaces
+	leaving := make(map[Key]bool) // those objects: their children cannot wait for a replacement
 	for i := range r.cfg.Steps {
 		live := make(map[string]bool)
 		for _, o := range view.Objects(r.cfg.Steps[i].Kind) {
@@ -263,8 +275,9 @@ func (r *Reconciler) compute(ctx context.Context, v *view) (*plan, error) {
 			live[c.Name] = true
 		}
 		for _, d := range changes[i].Destroy {
-			if !live[d.Name] || failedKind[i] {
+			if !live[d.Name] || recreating[nameOf(d)] {
 				removal[i] = true
+				leaving[d.Key()] = true
 			}
 		}
 		if len(changes[i].Destroy) > 0 {
@@ -274,12 +287,20 @@ func (r *Reconciler) compute(ctx context.Context, v *view) (*plan, error) {
 		}
 	}
 	for i := n - 1; i >= 0; i-- {
-		parentGoes := slices.ContainsFunc(r.deps[i], func(j int) bool { return removal[j] })
+		st := r.cfg.Steps[i]
+		kindGoes := slices.ContainsFunc(r.deps[i], func(j int) bool { return removal[j] })
 		for _, d := range changes[i].Destroy {
+			// Make-before-break is given up only for the children of the
+			// parent that goes; without Refs the parent is not known, and
+			// the whole dependent kind gives it up.
+			parentGoes := kindGoes
+			if st.Refs != nil {
+				parentGoes = slices.ContainsFunc(st.Refs(d), func(k Key) bool { return leaving[k] })
+			}
 			switch {
 			case childGoing[i]:
 				p.Deferred = append(p.Deferred, d)
-			case recreating[nameOf(d)] || m.conflicts[nameOf(d)] || parentGoes || !outstanding[i]:
+			case recreating[nameOf(d)] || m.conflicts[nameOf(d)] || breakNow[d.Key()] || parentGoes || !outstanding[i]:
 				p.destroy[i] = append(p.destroy[i], d)
 				p.Destroy = append(p.Destroy, d)
 			default:

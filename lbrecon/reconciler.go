@@ -111,8 +111,9 @@ type Config struct {
 // It remembers, between calls, the writes no listing has confirmed yet, the
 // failure counts, and how long objects have been pending: keep one
 // Reconciler per set of objects for as long as the host manages them.
-// Check may run at any time; Reconcile and ReconcileOnce calls on one
-// Reconciler are serialised (a second call waits for the first).
+// Check may run at any time; Reconcile, ReconcileOnce, Teardown and
+// TeardownOnce calls on one Reconciler are serialised (a second call waits
+// for the first).
 type Reconciler struct {
 	cfg        Config
 	tagKey     string
@@ -122,10 +123,14 @@ type Reconciler struct {
 	dependents [][]int // per step: indexes of the steps depending on it
 	stepOf     map[string]int
 
-	mu      sync.Mutex // serialises Reconcile and ReconcileOnce
+	// down plans a step for a teardown; nil means destroy every owned
+	// object of the step's kind.
+	down func(st Step) func(context.Context, *Observation) (Changes, error)
+
+	mu      sync.Mutex // serialises Reconcile, ReconcileOnce and the teardowns
 	memMu   sync.Mutex // guards mem
 	mem     memory
-	requeue time.Duration // next RequeueAfter of ReconcileOnce
+	requeue time.Duration // next RequeueAfter of ReconcileOnce and TeardownOnce
 }
 
 // New validates cfg, fills its defaults and returns a Reconciler.
@@ -227,7 +232,7 @@ func (r *Reconciler) Check(ctx context.Context) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
-	p, err := r.planFor(ctx, objs)
+	p, err := r.planFor(ctx, objs, false)
 	if err != nil {
 		return Plan{}, err
 	}
@@ -259,10 +264,12 @@ func (r *Reconciler) ResetFailures() {
 	clear(r.mem.failures)
 }
 
-// Result is the outcome of one [Reconciler.ReconcileOnce] call.
+// Result is the outcome of one [Reconciler.ReconcileOnce] or
+// [Reconciler.TeardownOnce] call.
 type Result struct {
-	// Converged is true when a listing confirmed the desired state: nothing
-	// to create, update or destroy, nothing pending, no write unconfirmed.
+	// Converged is true when a listing confirmed the desired state (for
+	// TeardownOnce: no owned object left): nothing to create, update or
+	// destroy, nothing pending, no write unconfirmed.
 	Converged bool
 	// RequeueAfter is when to call again when not converged: the time after
 	// which looking again is useful (growing while nothing changes).
@@ -280,12 +287,25 @@ type Result struct {
 // error reports what cannot progress by waiting (ErrResourceFailed,
 // ErrPendingTimeout, ErrNotDestroyable, ErrInconsistent, engine errors);
 // Result is meaningful alongside it.
-func (r *Reconciler) ReconcileOnce(ctx context.Context) (res Result, err error) {
+func (r *Reconciler) ReconcileOnce(ctx context.Context) (Result, error) {
+	return r.reconcileOnce(ctx, false)
+}
+
+// TeardownOnce is the non-blocking [Reconciler.Teardown]: one pass that
+// destroys what the listing allows now (children before parents, each
+// parent once a listing shows its children gone), and reports Converged
+// once a listing shows no owned object left, or when to call again. It
+// shares ReconcileOnce's memory and errors.
+func (r *Reconciler) TeardownOnce(ctx context.Context) (Result, error) {
+	return r.reconcileOnce(ctx, true)
+}
+
+func (r *Reconciler) reconcileOnce(ctx context.Context, down bool) (res Result, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	start := r.clock.Now()
-	defer func() { r.metrics.Observe(VerbReconcile, classify(err), r.clock.Since(start)) }()
-	p, err := r.pass(ctx, nil)
+	defer func() { r.metrics.Observe(verbOf(down), classify(err), r.clock.Since(start)) }()
+	p, err := r.pass(ctx, nil, down)
 	if err != nil {
 		return Result{}, err
 	}
@@ -303,9 +323,16 @@ func (r *Reconciler) ReconcileOnce(ctx context.Context) (res Result, err error) 
 	res.RequeueAfter = r.requeue
 	r.memMu.Lock()
 	settled := r.mem.settled()
+	newest, unconfirmed := r.mem.newestWrite()
 	r.memMu.Unlock()
+	now := r.clock.Now()
 	if !settled.IsZero() {
-		res.RequeueAfter = max(res.RequeueAfter, settled.Sub(r.clock.Now()))
+		res.RequeueAfter = max(res.RequeueAfter, settled.Sub(now))
+	}
+	if !p.changed && unconfirmed && settled.After(newest) && !now.Before(settled) {
+		// Slower than learnt: look again after the write's age, as
+		// Reconcile does.
+		res.RequeueAfter = max(res.RequeueAfter, min(now.Sub(newest), r.cfg.MaxPollInterval))
 	}
 	if d, ok := p.deadlineAt(); ok {
 		res.RequeueAfter = max(min(res.RequeueAfter, d.Sub(r.clock.Now())), 0)
@@ -323,21 +350,38 @@ func (r *Reconciler) ReconcileOnce(ctx context.Context) (res Result, err error) 
 // ctx ends, and a wrapped error when no further pass can make progress;
 // objects changed before an error stay changed and the next call carries on
 // from them.
-func (r *Reconciler) Reconcile(ctx context.Context) (err error) {
+func (r *Reconciler) Reconcile(ctx context.Context) error {
+	return r.converge(ctx, false)
+}
+
+// Teardown destroys every object the reconciler owns and waits until a
+// listing shows none left: children before parents, each parent once a
+// listing shows its children gone (references), asynchronous deletion
+// waited for on the clock and never re-issued, failed and pending objects
+// destroyed like the rest (neither repaired nor recreated). Untagged
+// objects are never destroyed. "Owned" is what the steps' kinds hold with
+// the ownership tag, wherever they are; a [LoadBalancerReconciler] tears
+// down only its own load balancer's objects. Returns, errors and memory
+// are those of Reconcile; a later Reconcile creates everything again.
+func (r *Reconciler) Teardown(ctx context.Context) error {
+	return r.converge(ctx, true)
+}
+
+func (r *Reconciler) converge(ctx context.Context, down bool) (err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	start := r.clock.Now()
-	defer func() { r.metrics.Observe(VerbReconcile, classify(err), r.clock.Since(start)) }()
+	defer func() { r.metrics.Observe(verbOf(down), classify(err), r.clock.Since(start)) }()
 	log := logr.FromContextOrDiscard(ctx).WithValues("scope", r.cfg.Scope)
 
 	var listed []Object
 	for pass := 1; ; pass++ {
-		p, err := r.pass(ctx, listed)
+		p, err := r.pass(ctx, listed, down)
 		if err != nil {
 			return err
 		}
 		if p.converged() {
-			log.V(1).Info("reconciled", "passes", pass)
+			log.V(1).Info("reconciled", "passes", pass, "teardown", down)
 			return nil
 		}
 		if !p.changed && len(p.waiting) == 0 {
@@ -348,8 +392,25 @@ func (r *Reconciler) Reconcile(ctx context.Context) (err error) {
 		if pass >= r.cfg.MaxPasses {
 			return errors.Join(fmt.Errorf("%w after %d passes", ErrNotConverged, pass), p.err())
 		}
-		if listed, err = r.wait(ctx, p); err != nil {
+		if listed, err = r.wait(ctx, p, down); err != nil {
 			return err
 		}
+	}
+}
+
+func verbOf(down bool) Verb {
+	if down {
+		return VerbTeardown
+	}
+	return VerbReconcile
+}
+
+// teardownPlan returns the plan of st for a teardown.
+func (r *Reconciler) teardownPlan(st Step) func(context.Context, *Observation) (Changes, error) {
+	if r.down != nil {
+		return r.down(st)
+	}
+	return func(_ context.Context, obs *Observation) (Changes, error) {
+		return Changes{Destroy: slices.Clone(obs.Objects(st.Kind))}, nil
 	}
 }

@@ -20,6 +20,9 @@ type Step struct {
 	// only once each of its parents is ok, and the rest of the step goes on
 	// meanwhile; without it, the step's creations wait while any object of
 	// a kind it depends on is still to be created, pending or unconfirmed.
+	// Refs also confines the loss of make-before-break to the children of
+	// a parent that goes away for good; without it, every object of the
+	// step loses it while any parent goes.
 	// An observed object whose parent is not in the listing is an
 	// inconsistent answer: the reconciler returns [ErrInconsistent] and
 	// changes nothing.
@@ -44,6 +47,13 @@ type Changes struct {
 	Update []Change
 	// Destroy holds observed objects nobody wants.
 	Destroy []Object
+	// Break holds observed objects to destroy at once, without waiting for
+	// the step's creations and updates to be in service: objects holding
+	// something (a bind's address and port) that a desired object needs
+	// and that they will not give up otherwise, because they are destroyed
+	// anyway or because objects take each other's. Make-before-break is
+	// given up for them; references are still respected.
+	Break []Object
 }
 
 // Change pairs an observed object with the desired version of it.

@@ -20,7 +20,7 @@ const pollMultiplier = 1.3
 // confirmation timeout) has come. The first poll comes one PollInterval
 // after the call. It returns the last listing when the last poll was a
 // List, for the next pass to use.
-func (r *Reconciler) wait(ctx context.Context, p *plan) (listed []Object, err error) {
+func (r *Reconciler) wait(ctx context.Context, p *plan, down bool) (listed []Object, err error) {
 	timeout := r.cfg.PendingTimeout
 	if d, ok := p.deadlineAt(); ok {
 		timeout = max(d.Sub(r.clock.Now()), r.cfg.PollInterval)
@@ -52,8 +52,29 @@ func (r *Reconciler) wait(ctx context.Context, p *plan) (listed []Object, err er
 	if len(p.Unconfirmed) == 0 && len(p.Pending) <= r.cfg.GetPollMax && !p.changed {
 		gets = p.Pending
 	}
+	// After a listing that still lacks an outstanding write although the
+	// time earlier writes took has passed, the next one comes no sooner
+	// than that write's age again: a List costs 1 + N requests, and a
+	// provider slower than learnt (a first asynchronous deletion after
+	// creations, say) is found in a number of polls that grows with the
+	// logarithm of the error, not linearly. Before anything is learnt, the
+	// polls grow gently from PollInterval.
+	end := r.clock.Now().Add(timeout)
+	var notBefore time.Time
 	cond := func(ctx context.Context) (bool, error) {
 		listed = nil
+		if notBefore.After(end) {
+			notBefore = end
+		}
+		if d := notBefore.Sub(r.clock.Now()); d > 0 {
+			t := r.clock.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return false, ctx.Err()
+			case <-t.C():
+			}
+		}
 		if len(gets) > 0 {
 			got, errs := r.parallelOnce(ctx, gets, VerbGet, r.cfg.Engine.Get)
 			for i, e := range errs {
@@ -75,13 +96,23 @@ func (r *Reconciler) wait(ctx context.Context, p *plan) (listed []Object, err er
 		}); err != nil {
 			return false, err
 		}
-		next, err := r.planFor(ctx, objs)
+		next, err := r.planFor(ctx, objs, down)
 		if err != nil {
 			return false, backoff.Permanent(err)
 		}
 		listed = objs
 		work := len(next.Create)+len(next.Update)+len(next.Destroy)+len(next.Adopt)+len(next.repair) > 0
-		return work || next.converged() || len(next.waiting) == 0, nil
+		done := work || next.converged() || len(next.waiting) == 0
+		if !done {
+			r.memMu.Lock()
+			at, ok := r.mem.newestWrite()
+			settled := r.mem.settled()
+			r.memMu.Unlock()
+			if now := r.clock.Now(); ok && settled.After(at) && !now.Before(settled) {
+				notBefore = now.Add(min(now.Sub(at), r.cfg.MaxPollInterval))
+			}
+		}
+		return done, nil
 	}
 	err = backoff.Poll(ctx, r.cfg.PollInterval, timeout, cond,
 		backoff.WithDelayedStart(),

@@ -21,11 +21,11 @@ import (
 // provider APIs: list lag, asynchronous deletion, referential integrity,
 // unique names.
 
-// realistic is an engine with list lag, asynchronous deletion and
-// referential integrity.
+// realistic is an engine with list lag, asynchronous deletion, referential
+// integrity and unique listeners.
 func realistic(mod func(*lbrecontest.Config)) *lbrecontest.Engine {
 	cfg := lbrecontest.Config{Latency: 20 * time.Millisecond, Pending: time.Second,
-		ListLag: 3 * time.Second, DeleteDelay: 2 * time.Second, Integrity: true}
+		ListLag: 3 * time.Second, DeleteDelay: 2 * time.Second, Integrity: true, UniqueBinds: true}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -63,7 +63,13 @@ func TestListLagNoDuplicatesAndConfirmedSuccess(t *testing.T) {
 		eng := realistic(nil)
 		lb := desc(4, 2, 10)
 		r := newLB(t, eng, lb, nil)
+		start := time.Now()
 		require.NoError(t, r.Reconcile(t.Context()))
+		// Three waves (backends; frontends and servers; binds), each seen
+		// within a second of the 3 s lag: before anything is learnt the
+		// polls grow gently from PollInterval, and an estimate learnt from a
+		// coarse poll would slow every later wave.
+		require.Less(t, time.Since(start), 3*(3*time.Second+time.Second))
 		require.Equal(t, objectCount(lb), eng.Calls()[lbrecon.VerbCreate], "every name created once")
 		require.Zero(t, eng.Calls()[lbrecon.VerbDestroy])
 		requireConverged(t, eng, r, lb)
@@ -179,6 +185,91 @@ func TestTargetReplacedMakeBeforeBreak(t *testing.T) {
 	})
 }
 
+// A replace on one reconciler after it converged: the creations show
+// within the time it learnt, the first asynchronous deletion takes longer.
+// A correct replace needs one List to plan, one to see the new servers in
+// service and one to see the old ones gone; a deletion slower than learnt
+// costs at most one List more, not a poll every PollInterval.
+func TestSlowerDeletionThanLearntCostsOneList(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := realistic(nil)
+		lb := desc(2, 1, 4)
+		r := newLB(t, eng, lb, nil)
+		require.NoError(t, r.Reconcile(t.Context()))
+		eng.ResetCalls()
+		eng.ResetLow()
+		lb.Targets[3] = lbrecon.Target{Name: "node9", Address: netip.MustParseAddr("10.0.0.99")}
+		require.NoError(t, r.SetLoadBalancer(lb))
+		require.NoError(t, r.Reconcile(t.Context()))
+		requireCheapReplace(t, eng, r, lb)
+	})
+}
+
+// The same with a host's requeue loop around ReconcileOnce.
+func TestSlowerDeletionThanLearntCostsOneListOnce(t *testing.T) {
+	fc := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	eng := realistic(func(c *lbrecontest.Config) { c.Clock, c.Latency = fc, 0 })
+	lb := desc(2, 1, 4)
+	r := newLB(t, eng, lb, func(c *lbrecon.Config) { c.Clock = fc })
+	drive := func() {
+		for calls := 1; ; calls++ {
+			require.Less(t, calls, 100, "no convergence")
+			res, err := r.ReconcileOnce(t.Context())
+			require.NoError(t, err)
+			if res.Converged {
+				return
+			}
+			fc.Step(res.RequeueAfter)
+		}
+	}
+	drive()
+	eng.ResetCalls()
+	eng.ResetLow()
+	lb.Targets[3] = lbrecon.Target{Name: "node9", Address: netip.MustParseAddr("10.0.0.99")}
+	require.NoError(t, r.SetLoadBalancer(lb))
+	drive()
+	requireCheapReplace(t, eng, r, lb)
+}
+
+func requireCheapReplace(t *testing.T, eng *lbrecontest.Engine, r *lbrecon.LoadBalancerReconciler, lb lbrecon.LoadBalancer) {
+	t.Helper()
+	calls := eng.Calls()
+	require.Equal(t, 2, calls[lbrecon.VerbCreate])
+	require.Equal(t, 2, calls[lbrecon.VerbDestroy])
+	require.LessOrEqual(t, calls[lbrecon.VerbList], 4, "Lists: one to plan, one per wave, at most one more for the slower deletion")
+	for backend, low := range eng.Low(lbrecon.KindServer) {
+		require.GreaterOrEqual(t, low, 4, "backend %s fell to %d servers", backend, low)
+	}
+	requireConverged(t, eng, r, lb)
+}
+
+// While backend p0 is recreated (it failed, and the engine cannot repair
+// it), a target is replaced: p0's servers go with their parent, but p1's
+// old server stays until its replacement is in service.
+func TestMakeBeforeBreakLostOnlyUnderTheRecreatedParent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := realistic(nil)
+		noRepair := struct{ lbrecon.Engine }{eng}
+		lb := desc(2, 1, 4)
+		r := newLB(t, noRepair, lb, nil)
+		require.NoError(t, r.Reconcile(t.Context()))
+		ids := map[string]string{}
+		for _, o := range eng.Objects() {
+			if o.Kind == lbrecon.KindBackend {
+				ids[o.Name] = o.ID
+			}
+		}
+		require.True(t, eng.SetObjectState(lbrecon.Key{Kind: lbrecon.KindBackend, ID: ids["p0.svc-1"]}, lbrecon.StateFailed))
+		eng.ResetLow()
+		lb.Targets[3] = lbrecon.Target{Name: "node9", Address: netip.MustParseAddr("10.0.0.99")}
+		require.NoError(t, r.SetLoadBalancer(lb))
+		require.NoError(t, r.Reconcile(t.Context()))
+		low := eng.Low(lbrecon.KindServer)
+		require.GreaterOrEqual(t, low[ids["p1.svc-1"]], 4, "backend p1 fell below min(old, new) while p0 was recreated")
+		requireConverged(t, eng, r, lb)
+	})
+}
+
 func TestFailedParentRecreatedWithReferencesRespected(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		eng := realistic(nil)
@@ -207,7 +298,7 @@ func TestStuckObjectDoesNotBlockOtherWorkOrTeardown(t *testing.T) {
 				break
 			}
 		}
-		require.True(t, eng.SetState(stuck.ID, lbrecon.StatePending))
+		require.True(t, eng.SetObjectState(stuck.Key(), lbrecon.StatePending))
 
 		lb.Targets = append(lb.Targets, lbrecon.Target{Name: "node7", Address: netip.MustParseAddr("10.0.0.77")})
 		var mu sync.Mutex
@@ -446,7 +537,7 @@ func TestUnconfirmedWritesExpire(t *testing.T) {
 			for _, o := range objs {
 				if o.Kind == lbrecon.KindBackend && hidden == "" {
 					hidden = o.ID
-					eng.Delete(o.ID) // lost by the provider
+					eng.DeleteObject(o.Key()) // lost by the provider
 					continue
 				}
 				out = append(out, o)

@@ -5,8 +5,9 @@
 // objects invisible, deleted objects still listed, updates and tags seen
 // late); deletion is asynchronous; references are enforced (a parent in use
 // cannot be destroyed, a child cannot be created under a missing parent);
-// names can be unique and length-limited; identifiers can be unique per
-// kind only; untagged objects are listed only
+// names can be unique and length-limited; two binds can be refused one
+// address and port (UniqueBinds); identifiers can be unique per kind only;
+// untagged objects are listed only
 // within the queried scope; faults (failed, rate-limited with Retry-After,
 // crashed between create and tag, failed tagging) can be injected; and calls
 // are counted both as calls and as provider requests under a cost model in
@@ -16,6 +17,11 @@
 // It implements [lbrecon.Repairer] and [lbrecon.Updater] (each can be
 // switched off), knows the references of the load-balancer plan's specs,
 // and tracks, per parent, the fewest children it held (see [Engine.Low]).
+// Tests wait for a state with [Engine.WaitFor] or [Engine.WaitConverged]
+// on a deadline instead of polling: the engine wakes them at every change
+// and when a pending period or a deletion ends on its clock. The test
+// hooks ([Engine.Put], [Engine.DeleteObject], [Engine.SetObjectState]) act
+// outside the API and address one object by kind and ID.
 //
 // # What it does not model
 //
@@ -30,5 +36,6 @@
 //   - Rate limits come only from injected faults, not from a token bucket.
 //   - Specs are stored as given: there is no server-side defaulting unless a
 //     test sets a Default hook.
-//   - Two binds on one address and port are not refused.
+//   - Two binds on one address and port are refused only with
+//     UniqueBinds, and only binds listen: a frontend has no port of its own.
 package lbrecontest

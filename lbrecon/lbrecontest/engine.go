@@ -89,6 +89,12 @@ type Config struct {
 	// IDsPerKind makes identifiers unique per kind only, as on providers
 	// where a backend and a server can share an ID.
 	IDsPerKind bool
+	// UniqueBinds makes Create and Update of a bind fail with
+	// lbrecon.ErrConflict when another bind of the same load balancer (see
+	// Scope) listens on the same address and port, as a provider refuses a
+	// duplicate listener. A bind being deleted holds its address and port
+	// until the deletion completes.
+	UniqueBinds bool
 }
 
 type object struct {
@@ -128,6 +134,7 @@ type Engine struct {
 	faults   []*fault
 	turn     []*fault // objects created while these match end failed
 	low      map[lbrecon.Key]int
+	changed  chan struct{} // closed and replaced at every change of the objects
 }
 
 var (
@@ -239,8 +246,18 @@ func (e *Engine) ResetLow() {
 	e.track()
 }
 
-// track updates the low-water marks. Called with e.mu held.
+// notify wakes the WaitFor calls. Called with e.mu held.
+func (e *Engine) notify() {
+	if e.changed != nil {
+		close(e.changed)
+		e.changed = nil
+	}
+}
+
+// track updates the low-water marks after a change of the objects, and
+// wakes the WaitFor calls. Called with e.mu held.
 func (e *Engine) track() {
+	e.notify()
 	counts := make(map[lbrecon.Key]int)
 	for _, o := range e.objs {
 		if !o.goneAt.IsZero() {
@@ -295,35 +312,65 @@ func (e *Engine) Put(obj lbrecon.Object) lbrecon.Object {
 	return obj
 }
 
-// Delete removes the objects with id (of any kind) outside the API, at once
-// and from listings too, and reports whether there was one.
-func (e *Engine) Delete(id string) bool {
+// DeleteObject removes the object with key k outside the API, at once and
+// from listings too, and reports whether there was one.
+func (e *Engine) DeleteObject(k lbrecon.Key) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	found := false
-	for k := range e.objs {
-		if k.ID == id {
-			delete(e.objs, k)
-			found = true
-		}
-	}
+	_, found := e.objs[k]
+	delete(e.objs, k)
 	e.track()
 	return found
 }
 
-// SetState sets the state of the objects with id (of any kind) outside the
-// API.
-func (e *Engine) SetState(id string, s lbrecon.State) bool {
+// SetObjectState sets the state of the object with key k outside the API,
+// and reports whether there was one.
+func (e *Engine) SetObjectState(k lbrecon.Key, s lbrecon.State) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	found := false
-	for k, o := range e.objs {
-		if k.ID == id {
-			o.State, o.readyAt, o.fails = s, time.Time{}, false
-			found = true
-		}
+	o, found := e.objs[k]
+	if found {
+		o.State, o.readyAt, o.fails = s, time.Time{}, false
+		e.notify()
 	}
 	return found
+}
+
+// Delete removes the objects with id, of any kind, as DeleteObject does.
+//
+// Deprecated: with [Config.IDsPerKind] it removes every kind's object with
+// the ID; use DeleteObject.
+func (e *Engine) Delete(id string) bool {
+	found := false
+	for _, k := range e.keysOf(id) {
+		found = e.DeleteObject(k) || found
+	}
+	return found
+}
+
+// SetState sets the state of the objects with id, of any kind, as
+// SetObjectState does.
+//
+// Deprecated: with [Config.IDsPerKind] it changes every kind's object with
+// the ID; use SetObjectState.
+func (e *Engine) SetState(id string, s lbrecon.State) bool {
+	found := false
+	for _, k := range e.keysOf(id) {
+		found = e.SetObjectState(k, s) || found
+	}
+	return found
+}
+
+func (e *Engine) keysOf(id string) []lbrecon.Key {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var keys []lbrecon.Key
+	for k := range e.objs {
+		if k.ID == id {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }
 
 // FailCreate makes the next n creations of objects matching match (nil
@@ -572,7 +619,27 @@ func (e *Engine) admit(obj lbrecon.Object) error {
 			}
 		}
 	}
+	if err := e.listenerFree(obj, lbrecon.Key{}); err != nil {
+		return err
+	}
 	return e.refsExist(obj)
+}
+
+// listenerFree checks, with UniqueBinds, that no bind of the same load
+// balancer other than self listens where obj, a bind, would. Called with
+// e.mu held.
+func (e *Engine) listenerFree(obj lbrecon.Object, self lbrecon.Key) error {
+	s, ok := obj.Spec.(lbrecon.BindSpec)
+	if !e.cfg.UniqueBinds || !ok {
+		return nil
+	}
+	for k, o := range e.objs {
+		if os, ok := o.Spec.(lbrecon.BindSpec); ok && k != self && os.Address == s.Address && os.Port == s.Port &&
+			e.cfg.Scope(e, o.Object) == e.cfg.Scope(e, obj) {
+			return fmt.Errorf("lbrecontest: 409 DuplicateListener: %v already listens on %v:%d: %w", o.Object, s.Address, s.Port, lbrecon.ErrConflict)
+		}
+	}
+	return nil
 }
 
 // refsExist checks that obj's parents exist. Called with e.mu held.
@@ -669,6 +736,7 @@ func (e *Engine) Tag(ctx context.Context, obj lbrecon.Object, tags []string) err
 			o.Tags = append(o.Tags, t)
 		}
 	}
+	e.notify()
 	return nil
 }
 
@@ -691,6 +759,9 @@ func (e *Engine) Update(ctx context.Context, current, desired lbrecon.Object) (l
 		return lbrecon.Object{}, fmt.Errorf("lbrecontest: update %v: %w", current, lbrecon.ErrNotFound)
 	}
 	if err := e.refsExist(desired); err != nil {
+		return lbrecon.Object{}, err
+	}
+	if err := e.listenerFree(desired, current.Key()); err != nil {
 		return lbrecon.Object{}, err
 	}
 	e.remember(o)
@@ -736,6 +807,7 @@ func (e *Engine) Repair(ctx context.Context, obj lbrecon.Object) (lbrecon.Object
 		return lbrecon.Object{}, fmt.Errorf("lbrecontest: repair %v: %w", obj, lbrecon.ErrNotFound)
 	}
 	e.provision(o)
+	e.notify()
 	return e.view(o, e.clock.Now()), nil
 }
 

@@ -156,10 +156,33 @@ func TestPutDeleteSetState(t *testing.T) {
 	e := lbrecontest.New(lbrecontest.Config{})
 	o := e.Put(backend("b"))
 	require.Equal(t, lbrecon.StateOK, o.State)
-	require.True(t, e.SetState(o.ID, lbrecon.StateFailed))
+	require.True(t, e.SetObjectState(o.Key(), lbrecon.StateFailed))
 	require.Equal(t, lbrecon.StateFailed, e.Objects()[0].State)
-	require.True(t, e.Delete(o.ID))
-	require.False(t, e.Delete(o.ID))
-	require.False(t, e.SetState(o.ID, lbrecon.StateOK))
+	require.True(t, e.DeleteObject(o.Key()))
+	require.False(t, e.DeleteObject(o.Key()))
+	require.False(t, e.SetObjectState(o.Key(), lbrecon.StateOK))
 	require.Zero(t, e.TotalCalls(), "test hooks are not calls")
+}
+
+// With identifiers unique per kind, a backend and a server share an ID: the
+// hooks act on the one of the given kind.
+func TestHooksKeyedByKindAndID(t *testing.T) {
+	e := lbrecontest.New(lbrecontest.Config{IDsPerKind: true})
+	b := e.Put(backend("b"))
+	s := e.Put(server(b.ID, "s"))
+	require.Equal(t, b.ID, s.ID, "the model gives both kinds their first ID")
+	require.True(t, e.SetObjectState(s.Key(), lbrecon.StateFailed))
+	require.Equal(t, lbrecon.StateOK, stateOf(e, b.Key()), "the backend is untouched")
+	require.True(t, e.DeleteObject(s.Key()))
+	require.Equal(t, lbrecon.StateOK, stateOf(e, b.Key()), "the backend is still there")
+	require.Len(t, e.Objects(), 1)
+}
+
+func stateOf(e *lbrecontest.Engine, k lbrecon.Key) lbrecon.State {
+	for _, o := range e.Objects() {
+		if o.Key() == k {
+			return o.State
+		}
+	}
+	return 0
 }
