@@ -146,8 +146,8 @@ func (v *view) collect(ctx context.Context) snapshot {
 			s.Status = fmt.Sprintf("%s@%s/min%s", st.State, st.Version.Release, st.MinimumCompatibleRelease)
 		}
 	}
-	s.LB = summarizeLB(e.lb.Objects())
-	s.Fence, s.Refused = e.fence.state()
+	s.LB = summarizeLB(e.lb.eng.Objects())
+	s.Fence, s.Refused = e.lb.state()
 	for _, a := range e.agentList() {
 		s.Agents = append(s.Agents, a.snapshot())
 	}
@@ -262,11 +262,14 @@ func (v *view) draw(s snapshot) {
 	e := v.env
 	var b strings.Builder
 	b.WriteString("\x1b[H\x1b[2J")
-	etcd, kube := "local etcd", "IN-MEMORY Kubernetes API (fake clientset)"
-	if e.etcd == nil {
+	etcd, kube := "local etcd", "local kube-apiserver"
+	if e.opts.etcd != "" {
 		etcd = "etcd " + e.opts.etcd
 	}
-	if !e.inMemory {
+	switch e.kubeMode {
+	case kubeMemory:
+		kube = "IN-MEMORY Kubernetes API (fake clientset)"
+	case kubeExternal:
 		kube = "Kubernetes " + e.opts.kubeconfig
 	}
 	fmt.Fprintf(&b, "nodeagent · %d agents · %s · %s · in-memory load balancer · %s\n\n", len(s.Agents), etcd, kube, v.p.stamp())
