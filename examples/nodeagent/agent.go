@@ -347,14 +347,12 @@ func (a *agent) reconcileLB(ctx context.Context, token uint64) error {
 	if err != nil {
 		return err
 	}
-	// The term's first write to the store raises its fence to the token,
-	// so that a deposed leader's writes are refused from now on even if
-	// this reconcile has nothing to change.
-	if err := a.env.lb.raise(token); err != nil {
+	eng, err := a.termEngine(token)
+	if err != nil {
 		return err
 	}
 	r, err := lbrecon.NewLoadBalancer(lbrecon.Config{
-		Engine:          lbrecon.Guard(a.env.lb.as(token), a.checkWrite),
+		Engine:          eng,
 		Tag:             ownerTag,
 		PollInterval:    50 * time.Millisecond,
 		MaxPollInterval: 500 * time.Millisecond,
@@ -364,6 +362,17 @@ func (a *agent) reconcileLB(ctx context.Context, token uint64) error {
 		return err
 	}
 	return r.Reconcile(ctx)
+}
+
+// termEngine is the load balancer as the term with token writes to it:
+// the store, whose fence the term raises first so that a deposed leader's
+// writes are refused from now on even if this term has nothing to change,
+// behind lbrecon.Guard with the agent's check.
+func (a *agent) termEngine(token uint64) (lbrecon.Engine, error) {
+	if err := a.env.lb.raise(token); err != nil {
+		return nil, err
+	}
+	return lbrecon.Guard(a.env.lb.as(token), a.checkWrite), nil
 }
 
 // checkWrite is the agent's check before each load-balancer write: ctx is

@@ -334,11 +334,21 @@ func (sc *scenario) fence(ctx context.Context) (string, error) {
 	next := s.Leader
 	sc.p.say("fence: %s leads with token %d and wrote to the load balancer (its fence is at %d); resuming %s", next.Identity, next.Token, s.Fence, victim.name)
 	resume()
-	s, err = sc.waitFor(ctx, "the store to refuse the resumed write", func(s snapshot) bool { return s.Refused > 0 })
+	// The store judges the write before the deposed leader's reconcile
+	// returns, and the gate lets its term go only after that.
+	_, err = sc.waitFor(ctx, "the resumed write to be judged and "+victim.name+" to stop leading", func(s snapshot) bool {
+		return s.Refused > 0 || !victim.snapshot().Leading
+	})
 	if err != nil {
 		return "", err
 	}
 	applied, refused := e.lb.history()
+	if len(refused) == 0 {
+		if slices.ContainsFunc(applied, func(w fencedWrite) bool { return w.Token == old.Token && w.Highest > old.Token }) {
+			return "", fmt.Errorf("the store applied the deposed leader's write with token %d after a higher token wrote", old.Token)
+		}
+		return "", fmt.Errorf("the deposed leader's %s %s never reached the store: nothing was refused at apply time", hold.verb, hold.obj.Name)
+	}
 	r := refused[0]
 	if r.Token != old.Token || r.Verb != hold.verb || r.Name != hold.obj.Name {
 		return "", fmt.Errorf("the store refused %+v, not the held write %s %s with token %d", r, hold.verb, hold.obj.Name, old.Token)

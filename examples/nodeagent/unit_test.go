@@ -183,6 +183,20 @@ func TestFencedReconcile(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// A term raises the store's fence before its first write, so that a
+// deposed leader is refused even when the new term has nothing to write.
+func TestTermEngineRaisesFence(t *testing.T) {
+	ctx := context.Background()
+	e := &env{lb: newLBStore(lbrecontest.New(lbrecontest.Config{}))}
+	a := &agent{env: e, ctx: ctx}
+	_, err := a.termEngine(6)
+	require.NoError(t, err)
+	highest, _ := e.lb.state()
+	require.Equal(t, uint64(6), highest)
+	_, err = e.lb.as(5).Create(ctx, lbrecon.Object{Kind: lbrecon.KindBackend, Name: "late"})
+	require.ErrorIs(t, err, errFenced)
+}
+
 func TestProviderNotifiesChanges(t *testing.T) {
 	p := newAgentProvider(&corev1.Node{})
 	var got []*corev1.Node
