@@ -80,6 +80,9 @@ func newEnv(ctx context.Context, opts options, log logr.Logger, say func(string,
 	say("setup: checkpoints in %s", e.stateDir)
 
 	e.kubeMode = opts.kubeMode()
+	if e.kubeMode == kubeLocal {
+		say("setup: Kubernetes API: a local kube-apiserver (its first build takes minutes, then it is cached; --kube memory starts at once on client-go's fake clientset)")
+	}
 	e.local, err = startLocal(ctx, opts.etcd == "", e.kubeMode == kubeLocal, say)
 	if err != nil {
 		return e, err

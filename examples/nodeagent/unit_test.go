@@ -23,11 +23,20 @@ func TestParseFlags(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 3, o.agents)
 	require.Empty(t, o.scenario)
+	require.Equal(t, kubeLocal, o.kubeMode(), "a real apiserver by default")
+	require.True(t, o.taint, "tainted Nodes by default")
+
+	o, err = parseFlags([]string{"--kubeconfig", "kc", "--taint=false"}, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, kubeExternal, o.kubeMode())
+	require.False(t, o.taint)
 
 	for _, args := range [][]string{
 		{"--agents", "1"},
 		{"--scenario", "chaos"},
 		{"--election-ttl", "1500ms"},
+		{"--kube", "remote"},
+		{"--kube", "memory", "--kubeconfig", "kc"},
 		{"extra"},
 	} {
 		_, err := parseFlags(args, io.Discard)
