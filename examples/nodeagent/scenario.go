@@ -98,19 +98,16 @@ func (sc *scenario) failover(ctx context.Context) (string, error) {
 	victim.kill()
 
 	var next election.LeaderInfo
-	poll := time.NewTicker(10 * time.Millisecond)
-	defer poll.Stop()
 	for {
-		sc.view.mu.Lock()
-		next = sc.view.leader
-		sc.view.mu.Unlock()
+		var changed <-chan struct{}
+		next, changed = sc.view.currentLeader()
 		if !next.IsZero() && next.Identity != old.Identity {
 			break
 		}
 		select {
 		case <-ctx.Done():
 			return "", fmt.Errorf("no successor to %s: %w", old.Identity, ctx.Err())
-		case <-poll.C:
+		case <-changed:
 		}
 	}
 	took := time.Since(killed)

@@ -82,8 +82,20 @@ type view struct {
 	env *env
 	p   *printer
 
-	mu     sync.Mutex
-	leader election.LeaderInfo
+	mu       sync.Mutex
+	leader   election.LeaderInfo
+	leaderCh chan struct{} // closed and replaced when leader changes
+}
+
+// currentLeader returns the leader the election shows, and a channel
+// closed when that changes.
+func (v *view) currentLeader() (election.LeaderInfo, <-chan struct{}) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.leaderCh == nil {
+		v.leaderCh = make(chan struct{})
+	}
+	return v.leader, v.leaderCh
 }
 
 // run observes the election and shows the system until ctx ends.
@@ -93,6 +105,10 @@ func (v *view) run(ctx context.Context) {
 		for info := range v.env.observer.Observe(ctx) {
 			v.mu.Lock()
 			v.leader = info
+			if v.leaderCh != nil {
+				close(v.leaderCh)
+				v.leaderCh = nil
+			}
 			v.mu.Unlock()
 			v.env.changed()
 		}
