@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"go/parser"
+	"go/token"
 	"io"
 	"net/netip"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -239,4 +243,26 @@ func TestSnapshotLine(t *testing.T) {
 		" | agent-1 1.0.0 campaigning ready cfg=Local node=Ready,ConfigOK,Gate"+
 		" | agent-2 1.0.0 LEADER/done ready cfg=Local"+
 		" | agent-3 1.0.0 KILLED cfg= node=Ready,ConfigOK=False/TrialProbeFailed,Gate,lease-STALE", s.line(false))
+}
+
+// Only local.go uses the project's server harness, which is internal to
+// the reconkit module; the rest of the program is what a host outside the
+// module would write.
+func TestHarnessConfinedToLocalGo(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	require.NoError(t, err)
+	var users []string
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		parsed, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
+		require.NoError(t, err)
+		for _, imp := range parsed.Imports {
+			if strings.Contains(imp.Path.Value, "reconkit/reconkit/internal/") {
+				users = append(users, f+" "+imp.Path.Value)
+			}
+		}
+	}
+	require.Equal(t, []string{`local.go "github.com/reconkit/reconkit/internal/servers"`}, users)
 }
