@@ -5,18 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
+	"github.com/reconkit/reconkit/backoff"
 	"github.com/reconkit/reconkit/checkpoint"
 	"github.com/reconkit/reconkit/checkpoint/configmapsource"
-	"github.com/reconkit/reconkit/internal/servers"
 	"github.com/reconkit/reconkit/lbrecon"
 	"github.com/reconkit/reconkit/nodestatus"
 	"github.com/reconkit/reconkit/versiongate"
@@ -55,13 +57,15 @@ type agent struct {
 	log     logr.Logger
 
 	cli      *clientv3.Client
-	proxies  []*servers.Proxy // the client's way to etcd, cut by kill
+	links    []link // the client's way to etcd, cut by kill and by the fence scenario
 	elector  *elector
 	ctrl     *checkpoint.Controller[agentConfig]
 	provider *agentProvider
 
+	ctx    context.Context // ends when the agent stops or is killed
 	cancel context.CancelFunc
 	done   chan struct{}
+	hold   atomic.Pointer[writeHold] // armed by the fence scenario
 
 	mu    sync.Mutex
 	gate  *versiongate.Gate // the current gate; a new one after a lost record
@@ -84,18 +88,18 @@ func newAgent(e *env, index int, version versiongate.Version) *agent {
 // kill is called.
 func (a *agent) start(ctx context.Context) (err error) {
 	o := a.env.opts
-	cli, proxies, err := a.env.newAgentClient()
+	cli, links, err := a.env.newAgentClient()
 	if err != nil {
 		return err
 	}
-	a.cli, a.proxies = cli, proxies
+	a.cli, a.links = cli, links
 	defer func() {
 		if err != nil {
 			if a.elector != nil {
 				a.elector.close()
 			}
 			cli.Close()
-			closeProxies(proxies)
+			closeLinks(links)
 		}
 	}()
 	a.elector, err = newElector(cli, a.name, o.electionTTL)
@@ -130,7 +134,8 @@ func (a *agent) start(ctx context.Context) (err error) {
 		return err
 	}
 
-	ctx, a.cancel = context.WithCancel(logr.NewContext(ctx, a.log))
+	a.ctx, a.cancel = context.WithCancel(logr.NewContext(ctx, a.log))
+	ctx = a.ctx
 	a.setState(func(s *agentState) { s.Running = true })
 	go func() {
 		defer close(a.done)
@@ -157,36 +162,73 @@ func (a *agent) run(ctx context.Context) error {
 	}
 	a.onConfigStatus(st)
 
-	node := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:   a.name,
-			Labels: map[string]string{nodeLabel: "true", "reconkit.io/release": a.version.Release.String()},
-		},
-		Status: corev1.NodeStatus{
-			Addresses:  []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: fmt.Sprintf("10.0.0.%d", a.index)}},
-			Conditions: []corev1.NodeCondition{st.Condition, gatedCondition(false, "WaitingForReconciler", "waiting for a reconciler status that admits release "+a.version.Release.String())},
-		},
-	}
+	node := agentNode(a.name, a.index, a.version.Release, a.env.taint, st.Condition,
+		gatedCondition(false, "WaitingForReconciler", "waiting for a reconciler status that admits release "+a.version.Release.String()))
 	a.provider = newAgentProvider(node)
 	o := a.env.opts
-	nodes, err := nodestatus.New(nodestatus.Config{
-		Client:                 a.env.kube,
-		Node:                   node,
-		Provider:               a.provider,
-		LeaseDuration:          o.nodeLease,
-		NodeMonitorGracePeriod: o.nodeLease,
-		PingInterval:           o.nodeLease / 2,
-	})
+	nodes, err := newNodeController(a.env.kube, node, a.provider, o.nodeLease)
 	if err != nil {
 		return err
 	}
 
-	g := newGroup(ctx)
-	g.start("checkpoint", a.ctrl.Run)
-	g.start("nodestatus", nodes.Run)
-	g.start("versiongate", a.runGate)
-	g.start("phase", a.watchPhase)
-	return g.wait()
+	g, ctx := errgroup.WithContext(ctx)
+	goPart(ctx, g, "checkpoint", a.ctrl.Run)
+	goPart(ctx, g, "nodestatus", nodes.Run)
+	goPart(ctx, g, "versiongate", a.runGate)
+	return g.Wait()
+}
+
+// newNodeController registers node and heartbeats it every quarter of
+// lease, with the provider's conditions.
+func newNodeController(kube kubernetes.Interface, node *corev1.Node, p *agentProvider, lease time.Duration) (*nodestatus.NodeController, error) {
+	return nodestatus.New(nodestatus.Config{
+		Client:                 kube,
+		Node:                   node,
+		Provider:               p,
+		LeaseDuration:          lease,
+		NodeMonitorGracePeriod: lease,
+		PingInterval:           lease / 2,
+	})
+}
+
+// goPart runs one part of the agent in g. A part that returns once ctx has
+// ended stopped as asked, whatever it returns (nil, or ctx.Err() from a
+// package that still reports it); an error before that ends the group.
+func goPart(ctx context.Context, g *errgroup.Group, name string, fn func(context.Context) error) {
+	g.Go(func() error {
+		if err := fn(ctx); err != nil && ctx.Err() == nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		return nil
+	})
+}
+
+// Taint of the agents' Nodes, as virtual-kubelet taints its nodes with
+// virtual-kubelet.io/provider: pods must tolerate it to land there.
+const (
+	taintKey   = "reconkit.io/nodeagent"
+	taintValue = "true"
+)
+
+// agentNode is the Node agent-<index> registers: labelled as this
+// program's, with an internal address, the given conditions and, when
+// taint is set, a NoSchedule taint, so that neither DaemonSets nor the
+// scheduler place pods on a Node that runs none.
+func agentNode(name string, index int, release versiongate.Release, taint bool, conds ...corev1.NodeCondition) *corev1.Node {
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   name,
+			Labels: map[string]string{nodeLabel: "true", "reconkit.io/release": release.String()},
+		},
+		Status: corev1.NodeStatus{
+			Addresses:  []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: fmt.Sprintf("10.0.0.%d", index)}},
+			Conditions: conds,
+		},
+	}
+	if taint {
+		n.Spec.Taints = []corev1.Taint{{Key: taintKey, Value: taintValue, Effect: corev1.TaintEffectNoSchedule}}
+	}
+	return n
 }
 
 // newGate returns a new version gate for the agent and makes it current.
@@ -229,9 +271,9 @@ func (a *agent) currentGate() *versiongate.Gate {
 func (a *agent) runGate(ctx context.Context) error {
 	gate := a.currentGate()
 	for {
-		g := newGroup(ctx)
-		g.start("run", gate.Run)
-		g.start("wait ready", func(ctx context.Context) error {
+		g, gctx := errgroup.WithContext(ctx)
+		goPart(gctx, g, "run", gate.Run)
+		goPart(gctx, g, "wait ready", func(ctx context.Context) error {
 			if err := gate.WaitReady(ctx); err != nil {
 				return err
 			}
@@ -239,7 +281,17 @@ func (a *agent) runGate(ctx context.Context) error {
 			a.provider.setCondition(gatedCondition(true, "ReconcilerCompatible", "the reconciler status admits release "+a.version.Release.String()))
 			return nil
 		})
-		err := g.wait()
+		goPart(gctx, g, "leading", func(ctx context.Context) error {
+			for {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-gate.LeadingChanged():
+					a.env.changed()
+				}
+			}
+		})
+		err := g.Wait()
 		if !errors.Is(err, versiongate.ErrRecordLost) || ctx.Err() != nil {
 			return err
 		}
@@ -248,34 +300,6 @@ func (a *agent) runGate(ctx context.Context) error {
 		a.provider.setCondition(gatedCondition(false, "RecordLost", "the release record expired; publishing it again"))
 		if gate, err = a.newGate(); err != nil {
 			return err
-		}
-	}
-}
-
-// watchPhase copies the gate's phase into the agent state for the view.
-func (a *agent) watchPhase(ctx context.Context) error {
-	t := time.NewTicker(50 * time.Millisecond)
-	defer t.Stop()
-	for {
-		gate := a.currentGate()
-		phase, leading := gate.Phase(), gate.Leading()
-		var blocking []string
-		if leading && phase == versiongate.PhaseRestricting {
-			for _, n := range gate.Blocking() {
-				blocking = append(blocking, n.String())
-			}
-		}
-		a.mu.Lock()
-		changed := a.state.Phase != phase || a.state.Leading != leading || !slices.Equal(a.state.Blocking, blocking)
-		a.state.Phase, a.state.Leading, a.state.Blocking = phase, leading, blocking
-		a.mu.Unlock()
-		if changed {
-			a.env.changed()
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
 		}
 	}
 }
@@ -323,8 +347,12 @@ func (a *agent) reconcileLB(ctx context.Context, token uint64) error {
 	if err != nil {
 		return err
 	}
+	eng, err := a.termEngine(token)
+	if err != nil {
+		return err
+	}
 	r, err := lbrecon.NewLoadBalancer(lbrecon.Config{
-		Engine:          &fencedEngine{Engine: a.env.lb, fence: &a.env.fence, token: token},
+		Engine:          eng,
 		Tag:             ownerTag,
 		PollInterval:    50 * time.Millisecond,
 		MaxPollInterval: 500 * time.Millisecond,
@@ -336,6 +364,57 @@ func (a *agent) reconcileLB(ctx context.Context, token uint64) error {
 	return r.Reconcile(ctx)
 }
 
+// termEngine is the load balancer as the term with token writes to it:
+// the store, whose fence the term raises first so that a deposed leader's
+// writes are refused from now on even if this term has nothing to change,
+// behind lbrecon.Guard with the agent's check.
+func (a *agent) termEngine(token uint64) (lbrecon.Engine, error) {
+	if err := a.env.lb.raise(token); err != nil {
+		return nil, err
+	}
+	return lbrecon.Guard(a.env.lb.as(token), a.checkWrite), nil
+}
+
+// checkWrite is the agent's check before each load-balancer write: ctx is
+// the term's and ends when the agent no longer holds it. It is a courtesy,
+// not the fence: a process can pause after this check and write later, and
+// the store refuses that write by its token (see lbStore). The fence
+// scenario holds one write right here, after the check passed.
+func (a *agent) checkWrite(ctx context.Context, verb lbrecon.Verb, obj lbrecon.Object) error {
+	if ctx.Err() != nil {
+		return backoff.Permanent(fmt.Errorf("not writing %s %s: the term ended: %w", verb, obj.Name, context.Cause(ctx)))
+	}
+	if h := a.hold.Swap(nil); h != nil {
+		h.stop(a.ctx, verb, obj)
+	}
+	return nil
+}
+
+// writeHold stops one write of an agent between its check and the store,
+// as a process paused there (a long GC pause, SIGSTOP, a stalled disk)
+// would be, until the scenario releases it.
+type writeHold struct {
+	held    chan struct{} // closed once a write is held
+	release chan struct{} // closed by the scenario
+	verb    lbrecon.Verb
+	obj     lbrecon.Object
+}
+
+func newWriteHold() *writeHold {
+	return &writeHold{held: make(chan struct{}), release: make(chan struct{})}
+}
+
+// stop records the write, tells the scenario, and waits for the release
+// or for the agent to stop; a paused process does not see its term end.
+func (h *writeHold) stop(agentCtx context.Context, verb lbrecon.Verb, obj lbrecon.Object) {
+	h.verb, h.obj = verb, obj
+	close(h.held)
+	select {
+	case <-h.release:
+	case <-agentCtx.Done():
+	}
+}
+
 func (a *agent) setState(f func(*agentState)) {
 	a.mu.Lock()
 	f(&a.state)
@@ -343,10 +422,24 @@ func (a *agent) setState(f func(*agentState)) {
 	a.env.changed()
 }
 
+// snapshot is the agent's state, with the gate's readiness, phase,
+// leadership and blocking nodes read now.
 func (a *agent) snapshot() agentState {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.state
+	s, gate := a.state, a.gate
+	a.mu.Unlock()
+	if s.Running && gate != nil {
+		// The gate's Ready turns false the moment the record is lost,
+		// before runGate has noticed.
+		s.Ready = s.Ready && gate.Ready()
+		s.Phase, s.Leading = gate.Phase(), gate.Leading()
+		if s.Leading && s.Phase == versiongate.PhaseRestricting {
+			for _, n := range gate.Blocking() {
+				s.Blocking = append(s.Blocking, n.String())
+			}
+		}
+	}
+	return s
 }
 
 // stop ends the agent gracefully: it resigns, revokes its records and
@@ -368,9 +461,7 @@ func (a *agent) stop() {
 // still try time out); wait waits for them.
 func (a *agent) kill() {
 	a.setState(func(s *agentState) { s.Stopped, s.Running, s.Ready, s.Leading = "killed", false, false, false })
-	for _, p := range a.proxies {
-		p.Cut()
-	}
+	a.cut()
 	a.cancel()
 }
 
@@ -380,42 +471,19 @@ func (a *agent) wait() {
 	<-a.done
 	a.elector.close()
 	_ = a.cli.Close()
-	closeProxies(a.proxies)
+	closeLinks(a.links)
 }
 
-// group runs functions until the first fails or ctx ends, and waits for
-// all of them.
-type group struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	err    error
+// cut holds the agent's traffic to etcd, as a partition would; restore
+// lets it pass again.
+func (a *agent) cut() {
+	for _, l := range a.links {
+		l.Cut()
+	}
 }
 
-func newGroup(ctx context.Context) *group {
-	ctx, cancel := context.WithCancel(ctx)
-	return &group{ctx: ctx, cancel: cancel}
-}
-
-func (g *group) start(name string, fn func(context.Context) error) {
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		err := fn(g.ctx)
-		if err != nil && g.ctx.Err() == nil {
-			g.mu.Lock()
-			if g.err == nil {
-				g.err = fmt.Errorf("%s: %w", name, err)
-			}
-			g.mu.Unlock()
-			g.cancel()
-		}
-	}()
-}
-
-func (g *group) wait() error {
-	g.wg.Wait()
-	g.cancel()
-	return g.err
+func (a *agent) restore() {
+	for _, l := range a.links {
+		l.Restore()
+	}
 }

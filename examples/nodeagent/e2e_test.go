@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -76,19 +77,30 @@ func start(t *testing.T, ctx context.Context, bin string, args ...string) (*exec
 
 var (
 	dataDirRE  = regexp.MustCompile(`local etcd at \S+ \(data dir (\S+)\)`)
+	kubeDirRE  = regexp.MustCompile(`local kube-apiserver at \S+ \(state dir (\S+)\)`)
 	stateDirRE = regexp.MustCompile(`checkpoints in (\S+)`)
 )
 
-// checkNothingLeft checks that the run stopped its etcd (no process runs
-// with its data dir) and removed the etcd and state directories.
-func checkNothingLeft(t *testing.T, stdout string) {
+// checkNothingLeft checks that the run stopped its etcd and, with a local
+// kube-apiserver, the apiserver and its etcd (no process runs with their
+// directories), and removed their directories and the state directory.
+func checkNothingLeft(t *testing.T, stdout string, localKube bool) {
 	t.Helper()
 	m := dataDirRE.FindStringSubmatch(stdout)
 	require.NotNil(t, m, "no etcd data dir in the output")
-	dataDir := m[1]
-	require.NoDirExists(t, filepath.Dir(dataDir), "etcd's directory is left behind")
-	if runtime.GOOS == "linux" {
-		require.Empty(t, processesMentioning(t, dataDir), "an etcd process is left running")
+	dirs := map[string]string{"etcd": filepath.Dir(m[1])}
+	m = kubeDirRE.FindStringSubmatch(stdout)
+	if localKube {
+		require.NotNil(t, m, "no kube-apiserver state dir in the output")
+		dirs["kube-apiserver"] = m[1]
+	} else {
+		require.Nil(t, m, "a kube-apiserver was started")
+	}
+	for what, dir := range dirs {
+		require.NoDirExists(t, dir, "%s's directory is left behind", what)
+		if runtime.GOOS == "linux" {
+			require.Empty(t, processesMentioning(t, dir), "a process of %s is left running", what)
+		}
 	}
 	m = stateDirRE.FindStringSubmatch(stdout)
 	require.NotNil(t, m, "no state dir in the output")
@@ -115,30 +127,35 @@ func processesMentioning(t *testing.T, s string) []string {
 
 func skipShort(t *testing.T) {
 	if testing.Short() {
-		t.Skip("skipping the end-to-end runs of the example under -short: they build it and run a real etcd")
+		t.Skip("skipping the end-to-end runs of the example under -short: they build it and run a real etcd and kube-apiserver")
 	}
 }
 
-// TestNodeAgent builds the example and runs each scenario, then an
+// TestNodeAgent builds the example and runs each scenario on a local
+// kube-apiserver (the default), one on the in-memory API, then an
 // interrupted run, as a person would.
 func TestNodeAgent(t *testing.T) {
 	skipShort(t)
 	bin := buildBinary(t, t.TempDir())
 	for _, tc := range []struct {
 		scenario string
+		kube     string
 		verdict  *regexp.Regexp
 	}{
-		{"failover", regexp.MustCompile(`^VERDICT failover: PASS killed=(agent-\d) successor=(agent-\d) took=([\d.]+)s token=(\d+)->(\d+) targets=(\S+)$`)},
-		{"upgrade", regexp.MustCompile(`^VERDICT upgrade: PASS release=1\.1\.0 leader=agent-\d restricted-steps=2 status=done@1\.1\.0/min1\.1\.0 binds=192\.0\.2\.10:443,192\.0\.2\.10:80 took=[\d.]+s$`)},
-		{"bad-config", regexp.MustCompile(`^VERDICT bad-config: PASS rejected=AssignedValidateFailed rolled-back=TrialProbeFailed running=(\S+) reason="health probe failed .*maxConnections 10 is below.*"$`)},
+		{"failover", kubeLocal, failoverRE},
+		{"upgrade", kubeLocal, regexp.MustCompile(`^VERDICT upgrade: PASS release=1\.1\.0 leader=agent-\d restricted-steps=2 status=done@1\.1\.0/min1\.1\.0 binds=192\.0\.2\.10:443,192\.0\.2\.10:80 took=[\d.]+s$`)},
+		{"bad-config", kubeLocal, badConfigRE},
+		{"fence", kubeLocal, regexp.MustCompile(`^VERDICT fence: PASS deposed=(agent-\d) token=(\d+) successor=(agent-\d) token=(\d+) refused=create:\S+ stale-writes-applied=0 writes=\d+ binds=192\.0\.2\.10:80$`)},
+		{"failover", kubeMemory, failoverRE},
+		{"bad-config", kubeMemory, badConfigRE},
 	} {
-		t.Run(tc.scenario, func(t *testing.T) {
+		t.Run(tc.scenario+"/"+tc.kube, func(t *testing.T) {
 			// The deadlines only bound a run that went wrong: a starved
 			// machine takes several times as long as an idle one.
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
 			began := time.Now()
-			_, _, done := start(t, ctx, bin, "--scenario", tc.scenario, "--pause", "200ms", "--deadline", "8m")
+			_, _, done := start(t, ctx, bin, "--scenario", tc.scenario, "--kube", tc.kube, "--pause", "200ms", "--deadline", "8m")
 			r := <-done
 			t.Logf("%s finished in %v", tc.scenario, time.Since(began).Round(100*time.Millisecond))
 			require.NoError(t, r.err, "exit status\nstdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
@@ -157,7 +174,12 @@ func TestNodeAgent(t *testing.T) {
 				require.NotContains(t, strings.Split(m[6], ","), killed, "the killed agent is still a target")
 				require.Len(t, strings.Split(m[6], ","), 2)
 			}
-			checkNothingLeft(t, r.stdout)
+			if tc.scenario == "fence" {
+				deposed, old, successor, next := m[1], m[2], m[3], m[4]
+				require.NotEqual(t, deposed, successor)
+				require.Less(t, mustAtoi(t, old), mustAtoi(t, next))
+			}
+			checkNothingLeft(t, r.stdout, tc.kube == kubeLocal)
 		})
 	}
 	t.Run("interrupt", func(t *testing.T) { testInterrupt(t, bin) })
@@ -190,5 +212,17 @@ func testInterrupt(t *testing.T, bin string) {
 	}
 	require.NoError(t, r.err)
 	require.Contains(t, r.stdout, "interrupted: stopping every agent")
-	checkNothingLeft(t, r.stdout)
+	checkNothingLeft(t, r.stdout, true)
+}
+
+var (
+	failoverRE  = regexp.MustCompile(`^VERDICT failover: PASS killed=(agent-\d) successor=(agent-\d) took=([\d.]+)s token=(\d+)->(\d+) targets=(\S+)$`)
+	badConfigRE = regexp.MustCompile(`^VERDICT bad-config: PASS rejected=AssignedValidateFailed rolled-back=TrialProbeFailed running=(\S+) reason="health probe failed .*maxConnections 10 is below.*"$`)
+)
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	require.NoError(t, err)
+	return n
 }

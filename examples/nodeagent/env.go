@@ -21,7 +21,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/reconkit/reconkit/election"
-	"github.com/reconkit/reconkit/internal/servers"
 	"github.com/reconkit/reconkit/lbrecon/lbrecontest"
 	"github.com/reconkit/reconkit/versiongate"
 )
@@ -33,21 +32,22 @@ type env struct {
 	log  logr.Logger
 	say  func(format string, args ...any) // narrative lines on stdout
 
-	etcd      *servers.Etcd // nil with --etcd
+	local     *localServers // what this run started: etcd unless --etcd, an apiserver with --kube local
 	endpoints []string
 	prefix    string           // this run's etcd key prefix
 	cli       *clientv3.Client // the view's and the operator's client
 	observer  *election.EtcdElector
 
 	kube     kubernetes.Interface
+	kubeMode string // kubeLocal, kubeMemory or kubeExternal
 	inMemory bool
+	taint    bool // register Nodes with the NoSchedule taint
 	assigner *configAssigner
 
 	stateDir  string
 	ownsState bool
 
-	lb    *lbrecontest.Engine
-	fence fence
+	lb *lbStore // the in-memory load balancer behind its fence
 
 	changes chan struct{} // capacity 1: something the view shows changed
 
@@ -79,20 +79,17 @@ func newEnv(ctx context.Context, opts options, log logr.Logger, say func(string,
 	}
 	say("setup: checkpoints in %s", e.stateDir)
 
+	e.kubeMode = opts.kubeMode()
+	if e.kubeMode == kubeLocal {
+		say("setup: Kubernetes API: a local kube-apiserver (its first build takes minutes, then it is cached; --kube memory starts at once on client-go's fake clientset)")
+	}
+	e.local, err = startLocal(ctx, opts.etcd == "", e.kubeMode == kubeLocal, say)
+	if err != nil {
+		return e, err
+	}
 	if opts.etcd == "" {
-		bins, err := servers.Build(ctx, servers.BuildOptions{SkipAPIServer: true, Logf: func(format string, args ...any) {
-			say("setup: "+format, args...)
-		}})
-		if err != nil {
-			return e, fmt.Errorf("build etcd: %w", err)
-		}
-		say("setup: etcd binary %s (built from internal/tools on the first run, then cached)", bins.Etcd)
-		e.etcd, err = servers.StartEtcd(ctx, servers.EtcdOptions{Binary: bins.Etcd})
-		if err != nil {
-			return e, fmt.Errorf("start etcd: %w", err)
-		}
-		e.endpoints = e.etcd.Endpoints()
-		say("setup: local etcd at %s (data dir %s)", strings.Join(e.endpoints, ","), e.etcd.Members[0].DataDir)
+		e.endpoints = e.local.etcdEndpoints()
+		say("setup: local etcd at %s (data dir %s)", strings.Join(e.endpoints, ","), e.local.etcdDataDir())
 	} else {
 		e.endpoints = strings.Split(opts.etcd, ",")
 		say("setup: etcd at %s", opts.etcd)
@@ -107,10 +104,18 @@ func newEnv(ctx context.Context, opts options, log logr.Logger, say func(string,
 		return e, err
 	}
 
-	if opts.kubeconfig == "" {
+	switch e.kubeMode {
+	case kubeMemory:
 		e.kube, e.inMemory = fake.NewClientset(), true
-		say("setup: Kubernetes API is IN-MEMORY (client-go fake clientset): no cluster is touched; --kubeconfig uses a real one")
-	} else {
+		say("setup: Kubernetes API is IN-MEMORY (client-go fake clientset, which keeps no resource versions and admits what a server refuses); --kube local runs a real one")
+	case kubeLocal:
+		cfg := e.local.kubeConfig()
+		e.kube, err = kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return e, fmt.Errorf("kubernetes client: %w", err)
+		}
+		say("setup: local kube-apiserver at %s (state dir %s)", cfg.Host, e.local.kubeDir())
+	default:
 		cfg, err := clientcmd.BuildConfigFromFlags("", opts.kubeconfig)
 		if err != nil {
 			return e, fmt.Errorf("kubeconfig: %w", err)
@@ -127,42 +132,46 @@ func newEnv(ctx context.Context, opts options, log logr.Logger, say func(string,
 			return e, err
 		}
 	}
+	e.taint = opts.taint
+	if e.taint {
+		say("setup: Nodes carry the taint %s=%s:NoSchedule, so DaemonSets and the scheduler place no pods on them (--taint=false leaves it off)", taintKey, taintValue)
+	}
 	e.assigner = &configAssigner{client: e.kube, namespace: opts.namespace, inMemory: e.inMemory}
-	e.lb = lbrecontest.New(lbrecontest.Config{Latency: opts.lbLatency, Pending: opts.lbPending})
-	say("setup: load balancer is the in-memory engine of lbrecon/lbrecontest (latency %v, pending %v)", opts.lbLatency, opts.lbPending)
+	e.lb = newLBStore(lbrecontest.New(lbrecontest.Config{Latency: opts.lbLatency, Pending: opts.lbPending}))
+	say("setup: load balancer is the in-memory engine of lbrecon/lbrecontest (latency %v, pending %v) behind a store that refuses writes with a stale fencing token", opts.lbLatency, opts.lbPending)
 	return e, nil
 }
 
 // newAgentClient returns an etcd client for one agent that reaches etcd
 // through loopback proxies of its own, so that killing the agent can cut
 // its traffic as a crash would.
-func (e *env) newAgentClient() (*clientv3.Client, []*servers.Proxy, error) {
-	var proxies []*servers.Proxy
+func (e *env) newAgentClient() (*clientv3.Client, []link, error) {
+	var links []link
 	var eps []string
 	for _, ep := range e.endpoints {
 		scheme, hostPort, ok := strings.Cut(ep, "://")
 		if !ok {
 			scheme, hostPort = "http", ep
 		}
-		p, err := servers.StartProxy(hostPort)
+		l, err := startLink(hostPort)
 		if err != nil {
-			closeProxies(proxies)
-			return nil, nil, fmt.Errorf("proxy to etcd: %w", err)
+			closeLinks(links)
+			return nil, nil, err
 		}
-		proxies = append(proxies, p)
-		eps = append(eps, scheme+"://"+p.Addr())
+		links = append(links, l)
+		eps = append(eps, scheme+"://"+l.Addr())
 	}
 	cli, err := e.newEtcdClient(eps)
 	if err != nil {
-		closeProxies(proxies)
+		closeLinks(links)
 		return nil, nil, err
 	}
-	return cli, proxies, nil
+	return cli, links, nil
 }
 
-func closeProxies(ps []*servers.Proxy) {
-	for _, p := range ps {
-		_ = p.Close()
+func closeLinks(ls []link) {
+	for _, l := range ls {
+		_ = l.Close()
 	}
 }
 
@@ -245,7 +254,7 @@ func (e *env) close() {
 		errs = append(errs, e.observer.Close())
 	}
 	if e.cli != nil {
-		if e.etcd == nil {
+		if e.opts.etcd != "" {
 			// A real etcd keeps the run's keys; delete them.
 			if _, err := e.cli.Delete(ctx, "", clientv3.WithPrefix()); err != nil {
 				errs = append(errs, fmt.Errorf("delete etcd prefix %s: %w", e.prefix, err))
@@ -253,12 +262,12 @@ func (e *env) close() {
 		}
 		errs = append(errs, e.cli.Close())
 	}
-	if e.kube != nil && !e.inMemory {
+	if e.kube != nil && e.kubeMode == kubeExternal {
 		errs = append(errs, e.deleteKubeObjects(ctx))
 	}
-	if e.etcd != nil {
-		errs = append(errs, e.etcd.Close())
-		e.say("cleanup: local etcd stopped, its data dir removed")
+	if e.local != nil {
+		errs = append(errs, e.local.close())
+		e.say("cleanup: local servers stopped, their data dirs removed")
 	}
 	if e.ownsState && e.stateDir != "" {
 		errs = append(errs, os.RemoveAll(e.stateDir))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -54,80 +55,154 @@ func minimumCompatible(r versiongate.Release) versiongate.Release {
 }
 
 // errFenced is returned for a write carrying a token below the highest the
-// load balancer has seen: a deposed leader's late write.
+// load balancer's store has seen: a deposed leader's late write.
 var errFenced = errors.New("load balancer: fencing token is stale")
 
-// fence is the load balancer's memory of the highest fencing token that
-// wrote to it, as a provider supporting conditional writes would keep.
-type fence struct {
-	mu      sync.Mutex
-	highest uint64
-	refused int
+// lbStore is the load balancer as every agent writes to it: the in-memory
+// engine of lbrecontest behind a fence, as a provider with conditional
+// writes keeps one (an etcd transaction comparing a fencing key, a
+// version precondition on the object).
+//
+// Every write carries its writer's fencing token. The store compares it
+// with the highest token it has seen and applies the write in the same
+// critical section: writes at the highest token hold mu shared and run
+// concurrently; a higher token takes mu exclusively, after every write
+// admitted under the lower one has finished, and raises the fence. A write
+// with a lower token is refused however late it arrives, whatever its
+// writer believed when it sent it. Reads are not fenced.
+type lbStore struct {
+	eng *lbrecontest.Engine
+
+	mu      sync.RWMutex
+	highest uint64 // written with mu held exclusively
+
+	logMu   sync.Mutex
+	applied []fencedWrite // in the order the store applied them
+	refused []fencedWrite
 }
 
-func (f *fence) admit(token uint64) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if token < f.highest {
-		f.refused++
-		return backoff.Permanent(fmt.Errorf("%w: token %d, highest seen %d", errFenced, token, f.highest))
+// fencedWrite is one write the store applied or refused.
+type fencedWrite struct {
+	Token   uint64
+	Highest uint64 // the store's highest token at the time
+	Verb    lbrecon.Verb
+	Name    string
+}
+
+func newLBStore(eng *lbrecontest.Engine) *lbStore { return &lbStore{eng: eng} }
+
+// apply runs write if token is not below the highest seen, raising the
+// highest to token first, all in one critical section.
+func (s *lbStore) apply(token uint64, verb lbrecon.Verb, name string, write func() error) error {
+	s.mu.RLock()
+	if token <= s.highest { // highest cannot change while mu is held
+		defer s.mu.RUnlock()
+		return s.applyLocked(token, verb, name, write)
 	}
-	f.highest = token
-	return nil
+	s.mu.RUnlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if token > s.highest {
+		s.highest = token
+	}
+	return s.applyLocked(token, verb, name, write)
 }
 
-func (f *fence) state() (highest uint64, refused int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.highest, f.refused
+// applyLocked is apply with mu held, shared or exclusive.
+func (s *lbStore) applyLocked(token uint64, verb lbrecon.Verb, name string, write func() error) error {
+	w := fencedWrite{Token: token, Highest: s.highest, Verb: verb, Name: name}
+	if token < s.highest {
+		s.logMu.Lock()
+		s.refused = append(s.refused, w)
+		s.logMu.Unlock()
+		return backoff.Permanent(fmt.Errorf("%w: %s %s with token %d, highest seen %d", errFenced, verb, name, token, s.highest))
+	}
+	err := write()
+	if err == nil {
+		s.logMu.Lock()
+		s.applied = append(s.applied, w)
+		s.logMu.Unlock()
+	}
+	return err
 }
 
-// fencedEngine passes one term's fencing token with every write.
-type fencedEngine struct {
-	*lbrecontest.Engine
-	fence *fence
+// raise writes nothing but the token: a new leader's first write, which
+// fences off every lower token.
+func (s *lbStore) raise(token uint64) error {
+	return s.apply(token, "fence", "", func() error { return nil })
+}
+
+// history returns the writes the store applied and refused, in order.
+func (s *lbStore) history() (applied, refused []fencedWrite) {
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
+	return slices.Clone(s.applied), slices.Clone(s.refused)
+}
+
+// state returns the highest token seen and the number of refused writes.
+func (s *lbStore) state() (highest uint64, refused int) {
+	s.mu.RLock()
+	highest = s.highest
+	s.mu.RUnlock()
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
+	return highest, len(s.refused)
+}
+
+// as returns the store as one term's engine: every write carries token.
+func (s *lbStore) as(token uint64) lbrecon.Engine { return &termEngine{s: s, token: token} }
+
+// termEngine is the store seen by one term. lbrecon.Guard forwards the
+// optional Repairer and Updater to it, so it implements both.
+type termEngine struct {
+	s     *lbStore
 	token uint64
 }
 
 var (
-	_ lbrecon.Engine   = (*fencedEngine)(nil)
-	_ lbrecon.Repairer = (*fencedEngine)(nil)
-	_ lbrecon.Updater  = (*fencedEngine)(nil)
+	_ lbrecon.Engine   = (*termEngine)(nil)
+	_ lbrecon.Repairer = (*termEngine)(nil)
+	_ lbrecon.Updater  = (*termEngine)(nil)
 )
 
-func (e *fencedEngine) Create(ctx context.Context, o lbrecon.Object) (lbrecon.Object, error) {
-	if err := e.fence.admit(e.token); err != nil {
-		return lbrecon.Object{}, err
-	}
-	return e.Engine.Create(ctx, o)
+func (e *termEngine) List(ctx context.Context, q lbrecon.Query) ([]lbrecon.Object, error) {
+	return e.s.eng.List(ctx, q)
 }
 
-func (e *fencedEngine) Destroy(ctx context.Context, o lbrecon.Object) error {
-	if err := e.fence.admit(e.token); err != nil {
+func (e *termEngine) Get(ctx context.Context, o lbrecon.Object) (lbrecon.Object, error) {
+	return e.s.eng.Get(ctx, o)
+}
+
+func (e *termEngine) Create(ctx context.Context, o lbrecon.Object) (out lbrecon.Object, err error) {
+	err = e.s.apply(e.token, lbrecon.VerbCreate, o.Name, func() error {
+		out, err = e.s.eng.Create(ctx, o)
 		return err
-	}
-	return e.Engine.Destroy(ctx, o)
+	})
+	return out, err
 }
 
-func (e *fencedEngine) Tag(ctx context.Context, o lbrecon.Object, tags []string) error {
-	if err := e.fence.admit(e.token); err != nil {
+func (e *termEngine) Destroy(ctx context.Context, o lbrecon.Object) error {
+	return e.s.apply(e.token, lbrecon.VerbDestroy, o.Name, func() error { return e.s.eng.Destroy(ctx, o) })
+}
+
+func (e *termEngine) Tag(ctx context.Context, o lbrecon.Object, tags []string) error {
+	return e.s.apply(e.token, lbrecon.VerbTag, o.Name, func() error { return e.s.eng.Tag(ctx, o, tags) })
+}
+
+func (e *termEngine) Update(ctx context.Context, cur, desired lbrecon.Object) (out lbrecon.Object, err error) {
+	err = e.s.apply(e.token, lbrecon.VerbUpdate, cur.Name, func() error {
+		out, err = e.s.eng.Update(ctx, cur, desired)
 		return err
-	}
-	return e.Engine.Tag(ctx, o, tags)
+	})
+	return out, err
 }
 
-func (e *fencedEngine) Update(ctx context.Context, cur, desired lbrecon.Object) (lbrecon.Object, error) {
-	if err := e.fence.admit(e.token); err != nil {
-		return lbrecon.Object{}, err
-	}
-	return e.Engine.Update(ctx, cur, desired)
-}
-
-func (e *fencedEngine) Repair(ctx context.Context, o lbrecon.Object) (lbrecon.Object, error) {
-	if err := e.fence.admit(e.token); err != nil {
-		return lbrecon.Object{}, err
-	}
-	return e.Engine.Repair(ctx, o)
+func (e *termEngine) Repair(ctx context.Context, o lbrecon.Object) (out lbrecon.Object, err error) {
+	err = e.s.apply(e.token, lbrecon.VerbRepair, o.Name, func() error {
+		out, err = e.s.eng.Repair(ctx, o)
+		return err
+	})
+	return out, err
 }
 
 // liveTargets lists this program's Nodes whose heartbeat lease is fresh
@@ -205,8 +280,8 @@ func summarizeLB(objs []lbrecon.Object) lbSummary {
 		case lbrecon.BindSpec:
 			s.Binds = append(s.Binds, netip.AddrPortFrom(spec.Address, spec.Port).String())
 		case lbrecon.ServerSpec:
-			if i := indexByte(o.Name, '.'); i > 0 {
-				targets[o.Name[:i]] = true
+			if target, _, ok := strings.Cut(o.Name, "."); ok && target != "" {
+				targets[target] = true
 			}
 		}
 	}
@@ -217,13 +292,4 @@ func summarizeLB(objs []lbrecon.Object) lbSummary {
 	}
 	slices.Sort(s.Targets)
 	return s
-}
-
-func indexByte(s string, b byte) int {
-	for i := 0; i < len(s); i++ {
-		if s[i] == b {
-			return i
-		}
-	}
-	return -1
 }

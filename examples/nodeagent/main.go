@@ -2,14 +2,21 @@
 // wiring every reconkit package, and plays failure scenarios on it.
 //
 //	go run ./examples/nodeagent                       # run until Ctrl-C
-//	go run ./examples/nodeagent --scenario failover   # or upgrade, bad-config
+//	go run ./examples/nodeagent --scenario failover   # or upgrade, bad-config, fence
 //
-// With no flags it needs nothing installed: it starts a local etcd (built
-// from internal/tools on first run, with progress shown) and uses an
-// in-memory Kubernetes API (client-go's fake clientset), so no cluster is
-// touched. --etcd and --kubeconfig point it at real servers instead; it then
-// behaves the same. The load balancer it reconciles is always the in-memory
-// engine of lbrecon/lbrecontest.
+// With no flags it needs nothing installed: it starts a local etcd and a
+// local kube-apiserver (both built from internal/tools on the first run,
+// with progress shown, then cached; the apiserver takes minutes to build
+// once), so no cluster of yours is touched. --kube memory uses client-go's
+// fake clientset instead, which starts at once but does not behave as a
+// server does (no resource versions, no conflicts). --etcd and
+// --kubeconfig point it at real servers of your own; it then behaves the
+// same. The load balancer it reconciles is always the in-memory engine of
+// lbrecon/lbrecontest, behind a store that refuses stale fencing tokens.
+//
+// The Nodes it registers carry the NoSchedule taint
+// reconkit.io/nodeagent=true, as virtual-kubelet's do, so that DaemonSets
+// and the scheduler place nothing on them (--taint=false leaves it off).
 //
 // Each agent boots its configuration through checkpoint (assigned through
 // a ConfigMap, with a trial and rollback to last-known-good), registers its
@@ -37,6 +44,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -49,7 +57,9 @@ import (
 type options struct {
 	agents     int
 	scenario   string
+	kube       string
 	kubeconfig string
+	taint      bool
 	etcd       string
 	etcdPrefix string
 	namespace  string
@@ -70,7 +80,22 @@ type options struct {
 	lbPending         time.Duration
 }
 
-var scenarios = []string{"failover", "upgrade", "bad-config"}
+var scenarios = []string{"failover", "upgrade", "bad-config", "fence"}
+
+// Where the Kubernetes API comes from.
+const (
+	kubeLocal    = "local"    // a kube-apiserver this run builds and starts
+	kubeMemory   = "memory"   // client-go's fake clientset
+	kubeExternal = "external" // --kubeconfig
+)
+
+// kubeMode says where the Kubernetes API comes from.
+func (o options) kubeMode() string {
+	if o.kubeconfig != "" {
+		return kubeExternal
+	}
+	return o.kube
+}
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
@@ -78,7 +103,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	fs.IntVar(&o.agents, "agents", 3, "number of node agents (2 to 9)")
 	fs.StringVar(&o.scenario, "scenario", "", "scenario to play, then exit: "+strings.Join(scenarios, ", ")+" (empty: run until Ctrl-C)")
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of a real cluster (empty: in-memory Kubernetes API)")
+	fs.StringVar(&o.kube, "kube", kubeLocal, "Kubernetes API when --kubeconfig is empty: local (a real kube-apiserver, built from internal/tools on the first run, then cached) or memory (client-go's fake clientset, which does not behave as a server does)")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of a real cluster to use instead of --kube")
+	fs.BoolVar(&o.taint, "taint", true, "register the Nodes with the taint "+taintKey+"="+taintValue+":NoSchedule, as virtual-kubelet does, so that DaemonSets and the scheduler place no pods on them")
 	fs.StringVar(&o.etcd, "etcd", "", "comma-separated endpoints of a real etcd (empty: start a local etcd)")
 	fs.StringVar(&o.etcdPrefix, "etcd-prefix", "/reconkit-nodeagent/", "etcd key prefix; each run uses a fresh sub-prefix and deletes it at exit")
 	fs.StringVar(&o.namespace, "namespace", "default", "namespace of the nodeagent-config ConfigMap")
@@ -98,8 +125,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.lbPending, "lb-pending", 300*time.Millisecond, "how long a new load-balancer object stays pending")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: nodeagent [flags]\n\n"+
-			"Runs a small cluster of node agents on a local etcd and an in-memory Kubernetes API,\n"+
-			"and plays a scenario (failover, upgrade, bad-config) or runs until Ctrl-C.\n\nFlags:\n")
+			"Runs a small cluster of node agents on a local etcd and a local kube-apiserver,\n"+
+			"and plays a scenario (%s) or runs until Ctrl-C.\n\nFlags:\n", strings.Join(scenarios, ", "))
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -111,8 +138,16 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.agents < 2 || o.agents > 9 {
 		return o, fmt.Errorf("--agents %d: want 2 to 9", o.agents)
 	}
-	if o.scenario != "" && !contains(scenarios, o.scenario) {
+	if o.scenario != "" && !slices.Contains(scenarios, o.scenario) {
 		return o, fmt.Errorf("--scenario %q: want one of %s", o.scenario, strings.Join(scenarios, ", "))
+	}
+	if o.kube != kubeLocal && o.kube != kubeMemory {
+		return o, fmt.Errorf("--kube %q: want %s or %s", o.kube, kubeLocal, kubeMemory)
+	}
+	kubeSet := false
+	fs.Visit(func(f *flag.Flag) { kubeSet = kubeSet || f.Name == "kube" })
+	if kubeSet && o.kubeconfig != "" {
+		return o, errors.New("--kube and --kubeconfig exclude each other")
 	}
 	for name, d := range map[string]time.Duration{"election-ttl": o.electionTTL, "record-ttl": o.recordTTL, "node-lease": o.nodeLease} {
 		if d < time.Second || d%time.Second != 0 {
@@ -120,15 +155,6 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		}
 	}
 	return o, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func main() {

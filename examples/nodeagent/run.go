@@ -53,7 +53,7 @@ func run(ctx context.Context, opts options, stdout, stderr io.Writer) error {
 	p.say("started %d agents at release %s", opts.agents, version)
 
 	if opts.scenario == "" {
-		p.say("running until Ctrl-C (try --scenario failover, upgrade or bad-config)")
+		p.say("running until Ctrl-C (try --scenario failover, upgrade, bad-config or fence)")
 		<-ctx.Done()
 		p.say("interrupted: stopping every agent")
 		return nil
@@ -69,6 +69,8 @@ func run(ctx context.Context, opts options, stdout, stderr io.Writer) error {
 		verdict, err = sc.upgrade(sctx)
 	case "bad-config":
 		verdict, err = sc.badConfig(sctx)
+	case "fence":
+		verdict, err = sc.fence(sctx)
 	}
 	stopView()
 	wg.Wait()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/reconkit/reconkit/checkpoint"
 	"github.com/reconkit/reconkit/election"
+	"github.com/reconkit/reconkit/lbrecon"
 	"github.com/reconkit/reconkit/versiongate"
 )
 
@@ -97,19 +98,16 @@ func (sc *scenario) failover(ctx context.Context) (string, error) {
 	victim.kill()
 
 	var next election.LeaderInfo
-	poll := time.NewTicker(10 * time.Millisecond)
-	defer poll.Stop()
 	for {
-		sc.view.mu.Lock()
-		next = sc.view.leader
-		sc.view.mu.Unlock()
+		var changed <-chan struct{}
+		next, changed = sc.view.currentLeader()
 		if !next.IsZero() && next.Identity != old.Identity {
 			break
 		}
 		select {
 		case <-ctx.Done():
 			return "", fmt.Errorf("no successor to %s: %w", old.Identity, ctx.Err())
-		case <-poll.C:
+		case <-changed:
 		}
 	}
 	took := time.Since(killed)
@@ -276,4 +274,111 @@ func (sc *scenario) badConfig(ctx context.Context) (string, error) {
 	rb := s.Agents[0].ConfigOK
 	sc.p.say("bad-config: rolled back to %s on every agent: ConfigOK=%s %s: %s", goodID, rb.Status, rb.Reason, rb.Message)
 	return fmt.Sprintf("rejected=%s rolled-back=%s running=%s reason=%q", rejected.Reason, rb.Reason, goodID, rb.Message), nil
+}
+
+// fence shows a deposed leader's late write refused by the load
+// balancer's store. The leader passes its check before a write and pauses
+// there; meanwhile its etcd traffic is cut, so its session expires on the
+// server and another agent leads with a higher token and writes. Then the
+// old leader resumes: its write reaches the store, which refuses it by its
+// token, in the same critical section as the write.
+func (sc *scenario) fence(ctx context.Context) (string, error) {
+	e := sc.env
+	s, err := sc.steady(ctx)
+	if err != nil {
+		return "", err
+	}
+	old := s.Leader
+	victim := e.agentByName(old.Identity)
+	if victim == nil {
+		return "", fmt.Errorf("leader %q is not one of the agents", old.Identity)
+	}
+	hold := newWriteHold()
+	victim.hold.Store(hold)
+	// Drift the leader will repair at its next reconcile: a bind deleted
+	// behind its back.
+	objs := e.lb.eng.Objects()
+	i := slices.IndexFunc(objs, func(o lbrecon.Object) bool { return o.Kind == lbrecon.KindBind })
+	if i < 0 {
+		return "", fmt.Errorf("no bind on the load balancer")
+	}
+	bind := objs[i]
+	e.lb.eng.Delete(bind.ID)
+	sc.p.say("SCENARIO fence: deleted bind %s behind the leader's back; the next write of leader %s (token %d) pauses after its check passes", bind.Name, victim.name, old.Token)
+	select {
+	case <-hold.held:
+	case <-ctx.Done():
+		victim.hold.CompareAndSwap(hold, nil)
+		return "", fmt.Errorf("waiting for %s to write: %w", victim.name, ctx.Err())
+	}
+	sc.p.say("fence: %s passed its check and paused before %s %s; cutting its etcd traffic so its session (TTL %v) expires", victim.name, hold.verb, hold.obj.Name, e.opts.electionTTL)
+	victim.cut()
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			close(hold.release)
+		}
+	}
+	defer resume()
+
+	s, err = sc.waitFor(ctx, "a successor with a higher token to write to the load balancer", func(s snapshot) bool {
+		return !s.Leader.IsZero() && s.Leader.Identity != old.Identity && s.Leader.Token > old.Token && s.Fence >= s.Leader.Token
+	})
+	if err != nil {
+		return "", err
+	}
+	next := s.Leader
+	sc.p.say("fence: %s leads with token %d and wrote to the load balancer (its fence is at %d); resuming %s", next.Identity, next.Token, s.Fence, victim.name)
+	resume()
+	// The store judges the write before the deposed leader's reconcile
+	// returns, and the gate lets its term go only after that.
+	_, err = sc.waitFor(ctx, "the resumed write to be judged and "+victim.name+" to stop leading", func(s snapshot) bool {
+		return s.Refused > 0 || !victim.snapshot().Leading
+	})
+	if err != nil {
+		return "", err
+	}
+	applied, refused := e.lb.history()
+	if len(refused) == 0 {
+		if slices.ContainsFunc(applied, func(w fencedWrite) bool { return w.Token == old.Token && w.Highest > old.Token }) {
+			return "", fmt.Errorf("the store applied the deposed leader's write with token %d after a higher token wrote", old.Token)
+		}
+		return "", fmt.Errorf("the deposed leader's %s %s never reached the store: nothing was refused at apply time", hold.verb, hold.obj.Name)
+	}
+	r := refused[0]
+	if r.Token != old.Token || r.Verb != hold.verb || r.Name != hold.obj.Name {
+		return "", fmt.Errorf("the store refused %+v, not the held write %s %s with token %d", r, hold.verb, hold.obj.Name, old.Token)
+	}
+	sc.p.say("fence: the store refused %s %s with token %d (highest %d) at apply time", r.Verb, r.Name, r.Token, r.Highest)
+	// The checker reads the store's history: once a token has written,
+	// no lower one ever writes again.
+	var highest uint64
+	for _, w := range applied {
+		if w.Token < highest {
+			return "", fmt.Errorf("the store applied %s %s with token %d after token %d had written", w.Verb, w.Name, w.Token, highest)
+		}
+		highest = max(highest, w.Token)
+	}
+
+	victim.restore()
+	sc.p.say("fence: %s's etcd traffic restored; waiting for the cluster to settle with one bind per address and port", victim.name)
+	s, err = sc.waitFor(ctx, "a steady cluster under "+next.Identity+", "+victim.name+" serving again and no longer leading", func(s snapshot) bool {
+		v := victim.snapshot()
+		return steady(s) && s.Leader.Identity == next.Identity && v.Running && v.Ready && !v.Leading
+	})
+	if err != nil {
+		return "", err
+	}
+	binds := 0
+	for _, o := range e.lb.eng.Objects() {
+		if o.Kind == lbrecon.KindBind && o.Name == bind.Name {
+			binds++
+		}
+	}
+	if binds != 1 {
+		return "", fmt.Errorf("%d binds named %s, want 1", binds, bind.Name)
+	}
+	return fmt.Sprintf("deposed=%s token=%d successor=%s token=%d refused=%s:%s stale-writes-applied=0 writes=%d binds=%s",
+		victim.name, old.Token, next.Identity, next.Token, r.Verb, r.Name, len(applied), listOrDash(s.LB.Binds)), nil
 }

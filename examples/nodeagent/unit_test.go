@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"go/parser"
+	"go/token"
 	"io"
 	"net/netip"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,11 +27,20 @@ func TestParseFlags(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 3, o.agents)
 	require.Empty(t, o.scenario)
+	require.Equal(t, kubeLocal, o.kubeMode(), "a real apiserver by default")
+	require.True(t, o.taint, "tainted Nodes by default")
+
+	o, err = parseFlags([]string{"--kubeconfig", "kc", "--taint=false"}, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, kubeExternal, o.kubeMode())
+	require.False(t, o.taint)
 
 	for _, args := range [][]string{
 		{"--agents", "1"},
 		{"--scenario", "chaos"},
 		{"--election-ttl", "1500ms"},
+		{"--kube", "remote"},
+		{"--kube", "memory", "--kubeconfig", "kc"},
 		{"extra"},
 	} {
 		_, err := parseFlags(args, io.Discard)
@@ -67,46 +80,133 @@ func TestReleasePorts(t *testing.T) {
 	require.Equal(t, v110, minimumCompatible(versiongate.Release{Major: 1, Minor: 2}))
 }
 
-func TestFence(t *testing.T) {
-	var f fence
-	require.NoError(t, f.admit(5))
-	require.NoError(t, f.admit(5))
-	require.NoError(t, f.admit(7))
-	err := f.admit(6)
+func TestLBStoreFence(t *testing.T) {
+	s := newLBStore(lbrecontest.New(lbrecontest.Config{}))
+	write := func() error { return nil }
+	require.NoError(t, s.apply(5, lbrecon.VerbCreate, "a", write))
+	require.NoError(t, s.apply(5, lbrecon.VerbCreate, "b", write))
+	require.NoError(t, s.raise(7))
+	err := s.apply(6, lbrecon.VerbDestroy, "a", func() error { t.Fatal("a stale write reached the engine"); return nil })
 	require.ErrorIs(t, err, errFenced)
 	require.True(t, backoff.IsPermanent(err), "a stale token must not be retried")
-	highest, refused := f.state()
+	highest, refused := s.state()
 	require.Equal(t, uint64(7), highest)
 	require.Equal(t, 1, refused)
+	applied, refusedW := s.history()
+	require.Equal(t, []uint64{5, 5, 7}, tokens(applied))
+	require.Equal(t, []fencedWrite{{Token: 6, Highest: 7, Verb: lbrecon.VerbDestroy, Name: "a"}}, refusedW)
 }
 
-// A reconcile through the fenced engine converges the load balancer; a
-// deposed leader's token is refused afterwards.
-func TestFencedReconcile(t *testing.T) {
+func tokens(ws []fencedWrite) []uint64 {
+	var out []uint64
+	for _, w := range ws {
+		out = append(out, w.Token)
+	}
+	return out
+}
+
+// The compare and the write are one critical section: while a write
+// admitted under a token is being applied, no higher token can be
+// admitted, so the fence never moves between the compare and the write.
+func TestLBStoreCompareAndWriteAtomic(t *testing.T) {
+	s := newLBStore(lbrecontest.New(lbrecontest.Config{}))
+	for _, token := range []uint64{3, 3} { // the first raises, the second is at the highest
+		require.NoError(t, s.apply(token, lbrecon.VerbCreate, "x", func() error {
+			require.False(t, s.mu.TryLock(), "the fence could move while a write under token %d was applied", token)
+			return nil
+		}))
+	}
+}
+
+// A writer that passed its check and paused before its write (the fence
+// scenario's deposed leader) is refused by the store once a higher token
+// wrote, through lbrecon.Guard.
+func TestPausedWriterRefusedAtApply(t *testing.T) {
 	ctx := context.Background()
 	eng := lbrecontest.New(lbrecontest.Config{})
-	var f fence
+	s := newLBStore(eng)
+	lb, err := localConfig().loadBalancer(nil, []lbrecon.Target{{Name: "agent-1", Address: netip.MustParseAddr("10.0.0.1")}})
+	require.NoError(t, err)
+
+	held, release := make(chan struct{}), make(chan struct{})
+	var once bool
+	check := func(context.Context, lbrecon.Verb, lbrecon.Object) error {
+		if !once { // the old leader's check passes, then it pauses
+			once = true
+			close(held)
+			<-release
+		}
+		return nil
+	}
+	require.NoError(t, s.raise(5))
+	r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: lbrecon.Guard(s.as(5), check), Tag: ownerTag, Parallelism: 1}, lb)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- r.Reconcile(ctx) }()
+	<-held
+	require.NoError(t, s.raise(6)) // the successor's first write
+	close(release)
+	err = <-done
+	require.ErrorIs(t, err, errFenced)
+	require.Empty(t, eng.Objects(), "a write of the deposed leader was applied")
+	applied, refused := s.history()
+	require.Equal(t, []uint64{5, 6}, tokens(applied))
+	require.Equal(t, uint64(5), refused[0].Token)
+}
+
+// A reconcile through Guard and the store converges the load balancer; a
+// deposed leader's token is refused afterwards, by Update and Repair too,
+// which Guard forwards to the store.
+func TestFencedReconcile(t *testing.T) {
+	ctx := context.Background()
+	eng := lbrecontest.New(lbrecontest.Config{Repair: true})
+	s := newLBStore(eng)
+	allow := func(context.Context, lbrecon.Verb, lbrecon.Object) error { return nil }
 	lb, err := localConfig().loadBalancer(releasePorts(versiongate.Release{Major: 1, Minor: 1}), []lbrecon.Target{
 		{Name: "agent-1", Address: netip.MustParseAddr("10.0.0.1")},
 		{Name: "agent-2", Address: netip.MustParseAddr("10.0.0.2")},
 	})
 	require.NoError(t, err)
 	newReconciler := func(token uint64) *lbrecon.LoadBalancerReconciler {
-		r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: &fencedEngine{Engine: eng, fence: &f, token: token}, Tag: ownerTag}, lb)
+		r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: lbrecon.Guard(s.as(token), allow), Tag: ownerTag}, lb)
 		require.NoError(t, err)
 		return r
 	}
 	require.NoError(t, newReconciler(9).Reconcile(ctx))
-	s := summarizeLB(eng.Objects())
-	require.Equal(t, []string{"192.0.2.10:443", "192.0.2.10:80"}, s.Binds)
-	require.Equal(t, []string{"agent-1", "agent-2"}, s.Targets)
-	require.Equal(t, 2+2+2+4, s.Objects)
+	sum := summarizeLB(eng.Objects())
+	require.Equal(t, []string{"192.0.2.10:443", "192.0.2.10:80"}, sum.Binds)
+	require.Equal(t, []string{"agent-1", "agent-2"}, sum.Targets)
+	require.Equal(t, 2+2+2+4, sum.Objects)
 
 	// Drift a stale leader would repair: a bind deleted outside (deleting a
 	// backend under its servers would be an answer lbrecon refuses to act on).
 	objs := eng.Objects()
 	eng.Delete(objs[slices.IndexFunc(objs, func(o lbrecon.Object) bool { return o.Kind == lbrecon.KindBind })].ID)
 	err = newReconciler(8).Reconcile(ctx)
+	require.ErrorIs(t, err, errFenced)
+
+	stale := lbrecon.Guard(s.as(8), allow)
+	obj := eng.Objects()[0]
+	_, err = stale.(lbrecon.Updater).Update(ctx, obj, obj)
+	require.ErrorIs(t, err, errFenced, "Guard must forward Update to the fenced store")
+	_, err = stale.(lbrecon.Repairer).Repair(ctx, obj)
+	require.ErrorIs(t, err, errFenced, "Guard must forward Repair to the fenced store")
+	current := lbrecon.Guard(s.as(9), allow)
+	_, err = current.(lbrecon.Updater).Update(ctx, obj, obj)
+	require.NoError(t, err)
+}
+
+// A term raises the store's fence before its first write, so that a
+// deposed leader is refused even when the new term has nothing to write.
+func TestTermEngineRaisesFence(t *testing.T) {
+	ctx := context.Background()
+	e := &env{lb: newLBStore(lbrecontest.New(lbrecontest.Config{}))}
+	a := &agent{env: e, ctx: ctx}
+	_, err := a.termEngine(6)
+	require.NoError(t, err)
+	highest, _ := e.lb.state()
+	require.Equal(t, uint64(6), highest)
+	_, err = e.lb.as(5).Create(ctx, lbrecon.Object{Kind: lbrecon.KindBackend, Name: "late"})
 	require.ErrorIs(t, err, errFenced)
 }
 
@@ -143,4 +243,26 @@ func TestSnapshotLine(t *testing.T) {
 		" | agent-1 1.0.0 campaigning ready cfg=Local node=Ready,ConfigOK,Gate"+
 		" | agent-2 1.0.0 LEADER/done ready cfg=Local"+
 		" | agent-3 1.0.0 KILLED cfg= node=Ready,ConfigOK=False/TrialProbeFailed,Gate,lease-STALE", s.line(false))
+}
+
+// Only local.go uses the project's server harness, which is internal to
+// the reconkit module; the rest of the program is what a host outside the
+// module would write.
+func TestHarnessConfinedToLocalGo(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	require.NoError(t, err)
+	var users []string
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		parsed, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
+		require.NoError(t, err)
+		for _, imp := range parsed.Imports {
+			if strings.Contains(imp.Path.Value, "reconkit/reconkit/internal/") {
+				users = append(users, f+" "+imp.Path.Value)
+			}
+		}
+	}
+	require.Equal(t, []string{`local.go "github.com/reconkit/reconkit/internal/servers"`}, users)
 }

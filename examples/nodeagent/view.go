@@ -82,8 +82,20 @@ type view struct {
 	env *env
 	p   *printer
 
-	mu     sync.Mutex
-	leader election.LeaderInfo
+	mu       sync.Mutex
+	leader   election.LeaderInfo
+	leaderCh chan struct{} // closed and replaced when leader changes
+}
+
+// currentLeader returns the leader the election shows, and a channel
+// closed when that changes.
+func (v *view) currentLeader() (election.LeaderInfo, <-chan struct{}) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.leaderCh == nil {
+		v.leaderCh = make(chan struct{})
+	}
+	return v.leader, v.leaderCh
 }
 
 // run observes the election and shows the system until ctx ends.
@@ -93,6 +105,10 @@ func (v *view) run(ctx context.Context) {
 		for info := range v.env.observer.Observe(ctx) {
 			v.mu.Lock()
 			v.leader = info
+			if v.leaderCh != nil {
+				close(v.leaderCh)
+				v.leaderCh = nil
+			}
 			v.mu.Unlock()
 			v.env.changed()
 		}
@@ -146,8 +162,8 @@ func (v *view) collect(ctx context.Context) snapshot {
 			s.Status = fmt.Sprintf("%s@%s/min%s", st.State, st.Version.Release, st.MinimumCompatibleRelease)
 		}
 	}
-	s.LB = summarizeLB(e.lb.Objects())
-	s.Fence, s.Refused = e.fence.state()
+	s.LB = summarizeLB(e.lb.eng.Objects())
+	s.Fence, s.Refused = e.lb.state()
 	for _, a := range e.agentList() {
 		s.Agents = append(s.Agents, a.snapshot())
 	}
@@ -262,11 +278,14 @@ func (v *view) draw(s snapshot) {
 	e := v.env
 	var b strings.Builder
 	b.WriteString("\x1b[H\x1b[2J")
-	etcd, kube := "local etcd", "IN-MEMORY Kubernetes API (fake clientset)"
-	if e.etcd == nil {
+	etcd, kube := "local etcd", "local kube-apiserver"
+	if e.opts.etcd != "" {
 		etcd = "etcd " + e.opts.etcd
 	}
-	if !e.inMemory {
+	switch e.kubeMode {
+	case kubeMemory:
+		kube = "IN-MEMORY Kubernetes API (fake clientset)"
+	case kubeExternal:
 		kube = "Kubernetes " + e.opts.kubeconfig
 	}
 	fmt.Fprintf(&b, "nodeagent · %d agents · %s · %s · in-memory load balancer · %s\n\n", len(s.Agents), etcd, kube, v.p.stamp())
