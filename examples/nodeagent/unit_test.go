@@ -181,7 +181,7 @@ func TestFencedReconcile(t *testing.T) {
 	// Drift a stale leader would repair: a bind deleted outside (deleting a
 	// backend under its servers would be an answer lbrecon refuses to act on).
 	objs := eng.Objects()
-	eng.Delete(objs[slices.IndexFunc(objs, func(o lbrecon.Object) bool { return o.Kind == lbrecon.KindBind })].ID)
+	eng.DeleteObject(objs[slices.IndexFunc(objs, func(o lbrecon.Object) bool { return o.Kind == lbrecon.KindBind })].Key())
 	err = newReconciler(8).Reconcile(ctx)
 	require.ErrorIs(t, err, errFenced)
 
