@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
@@ -593,8 +594,11 @@ func (c *Controller[T]) Rollback(ctx context.Context, why string) (Status[T], er
 
 // Run checks trials every CheckInterval (on backoff.Every), watches Source
 // if set, and delivers statuses to OnStatus. It blocks until ctx ends and every
-// goroutine it started has returned, then returns ctx.Err(). Bootstrap must
-// have been called.
+// goroutine it started has returned, then returns nil, as
+// controller-runtime's manager does. It returns an error only for a real
+// failure: Bootstrap was not called ([ErrNotBootstrapped]), Run is already
+// running ([ErrRunning]), or the Source failed in a way it cannot retry
+// (Run then stops its other goroutines and returns the wrapped error).
 func (c *Controller[T]) Run(ctx context.Context) error {
 	c.mu.Lock()
 	switch {
@@ -613,39 +617,37 @@ func (c *Controller[T]) Run(ctx context.Context) error {
 		c.mu.Unlock()
 	}()
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	errs := make(chan error, 3)
+	g, ctx := errgroup.WithContext(ctx)
 	if c.cfg.OnStatus != nil {
 		w := c.statuses.Watch()
-		wg.Go(func() {
+		g.Go(func() error {
 			defer w.Close()
 			for {
 				st, err := w.Get(ctx)
 				if err != nil {
-					return
+					return nil // ctx ended
 				}
 				c.cfg.OnStatus(st)
 			}
 		})
 	}
 	if c.cfg.Source != nil {
-		wg.Go(func() { errs <- c.cfg.Source.Watch(ctx, c.deliver) })
+		g.Go(func() error {
+			if err := c.cfg.Source.Watch(ctx, c.deliver); err != nil && ctx.Err() == nil {
+				return fmt.Errorf("checkpoint: run: source: %w", err)
+			}
+			return nil
+		})
 	}
-	wg.Go(func() {
-		errs <- backoff.Every(ctx, c.cfg.CheckInterval, 0, c.check,
+	g.Go(func() error {
+		err := backoff.Every(ctx, c.cfg.CheckInterval, 0, c.check,
 			backoff.WithClock(c.clock), backoff.WithName("checkpoint trial"))
-	})
-	<-ctx.Done()
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("checkpoint: run: %w", err)
+		if err != nil && ctx.Err() == nil {
+			return fmt.Errorf("checkpoint: run: trial checks: %w", err)
 		}
-	}
-	return ctx.Err()
+		return nil
+	})
+	return g.Wait()
 }
 
 // check is one trial check: probe, then graduate or roll back. It also

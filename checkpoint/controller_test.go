@@ -116,7 +116,7 @@ func (h *harness) run() {
 
 func (h *harness) stop() {
 	h.cancel()
-	require.ErrorIs(h.t, <-h.done, context.Canceled)
+	require.NoError(h.t, <-h.done, "Run returns nil when its context ends")
 }
 
 // tick advances the clock by one check interval and waits until the check
@@ -420,7 +420,7 @@ func TestRollbackSurvivesRestarts(t *testing.T) {
 				synctest.Wait()
 			}
 			cancel()
-			require.ErrorIs(t, <-done, context.Canceled)
+			require.NoError(t, <-done, "Run returns nil when its context ends")
 		}
 
 		store := newFS(t, dir, 0)
@@ -728,7 +728,7 @@ func TestRunPollsSource(t *testing.T) {
 		go func() { done <- ctrl.Run(runCtx) }()
 		defer func() {
 			cancel()
-			require.ErrorIs(t, <-done, context.Canceled)
+			require.NoError(t, <-done, "Run returns nil when its context ends")
 		}()
 		synctest.Wait()
 		require.Equal(t, checkpoint.PhaseLocal, ctrl.Status().Phase)
@@ -837,5 +837,30 @@ func TestStoreFailures(t *testing.T) {
 		require.Equal(t, "a", st.ID, "last-known-good runs instead")
 		require.Equal(t, checkpoint.ReasonStoreUnavailable, st.Condition.Reason)
 		require.Contains(t, st.Condition.Message, "cannot record the start of the trial")
+	})
+}
+
+// TestRunLifecycle: Run returns nil when its context ends, and a wrapped
+// error, having stopped its other goroutines, when its source fails for
+// good.
+func TestRunLifecycle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, &checkpoint.MemStore{}, clocktesting.NewFakeClock(t0))
+		_, err := h.ctrl.Bootstrap(context.Background())
+		require.NoError(t, err)
+		h.run()
+		h.stop() // requires nil
+
+		ctrl, err := checkpoint.New(checkpoint.Config[agentConfig]{
+			Store: &checkpoint.MemStore{}, Parse: parseAgent, Validate: validateAgent, Local: agentConfig{Level: 1},
+			Source: &checkpoint.PollSource{}, // no Fetch: Watch fails at once
+			Clock:  clocktesting.NewFakeClock(t0),
+		})
+		require.NoError(t, err)
+		_, err = ctrl.Bootstrap(context.Background())
+		require.NoError(t, err)
+		err = ctrl.Run(context.Background()) // returns on its own: the source failed
+		require.ErrorContains(t, err, "Fetch is required")
+		require.ErrorContains(t, err, "checkpoint: run")
 	})
 }
