@@ -462,7 +462,8 @@ func stepReason(step string) string {
 
 // Assign makes payload the assigned configuration: it parses and validates
 // it (failures wrap ErrInvalidConfig and store nothing), saves it as
-// checkpoint src.ID() (or [HashID] when src has no UID), records it as
+// checkpoint src.ID() (or [HashID] when src has no UID, or when src.ID()
+// already names a checkpoint with other content), records it as
 // assigned with MaxTrialStarts-1 starts left, and starts its trial, timed
 // from now. The returned Status holds the parsed configuration; the host
 // applies it (or restarts, after which Bootstrap starts the trial again).
@@ -538,7 +539,17 @@ func (c *Controller[T]) Assign(ctx context.Context, payload []byte, src Source) 
 		c.setStatus(st)
 		return c.status, nil
 	}
-	if err := c.cfg.Store.Save(ctx, Checkpoint{ID: id, Payload: payload, Source: src, Created: now}); err != nil {
+	err = c.cfg.Store.Save(ctx, Checkpoint{ID: id, Payload: payload, Source: src, Created: now})
+	if errors.Is(err, ErrConflict) && id != HashID(payload) {
+		// The source named other content with this ID before (an origin
+		// that does not bump its version, such as client-go's fake
+		// clientset): the payload is named by its hash instead, so that
+		// the update is not lost.
+		log.Info("checkpoint ID already names other content; naming the payload by its hash", "id", id, "origin", src.Origin)
+		id = HashID(payload)
+		err = c.cfg.Store.Save(ctx, Checkpoint{ID: id, Payload: payload, Source: src, Created: now})
+	}
+	if err != nil {
 		return c.status, fmt.Errorf("assign %q: %w", id, err)
 	}
 	next := c.st.clone()

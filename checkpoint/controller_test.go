@@ -872,3 +872,21 @@ func TestRunLifecycle(t *testing.T) {
 		require.ErrorContains(t, err, "checkpoint: run")
 	})
 }
+
+// TestSourceReusingID: a source that delivers other content under an ID it
+// used before (an origin that does not bump its version) gets the new
+// payload assigned under its hash, not refused as a conflict.
+func TestSourceReusingID(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, &checkpoint.MemStore{}, clocktesting.NewFakeClock(t0))
+	_, err := h.ctrl.Bootstrap(ctx)
+	require.NoError(t, err)
+	_, err = h.ctrl.Assign(ctx, []byte("level=4"), src("u", "1"))
+	require.NoError(t, err)
+	st, err := h.ctrl.Assign(ctx, []byte("level=5"), src("u", "1"))
+	require.NoError(t, err)
+	require.Equal(t, checkpoint.HashID([]byte("level=5")), st.ID)
+	require.Equal(t, agentConfig{Level: 5}, st.Config)
+	require.Equal(t, checkpoint.PhaseTrial, st.Phase)
+	h.requireStored(st.ID, "")
+}
