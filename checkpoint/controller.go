@@ -8,8 +8,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"golang.org/x/sync/errgroup"
 	"k8s.io/utils/clock"
 
 	"github.com/reconkit/reconkit/backoff"
@@ -35,10 +34,6 @@ var (
 	// ErrRunning marks a second concurrent call to Run.
 	ErrRunning = errors.New("checkpoint: controller already running")
 )
-
-// ConditionConfigOK is the type of the node condition the Controller
-// reports.
-const ConditionConfigOK corev1.NodeConditionType = "ConfigOK"
 
 // Reasons of the ConfigOK condition. Failure reasons name the step that
 // failed; the message names the checkpoint and the error.
@@ -104,8 +99,8 @@ type Status[T any] struct {
 	// TriesLeft is how many more starts of its trial Assigned gets, in
 	// PhaseTrial.
 	TriesLeft int
-	// Condition is the ConfigOK node condition to publish.
-	Condition corev1.NodeCondition
+	// Condition is the ConfigOK condition to publish.
+	Condition Condition
 }
 
 // Config configures a [Controller] over the host's configuration type T.
@@ -151,6 +146,19 @@ type Config[T any] struct {
 	// Source, if set, is watched by Run; what it delivers is passed to
 	// Assign, and a refusal or failure is reported in the condition.
 	Source ConfigSource
+	// Conditions, if set, receives the ConfigOK condition at Bootstrap and
+	// at every change; see [ConditionReporter] for when and from where. A
+	// node-status provider with a ReportCondition method plugs in here.
+	Conditions ConditionReporter
+	// Metrics, if set, receives the controller's observations (phase,
+	// trials, confirmations, rollbacks); see [Metrics]. nil means none.
+	Metrics Metrics
+	// Events, if set, receives an event when a trial starts
+	// (Normal EventReasonTrialStarted), when a configuration is confirmed
+	// (Normal EventReasonConfirmed) and when one is rolled back (Warning
+	// EventReasonRolledBack, with the condition's reason and message).
+	// nil means none.
+	Events EventRecorder
 	// Clock is the time source; nil means the real clock.
 	Clock clock.Clock
 }
@@ -172,6 +180,7 @@ type Controller[T any] struct {
 	activeHash   string    // payload hash of the running checkpoint
 	trial        uint64    // increments whenever the trial changes
 	trialStart   time.Time // c.clock.Now() when this process started the trial
+	notify       func()    // what decide leaves to report once Bootstrap set the status
 	statuses     event.Value[Status[T]]
 }
 
@@ -252,7 +261,7 @@ func (c *Controller[T]) Bootstrap(ctx context.Context) (Status[T], error) {
 	if err != nil {
 		return Status[T]{}, err
 	}
-	if st.Condition.Status == corev1.ConditionFalse {
+	if st.Condition.Status == ConditionFalse {
 		log.Error(nil, "assigned configuration not used", "reason", st.Condition.Reason, "message", st.Condition.Message)
 	} else {
 		log.Info("configuration chosen", "id", st.ID, "phase", st.Phase)
@@ -260,6 +269,10 @@ func (c *Controller[T]) Bootstrap(ctx context.Context) (Status[T], error) {
 	c.bootstrapped = true
 	c.trial++
 	c.setStatus(st)
+	if c.notify != nil {
+		c.notify()
+		c.notify = nil
+	}
 	return c.status, nil
 }
 
@@ -269,7 +282,7 @@ func (c *Controller[T]) decide(ctx context.Context) (Status[T], error) {
 	log := logr.FromContextOrDiscard(ctx)
 	unavailable := func(msg string) Status[T] {
 		return Status[T]{Config: c.cfg.Local, Phase: PhaseRolledBack,
-			Condition: condition(corev1.ConditionFalse, ReasonStoreUnavailable, msg)}
+			Condition: condition(ConditionFalse, ReasonStoreUnavailable, msg)}
 	}
 	if err := s.Initialize(ctx); err != nil {
 		if ctx.Err() != nil {
@@ -288,7 +301,7 @@ func (c *Controller[T]) decide(ctx context.Context) (Status[T], error) {
 	if st.Assigned == "" {
 		c.setActive(ctx, "")
 		return Status[T]{Config: c.cfg.Local, Phase: PhaseLocal,
-			Condition: condition(corev1.ConditionTrue, ReasonLocal, "no configuration assigned; using the local configuration")}, nil
+			Condition: condition(ConditionTrue, ReasonLocal, "no configuration assigned; using the local configuration")}, nil
 	}
 	cur := st.Assigned
 	if f, bad := st.RejectedHash(st.AssignedHash); bad {
@@ -321,6 +334,7 @@ func (c *Controller[T]) decide(ctx context.Context) (Status[T], error) {
 		}
 		c.st.Active, c.st.TriesLeft = next.ID, 0
 		c.persist(ctx, log, "record the failed assignment")
+		c.notify = func() { c.rolledBack(cur, reason, 0) }
 		return next, nil
 	}
 	out := Status[T]{Config: cfg, ID: cur, Assigned: cur}
@@ -328,7 +342,7 @@ func (c *Controller[T]) decide(ctx context.Context) (Status[T], error) {
 		c.activeHash = hash
 		c.setActive(ctx, cur)
 		out.Phase = PhaseLastKnownGood
-		out.Condition = condition(corev1.ConditionTrue, ReasonLastKnownGood, fmt.Sprintf("using assigned checkpoint %q, which is last-known-good", cur))
+		out.Condition = condition(ConditionTrue, ReasonLastKnownGood, fmt.Sprintf("using assigned checkpoint %q, which is last-known-good", cur))
 		return out, nil
 	}
 	if st.TriesLeft <= 0 {
@@ -340,6 +354,7 @@ func (c *Controller[T]) decide(ctx context.Context) (Status[T], error) {
 		}
 		c.st.Active = next.ID
 		c.persist(ctx, log, "record the crash-loop rollback")
+		c.notify = func() { c.rolledBack(cur, ReasonCrashLoop, 0) }
 		return next, nil
 	}
 	// Record the start before starting: a crash from here on counts.
@@ -355,12 +370,14 @@ func (c *Controller[T]) decide(ctx context.Context) (Status[T], error) {
 		if ferr != nil {
 			return Status[T]{}, ferr
 		}
+		c.notify = func() { c.rolledBack(cur, ReasonStoreUnavailable, 0) }
 		return fb, nil
 	}
 	c.st, c.activeHash = next, hash
 	c.trialStart = c.clock.Now()
 	out.Phase, out.TrialStart, out.TriesLeft = PhaseTrial, c.trialStart, next.TriesLeft
-	out.Condition = condition(corev1.ConditionTrue, ReasonTrial, c.trialMessage(cur))
+	out.Condition = condition(ConditionTrue, ReasonTrial, c.trialMessage(cur))
+	c.notify = c.trialStarted
 	return out, nil
 }
 
@@ -395,7 +412,7 @@ func (c *Controller[T]) fallback(ctx context.Context, cur, reason, why string) (
 	lkg := c.st.LastKnownGood
 	if lkg == "" || lkg == cur {
 		return Status[T]{Config: c.cfg.Local, Phase: PhaseRolledBack, Assigned: cur,
-			Condition: condition(corev1.ConditionFalse, reason, why+"; using the local configuration")}, nil
+			Condition: condition(ConditionFalse, reason, why+"; using the local configuration")}, nil
 	}
 	cfg, hash, step, err := c.load(ctx, lkg, c.st.LastKnownGoodHash)
 	if err != nil {
@@ -404,12 +421,12 @@ func (c *Controller[T]) fallback(ctx context.Context, cur, reason, why string) (
 		}
 		c.activeHash = ""
 		return Status[T]{Config: c.cfg.Local, Phase: PhaseRolledBack, Assigned: cur,
-			Condition: condition(corev1.ConditionFalse, ReasonLKGFailed,
+			Condition: condition(ConditionFalse, ReasonLKGFailed,
 				fmt.Sprintf("%s; then failed to %s last-known-good checkpoint %q: %v; using the local configuration", why, step, lkg, err))}, nil
 	}
 	c.activeHash = hash
 	return Status[T]{Config: cfg, ID: lkg, Phase: PhaseRolledBack, Assigned: cur,
-		Condition: condition(corev1.ConditionFalse, reason, fmt.Sprintf("%s; using last-known-good checkpoint %q", why, lkg))}, nil
+		Condition: condition(ConditionFalse, reason, fmt.Sprintf("%s; using last-known-good checkpoint %q", why, lkg))}, nil
 }
 
 // load loads, parses and validates checkpoint id, naming the step that
@@ -445,7 +462,8 @@ func stepReason(step string) string {
 
 // Assign makes payload the assigned configuration: it parses and validates
 // it (failures wrap ErrInvalidConfig and store nothing), saves it as
-// checkpoint src.ID() (or [HashID] when src has no UID), records it as
+// checkpoint src.ID() (or [HashID] when src has no UID, or when src.ID()
+// already names a checkpoint with other content), records it as
 // assigned with MaxTrialStarts-1 starts left, and starts its trial, timed
 // from now. The returned Status holds the parsed configuration; the host
 // applies it (or restarts, after which Bootstrap starts the trial again).
@@ -467,14 +485,14 @@ func (c *Controller[T]) Assign(ctx context.Context, payload []byte, src Source) 
 		var err error
 		if id, err = src.ID(); err != nil {
 			st := c.status
-			st.Condition = condition(corev1.ConditionFalse, ReasonSourceInvalid,
+			st.Condition = condition(ConditionFalse, ReasonSourceInvalid,
 				fmt.Sprintf("configuration from %s has no usable checkpoint ID: %v; still using %s", src.Origin, err, describe(c.status.ID)))
 			c.setStatus(st)
 			return c.status, fmt.Errorf("assign: %w", err)
 		}
 	}
 	if c.status.Phase != PhaseRolledBack && hash == c.activeHash && (c.status.ID != "" || c.st.Assigned != "") {
-		if c.status.Condition.Status == corev1.ConditionFalse {
+		if c.status.Condition.Status == ConditionFalse {
 			// An invalid or refused assignment came in between; the
 			// running payload is assigned again.
 			st := c.status
@@ -485,7 +503,7 @@ func (c *Controller[T]) Assign(ctx context.Context, payload []byte, src Source) 
 	}
 	if f, bad := c.st.RejectedHash(hash); bad {
 		st := c.status
-		st.Condition = condition(corev1.ConditionFalse, f.Reason,
+		st.Condition = condition(ConditionFalse, f.Reason,
 			fmt.Sprintf("configuration %q from %s has the payload of checkpoint %q, rolled back before: %s; still using %s",
 				id, src.Origin, f.ID, f.Message, describe(c.status.ID)))
 		c.setStatus(st)
@@ -500,7 +518,7 @@ func (c *Controller[T]) Assign(ctx context.Context, payload []byte, src Source) 
 	if err != nil {
 		msg := fmt.Sprintf("failed to %s assigned configuration %q from %s: %v; still using %s", step, id, src.Origin, err, describe(c.status.ID))
 		st := c.status
-		st.Condition = condition(corev1.ConditionFalse, reason, msg)
+		st.Condition = condition(ConditionFalse, reason, msg)
 		c.setStatus(st)
 		return c.status, fmt.Errorf("assign %q: %w: %w", id, ErrInvalidConfig, err)
 	}
@@ -515,13 +533,23 @@ func (c *Controller[T]) Assign(ctx context.Context, payload []byte, src Source) 
 		c.st, c.activeHash, c.dirty = next, hash, false
 		c.trial++
 		st := Status[T]{Config: cfg, ID: next.LastKnownGood, Assigned: next.LastKnownGood, Phase: PhaseLastKnownGood,
-			Condition: condition(corev1.ConditionTrue, ReasonLastKnownGood,
+			Condition: condition(ConditionTrue, ReasonLastKnownGood,
 				fmt.Sprintf("assigned configuration %q from %s is last-known-good checkpoint %q", id, src.Origin, next.LastKnownGood))}
 		log.Info("configuration assigned", "id", next.LastKnownGood, "origin", src.Origin, "phase", st.Phase)
 		c.setStatus(st)
 		return c.status, nil
 	}
-	if err := c.cfg.Store.Save(ctx, Checkpoint{ID: id, Payload: payload, Source: src, Created: now}); err != nil {
+	err = c.cfg.Store.Save(ctx, Checkpoint{ID: id, Payload: payload, Source: src, Created: now})
+	if errors.Is(err, ErrConflict) && id != HashID(payload) {
+		// The source named other content with this ID before (an origin
+		// that does not bump its version, such as client-go's fake
+		// clientset): the payload is named by its hash instead, so that
+		// the update is not lost.
+		log.Info("checkpoint ID already names other content; naming the payload by its hash", "id", id, "origin", src.Origin)
+		id = HashID(payload)
+		err = c.cfg.Store.Save(ctx, Checkpoint{ID: id, Payload: payload, Source: src, Created: now})
+	}
+	if err != nil {
 		return c.status, fmt.Errorf("assign %q: %w", id, err)
 	}
 	next := c.st.clone()
@@ -534,22 +562,23 @@ func (c *Controller[T]) Assign(ctx context.Context, payload []byte, src Source) 
 	c.trial++
 	c.trialStart = now
 	st := Status[T]{Config: cfg, ID: id, Assigned: id, Phase: PhaseTrial, TrialStart: now, TriesLeft: next.TriesLeft}
-	st.Condition = condition(corev1.ConditionTrue, ReasonTrial, c.trialMessage(id))
+	st.Condition = condition(ConditionTrue, ReasonTrial, c.trialMessage(id))
 	log.Info("configuration assigned", "id", id, "origin", src.Origin, "phase", st.Phase)
 	c.setStatus(st)
+	c.trialStarted()
 	return c.status, nil
 }
 
 // okCondition is the True condition of a status in PhaseTrial or
 // PhaseLastKnownGood.
-func (c *Controller[T]) okCondition(st Status[T]) corev1.NodeCondition {
+func (c *Controller[T]) okCondition(st Status[T]) Condition {
 	if st.Phase == PhaseTrial {
-		return condition(corev1.ConditionTrue, ReasonTrial, c.trialMessage(st.ID))
+		return condition(ConditionTrue, ReasonTrial, c.trialMessage(st.ID))
 	}
 	if st.Phase == PhaseLocal {
-		return condition(corev1.ConditionTrue, ReasonLocal, "no configuration assigned; using the local configuration")
+		return condition(ConditionTrue, ReasonLocal, "no configuration assigned; using the local configuration")
 	}
-	return condition(corev1.ConditionTrue, ReasonLastKnownGood, fmt.Sprintf("using assigned checkpoint %q, which is last-known-good", st.ID))
+	return condition(ConditionTrue, ReasonLastKnownGood, fmt.Sprintf("using assigned checkpoint %q, which is last-known-good", st.ID))
 }
 
 func describe(id string) string {
@@ -593,8 +622,11 @@ func (c *Controller[T]) Rollback(ctx context.Context, why string) (Status[T], er
 
 // Run checks trials every CheckInterval (on backoff.Every), watches Source
 // if set, and delivers statuses to OnStatus. It blocks until ctx ends and every
-// goroutine it started has returned, then returns ctx.Err(). Bootstrap must
-// have been called.
+// goroutine it started has returned, then returns nil, as
+// controller-runtime's manager does. It returns an error only for a real
+// failure: Bootstrap was not called ([ErrNotBootstrapped]), Run is already
+// running ([ErrRunning]), or the Source failed in a way it cannot retry
+// (Run then stops its other goroutines and returns the wrapped error).
 func (c *Controller[T]) Run(ctx context.Context) error {
 	c.mu.Lock()
 	switch {
@@ -613,39 +645,37 @@ func (c *Controller[T]) Run(ctx context.Context) error {
 		c.mu.Unlock()
 	}()
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	errs := make(chan error, 3)
+	g, ctx := errgroup.WithContext(ctx)
 	if c.cfg.OnStatus != nil {
 		w := c.statuses.Watch()
-		wg.Go(func() {
+		g.Go(func() error {
 			defer w.Close()
 			for {
 				st, err := w.Get(ctx)
 				if err != nil {
-					return
+					return nil // ctx ended
 				}
 				c.cfg.OnStatus(st)
 			}
 		})
 	}
 	if c.cfg.Source != nil {
-		wg.Go(func() { errs <- c.cfg.Source.Watch(ctx, c.deliver) })
+		g.Go(func() error {
+			if err := c.cfg.Source.Watch(ctx, c.deliver); err != nil && ctx.Err() == nil {
+				return fmt.Errorf("checkpoint: run: source: %w", err)
+			}
+			return nil
+		})
 	}
-	wg.Go(func() {
-		errs <- backoff.Every(ctx, c.cfg.CheckInterval, 0, c.check,
+	g.Go(func() error {
+		err := backoff.Every(ctx, c.cfg.CheckInterval, 0, c.check,
 			backoff.WithClock(c.clock), backoff.WithName("checkpoint trial"))
-	})
-	<-ctx.Done()
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("checkpoint: run: %w", err)
+		if err != nil && ctx.Err() == nil {
+			return fmt.Errorf("checkpoint: run: trial checks: %w", err)
 		}
-	}
-	return ctx.Err()
+		return nil
+	})
+	return g.Wait()
 }
 
 // check is one trial check: probe, then graduate or roll back. It also
@@ -697,9 +727,10 @@ func (c *Controller[T]) graduate(ctx context.Context, log logr.Logger, how strin
 	c.st, c.dirty = next, false
 	c.trial++
 	st.Phase, st.TrialStart, st.TriesLeft = PhaseLastKnownGood, time.Time{}, 0
-	st.Condition = condition(corev1.ConditionTrue, ReasonLastKnownGood, fmt.Sprintf("checkpoint %q %s and is last-known-good", st.ID, how))
+	st.Condition = condition(ConditionTrue, ReasonLastKnownGood, fmt.Sprintf("checkpoint %q %s and is last-known-good", st.ID, how))
 	log.Info("configuration passed its trial", "id", st.ID, "how", how)
 	c.setStatus(st)
+	c.confirmed(c.clock.Since(c.trialStart))
 	return nil
 }
 
@@ -720,6 +751,7 @@ func (c *Controller[T]) rollback(ctx context.Context, log logr.Logger, reason, w
 	c.persist(ctx, log, "record the rollback")
 	log.Error(errors.New(why), "configuration failed its trial; rolled back", "id", cur, "to", next.ID)
 	c.setStatus(next)
+	c.rolledBack(cur, reason, c.clock.Since(c.trialStart))
 	return nil
 }
 
@@ -744,18 +776,67 @@ func (c *Controller[T]) deliver(ctx context.Context, payload []byte, src Source)
 	}
 }
 
-// setStatus publishes st; c.mu must be held.
+// setStatus publishes st; c.mu must be held. It reports the condition
+// to Conditions when its status, reason or message changed, and the phase
+// to Metrics when it changed (both also for the first status).
 func (c *Controller[T]) setStatus(st Status[T]) {
-	now := metav1.NewTime(c.clock.Now())
-	st.Condition.LastHeartbeatTime = now
-	st.Condition.LastTransitionTime = now
-	if old := c.status.Condition; old.Type == ConditionConfigOK && old.Status == st.Condition.Status {
+	old := c.status.Condition
+	first := old.Type != ConditionConfigOK
+	st.Condition.LastTransitionTime = c.clock.Now()
+	if !first && old.Status == st.Condition.Status {
 		st.Condition.LastTransitionTime = old.LastTransitionTime
 	}
+	phaseChanged := first || c.status.Phase != st.Phase
 	c.status = st
 	c.statuses.Set(st)
+	cond := st.Condition
+	if c.cfg.Conditions != nil && (first || old.Status != cond.Status || old.Reason != cond.Reason || old.Message != cond.Message) {
+		c.cfg.Conditions.ReportCondition(cond.Type, string(cond.Status), cond.Reason, cond.Message)
+	}
+	if phaseChanged {
+		c.observe(Observation{Event: EventPhase, ID: st.ID})
+	}
 }
 
-func condition(status corev1.ConditionStatus, reason, msg string) corev1.NodeCondition {
-	return corev1.NodeCondition{Type: ConditionConfigOK, Status: status, Reason: reason, Message: msg}
+// observe reports o with the current phase; c.mu must be held.
+func (c *Controller[T]) observe(o Observation) {
+	if c.cfg.Metrics == nil {
+		return
+	}
+	o.Phase = c.status.Phase
+	c.cfg.Metrics.Observe(o)
+}
+
+// event records a Kubernetes-style event; c.mu must be held.
+func (c *Controller[T]) event(eventtype, reason, message string) {
+	if c.cfg.Events != nil {
+		c.cfg.Events.Event(eventtype, reason, message)
+	}
+}
+
+// trialStarted reports that the trial of the assigned checkpoint started,
+// after the status saying so was set; c.mu must be held.
+func (c *Controller[T]) trialStarted() {
+	id := c.status.ID
+	c.observe(Observation{Event: EventTrialStarted, ID: id, TriesLeft: c.st.TriesLeft})
+	c.event(eventTypeNormal, EventReasonTrialStarted, c.status.Condition.Message)
+}
+
+// confirmed reports that the configuration on trial became last-known-good
+// after trialTime; c.mu must be held.
+func (c *Controller[T]) confirmed(trialTime time.Duration) {
+	c.observe(Observation{Event: EventConfirmed, ID: c.status.ID, TrialTime: trialTime})
+	c.event(eventTypeNormal, EventReasonConfirmed, c.status.Condition.Message)
+}
+
+// rolledBack reports that assigned checkpoint id was rolled back for
+// reason after trialTime, after the status saying so was set; c.mu must
+// be held.
+func (c *Controller[T]) rolledBack(id, reason string, trialTime time.Duration) {
+	c.observe(Observation{Event: EventRolledBack, ID: id, Reason: reason, TrialTime: trialTime})
+	c.event(eventTypeWarning, EventReasonRolledBack, reason+": "+c.status.Condition.Message)
+}
+
+func condition(status ConditionStatus, reason, msg string) Condition {
+	return Condition{Type: ConditionConfigOK, Status: status, Reason: reason, Message: msg}
 }

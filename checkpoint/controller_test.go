@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/reconkit/reconkit/checkpoint"
@@ -57,13 +56,14 @@ type harness struct {
 	probes   int
 
 	statuses chan checkpoint.Status[agentConfig]
+	rec      *recorder
 	cancel   context.CancelFunc
 	done     chan error
 }
 
 func newHarness(t *testing.T, store checkpoint.LKGStore, clk *clocktesting.FakeClock) *harness {
 	t.Helper()
-	h := &harness{t: t, clock: clk, store: store, statuses: make(chan checkpoint.Status[agentConfig], 100)}
+	h := &harness{t: t, clock: clk, store: store, statuses: make(chan checkpoint.Status[agentConfig], 100), rec: &recorder{}}
 	ctrl, err := checkpoint.New(checkpoint.Config[agentConfig]{
 		Store:         store,
 		Parse:         parseAgent,
@@ -83,7 +83,10 @@ func newHarness(t *testing.T, store checkpoint.LKGStore, clk *clocktesting.FakeC
 			default:
 			}
 		},
-		Clock: clk,
+		Metrics:    h.rec,
+		Events:     h.rec,
+		Conditions: h.rec,
+		Clock:      clk,
 	})
 	require.NoError(t, err)
 	h.ctrl = ctrl
@@ -116,7 +119,7 @@ func (h *harness) run() {
 
 func (h *harness) stop() {
 	h.cancel()
-	require.ErrorIs(h.t, <-h.done, context.Canceled)
+	require.NoError(h.t, <-h.done, "Run returns nil when its context ends")
 }
 
 // tick advances the clock by one check interval and waits until the check
@@ -159,9 +162,9 @@ func TestBootstrapLocal(t *testing.T) {
 	require.Equal(t, agentConfig{Level: 1}, st.Config)
 	require.Equal(t, checkpoint.PhaseLocal, st.Phase)
 	require.Equal(t, checkpoint.ConditionConfigOK, st.Condition.Type)
-	require.Equal(t, corev1.ConditionTrue, st.Condition.Status)
+	require.Equal(t, checkpoint.ConditionTrue, st.Condition.Status)
 	require.Equal(t, checkpoint.ReasonLocal, st.Condition.Reason)
-	require.True(t, st.Condition.LastTransitionTime.Time.Equal(t0))
+	require.True(t, st.Condition.LastTransitionTime.Equal(t0))
 }
 
 func TestBootstrapInvalidLocal(t *testing.T) {
@@ -204,7 +207,7 @@ func TestTrialGraduates(t *testing.T) {
 		h.tick() // trial duration reached
 		st = h.requirePhase(checkpoint.PhaseLastKnownGood, "u1_10")
 		require.Equal(t, checkpoint.ReasonLastKnownGood, st.Condition.Reason)
-		require.Equal(t, corev1.ConditionTrue, st.Condition.Status)
+		require.Equal(t, checkpoint.ConditionTrue, st.Condition.Status)
 		h.requireStored("u1_10", "u1_10")
 		require.GreaterOrEqual(t, h.probeCount(), int(trial/interval), "probe ran at every check")
 
@@ -249,7 +252,7 @@ func TestProbeFailureRollsBack(t *testing.T) {
 		st := h.requirePhase(checkpoint.PhaseRolledBack, "a_1")
 		require.Equal(t, agentConfig{Level: 3}, st.Config)
 		require.Equal(t, "b_2", st.Assigned)
-		require.Equal(t, corev1.ConditionFalse, st.Condition.Status)
+		require.Equal(t, checkpoint.ConditionFalse, st.Condition.Status)
 		require.Equal(t, checkpoint.ReasonProbeFailed, st.Condition.Reason)
 		require.Contains(t, st.Condition.Message, `"b_2"`)
 		require.Contains(t, st.Condition.Message, "node not ready")
@@ -379,7 +382,7 @@ func TestCrashLoopRollsBack(t *testing.T) {
 			require.Equal(t, "good_1", st.ID)
 			require.Equal(t, agentConfig{Level: 3}, st.Config)
 			require.Equal(t, "bad_2", st.Assigned)
-			require.Equal(t, corev1.ConditionFalse, st.Condition.Status)
+			require.Equal(t, checkpoint.ConditionFalse, st.Condition.Status)
 			require.Equal(t, checkpoint.ReasonCrashLoop, st.Condition.Reason)
 			require.Contains(t, st.Condition.Message, `"bad_2"`)
 			require.Contains(t, st.Condition.Message, "crash loop")
@@ -420,7 +423,7 @@ func TestRollbackSurvivesRestarts(t *testing.T) {
 				synctest.Wait()
 			}
 			cancel()
-			require.ErrorIs(t, <-done, context.Canceled)
+			require.NoError(t, <-done, "Run returns nil when its context ends")
 		}
 
 		store := newFS(t, dir, 0)
@@ -444,7 +447,7 @@ func TestRollbackSurvivesRestarts(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, checkpoint.PhaseRolledBack, st.Phase, "restart %d", restart)
 			require.Equal(t, "cm_1", st.ID)
-			require.Equal(t, corev1.ConditionFalse, st.Condition.Status)
+			require.Equal(t, checkpoint.ConditionFalse, st.Condition.Status)
 			require.Equal(t, checkpoint.ReasonProbeFailed, st.Condition.Reason)
 			require.Contains(t, st.Condition.Message, "node not ready")
 			runFor(ctrl, 3) // the source re-delivers level=7 at every poll
@@ -491,7 +494,7 @@ func TestRejectionKeyedByHash(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, checkpoint.PhaseLastKnownGood, st.Phase)
 		require.Equal(t, "cm_1", st.ID)
-		require.Equal(t, corev1.ConditionTrue, st.Condition.Status)
+		require.Equal(t, checkpoint.ConditionTrue, st.Condition.Status)
 		require.Equal(t, checkpoint.ReasonLastKnownGood, st.Condition.Reason)
 		rec, err := h.store.State(ctx)
 		require.NoError(t, err)
@@ -547,7 +550,12 @@ func TestSourceWithoutUID(t *testing.T) {
 	st, err = h.ctrl.Assign(ctx, []byte("level=5"), checkpoint.Source{UID: "a/b", Origin: "fake"})
 	require.ErrorIs(t, err, checkpoint.ErrInvalidID)
 	require.Equal(t, checkpoint.ReasonSourceInvalid, st.Condition.Reason)
+	require.Equal(t, checkpoint.ConditionFalse, st.Condition.Status)
+	require.Contains(t, st.Condition.Message, `invalid checkpoint ID: "a/b"`, "the ID error is in the condition")
 	require.Equal(t, checkpoint.PhaseTrial, st.Phase, "still running what ran")
+	_, _, conds := h.rec.take()
+	require.Equal(t, "ConfigOK False "+checkpoint.ReasonSourceInvalid+": "+st.Condition.Message, conds[len(conds)-1],
+		"the ID error reaches the condition reporter")
 }
 
 func TestAssignInvalidStoresNothing(t *testing.T) {
@@ -565,7 +573,7 @@ func TestAssignInvalidStoresNothing(t *testing.T) {
 		st, err := h.ctrl.Assign(ctx, []byte(tc.payload), src("x-"+tc.reason, "1"))
 		require.ErrorIs(t, err, checkpoint.ErrInvalidConfig)
 		require.Equal(t, tc.reason, st.Condition.Reason)
-		require.Equal(t, corev1.ConditionFalse, st.Condition.Status)
+		require.Equal(t, checkpoint.ConditionFalse, st.Condition.Status)
 		require.Contains(t, st.Condition.Message, `"x-`+tc.reason+`_1"`)
 		require.Equal(t, checkpoint.PhaseLocal, st.Phase, "still running local")
 		_, err = store.Load(ctx, "x-"+tc.reason+"_1")
@@ -648,7 +656,7 @@ func TestBootstrapFallsBack(t *testing.T) {
 				require.Equal(t, checkpoint.PhaseRolledBack, st.Phase)
 				require.Equal(t, tc.wantID, st.ID)
 				require.Equal(t, tc.wantLevel, st.Config.Level)
-				require.Equal(t, corev1.ConditionFalse, st.Condition.Status)
+				require.Equal(t, checkpoint.ConditionFalse, st.Condition.Status)
 				require.Equal(t, tc.wantReason, st.Condition.Reason, st.Condition.Message)
 				for _, m := range tc.wantMsg {
 					require.Contains(t, st.Condition.Message, m)
@@ -728,7 +736,7 @@ func TestRunPollsSource(t *testing.T) {
 		go func() { done <- ctrl.Run(runCtx) }()
 		defer func() {
 			cancel()
-			require.ErrorIs(t, <-done, context.Canceled)
+			require.NoError(t, <-done, "Run returns nil when its context ends")
 		}()
 		synctest.Wait()
 		require.Equal(t, checkpoint.PhaseLocal, ctrl.Status().Phase)
@@ -838,4 +846,47 @@ func TestStoreFailures(t *testing.T) {
 		require.Equal(t, checkpoint.ReasonStoreUnavailable, st.Condition.Reason)
 		require.Contains(t, st.Condition.Message, "cannot record the start of the trial")
 	})
+}
+
+// TestRunLifecycle: Run returns nil when its context ends, and a wrapped
+// error, having stopped its other goroutines, when its source fails for
+// good.
+func TestRunLifecycle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, &checkpoint.MemStore{}, clocktesting.NewFakeClock(t0))
+		_, err := h.ctrl.Bootstrap(context.Background())
+		require.NoError(t, err)
+		h.run()
+		h.stop() // requires nil
+
+		ctrl, err := checkpoint.New(checkpoint.Config[agentConfig]{
+			Store: &checkpoint.MemStore{}, Parse: parseAgent, Validate: validateAgent, Local: agentConfig{Level: 1},
+			Source: &checkpoint.PollSource{}, // no Fetch: Watch fails at once
+			Clock:  clocktesting.NewFakeClock(t0),
+		})
+		require.NoError(t, err)
+		_, err = ctrl.Bootstrap(context.Background())
+		require.NoError(t, err)
+		err = ctrl.Run(context.Background()) // returns on its own: the source failed
+		require.ErrorContains(t, err, "Fetch is required")
+		require.ErrorContains(t, err, "checkpoint: run")
+	})
+}
+
+// TestSourceReusingID: a source that delivers other content under an ID it
+// used before (an origin that does not bump its version) gets the new
+// payload assigned under its hash, not refused as a conflict.
+func TestSourceReusingID(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, &checkpoint.MemStore{}, clocktesting.NewFakeClock(t0))
+	_, err := h.ctrl.Bootstrap(ctx)
+	require.NoError(t, err)
+	_, err = h.ctrl.Assign(ctx, []byte("level=4"), src("u", "1"))
+	require.NoError(t, err)
+	st, err := h.ctrl.Assign(ctx, []byte("level=5"), src("u", "1"))
+	require.NoError(t, err)
+	require.Equal(t, checkpoint.HashID([]byte("level=5")), st.ID)
+	require.Equal(t, agentConfig{Level: 5}, st.Config)
+	require.Equal(t, checkpoint.PhaseTrial, st.Phase)
+	h.requireStored(st.ID, "")
 }

@@ -25,8 +25,38 @@
 // last-known-good once the health probe has passed at every check for
 // TrialDuration; a probe failure rolls back at once. [Controller.Confirm]
 // and [Controller.Rollback] end a trial by hand. The outcome is a ConfigOK
-// corev1.NodeCondition whose reason names the failed step and whose
-// message names the checkpoint.
+// [Condition] (shaped as a Kubernetes NodeCondition, without Kubernetes
+// types) whose reason names the failed step and whose message names the
+// checkpoint. [Controller.Run] returns nil when its context ends and an
+// error only for a real failure (a source that cannot go on).
+//
+// The package and its Controller compile without client-go, k8s.io/api and
+// k8s.io/apimachinery; the Kubernetes ConfigMap source lives in package
+// configmapsource.
+//
+// # Reporting
+//
+// All optional, nil meaning none, each called synchronously with the
+// controller's lock held, so each must return at once:
+//
+//   - Config.Conditions receives the ConfigOK condition at Bootstrap and at
+//     every change of its status, reason or message, never twice in a row
+//     the same. An ID a source cannot supply (an invalid UID) is reported
+//     there with [ReasonSourceInvalid] and the error, not only logged.
+//   - Config.Metrics receives [Observation]s: [EventPhase] at Bootstrap and
+//     at every phase change; [EventTrialStarted] with TriesLeft at every
+//     start of a trial (Assign, and each Bootstrap that resumes one);
+//     [EventConfirmed] with TrialTime when a trial passes or is confirmed;
+//     [EventRolledBack] with Reason and TrialTime when this process rolls
+//     an assigned configuration back (TrialTime is 0 when the decision is
+//     made at Bootstrap: a crash loop, a checkpoint that does not load,
+//     parse or validate, a trial start that cannot be recorded). A restart
+//     that finds a rollback already recorded reports the phase only, so a
+//     rollback is counted once.
+//   - Config.Events receives a Normal [EventReasonTrialStarted] and
+//     [EventReasonConfirmed] event and a Warning [EventReasonRolledBack]
+//     event at the same moments, with the condition's message (the
+//     rollback's prefixed by its reason).
 //
 // # Guarantees of the Controller
 //

@@ -43,9 +43,10 @@ type Observation struct {
 // github.com/reconkit/reconkit/prommetrics turns them into
 // collectors.
 //
-// Threading contract: Observe is called from the goroutine running the
-// controller's Run (or calling Confirm/Rollback); it must not block and must
-// not call back into the controller.
+// Threading contract: Observe is called in order, from the goroutine
+// calling Bootstrap, Assign, Confirm or Rollback or running Run's trial
+// checks and source, with the controller's lock held; it must not block
+// and must not call back into the controller.
 type Metrics interface {
 	Observe(Observation)
 }
@@ -66,3 +67,22 @@ var _ Metrics = MetricsFunc(nil)
 type EventRecorder interface {
 	Event(eventtype, reason, message string)
 }
+
+// Reasons of the events a [Controller] records through its EventRecorder.
+const (
+	// EventReasonTrialStarted (Normal): a trial started; the message is
+	// the ConfigOK condition's.
+	EventReasonTrialStarted = "ConfigTrialStarted"
+	// EventReasonConfirmed (Normal): a configuration passed its trial or
+	// was confirmed and is last-known-good.
+	EventReasonConfirmed = "ConfigConfirmed"
+	// EventReasonRolledBack (Warning): an assigned configuration was
+	// rolled back; the message is the ConfigOK reason, a colon and the
+	// condition's message.
+	EventReasonRolledBack = "ConfigRolledBack"
+)
+
+const (
+	eventTypeNormal  = "Normal"
+	eventTypeWarning = "Warning"
+)

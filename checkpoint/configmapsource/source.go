@@ -54,7 +54,12 @@ type Config struct {
 // answers 410 Gone (the version was compacted away) it lists again. The
 // ConfigMap's UID and resourceVersion name the checkpoint; a metadata-only
 // edit is a new ID with the same payload, which the Controller recognises
-// by hash.
+// by hash. A ConfigMap without a UID or a resourceVersion (client-go's fake
+// clientset sets neither) is delivered without them, and the Controller
+// names its payload by hash ([checkpoint.HashID]); one whose
+// resourceVersion does not change when its payload does (the fake again,
+// if the object was created with one) is named by hash by the Controller
+// too. Either way an updated ConfigMap is assigned, never ignored.
 //
 // A missing ConfigMap or key delivers nothing (the node keeps what runs)
 // and is logged. Compared with polling one GET per node every 30 s (120
@@ -195,6 +200,11 @@ func (s *Source) request(verb string) {
 // deliver passes the ConfigMap's payload on, if it has the key.
 func (s *Source) deliver(ctx context.Context, cm *corev1.ConfigMap, assign func(context.Context, []byte, checkpoint.Source)) {
 	src := checkpoint.Source{UID: string(cm.UID), ResourceVersion: cm.ResourceVersion, Origin: s.origin}
+	if src.UID == "" || src.ResourceVersion == "" {
+		// No stable identity (client-go's fake clientset sets neither):
+		// the Controller names the payload by its hash.
+		src.UID, src.ResourceVersion = "", ""
+	}
 	if v, ok := cm.Data[s.cfg.Key]; ok {
 		assign(ctx, []byte(v), src)
 		return
