@@ -162,7 +162,7 @@ func (a *agent) run(ctx context.Context) error {
 	}
 	a.onConfigStatus(st)
 
-	node := agentNode(a.name, a.index, a.version.Release, a.env.taint, st.Condition,
+	node := agentNode(a.name, a.index, a.version.Release, a.env.taint, nodeCondition(st.Condition),
 		gatedCondition(false, "WaitingForReconciler", "waiting for a reconciler status that admits release "+a.version.Release.String()))
 	a.provider = newAgentProvider(node)
 	o := a.env.opts
@@ -317,9 +317,20 @@ func (a *agent) onConfigStatus(st checkpoint.Status[agentConfig]) {
 	if st.ID != "" {
 		desc += " " + st.ID
 	}
-	a.setState(func(s *agentState) { s.Config, s.CfgPhase, s.CfgID, s.ConfigOK = desc, st.Phase, st.ID, st.Condition })
+	a.setState(func(s *agentState) { s.Config, s.CfgPhase, s.CfgID, s.ConfigOK = desc, st.Phase, st.ID, nodeCondition(st.Condition) })
 	if a.provider != nil {
-		a.provider.setCondition(st.Condition)
+		a.provider.setCondition(nodeCondition(st.Condition))
+	}
+}
+
+// nodeCondition is the ConfigOK condition as a Node condition.
+func nodeCondition(c checkpoint.Condition) corev1.NodeCondition {
+	return corev1.NodeCondition{
+		Type:               corev1.NodeConditionType(c.Type),
+		Status:             corev1.ConditionStatus(c.Status),
+		Reason:             c.Reason,
+		Message:            c.Message,
+		LastTransitionTime: metav1.NewTime(c.LastTransitionTime),
 	}
 }
 
