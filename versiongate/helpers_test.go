@@ -78,6 +78,7 @@ type testTerm struct {
 
 func (t *testTerm) Context() context.Context { return t.ctx }
 func (t *testTerm) Token() uint64            { return uint64(t.el.Rev()) }
+func (t *testTerm) Identity() string         { return string(t.el.Key()) }
 func (t *testTerm) Guard() clientv3.Cmp {
 	return clientv3.Compare(clientv3.CreateRevision(t.el.Key()), "=", t.el.Rev())
 }
@@ -199,14 +200,14 @@ type reconcileRecorder struct {
 	fail   int // fail this many calls first
 }
 
-func (r *reconcileRecorder) reconcile(ctx context.Context, token uint64) error {
+func (r *reconcileRecorder) reconcile(ctx context.Context, l Term) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.fail > 0 {
 		r.fail--
 		return fmt.Errorf("apiserver not ready")
 	}
-	r.tokens = append(r.tokens, token)
+	r.tokens = append(r.tokens, l.Token())
 	return nil
 }
 
@@ -326,6 +327,14 @@ func etcdClient(t testing.TB) (*testenv.EtcdCluster, *clientv3.Client) {
 	t.Helper()
 	e := testenv.Etcd(t)
 	return e, e.Client(t)
+}
+
+// etcdStore is the etcd store at the test keys.
+func etcdStore(t testing.TB, cli *clientv3.Client) *EtcdStore {
+	t.Helper()
+	st, err := NewEtcdStore(cli, EtcdStoreConfig{StatusKey: testStatusKey, NodesPrefix: testNodesPrefix})
+	require.NoError(t, err)
+	return st
 }
 
 func eventually(t testing.TB, cond func() bool, msg string, args ...any) {

@@ -80,7 +80,7 @@ func (h *rollingHarness) start(n *rollingNode) {
 		NodesPrefix:              testNodesPrefix,
 		RecordTTL:                2 * time.Second,
 		Candidate:                n.cand,
-		Reconcile:                func(context.Context, uint64) error { return nil },
+		Reconcile:                func(context.Context, Term) error { return nil },
 		Clock:                    h.clock,
 	})
 	require.NoError(t, err)
