@@ -210,8 +210,9 @@ type Gate struct {
 	running   atomic.Bool
 	ready     atomic.Bool // WaitReady succeeded and the record is still valid
 	leading   atomic.Bool
-	leadingCh leadingNotify
-	phase     atomic.Value // string
+	leadingCh notifier
+	phaseCh   notifier
+	phase     atomic.Value // Phase
 	statusMu  sync.Mutex
 	statusErr error
 }
@@ -307,9 +308,15 @@ func (g *Gate) Phase() Phase { return g.phase.Load().(Phase) }
 // setPhase records a new phase and reports it.
 func (g *Gate) setPhase(p Phase) {
 	if old, _ := g.phase.Swap(p).(Phase); old != p {
+		g.phaseCh.notify()
 		g.observe(Observation{Event: EventPhase})
 	}
 }
+
+// PhaseChanged returns a channel that is closed when Phase next changes;
+// read Phase after it is closed and call PhaseChanged again for the change
+// after that. Hosts and tests follow the phase with it instead of polling.
+func (g *Gate) PhaseChanged() <-chan struct{} { return g.phaseCh.changed() }
 
 // Leading reports, without a request, whether this gate currently holds a
 // term (from Campaign's return until the gate resigned it).
@@ -403,13 +410,13 @@ func (g *Gate) Run(ctx context.Context) error {
 	return firstErr
 }
 
-// leadingNotify is a channel closed and replaced at every change.
-type leadingNotify struct {
+// notifier is a channel closed and replaced at every change.
+type notifier struct {
 	mu sync.Mutex
 	ch chan struct{}
 }
 
-func (n *leadingNotify) changed() <-chan struct{} {
+func (n *notifier) changed() <-chan struct{} {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.ch == nil {
@@ -418,7 +425,7 @@ func (n *leadingNotify) changed() <-chan struct{} {
 	return n.ch
 }
 
-func (n *leadingNotify) notify() {
+func (n *notifier) notify() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.ch != nil {

@@ -70,6 +70,9 @@ func (g *Gate) campaign(ctx context.Context) {
 		// lead, and the reconcile it runs, have returned: only now is the
 		// term released.
 		g.setLeading(false)
+		// Not leading any more: the phase says so at once, not only when
+		// the next campaign starts after a pause.
+		g.setPhase(PhaseCampaigning)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		if rerr := term.Resign(rctx); rerr != nil {
 			log.Info("Could not resign; the term will expire", "err", rerr.Error())
