@@ -371,3 +371,21 @@ func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
 		t.Fatal(fmt.Sprintf("waiting for %s: not closed within %v", what, versiongatetest.DefaultWait))
 	}
 }
+
+// PhaseChanged is closed at every phase change, so a host follows the
+// phase without polling.
+func TestPhaseChanged(t *testing.T) {
+	c := newMemCluster(t)
+	n := c.node("a", "1.0.0", "1.0.0", -1)
+	seen := []versiongate.Phase{n.gate.Phase()}
+	changed := n.gate.PhaseChanged()
+	n.run(t)
+	for seen[len(seen)-1] != versiongate.PhaseDone {
+		waitClosed(t, changed, fmt.Sprintf("a phase change after %v", seen))
+		changed = n.gate.PhaseChanged()
+		if p := n.gate.Phase(); p != seen[len(seen)-1] {
+			seen = append(seen, p)
+		}
+	}
+	require.Equal(t, versiongate.PhaseIdle, seen[0])
+}
