@@ -82,7 +82,7 @@ func TestLeaderStatusAbsent(t *testing.T) {
 	require.Equal(t, Status{State: StateDone, Version: ver(t, "1.0.0+abc"), MinimumCompatibleRelease: rel(t, "1.0.0")}, st)
 	// The status is written before the phase moves on: WaitReady can
 	// return first.
-	eventually(t, func() bool { return g.Phase() == PhaseDone }, "phase done")
+	waitPhase(t, g, PhaseDone)
 	require.True(t, g.Leading())
 	require.NotZero(t, rec.calls()[0], "reconcile receives the term's token")
 
@@ -102,10 +102,10 @@ func TestLeaderStatusEqual(t *testing.T) {
 	g, _ := newGate(t, cli, gateOpts{id: "n1", version: "1.0.0", minCompat: "1.0.0", clock: clk, rec: rec})
 	runGate(t, ctx, g)
 
-	eventually(t, func() bool { return g.Phase() == PhaseSettling }, "settle wait")
+	waitPhase(t, g, PhaseSettling)
 	require.Empty(t, rec.calls(), "no reconcile before the settle time passed")
 	stepWhenWaiting(t, clk, DefaultSettleTime)
-	eventually(t, func() bool { return g.Phase() == PhaseDone }, "done")
+	waitPhase(t, g, PhaseDone)
 	require.Len(t, rec.calls(), 1)
 	_, rev1, _ := getStatus(t, cli)
 	require.Equal(t, rev0, rev1, "an up-to-date status is left alone")
@@ -122,12 +122,12 @@ func TestLeaderStatusCompatibleSetsWorking(t *testing.T) {
 	g, _ := newGate(t, cli, gateOpts{id: "n1", version: "1.1.0", minCompat: "1.0.0", clock: clk, rec: rec})
 	runGate(t, ctx, g)
 
-	eventually(t, func() bool { return g.Phase() == PhaseSettling }, "settle wait")
+	waitPhase(t, g, PhaseSettling)
 	st, _, _ := getStatus(t, cli)
 	require.Equal(t, Status{State: StateWorking, Version: ver(t, "1.0.0"), MinimumCompatibleRelease: rel(t, "1.0.0")}, st)
 	require.Empty(t, g.Blocking(), "1.0.0 nodes are compatible with 1.1.0's state")
 	stepWhenWaiting(t, clk, DefaultSettleTime)
-	eventually(t, func() bool { return g.Phase() == PhaseDone }, "done")
+	waitPhase(t, g, PhaseDone)
 	st, _, _ = getStatus(t, cli)
 	require.Equal(t, Status{State: StateDone, Version: ver(t, "1.1.0"), MinimumCompatibleRelease: rel(t, "1.0.0")}, st)
 }
@@ -185,7 +185,7 @@ func TestNoReconcileWhileIncompatibleNodeExists(t *testing.T) {
 	g, _ := newGate(t, cli, gateOpts{id: "new", version: "2.0.0", minCompat: "2.0.0", clock: clk, rec: rec})
 	runGate(t, ctx, g)
 
-	eventually(t, func() bool { return g.Phase() == PhaseRestricting }, "restricting")
+	waitPhase(t, g, PhaseRestricting)
 	require.Equal(t, []Node{{ID: "old", Release: rel(t, "1.0.0")}}, g.Blocking())
 	// Nothing moves while the old node exists, however much time passes.
 	clk.Step(time.Hour)
@@ -195,13 +195,13 @@ func TestNoReconcileWhileIncompatibleNodeExists(t *testing.T) {
 	require.Equal(t, PhaseRestricting, g.Phase())
 
 	putRegistry(t, cli, "old", "2.0.0") // upgraded
-	eventually(t, func() bool { return g.Phase() == PhaseSettling }, "settling")
+	waitPhase(t, g, PhaseSettling)
 	st, _, _ = getStatus(t, cli)
 	require.Equal(t, Status{State: StateWorking, Version: ver(t, "1.0.0"), MinimumCompatibleRelease: rel(t, "2.0.0")}, st,
 		"the intersection of both statuses")
 	require.Empty(t, rec.calls())
 	stepWhenWaiting(t, clk, DefaultSettleTime)
-	eventually(t, func() bool { return g.Phase() == PhaseDone }, "done")
+	waitPhase(t, g, PhaseDone)
 	st, _, _ = getStatus(t, cli)
 	require.Equal(t, Status{State: StateDone, Version: ver(t, "2.0.0"), MinimumCompatibleRelease: rel(t, "2.0.0")}, st)
 }
@@ -258,7 +258,7 @@ func TestRestrictAbortedByConcurrentNodeChange(t *testing.T) {
 
 	_, err := cli.Delete(ctx, testNodesPrefix+"late")
 	require.NoError(t, err)
-	eventually(t, func() bool { return g.Phase() == PhaseSettling }, "settling")
+	waitPhase(t, g, PhaseSettling)
 	st, _, _ = getStatus(t, cli)
 	require.Equal(t, rel(t, "2.0.0"), st.MinimumCompatibleRelease)
 }
@@ -276,7 +276,7 @@ func TestCorruptStatus(t *testing.T) {
 	runGate(t, ctx, g)
 
 	// Treated as absent, but a reconciler evidently ran: settle first.
-	eventually(t, func() bool { return g.Phase() == PhaseSettling }, "settle wait")
+	waitPhase(t, g, PhaseSettling)
 	require.ErrorIs(t, g.StatusError(), ErrCorruptStatus)
 	stepWhenWaiting(t, clk, DefaultSettleTime)
 	require.NoError(t, <-ready)
@@ -295,16 +295,16 @@ func TestLeaderHandover(t *testing.T) {
 	ga, _ := newGate(t, cli, gateOpts{id: "a", version: "1.0.0", clock: clk, rec: recA})
 	gb, _ := newGate(t, cli, gateOpts{id: "b", version: "1.0.0", clock: clk, rec: recB})
 	stopA := runGate(t, ctx, ga)
-	eventually(t, func() bool { return ga.Phase() == PhaseDone }, "a leads")
+	waitPhase(t, ga, PhaseDone)
 	stopB := runGate(t, ctx, gb)
-	eventually(t, func() bool { return gb.Phase() == PhaseCampaigning }, "b campaigns")
+	waitPhase(t, gb, PhaseCampaigning)
 	require.False(t, gb.Leading())
 
 	require.NoError(t, stopA())
-	eventually(t, func() bool { return gb.Phase() == PhaseSettling }, "b takes over and settles")
+	waitPhase(t, gb, PhaseSettling)
 	require.Empty(t, recB.calls())
 	stepWhenWaiting(t, clk, DefaultSettleTime)
-	eventually(t, func() bool { return gb.Phase() == PhaseDone }, "b done")
+	waitPhase(t, gb, PhaseDone)
 	require.Greater(t, recB.calls()[0], recA.calls()[0], "fencing tokens increase across terms")
 
 	// A newer node takes over; b stops campaigning and resigns.

@@ -368,7 +368,7 @@ func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
 	select {
 	case <-ch:
 	case <-time.After(versiongatetest.DefaultWait):
-		t.Fatal(fmt.Sprintf("waiting for %s: not closed within %v", what, versiongatetest.DefaultWait))
+		t.Fatalf("waiting for %s: not closed within %v", what, versiongatetest.DefaultWait)
 	}
 }
 

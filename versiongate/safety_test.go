@@ -135,7 +135,7 @@ func TestNewerReleaseDoesNotReleaseWhileReconcileRuns(t *testing.T) {
 		t.Fatal("a's reconcile context did not end after a newer release joined")
 	}
 	eventually(t, func() bool { return bStarted.Load() > 0 }, "b takes over and reconciles")
-	eventually(t, func() bool { return !ga.Leading() }, "a no longer leads")
+	waitLeading(t, ga, false)
 	mu.Lock()
 	defer mu.Unlock()
 	require.Empty(t, failures)
@@ -276,7 +276,7 @@ func TestCutOffNodeStopsServingBeforeLeaderReconciles(t *testing.T) {
 	require.NoError(t, <-waitReady(t, ctx, oldGate))
 	require.True(t, oldGate.Ready())
 	runGate(t, ctx, newG)
-	eventually(t, func() bool { return newG.Phase() == PhaseRestricting }, "the new leader waits for the old node to go")
+	waitPhase(t, newG, PhaseRestricting)
 
 	// Watch the old node's record from the server's side.
 	deleted := make(chan time.Time, 1)
