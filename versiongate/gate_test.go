@@ -206,10 +206,11 @@ func TestNoReconcileWhileIncompatibleNodeExists(t *testing.T) {
 	require.Equal(t, Status{State: StateDone, Version: ver(t, "2.0.0"), MinimumCompatibleRelease: rel(t, "2.0.0")}, st)
 }
 
-// hookKV calls before ahead of every transaction commit.
+// hookKV calls before ahead of every transaction commit, and the function
+// before returned, if any, after the commit returned.
 type hookKV struct {
 	clientv3.KV
-	before func()
+	before func() (after func())
 }
 
 func (k *hookKV) Txn(ctx context.Context) clientv3.Txn {
@@ -218,14 +219,16 @@ func (k *hookKV) Txn(ctx context.Context) clientv3.Txn {
 
 type hookTxn struct {
 	clientv3.Txn
-	before func()
+	before func() (after func())
 }
 
 func (t *hookTxn) If(cs ...clientv3.Cmp) clientv3.Txn   { t.Txn = t.Txn.If(cs...); return t }
 func (t *hookTxn) Then(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Then(ops...); return t }
 func (t *hookTxn) Else(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Else(ops...); return t }
 func (t *hookTxn) Commit() (*clientv3.TxnResponse, error) {
-	t.before()
+	if after := t.before(); after != nil {
+		defer after()
+	}
 	return t.Txn.Commit()
 }
 
@@ -240,17 +243,25 @@ func TestRestrictAbortedByConcurrentNodeChange(t *testing.T) {
 	gateCli := e.Client(t)
 	var g *Gate
 	var injected bool
+	committed := make(chan struct{})
 	// Right before the restricted status is committed, an old node joins:
 	// the summary the leader acted on is stale, and the write must fail.
-	gateCli.KV = &hookKV{KV: gateCli.KV, before: func() {
+	gateCli.KV = &hookKV{KV: gateCli.KV, before: func() func() {
 		if !injected && g.Phase() == PhaseRestricting {
 			injected = true
 			putRegistry(t, cli, "late", "1.0.0")
+			return func() { close(committed) }
 		}
+		return nil
 	}}
 	g, _ = newGate(t, gateCli, gateOpts{id: "new", version: "2.0.0", minCompat: "2.0.0", clock: clk})
 	runGate(t, ctx, g)
 
+	select {
+	case <-committed: // judge only once the stale write was answered
+	case <-time.After(time.Minute):
+		t.Fatal("the restricted status write was never attempted")
+	}
 	eventually(t, func() bool { return nodeIDs(g.Blocking()) == "late@1.0.0" }, "late node seen")
 	require.Equal(t, PhaseRestricting, g.Phase())
 	st, _, _ := getStatus(t, cli)
