@@ -42,10 +42,13 @@
 //     start of each term the gate raises the stored fence to the term's
 //     token (Store.Fence), and a write succeeds only while the stored token
 //     is at most the writer's, compared in the same transaction. All nodes
-//     of one gate must use one election, so that tokens are comparable.
-//     The reconcile function is not fenced by the gate: it receives the
-//     term and a context that ends with the term, and must pass the term's
-//     token on where its target can check it.
+//     of one gate must use one election, whose tokens never go back (if
+//     they do, say a Lease object was deleted and its transitions restart,
+//     no term can lead until an operator deletes the fence,
+//     EtcdStoreConfig.FenceKey). The reconcile function is not fenced by
+//     the gate: it receives the term and a context that ends with the
+//     term, and must pass the term's token on where its target can check
+//     it.
 //     Targets that cannot (the Kubernetes API) are protected only on a
 //     best-effort basis by SettleTime, the wait before a new leader's first
 //     reconcile; the periodic reconcile repairs what a deposed leader's late

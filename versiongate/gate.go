@@ -63,7 +63,9 @@ var (
 // called from any goroutine.
 type Term = leadership.Term
 
-// Candidate runs for leadership on the host's election.
+// Candidate runs for leadership on the host's election. Every
+// election.Elector (etcd, Kubernetes Lease, electiontest's fake) is a
+// Candidate as it is: Config{Candidate: elector}.
 //
 // The gate calls Campaign from one goroutine, never concurrently, and only
 // while the local node has the newest release among the member nodes.
@@ -78,8 +80,9 @@ type Candidate interface {
 	Campaign(ctx context.Context) (Term, error)
 }
 
-// CandidateOf makes a Candidate of an election's campaign method returning
-// a concrete term type, with no adapter to write:
+// CandidateOf makes a Candidate of a campaign method returning a concrete
+// term type, with no adapter to write. An election.Elector needs none of
+// it; it serves when the host wants the concrete term too:
 //
 //	Candidate: versiongate.CandidateOf(elector.CampaignEtcd)
 func CandidateOf[T Term](campaign func(ctx context.Context) (T, error)) Candidate {
