@@ -2,6 +2,7 @@ package versiongate_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -388,4 +389,45 @@ func TestPhaseChanged(t *testing.T) {
 		}
 	}
 	require.Equal(t, versiongate.PhaseIdle, seen[0])
+}
+
+// Under watch lag the leader's view of the nodes is stale: a node joined
+// that its summary does not show. The restricted status, conditioned on
+// the summary's revision, is refused, and written only once the leader has
+// seen the node and it has gone.
+func TestRestrictUnderWatchLag(t *testing.T) {
+	c := newMemCluster(t)
+	ctx := context.Background()
+	before := versiongate.Status{State: versiongate.StateDone, Version: versiongate.Version{Release: mustRelease(t, "1.0.0")},
+		MinimumCompatibleRelease: mustRelease(t, "1.0.0")}
+	c.store.SetStatus(encodeStatus(t, before))
+	old, err := versiongate.EncodeNodeRelease("old", versiongate.Version{Release: mustRelease(t, "1.0.0")})
+	require.NoError(t, err)
+	late, err := versiongate.EncodeNodeRelease("late", versiongate.Version{Release: mustRelease(t, "1.0.0")})
+	require.NoError(t, err)
+	c.store.PutRecord("old", old)
+
+	n := c.node("new", "2.0.0", "2.0.0", -1)
+	n.run(t)
+	require.NoError(t, versiongatetest.WaitBlocking(ctx, n.gate, "old"))
+
+	// Hold the leader's write back with a transient error while the old
+	// node goes; then a late node joins behind a lagging watch.
+	n.conn.FailWrites(errors.New("transient"))
+	c.store.RemoveRecord("old")
+	require.NoError(t, versiongatetest.Wait(ctx, "the leader's write to be held back", c.clock.HasWaiters, nil))
+	c.store.PauseWatches()
+	c.store.PutRecord("late", late)
+	n.conn.FailWrites(nil)
+	c.clock.Step(time.Second)
+	require.NoError(t, versiongatetest.Wait(ctx, "the stale write to be refused", func() bool { return n.conn.RefusedWrites() > 0 }, nil))
+	require.Equal(t, before, storedStatus(t, c.store), "restricted past a node the leader had not seen")
+	require.Empty(t, n.gate.Blocking(), "the leader saw the late node through a paused watch")
+
+	c.store.ResumeWatches()
+	require.NoError(t, versiongatetest.WaitBlocking(ctx, n.gate, "late"))
+	require.Equal(t, before, storedStatus(t, c.store))
+	c.store.RemoveRecord("late")
+	require.NoError(t, versiongatetest.WaitPhase(ctx, n.gate, versiongate.PhaseDone))
+	require.Equal(t, mustRelease(t, "2.0.0"), storedStatus(t, c.store).MinimumCompatibleRelease)
 }

@@ -283,6 +283,7 @@ type Conn struct {
 	dropKeepAlives bool
 	failWrites     error
 	writes         int
+	refused        int
 }
 
 var (
@@ -311,6 +312,15 @@ func (c *Conn) StatusWrites() int {
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
 	return c.writes
+}
+
+// RefusedWrites returns how many status writes and fences of this
+// connection the store refused (a later term's fence, or records changed
+// since the write's revision).
+func (c *Conn) RefusedWrites() int {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	return c.refused
 }
 
 func (c *Conn) set(f func()) {
@@ -489,6 +499,7 @@ func (c *Conn) Fence(ctx context.Context, t versiongate.Term) error {
 	}
 	tok := t.Token()
 	if s.fenced && s.fence > tok {
+		c.refused++
 		return fmt.Errorf("%w: token %d is fenced off by token %d", versiongate.ErrLeadershipLost, tok, s.fence)
 	}
 	s.fence, s.fenced = tok, true
@@ -506,11 +517,13 @@ func (c *Conn) WriteStatus(ctx context.Context, t versiongate.Term, value []byte
 		return c.failWrites
 	}
 	if tok := t.Token(); !s.fenced || s.fence > tok {
+		c.refused++
 		return fmt.Errorf("%w: status not written (token %d, fence %d)", versiongate.ErrLeadershipLost, tok, s.fence)
 	}
 	if nodesRev > 0 {
 		for _, r := range s.records {
 			if r.modRev > nodesRev {
+				c.refused++
 				return fmt.Errorf("%w: status not written (nodes revision %d)", versiongate.ErrNodesChanged, nodesRev)
 			}
 		}
