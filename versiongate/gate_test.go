@@ -367,3 +367,33 @@ func TestPublishedRecord(t *testing.T) {
 		t.Fatal("Run did not return after its record's lease was revoked")
 	}
 }
+
+// On etcd, a term with an etcd guard is fenced by the guard in the write's
+// transaction: once its key is gone, its writes are refused, though no
+// fence key was ever written.
+func TestEtcdStoreGuardTerms(t *testing.T) {
+	_, cli := etcdClient(t)
+	ctx := testContext(t)
+	st := etcdStore(t, cli)
+	cand := &testCandidate{cli: cli, id: "a"}
+	term, err := cand.Campaign(ctx)
+	require.NoError(t, err)
+	_, guarded := term.(EtcdGuard)
+	require.True(t, guarded)
+	require.NoError(t, st.Fence(ctx, term))
+	require.NoError(t, st.WriteStatus(ctx, term, []byte("by a"), 0))
+	fence, err := cli.Get(ctx, testStatusKey+".fence")
+	require.NoError(t, err)
+	require.Empty(t, fence.Kvs, "a guarded term needs no fence key")
+
+	// The term's key goes (its lease is revoked elsewhere); the term's own
+	// context may not have noticed yet, the guard has.
+	_, err = cli.Revoke(ctx, term.(*testTerm).sess.Lease())
+	require.NoError(t, err)
+	require.ErrorIs(t, st.WriteStatus(ctx, term, []byte("late by a"), 0), ErrLeadershipLost)
+	require.ErrorIs(t, st.Fence(ctx, term), ErrLeadershipLost)
+	resp, err := cli.Get(ctx, testStatusKey)
+	require.NoError(t, err)
+	require.Equal(t, "by a", string(resp.Kvs[0].Value))
+	_ = term.Resign(ctx)
+}
