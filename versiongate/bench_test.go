@@ -23,15 +23,15 @@ const benchNodes = 10000
 // case).
 func BenchmarkTrackerApply(b *testing.B) {
 	var out event.Value[Releases]
-	tr := newTracker(testNodesPrefix, Release{2, 0, 0}, Release{1, 1, 0}, publishedDecoder(testNodesPrefix), &out)
-	keys := make([][]byte, benchNodes)
+	tr := newTracker(Release{2, 0, 0}, Release{1, 1, 0}, publishedDecoder, &out)
+	keys := make([]string, benchNodes)
 	values := make([][][]byte, 3)
 	for r := range values {
 		values[r] = make([][]byte, benchNodes)
 	}
 	for i := range keys {
 		id := "node-" + strconv.Itoa(i)
-		keys[i] = []byte(testNodesPrefix + id)
+		keys[i] = id
 		for r, v := range []Version{{Release: Release{1, 0, 0}}, {Release: Release{1, 1, 0}}, {Release: Release{2, 0, 0}}} {
 			enc, err := EncodeNodeRelease(id, v)
 			if err != nil {
@@ -94,10 +94,11 @@ func BenchmarkReleasesWatcherEtcd(b *testing.B) {
 	write(0, benchNodes, 0)
 
 	var out event.Value[Releases]
-	tr := newTracker(testNodesPrefix, Release{1, 2, 0}, Release{1, 0, 0}, decode, &out)
+	tr := newTracker(Release{1, 2, 0}, Release{1, 0, 0}, decode, &out)
+	st := etcdStore(b, cli)
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { defer close(done); _ = tr.run(rctx, cli, nil) }()
+	go func() { defer close(done); _ = tr.run(rctx, st, nil) }()
 	defer func() { cancel(); <-done }()
 	w := out.Watch()
 	defer w.Close()

@@ -2,8 +2,9 @@
 // whose nodes run different releases, and holds each node's start-up until
 // the reconciled state is compatible with its release.
 //
-// Every node runs a Gate. The gate watches the node records under a prefix
-// in etcd and keeps a summary of the releases they run. Only a node with
+// Every node runs a Gate. The gate watches the node records in its Store
+// (etcd by default: NewEtcdStore; versiongatetest.Store in memory for
+// tests) and keeps a summary of the releases they run. Only a node with
 // the newest release campaigns (on the host's election, through
 // Candidate); the leader compares the stored Status with the status its own
 // release would write and acts (see Decide): it creates the status after
@@ -30,12 +31,24 @@
 //   - Under that assumption no node passes WaitReady on a status whose
 //     minimum compatible release is above its own, and a leader never
 //     raises the minimum compatible release while a member node below it
-//     exists: the restricted status is written in one transaction guarded by
-//     the term (Term.Guard) and by the nodes prefix' mod revision not having
-//     moved past the summary that showed no such node.
-//   - Every status write is guarded by the term. The reconcile function is
-//     not: it receives the term's fencing token and a context that ends with
-//     the term, and must pass the token on where its target can check it.
+//     exists: the restricted status is written in one transaction fenced by
+//     the term and conditioned on no node record having changed since the
+//     summary that showed no such node (Store.WriteStatus).
+//   - Every status write is fenced by the term at the moment the store
+//     applies it, never by a check made before: on etcd, a term with an
+//     etcd guard (EtcdGuard, as reconkit's etcd election's terms have) puts
+//     its guard in the write's transaction; any other term (a Kubernetes
+//     Lease term, an in-memory election's) is fenced by its token: at the
+//     start of each term the gate raises the stored fence to the term's
+//     token (Store.Fence), and a write succeeds only while the stored token
+//     is at most the writer's, compared in the same transaction. All nodes
+//     of one gate must use one election, whose tokens never go back (if
+//     they do, say a Lease object was deleted and its transitions restart,
+//     no term can lead until an operator deletes the fence,
+//     EtcdStoreConfig.FenceKey). The reconcile function is not fenced by
+//     the gate: it receives the term and a context that ends with the
+//     term, and must pass the term's token on where its target can check
+//     it.
 //     Targets that cannot (the Kubernetes API) are protected only on a
 //     best-effort basis by SettleTime, the wait before a new leader's first
 //     reconcile; the periodic reconcile repairs what a deposed leader's late
@@ -45,23 +58,40 @@
 //     successful reconcile; an unknown newer release stops this node from
 //     campaigning. It is not Byzantine-tolerant: a node that lies about its
 //     release defeats it.
-//   - The status is read and written with etcd's linearizable requests; no
-//     clock comparisons between nodes are made. SettleTime and the
-//     reconcile period run on Config.Clock.
+//   - The etcd store reads and writes with linearizable requests; no clock
+//     comparisons between nodes are made. SettleTime and the reconcile
+//     period run on Config.Clock.
 //
 // # Leadership
 //
-// versiongate depends on no election package. A host wires its election in
-// through Candidate and Term; a term of reconkit's etcd election is a Term
-// as it is (its token is a plain uint64, its Guard the comparison on the
-// candidate key), so the wiring is one line:
+// versiongate depends on no election package. Term is the term interface
+// every reconkit package shares, so an election.Elector of any backend
+// (etcd, Kubernetes Lease, the in-memory electiontest one) is a Candidate
+// as it is, and the leader work has election.Run's callback type:
 //
-//	Candidate: versiongate.CandidateOf(elector.CampaignEtcd)
+//	Candidate: elector,
+//	Reconcile: func(ctx context.Context, l election.Leadership) error { ... l.Token() ... },
+//
+// The gate calls Reconcile at every takeover and then every
+// ReconcileInterval while the term lasts: that is the periodic loop inside
+// a term, and a host writes no loop of its own.
 //
 // The Campaign context bounds the wait only. The gate resigns a term
 // strictly after its leader work, the reconcile included, has returned, on
 // every path: a newer release joining, Run ending, a failed term. Leading
-// and LeadingChanged report the gate's leadership without a request.
+// and LeadingChanged report the gate's leadership without a request;
+// Phase and PhaseChanged its progress.
+//
+// # Lifecycle and observability
+//
+// Run blocks until every goroutine it started has exited and returns nil
+// when its context ends; it returns an error only for a real failure
+// (ErrRecordLost, a missing Candidate or Reconcile). Config.Metrics
+// receives an Observation at every phase change, change of the number of
+// blocking nodes, restricted and done status write, acknowledged
+// keep-alive and record loss; Config.Events receives the Restricting,
+// Restricted, UpgradeDone and RecordLost events. Both are called from the
+// gate's goroutines and must not block.
 //
 // # A node that is cut off
 //

@@ -1,6 +1,7 @@
 package versiongate
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -42,27 +43,26 @@ func FuzzDecodeNodeRelease(f *testing.F) {
 	f.Add("/nodes/node-2", b)
 	f.Add("/nodes/x", []byte{0x0a, 0x01, 'x'})
 	f.Add("/nodes/x", []byte(`{"roles":["controller"],"release":"1.2.3"}`))
-	dec := publishedDecoder("/nodes/")
 	f.Fuzz(func(t *testing.T, key string, value []byte) {
-		if len(key) < len("/nodes/") || key[:len("/nodes/")] != "/nodes/" {
-			key = "/nodes/" + key
-		}
-		rel, member, err := dec(key, value)
+		// The seed corpus holds etcd keys; the decoder takes record IDs.
+		id := strings.TrimPrefix(key, "/nodes/")
+		rel, member, err := publishedDecoder(id, value)
 		if err != nil {
 			require.ErrorIs(t, err, ErrCorruptRecord)
 			require.False(t, member)
 		} else {
 			require.True(t, member)
-			id, v, err := DecodeNodeRelease(value)
+			got, v, err := DecodeNodeRelease(value)
 			require.NoError(t, err)
+			require.Equal(t, id, got)
 			require.Equal(t, rel, v.Release)
-			again, err := EncodeNodeRelease(id, v)
+			again, err := EncodeNodeRelease(got, v)
 			require.NoError(t, err)
 			_, v2, err := DecodeNodeRelease(again)
 			require.NoError(t, err)
 			require.Equal(t, v, v2)
 		}
-		_, _, _ = decodeRegistry(key, value)
+		_, _, _ = decodeRegistry(id, value)
 	})
 }
 

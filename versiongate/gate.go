@@ -50,24 +50,22 @@ var (
 	ErrAlreadyRunning = errors.New("versiongate: already running")
 )
 
-// Term is one term of leadership the host's election granted. A term of
-// reconkit's etcd election (*election.EtcdLeadership) is a Term as it is.
+// Term is one term of leadership the host's election granted: its
+// context, fencing token, identity and Resign. It is an alias of the one
+// term interface every reconkit package shares, so a term of any reconkit
+// elector (election.Leadership: etcd, Kubernetes Lease, or the in-memory
+// electiontest fake) is a Term as it is, and an election.Elector is a
+// Candidate as it is.
 //
-// Context ends when the term ends. Token is the term's
-// fencing token, handed to the reconcile function. Guard is an etcd
-// comparison that holds exactly while the term is valid (for an etcd
-// election: the candidate key's create revision equals the term's); every
-// status write is a transaction guarded by it. Resign ends the term and
-// lets another candidate take over; after the term ended it is a no-op.
-// Methods may be called from any goroutine.
-type Term interface {
-	Context() context.Context
-	Token() uint64
-	Guard() clientv3.Cmp
-	Resign(ctx context.Context) error
-}
+// Every status write is fenced by the term at the moment the store applies
+// it (see Store): a term that also implements EtcdGuard is fenced by its
+// etcd comparison on the etcd store, any other by its token. Methods may be
+// called from any goroutine.
+type Term = leadership.Term
 
-// Candidate runs for leadership on the host's election.
+// Candidate runs for leadership on the host's election. Every
+// election.Elector (etcd, Kubernetes Lease, electiontest's fake) is a
+// Candidate as it is: Config{Candidate: elector}.
 //
 // The gate calls Campaign from one goroutine, never concurrently, and only
 // while the local node has the newest release among the member nodes.
@@ -82,8 +80,9 @@ type Candidate interface {
 	Campaign(ctx context.Context) (Term, error)
 }
 
-// CandidateOf makes a Candidate of an election's campaign method returning
-// a concrete term type, with no adapter to write:
+// CandidateOf makes a Candidate of a campaign method returning a concrete
+// term type, with no adapter to write. An election.Elector needs none of
+// it; it serves when the host wants the concrete term too:
 //
 //	Candidate: versiongate.CandidateOf(elector.CampaignEtcd)
 func CandidateOf[T Term](campaign func(ctx context.Context) (T, error)) Candidate {
@@ -105,22 +104,31 @@ func (f CandidateFunc) Campaign(ctx context.Context) (Term, error) { return f(ct
 var _ Candidate = CandidateFunc(nil)
 
 // ReconcileFunc brings the reconciled state to the local release's target.
-// token is the fencing token of the term it runs in; writes that can carry
-// it should, so a deposed leader's late writes are refused.
+// It has the type of election.Run's leader callback, so a host writes its
+// leader work once: l is the term it runs in, and writes that can carry
+// l.Token() should, so a deposed leader's late writes are refused.
 //
 // It is called from one goroutine, never concurrently with itself, and
 // only while leading; ctx ends when the term ends and the function must
-// then return promptly. It should be idempotent: it runs again at every
-// takeover and periodically.
-type ReconcileFunc func(ctx context.Context, token uint64) error
+// then return promptly. It should be idempotent: the gate calls it at
+// every takeover and then every ReconcileInterval for as long as the term
+// lasts (the gate's periodic reconcile is the helper for periodic leader
+// work; it never calls it after the term ended).
+type ReconcileFunc func(ctx context.Context, l Term) error
 
 // Config configures a Gate. Zero durations take the defaults above.
 type Config struct {
-	// Client is the etcd client. StatusKey and NodesPrefix are keys of its
-	// keyspace, so a namespaced client (clientv3/namespace) works.
+	// Store holds the node records and the status. Set either Store, or
+	// Client with StatusKey and NodesPrefix (the convenient default: New
+	// builds NewEtcdStore(Client, EtcdStoreConfig{StatusKey, NodesPrefix})).
+	Store Store
+	// Client is the etcd client the default store uses. StatusKey and
+	// NodesPrefix are keys of its keyspace, so a namespaced client
+	// (clientv3/namespace) works.
 	Client *clientv3.Client
 	// NodeID identifies the local node; required. With Decode nil it is
-	// the last element of the node's record key.
+	// the ID of the record the gate publishes (its key below the nodes
+	// prefix).
 	NodeID string
 	// Version is the local node's version.
 	Version Version
@@ -137,10 +145,10 @@ type Config struct {
 	// StatusKey is where the status is stored; required, not under
 	// NodesPrefix.
 	StatusKey string
-	// NodesPrefix is the prefix of the node records; required.
+	// NodesPrefix is the prefix of the node records, with Client.
 	NodesPrefix string
 	// Decode decodes host-owned node records. When nil the gate owns the
-	// records: Run publishes the local node's record at NodesPrefix+NodeID,
+	// records: Run publishes the local node's record under ID NodeID,
 	// bound to a lease of RecordTTL, so a dead node's record disappears.
 	Decode DecodeFunc
 	// RecordTTL is the lease TTL of the published record (whole seconds,
@@ -174,6 +182,13 @@ type Config struct {
 	// Clock is used for every wait but the record's validity; nil means the
 	// real clock.
 	Clock clock.Clock
+	// Metrics receives the gate's observations (see Observation); nil
+	// means none.
+	Metrics Metrics
+	// Events receives Kubernetes-style events: Restricting, Restricted,
+	// UpgradeDone and RecordLost (see the Reason constants); nil means
+	// none.
+	Events EventRecorder
 	// RecordClock measures the published record's local validity deadline
 	// and paces its keep-alives. The server expires the record in real
 	// time, so this must run at the real rate; nil means the real clock.
@@ -198,8 +213,9 @@ type Gate struct {
 	running   atomic.Bool
 	ready     atomic.Bool // WaitReady succeeded and the record is still valid
 	leading   atomic.Bool
-	leadingCh leadingNotify
-	phase     atomic.Value // string
+	leadingCh notifier
+	phaseCh   notifier
+	phase     atomic.Value // Phase
 	statusMu  sync.Mutex
 	statusErr error
 }
@@ -208,23 +224,19 @@ type Gate struct {
 func New(cfg Config) (*Gate, error) {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if cfg.Client == nil {
-		bad("Client is nil")
+	switch {
+	case cfg.Store != nil && (cfg.Client != nil || cfg.StatusKey != "" || cfg.NodesPrefix != ""):
+		bad("both Store and Client, StatusKey or NodesPrefix are set")
+	case cfg.Store == nil:
+		st, serrs := newEtcdStore(cfg.Client, EtcdStoreConfig{StatusKey: cfg.StatusKey, NodesPrefix: cfg.NodesPrefix})
+		errs = append(errs, serrs...)
+		cfg.Store = st
 	}
 	if cfg.NodeID == "" {
 		bad("NodeID is empty")
 	}
 	if strings.Contains(cfg.NodeID, "/") && cfg.Decode == nil {
 		bad("NodeID %q contains '/'", cfg.NodeID)
-	}
-	if cfg.StatusKey == "" {
-		bad("StatusKey is empty")
-	}
-	if cfg.NodesPrefix == "" {
-		bad("NodesPrefix is empty")
-	}
-	if cfg.StatusKey != "" && cfg.NodesPrefix != "" && strings.HasPrefix(cfg.StatusKey, cfg.NodesPrefix) {
-		bad("StatusKey %q is under NodesPrefix %q", cfg.StatusKey, cfg.NodesPrefix)
 	}
 	if cfg.Version.Release.Less(cfg.MinimumCompatibleRelease) {
 		bad("MinimumCompatibleRelease %s exceeds the local release %s", cfg.MinimumCompatibleRelease, cfg.Version.Release)
@@ -260,9 +272,10 @@ func New(cfg Config) (*Gate, error) {
 	}
 	decode := cfg.Decode
 	if decode == nil {
-		decode = publishedDecoder(cfg.NodesPrefix)
+		decode = publishedDecoder
 	}
-	g.tracker = newTracker(cfg.NodesPrefix, cfg.Version.Release, cfg.MinimumCompatibleRelease, decode, &g.releases)
+	g.tracker = newTracker(cfg.Version.Release, cfg.MinimumCompatibleRelease, decode, &g.releases)
+	g.tracker.onBlocking = g.observeBlocking
 	g.phase.Store(PhaseIdle)
 	return g, nil
 }
@@ -294,6 +307,19 @@ const (
 
 // Phase reports what the gate's reconciler is doing, for operators.
 func (g *Gate) Phase() Phase { return g.phase.Load().(Phase) }
+
+// setPhase records a new phase and reports it.
+func (g *Gate) setPhase(p Phase) {
+	if old, _ := g.phase.Swap(p).(Phase); old != p {
+		g.phaseCh.notify()
+		g.observe(Observation{Event: EventPhase})
+	}
+}
+
+// PhaseChanged returns a channel that is closed when Phase next changes;
+// read Phase after it is closed and call PhaseChanged again for the change
+// after that. Hosts and tests follow the phase with it instead of polling.
+func (g *Gate) PhaseChanged() <-chan struct{} { return g.phaseCh.changed() }
 
 // Leading reports, without a request, whether this gate currently holds a
 // term (from Campaign's return until the gate resigned it).
@@ -344,7 +370,7 @@ func (g *Gate) setStatusError(err error) {
 // Run watches the node records, publishes the local node's record when the
 // gate owns them, and campaigns and reconciles while the local node has the
 // newest release. It blocks until every goroutine it started has exited,
-// and returns ctx.Err() when ctx ends, or an error wrapping ErrRecordLost.
+// and returns nil when ctx ends, or an error wrapping ErrRecordLost.
 // It resigns any term it holds, after its reconcile returned, before
 // returning. After it returned it may be called again (after ErrRecordLost
 // the record is published anew); two Runs at once fail with
@@ -381,22 +407,19 @@ func (g *Gate) Run(ctx context.Context) error {
 	if g.cfg.Decode == nil {
 		start("publish node record", g.publishRecord)
 	}
-	start("watch nodes", func(ctx context.Context) error { return g.tracker.run(ctx, g.cfg.Client, g.clock) })
+	start("watch nodes", func(ctx context.Context) error { return g.tracker.run(ctx, g.cfg.Store, g.clock) })
 	start("campaign", g.campaignWhileNewest)
 	wg.Wait()
-	if firstErr != nil {
-		return firstErr
-	}
-	return ctx.Err()
+	return firstErr
 }
 
-// leadingNotify is a channel closed and replaced at every change.
-type leadingNotify struct {
+// notifier is a channel closed and replaced at every change.
+type notifier struct {
 	mu sync.Mutex
 	ch chan struct{}
 }
 
-func (n *leadingNotify) changed() <-chan struct{} {
+func (n *notifier) changed() <-chan struct{} {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.ch == nil {
@@ -405,7 +428,7 @@ func (n *leadingNotify) changed() <-chan struct{} {
 	return n.ch
 }
 
-func (n *leadingNotify) notify() {
+func (n *notifier) notify() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.ch != nil {

@@ -78,6 +78,7 @@ type testTerm struct {
 
 func (t *testTerm) Context() context.Context { return t.ctx }
 func (t *testTerm) Token() uint64            { return uint64(t.el.Rev()) }
+func (t *testTerm) Identity() string         { return string(t.el.Key()) }
 func (t *testTerm) Guard() clientv3.Cmp {
 	return clientv3.Compare(clientv3.CreateRevision(t.el.Key()), "=", t.el.Rev())
 }
@@ -94,9 +95,6 @@ type testCandidate struct {
 	cli *clientv3.Client
 	id  string
 	ttl int
-
-	mu    sync.Mutex
-	lease clientv3.LeaseID // of the newest session, to simulate expiry
 }
 
 func (c *testCandidate) Campaign(ctx context.Context) (Term, error) {
@@ -108,9 +106,6 @@ func (c *testCandidate) Campaign(ctx context.Context) (Term, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	c.lease = sess.Lease()
-	c.mu.Unlock()
 	el := concurrency.NewElection(sess, testElection)
 	if err := el.Campaign(ctx, c.id); err != nil {
 		sess.Close()
@@ -127,12 +122,6 @@ func (c *testCandidate) Campaign(ctx context.Context) (Term, error) {
 		}
 	}()
 	return term, nil
-}
-
-func (c *testCandidate) sessionLease() clientv3.LeaseID {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.lease
 }
 
 // registryRecord is a host-owned node record: the seed's case of nodes in a
@@ -199,14 +188,14 @@ type reconcileRecorder struct {
 	fail   int // fail this many calls first
 }
 
-func (r *reconcileRecorder) reconcile(ctx context.Context, token uint64) error {
+func (r *reconcileRecorder) reconcile(ctx context.Context, l Term) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.fail > 0 {
 		r.fail--
 		return fmt.Errorf("apiserver not ready")
 	}
-	r.tokens = append(r.tokens, token)
+	r.tokens = append(r.tokens, l.Token())
 	return nil
 }
 
@@ -326,6 +315,46 @@ func etcdClient(t testing.TB) (*testenv.EtcdCluster, *clientv3.Client) {
 	t.Helper()
 	e := testenv.Etcd(t)
 	return e, e.Client(t)
+}
+
+// etcdStore is the etcd store at the test keys.
+func etcdStore(t testing.TB, cli *clientv3.Client) *EtcdStore {
+	t.Helper()
+	st, err := NewEtcdStore(cli, EtcdStoreConfig{StatusKey: testStatusKey, NodesPrefix: testNodesPrefix})
+	require.NoError(t, err)
+	return st
+}
+
+// waitPhase waits, without polling, until g's phase is p; it fails the
+// test with the phase it saw after a generous deadline. (The helpers of
+// versiongatetest do the same; this package's own tests cannot import
+// it.)
+func waitPhase(t testing.TB, g *Gate, p Phase) {
+	t.Helper()
+	waitChange(t, fmt.Sprintf("phase %s", p), func() bool { return g.Phase() == p }, g.PhaseChanged, func() string { return string(g.Phase()) })
+}
+
+// waitLeading waits, without polling, until g.Leading() is want.
+func waitLeading(t testing.TB, g *Gate, want bool) {
+	t.Helper()
+	waitChange(t, fmt.Sprintf("leading=%v", want), func() bool { return g.Leading() == want }, g.LeadingChanged, func() string { return fmt.Sprint(g.Leading()) })
+}
+
+func waitChange(t testing.TB, what string, cond func() bool, changed func() <-chan struct{}, state func() string) {
+	t.Helper()
+	deadline := time.NewTimer(time.Minute)
+	defer deadline.Stop()
+	for {
+		ch := changed()
+		if cond() {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			t.Fatalf("waiting for %s: still %s after a minute", what, state())
+		}
+	}
 }
 
 func eventually(t testing.TB, cond func() bool, msg string, args ...any) {

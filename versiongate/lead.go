@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/reconkit/reconkit/backoff"
 )
@@ -57,10 +56,10 @@ func (g *Gate) campaignWhileNewest(ctx context.Context) error {
 // Failures of either step are retried with backoff.
 func (g *Gate) campaign(ctx context.Context) {
 	log := logr.FromContextOrDiscard(ctx)
-	defer g.phase.Store(PhaseIdle)
+	defer g.setPhase(PhaseIdle)
 	failures := 0
 	for {
-		g.phase.Store(PhaseCampaigning)
+		g.setPhase(PhaseCampaigning)
 		term, release, err := g.campaignOnce(ctx)
 		if err != nil {
 			return // ctx ended
@@ -71,6 +70,9 @@ func (g *Gate) campaign(ctx context.Context) {
 		// lead, and the reconcile it runs, have returned: only now is the
 		// term released.
 		g.setLeading(false)
+		// Not leading any more: the phase says so at once, not only when
+		// the next campaign starts after a pause.
+		g.setPhase(PhaseCampaigning)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		if rerr := term.Resign(rctx); rerr != nil {
 			log.Info("Could not resign; the term will expire", "err", rerr.Error())
@@ -156,22 +158,37 @@ func (g *Gate) leadTerm(ctx context.Context, term Term) (reachedDone bool, err e
 // an error.
 func (g *Gate) lead(ctx context.Context, term Term, reachedDone *bool) error {
 	log := logr.FromContextOrDiscard(ctx)
-	token, guard := term.Token(), term.Guard()
+	st := g.cfg.Store
 	target := Status{State: StateDone, Version: g.cfg.Version, MinimumCompatibleRelease: g.cfg.MinimumCompatibleRelease}
 
-	resp, err := g.cfg.Client.Get(ctx, g.cfg.StatusKey)
-	if err != nil {
-		return fmt.Errorf("get status: %w", err)
+	// Fence first, then read: every write of an earlier term that lands
+	// after the fence is refused, and every one before it is in the read.
+	if err := backoff.Retry(ctx, func(ctx context.Context) error {
+		err := st.Fence(ctx, term)
+		if errors.Is(err, ErrLeadershipLost) {
+			return backoff.Permanent(err)
+		}
+		return err
+	}, backoff.WithClock(g.clock), backoff.WithName("versiongate: fence")); err != nil {
+		return fmt.Errorf("fence: %w", err)
+	}
+	var stored StoredStatus
+	if err := backoff.Retry(ctx, func(ctx context.Context) error {
+		var err error
+		stored, err = st.ReadStatus(ctx)
+		return err
+	}, backoff.WithClock(g.clock), backoff.WithName("versiongate: read status")); err != nil {
+		return fmt.Errorf("read status: %w", err)
 	}
 	var current *Status
-	existed := len(resp.Kvs) == 1
+	existed := stored.Value != nil
 	if existed {
-		st, err := DecodeStatus(resp.Kvs[0].Value)
+		cur, err := DecodeStatus(stored.Value)
 		g.setStatusError(err)
 		if err != nil {
-			log.Error(err, "Stored status is corrupt; treating it as absent", "key", g.cfg.StatusKey)
+			log.Error(err, "Stored status is corrupt; treating it as absent")
 		} else {
-			current = &st
+			current = &cur
 		}
 	} else {
 		g.setStatusError(nil)
@@ -187,24 +204,27 @@ func (g *Gate) lead(ctx context.Context, term Term, reachedDone *bool) error {
 		if current.State != StateWorking {
 			working := *current
 			working.State = StateWorking
-			if err := g.putGuarded(ctx, guard, working); err != nil {
+			if err := g.putGuarded(ctx, term, working); err != nil {
 				return err
 			}
 		}
 	case ActionRestrict:
 		restricted := Restricted(*current, target)
 		log.Info("Status admits incompatible releases; restricting before reconciling", "status", current.String(), "restricted", restricted.String())
-		g.phase.Store(PhaseRestricting)
-		if err := g.restrict(ctx, guard, restricted); err != nil {
+		g.setPhase(PhaseRestricting)
+		g.event("Normal", ReasonRestricting, fmt.Sprintf("Leader %s at %s restricts the status from %s to %s; waiting for incompatible nodes to go", g.cfg.NodeID, g.cfg.Version, current, restricted))
+		if err := g.restrict(ctx, term, restricted); err != nil {
 			return err
 		}
+		g.observe(Observation{Event: EventRestrict, Token: term.Token()})
+		g.event("Normal", ReasonRestricted, fmt.Sprintf("Leader %s wrote the restricted status %s", g.cfg.NodeID, restricted))
 	}
 
 	if existed && g.cfg.SettleTime > 0 {
 		// An earlier reconciler ran: give its requests still in flight
 		// time to land. Best effort; the periodic reconcile repairs what
 		// a late request undoes.
-		g.phase.Store(PhaseSettling)
+		g.setPhase(PhaseSettling)
 		log.Info("Waiting for an earlier reconciler's requests to settle", "settle", g.cfg.SettleTime.String())
 		select {
 		case <-g.clock.After(g.cfg.SettleTime):
@@ -213,49 +233,55 @@ func (g *Gate) lead(ctx context.Context, term Term, reachedDone *bool) error {
 		}
 	}
 
-	g.phase.Store(PhaseReconciling)
+	g.setPhase(PhaseReconciling)
 	log.Info("Performing initial reconcile")
-	reconcile := func(ctx context.Context) error { return g.cfg.Reconcile(ctx, token) }
+	reconcile := func(ctx context.Context) error { return g.cfg.Reconcile(ctx, term) }
 	if err := backoff.Retry(ctx, reconcile, backoff.WithClock(g.clock), backoff.WithName("versiongate: initial reconcile")); err != nil {
 		return fmt.Errorf("initial reconcile: %w", err)
 	}
 	log.Info("Initial reconcile succeeded")
 
 	if current == nil || *current != target {
-		if err := g.putGuarded(ctx, guard, target); err != nil {
+		if err := g.putGuarded(ctx, term, target); err != nil {
 			return err
 		}
 	}
 	*reachedDone = true
-	g.phase.Store(PhaseDone)
+	g.setPhase(PhaseDone)
+	g.observe(Observation{Event: EventDone, Token: term.Token()})
+	g.event("Normal", ReasonUpgradeDone, fmt.Sprintf("Leader %s reconciled at %s; status %s", g.cfg.NodeID, g.cfg.Version, target))
 
 	return backoff.Every(ctx, g.cfg.ReconcileInterval, g.cfg.ReconcileJitter, reconcile,
 		backoff.WithClock(g.clock), backoff.WithDelayedStart(), backoff.WithName("versiongate: periodic reconcile"))
 }
 
-// putGuarded writes st in a transaction guarded by the term.
-func (g *Gate) putGuarded(ctx context.Context, guard clientv3.Cmp, st Status) error {
+// putGuarded writes st fenced by the term, retrying failures other than a
+// lost term.
+func (g *Gate) putGuarded(ctx context.Context, term Term, st Status) error {
 	b, err := st.Encode()
 	if err != nil {
 		return err
 	}
-	resp, err := g.cfg.Client.Txn(ctx).If(guard).Then(clientv3.OpPut(g.cfg.StatusKey, string(b))).Commit()
+	err = backoff.Retry(ctx, func(ctx context.Context) error {
+		err := g.cfg.Store.WriteStatus(ctx, term, b, 0)
+		if errors.Is(err, ErrLeadershipLost) {
+			return backoff.Permanent(err)
+		}
+		return err
+	}, backoff.WithClock(g.clock), backoff.WithName("versiongate: write status"))
 	if err != nil {
 		return fmt.Errorf("write status: %w", err)
-	}
-	if !resp.Succeeded {
-		return fmt.Errorf("%w: status not written", ErrLeadershipLost)
 	}
 	logr.FromContextOrDiscard(ctx).Info("Wrote status", "status", st.String())
 	return nil
 }
 
 // restrict waits until no member node is below the restricted status'
-// minimum compatible release, then writes it in a transaction guarded by
-// the term and by the nodes prefix being unchanged since the summary that
+// minimum compatible release, then writes it fenced by the term and
+// conditioned on no node record having changed since the summary that
 // showed no such node; it retries on every new summary until that
 // succeeds.
-func (g *Gate) restrict(ctx context.Context, guard clientv3.Cmp, restricted Status) error {
+func (g *Gate) restrict(ctx context.Context, term Term, restricted Status) error {
 	log := logr.FromContextOrDiscard(ctx)
 	b, err := restricted.Encode()
 	if err != nil {
@@ -263,9 +289,8 @@ func (g *Gate) restrict(ctx context.Context, guard clientv3.Cmp, restricted Stat
 	}
 	need := restricted.MinimumCompatibleRelease
 	w := g.releases.Watch()
-	defer w.Close()
+	defer func() { w.Close() }()
 	var lastLogged *Release
-	end := clientv3.GetPrefixRangeEnd(g.cfg.NodesPrefix)
 	for {
 		r, err := w.Get(ctx)
 		if err != nil {
@@ -283,27 +308,25 @@ func (g *Gate) restrict(ctx context.Context, guard clientv3.Cmp, restricted Stat
 			}
 			continue
 		}
-		resp, err := g.cfg.Client.Txn(ctx).If(
-			guard,
-			clientv3.Compare(clientv3.ModRevision(g.cfg.NodesPrefix).WithRange(end), "<", r.Revision+1),
-		).Then(clientv3.OpPut(g.cfg.StatusKey, string(b))).Commit()
-		if err != nil {
-			return fmt.Errorf("write restricted status: %w", err)
-		}
-		if resp.Succeeded {
+		err = g.cfg.Store.WriteStatus(ctx, term, b, r.Revision)
+		switch {
+		case err == nil:
 			log.Info("Wrote restricted status", "status", restricted.String(), "nodesRevision", r.Revision)
 			return nil
+		case errors.Is(err, ErrLeadershipLost):
+			return fmt.Errorf("restricted status: %w", err)
+		case errors.Is(err, ErrNodesChanged):
+			// The watcher will publish the change.
+			log.Info("Nodes changed since the last summary; retrying the restricted status write")
+		default:
+			// A transient failure: try again after a pause, with the
+			// newest summary.
+			log.Info("Could not write the restricted status, retrying", "err", err.Error())
+			if err := g.pause(ctx); err != nil {
+				return err
+			}
+			w.Close()
+			w = g.releases.Watch()
 		}
-		// Either a node changed since the summary (the watcher will
-		// publish the change) or the term ended. Tell them apart so a term
-		// that ended without its context noticing yet cannot spin here.
-		check, err := g.cfg.Client.Txn(ctx).If(guard).Commit()
-		if err != nil {
-			return fmt.Errorf("check leadership: %w", err)
-		}
-		if !check.Succeeded {
-			return fmt.Errorf("%w: restricted status not written", ErrLeadershipLost)
-		}
-		log.Info("Nodes changed since the last summary; retrying the restricted status write")
 	}
 }

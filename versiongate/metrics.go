@@ -73,3 +73,41 @@ var _ Metrics = MetricsFunc(nil)
 type EventRecorder interface {
 	Event(eventtype, reason, message string)
 }
+
+// Reasons of the events a Gate records (Config.Events).
+const (
+	// ReasonRestricting (Normal): the leader found a status that admits
+	// releases its state would break, and waits for those nodes to go.
+	ReasonRestricting = "Restricting"
+	// ReasonRestricted (Normal): the leader wrote the restricted status.
+	ReasonRestricted = "Restricted"
+	// ReasonUpgradeDone (Normal): the leader's initial reconcile finished
+	// and it wrote the done status.
+	ReasonUpgradeDone = "UpgradeDone"
+	// ReasonRecordLost (Warning): this node's record was lost; the node
+	// must stop serving.
+	ReasonRecordLost = "RecordLost"
+)
+
+// observe fills the observation's node and phase and hands it to the hook.
+func (g *Gate) observe(o Observation) {
+	if g.cfg.Metrics == nil {
+		return
+	}
+	o.NodeID = g.cfg.NodeID
+	o.Phase = g.Phase()
+	g.cfg.Metrics.Observe(o)
+}
+
+// event records an event if the host asked for them.
+func (g *Gate) event(eventtype, reason, message string) {
+	if g.cfg.Events != nil {
+		g.cfg.Events.Event(eventtype, reason, message)
+	}
+}
+
+// observeBlocking is called by the tracker when the number of blocking
+// nodes changed.
+func (g *Gate) observeBlocking(n int) {
+	g.observe(Observation{Event: EventBlocking, Blocking: n})
+}

@@ -124,12 +124,12 @@ func TestNodeRecord(t *testing.T) {
 	require.Equal(t, "n1", id)
 	require.Equal(t, ver(t, "1.2.3"), v)
 
-	dec := publishedDecoder("/p/")
-	r, member, err := dec("/p/n1", b)
+	dec := publishedDecoder
+	r, member, err := dec("n1", b)
 	require.NoError(t, err)
 	require.True(t, member)
 	require.Equal(t, rel(t, "1.2.3"), r)
-	_, member, err = dec("/p/n2", b)
+	_, member, err = dec("n2", b)
 	require.ErrorIs(t, err, ErrCorruptRecord)
 	require.False(t, member)
 
@@ -190,4 +190,9 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		require.Contains(t, err.Error(), want)
 	}
 	require.False(t, errors.Is(err, ErrCorruptStatus))
+
+	// Store and the etcd store's settings are exclusive.
+	_, err = New(Config{Store: &EtcdStore{}, StatusKey: "/s", NodeID: "n"})
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	require.Contains(t, err.Error(), "both Store and")
 }

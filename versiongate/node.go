@@ -3,7 +3,6 @@ package versiongate
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -25,8 +24,9 @@ type Node struct {
 // String returns "id@release".
 func (n Node) String() string { return n.ID + "@" + n.Release.String() }
 
-// DecodeFunc decodes a node record the host owns (Config.Decode): key is
-// the record's full etcd key and value its non-empty value. It returns the
+// DecodeFunc decodes a node record the host owns (Config.Decode): id is
+// the record's ID (on etcd, its key without the nodes prefix) and value its
+// non-empty value. It returns the
 // node's release and whether the record counts as a member at all (for
 // example only nodes with a certain role, and only once they report a
 // release). An error is logged and the record skipped, as if it were not a
@@ -34,7 +34,7 @@ func (n Node) String() string { return n.ID + "@" + n.Release.String() }
 //
 // DecodeFunc is called from the gate's single watcher goroutine, never
 // concurrently with itself; it must not block and must not keep value.
-type DecodeFunc func(key string, value []byte) (release Release, member bool, err error)
+type DecodeFunc func(id string, value []byte) (release Release, member bool, err error)
 
 // EncodeNodeRelease returns the record a node publishes when the gate owns
 // the records (versionpb.NodeRelease).
@@ -66,17 +66,15 @@ func DecodeNodeRelease(value []byte) (id string, v Version, err error) {
 	return p.GetNodeId(), versionFromProto(p.GetVersion()), nil
 }
 
-// publishedDecoder decodes records the gate publishes under prefix; a
-// record whose node ID does not match its key is corrupt.
-func publishedDecoder(prefix string) DecodeFunc {
-	return func(key string, value []byte) (Release, bool, error) {
-		id, v, err := DecodeNodeRelease(value)
-		if err != nil {
-			return Release{}, false, err
-		}
-		if want := strings.TrimPrefix(key, prefix); id != want {
-			return Release{}, false, fmt.Errorf("%w: node ID %q under key of %q", ErrCorruptRecord, id, want)
-		}
-		return v.Release, true, nil
+// publishedDecoder decodes records the gate publishes; a record whose
+// node ID does not match its record ID is corrupt.
+func publishedDecoder(want string, value []byte) (Release, bool, error) {
+	id, v, err := DecodeNodeRelease(value)
+	if err != nil {
+		return Release{}, false, err
 	}
+	if id != want {
+		return Release{}, false, fmt.Errorf("%w: node ID %q in the record of %q", ErrCorruptRecord, id, want)
+	}
+	return v.Release, true, nil
 }

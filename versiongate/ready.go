@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/go-logr/logr"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // WaitReady blocks until the stored status lets the local node serve:
@@ -119,9 +118,9 @@ func (g *Gate) waitStatus(ctx context.Context, log logr.Logger) error {
 		return false
 	}
 
-	cli := g.cfg.Client
+	st := g.cfg.Store
 	for {
-		resp, err := cli.Get(ctx, g.cfg.StatusKey)
+		cur, err := st.ReadStatus(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -132,46 +131,22 @@ func (g *Gate) waitStatus(ctx context.Context, log logr.Logger) error {
 			}
 			continue
 		}
-		exists := len(resp.Kvs) == 1
-		var value []byte
-		if exists {
-			value = resp.Kvs[0].Value
-		}
-		if ready(value, exists) {
+		if ready(cur.Value, cur.Value != nil) {
 			return nil
 		}
-		ok, err := g.watchStatus(ctx, resp.Header.Revision, ready)
+		var ok bool
+		err = st.WatchStatus(ctx, cur.Revision, func(s StoredStatus) bool {
+			ok = ready(s.Value, s.Value != nil)
+			return ok
+		})
 		if ok {
 			return nil
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		log.Info("Status watch ended, reading status again", "reason", err.Error())
+		log.Info("Status watch ended, reading status again", "reason", fmt.Sprint(err))
 	}
-}
-
-// watchStatus watches the status key from rev+1 and returns true as soon
-// as ready accepts a value; otherwise the reason the watch ended.
-func (g *Gate) watchStatus(ctx context.Context, rev int64, ready func([]byte, bool) bool) (bool, error) {
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	for resp := range g.cfg.Client.Watch(wctx, g.cfg.StatusKey, clientv3.WithRev(rev+1)) {
-		if err := resp.Err(); err != nil {
-			return false, err
-		}
-		if resp.Canceled {
-			return false, fmt.Errorf("watch canceled by the server")
-		}
-		if n := len(resp.Events); n > 0 {
-			// Only the newest value of the key matters.
-			ev := resp.Events[n-1]
-			if ready(ev.Kv.Value, ev.Type == clientv3.EventTypePut) {
-				return true, nil
-			}
-		}
-	}
-	return false, errWatchClosed
 }
 
 // pause waits a short, fixed time on the gate's clock before a read is

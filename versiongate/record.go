@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/reconkit/reconkit/backoff"
 )
@@ -34,59 +32,65 @@ func recordMargin(ttl time.Duration) time.Duration {
 	return max(ttl/10, 500*time.Millisecond)
 }
 
-// errRecordHeld is returned, and retried, while another lease holds the
-// local node's record.
-var errRecordHeld = errors.New("the node record is held by another lease (another process with this NodeID, or the record of an earlier run that has not expired yet)")
-
 // publishRecord publishes the local node's record bound to a lease, only if
 // no record for this node exists (a second process with the same NodeID
-// never takes it over), keeps the lease alive until ctx ends, then revokes
-// it so the record goes at once.
+// never takes it over), keeps the lease alive until ctx ends, then deletes
+// the record so it goes at once.
 //
 // It keeps a local validity deadline on RecordClock: the start of the last
 // keep-alive the server acknowledged plus the TTL, less a margin. Each
 // renewal also checks that the record is still bound to the lease. When the
-// deadline passes without a successful renewal (a partition, a hung etcd),
+// deadline passes without a successful renewal (a partition, a hung store),
 // or the lease or record is gone, the record stops counting as valid at
 // once (WaitReady fails, Ready reports false) and publishRecord returns an
 // error wrapping ErrRecordLost, before the server can expire the record.
-func (g *Gate) publishRecord(ctx context.Context) error {
+func (g *Gate) publishRecord(ctx context.Context) (err error) {
 	log := logr.FromContextOrDiscard(ctx)
-	cli := g.cfg.Client
+	st := g.cfg.Store
 	rc := g.recordClock
-	key := g.cfg.NodesPrefix + g.cfg.NodeID
-	value, err := EncodeNodeRelease(g.cfg.NodeID, g.cfg.Version)
+	id := g.cfg.NodeID
+	value, err := EncodeNodeRelease(id, g.cfg.Version)
 	if err != nil {
 		return err
 	}
 	ttl := g.cfg.RecordTTL
 	margin := recordMargin(ttl)
-	var lease clientv3.LeaseID
-	var rev int64
+	var lease RecordLease
 	var validUntil time.Time
 	err = backoff.Retry(ctx, func(ctx context.Context) error {
-		var err error
-		lease, rev, validUntil, err = g.tryPublish(ctx, key, value)
-		return err
+		start := rc.Now()
+		l, err := st.PublishRecord(ctx, id, value, ttl)
+		if err != nil {
+			return err
+		}
+		lease, validUntil = l, start.Add(l.TTL-margin)
+		return nil
 	}, backoff.WithClock(g.clock), backoff.WithName("versiongate: publish node record"))
 	if err != nil {
 		return err
 	}
-	// A clean stop revokes the record so it goes at once. A lost one is
-	// not revoked: the lease is gone or unreachable, and a revoke through
+	// A clean stop deletes the record so it goes at once. A lost one is
+	// not deleted: the lease is gone or unreachable, and a request through
 	// a partition would only delay telling the host to stop serving.
 	lost := false
 	defer func() {
-		if !lost {
-			revokeLease(ctx, cli, lease)
+		if lost {
+			g.observe(Observation{Event: EventRecordLost, Err: err})
+			g.event("Warning", ReasonRecordLost, fmt.Sprintf("Node %s must stop serving: %v", id, err))
+			return
+		}
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		if derr := st.DeleteRecord(dctx, lease); derr != nil {
+			log.V(1).Info("Could not delete the node record; it will expire", "lease", fmt.Sprintf("%x", lease.Lease), "err", derr.Error())
 		}
 	}()
-	log.Info("Published node record", "key", key, "release", g.cfg.Version.Release.String(), "lease", fmt.Sprintf("%x", int64(lease)))
+	log.Info("Published node record", "id", id, "release", g.cfg.Version.Release.String(), "lease", fmt.Sprintf("%x", lease.Lease))
 	if !rc.Now().Before(validUntil) {
 		lost = true
-		return fmt.Errorf("%w: publishing %q outlasted the record's TTL less the margin", ErrRecordLost, key)
+		return fmt.Errorf("%w: publishing %q outlasted the record's TTL less the margin", ErrRecordLost, id)
 	}
-	g.record.Set(recordState{rev: rev, valid: true})
+	g.record.Set(recordState{rev: lease.Revision, valid: true})
 	defer g.setRecordInvalid()
 
 	interval := ttl / 3
@@ -98,88 +102,36 @@ func (g *Gate) publishRecord(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return ctx.Err()
+			return nil
 		case <-t.C():
 		}
 		start := rc.Now()
 		if !start.Before(validUntil) {
 			lost = true
 			g.setRecordInvalid()
-			return fmt.Errorf("%w: no keep-alive of lease %x acknowledged before its local deadline (TTL %v less %v)", ErrRecordLost, int64(lease), ttl, margin)
+			return fmt.Errorf("%w: no keep-alive of lease %x acknowledged before its local deadline (TTL %v less %v)", ErrRecordLost, lease.Lease, ttl, margin)
 		}
 		// Bound the renewal by the validity left, on the real clock the
 		// request's deadline is measured on.
 		rctx, cancel := context.WithTimeout(ctx, validUntil.Sub(start))
-		got, err := renewRecord(rctx, cli, key, lease)
+		got, err := st.KeepAlive(rctx, lease)
 		cancel()
 		switch {
 		case err == nil:
 			validUntil = start.Add(got - margin)
 			next = interval
+			g.observe(Observation{Event: EventKeepAlive, Latency: rc.Since(start), ValidFor: validUntil.Sub(rc.Now())})
 		case errors.Is(err, ErrRecordLost):
 			lost = true
 			g.setRecordInvalid()
-			return fmt.Errorf("%q: %w", key, err)
+			return fmt.Errorf("%q: %w", id, err)
 		case ctx.Err() != nil:
-			return ctx.Err()
+			return nil
 		default:
 			log.V(1).Info("Renewing the node record failed; retrying", "err", err.Error(), "validFor", validUntil.Sub(rc.Now()).String())
 			next = retry
 		}
 	}
-}
-
-// tryPublish grants a lease and creates the record bound to it, only if no
-// record exists under key. It returns an error wrapping errRecordHeld when
-// one does, and the local validity deadline of the new record: the start of
-// the grant plus the TTL, less the margin.
-func (g *Gate) tryPublish(ctx context.Context, key string, value []byte) (clientv3.LeaseID, int64, time.Time, error) {
-	cli := g.cfg.Client
-	start := g.recordClock.Now()
-	grant, err := cli.Grant(ctx, int64(g.cfg.RecordTTL/time.Second))
-	if err != nil {
-		return 0, 0, time.Time{}, fmt.Errorf("grant lease: %w", err)
-	}
-	resp, err := cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, string(value), clientv3.WithLease(grant.ID))).
-		Else(clientv3.OpGet(key, clientv3.WithKeysOnly())).
-		Commit()
-	if err != nil {
-		revokeLease(ctx, cli, grant.ID)
-		return 0, 0, time.Time{}, fmt.Errorf("put node record %q: %w", key, err)
-	}
-	if !resp.Succeeded {
-		revokeLease(ctx, cli, grant.ID)
-		holder := int64(0)
-		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
-			holder = kvs[0].Lease
-		}
-		return 0, 0, time.Time{}, fmt.Errorf("%w: %q, lease %x", errRecordHeld, key, holder)
-	}
-	validUntil := start.Add(time.Duration(grant.TTL)*time.Second - recordMargin(g.cfg.RecordTTL))
-	return grant.ID, resp.Header.Revision, validUntil, nil
-}
-
-// renewRecord keeps lease alive once and checks that key is still bound to
-// it. It returns the TTL the server granted, or an error wrapping
-// ErrRecordLost when the lease or the record is gone.
-func renewRecord(ctx context.Context, cli *clientv3.Client, key string, lease clientv3.LeaseID) (time.Duration, error) {
-	ka, err := cli.KeepAliveOnce(ctx, lease)
-	if err != nil {
-		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return 0, fmt.Errorf("%w: lease %x expired", ErrRecordLost, int64(lease))
-		}
-		return 0, fmt.Errorf("keep lease %x alive: %w", int64(lease), err)
-	}
-	resp, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", lease)).Commit()
-	if err != nil {
-		return 0, fmt.Errorf("check node record: %w", err)
-	}
-	if !resp.Succeeded {
-		return 0, fmt.Errorf("%w: the record is no longer bound to lease %x", ErrRecordLost, int64(lease))
-	}
-	return time.Duration(ka.TTL) * time.Second, nil
 }
 
 // setRecordInvalid marks the local record as not (or no longer) valid.
@@ -188,13 +140,4 @@ func (g *Gate) setRecordInvalid() {
 		g.record.Set(recordState{rev: st.rev})
 	}
 	g.ready.Store(false)
-}
-
-// revokeLease revokes a lease on a best-effort basis, also after ctx ended.
-func revokeLease(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	defer cancel()
-	if _, err := cli.Revoke(rctx, id); err != nil {
-		logr.FromContextOrDiscard(ctx).V(1).Info("Could not revoke lease; it will expire", "lease", fmt.Sprintf("%x", int64(id)), "err", err.Error())
-	}
 }

@@ -2,57 +2,52 @@ package versiongate
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"slices"
 	"sync"
 
 	"github.com/go-logr/logr"
-	"go.etcd.io/etcd/api/v3/mvccpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/utils/clock"
 
 	"github.com/reconkit/reconkit/backoff"
 	"github.com/reconkit/reconkit/internal/event"
 )
 
-// listPageSize bounds one range read of the initial listing, so a large
-// cluster never exceeds etcd's request size limit.
-const listPageSize = 1000
-
-// Releases summarises the releases of the member nodes at one etcd
+// Releases summarises the releases of the member nodes at one store
 // revision. Min and Max include the local node's release, so they are
 // defined even when no record exists.
 type Releases struct {
 	Min, Max Release
-	// Revision is the etcd revision at which the summary is complete: the
-	// watcher has applied every change of the nodes prefix up to and
+	// Revision is the store revision at which the summary is complete:
+	// the watcher has applied every change of the node records up to and
 	// including it.
 	Revision int64
 	// Nodes is the number of member records counted.
 	Nodes int
 }
 
-// tracker keeps per-release counts of the member nodes under a prefix and
-// publishes a Releases summary after each batch of changes. Its maps are
-// owned by the watcher goroutine; blocking is shared under mu.
+// tracker keeps per-release counts of the member nodes and publishes a
+// Releases summary after each batch of changes. Its maps are owned by the
+// watcher goroutine; blocking is shared under mu.
 type tracker struct {
-	prefix    string
 	local     Release
 	minCompat Release
 	decode    DecodeFunc
 	out       *event.Value[Releases]
+	// onBlocking, if set, is called by the watcher goroutine when the
+	// number of blocking nodes changed.
+	onBlocking   func(int)
+	lastBlocking int
 
 	rev    int64
-	nodes  map[string]Release // key -> release, members only
+	nodes  map[string]Release // ID -> release, members only
 	counts map[Release]int
 
 	mu       sync.Mutex
 	blocking map[string]Release // node ID -> release below minCompat
 }
 
-func newTracker(prefix string, local, minCompat Release, decode DecodeFunc, out *event.Value[Releases]) *tracker {
-	t := &tracker{prefix: prefix, local: local, minCompat: minCompat, decode: decode, out: out}
+func newTracker(local, minCompat Release, decode DecodeFunc, out *event.Value[Releases]) *tracker {
+	t := &tracker{local: local, minCompat: minCompat, decode: decode, out: out}
 	t.reset()
 	return t
 }
@@ -68,40 +63,48 @@ func (t *tracker) reset() {
 
 // update applies one record: its current value, or a deletion when value
 // is empty.
-func (t *tracker) update(log logr.Logger, key, value []byte) {
-	if prev, ok := t.nodes[string(key)]; ok {
-		delete(t.nodes, string(key))
+func (t *tracker) update(log logr.Logger, id string, value []byte) {
+	if prev, ok := t.nodes[id]; ok {
+		delete(t.nodes, id)
 		if t.counts[prev]--; t.counts[prev] == 0 {
 			delete(t.counts, prev)
 		}
 		if prev.Less(t.minCompat) {
 			t.mu.Lock()
-			delete(t.blocking, string(key[len(t.prefix):]))
+			delete(t.blocking, id)
 			t.mu.Unlock()
 		}
 	}
 	if len(value) == 0 {
 		return
 	}
-	k := string(key)
-	rel, member, err := t.decode(k, value)
+	rel, member, err := t.decode(id, value)
 	if err != nil {
-		log.Error(err, "Skipping node record that does not decode", "key", k)
+		log.Error(err, "Skipping node record that does not decode", "id", id)
 		return
 	}
 	if !member {
 		return
 	}
-	t.nodes[k] = rel
+	t.nodes[id] = rel
 	t.counts[rel]++
 	if rel.Less(t.minCompat) {
 		t.mu.Lock()
-		t.blocking[k[len(t.prefix):]] = rel
+		t.blocking[id] = rel
 		t.mu.Unlock()
 	}
 }
 
 func (t *tracker) publish() {
+	if t.onBlocking != nil {
+		t.mu.Lock()
+		n := len(t.blocking)
+		t.mu.Unlock()
+		if n != t.lastBlocking {
+			t.lastBlocking = n
+			t.onBlocking(n)
+		}
+	}
 	r := Releases{Min: t.local, Max: t.local, Revision: t.rev, Nodes: len(t.nodes)}
 	for rel := range t.counts {
 		r.Min = minRelease(r.Min, rel)
@@ -131,20 +134,20 @@ func (t *tracker) blockingNodes() []Node {
 	return out
 }
 
-// run lists the prefix, then watches it from the next revision, publishing
-// after every batch. When the watch fails (compaction, a lost leader, a
-// closed channel) it lists again instead of giving up. It returns only when
-// ctx ends.
-func (t *tracker) run(ctx context.Context, cli *clientv3.Client, clk clock.Clock) error {
+// run lists the records, then watches them from the next revision,
+// publishing after every batch. When the watch fails (compaction, a lost
+// leader, a closed channel) it lists again instead of giving up. It returns
+// only when ctx ends.
+func (t *tracker) run(ctx context.Context, st Store, clk clock.Clock) error {
 	log := logr.FromContextOrDiscard(ctx)
 	for {
-		err := backoff.Retry(ctx, func(ctx context.Context) error { return t.list(ctx, cli) },
+		err := backoff.Retry(ctx, func(ctx context.Context) error { return t.list(ctx, st) },
 			backoff.WithClock(clk), backoff.WithName("versiongate: list nodes"))
 		if err != nil {
 			return err
 		}
 		t.publish()
-		err = t.watch(ctx, log, cli)
+		err = t.watch(ctx, log, st)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -152,69 +155,28 @@ func (t *tracker) run(ctx context.Context, cli *clientv3.Client, clk clock.Clock
 	}
 }
 
-// list reads every record under the prefix at one revision, in pages.
-func (t *tracker) list(ctx context.Context, cli *clientv3.Client) error {
+// list reads every record at one revision.
+func (t *tracker) list(ctx context.Context, st Store) error {
 	log := logr.FromContextOrDiscard(ctx)
+	records, rev, err := st.ListRecords(ctx)
+	if err != nil {
+		return err
+	}
 	t.reset()
-	end := clientv3.GetPrefixRangeEnd(t.prefix)
-	key := t.prefix
-	var rev int64
-	for {
-		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(listPageSize)}
-		if rev != 0 {
-			opts = append(opts, clientv3.WithRev(rev))
-		}
-		resp, err := cli.Get(ctx, key, opts...)
-		if err != nil {
-			return fmt.Errorf("list nodes under %q: %w", t.prefix, err)
-		}
-		if rev == 0 {
-			rev = resp.Header.Revision
-		}
-		for _, kv := range resp.Kvs {
-			t.update(log, kv.Key, kv.Value)
-		}
-		if !resp.More || len(resp.Kvs) == 0 {
-			break
-		}
-		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	for _, r := range records {
+		t.update(log, r.ID, r.Value)
 	}
 	t.rev = rev
 	return nil
 }
 
-// errWatchClosed is the reason given when the watch channel closes while
-// the context is still alive.
-var errWatchClosed = errors.New("watch channel closed")
-
-func (t *tracker) watch(ctx context.Context, log logr.Logger, cli *clientv3.Client) error {
-	// Without a leader a member serves a watch that silently stops; require
-	// one so the watch fails and is re-established elsewhere.
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	wch := cli.Watch(wctx, t.prefix, clientv3.WithPrefix(), clientv3.WithRev(t.rev+1))
-	for resp := range wch {
-		if err := resp.Err(); err != nil {
-			return err
+// watch applies the changes after t.rev until the watch fails or ctx ends.
+func (t *tracker) watch(ctx context.Context, log logr.Logger, st Store) error {
+	return st.WatchRecords(ctx, t.rev, func(changes []Record, rev int64) {
+		for _, r := range changes {
+			t.update(log, r.ID, r.Value)
 		}
-		if resp.Canceled {
-			return errors.New("watch canceled by the server")
-		}
-		if len(resp.Events) == 0 {
-			continue
-		}
-		for _, ev := range resp.Events {
-			if ev.Type == mvccpb.DELETE {
-				t.update(log, ev.Kv.Key, nil)
-			} else {
-				t.update(log, ev.Kv.Key, ev.Kv.Value)
-			}
-			// The response header's revision can run ahead of the events
-			// delivered so far when the server splits a long backlog;
-			// only the events' own revisions are known to be complete.
-			t.rev = max(t.rev, ev.Kv.ModRevision)
-		}
+		t.rev = max(t.rev, rev)
 		t.publish()
-	}
-	return errWatchClosed
+	})
 }

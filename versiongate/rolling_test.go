@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/reconkit/reconkit/election"
 	"github.com/reconkit/reconkit/internal/testenv"
 )
 
@@ -57,7 +58,7 @@ type rollingNode struct {
 
 	gate   *Gate
 	cli    *clientv3.Client
-	cand   *testCandidate
+	el     *election.EtcdElector
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
@@ -69,7 +70,12 @@ func (h *rollingHarness) start(n *rollingNode) {
 	t := h.t
 	r := rollingReleases[n.rel]
 	n.cli = testenv.NewEtcdClient(t, h.e.Endpoints()...)
-	n.cand = &testCandidate{cli: n.cli, id: n.id, ttl: 5}
+	// reconkit's etcd election, wired with no adapter: the elector is a
+	// Candidate, its terms are Terms, and the etcd store fences their
+	// writes with the candidate key's guard.
+	el, err := election.NewEtcd(election.EtcdConfig{Client: n.cli, Prefix: testElection, Identity: n.id, SessionTTL: 2 * time.Second})
+	require.NoError(t, err)
+	n.el = el
 	g, err := New(Config{
 		Client:                   n.cli,
 		NodeID:                   n.id,
@@ -79,8 +85,8 @@ func (h *rollingHarness) start(n *rollingNode) {
 		StatusKey:                testStatusKey,
 		NodesPrefix:              testNodesPrefix,
 		RecordTTL:                2 * time.Second,
-		Candidate:                n.cand,
-		Reconcile:                func(context.Context, uint64) error { return nil },
+		Candidate:                el,
+		Reconcile:                func(context.Context, Term) error { return nil },
 		Clock:                    h.clock,
 	})
 	require.NoError(t, err)
@@ -123,35 +129,23 @@ func (h *rollingHarness) start(n *rollingNode) {
 	}()
 }
 
-// stop ends the node; a crash closes its client first, so nothing is
-// revoked, and optionally lets the record's lease run out by itself.
-func (h *rollingHarness) stop(n *rollingNode, crash, revokeRecord bool) {
+// stop ends the node. A crash closes its client first, so nothing is
+// revoked or resigned: its election session and its record expire on the
+// server, in real time, as a dead process's would.
+func (h *rollingHarness) stop(n *rollingNode, crash bool) {
 	n.mu.Lock()
 	n.stopping = true
 	n.mu.Unlock()
 	h.mu.Lock()
 	delete(h.serving, n.id)
 	h.mu.Unlock()
-	var recordLease int64
 	if crash {
-		if resp, err := h.cli.Get(h.ctx, testNodesPrefix+n.id); err == nil && len(resp.Kvs) == 1 {
-			recordLease = resp.Kvs[0].Lease
-		}
 		n.cli.Close()
 	}
 	n.cancel()
 	n.wg.Wait()
+	_ = n.el.Close()
 	n.running = false
-	if crash {
-		// The election session's lease expires (simulated at once); the
-		// record's lease either expires now too or runs out on its own.
-		if l := n.cand.sessionLease(); l != 0 {
-			_, _ = h.cli.Revoke(h.ctx, l)
-		}
-		if revokeRecord && recordLease != 0 {
-			_, _ = h.cli.Revoke(h.ctx, clientv3.LeaseID(recordLease))
-		}
-	}
 }
 
 // check watches every status revision and checks it against the serving
@@ -206,7 +200,7 @@ func TestRollingUpgrade(t *testing.T) {
 	defer func() {
 		for _, n := range all {
 			if n.running {
-				h.stop(n, false, false)
+				h.stop(n, false)
 			}
 		}
 	}()
@@ -217,7 +211,7 @@ func TestRollingUpgrade(t *testing.T) {
 		switch p := rng.IntN(100); {
 		case p < 45 && n.rel < len(rollingReleases)-1:
 			if n.running {
-				h.stop(n, false, false)
+				h.stop(n, false)
 			}
 			n.rel++
 			if rng.IntN(5) == 0 {
@@ -226,7 +220,7 @@ func TestRollingUpgrade(t *testing.T) {
 			h.start(n)
 			counts["upgrade"]++
 		case p < 65 && n.running:
-			h.stop(n, true, rng.IntN(2) == 0)
+			h.stop(n, true)
 			counts["crash"]++
 		case p < 85 && !n.running:
 			h.start(n)
@@ -245,7 +239,7 @@ func TestRollingUpgrade(t *testing.T) {
 	for _, n := range all {
 		if n.rel != len(rollingReleases)-1 || !n.running {
 			if n.running {
-				h.stop(n, false, false)
+				h.stop(n, false)
 			}
 			n.rel = len(rollingReleases) - 1
 			h.start(n)

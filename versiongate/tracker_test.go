@@ -20,8 +20,9 @@ func TestTrackerCompactionRelists(t *testing.T) {
 	ctx := testContext(t)
 	putRegistry(t, cli, "a", "1.0.0")
 	var out event.Value[Releases]
-	tr := newTracker(testNodesPrefix, rel(t, "1.0.0"), rel(t, "1.0.0"), decodeRegistry, &out)
-	require.NoError(t, tr.list(ctx, cli))
+	st := etcdStore(t, cli)
+	tr := newTracker(rel(t, "1.0.0"), rel(t, "1.0.0"), decodeRegistry, &out)
+	require.NoError(t, tr.list(ctx, st))
 	stale := tr.rev
 
 	putRegistry(t, cli, "b", "0.9.0")
@@ -30,13 +31,13 @@ func TestTrackerCompactionRelists(t *testing.T) {
 	require.NoError(t, err)
 
 	tr.rev = stale
-	err = tr.watch(ctx, logr.Discard(), cli)
+	err = tr.watch(ctx, logr.Discard(), st)
 	require.ErrorIs(t, err, rpctypes.ErrCompacted)
 
 	// run lists again after a failed watch; here it starts from a list.
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- tr.run(rctx, cli, nil) }()
+	go func() { done <- tr.run(rctx, st, nil) }()
 	eventually(t, func() bool {
 		r, ok := out.Load()
 		return ok && r.Nodes == 3 && r.Min == rel(t, "0.9.0") && r.Max == rel(t, "1.3.0") && r.Revision >= rev
@@ -55,8 +56,8 @@ func TestTrackerListPages(t *testing.T) {
 		putRegistry(t, cli, "n"+strconv.Itoa(i), "1.0.0")
 	}
 	var out event.Value[Releases]
-	tr := newTracker(testNodesPrefix, rel(t, "1.0.0"), rel(t, "1.0.0"), decodeRegistry, &out)
-	require.NoError(t, tr.list(ctx, cli))
+	tr := newTracker(rel(t, "1.0.0"), rel(t, "1.0.0"), decodeRegistry, &out)
+	require.NoError(t, tr.list(ctx, etcdStore(t, cli)))
 	tr.publish()
 	r, _ := out.Load()
 	require.Equal(t, n, r.Nodes)

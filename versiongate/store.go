@@ -1,0 +1,119 @@
+package versiongate
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Errors a Store returns, and the gate branches on.
+var (
+	// ErrRecordHeld is wrapped by Store.PublishRecord when a record with
+	// the node's ID already exists (another process with the same NodeID,
+	// or the record of an earlier run that has not expired yet). The gate
+	// retries until it is gone.
+	ErrRecordHeld = errors.New("versiongate: node record held by another lease")
+	// ErrNodesChanged is wrapped by Store.WriteStatus when a node record
+	// changed after the revision the write was conditioned on: the
+	// summary the leader acted on is stale. The gate waits for the next
+	// summary and tries again.
+	ErrNodesChanged = errors.New("versiongate: node records changed since the summary")
+)
+
+// Record is one node record, as a Store lists it or reports a change of it.
+type Record struct {
+	// ID is the record's key below the nodes prefix: the node's ID.
+	ID string
+	// Value is the record's value; nil in a change means the record was
+	// deleted (or expired).
+	Value []byte
+}
+
+// RecordLease identifies a record a Store published for this node, bound
+// to a lease that ends it unless kept alive.
+type RecordLease struct {
+	// ID is the record's ID.
+	ID string
+	// Lease is the store's identifier of the lease.
+	Lease int64
+	// TTL is the lease's time to live as granted.
+	TTL time.Duration
+	// Revision is the store revision at which the record was created.
+	Revision int64
+}
+
+// StoredStatus is the status as a Store read it.
+type StoredStatus struct {
+	// Value is the encoded status (see DecodeStatus); nil when no status
+	// exists.
+	Value []byte
+	// Revision is a store revision at which Value is current: a watch from
+	// it misses no later change.
+	Revision int64
+}
+
+// Store is the storage under a Gate: the node records, the status, and
+// status writes fenced by the leader's term.
+//
+// NewEtcdStore is the implementation on etcd; versiongatetest.Store is an
+// in-memory one with knobs for adversity. Both pass
+// versiongatetest.RunStoreConformance, which is the executable form of
+// this contract.
+//
+// Revisions are one counter per store that every change of a record or
+// of the status raises; they order record changes and let a write be
+// conditioned on no record having changed since a listing.
+//
+// Fencing: a status write carries the writer's term and is refused, at
+// the moment the store applies it, unless that term is still the newest
+// one: for a term with an etcd guard (see EtcdGuard) the etcd store puts
+// the guard in the write's transaction; for any other term (a Kubernetes
+// Lease term, an in-memory election's) the store keeps the highest fencing
+// token that called Fence and refuses the write of a smaller one, compared
+// in the same transaction as the write.
+//
+// Methods are safe for concurrent use. Errors other than those documented
+// are transient: the gate retries them.
+type Store interface {
+	// PublishRecord creates the record id with value, bound to a new lease
+	// of ttl, only if no record id exists; otherwise it returns an error
+	// wrapping ErrRecordHeld and creates nothing.
+	PublishRecord(ctx context.Context, id string, value []byte, ttl time.Duration) (RecordLease, error)
+	// KeepAlive renews the lease once and checks that the record is still
+	// bound to it. It returns the TTL granted from now, or an error
+	// wrapping ErrRecordLost when the lease or the record is gone.
+	KeepAlive(ctx context.Context, l RecordLease) (time.Duration, error)
+	// DeleteRecord ends the lease, deleting the record at once. A lease
+	// already gone is not an error.
+	DeleteRecord(ctx context.Context, l RecordLease) error
+
+	// ListRecords returns every record and the revision at which the
+	// listing is complete.
+	ListRecords(ctx context.Context) ([]Record, int64, error)
+	// WatchRecords calls fn with every batch of record changes after rev,
+	// in revision order, each with the revision up to which the changes
+	// are complete. It blocks until ctx ends (returning ctx.Err()) or the
+	// watch fails (returning why; the caller lists again). fn is called
+	// from the calling goroutine.
+	WatchRecords(ctx context.Context, rev int64, fn func(changes []Record, rev int64)) error
+
+	// ReadStatus reads the status.
+	ReadStatus(ctx context.Context) (StoredStatus, error)
+	// WatchStatus calls fn with the status after each change after rev
+	// (intermediate values may be skipped, the newest never is) until fn
+	// returns true, then returns nil. It returns ctx.Err() when ctx ends,
+	// or why the watch failed. fn is called from the calling goroutine.
+	WatchStatus(ctx context.Context, rev int64, fn func(StoredStatus) bool) error
+
+	// Fence makes the store refuse every status write of an earlier term
+	// from now on. The gate calls it once at the start of each term,
+	// before it reads the status. It returns an error wrapping
+	// ErrLeadershipLost if a later term has fenced the store already.
+	Fence(ctx context.Context, t Term) error
+	// WriteStatus writes value as the status if t is still the newest term
+	// (see Fencing above; a token term must have called Fence) and, when
+	// nodesRev > 0, no existing record changed after revision nodesRev. It
+	// returns an error wrapping ErrLeadershipLost or ErrNodesChanged when
+	// the respective condition fails; nothing is written then.
+	WriteStatus(ctx context.Context, t Term, value []byte, nodesRev int64) error
+}
