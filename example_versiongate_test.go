@@ -37,11 +37,12 @@ func Example_versionGate() {
 		MinimumCompatibleRelease: minCompatible,
 		StatusKey:                "/agents/reconciler-status",
 		NodesPrefix:              "/agents/nodes/",
-		// An etcd election term is a versiongate.Term as it is. The
-		// gate resigns it only after its reconcile returned.
-		Candidate: versiongate.CandidateOf(elector.CampaignEtcd),
-		Reconcile: func(ctx context.Context, token uint64) error {
-			return nil // converge shared state, carrying token on every write
+		// An elector is a versiongate.Candidate as it is. The gate
+		// resigns a term only after its reconcile returned.
+		Candidate: elector,
+		// The same function type as election.Run's leader work.
+		Reconcile: func(ctx context.Context, l election.Leadership) error {
+			return nil // converge shared state, carrying l.Token() on every write
 		},
 	})
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/reconkit/reconkit/backoff"
 	"github.com/reconkit/reconkit/checkpoint"
 	"github.com/reconkit/reconkit/checkpoint/configmapsource"
+	"github.com/reconkit/reconkit/election"
 	"github.com/reconkit/reconkit/lbrecon"
 	"github.com/reconkit/reconkit/nodestatus"
 	"github.com/reconkit/reconkit/versiongate"
@@ -243,7 +244,7 @@ func (a *agent) newGate() (*versiongate.Gate, error) {
 		StatusKey:                gateStatusKey,
 		NodesPrefix:              gateNodesPrefix,
 		RecordTTL:                o.recordTTL,
-		Candidate:                a.elector.candidate(),
+		Candidate:                a.elector,
 		Reconcile:                a.reconcile,
 		SettleTime:               o.settle,
 		ReconcileInterval:        o.reconcileInterval,
@@ -317,7 +318,9 @@ func (a *agent) onConfigStatus(st checkpoint.Status[agentConfig]) {
 	if st.ID != "" {
 		desc += " " + st.ID
 	}
-	a.setState(func(s *agentState) { s.Config, s.CfgPhase, s.CfgID, s.ConfigOK = desc, st.Phase, st.ID, nodeCondition(st.Condition) })
+	a.setState(func(s *agentState) {
+		s.Config, s.CfgPhase, s.CfgID, s.ConfigOK = desc, st.Phase, st.ID, nodeCondition(st.Condition)
+	})
 	if a.provider != nil {
 		a.provider.setCondition(nodeCondition(st.Condition))
 	}
@@ -338,7 +341,8 @@ func nodeCondition(c checkpoint.Condition) corev1.NodeCondition {
 // balancer to the running configuration, the ports of the local release,
 // and the live nodes as targets, passing the term's fencing token with
 // every write.
-func (a *agent) reconcile(ctx context.Context, token uint64) error {
+func (a *agent) reconcile(ctx context.Context, l election.Leadership) error {
+	token := l.Token()
 	err := a.reconcileLB(ctx, token)
 	result := fmt.Sprintf("ok (token %d)", token)
 	if err != nil {

@@ -6,14 +6,15 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/reconkit/reconkit/election"
-	"github.com/reconkit/reconkit/versiongate"
 )
 
 // electionPrefix is the election's key prefix, under the run's prefix.
 const electionPrefix = "election"
 
 // elector is the agent's candidate in the etcd election; the version gate
-// campaigns through it while its node has the newest release.
+// campaigns through it while its node has the newest release. An elector is
+// a versiongate.Candidate as it is, and the gate resigns a term only after
+// its reconcile returned.
 type elector struct {
 	*election.EtcdElector
 }
@@ -24,13 +25,6 @@ func newElector(cli *clientv3.Client, identity string, ttl time.Duration) (*elec
 		return nil, err
 	}
 	return &elector{e}, nil
-}
-
-// candidate is the elector as the gate's Candidate: an etcd term is a
-// versiongate.Term as it is, and the gate resigns it only after its
-// reconcile returned.
-func (e *elector) candidate() versiongate.Candidate {
-	return versiongate.CandidateOf(e.CampaignEtcd)
 }
 
 // close closes the elector, which releases a term still held.
