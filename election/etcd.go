@@ -681,12 +681,18 @@ func (l *EtcdLeadership) keep() {
 func (l *EtcdLeadership) monitor() {
 	defer l.e.wg.Done()
 	e := l.e
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(l.ctx))
-	defer cancel()
+	// clientv3's Watch blocks until the server has accepted the watch, for
+	// as long as a partition lasts: every watch is started on a goroutine
+	// of its own (tracked by watches, each ending with the term context)
+	// so that this loop keeps judging the term's validity meanwhile.
+	var watches sync.WaitGroup
+	defer watches.Wait()
 	// From the revision after the confirmation: the key existed then, and
 	// a watch from a newer revision than etcd's current one is notified at
 	// once rather than by etcd's 100ms catch-up loop.
-	wch := e.client.Watch(wctx, l.key, clientv3.WithRev(l.seen+1), clientv3.WithFilterPut())
+	var wch clientv3.WatchChan
+	started, cancel := l.watchAsync(&watches, l.seen+1)
+	defer func() { cancel() }()
 	expiry := e.clock.NewTimer(l.ValidUntil().Sub(e.clock.Now()))
 	defer func() { expiry.Stop() }()
 	// The watch ends on every etcd leader change (WithRequireLeader), on
@@ -711,9 +717,11 @@ func (l *EtcdLeadership) monitor() {
 		case <-l.done():
 		case <-l.sess.Done():
 			l.lose(errors.New("the etcd session ended"))
+		case wch = <-started:
+			started = nil
 		case <-rewatchC:
 			rewatchC = nil
-			ch, wc, err := l.rewatch()
+			rev, err := l.checkKey()
 			switch {
 			case errors.Is(err, errTermKeyDeleted):
 				l.lose(errTermKeyDeleted)
@@ -722,7 +730,7 @@ func (l *EtcdLeadership) monitor() {
 				rewatch = e.clock.NewTimer(rewatchInterval)
 				rewatchC = rewatch.C()
 			default:
-				wch, cancel = ch, wc
+				started, cancel = l.watchAsync(&watches, rev+1)
 			}
 		case wr, ok := <-wch:
 			switch {
@@ -761,28 +769,42 @@ func (l *EtcdLeadership) monitor() {
 	e.revoke(l.log, l.lease)
 }
 
+// watchAsync starts watching the term's key for deletions from rev, on a
+// goroutine tracked by wg, and returns a channel that receives the watch
+// channel once clientv3's Watch returned, and the watch's cancel. The
+// goroutine ends at the latest when the term context ends.
+func (l *EtcdLeadership) watchAsync(wg *sync.WaitGroup, rev int64) (<-chan clientv3.WatchChan, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(l.ctx))
+	ch := make(chan clientv3.WatchChan, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		ch <- l.e.client.Watch(ctx, l.key, clientv3.WithRev(rev), clientv3.WithFilterPut())
+	}()
+	return ch, cancel
+}
+
 // rewatchInterval paces attempts to re-establish a term's watch.
 const rewatchInterval = 500 * time.Millisecond
 
 // errTermKeyDeleted is the reason of a term lost because its key went.
 var errTermKeyDeleted = errors.New("the term's key was deleted")
 
-// rewatch checks that the term's key still exists with the term's create
-// revision and watches it from the revision after that check. It returns
-// errTermKeyDeleted if the key is gone.
-func (l *EtcdLeadership) rewatch() (clientv3.WatchChan, context.CancelFunc, error) {
+// checkKey checks, within the term's validity, that the term's key still
+// exists with the term's create revision, and returns the revision of the
+// check. It returns errTermKeyDeleted if the key is gone.
+func (l *EtcdLeadership) checkKey() (int64, error) {
 	e := l.e
 	ctx, cancel := context.WithDeadline(l.ctx, time.Now().Add(max(l.ValidUntil().Sub(e.clock.Now()), 0)))
+	defer cancel()
 	resp, err := e.client.Get(clientv3.WithRequireLeader(ctx), l.key, clientv3.WithKeysOnly())
-	cancel()
 	if err != nil {
-		return nil, nil, err
+		return 0, err
 	}
 	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != l.rev {
-		return nil, nil, errTermKeyDeleted
+		return 0, errTermKeyDeleted
 	}
-	wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(l.ctx))
-	return e.client.Watch(wctx, l.key, clientv3.WithRev(resp.Header.Revision+1), clientv3.WithFilterPut()), wcancel, nil
+	return resp.Header.Revision, nil
 }
 
 // guardedTxn is a clientv3.Txn whose If always includes the guard.
