@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -114,8 +115,27 @@ func TestLeaseConformance(t *testing.T) {
 	admin := clientset(t, a.Config())
 	electiontest.Run(t, func(t *testing.T) electiontest.Subject {
 		name := uniqueName("conformance")
+		var mu sync.Mutex
+		proxies := map[election.Elector]*testenv.ProxyServer{}
 		return electiontest.Subject{
-			NewCandidate: func(t *testing.T) election.Elector { return newLease(t, a.Config(), name) },
+			NewCandidate: func(t *testing.T) election.Elector {
+				// Each candidate talks to the apiserver through its own
+				// proxy, so that Partition cuts it off alone.
+				p := testenv.Proxy(t, a.Addr())
+				e := newLease(t, a.ConfigFor(p.Addr()), name)
+				t.Cleanup(func() { _ = e.Close() })
+				mu.Lock()
+				proxies[e] = p
+				mu.Unlock()
+				return e
+			},
+			Partition: func(t *testing.T, c election.Elector) func() {
+				mu.Lock()
+				p := proxies[c]
+				mu.Unlock()
+				p.Cut()
+				return p.Restore
+			},
 			KillSession: func(t *testing.T, c election.Elector) {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
@@ -608,4 +628,52 @@ func TestLeaseSurvivesAPIServerRestart(t *testing.T) {
 	require.Less(t, r.at.Sub(resignedAt), 15*time.Second, "handover after the restart waited for the lease to expire")
 	require.Greater(t, r.l.Token(), l.Token())
 	require.NoError(t, r.l.Resign(ctx))
+}
+
+// TestLeaseLeadingAndLeadingChanged checks the cheap leader state of the
+// Lease elector on the real apiserver: up when a term starts, down when it
+// is resigned, and down by ValidUntil when the holder is cut off.
+func TestLeaseLeadingAndLeadingChanged(t *testing.T) {
+	a := apiServer(t)
+	p := testenv.Proxy(t, a.Addr())
+	name := uniqueName("leading")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e := newLease(t, a.ConfigFor(p.Addr()), name)
+	t.Cleanup(func() { _ = e.Close() })
+
+	require.False(t, e.Leading())
+	changed := e.LeadingChanged()
+	l, err := e.Campaign(ctx)
+	require.NoError(t, err)
+	requireClosedWithin(t, ctx, changed, "LeadingChanged after the term began")
+	require.True(t, e.Leading())
+
+	changed = e.LeadingChanged()
+	require.NoError(t, l.Resign(ctx))
+	requireClosedWithin(t, ctx, changed, "LeadingChanged after Resign")
+	require.False(t, e.Leading())
+
+	// Cut off, the holder stops leading at ValidUntil by its own clock.
+	l, err = e.Campaign(ctx)
+	require.NoError(t, err)
+	require.NoError(t, electiontest.WaitLeading(ctx, e))
+	changed = e.LeadingChanged()
+	p.Cut()
+	requireClosedWithin(t, ctx, changed, "LeadingChanged after the cut")
+	require.False(t, e.Leading())
+	validUntil := l.(election.Expiring).ValidUntil()
+	require.False(t, time.Now().Before(validUntil), "Leading dropped before ValidUntil %v without a loss", validUntil)
+	require.ErrorIs(t, context.Cause(l.Context()), election.ErrLeadershipLost)
+	p.Restore()
+}
+
+// requireClosedWithin waits for ch to be closed, failing when ctx ends.
+func requireClosedWithin(t *testing.T, ctx context.Context, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-ctx.Done():
+		require.FailNow(t, "timed out", "%s: channel not closed: %v", what, context.Cause(ctx))
+	}
 }
