@@ -58,6 +58,29 @@
 // (versiongate.ErrLeadershipLost is the same value), so a term of this
 // package is a versiongate.Term as it is.
 //
+// # Observability
+//
+// Both configurations take a [Metrics] hook and an [EventRecorder]
+// (fields Metrics and Events, nil meaning none). The hook receives an
+// [Observation] when a term begins ([EventAcquired], with the campaign's
+// Latency and the Handover from the previous holder's end as this
+// candidate saw it), at every renewal attempt ([EventRenewed] or
+// [EventRenewFailed], with its Latency and the Slack left before
+// ValidUntil when it was sent), and when a term ends ([EventLost] with
+// its cause, or [EventResigned] for Resign and Close). The recorder gets
+// a Normal "LeaderElected", a Warning "LeadershipLost" and a Normal
+// "Resigned" event. Both are called from the elector's goroutines and
+// must not block.
+//
+// HealthCheck (on both electors) has the semantics of client-go's
+// HealthzAdaptor: a candidate holding a term whose context is live
+// although it is more than a grace past its ValidUntil is unhealthy
+// ([ErrLeaderStale]); a candidate that does not lead, or leads within
+// ValidUntil plus the grace, is healthy. The electors end a term at
+// ValidUntil themselves, so an unhealthy report means a wedged or starved
+// process. It is an http.Handler, and its Check method is a
+// controller-runtime healthz.Checker.
+//
 // # etcd backend
 //
 // [NewEtcd] builds an [EtcdElector] from an [EtcdConfig]. Every Campaign

@@ -76,6 +76,14 @@ type LeaseConfig struct {
 	// Clock is the time source; nil means the real clock. Validity is
 	// judged on it, so it must be monotonic (the real clock is).
 	Clock clock.Clock
+
+	// Metrics receives an Observation at every acquisition, renewal
+	// attempt, loss and resignation (Backend "lease", Election
+	// namespace/name). Nil means none.
+	Metrics Metrics
+	// Events receives LeaderElected, LeadershipLost (Warning) and
+	// Resigned events. Nil means none.
+	Events EventRecorder
 }
 
 // LeaseElector is a candidate in an election held on a Kubernetes Lease, in
@@ -88,6 +96,7 @@ type LeaseElector struct {
 	cfg    LeaseConfig
 	leases coordinationclient.LeaseInterface
 	clock  clock.Clock
+	report reporter
 
 	ctx    context.Context // ends on Close
 	cancel context.CancelFunc
@@ -141,6 +150,10 @@ func NewLease(cfg LeaseConfig) (*LeaseElector, error) {
 		cfg:    cfg,
 		leases: cfg.Client.CoordinationV1().Leases(cfg.Namespace),
 		clock:  cfg.Clock,
+		report: reporter{
+			metrics: cfg.Metrics, events: cfg.Events,
+			backend: "lease", election: cfg.Namespace + "/" + cfg.Name, identity: cfg.Identity,
+		},
 		ctx:    ctx,
 		cancel: cancel,
 	}, nil
@@ -321,6 +334,7 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Leadership, error) {
 		}
 	}
 	log := logr.FromContextOrDiscard(ctx).WithValues("lease", e.cfg.Namespace+"/"+e.cfg.Name, "identity", e.cfg.Identity)
+	begun := e.clock.Now()
 	for {
 		won, err := e.campaignOnce(cctx, log)
 		if err != nil {
@@ -329,6 +343,7 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Leadership, error) {
 			}
 			return nil, err
 		}
+		won.begun = begun
 		err = won.start(cctx)
 		if err == nil {
 			log.V(1).Info("acquired the lease", "token", won.Token())
@@ -360,6 +375,15 @@ func (e *LeaseElector) campaignOnce(ctx context.Context, log logr.Logger) (*leas
 		t, err := e.tryAcquire(ctx, o)
 		switch {
 		case err == nil:
+			// The previous holder's term ended, as this candidate saw it,
+			// when the record expired or when its release was first seen.
+			switch {
+			case o.lease == nil:
+			case o.rec.Holder != "":
+				t.vacated = o.expiry()
+			default:
+				t.vacated = o.at
+			}
 			won = t
 			return followAction{done: true}
 		case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
