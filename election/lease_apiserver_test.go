@@ -499,14 +499,13 @@ func TestLeaseHungAPIServerEndsTermAtValidUntil(t *testing.T) {
 		}
 		close(won)
 	}()
-	require.Eventually(t, func() bool {
-		info, err := follower.Leader(ctx)
-		return err == nil && info.Identity == leader.Identity()
-	}, 5*time.Second, 10*time.Millisecond)
+	_, err = electiontest.WaitLeader(ctx, follower, leader.Identity())
+	require.NoError(t, err, "the follower sees the leader")
 
 	p.Cut()
 	cutAt := time.Now()
-	<-l.Context().Done()
+	_, err = electiontest.WaitTermEnded(ctx, l)
+	require.NoError(t, err, "the cut-off term did not end")
 	endedAt := time.Now()
 	validUntil := l.(election.Expiring).ValidUntil()
 	require.ErrorIs(t, context.Cause(l.Context()), election.ErrLeadershipLost)
@@ -550,7 +549,8 @@ func TestGateRefusesWritesWithoutValidTerm(t *testing.T) {
 	// Another candidate takes over (as after a partition): the renewal
 	// finds the new holder and the term ends; no gated write passes after.
 	require.NoError(t, overwriteHolder(ctx, admin, name, "usurper"))
-	<-l.Context().Done()
+	_, err = electiontest.WaitTermEnded(ctx, l)
+	require.NoError(t, err, "the usurped term did not end")
 	require.ErrorIs(t, context.Cause(l.Context()), election.ErrLeadershipLost)
 	require.ErrorIs(t, appendEntry(ctx, guarded, name, "lost/1"), election.ErrNotLeader)
 	err = cms.Delete(ctx, name, metav1.DeleteOptions{})
@@ -607,10 +607,8 @@ func TestLeaseSurvivesAPIServerRestart(t *testing.T) {
 		}
 		close(won)
 	}()
-	require.Eventually(t, func() bool {
-		info, err := follower.Leader(ctx)
-		return err == nil && info.Identity == leader.Identity()
-	}, 5*time.Second, 10*time.Millisecond)
+	_, err = electiontest.WaitLeader(ctx, follower, leader.Identity())
+	require.NoError(t, err, "the follower sees the leader")
 
 	require.NoError(t, a.Restart(ctx))
 	require.NoError(t, l.Context().Err(), "the term must survive a restart shorter than RenewDeadline")
