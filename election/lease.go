@@ -72,6 +72,19 @@ type LeaseConfig struct {
 	// interval of a follower whose watch failed. Zero means
 	// DefaultRetryPeriod.
 	RetryPeriod time.Duration
+	// TakeoverMargin is how much longer than the holder's
+	// leaseDurationSeconds this candidate waits, after it last saw the
+	// record change, before it takes over a lease that another candidate
+	// holds. A released lease (no holder) is taken at once whatever the
+	// margin. Zero, the default, takes over exactly when client-go would.
+	// Set it where client-go candidates with ReleaseOnCancel share the
+	// Lease: such a holder, cut off from the apiserver, believes it leads
+	// until RetryPeriod + 2 × RenewDeadline after its last visible
+	// renewal, LeaseDuration being what it writes; the margin must cover
+	// RetryPeriod + 2 × RenewDeadline − LeaseDuration of those candidates
+	// (7s with client-go's defaults), plus a network delay. See "Mixed
+	// with client-go" in the package documentation. Must not be negative.
+	TakeoverMargin time.Duration
 
 	// Clock is the time source; nil means the real clock. Validity is
 	// judged on it, so it must be monotonic (the real clock is).
@@ -172,6 +185,8 @@ func (c *LeaseConfig) validateDurations() error {
 		return fmt.Errorf("election: LeaseDuration − RenewDeadline = %v leaves too little clock skew margin; it must be at least LeaseDuration/%d = %v", ld-rd, minSkewFraction, ld/minSkewFraction)
 	case float64(rd) <= leaseJitter*float64(rp):
 		return fmt.Errorf("election: RenewDeadline %v must be greater than %.1f × RetryPeriod %v", rd, leaseJitter, rp)
+	case c.TakeoverMargin < 0:
+		return fmt.Errorf("election: TakeoverMargin %v is negative", c.TakeoverMargin)
 	}
 	return nil
 }
@@ -475,6 +490,7 @@ func (e *LeaseElector) note(lease *coordinationv1.Lease, rv string) observation 
 		e.obs.at = now
 	}
 	e.obs.lease, e.obs.rv, e.obs.rec, e.obs.known = lease, rv, rec, true
+	e.obs.margin = e.cfg.TakeoverMargin
 	return e.obs
 }
 

@@ -675,3 +675,97 @@ func requireClosedWithin(t *testing.T, ctx context.Context, ch <-chan struct{}, 
 		require.FailNow(t, "timed out", "%s: channel not closed: %v", what, context.Cause(ctx))
 	}
 }
+
+// mixedCut runs one client-go candidate with ReleaseOnCancel, whose
+// traffic goes through a proxy, as the holder of a Lease and one of ours
+// as a follower with the given takeover margin; it cuts the proxy and
+// returns how long the client-go holder's OnStartedLeading context
+// outlived our candidate's win (negative: it ended first).
+func mixedCut(t *testing.T, a *testenv.APIServerInstance, margin time.Duration) time.Duration {
+	t.Helper()
+	const ld, rd, rp = 4 * time.Second, 3 * time.Second, 500 * time.Millisecond
+	p := testenv.Proxy(t, a.Addr())
+	name := uniqueName("mixed-cut")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	leading := make(chan context.Context, 1)
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock: &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Namespace: testNamespace, Name: name},
+			Client:     clientset(t, a.ConfigFor(p.Addr())).CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: "client-go"},
+		},
+		LeaseDuration: ld, RenewDeadline: rd, RetryPeriod: rp,
+		ReleaseOnCancel: true,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) { leading <- ctx },
+			OnStoppedLeading: func() {},
+		},
+	})
+	require.NoError(t, err)
+	runCtx, stop := context.WithCancel(ctx)
+	runDone := make(chan struct{})
+	go func() { defer close(runDone); le.Run(runCtx) }()
+	defer func() { stop(); p.Restore(); <-runDone }()
+	var cgCtx context.Context
+	select {
+	case cgCtx = <-leading:
+	case <-ctx.Done():
+		require.FailNow(t, "the client-go candidate did not lead")
+	}
+	ended := make(chan time.Time, 1)
+	go func() { <-cgCtx.Done(); ended <- time.Now() }()
+
+	ours := newLease(t, a.Config(), name, func(c *election.LeaseConfig) {
+		c.LeaseDuration, c.RenewDeadline, c.RetryPeriod, c.TakeoverMargin = ld, rd, rp, margin
+	})
+	t.Cleanup(func() { _ = ours.Close() })
+	won := make(chan time.Time, 1)
+	go func() {
+		l, err := ours.Campaign(ctx)
+		if err == nil {
+			won <- time.Now()
+			_ = l.Resign(context.WithoutCancel(ctx))
+		}
+		close(won)
+	}()
+	_, err = electiontest.WaitLeader(ctx, ours, "client-go")
+	require.NoError(t, err)
+
+	cutAt := time.Now()
+	p.Cut()
+	wonAt, ok := <-won
+	require.True(t, ok, "our candidate did not take over")
+	var endedAt time.Time
+	select {
+	case endedAt = <-ended:
+	case <-ctx.Done():
+		require.FailNow(t, "the client-go holder's context did not end")
+	}
+	t.Logf("margin %v: client-go holder's context ended %v after the cut, ours led %v after the cut",
+		margin, endedAt.Sub(cutAt).Round(time.Millisecond), wonAt.Sub(cutAt).Round(time.Millisecond))
+	return endedAt.Sub(wonAt)
+}
+
+// TestMixedClientGoReleaseOnCancelUnderPartition proves what the package
+// documentation says of a Lease shared with client-go candidates that run
+// with ReleaseOnCancel: cut off from the apiserver, such a holder keeps its
+// OnStartedLeading context until RetryPeriod + 2 × RenewDeadline after its
+// last visible renewal, past the holder's own leaseDurationSeconds, after
+// which our follower (like a client-go follower) takes over; a
+// TakeoverMargin of RetryPeriod + 2 × RenewDeadline − LeaseDuration plus a
+// network delay closes that overlap.
+func TestMixedClientGoReleaseOnCancelUnderPartition(t *testing.T) {
+	a := apiServer(t)
+	t.Run("without margin", func(t *testing.T) {
+		// 2 × 3s + 0.5s − 4s = 2.5s of overlap by the timers alone.
+		overlap := mixedCut(t, a, 0)
+		require.Positive(t, overlap, "the client-go holder is documented to outlive the takeover by up to 2.5s here")
+	})
+	t.Run("with margin", func(t *testing.T) {
+		// 2.5s for the timers and 1s for delays.
+		overlap := mixedCut(t, a, 3500*time.Millisecond)
+		require.Negative(t, overlap, "with the margin, our follower must lead only after the client-go holder's context ended")
+	})
+}

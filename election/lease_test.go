@@ -41,6 +41,7 @@ func TestLeaseConfigValidation(t *testing.T) {
 		{"renew deadline not below lease duration", func(c *LeaseConfig) { c.RenewDeadline = c.LeaseDuration }},
 		{"no skew margin", func(c *LeaseConfig) { c.LeaseDuration, c.RenewDeadline = 20*time.Second, 19900*time.Millisecond }},
 		{"retry period too long", func(c *LeaseConfig) { c.RetryPeriod = 9 * time.Second }},
+		{"negative takeover margin", func(c *LeaseConfig) { c.TakeoverMargin = -time.Second }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
