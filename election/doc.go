@@ -168,6 +168,17 @@
 // of a stale Lease, it still names the old holder until the lease expires
 // by the local clock, as client-go would.
 //
+// # Coordinated Leader Election
+//
+// A Lease candidate always keeps the Strategy and PreferredHolder fields
+// of KEP-4355 and ends its term when the Lease names another preferred
+// holder, as client-go does. With LeaseConfig.Coordinated it goes
+// further: it publishes a coordination.k8s.io/v1beta1 LeaseCandidate
+// (its release as binaryVersion) and lets the apiserver's election
+// controller pick the holder, adopting the Lease only when named (see
+// [Coordinated] for what that rests on). In Kubernetes 1.37 the feature is
+// beta and off by default.
+//
 // # Mixed with client-go on one Lease
 //
 // Our candidates and client-go's can share a Lease; what each side gets,

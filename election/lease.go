@@ -90,6 +90,12 @@ type LeaseConfig struct {
 	// judged on it, so it must be monotonic (the real clock is).
 	Clock clock.Clock
 
+	// Coordinated, when set, makes the candidate take part in Coordinated
+	// Leader Election: it publishes a LeaseCandidate and adopts the Lease
+	// only when the apiserver's election controller names it. Nil means
+	// the candidates elect themselves, as client-go's do by default.
+	Coordinated *Coordinated
+
 	// Metrics receives an Observation at every acquisition, renewal
 	// attempt, loss and resignation (Backend "lease", Election
 	// namespace/name). Nil means none.
@@ -121,6 +127,9 @@ type LeaseElector struct {
 
 	campaigning sync.Mutex // one Campaign at a time
 	leading     leadingFlag
+
+	candidateOnce sync.Once      // starts the LeaseCandidate keeper (Coordinated)
+	candidateWG   sync.WaitGroup // the keeper, waited for by Close
 }
 
 var _ Elector = (*LeaseElector)(nil)
@@ -154,6 +163,13 @@ func NewLease(cfg LeaseConfig) (*LeaseElector, error) {
 	}
 	if err := cfg.validateDurations(); err != nil {
 		return nil, err
+	}
+	if cfg.Coordinated != nil {
+		co := *cfg.Coordinated // the caller's value is not modified
+		cfg.Coordinated = &co
+		if err := cfg.validateCoordinated(); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
@@ -220,6 +236,7 @@ func (e *LeaseElector) Close() error {
 	// for it so that no term starts after Close returned.
 	e.campaigning.Lock()
 	defer e.campaigning.Unlock()
+	defer e.candidateWG.Wait() // the LeaseCandidate keeper deletes it and exits
 	e.mu.Lock()
 	if e.cur != cur {
 		cur = e.cur
@@ -349,6 +366,7 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Leadership, error) {
 		}
 	}
 	log := logr.FromContextOrDiscard(ctx).WithValues("lease", e.cfg.Namespace+"/"+e.cfg.Name, "identity", e.cfg.Identity)
+	e.startCandidate(log)
 	begun := e.clock.Now()
 	for {
 		won, err := e.campaignOnce(cctx, log)
@@ -384,7 +402,13 @@ func (e *LeaseElector) campaignOnce(ctx context.Context, log logr.Logger) (*leas
 	var won *leaseTerm
 	err := e.follow(ctx, func(ctx context.Context, o observation) followAction {
 		now := e.clock.Now()
-		if o.held(now) {
+		switch {
+		case e.cfg.Coordinated != nil:
+			// The election controller picks; wait until it names us.
+			if !e.namedByController(o) {
+				return followAction{}
+			}
+		case o.held(now):
 			return followAction{wakeAt: o.expiry()}
 		}
 		t, err := e.tryAcquire(ctx, o)
