@@ -58,6 +58,29 @@
 // (versiongate.ErrLeadershipLost is the same value), so a term of this
 // package is a versiongate.Term as it is.
 //
+// # Observability
+//
+// Both configurations take a [Metrics] hook and an [EventRecorder]
+// (fields Metrics and Events, nil meaning none). The hook receives an
+// [Observation] when a term begins ([EventAcquired], with the campaign's
+// Latency and the Handover from the previous holder's end as this
+// candidate saw it), at every renewal attempt ([EventRenewed] or
+// [EventRenewFailed], with its Latency and the Slack left before
+// ValidUntil when it was sent), and when a term ends ([EventLost] with
+// its cause, or [EventResigned] for Resign and Close). The recorder gets
+// a Normal "LeaderElected", a Warning "LeadershipLost" and a Normal
+// "Resigned" event. Both are called from the elector's goroutines and
+// must not block.
+//
+// HealthCheck (on both electors) has the semantics of client-go's
+// HealthzAdaptor: a candidate holding a term whose context is live
+// although it is more than a grace past its ValidUntil is unhealthy
+// ([ErrLeaderStale]); a candidate that does not lead, or leads within
+// ValidUntil plus the grace, is healthy. The electors end a term at
+// ValidUntil themselves, so an unhealthy report means a wedged or starved
+// process. It is an http.Handler, and its Check method is a
+// controller-runtime healthz.Checker.
+//
 // # etcd backend
 //
 // [NewEtcd] builds an [EtcdElector] from an [EtcdConfig]. Every Campaign
@@ -144,4 +167,49 @@
 // candidate has seen: right after a leader crashes, or on the first read
 // of a stale Lease, it still names the old holder until the lease expires
 // by the local clock, as client-go would.
+//
+// # Coordinated Leader Election
+//
+// A Lease candidate always keeps the Strategy and PreferredHolder fields
+// of KEP-4355 and ends its term when the Lease names another preferred
+// holder, as client-go does. With LeaseConfig.Coordinated it goes
+// further: it publishes a coordination.k8s.io/v1beta1 LeaseCandidate
+// (its release as binaryVersion) and lets the apiserver's election
+// controller pick the holder, adopting the Lease only when named (see
+// [Coordinated] for what that rests on). In Kubernetes 1.37 the feature is
+// beta and off by default.
+//
+// # Mixed with client-go on one Lease
+//
+// Our candidates and client-go's can share a Lease; what each side gets,
+// with D, R and P the LeaseDuration, RenewDeadline and RetryPeriod of the
+// side that holds:
+//   - One of ours holds, client-go follows: our term ends at ValidUntil,
+//     R after the last renewal a follower could see, before any follower
+//     may take over at D. No overlap, within the clock-rate margin.
+//   - client-go holds without ReleaseOnCancel, ours (or client-go's)
+//     follow: a holder cut off from the apiserver has its renewal round
+//     time out and cancels its OnStartedLeading context up to P + R
+//     after its last visible renewal; followers take over at D after
+//     they saw it. No overlap if D > R + P (client-go's defaults, 15s,
+//     10s and 2s, leave 3s), none of our doing.
+//   - client-go holds with ReleaseOnCancel: after the renewal round
+//     times out it first tries to release, again bounded by R, and only
+//     then cancels the context: up to P + 2R after its last visible
+//     renewal (22s at the defaults, 7s into a successor's term). Our
+//     followers honour the leaseDurationSeconds the holder wrote, as
+//     client-go's do, but that is D, not P + 2R, so honouring it does
+//     not cover the gap. LeaseConfig.TakeoverMargin does: our followers
+//     then wait D + margin before taking a lease somebody holds (a
+//     released lease is still taken at once); a margin of P + 2R − D
+//     plus a network delay closes the overlap, at the cost of crash
+//     failover that much slower. client-go followers have no such
+//     margin, so among client-go candidates the overlap stays.
+//
+// TestMixedClientGoReleaseOnCancelUnderPartition proves this on a real
+// apiserver with D = 4s, R = 3s, P = 0.5s: without a margin the client-go
+// holder's context outlived our follower's takeover by about 2s; with a
+// 3.5s margin our follower led about 1s after that context ended. Only
+// fencing (the token, checked where the write lands) makes a mixed fleet
+// safe against every pause and delay.
 package election

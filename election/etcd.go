@@ -68,6 +68,13 @@ type EtcdConfig struct {
 	ReleaseTimeout time.Duration
 	// Clock measures term validity. Nil means the real clock.
 	Clock clock.Clock
+	// Metrics receives an Observation at every acquisition, renewal
+	// attempt, loss and resignation (Backend "etcd", Election the
+	// prefix). Nil means none.
+	Metrics Metrics
+	// Events receives LeaderElected, LeadershipLost (Warning) and
+	// Resigned events. Nil means none.
+	Events EventRecorder
 }
 
 // EtcdElector is a candidate in an election on etcd. Create it with
@@ -86,6 +93,7 @@ type EtcdElector struct {
 	releaseTimeout time.Duration
 	margin         time.Duration
 	clock          clock.Clock
+	report         reporter
 
 	ctx    context.Context // ends on Close
 	cancel context.CancelFunc
@@ -142,8 +150,12 @@ func NewEtcd(cfg EtcdConfig) (*EtcdElector, error) {
 		releaseTimeout: cfg.ReleaseTimeout,
 		margin:         etcdMargin(cfg.SessionTTL),
 		clock:          cfg.Clock,
-		ctx:            ctx,
-		cancel:         cancel,
+		report: reporter{
+			metrics: cfg.Metrics, events: cfg.Events,
+			backend: "etcd", election: cfg.Prefix, identity: cfg.Identity,
+		},
+		ctx:    ctx,
+		cancel: cancel,
 	}, nil
 }
 
@@ -236,6 +248,7 @@ func (e *EtcdElector) CampaignEtcd(ctx context.Context) (*EtcdLeadership, error)
 	}
 	e.campaigning = true
 	e.mu.Unlock()
+	begun := e.clock.Now()
 	defer func() {
 		e.mu.Lock()
 		e.campaigning = false
@@ -248,7 +261,7 @@ func (e *EtcdElector) CampaignEtcd(ctx context.Context) (*EtcdLeadership, error)
 	stop := context.AfterFunc(e.ctx, func() { cancel(ErrClosed) })
 	defer stop()
 
-	l, err := e.campaignOnce(cctx, ctx)
+	l, vacated, err := e.campaignOnce(cctx, ctx)
 	if err != nil {
 		if errors.Is(context.Cause(cctx), ErrClosed) {
 			return nil, ErrClosed
@@ -266,16 +279,24 @@ func (e *EtcdElector) CampaignEtcd(ctx context.Context) (*EtcdLeadership, error)
 		_ = l.releaseDetached(ErrClosed, e.releaseTimeout)
 		return nil, ErrClosed
 	}
+	now := e.clock.Now()
+	var handover time.Duration
+	if !vacated.IsZero() {
+		handover = now.Sub(vacated)
+	}
+	e.report.acquired(l.token, now.Sub(begun), handover)
 	return l, nil
 }
 
 // campaignOnce runs one campaign on a fresh lease: cctx bounds the wait,
-// parent lends the term its values (the logger), not its cancellation.
-func (e *EtcdElector) campaignOnce(cctx, parent context.Context) (l *EtcdLeadership, err error) {
+// parent lends the term its values (the logger), not its cancellation. It
+// also returns when the last predecessor's key was seen deleted (zero if
+// there was none).
+func (e *EtcdElector) campaignOnce(cctx, parent context.Context) (l *EtcdLeadership, vacated time.Time, err error) {
 	log := logr.FromContextOrDiscard(parent).WithValues("identity", e.identity)
 	grant, err := e.client.Grant(cctx, int64(e.ttl/time.Second))
 	if err != nil {
-		return nil, fmt.Errorf("grant lease: %w", err)
+		return nil, time.Time{}, fmt.Errorf("grant lease: %w", err)
 	}
 	lease := grant.ID
 	// The session keeps the lease alive until the term's cleanup orphans
@@ -283,7 +304,7 @@ func (e *EtcdElector) campaignOnce(cctx, parent context.Context) (l *EtcdLeaders
 	sess, err := concurrency.NewSession(e.client, concurrency.WithLease(lease), concurrency.WithContext(e.ctx))
 	if err != nil {
 		e.revoke(log, lease)
-		return nil, fmt.Errorf("start session: %w", err)
+		return nil, time.Time{}, fmt.Errorf("start session: %w", err)
 	}
 	defer func() {
 		if err != nil {
@@ -298,10 +319,10 @@ func (e *EtcdElector) campaignOnce(cctx, parent context.Context) (l *EtcdLeaders
 		Then(clientv3.OpPut(key, e.identity, clientv3.WithLease(lease))).
 		Commit()
 	if err != nil {
-		return nil, fmt.Errorf("put candidate key: %w", err)
+		return nil, time.Time{}, fmt.Errorf("put candidate key: %w", err)
 	}
 	if !resp.Succeeded {
-		return nil, fmt.Errorf("candidate key %s exists already", key)
+		return nil, time.Time{}, fmt.Errorf("candidate key %s exists already", key)
 	}
 	rev := resp.Header.Revision
 
@@ -313,11 +334,12 @@ func (e *EtcdElector) campaignOnce(cctx, parent context.Context) (l *EtcdLeaders
 		wcancel(fmt.Errorf("%w: session ended while waiting", ErrLeadershipLost))
 	})
 	defer stopSess()
-	if err := e.waitDeletes(wctx, rev-1); err != nil {
+	vacated, err = e.waitDeletes(wctx, rev-1)
+	if err != nil {
 		if cause := context.Cause(wctx); cause != nil && cctx.Err() == nil {
-			return nil, cause
+			return nil, time.Time{}, cause
 		}
-		return nil, err
+		return nil, time.Time{}, err
 	}
 
 	// Confirm: renew the lease (so the term's validity starts from now)
@@ -325,7 +347,7 @@ func (e *EtcdElector) campaignOnce(cctx, parent context.Context) (l *EtcdLeaders
 	start := e.clock.Now()
 	validUntil, seen, err := e.confirm(cctx, key, rev, lease, start)
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 
 	l = &EtcdLeadership{e: e, key: key, rev: rev, seen: seen, lease: lease, sess: sess, log: log}
@@ -333,12 +355,12 @@ func (e *EtcdElector) campaignOnce(cctx, parent context.Context) (l *EtcdLeaders
 	l.term = newTerm(parent, e.identity, Token(rev), l.release)
 	l.renewed = make(chan struct{}, 1)
 	if !e.track(2) {
-		return nil, ErrClosed // the deferred cleanup releases
+		return nil, time.Time{}, ErrClosed // the deferred cleanup releases
 	}
 	go l.keep()
 	go l.monitor()
 	log.V(1).Info("Elected", "key", key, "token", rev)
-	return l, nil
+	return l, vacated, nil
 }
 
 // confirm renews the lease and checks that key still exists with create
@@ -368,22 +390,25 @@ func (e *EtcdElector) confirm(ctx context.Context, key string, rev int64, lease 
 }
 
 // waitDeletes waits until no key under the prefix has a create revision
-// up to maxRev (the keys of the candidates ahead).
-func (e *EtcdElector) waitDeletes(ctx context.Context, maxRev int64) error {
+// up to maxRev (the keys of the candidates ahead). It returns when it saw
+// the last of them deleted, zero if there was none.
+func (e *EtcdElector) waitDeletes(ctx context.Context, maxRev int64) (time.Time, error) {
 	opts := append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(maxRev), clientv3.WithKeysOnly())
+	var vacated time.Time
 	for {
 		resp, err := e.client.Get(ctx, e.keyPrefix, opts...)
 		if err != nil {
-			return err
+			return time.Time{}, err
 		}
 		if len(resp.Kvs) == 0 {
-			return nil
+			return vacated, nil
 		}
 		// Watch from the next revision: a watch that starts at or below
 		// the current one is served by etcd's catch-up loop, every 100ms.
 		if err := e.waitDelete(ctx, string(resp.Kvs[0].Key), resp.Header.Revision+1); err != nil {
-			return err
+			return time.Time{}, err
 		}
+		vacated = e.clock.Now()
 	}
 }
 
@@ -653,9 +678,13 @@ func (l *EtcdLeadership) keep() {
 		case <-t.C():
 		}
 		start := e.clock.Now()
-		ctx, cancel := context.WithDeadline(l.ctx, time.Now().Add(l.ValidUntil().Sub(start)))
+		slack := l.ValidUntil().Sub(start)
+		ctx, cancel := context.WithDeadline(l.ctx, time.Now().Add(slack))
 		validUntil, _, err := e.confirm(ctx, l.key, l.rev, l.lease, start)
 		cancel()
+		if !l.ended() {
+			e.report.renewed(l.token, e.clock.Since(start), slack, err)
+		}
 		switch {
 		case err == nil:
 			l.mu.Lock()
@@ -681,12 +710,18 @@ func (l *EtcdLeadership) keep() {
 func (l *EtcdLeadership) monitor() {
 	defer l.e.wg.Done()
 	e := l.e
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(l.ctx))
-	defer cancel()
+	// clientv3's Watch blocks until the server has accepted the watch, for
+	// as long as a partition lasts: every watch is started on a goroutine
+	// of its own (tracked by watches, each ending with the term context)
+	// so that this loop keeps judging the term's validity meanwhile.
+	var watches sync.WaitGroup
+	defer watches.Wait()
 	// From the revision after the confirmation: the key existed then, and
 	// a watch from a newer revision than etcd's current one is notified at
 	// once rather than by etcd's 100ms catch-up loop.
-	wch := e.client.Watch(wctx, l.key, clientv3.WithRev(l.seen+1), clientv3.WithFilterPut())
+	var wch clientv3.WatchChan
+	started, cancel := l.watchAsync(&watches, l.seen+1)
+	defer func() { cancel() }()
 	expiry := e.clock.NewTimer(l.ValidUntil().Sub(e.clock.Now()))
 	defer func() { expiry.Stop() }()
 	// The watch ends on every etcd leader change (WithRequireLeader), on
@@ -711,9 +746,11 @@ func (l *EtcdLeadership) monitor() {
 		case <-l.done():
 		case <-l.sess.Done():
 			l.lose(errors.New("the etcd session ended"))
+		case wch = <-started:
+			started = nil
 		case <-rewatchC:
 			rewatchC = nil
-			ch, wc, err := l.rewatch()
+			rev, err := l.checkKey()
 			switch {
 			case errors.Is(err, errTermKeyDeleted):
 				l.lose(errTermKeyDeleted)
@@ -722,7 +759,7 @@ func (l *EtcdLeadership) monitor() {
 				rewatch = e.clock.NewTimer(rewatchInterval)
 				rewatchC = rewatch.C()
 			default:
-				wch, cancel = ch, wc
+				started, cancel = l.watchAsync(&watches, rev+1)
 			}
 		case wr, ok := <-wch:
 			switch {
@@ -751,6 +788,7 @@ func (l *EtcdLeadership) monitor() {
 	cancel()
 	cause := context.Cause(l.ctx)
 	l.log.V(1).Info("Term ended", "token", l.rev, "cause", cause)
+	e.report.ended(l.token, cause)
 	if errors.Is(cause, ErrResigned) || errors.Is(cause, ErrClosed) {
 		return // the Resign or Close that ended the term releases it
 	}
@@ -761,28 +799,42 @@ func (l *EtcdLeadership) monitor() {
 	e.revoke(l.log, l.lease)
 }
 
+// watchAsync starts watching the term's key for deletions from rev, on a
+// goroutine tracked by wg, and returns a channel that receives the watch
+// channel once clientv3's Watch returned, and the watch's cancel. The
+// goroutine ends at the latest when the term context ends.
+func (l *EtcdLeadership) watchAsync(wg *sync.WaitGroup, rev int64) (<-chan clientv3.WatchChan, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(l.ctx))
+	ch := make(chan clientv3.WatchChan, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		ch <- l.e.client.Watch(ctx, l.key, clientv3.WithRev(rev), clientv3.WithFilterPut())
+	}()
+	return ch, cancel
+}
+
 // rewatchInterval paces attempts to re-establish a term's watch.
 const rewatchInterval = 500 * time.Millisecond
 
 // errTermKeyDeleted is the reason of a term lost because its key went.
 var errTermKeyDeleted = errors.New("the term's key was deleted")
 
-// rewatch checks that the term's key still exists with the term's create
-// revision and watches it from the revision after that check. It returns
-// errTermKeyDeleted if the key is gone.
-func (l *EtcdLeadership) rewatch() (clientv3.WatchChan, context.CancelFunc, error) {
+// checkKey checks, within the term's validity, that the term's key still
+// exists with the term's create revision, and returns the revision of the
+// check. It returns errTermKeyDeleted if the key is gone.
+func (l *EtcdLeadership) checkKey() (int64, error) {
 	e := l.e
 	ctx, cancel := context.WithDeadline(l.ctx, time.Now().Add(max(l.ValidUntil().Sub(e.clock.Now()), 0)))
+	defer cancel()
 	resp, err := e.client.Get(clientv3.WithRequireLeader(ctx), l.key, clientv3.WithKeysOnly())
-	cancel()
 	if err != nil {
-		return nil, nil, err
+		return 0, err
 	}
 	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != l.rev {
-		return nil, nil, errTermKeyDeleted
+		return 0, errTermKeyDeleted
 	}
-	wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(l.ctx))
-	return e.client.Watch(wctx, l.key, clientv3.WithRev(resp.Header.Revision+1), clientv3.WithFilterPut()), wcancel, nil
+	return resp.Header.Revision, nil
 }
 
 // guardedTxn is a clientv3.Txn whose If always includes the guard.

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reconkit/reconkit/election"
+	"github.com/reconkit/reconkit/election/electiontest"
 	"github.com/reconkit/reconkit/internal/testenv"
 )
 
@@ -115,10 +116,12 @@ func TestEtcdLeadingAndLeadingChanged(t *testing.T) {
 	defer cancel()
 	l, err := e.Campaign(ctx)
 	require.NoError(t, err)
-	<-changed
+	requireClosedWithin(t, ctx, changed, "LeadingChanged after the term began")
 	require.True(t, e.Leading())
+	require.NoError(t, electiontest.WaitLeading(ctx, e))
 	changed = e.LeadingChanged()
 	require.NoError(t, l.Resign(ctx))
-	<-changed
+	requireClosedWithin(t, ctx, changed, "LeadingChanged after Resign")
 	require.False(t, e.Leading())
+	require.NoError(t, electiontest.WaitNotLeading(ctx, e))
 }

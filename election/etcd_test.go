@@ -24,8 +24,9 @@ import (
 // that term's session.
 type capturing struct {
 	*election.EtcdElector
-	mu   sync.Mutex
-	last *election.EtcdLeadership
+	proxy *testenv.ProxyServer // in front of the elector's client, when it has one
+	mu    sync.Mutex
+	last  *election.EtcdLeadership
 }
 
 func (c *capturing) Campaign(ctx context.Context) (election.Leadership, error) {
@@ -60,13 +61,22 @@ func TestEtcdConformance(t *testing.T) {
 		prefix := "/conformance/" + t.Name()
 		return electiontest.Subject{
 			NewCandidate: func(t *testing.T) election.Elector {
-				return &capturing{EtcdElector: newEtcd(t, etcd.Client(t), prefix, "", 5*time.Second)}
+				// Each candidate talks to etcd through its own proxy, so
+				// that Partition cuts it off alone.
+				p := testenv.Proxy(t, etcd.Members[0].ClientAddr())
+				cli := testenv.NewEtcdClient(t, p.Addr())
+				return &capturing{EtcdElector: newEtcd(t, cli, prefix, "", 5*time.Second), proxy: p}
 			},
 			KillSession: func(t *testing.T, c election.Elector) {
 				l := c.(*capturing).lastTerm()
 				require.NotNil(t, l, "candidate never led")
 				_, err := admin.Revoke(context.Background(), l.Lease())
 				require.NoError(t, err)
+			},
+			Partition: func(t *testing.T, c election.Elector) func() {
+				p := c.(*capturing).proxy
+				p.Cut()
+				return p.Restore
 			},
 			Timeout: 10 * time.Second,
 		}

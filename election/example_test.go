@@ -35,6 +35,6 @@ func ExampleRun() {
 	// term 1 ended: election: leadership lost: deposed by the test
 	// node-a leads term 2
 	// term 2 ended: context canceled
-	// Run: context canceled
+	// Run: <nil>
 	// nobody leads: true
 }

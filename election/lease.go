@@ -72,10 +72,37 @@ type LeaseConfig struct {
 	// interval of a follower whose watch failed. Zero means
 	// DefaultRetryPeriod.
 	RetryPeriod time.Duration
+	// TakeoverMargin is how much longer than the holder's
+	// leaseDurationSeconds this candidate waits, after it last saw the
+	// record change, before it takes over a lease that another candidate
+	// holds. A released lease (no holder) is taken at once whatever the
+	// margin. Zero, the default, takes over exactly when client-go would.
+	// Set it where client-go candidates with ReleaseOnCancel share the
+	// Lease: such a holder, cut off from the apiserver, believes it leads
+	// until RetryPeriod + 2 × RenewDeadline after its last visible
+	// renewal, LeaseDuration being what it writes; the margin must cover
+	// RetryPeriod + 2 × RenewDeadline − LeaseDuration of those candidates
+	// (7s with client-go's defaults), plus a network delay. See "Mixed
+	// with client-go" in the package documentation. Must not be negative.
+	TakeoverMargin time.Duration
 
 	// Clock is the time source; nil means the real clock. Validity is
 	// judged on it, so it must be monotonic (the real clock is).
 	Clock clock.Clock
+
+	// Coordinated, when set, makes the candidate take part in Coordinated
+	// Leader Election: it publishes a LeaseCandidate and adopts the Lease
+	// only when the apiserver's election controller names it. Nil means
+	// the candidates elect themselves, as client-go's do by default.
+	Coordinated *Coordinated
+
+	// Metrics receives an Observation at every acquisition, renewal
+	// attempt, loss and resignation (Backend "lease", Election
+	// namespace/name). Nil means none.
+	Metrics Metrics
+	// Events receives LeaderElected, LeadershipLost (Warning) and
+	// Resigned events. Nil means none.
+	Events EventRecorder
 }
 
 // LeaseElector is a candidate in an election held on a Kubernetes Lease, in
@@ -88,6 +115,7 @@ type LeaseElector struct {
 	cfg    LeaseConfig
 	leases coordinationclient.LeaseInterface
 	clock  clock.Clock
+	report reporter
 
 	ctx    context.Context // ends on Close
 	cancel context.CancelFunc
@@ -99,6 +127,9 @@ type LeaseElector struct {
 
 	campaigning sync.Mutex // one Campaign at a time
 	leading     leadingFlag
+
+	candidateOnce sync.Once      // starts the LeaseCandidate keeper (Coordinated)
+	candidateWG   sync.WaitGroup // the keeper, waited for by Close
 }
 
 var _ Elector = (*LeaseElector)(nil)
@@ -133,6 +164,13 @@ func NewLease(cfg LeaseConfig) (*LeaseElector, error) {
 	if err := cfg.validateDurations(); err != nil {
 		return nil, err
 	}
+	if cfg.Coordinated != nil {
+		co := *cfg.Coordinated // the caller's value is not modified
+		cfg.Coordinated = &co
+		if err := cfg.validateCoordinated(); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
@@ -141,6 +179,10 @@ func NewLease(cfg LeaseConfig) (*LeaseElector, error) {
 		cfg:    cfg,
 		leases: cfg.Client.CoordinationV1().Leases(cfg.Namespace),
 		clock:  cfg.Clock,
+		report: reporter{
+			metrics: cfg.Metrics, events: cfg.Events,
+			backend: "lease", election: cfg.Namespace + "/" + cfg.Name, identity: cfg.Identity,
+		},
 		ctx:    ctx,
 		cancel: cancel,
 	}, nil
@@ -159,6 +201,8 @@ func (c *LeaseConfig) validateDurations() error {
 		return fmt.Errorf("election: LeaseDuration − RenewDeadline = %v leaves too little clock skew margin; it must be at least LeaseDuration/%d = %v", ld-rd, minSkewFraction, ld/minSkewFraction)
 	case float64(rd) <= leaseJitter*float64(rp):
 		return fmt.Errorf("election: RenewDeadline %v must be greater than %.1f × RetryPeriod %v", rd, leaseJitter, rp)
+	case c.TakeoverMargin < 0:
+		return fmt.Errorf("election: TakeoverMargin %v is negative", c.TakeoverMargin)
 	}
 	return nil
 }
@@ -192,6 +236,7 @@ func (e *LeaseElector) Close() error {
 	// for it so that no term starts after Close returned.
 	e.campaigning.Lock()
 	defer e.campaigning.Unlock()
+	defer e.candidateWG.Wait() // the LeaseCandidate keeper deletes it and exits
 	e.mu.Lock()
 	if e.cur != cur {
 		cur = e.cur
@@ -321,6 +366,8 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Leadership, error) {
 		}
 	}
 	log := logr.FromContextOrDiscard(ctx).WithValues("lease", e.cfg.Namespace+"/"+e.cfg.Name, "identity", e.cfg.Identity)
+	e.startCandidate(log)
+	begun := e.clock.Now()
 	for {
 		won, err := e.campaignOnce(cctx, log)
 		if err != nil {
@@ -329,6 +376,7 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Leadership, error) {
 			}
 			return nil, err
 		}
+		won.begun = begun
 		err = won.start(cctx)
 		if err == nil {
 			log.V(1).Info("acquired the lease", "token", won.Token())
@@ -354,12 +402,27 @@ func (e *LeaseElector) campaignOnce(ctx context.Context, log logr.Logger) (*leas
 	var won *leaseTerm
 	err := e.follow(ctx, func(ctx context.Context, o observation) followAction {
 		now := e.clock.Now()
-		if o.held(now) {
+		switch {
+		case e.cfg.Coordinated != nil:
+			// The election controller picks; wait until it names us.
+			if !e.namedByController(o) {
+				return followAction{}
+			}
+		case o.held(now):
 			return followAction{wakeAt: o.expiry()}
 		}
 		t, err := e.tryAcquire(ctx, o)
 		switch {
 		case err == nil:
+			// The previous holder's term ended, as this candidate saw it,
+			// when the record expired or when its release was first seen.
+			switch {
+			case o.lease == nil:
+			case o.rec.Holder != "":
+				t.vacated = o.expiry()
+			default:
+				t.vacated = o.at
+			}
 			won = t
 			return followAction{done: true}
 		case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
@@ -451,6 +514,7 @@ func (e *LeaseElector) note(lease *coordinationv1.Lease, rv string) observation 
 		e.obs.at = now
 	}
 	e.obs.lease, e.obs.rv, e.obs.rec, e.obs.known = lease, rv, rec, true
+	e.obs.margin = e.cfg.TakeoverMargin
 	return e.obs
 }
 

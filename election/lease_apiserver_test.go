@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -114,8 +115,27 @@ func TestLeaseConformance(t *testing.T) {
 	admin := clientset(t, a.Config())
 	electiontest.Run(t, func(t *testing.T) electiontest.Subject {
 		name := uniqueName("conformance")
+		var mu sync.Mutex
+		proxies := map[election.Elector]*testenv.ProxyServer{}
 		return electiontest.Subject{
-			NewCandidate: func(t *testing.T) election.Elector { return newLease(t, a.Config(), name) },
+			NewCandidate: func(t *testing.T) election.Elector {
+				// Each candidate talks to the apiserver through its own
+				// proxy, so that Partition cuts it off alone.
+				p := testenv.Proxy(t, a.Addr())
+				e := newLease(t, a.ConfigFor(p.Addr()), name)
+				t.Cleanup(func() { _ = e.Close() })
+				mu.Lock()
+				proxies[e] = p
+				mu.Unlock()
+				return e
+			},
+			Partition: func(t *testing.T, c election.Elector) func() {
+				mu.Lock()
+				p := proxies[c]
+				mu.Unlock()
+				p.Cut()
+				return p.Restore
+			},
 			KillSession: func(t *testing.T, c election.Elector) {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
@@ -479,14 +499,13 @@ func TestLeaseHungAPIServerEndsTermAtValidUntil(t *testing.T) {
 		}
 		close(won)
 	}()
-	require.Eventually(t, func() bool {
-		info, err := follower.Leader(ctx)
-		return err == nil && info.Identity == leader.Identity()
-	}, 5*time.Second, 10*time.Millisecond)
+	_, err = electiontest.WaitLeader(ctx, follower, leader.Identity())
+	require.NoError(t, err, "the follower sees the leader")
 
 	p.Cut()
 	cutAt := time.Now()
-	<-l.Context().Done()
+	_, err = electiontest.WaitTermEnded(ctx, l)
+	require.NoError(t, err, "the cut-off term did not end")
 	endedAt := time.Now()
 	validUntil := l.(election.Expiring).ValidUntil()
 	require.ErrorIs(t, context.Cause(l.Context()), election.ErrLeadershipLost)
@@ -530,7 +549,8 @@ func TestGateRefusesWritesWithoutValidTerm(t *testing.T) {
 	// Another candidate takes over (as after a partition): the renewal
 	// finds the new holder and the term ends; no gated write passes after.
 	require.NoError(t, overwriteHolder(ctx, admin, name, "usurper"))
-	<-l.Context().Done()
+	_, err = electiontest.WaitTermEnded(ctx, l)
+	require.NoError(t, err, "the usurped term did not end")
 	require.ErrorIs(t, context.Cause(l.Context()), election.ErrLeadershipLost)
 	require.ErrorIs(t, appendEntry(ctx, guarded, name, "lost/1"), election.ErrNotLeader)
 	err = cms.Delete(ctx, name, metav1.DeleteOptions{})
@@ -587,10 +607,8 @@ func TestLeaseSurvivesAPIServerRestart(t *testing.T) {
 		}
 		close(won)
 	}()
-	require.Eventually(t, func() bool {
-		info, err := follower.Leader(ctx)
-		return err == nil && info.Identity == leader.Identity()
-	}, 5*time.Second, 10*time.Millisecond)
+	_, err = electiontest.WaitLeader(ctx, follower, leader.Identity())
+	require.NoError(t, err, "the follower sees the leader")
 
 	require.NoError(t, a.Restart(ctx))
 	require.NoError(t, l.Context().Err(), "the term must survive a restart shorter than RenewDeadline")
@@ -608,4 +626,146 @@ func TestLeaseSurvivesAPIServerRestart(t *testing.T) {
 	require.Less(t, r.at.Sub(resignedAt), 15*time.Second, "handover after the restart waited for the lease to expire")
 	require.Greater(t, r.l.Token(), l.Token())
 	require.NoError(t, r.l.Resign(ctx))
+}
+
+// TestLeaseLeadingAndLeadingChanged checks the cheap leader state of the
+// Lease elector on the real apiserver: up when a term starts, down when it
+// is resigned, and down by ValidUntil when the holder is cut off.
+func TestLeaseLeadingAndLeadingChanged(t *testing.T) {
+	a := apiServer(t)
+	p := testenv.Proxy(t, a.Addr())
+	name := uniqueName("leading")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e := newLease(t, a.ConfigFor(p.Addr()), name)
+	t.Cleanup(func() { _ = e.Close() })
+
+	require.False(t, e.Leading())
+	changed := e.LeadingChanged()
+	l, err := e.Campaign(ctx)
+	require.NoError(t, err)
+	requireClosedWithin(t, ctx, changed, "LeadingChanged after the term began")
+	require.True(t, e.Leading())
+
+	changed = e.LeadingChanged()
+	require.NoError(t, l.Resign(ctx))
+	requireClosedWithin(t, ctx, changed, "LeadingChanged after Resign")
+	require.False(t, e.Leading())
+
+	// Cut off, the holder stops leading at ValidUntil by its own clock.
+	l, err = e.Campaign(ctx)
+	require.NoError(t, err)
+	require.NoError(t, electiontest.WaitLeading(ctx, e))
+	changed = e.LeadingChanged()
+	p.Cut()
+	requireClosedWithin(t, ctx, changed, "LeadingChanged after the cut")
+	require.False(t, e.Leading())
+	validUntil := l.(election.Expiring).ValidUntil()
+	require.False(t, time.Now().Before(validUntil), "Leading dropped before ValidUntil %v without a loss", validUntil)
+	require.ErrorIs(t, context.Cause(l.Context()), election.ErrLeadershipLost)
+	p.Restore()
+}
+
+// requireClosedWithin waits for ch to be closed, failing when ctx ends.
+func requireClosedWithin(t *testing.T, ctx context.Context, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-ctx.Done():
+		require.FailNow(t, "timed out", "%s: channel not closed: %v", what, context.Cause(ctx))
+	}
+}
+
+// mixedCut runs one client-go candidate with ReleaseOnCancel, whose
+// traffic goes through a proxy, as the holder of a Lease and one of ours
+// as a follower with the given takeover margin; it cuts the proxy and
+// returns how long the client-go holder's OnStartedLeading context
+// outlived our candidate's win (negative: it ended first).
+func mixedCut(t *testing.T, a *testenv.APIServerInstance, margin time.Duration) time.Duration {
+	t.Helper()
+	const ld, rd, rp = 4 * time.Second, 3 * time.Second, 500 * time.Millisecond
+	p := testenv.Proxy(t, a.Addr())
+	name := uniqueName("mixed-cut")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	leading := make(chan context.Context, 1)
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock: &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Namespace: testNamespace, Name: name},
+			Client:     clientset(t, a.ConfigFor(p.Addr())).CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: "client-go"},
+		},
+		LeaseDuration: ld, RenewDeadline: rd, RetryPeriod: rp,
+		ReleaseOnCancel: true,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) { leading <- ctx },
+			OnStoppedLeading: func() {},
+		},
+	})
+	require.NoError(t, err)
+	runCtx, stop := context.WithCancel(ctx)
+	runDone := make(chan struct{})
+	go func() { defer close(runDone); le.Run(runCtx) }()
+	defer func() { stop(); p.Restore(); <-runDone }()
+	var cgCtx context.Context
+	select {
+	case cgCtx = <-leading:
+	case <-ctx.Done():
+		require.FailNow(t, "the client-go candidate did not lead")
+	}
+	ended := make(chan time.Time, 1)
+	go func() { <-cgCtx.Done(); ended <- time.Now() }()
+
+	ours := newLease(t, a.Config(), name, func(c *election.LeaseConfig) {
+		c.LeaseDuration, c.RenewDeadline, c.RetryPeriod, c.TakeoverMargin = ld, rd, rp, margin
+	})
+	t.Cleanup(func() { _ = ours.Close() })
+	won := make(chan time.Time, 1)
+	go func() {
+		l, err := ours.Campaign(ctx)
+		if err == nil {
+			won <- time.Now()
+			_ = l.Resign(context.WithoutCancel(ctx))
+		}
+		close(won)
+	}()
+	_, err = electiontest.WaitLeader(ctx, ours, "client-go")
+	require.NoError(t, err)
+
+	cutAt := time.Now()
+	p.Cut()
+	wonAt, ok := <-won
+	require.True(t, ok, "our candidate did not take over")
+	var endedAt time.Time
+	select {
+	case endedAt = <-ended:
+	case <-ctx.Done():
+		require.FailNow(t, "the client-go holder's context did not end")
+	}
+	t.Logf("margin %v: client-go holder's context ended %v after the cut, ours led %v after the cut",
+		margin, endedAt.Sub(cutAt).Round(time.Millisecond), wonAt.Sub(cutAt).Round(time.Millisecond))
+	return endedAt.Sub(wonAt)
+}
+
+// TestMixedClientGoReleaseOnCancelUnderPartition proves what the package
+// documentation says of a Lease shared with client-go candidates that run
+// with ReleaseOnCancel: cut off from the apiserver, such a holder keeps its
+// OnStartedLeading context until RetryPeriod + 2 × RenewDeadline after its
+// last visible renewal, past the holder's own leaseDurationSeconds, after
+// which our follower (like a client-go follower) takes over; a
+// TakeoverMargin of RetryPeriod + 2 × RenewDeadline − LeaseDuration plus a
+// network delay closes that overlap.
+func TestMixedClientGoReleaseOnCancelUnderPartition(t *testing.T) {
+	a := apiServer(t)
+	t.Run("without margin", func(t *testing.T) {
+		// 2 × 3s + 0.5s − 4s = 2.5s of overlap by the timers alone.
+		overlap := mixedCut(t, a, 0)
+		require.Positive(t, overlap, "the client-go holder is documented to outlive the takeover by up to 2.5s here")
+	})
+	t.Run("with margin", func(t *testing.T) {
+		// 2.5s for the timers and 1s for delays.
+		overlap := mixedCut(t, a, 3500*time.Millisecond)
+		require.Negative(t, overlap, "with the margin, our follower must lead only after the client-go holder's context ended")
+	})
 }

@@ -139,10 +139,15 @@ type observation struct {
 	rec   leaseRecord
 	at    time.Time // local clock when rec was first seen
 	known bool      // false until the first read
+	// margin is LeaseConfig.TakeoverMargin, added to the holder's lease
+	// duration before this candidate counts the lease as expired.
+	margin time.Duration
 }
 
-// expiry is the local instant from which the lease may be taken.
-func (o observation) expiry() time.Time { return o.at.Add(o.rec.duration()) }
+// expiry is the local instant from which the lease may be taken: the
+// holder's leaseDurationSeconds after the record was first seen, plus the
+// takeover margin.
+func (o observation) expiry() time.Time { return o.at.Add(o.rec.duration() + o.margin) }
 
 // held reports whether somebody holds the lease at now, by client-go's
 // rule: a holder is named and observedTime + leaseDuration is after now.

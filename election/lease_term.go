@@ -34,6 +34,9 @@ type leaseTerm struct {
 	base       time.Time             // start of the first write with the current key
 	validUntil time.Time             // base + RenewDeadline
 
+	begun   time.Time // start of the Campaign that won the term
+	vacated time.Time // end of the previous holder's term as seen; zero if none
+
 	extended chan struct{} // validity moved forward (buffered, 1)
 	loopDone chan struct{} // renewal loop and watchdog exited
 	exited   chan struct{} // every goroutine of the term exited, release included
@@ -73,6 +76,12 @@ func (lt *leaseTerm) start(wait context.Context) error {
 	lt.e.leading.follow(lt.ctx)
 	lt.e.mu.Unlock()
 	log := logr.FromContextOrDiscard(wait).WithValues("lease", lt.e.cfg.Namespace+"/"+lt.e.cfg.Name, "identity", lt.e.cfg.Identity, "token", lt.token)
+	now := lt.e.clock.Now()
+	var handover time.Duration
+	if !lt.vacated.IsZero() {
+		handover = now.Sub(lt.vacated)
+	}
+	lt.e.report.acquired(lt.token, now.Sub(lt.begun), handover)
 	go func() {
 		defer close(lt.exited)
 		var wg sync.WaitGroup
@@ -80,6 +89,7 @@ func (lt *leaseTerm) start(wait context.Context) error {
 		go func() { defer wg.Done(); lt.renewLoop(log) }()
 		go func() { defer wg.Done(); lt.watchdog() }()
 		wg.Wait()
+		lt.e.report.ended(lt.token, context.Cause(lt.ctx))
 		close(lt.loopDone)
 	}()
 	if !lt.e.clock.Now().Before(lt.ValidUntil()) {
@@ -151,7 +161,13 @@ func (lt *leaseTerm) renewLoop(log logr.Logger) {
 			return
 		case <-t.C():
 		}
-		if err := lt.renew(ctx); err != nil && ctx.Err() == nil {
+		start := lt.e.clock.Now()
+		slack := lt.ValidUntil().Sub(start)
+		err := lt.renew(ctx)
+		if ctx.Err() == nil {
+			lt.e.report.renewed(lt.token, lt.e.clock.Since(start), slack, err)
+		}
+		if err != nil && ctx.Err() == nil {
 			log.V(1).Info("renewing the lease failed; retrying", "err", err, "validUntil", lt.ValidUntil())
 		}
 		t.Reset(lt.e.cfg.RetryPeriod)

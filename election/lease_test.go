@@ -41,6 +41,11 @@ func TestLeaseConfigValidation(t *testing.T) {
 		{"renew deadline not below lease duration", func(c *LeaseConfig) { c.RenewDeadline = c.LeaseDuration }},
 		{"no skew margin", func(c *LeaseConfig) { c.LeaseDuration, c.RenewDeadline = 20*time.Second, 19900*time.Millisecond }},
 		{"retry period too long", func(c *LeaseConfig) { c.RetryPeriod = 9 * time.Second }},
+		{"negative takeover margin", func(c *LeaseConfig) { c.TakeoverMargin = -time.Second }},
+		{"coordinated without a binary version", func(c *LeaseConfig) { c.Identity, c.Coordinated = "a", &Coordinated{} }},
+		{"coordinated identity not a name", func(c *LeaseConfig) {
+			c.Identity, c.Coordinated = "Not_A_Name", &Coordinated{BinaryVersion: "1.0.0"}
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

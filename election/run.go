@@ -135,9 +135,11 @@ func newRunOptions(opts []RunOption) (*runOptions, error) {
 // first. lead may call l.Resign itself. A panic in lead is not recovered.
 //
 // Failed Campaigns are retried with backoff (WithRetryInterval);
-// ErrClosed from the elector ends Run with that error. Run returns
-// ctx.Err() when ctx ends, and only after lead has returned and the
-// release was sent. Invalid options make Run return an error wrapping
+// ErrClosed from the elector ends Run with that error. Run returns nil
+// when ctx ends, as a controller-runtime Runnable does, and only after
+// lead has returned and the release was sent: stepping down on request is
+// not a failure. It returns an error only for a real failure: ErrClosed,
+// lead's error with WithStopOnError, or invalid options. Invalid options make Run return an error wrapping
 // ErrInvalidRunOption at once. Run logs through the logr.Logger in ctx.
 func Run(ctx context.Context, e Elector, lead func(ctx context.Context, l Leadership) error, opts ...RunOption) error {
 	o, err := newRunOptions(opts)
@@ -168,7 +170,7 @@ func Run(ctx context.Context, e Elector, lead func(ctx context.Context, l Leader
 			return runTerm(ctx, log, o, e, lead, &stepped)
 		}, bo...)
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return nil // stepping down on request is not a failure
 		}
 		if err != nil {
 			return err
@@ -185,7 +187,7 @@ func Run(ctx context.Context, e Elector, lead func(ctx context.Context, l Leader
 		case <-t.C():
 		case <-ctx.Done():
 			t.Stop()
-			return ctx.Err()
+			return nil
 		}
 	}
 }

@@ -11,5 +11,14 @@
 // be fenced with the leadership's token or guard.
 //
 // Backends prove themselves with Run, which runs the same cases on the
-// etcd backend, the Kubernetes Lease backend and the fake.
+// etcd backend, the Kubernetes Lease backend and the fake, including terms
+// lost by expiry while the holder is cut off (Subject.Partition: a cut
+// proxy for the real backends) and another candidate takes over. Overlap
+// is judged from each holder's own view (its term context and ValidUntil)
+// at the instant a successor's Campaign returns, never from a Leader
+// request.
+//
+// WaitLeading, WaitNotLeading, WaitLeader and WaitTermEnded wait for a
+// state on a context's deadline without polling, for tests that would
+// otherwise loop on Leading or Leader.
 package electiontest

@@ -3,6 +3,7 @@ package electiontest_test
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/reconkit/reconkit/election"
 	"github.com/reconkit/reconkit/election/electiontest"
@@ -43,4 +44,35 @@ func ExampleElection() {
 	// a leads term 2
 	// a's term: election: leadership lost: partitioned
 	// nobody leads: true
+}
+
+// A test waits for leadership on a deadline instead of polling: here a
+// host's loop under election.Run on the fake, then a partition that ends
+// its term.
+func ExampleWaitLeading() {
+	e := electiontest.NewElection()
+	a := e.NewCandidate("a")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- election.Run(runCtx, a, func(ctx context.Context, l election.Leadership) error {
+			<-ctx.Done()
+			return nil
+		})
+	}()
+	fmt.Println("wait leading:", electiontest.WaitLeading(ctx, a), a.Leading())
+	a.Partition()
+	fmt.Println("wait not leading:", electiontest.WaitNotLeading(ctx, a), a.Leading())
+	a.Heal()
+	fmt.Println("leader:", func() string { i, _ := electiontest.WaitLeader(ctx, a, "a"); return i.Identity }())
+	stop()
+	fmt.Println("Run:", <-done)
+	// Output:
+	// wait leading: <nil> true
+	// wait not leading: <nil> false
+	// leader: a
+	// Run: <nil>
 }

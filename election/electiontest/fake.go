@@ -49,6 +49,22 @@ func Manual() Option { return func(e *Election) { e.manual = true } }
 //     reasons other than a partition, a cancelled context or misuse.
 //   - Tokens start at 1 and count terms; real backends' tokens are
 //     revisions or transition counts with gaps.
+//   - Terms do not implement election.Expiring: there is no ValidUntil,
+//     no renewal and no clock, so nothing about clock rates, skew margins
+//     or a holder paused past its validity is modelled, and Leading is
+//     simply "term context live".
+//   - A partition is all or nothing and ends the leader's term at once;
+//     partial partitions (a candidate that reaches the backend but not
+//     its peers), slow or lost answers, and requests that land after the
+//     partition healed are not modelled.
+//   - A Resign always succeeds; a failed release that must be retried,
+//     and a successor that waits for a release in flight, are not
+//     modelled.
+//   - There are no Metrics observations or events, and Close does not
+//     exist: a candidate is dropped by ending its term and its Campaign.
+//
+// Everything on this list is covered by the real-server tests of package
+// election (partitions through a cut proxy, hung servers, slow revokes).
 type Election struct {
 	manual bool
 	value  event.Value[election.LeaderInfo]
@@ -199,6 +215,7 @@ func (e *Election) grantLocked(w *waiter) {
 	e.leader = t
 	w.c.term = t
 	w.c.busy = true
+	w.c.leadingChangedLocked()
 	w.won <- t
 	e.value.Set(e.infoLocked())
 }
@@ -231,12 +248,42 @@ type Candidate struct {
 	term        *term
 	partitioned bool
 	healed      chan struct{} // closed while not partitioned
+	changed     chan struct{} // closed at the next start or end of a term; nil until asked for
 }
 
 var _ election.Elector = (*Candidate)(nil)
 
 // Identity implements election.Elector.
 func (c *Candidate) Identity() string { return c.id }
+
+// Leading reports, as the real electors' Leading does, whether the
+// candidate holds a term whose context is live. It sends nothing.
+func (c *Candidate) Leading() bool {
+	c.e.mu.Lock()
+	defer c.e.mu.Unlock()
+	return c.term != nil && c.term.ctx.Err() == nil
+}
+
+// LeadingChanged returns a channel that is closed when the candidate next
+// starts or ends a term, as the real electors' LeadingChanged does; read
+// Leading after it is closed, and call LeadingChanged again for the next
+// change.
+func (c *Candidate) LeadingChanged() <-chan struct{} {
+	c.e.mu.Lock()
+	defer c.e.mu.Unlock()
+	if c.changed == nil {
+		c.changed = make(chan struct{})
+	}
+	return c.changed
+}
+
+// leadingChangedLocked wakes LeadingChanged's waiters.
+func (c *Candidate) leadingChangedLocked() {
+	if c.changed != nil {
+		close(c.changed)
+		c.changed = nil
+	}
+}
 
 // Campaign implements election.Elector. It waits in line behind the
 // candidates that campaigned before it; a partitioned candidate waits until
@@ -436,6 +483,7 @@ func (t *term) releaseLocked() {
 	if t.c.term == t {
 		t.c.term = nil
 		t.c.busy = false
+		t.c.leadingChangedLocked()
 	}
 }
 

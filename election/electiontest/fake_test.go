@@ -22,6 +22,11 @@ func TestFakeConformance(t *testing.T) {
 			KillSession: func(t *testing.T, c election.Elector) {
 				require.True(t, c.(*electiontest.Candidate).Kill(), "Kill: candidate was not leading")
 			},
+			Partition: func(t *testing.T, c election.Elector) func() {
+				fc := c.(*electiontest.Candidate)
+				fc.Partition()
+				return fc.Heal
+			},
 			Timeout: 5 * time.Second,
 		}
 	})
@@ -133,4 +138,60 @@ func TestCampaignTwiceIsBusy(t *testing.T) {
 	require.ErrorIs(t, err, electiontest.ErrBusy, "Campaign while leading")
 	require.NoError(t, l.Context().Err())
 	require.NoError(t, l.Resign(ctx))
+}
+
+// requireClosed asserts that ch is closed now: the fake changes state
+// synchronously, so no wait is needed.
+func requireClosed(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	default:
+		require.FailNow(t, "channel not closed", what)
+	}
+}
+
+func TestFakeLeadingAndLeadingChanged(t *testing.T) {
+	e := electiontest.NewElection()
+	a, b := e.NewCandidate("a"), e.NewCandidate("b")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.False(t, a.Leading())
+	changed := a.LeadingChanged()
+	require.Equal(t, changed, a.LeadingChanged(), "one channel until the next change")
+
+	la := get(t, campaign(ctx, a))
+	requireClosed(t, changed, "LeadingChanged after a won")
+	require.True(t, a.Leading())
+	require.NoError(t, electiontest.WaitLeading(ctx, a))
+	require.False(t, b.Leading())
+
+	// Loss by partition: the flag drops with the term, and b takes over.
+	changed = a.LeadingChanged()
+	chB := campaign(ctx, b)
+	require.NoError(t, e.AwaitWaiting(ctx, 1))
+	a.Partition()
+	requireClosed(t, changed, "LeadingChanged after a was partitioned")
+	require.False(t, a.Leading())
+	require.Error(t, la.Context().Err())
+	lb := get(t, chB)
+	require.NoError(t, electiontest.WaitLeading(ctx, b))
+	require.NoError(t, electiontest.WaitNotLeading(ctx, a))
+	a.Heal()
+
+	// Resign drops the flag too.
+	changed = b.LeadingChanged()
+	require.NoError(t, lb.Resign(ctx))
+	requireClosed(t, changed, "LeadingChanged after b resigned")
+	require.False(t, b.Leading())
+
+	// The waits end with their context.
+	done, stop := context.WithCancel(ctx)
+	stop()
+	require.ErrorIs(t, electiontest.WaitLeading(done, b), context.Canceled)
+	_, err := electiontest.WaitTermEnded(done, get(t, campaign(ctx, b)))
+	require.ErrorIs(t, err, context.Canceled)
+	info, err := electiontest.WaitLeader(ctx, a, "b")
+	require.NoError(t, err)
+	require.Equal(t, "b", info.Identity)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,6 +31,17 @@ type Subject struct {
 	// campaign again. c is a value NewCandidate returned. Required.
 	KillSession func(t *testing.T, c election.Elector)
 
+	// Partition cuts c off from the backend without telling it: a cut
+	// proxy in front of its client for a real backend (bytes held, not
+	// refused, as on a real network), Candidate.Partition for the fake.
+	// While cut, c's term must end on its own (its validity expires) and
+	// another candidate may take over. It returns heal, which restores the
+	// traffic; after heal c must be able to campaign again. c is a value
+	// NewCandidate returned. Optional: without it the partition cases are
+	// skipped and MutualExclusion ends terms only by Resign and
+	// KillSession.
+	Partition func(t *testing.T, c election.Elector) (heal func())
+
 	// Timeout bounds every wait for something that must happen: a
 	// campaign winning after a release, a term noticing its loss, Observe
 	// catching up. Zero means 10 seconds. Backends whose loss detection
@@ -38,14 +50,30 @@ type Subject struct {
 }
 
 // Run runs the conformance suite every election.Elector passes, each case
-// as a subtest on a fresh election from newSubject:
-//   - MutualExclusion: candidates racing through many terms never hold two
-//     live term contexts at once;
+// as a subtest on a fresh election from newSubject.
+//
+// Overlap is judged from each holder's own view, never from a Leader
+// request: the moment a candidate's Campaign returns, every earlier term
+// must have ended by its holder's own account, that is, its term context
+// has ended or, for a term that implements election.Expiring, the clock
+// is past its ValidUntil. The cases:
+//   - MutualExclusion: candidates race through terms that end by Resign,
+//     by KillSession and (with Partition) by a partition while another
+//     candidate takes over; no term begins while an earlier one is still
+//     valid by its holder's view, and tokens increase in term order. A
+//     term ended by KillSession is exempt from the overlap check (it is
+//     ended from outside, which its holder cannot foresee) but must end
+//     within Timeout;
 //   - HandoverOnResign: Resign ends the term context with cause
 //     election.ErrResigned and a waiting candidate wins;
 //   - LossOnSessionDeath: a killed session ends the term context with cause
 //     election.ErrLeadershipLost, a waiting candidate wins, and the loser
 //     can campaign again;
+//   - LossByPartition (with Partition): a leader cut off from the backend
+//     loses its term by expiry with cause election.ErrLeadershipLost while
+//     a waiting candidate takes over, the successor begins only after the
+//     old term ended by its holder's view, and the healed loser can
+//     campaign again;
 //   - CampaignContextCancelled: a cancelled Campaign returns an error
 //     wrapping the context's error and never leads later;
 //   - CampaignContextBoundsWaitOnly: ending the Campaign's context after
@@ -67,6 +95,7 @@ func Run(t *testing.T, newSubject func(t *testing.T) Subject) {
 		{"MutualExclusion", testMutualExclusion},
 		{"HandoverOnResign", testHandoverOnResign},
 		{"LossOnSessionDeath", testLossOnSessionDeath},
+		{"LossByPartition", testLossByPartition},
 		{"CampaignContextCancelled", testCampaignContextCancelled},
 		{"CampaignContextBoundsWaitOnly", testCampaignContextBoundsWaitOnly},
 		{"TokensIncrease", testTokensIncrease},
@@ -168,66 +197,196 @@ func (s *suite) resign(t *testing.T, l election.Leadership) {
 	require.NoError(t, l.Resign(ctx), "Resign")
 }
 
+// validView reports whether l is valid at now by its holder's own view:
+// its context is live and, if it expires, now is before its ValidUntil.
+func validView(l election.Leadership, now time.Time) bool {
+	if l.Context().Err() != nil {
+		return false
+	}
+	if x, ok := l.(election.Expiring); ok {
+		return now.Before(x.ValidUntil())
+	}
+	return true
+}
+
+// judge records every term in the order their Campaigns returned and
+// checks, at each new term's start, that every earlier term has ended by
+// its holder's view, and that tokens increase.
+type judge struct {
+	mu         sync.Mutex
+	terms      []election.Leadership
+	exempt     map[election.Leadership]bool
+	violations []string
+}
+
+// exclude exempts l from the overlap check: KillSession ends a term from
+// outside (another client revokes or overwrites it), which no holder can
+// foresee, so a successor may begin before the holder hears of it. The
+// holder must still notice within Timeout, which the callers check.
+func (j *judge) exclude(l election.Leadership) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.exempt == nil {
+		j.exempt = map[election.Leadership]bool{}
+	}
+	j.exempt[l] = true
+}
+
+// began records l, whose Campaign has just returned.
+func (j *judge) began(l election.Leadership) {
+	now := time.Now()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, p := range j.terms {
+		if !j.exempt[p] && validView(p, now) {
+			until := "no ValidUntil"
+			if x, ok := p.(election.Expiring); ok {
+				until = fmt.Sprintf("ValidUntil %v later", x.ValidUntil().Sub(now))
+			}
+			j.violations = append(j.violations, fmt.Sprintf(
+				"term %d of %s began while term %d of %s was still valid by its holder's view (context live, %s)",
+				l.Token(), l.Identity(), p.Token(), p.Identity(), until))
+		}
+	}
+	if n := len(j.terms); n > 0 && l.Token() <= j.terms[n-1].Token() {
+		j.violations = append(j.violations, fmt.Sprintf("term of %s has token %d, not above the previous term's %d",
+			l.Identity(), l.Token(), j.terms[n-1].Token()))
+	}
+	j.terms = append(j.terms, l)
+}
+
+// check fails t on any violation.
+func (j *judge) check(t *testing.T) {
+	t.Helper()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	require.Empty(t, j.violations, "overlapping terms")
+}
+
+// held is a term a candidate of MutualExclusion holds until told to resign
+// or until it ends.
+type held struct {
+	c      election.Elector
+	l      election.Leadership
+	resign chan struct{}
+}
+
 func testMutualExclusion(t *testing.T, s *suite) {
-	const candidates, termsEach = 3, 4
+	const candidates = 3
 	ctx := s.ctx(t)
-	var (
-		mu      sync.Mutex
-		holders int
-		most    int
-		tokens  []election.Token
-	)
+	actions := []string{"resign", "kill", "resign", "kill", "resign"}
+	if s.Partition != nil {
+		actions = append(actions, "partition", "resign", "partition", "kill")
+	}
+	var j judge
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	wins := make(chan held)
+	cuts := make([]atomic.Int64, candidates) // odd while the candidate is cut off
+	cands := make([]election.Elector, candidates)
 	errs := make(chan error, candidates)
 	var wg sync.WaitGroup
 	for i := range candidates {
 		c := s.NewCandidate(t)
+		cands[i] = c
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- func() error {
-				for range termsEach {
-					// The term is a child of the Campaign context: it
-					// must stay live until Resign.
-					cctx, cancel := context.WithTimeout(ctx, s.Timeout*candidates*termsEach)
-					defer cancel()
-					l, err := c.Campaign(cctx)
-					if err != nil {
-						return fmt.Errorf("candidate %d: Campaign: %w", i, err)
-					}
-					mu.Lock()
-					holders++
-					most = max(most, holders)
-					tokens = append(tokens, l.Token())
-					mu.Unlock()
-					// Give a competing leader, if the backend allowed one,
-					// the chance to show up.
-					_, _ = c.Leader(ctx)
-					if err := l.Context().Err(); err != nil {
-						return fmt.Errorf("candidate %d: term ended while leading: %w", i, context.Cause(l.Context()))
-					}
-					mu.Lock()
-					holders--
-					mu.Unlock()
-					rctx, rcancel := context.WithTimeout(ctx, s.Timeout)
-					err = l.Resign(rctx)
-					rcancel()
-					if err != nil {
-						return fmt.Errorf("candidate %d: Resign: %w", i, err)
-					}
-				}
-				return nil
-			}()
+			errs <- s.holdTerms(ctx, runCtx, c, &cuts[i], &j, wins)
 		}()
 	}
+	t.Cleanup(func() { stop(); wg.Wait() })
+	index := func(c election.Elector) int {
+		for i, x := range cands {
+			if x == c {
+				return i
+			}
+		}
+		return -1
+	}
+
+	var heal func()
+	cut := -1
+	for n, action := range append(actions, "resign") {
+		h := s.nextWin(t, wins, fmt.Sprintf("term %d", n))
+		if heal != nil {
+			// A successor took over while the previous holder was cut off.
+			require.NotEqual(t, cut, index(h.c), "the cut-off candidate won again")
+			heal()
+			cuts[cut].Add(1)
+			heal, cut = nil, -1
+		}
+		switch action {
+		case "resign":
+			close(h.resign)
+		case "kill":
+			j.exclude(h.l)
+			s.KillSession(t, h.c)
+			require.ErrorIs(t, s.ended(t, h.l, fmt.Sprintf("term %d after KillSession", n)), election.ErrLeadershipLost)
+		case "partition":
+			cut = index(h.c)
+			cuts[cut].Add(1)
+			heal = s.Partition(t, h.c)
+			require.ErrorIs(t, s.ended(t, h.l, fmt.Sprintf("term %d after a partition", n)), election.ErrLeadershipLost)
+		}
+	}
+	stop()
 	wg.Wait()
 	close(errs)
 	for err := range errs {
 		require.NoError(t, err)
 	}
-	require.Equal(t, 1, most, "two candidates led at once")
-	require.Len(t, tokens, candidates*termsEach)
-	for i := 1; i < len(tokens); i++ {
-		require.Greater(t, tokens[i], tokens[i-1], "tokens in term order: %v", tokens)
+	j.check(t)
+	require.GreaterOrEqual(t, len(j.terms), len(actions)+1)
+}
+
+// holdTerms campaigns on c until runCtx ends, reports each term to j and on
+// wins, and holds it until told to resign or until it ends. A Campaign
+// error is tolerated while c is or was just cut off (cut changed or is
+// odd); any other is returned.
+func (s *suite) holdTerms(ctx, runCtx context.Context, c election.Elector, cut *atomic.Int64, j *judge, wins chan<- held) error {
+	for {
+		before := cut.Load()
+		l, err := c.Campaign(runCtx)
+		if err != nil {
+			if runCtx.Err() != nil {
+				return nil
+			}
+			if after := cut.Load(); before%2 == 1 || after != before {
+				continue // cut off during the campaign: try again
+			}
+			return fmt.Errorf("%s: Campaign: %w", c.Identity(), err)
+		}
+		j.began(l)
+		h := held{c: c, l: l, resign: make(chan struct{})}
+		select {
+		case wins <- h:
+		case <-runCtx.Done():
+		}
+		select {
+		case <-h.resign:
+		case <-l.Context().Done():
+			continue // lost: campaign again
+		case <-runCtx.Done():
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.Timeout)
+		err = l.Resign(rctx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%s: Resign: %w", c.Identity(), err)
+		}
+	}
+}
+
+// nextWin waits for the next term of MutualExclusion.
+func (s *suite) nextWin(t *testing.T, wins <-chan held, what string) held {
+	t.Helper()
+	select {
+	case h := <-wins:
+		return h
+	case <-time.After(s.Timeout):
+		require.FailNow(t, "timed out", "%s: no candidate won within %v", what, s.Timeout)
+		return held{}
 	}
 }
 
@@ -271,6 +430,44 @@ func testLossOnSessionDeath(t *testing.T, s *suite) {
 	s.resign(t, lb)
 	la2 := s.win(t, chA, "a again")
 	require.Greater(t, la2.Token(), lb.Token())
+	s.resign(t, la2)
+}
+
+func testLossByPartition(t *testing.T, s *suite) {
+	if s.Partition == nil {
+		t.Skip("the Subject cannot partition a candidate (Subject.Partition is nil)")
+	}
+	ctx := s.ctx(t)
+	var j judge
+	a, b := s.NewCandidate(t), s.NewCandidate(t)
+	la := s.lead(t, ctx, a, "a")
+	j.began(la)
+	chB := s.campaign(t, ctx, b)
+	s.eventuallyLeader(t, ctx, b, a.Identity())
+	pending(t, chB, "b")
+
+	heal := s.Partition(t, a)
+	healed := false
+	defer func() {
+		if !healed {
+			heal()
+		}
+	}()
+	lb := s.win(t, chB, "b after a was cut off")
+	j.began(lb) // a's term must have ended by a's own view by now
+	cause := s.ended(t, la, "a after it was cut off")
+	require.ErrorIs(t, cause, election.ErrLeadershipLost)
+	j.check(t)
+	require.NoError(t, lb.Context().Err(), "b's term after a noticed its loss")
+
+	// Healed, the loser campaigns again and wins after b resigns.
+	heal()
+	healed = true
+	chA := s.campaign(t, ctx, a)
+	s.resign(t, lb)
+	la2 := s.win(t, chA, "a again after the partition healed")
+	j.began(la2)
+	j.check(t)
 	s.resign(t, la2)
 }
 
@@ -430,25 +627,28 @@ func (s *suite) observeUntil(t *testing.T, ch <-chan election.LeaderInfo, ok fun
 	}
 }
 
-// eventuallyLeader waits until c's Leader reports identity.
+// eventuallyLeader waits, by c's Observe stream, until c sees identity
+// lead, then checks that c's Leader agrees.
 func (s *suite) eventuallyLeader(t *testing.T, ctx context.Context, c election.Elector, identity string) election.LeaderInfo {
 	t.Helper()
-	var info election.LeaderInfo
-	var err error
-	require.Eventually(t, func() bool {
-		info, err = c.Leader(ctx)
-		return err == nil && info.Identity == identity
-	}, s.Timeout, 5*time.Millisecond, "Leader() = %+v, %v; want %q", &info, &err, identity)
+	wctx, cancel := context.WithTimeout(ctx, s.Timeout)
+	defer cancel()
+	info, err := WaitLeader(wctx, c, identity)
+	require.NoError(t, err)
+	got, err := c.Leader(wctx)
+	require.NoError(t, err, "Leader after Observe reported %q", identity)
+	require.Equal(t, identity, got.Identity, "Leader after Observe reported %q", identity)
 	return info
 }
 
-// eventuallyNoLeader waits until c's Leader reports ErrNoLeader.
+// eventuallyNoLeader waits, by c's Observe stream, until c sees nobody
+// lead, then checks that c's Leader returns ErrNoLeader.
 func (s *suite) eventuallyNoLeader(t *testing.T, ctx context.Context, c election.Elector) {
 	t.Helper()
-	var info election.LeaderInfo
-	var err error
-	require.Eventually(t, func() bool {
-		info, err = c.Leader(ctx)
-		return errors.Is(err, election.ErrNoLeader)
-	}, s.Timeout, 5*time.Millisecond, "Leader() = %+v, %v; want ErrNoLeader", &info, &err)
+	wctx, cancel := context.WithTimeout(ctx, s.Timeout)
+	defer cancel()
+	_, err := WaitLeader(wctx, c, "")
+	require.NoError(t, err)
+	_, err = c.Leader(wctx)
+	require.ErrorIs(t, err, election.ErrNoLeader, "Leader after Observe reported no leader")
 }

@@ -1,12 +1,18 @@
 // Command election compares election's Kubernetes Lease backend with
-// client-go's tools/leaderelection on a real kube-apiserver, with the same
-// durations on both sides:
+// client-go's tools/leaderelection on a real kube-apiserver, and its etcd
+// backend with etcd's concurrency.Election on that apiserver's etcd, with
+// the same durations on both sides, in one run:
 //
 //   - graceful handover: the leader resigns (client-go: cancels its run
 //     with ReleaseOnCancel) and the successor's lead starts;
 //   - crash failover: the leader stops renewing without releasing, and a
-//     follower takes over; the bound is LeaseDuration + one round trip;
-//   - requests per second a follower sends while a leader holds the lease.
+//     follower takes over; the bound is LeaseDuration (TTL) + one round
+//     trip;
+//   - requests per second a follower sends while a leader holds;
+//   - the partition-detection window: the leader's traffic is cut by a
+//     proxy (no answers) and the time until the leader itself learns its
+//     term ended is measured: our term context, client-go's
+//     OnStartedLeading context, concurrency's Session.Done.
 //
 // It builds (once, cached) and starts its own etcd and kube-apiserver, so
 // it needs no setup. At client-go's default durations it runs for about
@@ -16,7 +22,7 @@
 // Usage:
 //
 //	go run ./cmd/bench/election [-lease-duration 15s] [-renew-deadline 10s] [-retry-period 2s]
-//	    [-handovers 50] [-failovers 3] [-idle 20s]
+//	    [-ttl 10s] [-handovers 50] [-failovers 3] [-idle 20s]
 package main
 
 import (
@@ -54,6 +60,7 @@ var (
 	handovers     = flag.Int("handovers", 50, "graceful handovers per implementation")
 	failovers     = flag.Int("failovers", 3, "crash failovers per implementation")
 	idle          = flag.Duration("idle", 20*time.Second, "window over which follower requests are counted")
+	ttl           = flag.Duration("ttl", election.DefaultSessionTTL, "etcd session TTL on both etcd sides")
 )
 
 const namespace = "bench"
@@ -98,54 +105,96 @@ func run() error {
 
 	// Everything bounded by timers (client-go's handovers wait for its
 	// polls, crash failovers for the lease duration, the request count for
-	// its window) runs side by side, each on its own Lease; our handovers,
-	// a matter of milliseconds, run alone afterwards.
+	// its window) runs side by side, each on its own Lease or prefix; the
+	// handovers of ours and of etcd's concurrency, a matter of
+	// milliseconds, run alone afterwards.
 	var (
 		wg                           sync.WaitGroup
 		oursIdle, cgIdle             float64
 		oursCrash, cgCrash, cgHand   []time.Duration
+		oursDetect, cgDetect         []time.Duration
+		cgCutFailover                []time.Duration
 		errIdleO, errIdleC, errHandC error
-		errCrashO, errCrashC         error
+		errCrashO, errCrashC, errCut error
+		etcdRes                      [2]etcdResult
 	)
-	logf("client-go: %d handovers; both: %d crash failovers, follower requests over %v ...", *handovers, *failovers, *idle)
-	wg.Add(3)
+	kinds := b.etcdKinds()
+	logf("client-go: %d handovers; all: %d crash failovers and partitions, follower requests over %v ...", *handovers, *failovers, *idle)
+	wg.Add(4 + len(kinds))
 	go func() { defer wg.Done(); cgHand, errHandC = b.clientGoHandover(ctx) }()
 	go func() {
 		defer wg.Done()
 		oursIdle, errIdleO = b.oursIdle(ctx)
-		oursCrash, errCrashO = b.oursCrash(ctx)
+		oursCrash, oursDetect, errCrashO = b.oursCrash(ctx)
 	}()
 	go func() {
 		defer wg.Done()
 		cgIdle, errIdleC = b.clientGoIdle(ctx)
 		cgCrash, errCrashC = b.clientGoCrash(ctx)
 	}()
+	go func() { defer wg.Done(); cgCutFailover, cgDetect, errCut = b.clientGoCut(ctx) }()
+	for i, k := range kinds {
+		go func() {
+			defer wg.Done()
+			r := &etcdRes[i]
+			if r.idle, r.err = b.etcdIdle(ctx, k); r.err != nil {
+				return
+			}
+			r.failover, r.detect, r.err = b.etcdCutOff(ctx, k, *failovers)
+		}()
+	}
 	wg.Wait()
-	if err := errors.Join(errHandC, errIdleO, errIdleC, errCrashO, errCrashC); err != nil {
+	if err := errors.Join(errHandC, errIdleO, errIdleC, errCrashO, errCrashC, errCut, etcdRes[0].err, etcdRes[1].err); err != nil {
 		return err
 	}
-	logf("ours: %d handovers ...", *handovers)
+	logf("ours: %d handovers; etcd: %d handovers each ...", *handovers, *handovers)
 	oursHand, err := b.oursHandover(ctx)
 	if err != nil {
 		return err
 	}
+	for i, k := range kinds {
+		if etcdRes[i].handover, err = b.etcdHandover(ctx, k); err != nil {
+			return err
+		}
+	}
 
 	bound := *leaseDuration + rtt
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(w, "metric\tLease backend\tclient-go\tclient-go / ours\t\n")
+	fmt.Fprintf(w, "Kubernetes Lease\tLease backend\tclient-go\tclient-go / ours\t\n")
 	row := func(name string, o, c time.Duration) {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t\n", name, ms(o), ms(c), ratio(float64(c), float64(o)))
 	}
-	row(fmt.Sprintf("handover median (n=%d)", len(oursHand)), pct(oursHand, 50), pct(cgHand, 50))
+	row(fmt.Sprintf("handover p50 (n=%d)", len(oursHand)), pct(oursHand, 50), pct(cgHand, 50))
 	row("handover p99", pct(oursHand, 99), pct(cgHand, 99))
 	row("handover max", pct(oursHand, 100), pct(cgHand, 100))
-	row(fmt.Sprintf("crash failover median (n=%d)", len(oursCrash)), pct(oursCrash, 50), pct(cgCrash, 50))
+	row(fmt.Sprintf("crash failover p50 (n=%d)", len(oursCrash)), pct(oursCrash, 50), pct(cgCrash, 50))
 	row("crash failover max", pct(oursCrash, 100), pct(cgCrash, 100))
 	fmt.Fprintf(w, "crash failover bound (LeaseDuration + RTT)\t%s\t%s\t\t\n", ms(bound), ms(bound))
 	fmt.Fprintf(w, "follower requests/s while a leader holds\t%.3f\t%.3f\t%s\t\n", oursIdle, cgIdle, ratio(cgIdle, oursIdle))
+	row(fmt.Sprintf("partition: cut → leader's context ends p50 (n=%d)", len(oursDetect)), pct(oursDetect, 50), pct(cgDetect, 50))
+	row("partition: cut → leader's context ends max", pct(oursDetect, 100), pct(cgDetect, 100))
+	row("partition: cut → follower leads (client-go: ReleaseOnCancel) p50", pct(oursCrash, 50), pct(cgCutFailover, 50))
+	fmt.Fprintf(w, "\t\t\t\t\n")
+	o, c := etcdRes[0], etcdRes[1]
+	fmt.Fprintf(w, "etcd\tetcd backend\tconcurrency\tconcurrency / ours\t\n")
+	row(fmt.Sprintf("handover p50 (n=%d)", len(o.handover)), pct(o.handover, 50), pct(c.handover, 50))
+	row("handover p99", pct(o.handover, 99), pct(c.handover, 99))
+	row(fmt.Sprintf("crash failover p50 (n=%d)", len(o.failover)), pct(o.failover, 50), pct(c.failover, 50))
+	row("crash failover max", pct(o.failover, 100), pct(c.failover, 100))
+	fmt.Fprintf(w, "crash failover bound (TTL + RTT)\t%s\t%s\t\t\n", ms(*ttl+rtt), ms(*ttl+rtt))
+	fmt.Fprintf(w, "follower requests/s while a leader holds\t%.3f\t%.3f\t%s\t\n", o.idle, c.idle, ratio(c.idle, o.idle))
+	row(fmt.Sprintf("partition: cut → leader's context ends p50 (n=%d)", len(o.detect)), pct(o.detect, 50), pct(c.detect, 50))
+	row("partition: cut → leader's context ends max", pct(o.detect, 100), pct(c.detect, 100))
 	w.Flush()
 	logf("total %v", time.Since(start).Round(time.Second))
 	return nil
+}
+
+// etcdResult holds one etcd implementation's figures.
+type etcdResult struct {
+	handover, failover, detect []time.Duration
+	idle                       float64
+	err                        error
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
@@ -323,6 +372,7 @@ type cgCandidate struct {
 }
 
 type cgTerm struct {
+	ctx    context.Context // OnStartedLeading's
 	id     string
 	at     time.Time
 	cancel context.CancelFunc // ends the run (and, with ReleaseOnCancel, releases)
@@ -334,8 +384,8 @@ type cgTerm struct {
 func (c *cgCandidate) start(ctx context.Context, releaseOnCancel bool, cfg *rest.Config) (context.CancelFunc, <-chan struct{}, error) {
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	le, err := c.b.clientGo(cfg, c.name, c.id, releaseOnCancel, func(context.Context) {
-		c.led <- cgTerm{id: c.id, at: time.Now(), cancel: cancel, done: done}
+	le, err := c.b.clientGo(cfg, c.name, c.id, releaseOnCancel, func(lctx context.Context) {
+		c.led <- cgTerm{ctx: lctx, id: c.id, at: time.Now(), cancel: cancel, done: done}
 	})
 	if err != nil {
 		cancel()
@@ -401,50 +451,52 @@ func (b *bench) clientGoHandover(ctx context.Context) ([]time.Duration, error) {
 // oursCrash: the leader's traffic goes through a proxy that is cut (the
 // leader falls silent, as a crashed process does, and never releases);
 // measured from the cut to the follower's Campaign returning.
-func (b *bench) oursCrash(ctx context.Context) ([]time.Duration, error) {
+func (b *bench) oursCrash(ctx context.Context) (failover, detect []time.Duration, err error) {
 	name := b.leaseName("crash-ours")
 	var ds []time.Duration
 	for i := range *failovers {
 		p, err := servers.StartProxy(b.a.Addr())
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		leader, err := b.ours(b.a.ConfigFor(p.Addr()), name, fmt.Sprintf("ours-leader-%d", i))
 		if err != nil {
 			p.Close()
-			return nil, err
+			return nil, nil, err
 		}
 		follower, err := b.ours(b.a.Config(), name, fmt.Sprintf("ours-follower-%d", i))
 		if err != nil {
 			p.Close()
-			return nil, err
+			return nil, nil, err
 		}
 		first := <-campaign(ctx, leader)
 		if first.err != nil {
 			p.Close()
-			return nil, first.err
+			return nil, nil, first.err
 		}
 		waiting := campaign(ctx, follower)
 		if err := pause(ctx); err != nil {
 			p.Close()
-			return nil, err
+			return nil, nil, err
 		}
+		ended := make(chan time.Time, 1)
+		go func() { <-first.l.Context().Done(); ended <- time.Now() }()
 		t0 := time.Now()
 		p.Cut()
 		next := <-waiting
 		if next.err != nil {
 			p.Close()
-			return nil, next.err
+			return nil, nil, next.err
 		}
 		ds = append(ds, next.at.Sub(t0))
-		<-first.l.Context().Done() // lost by ValidUntil, long before
+		detect = append(detect, (<-ended).Sub(t0)) // lost by ValidUntil, long before
 		p.Close()
 		_ = first.l.Resign(ctx)
 		if err := next.l.Resign(ctx); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return ds, nil
+	return ds, detect, nil
 }
 
 // clientGoCrash: the leader's run is cancelled without ReleaseOnCancel, so
@@ -478,6 +530,53 @@ func (b *bench) clientGoCrash(ctx context.Context) ([]time.Duration, error) {
 		<-fdone
 	}
 	return ds, nil
+}
+
+// clientGoCut: the leader's traffic goes through a proxy that is cut, as
+// in oursCrash; the leader runs with ReleaseOnCancel. It measures cut →
+// the leader's OnStartedLeading context ends (client-go cancels it only
+// after its renewals gave up at RenewDeadline and its release attempt
+// returned) and cut → the follower's OnStartedLeading.
+func (b *bench) clientGoCut(ctx context.Context) (failover, detect []time.Duration, err error) {
+	name := b.leaseName("cut-client-go")
+	for i := range *failovers {
+		p, err := servers.StartProxy(b.a.Addr())
+		if err != nil {
+			return nil, nil, err
+		}
+		led := make(chan cgTerm, 2)
+		leader := &cgCandidate{b: b, name: name, id: fmt.Sprintf("client-go-cut-leader-%d", i), led: led}
+		follower := &cgCandidate{b: b, name: name, id: fmt.Sprintf("client-go-cut-follower-%d", i), led: led}
+		lcancel, ldone, err := leader.start(ctx, true, b.a.ConfigFor(p.Addr()))
+		if err != nil {
+			p.Close()
+			return nil, nil, err
+		}
+		cur := <-led
+		fcancel, fdone, err := follower.start(ctx, true, b.a.Config())
+		if err != nil {
+			lcancel()
+			p.Close()
+			return nil, nil, err
+		}
+		if err := pause(ctx); err != nil {
+			return nil, nil, err
+		}
+		ended := make(chan time.Time, 1)
+		go func() { <-cur.ctx.Done(); ended <- time.Now() }()
+		t0 := time.Now()
+		p.Cut()
+		next := <-led
+		failover = append(failover, next.at.Sub(t0))
+		detect = append(detect, (<-ended).Sub(t0))
+		p.Restore()
+		lcancel()
+		<-ldone
+		p.Close()
+		fcancel()
+		<-fdone
+	}
+	return failover, detect, nil
 }
 
 // oursIdle counts the requests one of our followers sends while the leader

@@ -1,0 +1,209 @@
+package election
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/validation"
+	coordinationv1beta1client "k8s.io/client-go/kubernetes/typed/coordination/v1beta1"
+)
+
+// Coordinated makes a LeaseElector take part in Coordinated Leader
+// Election (KEP-4355, coordination.k8s.io/v1beta1, beta and off by default
+// in Kubernetes 1.37: the apiserver needs
+// --feature-gates=CoordinatedLeaderElection=true and
+// --runtime-config=coordination.k8s.io/v1beta1=true). The candidate
+// publishes a LeaseCandidate named by its Identity (which must therefore
+// be a DNS subdomain), in the Lease's namespace, with its versions, and
+// lets the apiserver's
+// election controller pick the holder: with the OldestEmulationVersion
+// strategy, the candidate with the lowest emulation version, then binary
+// version, then the oldest LeaseCandidate. It never takes the Lease on
+// its own, not even an expired one; it adopts it once the controller
+// names it as holder, and yields when the controller names another
+// preferred holder.
+//
+// What this rests on, beyond the uncoordinated case: the controller judges
+// expiry by comparing renewTime, written by the holder's clock, with its
+// own clock, so the holder's and the apiserver's time of day must agree
+// within LeaseDuration − RenewDeadline; and the controller counts a
+// candidate as alive only if the renewTime it writes in its LeaseCandidate
+// is after the controller's ping, so a candidate whose clock runs behind
+// the apiserver's is never picked.
+type Coordinated struct {
+	// BinaryVersion is this candidate's release, a semantic version such
+	// as "1.4.2". Required.
+	BinaryVersion string
+	// EmulationVersion is the version whose behaviour it emulates; empty
+	// means BinaryVersion.
+	EmulationVersion string
+	// Strategy is the election strategy it asks for; empty means
+	// coordinationv1.OldestEmulationVersion, the one the apiserver's
+	// controller implements.
+	Strategy coordinationv1.CoordinatedLeaseStrategy
+}
+
+// candidateRenewInterval is how often the LeaseCandidate is renewed even
+// without a ping, client-go's requeue interval: the controller ignores
+// candidates not renewed for 15 minutes.
+const candidateRenewInterval = 5 * time.Minute
+
+// validateCoordinated fills the defaults of c.Coordinated and checks it.
+func (c *LeaseConfig) validateCoordinated() error {
+	co := c.Coordinated
+	if co == nil {
+		return nil
+	}
+	if strings.TrimSpace(co.BinaryVersion) == "" {
+		return errors.New("election: Coordinated.BinaryVersion is required")
+	}
+	if co.EmulationVersion == "" {
+		co.EmulationVersion = co.BinaryVersion
+	}
+	if co.Strategy == "" {
+		co.Strategy = coordinationv1.OldestEmulationVersion
+	}
+	// The controller writes the LeaseCandidate's name as holderIdentity,
+	// so the object is named by the identity, which must be a valid name.
+	if errs := validation.IsDNS1123Subdomain(c.Identity); len(errs) > 0 {
+		return fmt.Errorf("election: with Coordinated, Identity %q names the LeaseCandidate and must be a DNS subdomain: %s", c.Identity, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// startCandidate starts, once, the goroutine that publishes and renews
+// this candidate's LeaseCandidate until Close, which waits for it.
+func (e *LeaseElector) startCandidate(log logr.Logger) {
+	if e.cfg.Coordinated == nil {
+		return
+	}
+	e.candidateOnce.Do(func() {
+		e.candidateWG.Add(1)
+		go func() {
+			defer e.candidateWG.Done()
+			e.keepCandidate(e.ctx, log)
+		}()
+	})
+}
+
+// keepCandidate creates or renews the LeaseCandidate, then watches it and
+// renews it when the election controller pings it (pingTime after
+// renewTime), and at least every candidateRenewInterval, until ctx ends;
+// then it deletes it.
+func (e *LeaseElector) keepCandidate(ctx context.Context, log logr.Logger) {
+	cands := e.cfg.Client.CoordinationV1beta1().LeaseCandidates(e.cfg.Namespace)
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.RenewDeadline)
+		defer cancel()
+		if err := cands.Delete(dctx, e.cfg.Identity, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			log.V(1).Info("Deleting the LeaseCandidate failed; the apiserver collects it later", "err", err)
+		}
+	}()
+	for ctx.Err() == nil {
+		rv, err := e.renewCandidate(ctx, cands)
+		if err == nil {
+			err = e.awaitPing(ctx, cands, rv)
+		}
+		if err != nil && ctx.Err() == nil {
+			log.V(1).Info("Keeping the LeaseCandidate failed; retrying", "err", err)
+			t := e.clock.NewTimer(e.cfg.RetryPeriod)
+			select {
+			case <-t.C():
+			case <-ctx.Done():
+				t.Stop()
+			}
+		}
+	}
+}
+
+// renewCandidate creates the LeaseCandidate or writes a new renewTime, and
+// returns the resourceVersion written.
+func (e *LeaseElector) renewCandidate(ctx context.Context, cands coordinationv1beta1client.LeaseCandidateInterface) (string, error) {
+	co := e.cfg.Coordinated
+	rctx, cancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
+	defer cancel()
+	now := metav1.NewMicroTime(e.clock.Now())
+	spec := coordinationv1beta1.LeaseCandidateSpec{
+		LeaseName:        e.cfg.Name,
+		RenewTime:        &now,
+		BinaryVersion:    co.BinaryVersion,
+		EmulationVersion: co.EmulationVersion,
+		Strategy:         co.Strategy,
+	}
+	cur, err := cands.Get(rctx, e.cfg.Identity, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		got, err := cands.Create(rctx, &coordinationv1beta1.LeaseCandidate{
+			ObjectMeta: metav1.ObjectMeta{Name: e.cfg.Identity, Namespace: e.cfg.Namespace},
+			Spec:       spec,
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return "", fmt.Errorf("creating LeaseCandidate: %w", err)
+		}
+		return got.ResourceVersion, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading LeaseCandidate: %w", err)
+	}
+	spec.PingTime = cur.Spec.PingTime
+	cur.Spec = spec
+	got, err := cands.Update(rctx, cur, metav1.UpdateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("renewing LeaseCandidate: %w", err)
+	}
+	return got.ResourceVersion, nil
+}
+
+// awaitPing watches the LeaseCandidate from rv and returns nil when it
+// must be renewed: pinged, deleted, or candidateRenewInterval passed.
+func (e *LeaseElector) awaitPing(ctx context.Context, cands coordinationv1beta1client.LeaseCandidateInterface, rv string) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := cands.Watch(wctx, metav1.ListOptions{
+		FieldSelector:   fields.OneTermEqualSelector("metadata.name", e.cfg.Identity).String(),
+		ResourceVersion: rv,
+	})
+	if err != nil {
+		return fmt.Errorf("watching LeaseCandidate: %w", err)
+	}
+	defer w.Stop()
+	t := e.clock.NewTimer(candidateRenewInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C():
+			return nil
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return errors.New("LeaseCandidate watch closed")
+			}
+			lc, isLC := ev.Object.(*coordinationv1beta1.LeaseCandidate)
+			switch {
+			case !isLC:
+				return fmt.Errorf("LeaseCandidate watch: %v event", ev.Type)
+			case ev.Type == "DELETED":
+				return nil
+			case lc.Spec.PingTime != nil && (lc.Spec.RenewTime == nil || lc.Spec.RenewTime.Before(lc.Spec.PingTime)):
+				return nil
+			}
+		}
+	}
+}
+
+// namedByController reports whether a coordinated candidate may adopt the
+// Lease in o: the election controller names it as holder and prefers
+// nobody else.
+func (e *LeaseElector) namedByController(o observation) bool {
+	return o.lease != nil && o.rec.Holder == e.cfg.Identity &&
+		(o.rec.PreferredHolder == "" || o.rec.PreferredHolder == e.cfg.Identity)
+}

@@ -1,0 +1,122 @@
+package election_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/reconkit/reconkit/election"
+	"github.com/reconkit/reconkit/election/electiontest"
+	"github.com/reconkit/reconkit/internal/testenv"
+)
+
+// TestLeaseCoordinatedElection runs two coordinated candidates on a real
+// apiserver with Coordinated Leader Election enabled: the newer release,
+// alone, is elected; once the older release is a candidate the election
+// controller prefers it, the newer holder yields, and the older one leads
+// while the newer one campaigns again in vain; once the older one closed
+// (its LeaseCandidate deleted and its lease released) the newer one leads.
+func TestLeaseCoordinatedElection(t *testing.T) {
+	a := testenv.APIServer(t,
+		"--feature-gates=CoordinatedLeaderElection=true",
+		"--runtime-config=coordination.k8s.io/v1beta1=true")
+	admin := clientset(t, a.Config())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNamespace}}, metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err)
+	}
+	name := uniqueName("cle")
+	coordinated := func(id, version string) *election.LeaseElector {
+		e := newLease(t, a.Config(), name, func(c *election.LeaseConfig) {
+			c.Identity = id
+			c.Coordinated = &election.Coordinated{BinaryVersion: version}
+		})
+		t.Cleanup(func() { _ = e.Close() })
+		return e
+	}
+	newer, older := coordinated("newer", "1.1.0"), coordinated("older", "1.0.0")
+
+	type result struct {
+		l   election.Leadership
+		err error
+	}
+	campaign := func(e *election.LeaseElector) <-chan result {
+		ch := make(chan result, 1)
+		go func() {
+			l, err := e.Campaign(ctx)
+			ch <- result{l, err}
+		}()
+		return ch
+	}
+	// Alone, the newer release is elected.
+	r := <-campaign(newer)
+	require.NoError(t, r.err)
+	ln1 := r.l
+	require.Equal(t, "newer", ln1.Identity())
+
+	// Once the older release is a candidate too, the controller prefers
+	// it: the newer holder's term ends at its next renewal, and its Resign
+	// (what Run does) clears the holder, so the controller names the
+	// older one. The newer one, campaigning again, is not elected.
+	chOlder := campaign(older)
+	cause, err := electiontest.WaitTermEnded(ctx, ln1)
+	require.NoError(t, err, "the newer holder was not preempted; apiserver log:\n%s", a.Logs(20))
+	require.ErrorIs(t, cause, election.ErrLeadershipLost)
+	require.ErrorContains(t, cause, "preferred holder")
+	require.NoError(t, ln1.Resign(ctx))
+	chNewer := campaign(newer)
+
+	var lo election.Leadership
+	select {
+	case r := <-chOlder:
+		require.NoError(t, r.err)
+		lo = r.l
+	case r := <-chNewer:
+		require.FailNow(t, "the newer release was elected again", "%v %v", r.l, r.err)
+	case <-ctx.Done():
+		require.FailNow(t, "nobody was elected", "apiserver log:\n%s", a.Logs(40))
+	}
+	require.Equal(t, "older", lo.Identity())
+	require.Greater(t, lo.Token(), ln1.Token())
+	lease, err := admin.CoordinationV1().Leases(testNamespace).Get(ctx, name, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, lease.Spec.Strategy, "the Lease is managed by the election controller")
+	require.Equal(t, "older", *lease.Spec.HolderIdentity)
+
+	// A coordinated candidate never takes a released lease by itself: once
+	// the older one resigned, the controller names it again (it is still
+	// the best candidate, its LeaseCandidate kept until Close), and the
+	// waiting newer one has not been elected.
+	require.NoError(t, lo.Resign(ctx))
+	_, err = electiontest.WaitLeader(ctx, newer, "older")
+	require.NoError(t, err, "the controller did not name the older candidate again")
+	select {
+	case r := <-chNewer:
+		require.FailNow(t, "the newer candidate took the released lease by itself", "%v %v", r.l, r.err)
+	default:
+	}
+
+	// Closing the older candidate deletes its LeaseCandidate and releases
+	// the lease; the controller then names the newer one.
+	require.NoError(t, older.Close())
+	var ln election.Leadership
+	select {
+	case r := <-chNewer:
+		require.NoError(t, r.err)
+		ln = r.l
+	case <-ctx.Done():
+		require.FailNow(t, "the newer candidate was not elected after the older one left", "apiserver log:\n%s", a.Logs(40))
+	}
+	require.Equal(t, "newer", ln.Identity())
+	require.Greater(t, ln.Token(), lo.Token())
+	_, err = electiontest.WaitLeader(ctx, newer, "newer")
+	require.NoError(t, err)
+	require.NoError(t, ln.Resign(ctx))
+}
