@@ -82,9 +82,9 @@ func Example_wiring() {
 		return nil
 	}
 	err = election.Run(ctx, candidate, lead)
-	fmt.Println("stopped:", err)
+	fmt.Println("stopped:", err) // nil: Run returns nil when its context ends
 	// Output:
 	// config: ConfigOK True LocalConfig
 	// agent-1 (term 1) converged: map[192.0.2.10:[80]]
-	// stopped: context canceled
+	// stopped: <nil>
 }
