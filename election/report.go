@@ -41,12 +41,14 @@ func (r reporter) observe(o Observation) {
 	r.metrics.Observe(o)
 }
 
-// acquired reports the start of a term.
+// acquired reports the start of a term. Here and in ended, the event is
+// recorded before the observation, so a host (or a test) that saw the
+// observation can rely on the event being recorded too.
 func (r reporter) acquired(token Token, latency, handover time.Duration) {
-	r.observe(Observation{Event: EventAcquired, Token: token, Latency: latency, Handover: handover})
 	if r.events != nil {
 		r.events.Event(eventNormal, ReasonLeaderElected, fmt.Sprintf("%s became leader of %s %s (token %d)", r.identity, r.backend, r.election, token))
 	}
+	r.observe(Observation{Event: EventAcquired, Token: token, Latency: latency, Handover: handover})
 }
 
 // renewed reports a renewal attempt: err nil for a success.
@@ -61,14 +63,14 @@ func (r reporter) renewed(token Token, latency, slack time.Duration, err error) 
 // ended reports the end of a term from its context's cause.
 func (r reporter) ended(token Token, cause error) {
 	if errors.Is(cause, ErrResigned) || errors.Is(cause, ErrClosed) {
-		r.observe(Observation{Event: EventResigned, Token: token})
 		if r.events != nil {
 			r.events.Event(eventNormal, ReasonResigned, fmt.Sprintf("%s resigned as leader of %s %s (token %d)", r.identity, r.backend, r.election, token))
 		}
+		r.observe(Observation{Event: EventResigned, Token: token})
 		return
 	}
-	r.observe(Observation{Event: EventLost, Token: token, Err: cause})
 	if r.events != nil {
 		r.events.Event(eventWarning, ReasonLeadershipLost, fmt.Sprintf("%s lost leadership of %s %s (token %d): %v", r.identity, r.backend, r.election, token, cause))
 	}
+	r.observe(Observation{Event: EventLost, Token: token, Err: cause})
 }
