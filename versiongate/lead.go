@@ -216,8 +216,8 @@ func (g *Gate) lead(ctx context.Context, term Term, reachedDone *bool) error {
 		if err := g.restrict(ctx, term, restricted); err != nil {
 			return err
 		}
-		g.observe(Observation{Event: EventRestrict, Token: term.Token()})
 		g.event("Normal", ReasonRestricted, fmt.Sprintf("Leader %s wrote the restricted status %s", g.cfg.NodeID, restricted))
+		g.observe(Observation{Event: EventRestrict, Token: term.Token()})
 	}
 
 	if existed && g.cfg.SettleTime > 0 {
@@ -248,8 +248,8 @@ func (g *Gate) lead(ctx context.Context, term Term, reachedDone *bool) error {
 	}
 	*reachedDone = true
 	g.setPhase(PhaseDone)
-	g.observe(Observation{Event: EventDone, Token: term.Token()})
 	g.event("Normal", ReasonUpgradeDone, fmt.Sprintf("Leader %s reconciled at %s; status %s", g.cfg.NodeID, g.cfg.Version, target))
+	g.observe(Observation{Event: EventDone, Token: term.Token()})
 
 	return backoff.Every(ctx, g.cfg.ReconcileInterval, g.cfg.ReconcileJitter, reconcile,
 		backoff.WithClock(g.clock), backoff.WithDelayedStart(), backoff.WithName("versiongate: periodic reconcile"))

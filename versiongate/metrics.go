@@ -99,7 +99,9 @@ func (g *Gate) observe(o Observation) {
 	g.cfg.Metrics.Observe(o)
 }
 
-// event records an event if the host asked for them.
+// event records an event if the host asked for them. Callers record an
+// event before the matching observation, so whoever saw the observation
+// finds the event recorded.
 func (g *Gate) event(eventtype, reason, message string) {
 	if g.cfg.Events != nil {
 		g.cfg.Events.Event(eventtype, reason, message)

@@ -75,8 +75,8 @@ func (g *Gate) publishRecord(ctx context.Context) (err error) {
 	lost := false
 	defer func() {
 		if lost {
-			g.observe(Observation{Event: EventRecordLost, Err: err})
 			g.event("Warning", ReasonRecordLost, fmt.Sprintf("Node %s must stop serving: %v", id, err))
+			g.observe(Observation{Event: EventRecordLost, Err: err})
 			return
 		}
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
