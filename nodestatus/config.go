@@ -293,11 +293,9 @@ func (c *Config) fill() error {
 	if c.LeaseClient == nil {
 		c.LeaseClient = c.Client
 	}
-	if c.DefaultConditions == nil {
-		c.DefaultConditions = StandardConditions()
-	} else {
-		c.DefaultConditions = slices.Clone(c.DefaultConditions)
-	}
+	// Nil stays nil, meaning StandardConditions(), built at each write
+	// rather than held by every controller.
+	c.DefaultConditions = slices.Clone(c.DefaultConditions)
 	seen := map[corev1.NodeConditionType]bool{}
 	for _, d := range c.DefaultConditions {
 		if d.Type == "" || seen[d.Type] {
