@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -384,16 +385,76 @@ func TestAPIServer(t *testing.T) {
 		require.NoError(t, err)
 
 		p.UpdateStatus(func(n *corev1.Node) {
-			delete(n.Labels, "kubernetes.io/role")
+			n.Labels["added"] = "1"
+			n.Annotations["example.com/added"] = "1"
+		})
+		eventually(t, nil, func() bool { return e.node(t, "own").Labels["added"] == "1" }, "added label")
+		p.UpdateStatus(func(n *corev1.Node) {
+			delete(n.Labels, "added")
 			n.Labels["new"] = "1"
-			delete(n.Annotations, "example.com/provider")
+			delete(n.Annotations, "example.com/added")
 		})
 		eventually(t, nil, func() bool { return e.node(t, "own").Labels["new"] == "1" }, "new label")
 		n = e.node(t, "own")
-		require.NotContains(t, n.Labels, "kubernetes.io/role", "our removed label is deleted")
-		require.NotContains(t, n.Annotations, "example.com/provider", "our removed annotation is deleted")
+		require.NotContains(t, n.Labels, "added", "our removed label is deleted")
+		require.NotContains(t, n.Annotations, "example.com/added", "our removed annotation is deleted")
 		require.Equal(t, "x", n.Labels["theirs"])
 		require.Equal(t, "y", n.Annotations["example.com/theirs"])
+	})
+
+	t.Run("ConfigNodeSurvivesNotifications", func(t *testing.T) {
+		// Config.Node carries the registration labels, annotations,
+		// taint and InternalIP; the provider knows none of them and
+		// reports only its own status.
+		p := nodestatus.NewProvider(nodestatus.ProviderConfig{Coalesce: -1})
+		cs, _ := countedClient(t, a.Config())
+		clk := newClock()
+		c := start(t, nodestatus.Config{Client: cs, Node: testNode("base"), Provider: p, Clock: clk, ReRegister: true})
+		waitReady(t, c)
+		p.SetAddresses(corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "192.0.2.7"})
+		p.ReportCondition("ConfigOK", "True", "Loaded", "config v1")
+		p.SetNodeInfo(corev1.NodeSystemInfo{KubeletVersion: "v1.37.1-agent"})
+		p.Update(func(n *corev1.Node) { n.Labels = map[string]string{"agent": "yes"} })
+		eventually(t, nil, func() bool {
+			return condStatus(e.node(t, "base"), "ConfigOK") == corev1.ConditionTrue && e.node(t, "base").Labels["agent"] == "yes"
+		}, "the provider's status")
+		check := func(n *corev1.Node) {
+			t.Helper()
+			want := testNode("base")
+			for k, v := range want.Labels {
+				require.Equal(t, v, n.Labels[k], "registration label %s", k)
+			}
+			require.Equal(t, "fake", n.Annotations["example.com/provider"], "registration annotation")
+			require.Contains(t, n.Spec.Taints, want.Spec.Taints[0], "registration taint")
+			require.Contains(t, n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}, "registration address")
+			require.Contains(t, n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "192.0.2.7"}, "the provider's address")
+			require.Equal(t, "v1.37.1-agent", n.Status.NodeInfo.KubeletVersion)
+			require.Equal(t, corev1.ConditionFalse, condStatus(n, corev1.NodeMemoryPressure), "Config.Node's condition")
+		}
+		check(e.node(t, "base"))
+
+		// The provider replaces the InternalIP: addresses of a type it
+		// reports are its own.
+		p.SetAddresses(corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.0.0.9"})
+		eventually(t, nil, func() bool {
+			return slices.Contains(e.node(t, "base").Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.0.0.9"})
+		}, "the provider's InternalIP")
+		require.NotContains(t, e.node(t, "base").Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.0.0.1"})
+		p.SetAddresses(corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "192.0.2.7"})
+		eventually(t, nil, func() bool {
+			return slices.Contains(e.node(t, "base").Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.0.0.1"})
+		}, "Config.Node's InternalIP is back once the provider no longer reports one")
+
+		// Registered again after a deletion: still everything.
+		old := e.node(t, "base").UID
+		require.NoError(t, admin.CoreV1().Nodes().Delete(ctx, "base", metav1.DeleteOptions{}))
+		require.NoError(t, admin.CoordinationV1().Leases("kube-node-lease").Delete(ctx, "base", metav1.DeleteOptions{}))
+		step(t, clk, 10500*time.Millisecond)
+		eventually(t, nil, func() bool {
+			n, err := admin.CoreV1().Nodes().Get(ctx, "base", metav1.GetOptions{})
+			return err == nil && n.UID != old && condStatus(n, "ConfigOK") == corev1.ConditionTrue
+		}, "registered again")
+		check(e.node(t, "base"))
 	})
 
 	t.Run("ConflictRereadsOnce", func(t *testing.T) {
@@ -714,7 +775,7 @@ func TestAPIServer(t *testing.T) {
 			return err == nil && n.UID != old
 		}, "registered again")
 		require.Contains(t, e.node(t, "respec").Spec.Taints, newTaint, "with the notified spec")
-		require.NotContains(t, e.node(t, "respec").Spec.Taints, testNode("respec").Spec.Taints[0], "not the start-up spec")
+		require.Contains(t, e.node(t, "respec").Spec.Taints, testNode("respec").Spec.Taints[0], "laid over Config.Node's")
 	})
 
 	t.Run("AdminCordonAfterUncordonIsKept", func(t *testing.T) {

@@ -44,8 +44,10 @@ type NodeController struct {
 	patchMeta strategicpatch.LookupPatchMeta
 
 	metrics Metrics
+	events  EventRecorder
 
-	latest atomic.Pointer[packedNode] // the provider's newest node
+	base   *packedNode                // Config.Node
+	latest atomic.Pointer[packedNode] // base with the provider's newest node laid over it
 	ping   atomic.Pointer[pingState]  // the newest ping result, set by Run's loop
 	notify chan struct{}              // capacity 1: "latest changed"
 
@@ -78,8 +80,13 @@ func New(cfg Config) (*NodeController, error) {
 	if c.metrics == nil {
 		c.metrics = noMetrics{}
 	}
-	c.latest.Store(packNode(cfg.Node, true))
-	c.cfg.Node = nil // kept encoded in latest
+	c.events = cfg.Events
+	if c.events == nil {
+		c.events = noEvents{}
+	}
+	c.base = packNode(cfg.Node, true)
+	c.cfg.Node = nil // kept encoded in base
+	c.latest.Store(c.base)
 	c.ping.Store(&pingState{})
 	return c, nil
 }
@@ -107,7 +114,11 @@ func (c *NodeController) notifyStatus(n *corev1.Node) {
 	if n == nil {
 		return
 	}
-	c.latest.Store(packNode(n, true))
+	base := c.base.unpack()
+	if base == nil {
+		base = &corev1.Node{} // cannot happen: packNode encoded it
+	}
+	c.latest.Store(packNode(overlay(base, n), true))
 	select {
 	case c.notify <- struct{}{}:
 	default:
@@ -368,7 +379,17 @@ func (r *runner) startPing() {
 	r.pingBusy, r.pingStart, r.pingTimeout, r.pingCancel, r.pingStarted = true, r.c.clk.Now(), false, pcancel, started
 	r.wg.Go(func() {
 		started.Store(true)
-		r.results <- pingDone{r.c.cfg.Provider.Ping(pctx)}
+		start := r.c.clk.Now()
+		err := r.c.cfg.Provider.Ping(pctx)
+		o := Observation{Call: CallPing, Outcome: OutcomeOK, Latency: r.c.clk.Since(start)}
+		switch {
+		case r.wctx.Err() != nil:
+			o.Outcome = OutcomeCanceled
+		case err != nil || pctx.Err() != nil:
+			o.Outcome = OutcomeFailed
+		}
+		r.c.metrics.Observe(o)
+		r.results <- pingDone{err}
 	})
 	r.arm(deadlinePing, r.c.cfg.PingTimeout)
 }
@@ -496,6 +517,14 @@ func (r *runner) onStatusDone(res statusResult) error {
 	}
 	if res.rejected != nil {
 		r.log.Info("The provider's status was rejected by the API server; it is written again at the next change or report", "error", res.rejected.Error())
+		r.c.events.Event(eventWarning, EventStatusRejected, truncate("The API server rejected the node's status; only what it accepts is written: "+res.rejected.Error(), maxMessage))
+	}
+	if res.created {
+		if r.registered {
+			r.c.events.Event(eventNormal, EventReRegistered, "Node "+r.c.name+" was deleted and has been registered again")
+		} else {
+			r.c.events.Event(eventNormal, EventRegistered, "Node "+r.c.name+" registered")
+		}
 	}
 	if res.server != nil {
 		uidChanged := r.server != nil && r.server.uid != res.server.uid
