@@ -170,4 +170,3 @@ func ExampleProvider() {
 	// notified: Ready True BackendUp
 	// addresses: [{InternalIP 10.0.0.7}]
 }
-
