@@ -367,7 +367,7 @@ func TestAPIServer(t *testing.T) {
 		require.NoError(t, err)
 
 		p.UpdateStatus(func(n *corev1.Node) { n.Status.Conditions = n.Status.Conditions[:1] })
-		eventually(t, nil, func() bool { return condition(e.node(t, "abc"), "B") == nil }, "B deleted")
+		waitNode(t, admin, "abc", func(n *corev1.Node) bool { return condition(n, "B") == nil }, "B deleted")
 		n = e.node(t, "abc")
 		require.NotNil(t, condition(n, "C"), "C, written by someone else, survives")
 		require.NotNil(t, condition(n, corev1.NodeReady))
@@ -388,13 +388,13 @@ func TestAPIServer(t *testing.T) {
 			n.Labels["added"] = "1"
 			n.Annotations["example.com/added"] = "1"
 		})
-		eventually(t, nil, func() bool { return e.node(t, "own").Labels["added"] == "1" }, "added label")
+		waitNode(t, admin, "own", func(n *corev1.Node) bool { return n.Labels["added"] == "1" }, "added label")
 		p.UpdateStatus(func(n *corev1.Node) {
 			delete(n.Labels, "added")
 			n.Labels["new"] = "1"
 			delete(n.Annotations, "example.com/added")
 		})
-		eventually(t, nil, func() bool { return e.node(t, "own").Labels["new"] == "1" }, "new label")
+		waitNode(t, admin, "own", func(n *corev1.Node) bool { return n.Labels["new"] == "1" }, "new label")
 		n = e.node(t, "own")
 		require.NotContains(t, n.Labels, "added", "our removed label is deleted")
 		require.NotContains(t, n.Annotations, "example.com/added", "our removed annotation is deleted")
@@ -436,13 +436,13 @@ func TestAPIServer(t *testing.T) {
 		// The provider replaces the InternalIP: addresses of a type it
 		// reports are its own.
 		p.SetAddresses(corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.0.0.9"})
-		eventually(t, nil, func() bool {
-			return slices.Contains(e.node(t, "base").Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.0.0.9"})
+		waitNode(t, admin, "base", func(n *corev1.Node) bool {
+			return slices.Contains(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.0.0.9"})
 		}, "the provider's InternalIP")
 		require.NotContains(t, e.node(t, "base").Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.0.0.1"})
 		p.SetAddresses(corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "192.0.2.7"})
-		eventually(t, nil, func() bool {
-			return slices.Contains(e.node(t, "base").Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.0.0.1"})
+		waitNode(t, admin, "base", func(n *corev1.Node) bool {
+			return slices.Contains(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.0.0.1"})
 		}, "Config.Node's InternalIP is back once the provider no longer reports one")
 
 		// Registered again after a deletion: still everything.
@@ -470,7 +470,7 @@ func TestAPIServer(t *testing.T) {
 		require.NoError(t, err)
 
 		p.UpdateStatus(func(n *corev1.Node) { n.Labels["ours"] = "y" })
-		eventually(t, nil, func() bool { return e.node(t, "conflict").Labels["ours"] == "y" }, "change written")
+		waitNode(t, admin, "conflict", func(n *corev1.Node) bool { return n.Labels["ours"] == "y" }, "change written")
 		require.Equal(t, gets+1, tc.get("GET nodes"), "one GET after the 409")
 		require.Equal(t, patches+2, tc.get("PATCH nodes/status"), "the 409 and the retry")
 		require.Equal(t, "x", e.node(t, "conflict").Labels["theirs"])
@@ -589,7 +589,7 @@ func TestAPIServer(t *testing.T) {
 		eventually(t, nil, func() bool { return e.lease(t, "sick").Spec.RenewTime.After(renewed) }, "the lease is still renewed")
 		p.SetPingError(nil)
 		step(t, clk, 10500*time.Millisecond)
-		eventually(t, nil, func() bool { return condition(e.node(t, "sick"), corev1.NodeReady).Status == corev1.ConditionTrue }, "Ready again")
+		waitNode(t, admin, "sick", nodestatustest.ConditionIs(corev1.NodeReady, corev1.ConditionTrue, ""), "Ready again")
 	})
 
 	t.Run("ShutdownCordonThenUncordon", func(t *testing.T) {
@@ -631,7 +631,7 @@ func TestAPIServer(t *testing.T) {
 		_, err := admin.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
 		require.NoError(t, err)
 		p.UpdateStatus(func(n *corev1.Node) { n.Labels["gen"] = "2" })
-		eventually(t, nil, func() bool { return e.node(t, "corrupt").Labels["gen"] == "2" }, "written despite the bad record")
+		waitNode(t, admin, "corrupt", func(n *corev1.Node) bool { return n.Labels["gen"] == "2" }, "written despite the bad record")
 		n = e.node(t, "corrupt")
 		require.Equal(t, "kept", n.Labels["theirs"])
 		var rec map[string]any
@@ -684,7 +684,7 @@ func TestAPIServer(t *testing.T) {
 		require.NoError(t, err)
 		// One change makes the controller hold a copy with all of it.
 		p.UpdateStatus(func(n *corev1.Node) { n.Labels["gen"] = "1" })
-		eventually(t, nil, func() bool { return e.node(t, "others").Labels["gen"] == "1" }, "change written")
+		waitNode(t, admin, "others", func(n *corev1.Node) bool { return n.Labels["gen"] == "1" }, "change written")
 
 		noPatchesUntilMarker(t, p, tc, func() { step(t, clk, 10500*time.Millisecond) })
 		n = e.node(t, "others")
@@ -749,7 +749,7 @@ func TestAPIServer(t *testing.T) {
 			n.Annotations["example.com/blob"] = strings.Repeat("x", 300<<10)
 			setCondition(n, corev1.NodeMemoryPressure, corev1.ConditionTrue, "Squeezed")
 		})
-		eventually(t, nil, func() bool { return condStatus(e.node(t, "huge"), corev1.NodeMemoryPressure) == corev1.ConditionTrue }, "the status is written without the annotation")
+		waitNode(t, admin, "huge", nodestatustest.ConditionIs(corev1.NodeMemoryPressure, corev1.ConditionTrue, ""), "the status is written without the annotation")
 		require.True(t, rec.sawRejected(func(error) bool { return true }), "the error handler saw the rejection: %v", rec.errors())
 		expectPingFailureAndCorrection(t, e, p, clk, "huge")
 	})
@@ -765,7 +765,7 @@ func TestAPIServer(t *testing.T) {
 			n.Spec.Taints = []corev1.Taint{newTaint}
 			n.Labels["gen"] = "2"
 		})
-		eventually(t, nil, func() bool { return e.node(t, "respec").Labels["gen"] == "2" }, "notified")
+		waitNode(t, admin, "respec", func(n *corev1.Node) bool { return n.Labels["gen"] == "2" }, "notified")
 		old := e.node(t, "respec").UID
 		require.NoError(t, admin.CoreV1().Nodes().Delete(ctx, "respec", metav1.DeleteOptions{}))
 		require.NoError(t, admin.CoordinationV1().Leases("kube-node-lease").Delete(ctx, "respec", metav1.DeleteOptions{}))

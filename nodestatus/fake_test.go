@@ -245,34 +245,26 @@ func TestPingFailureSetsNotReadyAndKeepsLease(t *testing.T) {
 	waitReady(t, c)
 
 	p.SetPingError(errors.New("backend unreachable"))
-	readyIs := func(status corev1.ConditionStatus, reason string) func() bool {
-		return func() bool {
-			n, err := cs.CoreV1().Nodes().Get(context.Background(), "vk-0", metav1.GetOptions{})
-			if err != nil {
-				return false
-			}
-			r := condition(n, corev1.NodeReady)
-			return r != nil && r.Status == status && r.Reason == reason
-		}
+	readyIs := func(status corev1.ConditionStatus, reason string) func(*corev1.Node) bool {
+		return nodestatustest.ConditionIs(corev1.NodeReady, status, reason)
 	}
 	leases := v.get("update leases")
 	step(t, clk, 10500*time.Millisecond) // next ping and renewal
-	require.Eventually(t, readyIs(corev1.ConditionFalse, nodestatus.ReasonPingFailed), waitFor, time.Millisecond)
+	waitNode(t, cs, "vk-0", readyIs(corev1.ConditionFalse, nodestatus.ReasonPingFailed), "Ready=False")
 	require.Eventually(t, func() bool { return v.get("update leases") > leases }, waitFor, time.Millisecond, "the lease keeps renewing")
 
 	// A ping that hangs is cancelled after PingTimeout and reported.
 	p.SetPingError(nil)
 	step(t, clk, 10500*time.Millisecond)
-	require.Eventually(t, readyIs(corev1.ConditionTrue, "ProviderReady"), waitFor, time.Millisecond)
+	waitNode(t, cs, "vk-0", readyIs(corev1.ConditionTrue, "ProviderReady"), "Ready=True")
 	p.SetPingHang(true)
 	pings := p.Pings()
 	step(t, clk, 10500*time.Millisecond)
-	require.Eventually(t, func() bool { return p.Pings() > pings }, waitFor, time.Millisecond)
+	waitPings(t, p, pings+1)
 	step(t, clk, 5*time.Second)
-	require.Eventually(t, func() bool {
-		n, err := cs.CoreV1().Nodes().Get(context.Background(), "vk-0", metav1.GetOptions{})
-		return err == nil && strings.Contains(condition(n, corev1.NodeReady).Message, "did not return within 5s")
-	}, waitFor, time.Millisecond)
+	waitNode(t, cs, "vk-0", func(n *corev1.Node) bool {
+		return strings.Contains(condition(n, corev1.NodeReady).Message, "did not return within 5s")
+	}, "the hanging ping is reported")
 }
 
 func TestPingFailureStopHeartbeat(t *testing.T) {
@@ -287,7 +279,7 @@ func TestPingFailureStopHeartbeat(t *testing.T) {
 	p.SetPingError(errors.New("down"))
 	pings := p.Pings()
 	step(t, clk, 10500*time.Millisecond)
-	require.Eventually(t, func() bool { return p.Pings() > pings }, waitFor, time.Millisecond)
+	waitPings(t, p, pings+1)
 	// Let the renewal that may have raced with the failing ping finish.
 	stepUntil(t, clk, 10500*time.Millisecond, func() bool { return p.Pings() > pings+1 })
 	leases := v.get("update leases")
