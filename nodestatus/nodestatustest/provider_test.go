@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -85,21 +86,24 @@ func TestWaitForNode(t *testing.T) {
 }
 
 func TestWaitForPings(t *testing.T) {
-	p := nodestatustest.NewProvider(&corev1.Node{})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	done := make(chan int, 1)
-	go func() {
-		n, _ := p.WaitForPings(ctx, 2)
-		done <- n
-	}()
-	require.NoError(t, p.Ping(ctx))
-	require.NoError(t, p.Ping(ctx))
-	require.GreaterOrEqual(t, <-done, 2)
+	synctest.Test(t, func(t *testing.T) {
+		p := nodestatustest.NewProvider(&corev1.Node{})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			_, err := p.WaitForPings(ctx, 2)
+			done <- err
+		}()
+		synctest.Wait() // the waiter is blocked before the pings come
+		require.NoError(t, p.Ping(ctx))
+		require.NoError(t, p.Ping(ctx))
+		require.NoError(t, <-done, "woken by the pings, not by the deadline")
 
-	short, scancel := context.WithTimeout(ctx, 10*time.Millisecond)
-	defer scancel()
-	n, err := p.WaitForPings(short, 3)
-	require.ErrorIs(t, err, context.DeadlineExceeded)
-	require.Equal(t, 2, n)
+		short, scancel := context.WithTimeout(ctx, time.Second)
+		defer scancel()
+		n, err := p.WaitForPings(short, 3)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.Equal(t, 2, n)
+	})
 }
