@@ -13,12 +13,14 @@ import (
 // provider's value wins wherever both set one.
 //
 //   - Labels and annotations: union, by key.
-//   - Spec: taints union, by key and effect; every other field is the
-//     provider's when set, else base's.
+//   - Spec: taints union, by key and effect; podCIDR(s), providerID,
+//     unschedulable and externalID are the provider's when set, else
+//     base's; the deprecated configSource is base's.
 //   - Status: conditions union, by type; addresses: the provider's
 //     addresses of a type replace base's of that type, base's of other
 //     types stay; capacity and allocatable union, by resource; nodeInfo
-//     and daemonEndpoints field by field, the provider's where not empty;
+//     and daemonEndpoints field by field, the provider's where not empty
+//     (the deprecated kubeProxyVersion is base's);
 //     images, volumes, runtime handlers, features and config: the
 //     provider's when set, else base's.
 //
@@ -33,29 +35,23 @@ func overlay(base, n *corev1.Node) *corev1.Node {
 	for _, t := range ns.Taints {
 		bs.Taints = slices.DeleteFunc(bs.Taints, func(b corev1.Taint) bool { return b.Key == t.Key && b.Effect == t.Effect })
 	}
-	taints := append(bs.Taints, ns.Taints...)
-	spec := *ns
-	if spec.PodCIDR == "" {
-		spec.PodCIDR = bs.PodCIDR
+	bs.Taints = append(bs.Taints, ns.Taints...)
+	if len(bs.Taints) == 0 {
+		bs.Taints = nil
 	}
-	if len(spec.PodCIDRs) == 0 {
-		spec.PodCIDRs = bs.PodCIDRs
+	if ns.PodCIDR != "" {
+		bs.PodCIDR = ns.PodCIDR
 	}
-	if spec.ProviderID == "" {
-		spec.ProviderID = bs.ProviderID
+	if len(ns.PodCIDRs) > 0 {
+		bs.PodCIDRs = ns.PodCIDRs
 	}
-	spec.Unschedulable = spec.Unschedulable || bs.Unschedulable
-	if spec.ConfigSource == nil {
-		spec.ConfigSource = bs.ConfigSource
+	if ns.ProviderID != "" {
+		bs.ProviderID = ns.ProviderID
 	}
-	if spec.DoNotUseExternalID == "" {
-		spec.DoNotUseExternalID = bs.DoNotUseExternalID
+	bs.Unschedulable = bs.Unschedulable || ns.Unschedulable
+	if ns.DoNotUseExternalID != "" {
+		bs.DoNotUseExternalID = ns.DoNotUseExternalID
 	}
-	spec.Taints = taints
-	if len(spec.Taints) == 0 {
-		spec.Taints = nil
-	}
-	out.Spec = spec
 
 	st, nst := &out.Status, &n.Status
 	for _, c := range nst.Conditions {
@@ -132,7 +128,7 @@ func overlayInfo(b *corev1.NodeSystemInfo, n corev1.NodeSystemInfo) {
 		{&b.MachineID, n.MachineID}, {&b.SystemUUID, n.SystemUUID}, {&b.BootID, n.BootID},
 		{&b.KernelVersion, n.KernelVersion}, {&b.OSImage, n.OSImage},
 		{&b.ContainerRuntimeVersion, n.ContainerRuntimeVersion}, {&b.KubeletVersion, n.KubeletVersion},
-		{&b.KubeProxyVersion, n.KubeProxyVersion}, {&b.OperatingSystem, n.OperatingSystem},
+		{&b.OperatingSystem, n.OperatingSystem},
 		{&b.Architecture, n.Architecture},
 	} {
 		if f.src != "" {
