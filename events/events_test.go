@@ -11,6 +11,7 @@ import (
 	"github.com/reconkit/reconkit/checkpoint"
 	"github.com/reconkit/reconkit/election"
 	"github.com/reconkit/reconkit/events"
+	"github.com/reconkit/reconkit/nodestatus"
 	"github.com/reconkit/reconkit/versiongate"
 )
 
@@ -18,6 +19,7 @@ import (
 var (
 	_ checkpoint.EventRecorder  = events.Recorder{}
 	_ election.EventRecorder    = events.Recorder{}
+	_ nodestatus.EventRecorder  = events.Recorder{}
 	_ versiongate.EventRecorder = events.Recorder{}
 )
 
