@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -23,7 +22,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/reconkit/reconkit/backoff"
 	"github.com/reconkit/reconkit/checkpoint"
 	"github.com/reconkit/reconkit/checkpoint/configmapsource"
 	"github.com/reconkit/reconkit/election"
@@ -119,16 +117,13 @@ type Agent struct {
 	gate     *versiongate.Gate
 
 	// Used by the reconcile only, which the gate never runs concurrently.
-	lb     *lbrecon.LoadBalancerReconciler
-	lbID   string
-	engine lbrecon.Engine
-	tokens atomic.Uint64 // the highest fencing token written with
+	lb   *lbrecon.LoadBalancerReconciler
+	lbID string
 }
 
 // New wires an agent.
 func New(d Deps) (*Agent, error) {
 	a := &Agent{deps: d, provider: nodestatus.NewProvider(nodestatus.ProviderConfig{})}
-	a.engine = lbrecon.Guard(d.Engine, lbrecon.CheckToken(a.admit)) // glue
 	source, err := configmapsource.New(configmapsource.Config{Client: d.Kube, Namespace: d.Namespace, Name: d.ConfigMap, Key: "settings.json"})
 	if err != nil {
 		return nil, err
@@ -212,13 +207,12 @@ func (a *Agent) runGate(ctx context.Context) error {
 // then every ReconcileInterval while the term lasts: converge the load
 // balancer the running configuration describes.
 func (a *Agent) reconcile(ctx context.Context, l election.Leadership) error {
-	settings := a.configs.Status().Config   // glue
+	settings := a.configs.Status().Config // glue
+	// The token reaches every engine call (lbrecon.TokenFrom), for a
+	// provider that refuses writes of an older term.
 	ctx = lbrecon.WithToken(ctx, l.Token()) // glue
-	if a.lb != nil && a.lbID != settings.LoadBalancer {
-		if err := a.lb.Teardown(ctx); err != nil {
-			return fmt.Errorf("tear down load balancer %s: %w", a.lbID, err)
-		}
-		a.lb = nil
+	if err := a.tearDownOthers(ctx, settings.LoadBalancer); err != nil {
+		return err
 	}
 	if settings.LoadBalancer == "" {
 		return nil
@@ -227,8 +221,8 @@ func (a *Agent) reconcile(ctx context.Context, l election.Leadership) error {
 	if err != nil {
 		return err
 	}
-	if a.lb == nil {
-		if a.lb, err = lbrecon.NewLoadBalancer(lbrecon.Config{Engine: a.engine, Tag: OwnerTag, PollInterval: a.deps.LBPollInterval}, lb); err != nil {
+	if a.lb == nil || a.lbID != lb.ID {
+		if a.lb, err = lbrecon.NewLoadBalancer(a.lbConfig(), lb); err != nil {
 			return err
 		}
 		a.lbID = lb.ID
@@ -238,16 +232,38 @@ func (a *Agent) reconcile(ctx context.Context, l election.Leadership) error {
 	return a.lb.Reconcile(ctx)
 }
 
-// admit refuses a write carrying an older fencing token than one already
-// written with.
-func (a *Agent) admit(token uint64) error { // glue
-	for { // glue
-		seen := a.tokens.Load() // glue
-		if token < seen {       // glue
-			return backoff.Permanent(fmt.Errorf("fencing token %d is older than %d", token, seen)) // glue
-		} // glue
-		if a.tokens.CompareAndSwap(seen, token) { // glue
-			return nil // glue
+func (a *Agent) lbConfig() lbrecon.Config {
+	return lbrecon.Config{Engine: a.deps.Engine, Tag: OwnerTag, PollInterval: a.deps.LBPollInterval}
+}
+
+// tearDownOthers tears down every load balancer carrying the owner tag
+// but keep. The reconciler of the old ID may be gone (it lived in the
+// previous leader), so the old IDs are found in the engine's listing.
+func (a *Agent) tearDownOthers(ctx context.Context, keep string) error { // glue
+	objs, err := a.deps.Engine.List(ctx, lbrecon.Query{Tag: OwnerTag}) // glue
+	if err != nil {                                                    // glue
+		return err // glue
+	} // glue
+	old := map[string]bool{} // glue
+	for _, o := range objs { // glue
+		switch spec := o.Spec.(type) { // glue
+		case lbrecon.BackendSpec: // glue
+			old[spec.LoadBalancer] = spec.LoadBalancer != keep // glue
+		case lbrecon.FrontendSpec: // glue
+			old[spec.LoadBalancer] = spec.LoadBalancer != keep // glue
 		} // glue
 	} // glue
-}
+	for id, gone := range old { // glue
+		if !gone { // glue
+			continue // glue
+		} // glue
+		r, err := lbrecon.NewLoadBalancer(a.lbConfig(), lbrecon.LoadBalancer{ID: id, Suffix: "outsider"}) // glue
+		if err == nil {                                                                                   // glue
+			err = r.Teardown(ctx) // glue
+		} // glue
+		if err != nil { // glue
+			return fmt.Errorf("tear down load balancer %s: %w", id, err) // glue
+		} // glue
+	} // glue
+	return nil // glue
+} // glue

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/reconkit/reconkit/backoff"
 	"github.com/reconkit/reconkit/checkpoint"
 	"github.com/reconkit/reconkit/election/electiontest"
 	"github.com/reconkit/reconkit/lbrecon"
@@ -54,7 +56,8 @@ func loadBalancer(t *testing.T, js string) lbrecon.LoadBalancer {
 // their labels and addresses and the ConfigOK and ReleaseAdmitted
 // conditions; the leader converges the assigned load balancer; a new
 // assignment with another ID tears the old one down; after a failover the
-// new leader converges the next assignment with a higher token.
+// new leader, with a higher token, converges the next assignment and tears
+// down the load balancer its predecessor built.
 func TestAgents(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -70,6 +73,20 @@ func TestAgents(t *testing.T) {
 	elections := electiontest.NewElection()
 	gates := versiongatetest.NewStore(versiongatetest.StoreConfig{})
 	engine := lbrecontest.New(lbrecontest.Config{})
+	// The provider's side of fencing, which lbrecontest does not model:
+	// every write must carry a token, never one older than a write before.
+	var tokens atomic.Uint64
+	fenced := lbrecon.Guard(engine, lbrecon.CheckToken(func(token uint64) error {
+		for {
+			seen := tokens.Load()
+			if token < seen {
+				return backoff.Permanent(fmt.Errorf("token %d is older than %d", token, seen))
+			}
+			if tokens.CompareAndSwap(seen, token) {
+				return nil
+			}
+		}
+	}))
 	version, err := versiongate.ParseVersion("1.0.0")
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +108,7 @@ func TestAgents(t *testing.T) {
 			Store:             &checkpoint.MemStore{},
 			Elector:           candidates[name],
 			GateStore:         gates.Conn(),
-			Engine:            engine,
+			Engine:            fenced,
 			ReconcileInterval: 200 * time.Millisecond, // picks up new assignments
 			SettleTime:        -1,
 			LBPollInterval:    20 * time.Millisecond,
@@ -165,12 +182,21 @@ func TestAgents(t *testing.T) {
 	if err := versiongatetest.WaitLeading(ctx, agents[next].Gate(), true); err != nil {
 		t.Fatal(err)
 	}
-	if got := elections.Leader(); got.Identity != next || got.Token <= first.Token {
-		t.Fatalf("after failover leader %+v, want %s with a token above %d", got, next, first.Token)
+	second := elections.Leader()
+	if second.Identity != next || second.Token <= first.Token {
+		t.Fatalf("after failover leader %+v, want %s with a token above %d", second, next, first.Token)
 	}
-	assign(settings(t, "lb-2", 9090))
-	if err := engine.WaitConverged(ctx, loadBalancer(t, settings(t, "lb-2", 9090)), OwnerTag); err != nil {
+	// The new leader never had a reconciler for lb-2: it still tears it
+	// down when the ID changes again.
+	assign(settings(t, "lb-3", 9090))
+	if err := engine.WaitConverged(ctx, loadBalancer(t, settings(t, "lb-3", 9090)), OwnerTag); err != nil {
 		t.Fatal(err)
+	}
+	if err := engine.WaitConverged(ctx, lbrecon.LoadBalancer{ID: "lb-2"}, OwnerTag); err != nil {
+		t.Fatalf("old load balancer not torn down after failover: %v", err)
+	}
+	if got := tokens.Load(); got != second.Token {
+		t.Errorf("writes carried token %d, want the new term's %d", got, second.Token)
 	}
 	stopAll()
 }
