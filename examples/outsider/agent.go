@@ -6,7 +6,7 @@
 // version-gated by versiongate on the host's election.
 //
 // Lines that only connect one reconkit package to another end with a
-// "// glue" comment, so that `grep -c '// glue' *.go` counts them.
+// comment that says so; the README says how to count them.
 package main
 
 import (
