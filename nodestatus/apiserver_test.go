@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -366,7 +367,7 @@ func TestAPIServer(t *testing.T) {
 		require.NoError(t, err)
 
 		p.UpdateStatus(func(n *corev1.Node) { n.Status.Conditions = n.Status.Conditions[:1] })
-		eventually(t, nil, func() bool { return condition(e.node(t, "abc"), "B") == nil }, "B deleted")
+		waitNode(t, admin, "abc", func(n *corev1.Node) bool { return condition(n, "B") == nil }, "B deleted")
 		n = e.node(t, "abc")
 		require.NotNil(t, condition(n, "C"), "C, written by someone else, survives")
 		require.NotNil(t, condition(n, corev1.NodeReady))
@@ -384,16 +385,76 @@ func TestAPIServer(t *testing.T) {
 		require.NoError(t, err)
 
 		p.UpdateStatus(func(n *corev1.Node) {
-			delete(n.Labels, "kubernetes.io/role")
-			n.Labels["new"] = "1"
-			delete(n.Annotations, "example.com/provider")
+			n.Labels["added"] = "1"
+			n.Annotations["example.com/added"] = "1"
 		})
-		eventually(t, nil, func() bool { return e.node(t, "own").Labels["new"] == "1" }, "new label")
+		waitNode(t, admin, "own", func(n *corev1.Node) bool { return n.Labels["added"] == "1" }, "added label")
+		p.UpdateStatus(func(n *corev1.Node) {
+			delete(n.Labels, "added")
+			n.Labels["new"] = "1"
+			delete(n.Annotations, "example.com/added")
+		})
+		waitNode(t, admin, "own", func(n *corev1.Node) bool { return n.Labels["new"] == "1" }, "new label")
 		n = e.node(t, "own")
-		require.NotContains(t, n.Labels, "kubernetes.io/role", "our removed label is deleted")
-		require.NotContains(t, n.Annotations, "example.com/provider", "our removed annotation is deleted")
+		require.NotContains(t, n.Labels, "added", "our removed label is deleted")
+		require.NotContains(t, n.Annotations, "example.com/added", "our removed annotation is deleted")
 		require.Equal(t, "x", n.Labels["theirs"])
 		require.Equal(t, "y", n.Annotations["example.com/theirs"])
+	})
+
+	t.Run("ConfigNodeSurvivesNotifications", func(t *testing.T) {
+		// Config.Node carries the registration labels, annotations,
+		// taint and InternalIP; the provider knows none of them and
+		// reports only its own status.
+		p := nodestatus.NewProvider(nodestatus.ProviderConfig{Coalesce: -1})
+		cs, _ := countedClient(t, a.Config())
+		clk := newClock()
+		c := start(t, nodestatus.Config{Client: cs, Node: testNode("base"), Provider: p, Clock: clk, ReRegister: true})
+		waitReady(t, c)
+		p.SetAddresses(corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "192.0.2.7"})
+		p.ReportCondition("ConfigOK", "True", "Loaded", "config v1")
+		p.SetNodeInfo(corev1.NodeSystemInfo{KubeletVersion: "v1.37.1-agent"})
+		p.Update(func(n *corev1.Node) { n.Labels = map[string]string{"agent": "yes"} })
+		eventually(t, nil, func() bool {
+			return condStatus(e.node(t, "base"), "ConfigOK") == corev1.ConditionTrue && e.node(t, "base").Labels["agent"] == "yes"
+		}, "the provider's status")
+		check := func(n *corev1.Node) {
+			t.Helper()
+			want := testNode("base")
+			for k, v := range want.Labels {
+				require.Equal(t, v, n.Labels[k], "registration label %s", k)
+			}
+			require.Equal(t, "fake", n.Annotations["example.com/provider"], "registration annotation")
+			require.Contains(t, n.Spec.Taints, want.Spec.Taints[0], "registration taint")
+			require.Contains(t, n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}, "registration address")
+			require.Contains(t, n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "192.0.2.7"}, "the provider's address")
+			require.Equal(t, "v1.37.1-agent", n.Status.NodeInfo.KubeletVersion)
+			require.Equal(t, corev1.ConditionFalse, condStatus(n, corev1.NodeMemoryPressure), "Config.Node's condition")
+		}
+		check(e.node(t, "base"))
+
+		// The provider replaces the InternalIP: addresses of a type it
+		// reports are its own.
+		p.SetAddresses(corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.0.0.9"})
+		waitNode(t, admin, "base", func(n *corev1.Node) bool {
+			return slices.Contains(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.0.0.9"})
+		}, "the provider's InternalIP")
+		require.NotContains(t, e.node(t, "base").Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.0.0.1"})
+		p.SetAddresses(corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "192.0.2.7"})
+		waitNode(t, admin, "base", func(n *corev1.Node) bool {
+			return slices.Contains(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.0.0.1"})
+		}, "Config.Node's InternalIP is back once the provider no longer reports one")
+
+		// Registered again after a deletion: still everything.
+		old := e.node(t, "base").UID
+		require.NoError(t, admin.CoreV1().Nodes().Delete(ctx, "base", metav1.DeleteOptions{}))
+		require.NoError(t, admin.CoordinationV1().Leases("kube-node-lease").Delete(ctx, "base", metav1.DeleteOptions{}))
+		step(t, clk, 10500*time.Millisecond)
+		eventually(t, nil, func() bool {
+			n, err := admin.CoreV1().Nodes().Get(ctx, "base", metav1.GetOptions{})
+			return err == nil && n.UID != old && condStatus(n, "ConfigOK") == corev1.ConditionTrue
+		}, "registered again")
+		check(e.node(t, "base"))
 	})
 
 	t.Run("ConflictRereadsOnce", func(t *testing.T) {
@@ -409,7 +470,7 @@ func TestAPIServer(t *testing.T) {
 		require.NoError(t, err)
 
 		p.UpdateStatus(func(n *corev1.Node) { n.Labels["ours"] = "y" })
-		eventually(t, nil, func() bool { return e.node(t, "conflict").Labels["ours"] == "y" }, "change written")
+		waitNode(t, admin, "conflict", func(n *corev1.Node) bool { return n.Labels["ours"] == "y" }, "change written")
 		require.Equal(t, gets+1, tc.get("GET nodes"), "one GET after the 409")
 		require.Equal(t, patches+2, tc.get("PATCH nodes/status"), "the 409 and the retry")
 		require.Equal(t, "x", e.node(t, "conflict").Labels["theirs"])
@@ -528,7 +589,7 @@ func TestAPIServer(t *testing.T) {
 		eventually(t, nil, func() bool { return e.lease(t, "sick").Spec.RenewTime.After(renewed) }, "the lease is still renewed")
 		p.SetPingError(nil)
 		step(t, clk, 10500*time.Millisecond)
-		eventually(t, nil, func() bool { return condition(e.node(t, "sick"), corev1.NodeReady).Status == corev1.ConditionTrue }, "Ready again")
+		waitNode(t, admin, "sick", nodestatustest.ConditionIs(corev1.NodeReady, corev1.ConditionTrue, ""), "Ready again")
 	})
 
 	t.Run("ShutdownCordonThenUncordon", func(t *testing.T) {
@@ -536,7 +597,7 @@ func TestAPIServer(t *testing.T) {
 		cfg := nodestatus.Config{Client: cs, Node: testNode("cordon"), Clock: newClock(), OnShutdown: nodestatus.ShutdownCordon}
 		c := start(t, cfg)
 		waitReady(t, c)
-		require.ErrorIs(t, c.stop(t), context.Canceled)
+		require.NoError(t, c.stop(t), "Run returns nil when its context ends")
 		n := e.node(t, "cordon")
 		require.True(t, n.Spec.Unschedulable)
 		require.Equal(t, "true", n.Annotations[nodestatus.AnnotationCordoned])
@@ -552,7 +613,7 @@ func TestAPIServer(t *testing.T) {
 		cs, _ := countedClient(t, a.Config())
 		c := start(t, nodestatus.Config{Client: cs, Node: testNode("bye"), Clock: newClock(), OnShutdown: nodestatus.ShutdownDelete})
 		waitReady(t, c)
-		require.ErrorIs(t, c.stop(t), context.Canceled)
+		require.NoError(t, c.stop(t), "Run returns nil when its context ends")
 		_, err := admin.CoreV1().Nodes().Get(ctx, "bye", metav1.GetOptions{})
 		require.True(t, apierrors.IsNotFound(err), "node deleted: %v", err)
 		_, err = admin.CoordinationV1().Leases("kube-node-lease").Get(ctx, "bye", metav1.GetOptions{})
@@ -570,7 +631,7 @@ func TestAPIServer(t *testing.T) {
 		_, err := admin.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
 		require.NoError(t, err)
 		p.UpdateStatus(func(n *corev1.Node) { n.Labels["gen"] = "2" })
-		eventually(t, nil, func() bool { return e.node(t, "corrupt").Labels["gen"] == "2" }, "written despite the bad record")
+		waitNode(t, admin, "corrupt", func(n *corev1.Node) bool { return n.Labels["gen"] == "2" }, "written despite the bad record")
 		n = e.node(t, "corrupt")
 		require.Equal(t, "kept", n.Labels["theirs"])
 		var rec map[string]any
@@ -623,7 +684,7 @@ func TestAPIServer(t *testing.T) {
 		require.NoError(t, err)
 		// One change makes the controller hold a copy with all of it.
 		p.UpdateStatus(func(n *corev1.Node) { n.Labels["gen"] = "1" })
-		eventually(t, nil, func() bool { return e.node(t, "others").Labels["gen"] == "1" }, "change written")
+		waitNode(t, admin, "others", func(n *corev1.Node) bool { return n.Labels["gen"] == "1" }, "change written")
 
 		noPatchesUntilMarker(t, p, tc, func() { step(t, clk, 10500*time.Millisecond) })
 		n = e.node(t, "others")
@@ -688,7 +749,7 @@ func TestAPIServer(t *testing.T) {
 			n.Annotations["example.com/blob"] = strings.Repeat("x", 300<<10)
 			setCondition(n, corev1.NodeMemoryPressure, corev1.ConditionTrue, "Squeezed")
 		})
-		eventually(t, nil, func() bool { return condStatus(e.node(t, "huge"), corev1.NodeMemoryPressure) == corev1.ConditionTrue }, "the status is written without the annotation")
+		waitNode(t, admin, "huge", nodestatustest.ConditionIs(corev1.NodeMemoryPressure, corev1.ConditionTrue, ""), "the status is written without the annotation")
 		require.True(t, rec.sawRejected(func(error) bool { return true }), "the error handler saw the rejection: %v", rec.errors())
 		expectPingFailureAndCorrection(t, e, p, clk, "huge")
 	})
@@ -704,7 +765,7 @@ func TestAPIServer(t *testing.T) {
 			n.Spec.Taints = []corev1.Taint{newTaint}
 			n.Labels["gen"] = "2"
 		})
-		eventually(t, nil, func() bool { return e.node(t, "respec").Labels["gen"] == "2" }, "notified")
+		waitNode(t, admin, "respec", func(n *corev1.Node) bool { return n.Labels["gen"] == "2" }, "notified")
 		old := e.node(t, "respec").UID
 		require.NoError(t, admin.CoreV1().Nodes().Delete(ctx, "respec", metav1.DeleteOptions{}))
 		require.NoError(t, admin.CoordinationV1().Leases("kube-node-lease").Delete(ctx, "respec", metav1.DeleteOptions{}))
@@ -714,7 +775,7 @@ func TestAPIServer(t *testing.T) {
 			return err == nil && n.UID != old
 		}, "registered again")
 		require.Contains(t, e.node(t, "respec").Spec.Taints, newTaint, "with the notified spec")
-		require.NotContains(t, e.node(t, "respec").Spec.Taints, testNode("respec").Spec.Taints[0], "not the start-up spec")
+		require.Contains(t, e.node(t, "respec").Spec.Taints, testNode("respec").Spec.Taints[0], "laid over Config.Node's")
 	})
 
 	t.Run("AdminCordonAfterUncordonIsKept", func(t *testing.T) {
@@ -722,7 +783,7 @@ func TestAPIServer(t *testing.T) {
 		cfg := nodestatus.Config{Client: cs, Node: testNode("admincordon"), Clock: newClock(), OnShutdown: nodestatus.ShutdownCordon}
 		c := start(t, cfg)
 		waitReady(t, c)
-		require.ErrorIs(t, c.stop(t), context.Canceled)
+		require.NoError(t, c.stop(t), "Run returns nil when its context ends")
 		require.True(t, e.node(t, "admincordon").Spec.Unschedulable)
 		// kubectl uncordon, which leaves our mark, then a later kubectl
 		// cordon (or drain): the cordon is the administrator's now.

@@ -132,8 +132,9 @@ type Config struct {
 	// heartbeat.
 	LeaseClient kubernetes.Interface
 	// Node is the node to register: its name, and the labels, annotations,
-	// spec and status used until the provider notifies a newer status. It
-	// is copied by New.
+	// spec and status the provider's notifications are laid over (see
+	// NodeProvider for the rule: nothing set here is dropped by a
+	// notification). It is copied by New.
 	Node *corev1.Node
 	// Provider pings the backend and notifies status changes. Nil means
 	// NaiveNodeProvider.
@@ -192,9 +193,12 @@ type Config struct {
 
 	// ErrorHandler sees every failed API request; nil logs and retries.
 	ErrorHandler ErrorHandler
-	// Metrics receives every API request's outcome and duration; nil
-	// means none.
+	// Metrics receives every API request's outcome, HTTP code and
+	// duration, and every ping's; nil means none.
 	Metrics Metrics
+	// Events receives the Events the controller emits about its Node
+	// (registration, re-registration, a rejected status); nil means none.
+	Events EventRecorder
 	// ReRegister creates the Node again when someone else deleted it.
 	// It is off by default: the cloud node-lifecycle controller deletes
 	// NotReady nodes whose instance it cannot find, and a controller that
@@ -293,11 +297,9 @@ func (c *Config) fill() error {
 	if c.LeaseClient == nil {
 		c.LeaseClient = c.Client
 	}
-	if c.DefaultConditions == nil {
-		c.DefaultConditions = StandardConditions()
-	} else {
-		c.DefaultConditions = slices.Clone(c.DefaultConditions)
-	}
+	// Nil stays nil, meaning StandardConditions(), built at each write
+	// rather than held by every controller.
+	c.DefaultConditions = slices.Clone(c.DefaultConditions)
 	seen := map[corev1.NodeConditionType]bool{}
 	for _, d := range c.DefaultConditions {
 		if d.Type == "" || seen[d.Type] {

@@ -2,7 +2,6 @@ package nodestatus
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -11,11 +10,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/utils/clock"
 
@@ -47,12 +43,13 @@ type NodeController struct {
 	clk       clock.Clock
 	patchMeta strategicpatch.LookupPatchMeta
 
-	metrics  Metrics
-	defaults []corev1.NodeCondition
+	metrics Metrics
+	events  EventRecorder
 
-	latest atomic.Pointer[corev1.Node] // the provider's newest node
-	ping   atomic.Pointer[pingState]   // the newest ping result, set by Run's loop
-	notify chan struct{}               // capacity 1: "latest changed"
+	base   *packedNode                // Config.Node
+	latest atomic.Pointer[packedNode] // base with the provider's newest node laid over it
+	ping   atomic.Pointer[pingState]  // the newest ping result, set by Run's loop
+	notify chan struct{}              // capacity 1: "latest changed"
 
 	started atomic.Bool
 	ready   chan struct{}
@@ -76,7 +73,6 @@ func New(cfg Config) (*NodeController, error) {
 		clk:       cfg.Clock,
 		patchMeta: meta,
 		metrics:   cfg.Metrics,
-		defaults:  cfg.DefaultConditions,
 		notify:    make(chan struct{}, 1),
 		ready:     make(chan struct{}),
 		done:      make(chan struct{}),
@@ -84,7 +80,13 @@ func New(cfg Config) (*NodeController, error) {
 	if c.metrics == nil {
 		c.metrics = noMetrics{}
 	}
-	c.latest.Store(cfg.Node)
+	c.events = cfg.Events
+	if c.events == nil {
+		c.events = noEvents{}
+	}
+	c.base = packNode(cfg.Node, true)
+	c.cfg.Node = nil // kept encoded in base
+	c.latest.Store(c.base)
 	c.ping.Store(&pingState{})
 	return c, nil
 }
@@ -112,9 +114,11 @@ func (c *NodeController) notifyStatus(n *corev1.Node) {
 	if n == nil {
 		return
 	}
-	n = n.DeepCopy()
-	n.Name = c.name
-	c.latest.Store(n)
+	base := c.base.unpack()
+	if base == nil {
+		base = &corev1.Node{} // cannot happen: packNode encoded it
+	}
+	c.latest.Store(packNode(overlay(base, n), true))
 	select {
 	case c.notify <- struct{}{}:
 	default:
@@ -152,16 +156,6 @@ func jitter(d time.Duration, lo, hi float64) time.Duration {
 	return time.Duration(float64(d) * (lo + rand.Float64()*(hi-lo)))
 }
 
-func resetTimer(t clock.Timer, d time.Duration) {
-	if !t.Stop() {
-		select {
-		case <-t.C():
-		default:
-		}
-	}
-	t.Reset(d)
-}
-
 func stopTimer(t clock.Timer) {
 	if !t.Stop() {
 		select {
@@ -171,12 +165,26 @@ func stopTimer(t clock.Timer) {
 	}
 }
 
-// loopState is owned by Run's goroutine.
-type loopState struct {
-	server     *heldNode
+// runner is the state of one Run, owned by Run's goroutine. It is one
+// allocation, and the loop's methods keep small stack frames: an idle
+// controller's goroutine then fits in a small stack.
+type runner struct {
+	c         *NodeController
+	ctx, wctx context.Context    // Run's, and the workers' (ended first)
+	cancel    context.CancelFunc // ends wctx
+	log       logr.Logger
+	wg        sync.WaitGroup
+	// results carries the workers' leaseResult, statusResult and
+	// pingDone: at most one of each is in flight, so sends never block.
+	results chan any
+	fatal   error // set by a handler that cannot return it: Run stops
+
+	timers [nDeadlines]clock.Timer // ping, lease, report
+
+	server     *packedNode // the served Node, without its spec
 	registered bool
-	lease      *coordinationv1.Lease
-	leaseOff   bool // heartbeats are status writes (disabled or unsupported)
+	lease      []byte // the held Lease, see packLease
+	leaseOff   bool   // heartbeats are status writes (disabled or unsupported)
 	lastRenew  time.Time
 
 	leaseBusy, statusBusy, pingBusy bool
@@ -197,319 +205,367 @@ type loopState struct {
 // Run registers the Node, then renews its lease and writes its status until
 // ctx ends. It blocks until every goroutine it started has returned (Ping
 // must honour its context), then performs Config.OnShutdown, and returns
-// ctx.Err(). It returns early with a wrapped error when the ErrorHandler
-// gives up, or when the Node was deleted and Config.ReRegister is off
-// (ErrNodeDeleted). A status the API server rejects does not stop it (see
+// nil: the end of ctx is a clean stop. It returns a wrapped error for a real
+// failure only: when the ErrorHandler gives up, when the Node was deleted
+// and Config.ReRegister is off (ErrNodeDeleted), or when the shutdown
+// action fails. A status the API server rejects does not stop it (see
 // ErrRejected). Run may be called once.
 func (c *NodeController) Run(ctx context.Context) (err error) {
 	if !c.started.CompareAndSwap(false, true) {
 		return ErrAlreadyStarted
 	}
-	defer func() {
-		c.err = err
-		close(c.done)
-	}()
+	defer c.finished(&err)
+	// Run's own frame stays small: the goroutine sits in it, and in loop,
+	// between events, and its stack is sized by what it holds then.
+	r := c.newRunner(ctx)
+	return r.stop(r.loop())
+}
+
+// finished publishes Run's result.
+func (c *NodeController) finished(err *error) {
+	c.err = *err
+	close(c.done)
+}
+
+// newRunner starts the provider's notifications and the first ping.
+func (c *NodeController) newRunner(ctx context.Context) *runner {
 	log := c.log(ctx).WithValues("node", c.name)
 	ctx = logr.NewContext(ctx, log)
 	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-
+	r := &runner{
+		c: c, ctx: ctx, wctx: wctx, cancel: cancel, log: log,
+		results:  make(chan any, 3),
+		leaseOff: c.cfg.DisableLease, statusDirty: true, heartbeatDue: true,
+	}
 	c.cfg.Provider.NotifyNodeStatus(wctx, c.notifyStatus)
-
-	var wg sync.WaitGroup
-	leaseDone := make(chan leaseResult, 1)
-	statusDone := make(chan statusResult, 1)
-	pingDone := make(chan error, 1)
-
-	leaseT := c.clk.NewTimer(time.Hour)
-	stopTimer(leaseT)
-	reportT := c.clk.NewTimer(time.Hour)
-	stopTimer(reportT)
-	pingT := c.clk.NewTimer(time.Hour)
-	defer func() {
-		leaseT.Stop()
-		reportT.Stop()
-		pingT.Stop()
-	}()
-
-	st := loopState{leaseOff: c.cfg.DisableLease, statusDirty: true, heartbeatDue: true}
-	renew := func() time.Duration { return jitter(c.cfg.RenewInterval, 1, 1+c.cfg.RenewJitter) }
-	heartbeatsStopped := func() bool {
-		return st.ping.failing && c.cfg.PingFailure == PingFailureStopHeartbeat
+	for k := range r.timers {
+		r.timers[k] = c.clk.NewTimer(time.Hour)
+		stopTimer(r.timers[k])
 	}
-	markReady := func() {
-		select {
-		case <-c.ready:
-		default:
-			if st.registered && (st.leaseOff || !st.lastRenew.IsZero()) {
-				log.V(1).Info("Node is ready")
-				close(c.ready)
-			}
-		}
+	r.startPing()
+	return r
+}
+
+// stop ends the workers, waits for them, performs the shutdown action and
+// returns Run's result.
+func (r *runner) stop(fatal error) error {
+	c := r.c
+	r.cancel()
+	r.wg.Wait()
+	for _, t := range r.timers {
+		t.Stop()
 	}
-	startLease := func() {
-		if st.leaseBusy || st.leaseOff || st.server == nil || heartbeatsStopped() {
-			return
-		}
-		st.leaseBusy = true
-		job := leaseJob{held: st.lease, owner: st.server.uid}
-		wg.Go(func() { leaseDone <- c.renewLease(wctx, job) })
-	}
-	startStatus := func() {
-		if st.statusBusy || !st.statusDirty {
-			return
-		}
-		job := statusJob{
-			heartbeat:   st.heartbeatDue && !heartbeatsStopped(),
-			noHeartbeat: heartbeatsStopped(),
-			uncordon:    !st.registered,
-			registered:  st.registered,
-		}
-		if !st.refetch {
-			job.server = st.server.node()
-		}
-		st.statusBusy, st.statusDirty, st.heartbeatDue, st.refetch = true, false, false, false
-		wg.Go(func() { statusDone <- c.syncStatus(wctx, job) })
-	}
-
-	startPing := func() {
-		pctx, pcancel := context.WithCancel(wctx)
-		started := new(atomic.Bool)
-		st.pingBusy, st.pingStart, st.pingTimeout, st.pingCancel, st.pingStarted = true, c.clk.Now(), false, pcancel, started
-		wg.Go(func() {
-			started.Store(true)
-			pingDone <- c.cfg.Provider.Ping(pctx)
-		})
-		resetTimer(pingT, c.cfg.PingTimeout)
-	}
-	// renewNow starts a renewal at once (a zero-length timer would wait for
-	// a fake clock's next step); its result re-arms the timer.
-	renewNow := func() {
-		stopTimer(leaseT)
-		if st.leaseBusy {
-			return
-		}
-		startLease()
-		if !st.leaseBusy {
-			resetTimer(leaseT, renew())
-		}
-	}
-	pingResult := func(perr error) {
-		st.pingBusy = false
-		st.pingCancel()
-		ps := pingState{}
-		if st.pingTimeout {
-			ps = pingState{failing: true, message: fmt.Sprintf("ping did not return within %v", c.cfg.PingTimeout)}
-		} else if perr != nil {
-			ps = pingState{failing: true, message: truncate(perr.Error(), maxMessage)}
-		}
-		wasStopped := heartbeatsStopped()
-		c.setPing(ctx, &st, ps)
-		if wasStopped && !heartbeatsStopped() && st.registered && !st.leaseOff {
-			renewNow() // heartbeats resume at once
-		}
-		resetTimer(pingT, max(0, c.cfg.PingInterval-c.clk.Since(st.pingStart)))
-	}
-	startPing()
-
-	var fatal error
-loop:
-	for {
-		startStatus()
-		select {
-		case <-ctx.Done():
-			break loop
-
-		case <-c.notify:
-			st.statusDirty = true
-
-		case <-pingT.C():
-			if !st.pingBusy {
-				startPing()
-				break
-			}
-			select {
-			case perr := <-pingDone: // finished just now: not a timeout
-				pingResult(perr)
-				continue
-			default:
-			}
-			if !st.pingStarted.Load() {
-				// The goroutine has not even begun (a starved scheduler,
-				// or a fake clock stepped at once): time the ping itself.
-				resetTimer(pingT, c.cfg.PingTimeout)
-				break
-			}
-			if !st.pingTimeout {
-				// The ping outlived its timeout: cancel it and report.
-				st.pingTimeout = true
-				st.pingCancel()
-				c.setPing(ctx, &st, pingState{failing: true, message: fmt.Sprintf("ping did not return within %v", c.cfg.PingTimeout)})
-			}
-			resetTimer(pingT, c.cfg.PingInterval)
-
-		case perr := <-pingDone:
-			pingResult(perr)
-
-		case <-leaseT.C():
-			switch {
-			case heartbeatsStopped():
-				resetTimer(leaseT, renew())
-			case st.leaseOff:
-				st.statusDirty, st.heartbeatDue = true, true
-				resetTimer(leaseT, renew())
-			default:
-				startLease()
-			}
-
-		case r := <-leaseDone:
-			st.leaseBusy = false
-			now := c.clk.Now()
-			switch {
-			case r.err != nil:
-				fatal = r.err
-				break loop
-			case r.unsupported:
-				log.Info("Falling back to status heartbeats", "reason", ErrLeaseUnsupported.Error())
-				st.leaseOff, st.lease = true, nil
-				st.statusDirty, st.heartbeatDue = true, true
-				resetTimer(leaseT, renew())
-			case r.gone:
-				log.Info("Lease disappeared; checking the Node before creating it again")
-				st.lease, st.leaseAwaitsNode = nil, true
-				st.statusDirty, st.refetch = true, true
-			case r.lease != nil:
-				if r.failures > 0 {
-					// Heartbeats failed for a while: the node lifecycle
-					// controller may have marked the node Unknown meanwhile.
-					// Read it back (from the apiserver's cache) and restore
-					// what differs at once.
-					log.Info("Heartbeats succeed again; checking the Node", "failedAttempts", r.failures)
-					st.statusDirty, st.refetch = true, true
-				}
-				st.lease, st.lastRenew = slimLease(r.lease), now
-				resetTimer(leaseT, renew())
-				if r.recreated {
-					log.Info("Lease was recreated; checking the Node")
-					st.leaseAwaitsNode = true
-					st.statusDirty, st.refetch = true, true
-				}
-			}
-			markReady()
-
-		case <-reportT.C():
-			st.statusDirty, st.heartbeatDue = true, true
-
-		case r := <-statusDone:
-			st.statusBusy = false
-			if r.err != nil {
-				fatal = r.err
-				break loop
-			}
-			if r.rejected != nil {
-				log.Info("The provider's status was rejected by the API server; it is written again at the next change or report", "error", r.rejected.Error())
-			}
-			if r.server != nil {
-				uidChanged := st.server != nil && st.server.uid != r.server.uid
-				st.server = r.server
-				if r.created && st.registered {
-					log.Info("Node was deleted; registered it again", "uid", r.server.uid)
-				}
-				if uidChanged || st.leaseAwaitsNode || !st.registered {
-					// A first renewal, or a new owner reference for the lease.
-					st.leaseAwaitsNode = false
-					if st.leaseOff {
-						resetTimer(leaseT, renew())
-					} else {
-						renewNow()
-					}
-				}
-			} else if st.leaseAwaitsNode && st.server != nil {
-				st.leaseAwaitsNode = false
-				renewNow()
-			}
-			if r.written {
-				// The first report after registration is spread over half
-				// the interval, so that nodes started together do not
-				// report together; later ones follow the interval exactly.
-				next := c.cfg.StatusReportInterval
-				if !st.registered {
-					next = jitter(c.cfg.StatusReportInterval, 0.5, 1)
-				}
-				resetTimer(reportT, next)
-			}
-			if st.server != nil && !st.registered {
-				st.registered = true
-				if !r.written {
-					resetTimer(reportT, jitter(c.cfg.StatusReportInterval, 0.5, 1))
-				}
-			}
-			markReady()
-		}
-	}
-
-	cancel()
-	wg.Wait()
 	if fatal != nil {
 		return fmt.Errorf("nodestatus: node %s: %w", c.name, fatal)
 	}
-	if st.registered && c.cfg.OnShutdown != ShutdownNone {
-		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ShutdownTimeout)
+	if r.registered && c.cfg.OnShutdown != ShutdownNone {
+		sctx, scancel := context.WithTimeout(context.WithoutCancel(r.ctx), c.cfg.ShutdownTimeout)
 		defer scancel()
-		if err := c.shutdown(sctx, st.server.uid); err != nil {
-			log.Error(err, "Shutdown action failed", "action", c.cfg.OnShutdown)
-			return fmt.Errorf("nodestatus: node %s: shutdown: %w (after %w)", c.name, err, ctx.Err())
+		if err := c.shutdown(sctx, r.server.uid); err != nil {
+			r.log.Error(err, "Shutdown action failed", "action", c.cfg.OnShutdown)
+			return fmt.Errorf("nodestatus: node %s: shutdown: %w", c.name, err)
 		}
 	}
-	return ctx.Err()
+	return nil
 }
 
-// heldNode is the served Node kept between status writes: only what later
-// writes use (labels, annotations and status; not the spec, managed fields
-// or owner references), encoded in one allocation rather than the few
-// hundred small ones of a decoded Node, and decoded when a write needs it.
-// Status patches are computed and compared on labels, annotations and
-// status only.
-type heldNode struct {
-	uid types.UID
-	raw []byte // nil if it could not be encoded: the next write reads the Node
-}
-
-func hold(n *corev1.Node) *heldNode {
-	slim := corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion,
-			Labels: n.Labels, Annotations: n.Annotations,
-		},
-		Status: n.Status,
+// loop runs until ctx ends (nil) or a worker fails for good.
+func (r *runner) loop() error {
+	for r.fatal == nil {
+		r.startStatus()
+		select {
+		case <-r.ctx.Done():
+			return nil
+		case <-r.c.notify:
+			r.statusDirty = true
+		case <-r.timers[deadlinePing].C():
+			r.onPingTimer()
+		case <-r.timers[deadlineLease].C():
+			r.onLeaseTimer()
+		case <-r.timers[deadlineReport].C():
+			r.statusDirty, r.heartbeatDue = true, true
+		case v := <-r.results:
+			r.dispatch(v)
+		}
 	}
-	raw, err := json.Marshal(&slim)
-	if err != nil {
-		raw = nil
-	}
-	return &heldNode{uid: n.UID, raw: raw}
+	return r.fatal
 }
 
-// node decodes the held copy; nil (read the Node again) if it cannot.
-func (h *heldNode) node() *corev1.Node {
-	if h == nil || h.raw == nil {
-		return nil
-	}
-	n := &corev1.Node{}
-	if err := json.Unmarshal(h.raw, n); err != nil {
-		return nil
-	}
-	return n
+// Timers kept by a runner.
+const (
+	deadlinePing = iota
+	deadlineLease
+	deadlineReport
+	nDeadlines
+)
+
+// arm sets timer k to fire d from now.
+func (r *runner) arm(k int, d time.Duration) {
+	t := r.timers[k]
+	stopTimer(t)
+	t.Reset(d)
 }
 
-// slimLease drops the managed fields from a held lease: an update without
-// them leaves the server's as they are.
-func slimLease(l *coordinationv1.Lease) *coordinationv1.Lease {
-	l.ManagedFields = nil
-	return l
+// disarm stops timer k.
+func (r *runner) disarm(k int) { stopTimer(r.timers[k]) }
+
+// pingDone is a ping's result.
+type pingDone struct{ err error }
+
+// dispatch hands a worker's result to its handler.
+func (r *runner) dispatch(v any) {
+	var err error
+	switch v := v.(type) {
+	case leaseResult:
+		err = r.onLeaseDone(v)
+	case statusResult:
+		err = r.onStatusDone(v)
+	case pingDone:
+		r.pingResult(v.err)
+	}
+	if err != nil && r.fatal == nil {
+		r.fatal = err
+	}
 }
 
-func (c *NodeController) setPing(ctx context.Context, st *loopState, ps pingState) {
+func (r *runner) renew() time.Duration {
+	return jitter(r.c.cfg.RenewInterval, 1, 1+r.c.cfg.RenewJitter)
+}
+
+func (r *runner) heartbeatsStopped() bool {
+	return r.ping.failing && r.c.cfg.PingFailure == PingFailureStopHeartbeat
+}
+
+func (r *runner) markReady() {
+	select {
+	case <-r.c.ready:
+	default:
+		if r.registered && (r.leaseOff || !r.lastRenew.IsZero()) {
+			r.log.V(1).Info("Node is ready")
+			close(r.c.ready)
+		}
+	}
+}
+
+func (r *runner) startLease() {
+	if r.leaseBusy || r.leaseOff || r.server == nil || r.heartbeatsStopped() {
+		return
+	}
+	r.leaseBusy = true
+	job := leaseJob{held: r.lease, owner: r.server.uid}
+	r.wg.Go(func() { r.results <- r.c.renewLease(r.wctx, job) })
+}
+
+func (r *runner) startStatus() {
+	if r.statusBusy || !r.statusDirty {
+		return
+	}
+	job := statusJob{
+		heartbeat:   r.heartbeatDue && !r.heartbeatsStopped(),
+		noHeartbeat: r.heartbeatsStopped(),
+		uncordon:    !r.registered,
+		registered:  r.registered,
+	}
+	if !r.refetch {
+		job.server = r.server
+	}
+	r.statusBusy, r.statusDirty, r.heartbeatDue, r.refetch = true, false, false, false
+	r.wg.Go(func() { r.results <- r.c.syncStatus(r.wctx, job) })
+}
+
+func (r *runner) startPing() {
+	pctx, pcancel := context.WithCancel(r.wctx)
+	started := new(atomic.Bool)
+	r.pingBusy, r.pingStart, r.pingTimeout, r.pingCancel, r.pingStarted = true, r.c.clk.Now(), false, pcancel, started
+	r.wg.Go(func() {
+		started.Store(true)
+		start := r.c.clk.Now()
+		err := r.c.cfg.Provider.Ping(pctx)
+		o := Observation{Call: CallPing, Outcome: OutcomeOK, Latency: r.c.clk.Since(start)}
+		switch {
+		case r.wctx.Err() != nil:
+			o.Outcome = OutcomeCanceled
+		case err != nil || pctx.Err() != nil:
+			o.Outcome = OutcomeFailed
+		}
+		r.c.metrics.Observe(o)
+		r.results <- pingDone{err}
+	})
+	r.arm(deadlinePing, r.c.cfg.PingTimeout)
+}
+
+// renewNow starts a renewal at once (a zero-length timer would wait for a
+// fake clock's next step); its result re-arms the timer.
+func (r *runner) renewNow() {
+	r.disarm(deadlineLease)
+	if r.leaseBusy {
+		return
+	}
+	r.startLease()
+	if !r.leaseBusy {
+		r.arm(deadlineLease, r.renew())
+	}
+}
+
+func (r *runner) pingTimedOut() pingState {
+	return pingState{failing: true, message: fmt.Sprintf("ping did not return within %v", r.c.cfg.PingTimeout)}
+}
+
+func (r *runner) pingResult(perr error) {
+	r.pingBusy = false
+	r.pingCancel()
+	ps := pingState{}
+	if r.pingTimeout {
+		ps = r.pingTimedOut()
+	} else if perr != nil {
+		ps = pingState{failing: true, message: truncate(perr.Error(), maxMessage)}
+	}
+	wasStopped := r.heartbeatsStopped()
+	r.c.setPing(r.ctx, r, ps)
+	if wasStopped && !r.heartbeatsStopped() && r.registered && !r.leaseOff {
+		r.renewNow() // heartbeats resume at once
+	}
+	r.arm(deadlinePing, max(0, r.c.cfg.PingInterval-r.c.clk.Since(r.pingStart)))
+}
+
+func (r *runner) onPingTimer() {
+	if !r.pingBusy {
+		r.startPing()
+		return
+	}
+	// A ping that finished just now is not a timeout: take the results
+	// that are in.
+	for r.pingBusy && r.fatal == nil {
+		select {
+		case v := <-r.results:
+			r.dispatch(v)
+			continue
+		default:
+		}
+		break
+	}
+	if !r.pingBusy || r.fatal != nil {
+		return
+	}
+	if !r.pingStarted.Load() {
+		// The goroutine has not even begun (a starved scheduler, or a
+		// fake clock stepped at once): time the ping itself.
+		r.arm(deadlinePing, r.c.cfg.PingTimeout)
+		return
+	}
+	if !r.pingTimeout {
+		// The ping outlived its timeout: cancel it and report.
+		r.pingTimeout = true
+		r.pingCancel()
+		r.c.setPing(r.ctx, r, r.pingTimedOut())
+	}
+	r.arm(deadlinePing, r.c.cfg.PingInterval)
+}
+
+func (r *runner) onLeaseTimer() {
+	switch {
+	case r.heartbeatsStopped():
+		r.arm(deadlineLease, r.renew())
+	case r.leaseOff:
+		r.statusDirty, r.heartbeatDue = true, true
+		r.arm(deadlineLease, r.renew())
+	default:
+		r.startLease()
+	}
+}
+
+func (r *runner) onLeaseDone(res leaseResult) error {
+	r.leaseBusy = false
+	now := r.c.clk.Now()
+	switch {
+	case res.err != nil:
+		return res.err
+	case res.unsupported:
+		r.log.Info("Falling back to status heartbeats", "reason", ErrLeaseUnsupported.Error())
+		r.leaseOff, r.lease = true, nil
+		r.statusDirty, r.heartbeatDue = true, true
+		r.arm(deadlineLease, r.renew())
+	case res.gone:
+		r.log.Info("Lease disappeared; checking the Node before creating it again")
+		r.lease, r.leaseAwaitsNode = nil, true
+		r.statusDirty, r.refetch = true, true
+	case res.renewed:
+		if res.failures > 0 {
+			// Heartbeats failed for a while: the node lifecycle
+			// controller may have marked the node Unknown meanwhile.
+			// Read it back (from the apiserver's cache) and restore what
+			// differs at once.
+			r.log.Info("Heartbeats succeed again; checking the Node", "failedAttempts", res.failures)
+			r.statusDirty, r.refetch = true, true
+		}
+		r.lease, r.lastRenew = res.lease, now
+		r.arm(deadlineLease, r.renew())
+		if res.recreated {
+			r.log.Info("Lease was recreated; checking the Node")
+			r.leaseAwaitsNode = true
+			r.statusDirty, r.refetch = true, true
+		}
+	}
+	r.markReady()
+	return nil
+}
+
+func (r *runner) onStatusDone(res statusResult) error {
+	r.statusBusy = false
+	if res.err != nil {
+		return res.err
+	}
+	if res.rejected != nil {
+		r.log.Info("The provider's status was rejected by the API server; it is written again at the next change or report", "error", res.rejected.Error())
+		r.c.events.Event(eventWarning, EventStatusRejected, truncate("The API server rejected the node's status; only what it accepts is written: "+res.rejected.Error(), maxMessage))
+	}
+	if res.created {
+		if r.registered {
+			r.c.events.Event(eventNormal, EventReRegistered, "Node "+r.c.name+" was deleted and has been registered again")
+		} else {
+			r.c.events.Event(eventNormal, EventRegistered, "Node "+r.c.name+" registered")
+		}
+	}
+	if res.server != nil {
+		uidChanged := r.server != nil && r.server.uid != res.server.uid
+		r.server = res.server
+		if res.created && r.registered {
+			r.log.Info("Node was deleted; registered it again", "uid", res.server.uid)
+		}
+		if uidChanged || r.leaseAwaitsNode || !r.registered {
+			// A first renewal, or a new owner reference for the lease.
+			r.leaseAwaitsNode = false
+			if r.leaseOff {
+				r.arm(deadlineLease, r.renew())
+			} else {
+				r.renewNow()
+			}
+		}
+	} else if r.leaseAwaitsNode && r.server != nil {
+		r.leaseAwaitsNode = false
+		r.renewNow()
+	}
+	if res.written {
+		// The first report after registration is spread over half the
+		// interval, so that nodes started together do not report
+		// together; later ones follow the interval exactly.
+		next := r.c.cfg.StatusReportInterval
+		if !r.registered {
+			next = jitter(r.c.cfg.StatusReportInterval, 0.5, 1)
+		}
+		r.arm(deadlineReport, next)
+	}
+	if r.server != nil && !r.registered {
+		r.registered = true
+		if !res.written {
+			r.arm(deadlineReport, jitter(r.c.cfg.StatusReportInterval, 0.5, 1))
+		}
+	}
+	r.markReady()
+	return nil
+}
+
+func (c *NodeController) setPing(ctx context.Context, st *runner, ps pingState) {
 	if ps == st.ping {
 		return
 	}

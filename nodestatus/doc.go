@@ -10,6 +10,16 @@
 //
 // # Guarantees
 //
+//   - One source of truth for the Node: Config.Node is the base, and
+//     every node the provider notifies is laid over it (see NodeProvider
+//     for the rule). Registration labels, annotations, taints, addresses
+//     and conditions set in Config.Node are never dropped by a
+//     notification; the provider's value wins where both set one, and
+//     the provider can remove only what it added.
+//   - Provider is a production NodeProvider: SetCondition,
+//     RemoveCondition, ReportCondition (the method checkpoint's
+//     Conditions field takes), SetAddresses, SetCapacity, SetNodeInfo and
+//     Update, with bursts of changes coalesced into one notification.
 //   - Fields others write survive. Labels, annotations, conditions and
 //     the other status fields are merged three-way against what this
 //     controller last wrote (the AnnotationLastApplied record): only what
@@ -81,10 +91,15 @@
 //     manager must be the only owner of spec.unschedulable. A
 //     `kubectl uncordon` followed by an administrator's cordon or drain is
 //     left alone, and the stale mark removed.
-//   - Run blocks until every goroutine it started has returned. An idle
-//     controller holds one goroutine (Run's own) and three timers; pings,
-//     renewals and status writes run on short-lived goroutines, at most one
-//     of each at a time.
+//   - Run blocks until every goroutine it started has returned, and
+//     returns nil when its context ends; an error only for a real failure.
+//     An idle controller holds one goroutine (Run's own) and three timers;
+//     pings, renewals and status writes run on short-lived goroutines, at
+//     most one of each at a time. Between uses, the provider's node, the
+//     served Node and the Lease are kept in their protobuf encoding, one
+//     buffer each: about 23 KiB per node in all (heap in use and stacks,
+//     New and the shared client-go client included) at 1,000 nodes on a
+//     real API server (go run ./cmd/bench/nodestatus -mode scale-real).
 //
 // # Assumptions
 //

@@ -51,5 +51,5 @@ func Example() {
 	// PIDPressure False NodeProviderDoesNotReport
 	// Ready True NodeProviderReady
 	// lease held by edge-1 for 40 seconds
-	// unschedulable after shutdown: true context canceled
+	// unschedulable after shutdown: true <nil>
 }

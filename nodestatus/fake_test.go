@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,7 +16,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	testclock "k8s.io/utils/clock/testing"
@@ -217,7 +220,7 @@ func TestNotifyNeverBlocksAndCoalesces(t *testing.T) {
 		t.Fatalf("Run returned while notified: %v", c.Err())
 	default:
 	}
-	require.ErrorIs(t, c.stop(t), context.Canceled)
+	require.NoError(t, c.stop(t), "Run returns nil when its context ends")
 	// After Run returned the callback still returns at once.
 	done := make(chan struct{})
 	go func() {
@@ -242,34 +245,26 @@ func TestPingFailureSetsNotReadyAndKeepsLease(t *testing.T) {
 	waitReady(t, c)
 
 	p.SetPingError(errors.New("backend unreachable"))
-	readyIs := func(status corev1.ConditionStatus, reason string) func() bool {
-		return func() bool {
-			n, err := cs.CoreV1().Nodes().Get(context.Background(), "vk-0", metav1.GetOptions{})
-			if err != nil {
-				return false
-			}
-			r := condition(n, corev1.NodeReady)
-			return r != nil && r.Status == status && r.Reason == reason
-		}
+	readyIs := func(status corev1.ConditionStatus, reason string) func(*corev1.Node) bool {
+		return nodestatustest.ConditionIs(corev1.NodeReady, status, reason)
 	}
 	leases := v.get("update leases")
 	step(t, clk, 10500*time.Millisecond) // next ping and renewal
-	require.Eventually(t, readyIs(corev1.ConditionFalse, nodestatus.ReasonPingFailed), waitFor, time.Millisecond)
+	waitNode(t, cs, "vk-0", readyIs(corev1.ConditionFalse, nodestatus.ReasonPingFailed), "Ready=False")
 	require.Eventually(t, func() bool { return v.get("update leases") > leases }, waitFor, time.Millisecond, "the lease keeps renewing")
 
 	// A ping that hangs is cancelled after PingTimeout and reported.
 	p.SetPingError(nil)
 	step(t, clk, 10500*time.Millisecond)
-	require.Eventually(t, readyIs(corev1.ConditionTrue, "ProviderReady"), waitFor, time.Millisecond)
+	waitNode(t, cs, "vk-0", readyIs(corev1.ConditionTrue, "ProviderReady"), "Ready=True")
 	p.SetPingHang(true)
 	pings := p.Pings()
 	step(t, clk, 10500*time.Millisecond)
-	require.Eventually(t, func() bool { return p.Pings() > pings }, waitFor, time.Millisecond)
+	waitPings(t, p, pings+1)
 	step(t, clk, 5*time.Second)
-	require.Eventually(t, func() bool {
-		n, err := cs.CoreV1().Nodes().Get(context.Background(), "vk-0", metav1.GetOptions{})
-		return err == nil && strings.Contains(condition(n, corev1.NodeReady).Message, "did not return within 5s")
-	}, waitFor, time.Millisecond)
+	waitNode(t, cs, "vk-0", func(n *corev1.Node) bool {
+		return strings.Contains(condition(n, corev1.NodeReady).Message, "did not return within 5s")
+	}, "the hanging ping is reported")
 }
 
 func TestPingFailureStopHeartbeat(t *testing.T) {
@@ -284,7 +279,7 @@ func TestPingFailureStopHeartbeat(t *testing.T) {
 	p.SetPingError(errors.New("down"))
 	pings := p.Pings()
 	step(t, clk, 10500*time.Millisecond)
-	require.Eventually(t, func() bool { return p.Pings() > pings }, waitFor, time.Millisecond)
+	waitPings(t, p, pings+1)
 	// Let the renewal that may have raced with the failing ping finish.
 	stepUntil(t, clk, 10500*time.Millisecond, func() bool { return p.Pings() > pings+1 })
 	leases := v.get("update leases")
@@ -384,4 +379,79 @@ func TestRetryWaitsNeverExceedFiveSeconds(t *testing.T) {
 		idle(t, clk)
 		require.Greater(t, count(), before, "retry %d came within 5s", i+1)
 	}
+}
+
+// hooks is a Metrics hook and an EventRecorder that remember what they saw.
+type hooks struct {
+	mu     sync.Mutex
+	obs    []nodestatus.Observation
+	events []string
+}
+
+func (h *hooks) Observe(o nodestatus.Observation) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.obs = append(h.obs, o)
+}
+
+func (h *hooks) Event(eventtype, reason, message string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.events = append(h.events, eventtype+" "+reason)
+}
+
+func (h *hooks) saw(call nodestatus.Call, out nodestatus.Outcome, code int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, o := range h.obs {
+		if o.Call == call && o.Outcome == out && o.Code == code {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *hooks) sawEvent(e string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Contains(h.events, e)
+}
+
+func TestMetricsAndEvents(t *testing.T) {
+	cs := fake.NewClientset()
+	cs.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "status" && strings.Contains(string(a.(k8stesting.PatchAction).GetPatch()), `"bad":"label"`) {
+			return true, nil, apierrors.NewInvalid(schema.GroupKind{Kind: "Node"}, "vk-0", field.ErrorList{field.Invalid(field.NewPath("metadata", "labels"), "bad", "not allowed")})
+		}
+		return false, nil, nil
+	})
+	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	p := nodestatustest.NewProvider(testNode("vk-0"))
+	h := &hooks{}
+	cfg := fakeConfig(cs, clk, p)
+	cfg.Metrics, cfg.Events, cfg.ReRegister = h, h, true
+	c := start(t, cfg)
+	waitReady(t, c)
+	require.True(t, h.sawEvent("Normal "+nodestatus.EventRegistered), "registration: %v", h.events)
+	require.True(t, h.saw(nodestatus.CallCreateNode, nodestatus.OutcomeOK, 200))
+	require.True(t, h.saw(nodestatus.CallCreateLease, nodestatus.OutcomeOK, 200))
+	require.Eventually(t, func() bool { return h.saw(nodestatus.CallPing, nodestatus.OutcomeOK, 0) }, waitFor, time.Millisecond, "the first ping is observed")
+
+	step(t, clk, 10500*time.Millisecond)
+	require.Eventually(t, func() bool { return h.saw(nodestatus.CallUpdateLease, nodestatus.OutcomeOK, 200) }, waitFor, time.Millisecond, "a heartbeat is observed")
+
+	p.SetPingError(errors.New("backend down"))
+	stepUntil(t, clk, 10500*time.Millisecond, func() bool { return h.saw(nodestatus.CallPing, nodestatus.OutcomeFailed, 0) })
+
+	// A rejected status: a 422 observed with its code, and a Warning.
+	p.UpdateStatus(func(n *corev1.Node) { n.Labels["bad"] = "label" })
+	require.Eventually(t, func() bool { return h.saw(nodestatus.CallPatchStatus, nodestatus.OutcomeRejected, 422) }, waitFor, time.Millisecond, "the 422 is observed")
+	require.Eventually(t, func() bool { return h.sawEvent("Warning " + nodestatus.EventStatusRejected) }, waitFor, time.Millisecond, "the rejection is an event")
+	require.False(t, h.sawEvent("Normal "+nodestatus.EventReRegistered))
+
+	// Deleted and registered again.
+	require.NoError(t, cs.CoreV1().Nodes().Delete(context.Background(), "vk-0", metav1.DeleteOptions{}))
+	p.UpdateStatus(func(n *corev1.Node) { delete(n.Labels, "bad"); n.Labels["good"] = "label" })
+	require.Eventually(t, func() bool { return h.saw(nodestatus.CallPatchStatus, nodestatus.OutcomeNotFound, 404) }, waitFor, time.Millisecond, "the 404 is observed")
+	require.Eventually(t, func() bool { return h.sawEvent("Normal " + nodestatus.EventReRegistered) }, waitFor, time.Millisecond, "re-registration is an event")
 }

@@ -21,16 +21,20 @@ import (
 var ErrLeaseUnsupported = errors.New("nodestatus: the API server has no coordination.k8s.io/v1 leases")
 
 type leaseJob struct {
-	held  *coordinationv1.Lease // last copy from the server, nil to GET first
-	owner types.UID             // the Node's UID for the owner reference
+	// held is the last copy from the server (see packLease), nil to GET
+	// first. The worker owns it until it reports back, and may reuse its
+	// storage for the result.
+	held  []byte
+	owner types.UID // the Node's UID for the owner reference
 }
 
 type leaseResult struct {
-	lease       *coordinationv1.Lease
-	unsupported bool // the Lease API is missing: fall back to status heartbeats
-	gone        bool // the lease vanished (deleted, or collected with its Node)
-	recreated   bool // the lease was renewed, but it is a new object
-	failures    int  // attempts that failed before the result
+	renewed     bool
+	lease       []byte // the renewed lease, packed (nil: read it at the next renewal)
+	unsupported bool   // the Lease API is missing: fall back to status heartbeats
+	gone        bool   // the lease vanished (deleted, or collected with its Node)
+	recreated   bool   // the lease was renewed, but it is a new object
+	failures    int    // attempts that failed before the result
 	err         error
 }
 
@@ -40,7 +44,9 @@ type leaseResult struct {
 func (c *NodeController) renewLease(ctx context.Context, job leaseJob) leaseResult {
 	leases := c.cfg.LeaseClient.CoordinationV1().Leases(c.cfg.LeaseNamespace)
 	var res leaseResult
-	cur := job.held
+	held := unpackLease(job.held) // decoded here: deep decoding would grow the loop's stack
+	cur := held
+	var renewed *coordinationv1.Lease
 	attempt := func(ctx context.Context) error {
 		rctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 		defer cancel()
@@ -66,7 +72,7 @@ func (c *NodeController) renewLease(ctx context.Context, job leaseJob) leaseResu
 					}
 					return fmt.Errorf("create lease: %w", err)
 				}
-				cur, res.lease = l, l
+				cur, renewed = l, l
 				return nil
 			default:
 				return fmt.Errorf("get lease: %w", err)
@@ -77,7 +83,7 @@ func (c *NodeController) renewLease(ctx context.Context, job leaseJob) leaseResu
 		err = c.observe(ctx, CallUpdateLease, start, err)
 		switch {
 		case err == nil:
-			cur, res.lease = l, l
+			cur, renewed = l, l
 			return nil
 		case apierrors.IsConflict(err):
 			cur = nil
@@ -105,7 +111,10 @@ func (c *NodeController) renewLease(ctx context.Context, job leaseJob) leaseResu
 		}
 		return err
 	})
-	if job.held != nil && res.lease != nil && res.lease.UID != job.held.UID {
+	if renewed != nil {
+		res.renewed, res.lease = true, packLease(job.held, renewed)
+	}
+	if held != nil && renewed != nil && renewed.UID != held.UID {
 		// The lease was deleted and created again (an update may create a
 		// lease): most likely the garbage collector removed it with its
 		// Node. Let the loop check the Node.

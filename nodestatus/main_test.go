@@ -12,8 +12,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/reconkit/reconkit/nodestatus"
+	"github.com/reconkit/reconkit/nodestatus/nodestatustest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -91,6 +93,26 @@ func waitReady(t *testing.T, c *running) {
 	case <-time.After(waitFor):
 		t.Fatalf("not Ready within %v", waitFor)
 	}
+}
+
+// waitNode waits, up to waitFor, until the Node called name satisfies cond,
+// watching it through cs.
+func waitNode(t *testing.T, cs kubernetes.Interface, name string, cond func(*corev1.Node) bool, msg string) *corev1.Node {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	n, err := nodestatustest.WaitForNode(ctx, cs, name, cond)
+	require.NoError(t, err, msg)
+	return n
+}
+
+// waitPings waits, up to waitFor, until p has been pinged n times in all.
+func waitPings(t *testing.T, p *nodestatustest.Provider, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	_, err := p.WaitForPings(ctx, n)
+	require.NoError(t, err)
 }
 
 func condition(n *corev1.Node, typ corev1.NodeConditionType) *corev1.NodeCondition {

@@ -54,6 +54,9 @@ const (
 	OutcomeTransient Outcome = "transient"
 	// OutcomeCanceled is a request cut short because Run's context ended.
 	OutcomeCanceled Outcome = "canceled"
+	// OutcomeFailed is a ping that returned an error or outlived
+	// PingTimeout.
+	OutcomeFailed Outcome = "failed"
 )
 
 // ErrRejected is wrapped, together with the API server's error, by the
@@ -76,9 +79,45 @@ type Observation struct {
 	// canceled request) and for pings.
 	Code int
 	// Latency is the request's (or the ping's) duration. For
-	// CallUpdateLease it is the heartbeat latency.
+	// CallUpdateLease it is the heartbeat latency. A ping that outlived
+	// PingTimeout is observed when it returns, with its whole duration.
 	Latency time.Duration
 }
+
+// EventRecorder receives the Kubernetes Events the controller emits about
+// its Node: EventRegistered, EventReRegistered (Normal) and
+// EventStatusRejected (Warning). client-go's record.EventRecorder fits
+// through a small adapter that fixes the Node as the object;
+// github.com/reconkit/reconkit/events provides one.
+//
+// Threading contract: Event is called from Run's goroutine; it must not
+// block (client-go's recorder queues and drops) and must not call back into
+// the controller.
+type EventRecorder interface {
+	Event(eventtype, reason, message string)
+}
+
+// Event reasons.
+const (
+	// EventRegistered: the controller created the Node.
+	EventRegistered = "NodeRegistered"
+	// EventReRegistered: the Node was deleted by someone else and the
+	// controller created it again (Config.ReRegister).
+	EventReRegistered = "NodeReRegistered"
+	// EventStatusRejected: the API server refused the provider's status
+	// for good (see ErrRejected); a reduced status was written.
+	EventStatusRejected = "NodeStatusRejected"
+)
+
+// Event types, as corev1.EventTypeNormal and EventTypeWarning.
+const (
+	eventNormal  = "Normal"
+	eventWarning = "Warning"
+)
+
+type noEvents struct{}
+
+func (noEvents) Event(string, string, string) {}
 
 // Metrics receives one observation per API request the controller makes
 // (each retry counts) and per ping of the provider: lease and status writes

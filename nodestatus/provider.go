@@ -19,13 +19,24 @@ type NodeProvider interface {
 
 	// NotifyNodeStatus is called once by Run, before registration, with a
 	// callback the provider calls whenever the node's desired labels,
-	// annotations or status change. The callback never blocks: it copies
-	// the node, keeps only the newest one, and returns; it may be called
-	// from any goroutine, concurrently, and also after Run has returned
-	// (the value is then ignored). The node passed is the full desired
-	// state of what the controller owns: its labels, its annotations and
-	// its status; its spec is used only when the Node is created (at start,
-	// or again with Config.ReRegister), from the newest node notified.
+	// annotations, spec or status change. The callback never blocks: it
+	// keeps only the newest node, and returns; it may be called from any
+	// goroutine, concurrently, and also after Run has returned (the value
+	// is then ignored). The spec is used only when the Node is created (at
+	// start, or again with Config.ReRegister).
+	//
+	// Config.Node and the notified nodes combine in one way: Config.Node
+	// is the base and every notified node is laid over it, so that nothing
+	// the host set in Config.Node is dropped by a notification, and the
+	// provider's value wins wherever both set one. Labels, annotations,
+	// taints (by key and effect), conditions (by type), capacity and
+	// allocatable (by resource) are unions; the provider's addresses of
+	// a type replace Config.Node's of that type, and Config.Node's
+	// addresses of other types stay; nodeInfo, daemonEndpoints and the
+	// other spec and status fields are the provider's where it sets them,
+	// else Config.Node's. A provider can therefore remove only what it
+	// added itself; to remove a registration label, the host leaves it
+	// out of Config.Node.
 	//
 	// NotifyNodeStatus itself must not block. A provider that starts a
 	// goroutine here should stop it when ctx ends.

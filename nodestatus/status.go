@@ -380,16 +380,16 @@ func noChange(meta strategicpatch.LookupPatchMeta, server *corev1.Node, patch []
 // field is owned by the worker until it reports back. The desired status is
 // not part of it: each attempt computes it from the provider's newest.
 type statusJob struct {
-	server      *corev1.Node // last server copy, nil to GET first
-	heartbeat   bool         // stamp heartbeat times with now
-	noHeartbeat bool         // never stamp them (heartbeats are stopped)
-	uncordon    bool         // undo our own shutdown cordon
-	registered  bool         // the Node was registered before: a 404 means deleted
+	server      *packedNode // last server copy, nil to GET first
+	heartbeat   bool        // stamp heartbeat times with now
+	noHeartbeat bool        // never stamp them (heartbeats are stopped)
+	uncordon    bool        // undo our own shutdown cordon
+	registered  bool        // the Node was registered before: a 404 means deleted
 }
 
 type statusResult struct {
-	server   *heldNode // new server copy (nil if unchanged), encoded on the worker
-	written  bool      // a write reached the server
+	server   *packedNode // new server copy (nil if unchanged), encoded on the worker
+	written  bool        // a write reached the server
 	created  bool
 	rejected error // the newest desired status was refused for good; what was written is reduced
 	failures int   // attempts that failed before the job ended
@@ -403,7 +403,22 @@ var ErrNodeDeleted = errors.New("nodestatus: node was deleted")
 // want is the desired node now: the provider's newest status and the
 // newest ping result.
 func (c *NodeController) want() *corev1.Node {
-	return desired(c.latest.Load(), *c.ping.Load(), c.cfg.PingFailure, c.defaults)
+	defaults := c.cfg.DefaultConditions
+	if defaults == nil {
+		defaults = StandardConditions()
+	}
+	return desired(c.provided(), *c.ping.Load(), c.cfg.PingFailure, defaults)
+}
+
+// provided decodes the provider's newest node.
+func (c *NodeController) provided() *corev1.Node {
+	n := c.latest.Load().unpack()
+	if n == nil {
+		// Cannot happen: it was encoded by packNode.
+		n = &corev1.Node{}
+	}
+	n.Name = c.name
+	return n
 }
 
 // syncStatus registers, adopts or patches the Node, retrying transient
@@ -412,10 +427,10 @@ func (c *NodeController) want() *corev1.Node {
 // correction is never held up behind a failing write.
 func (c *NodeController) syncStatus(ctx context.Context, job statusJob) statusResult {
 	var res statusResult
-	var got *corev1.Node // the newest server copy this job received
-	server := job.server
-	fresh := false // read from storage rather than the apiserver's cache
-	stale := false // the attempt found its copy outdated
+	var got *corev1.Node          // the newest server copy this job received
+	server := job.server.unpack() // decoded here: deep decoding would grow the loop's stack
+	fresh := false                // read from storage rather than the apiserver's cache
+	stale := false                // the attempt found its copy outdated
 	attempt := func(ctx context.Context) error {
 		stale = false
 		rctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
@@ -518,7 +533,7 @@ func (c *NodeController) syncStatus(ctx context.Context, job statusJob) statusRe
 		res.err = err
 	}
 	if got != nil {
-		res.server = hold(got)
+		res.server = packNode(got, false)
 	}
 	return res
 }
@@ -586,7 +601,7 @@ func isStop(err error) bool {
 }
 
 func (c *NodeController) createNode(ctx, rctx context.Context, want *corev1.Node) (*corev1.Node, error) {
-	src := c.latest.Load()
+	src := c.provided()
 	build := func(level patchLevel) (*corev1.Node, error) {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: c.name}}
 		src.Spec.DeepCopyInto(&n.Spec)

@@ -1,5 +1,8 @@
 // Package nodestatustest provides a fake nodestatus.NodeProvider whose
-// status and ping result a test sets.
+// status and ping result a test sets, and helpers that wait, on the
+// caller's deadline, for what tests otherwise poll for: WaitForNode and
+// WaitForCondition watch a Node until a condition holds, and
+// Provider.WaitForPings waits for the controller's pings.
 //
 // The fake is safe for concurrent use. It keeps every callback it was given
 // and calls them synchronously from SetStatus and UpdateStatus, relying on

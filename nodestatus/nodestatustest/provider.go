@@ -2,6 +2,7 @@ package nodestatustest
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +18,7 @@ type Provider struct {
 	pingErr error
 	hang    bool
 	pings   int
+	pinged  chan struct{} // closed at the next Ping
 	cbs     []func(*corev1.Node)
 }
 
@@ -33,6 +35,10 @@ func (p *Provider) Ping(ctx context.Context) error {
 	p.mu.Lock()
 	p.pings++
 	err, hang := p.pingErr, p.hang
+	if p.pinged != nil {
+		close(p.pinged)
+		p.pinged = nil
+	}
 	p.mu.Unlock()
 	if hang {
 		<-ctx.Done()
@@ -67,6 +73,29 @@ func (p *Provider) Pings() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.pings
+}
+
+// WaitForPings waits until Ping has been called at least n times in all,
+// or ctx ends (give it a deadline), and returns the count then.
+func (p *Provider) WaitForPings(ctx context.Context, n int) (int, error) {
+	for {
+		p.mu.Lock()
+		got := p.pings
+		if got >= n {
+			p.mu.Unlock()
+			return got, nil
+		}
+		if p.pinged == nil {
+			p.pinged = make(chan struct{})
+		}
+		ch := p.pinged
+		p.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return got, fmt.Errorf("nodestatustest: %d pings of %d: %w", got, n, ctx.Err())
+		}
+	}
 }
 
 // Node returns a copy of the current desired node (nil if none was set).

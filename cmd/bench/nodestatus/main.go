@@ -18,6 +18,15 @@
 //     started for the run (internal/servers), with their CPU and memory,
 //     and requests per node per minute as the client sent them.
 //
+// Memory per node is the growth of the heap in use (every span that holds a
+// live object, so fragmentation counts) plus goroutine stacks, each read
+// after two garbage collections, from before the controllers are built
+// (what New allocates is included, and shown on its own line) to the end of
+// the warm-up, divided by the number of nodes. It includes the shared
+// client-go client and its connection, and in scale-real the harness's
+// buffer of the servers' logs; in scale the fake server's store is
+// subtracted.
+//
 // Usage:
 //
 //	go run ./cmd/bench/nodestatus -mode requests [-nodes 10] [-minutes 60]
@@ -246,6 +255,7 @@ func scale() {
 	api.onLeasePut = rn.record
 	cs := client(api)
 	ctrls := make([]*nodestatus.NodeController, n)
+	mNew := memInUse()
 	for i := range n {
 		c, err := nodestatus.New(nodestatus.Config{Client: cs, Node: node(names[i])})
 		if err != nil {
@@ -307,7 +317,8 @@ func scale() {
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(w, "nodes\t%d\t\n", n)
 	fmt.Fprintf(w, "window\t%v (after %v warm-up), GOMAXPROCS %d\t\n", el.Round(time.Second), *warmup, runtime.GOMAXPROCS(0))
-	fmt.Fprintf(w, "memory per node (heap+stacks, minus the fake server's %d B/node store)\t%.1f KiB\t\n", store/n, (float64(m1)-float64(m0)-float64(store))/float64(n)/1024)
+	fmt.Fprintf(w, "memory per node (heap+stacks from before New, minus the fake server's %d B/node store)\t%.1f KiB\t\n", store/n, (float64(m1)-float64(mNew)-float64(store))/float64(n)/1024)
+	fmt.Fprintf(w, "  of which allocated by New\t%.1f KiB\t\n", (float64(m0)-float64(mNew))/float64(n)/1024)
 	fmt.Fprintf(w, "goroutines per node (min / mean / max over 1s samples)\t%.3f / %.3f / %.3f\t\n", float64(gMin)/float64(n), float64(gSum)/float64(gN)/float64(n), float64(gMax)/float64(n))
 	fmt.Fprintf(w, "CPU used (process, incl. fake server and client-go)\t%.3f cores\t\n", cpu.Seconds()/el.Seconds())
 	fmt.Fprintf(w, "CPU per heartbeat (lease PUT)\t%v\t\n", (cpu / time.Duration(max(puts, 1))).Round(time.Microsecond))

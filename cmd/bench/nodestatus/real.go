@@ -97,6 +97,8 @@ func scaleReal() {
 	}
 
 	ctrls := make([]*nodestatus.NodeController, n)
+	mNew := memInUse()
+	hNew, sNew := memSplit()
 	for i := range n {
 		c, err := nodestatus.New(nodestatus.Config{Client: cs, Node: node(fmt.Sprintf("vk-%05d", i))})
 		if err != nil {
@@ -106,7 +108,6 @@ func scaleReal() {
 		ctrls[i] = c
 	}
 	m0 := memInUse()
-	h0, s0 := memSplit()
 	rctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -150,8 +151,10 @@ func scaleReal() {
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(w, "nodes (real kube-apiserver v1.37.1, one client, protobuf)\t%d\t\n", n)
 	fmt.Fprintf(w, "window\t%v (after %v warm-up)\t\n", el.Round(time.Second), *warmup)
-	fmt.Fprintf(w, "memory per node in this process (heap+stacks, incl. client-go)\t%.1f KiB\t\n", (float64(m1)-float64(m0))/float64(n)/1024)
-	fmt.Fprintf(w, "  heap / goroutine stacks per node\t%.1f KiB / %.1f KiB\t\n", (float64(h1)-float64(h0))/float64(n)/1024, (float64(s1)-float64(s0))/float64(n)/1024)
+	perNode := func(a, b uint64) float64 { return (float64(b) - float64(a)) / float64(n) / 1024 }
+	fmt.Fprintf(w, "memory per node in this process (heap+stacks, incl. New and client-go)\t%.1f KiB\t\n", perNode(mNew, m1))
+	fmt.Fprintf(w, "  heap / goroutine stacks per node\t%.1f KiB / %.1f KiB\t\n", perNode(hNew, h1), perNode(sNew, s1))
+	fmt.Fprintf(w, "  of which allocated by New / after Run started\t%.1f KiB / %.1f KiB\t\n", perNode(mNew, m0), perNode(m0, m1))
 	fmt.Fprintf(w, "CPU of this process\t%.3f cores\t\n", (c1-c0).Seconds()/el.Seconds())
 	fmt.Fprintf(w, "kube-apiserver CPU / RSS\t%.3f cores / %.0f MiB (%.1f KiB per node)\t\n", (as1.CPU-as0.CPU).Seconds()/el.Seconds(), float64(as1.RSS)/(1<<20), float64(as1.RSS)/float64(n)/1024)
 	fmt.Fprintf(w, "etcd CPU / RSS\t%.3f cores / %.0f MiB\t\n", (es1.CPU-es0.CPU).Seconds()/el.Seconds(), float64(es1.RSS)/(1<<20))
