@@ -115,7 +115,12 @@ func TestOpsServe(t *testing.T) {
 	require.True(t, strings.HasPrefix(string(b), "ok"), "%s", b)
 
 	cancel()
-	require.NoError(t, <-done, "a clean stop is not an error")
+	select {
+	case err := <-done:
+		require.NoError(t, err, "a clean stop is not an error")
+	case <-time.After(time.Minute):
+		t.Fatal("serve did not return within a minute of its context's end")
+	}
 	_, err = client.Get("http://" + ln.Addr().String() + "/healthz")
 	require.Error(t, err, "still serving after serve returned")
 
