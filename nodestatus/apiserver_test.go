@@ -357,10 +357,13 @@ func TestAPIServer(t *testing.T) {
 		}
 		p := nodestatustest.NewProvider(base)
 		cs, _ := countedClient(t, a.Config())
-		c := start(t, nodestatus.Config{Client: cs, Node: base, Provider: p, Clock: newClock()})
+		// B is the provider's: Config.Node's conditions it could not remove.
+		cfgNode := base.DeepCopy()
+		cfgNode.Status.Conditions = cfgNode.Status.Conditions[:1]
+		c := start(t, nodestatus.Config{Client: cs, Node: cfgNode, Provider: p, Clock: newClock()})
 		waitReady(t, c)
-		n := e.node(t, "abc")
-		require.NotNil(t, condition(n, "B"))
+		p.UpdateStatus(func(*corev1.Node) {}) // the provider's first notification
+		n := waitNode(t, admin, "abc", func(n *corev1.Node) bool { return condition(n, "B") != nil }, "B written")
 
 		n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: "C", Status: corev1.ConditionTrue, Reason: "C", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()})
 		_, err := admin.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
