@@ -20,6 +20,7 @@ import (
 	"github.com/reconkit/reconkit/checkpoint"
 	"github.com/reconkit/reconkit/checkpoint/configmapsource"
 	"github.com/reconkit/reconkit/election"
+	"github.com/reconkit/reconkit/events"
 	"github.com/reconkit/reconkit/lbrecon"
 	"github.com/reconkit/reconkit/nodestatus"
 	"github.com/reconkit/reconkit/versiongate"
@@ -44,7 +45,7 @@ type agentState struct {
 	CfgPhase  checkpoint.Phase
 	CfgID     string
 	Blocking  []string // nodes the leading gate waits for
-	ConfigOK  corev1.NodeCondition
+	ConfigOK  checkpoint.Condition
 	Reconcile string // last reconcile result, on the leader
 }
 
@@ -59,9 +60,13 @@ type agent struct {
 
 	cli      *clientv3.Client
 	links    []link // the client's way to etcd, cut by kill and by the fence scenario
-	elector  *elector
+	hooks    hooks  // metrics, labelled with the agent's name
+	events   events.Recorder
+	elector  *election.EtcdElector
 	ctrl     *checkpoint.Controller[agentConfig]
-	provider *agentProvider
+	provider *nodestatus.Provider // the Node's conditions: ConfigOK and VersionGateReady
+	nodes    *nodestatus.NodeController
+	gate     *versiongate.Gate
 
 	ctx    context.Context // ends when the agent stops or is killed
 	cancel context.CancelFunc
@@ -69,7 +74,6 @@ type agent struct {
 	hold   atomic.Pointer[writeHold] // armed by the fence scenario
 
 	mu    sync.Mutex
-	gate  *versiongate.Gate // the current gate; a new one after a lost record
 	state agentState
 }
 
@@ -97,21 +101,42 @@ func (a *agent) start(ctx context.Context) (err error) {
 	defer func() {
 		if err != nil {
 			if a.elector != nil {
-				a.elector.close()
+				_ = a.elector.Close()
 			}
 			cli.Close()
 			closeLinks(links)
 		}
 	}()
-	a.elector, err = newElector(cli, a.name, o.electionTTL)
+	if a.hooks, err = a.env.ops.hooksFor(a.name); err != nil {
+		return err
+	}
+	a.events = a.env.events.forNode(a.name)
+	a.elector, err = election.NewEtcd(election.EtcdConfig{
+		Client:     cli,
+		Prefix:     electionPrefix,
+		Identity:   a.name,
+		SessionTTL: o.electionTTL,
+		Metrics:    a.hooks.election,
+		Events:     a.events,
+	})
 	if err != nil {
 		return err
 	}
+	// A term held past its ValidUntil by more than one TTL means the
+	// elector failed to end it: a wedged agent.
+	a.env.ops.setHealth(a.name, a.elector.HealthCheck(o.electionTTL))
 
+	a.provider = nodestatus.NewProvider(nodestatus.ProviderConfig{})
+	a.provider.SetCondition(gatedCondition(false, "WaitingForReconciler", "waiting for a reconciler status that admits release "+a.version.Release.String()))
 	store, err := checkpoint.NewFS(checkpoint.FSConfig{Dir: filepath.Join(a.env.stateDir, a.name)})
 	if err != nil {
 		return err
 	}
+	defer func() {
+		if err != nil {
+			_ = store.Close()
+		}
+	}()
 	source, err := configmapsource.New(configmapsource.Config{Client: a.env.kube, Namespace: o.namespace, Name: configMapName, Key: configMapKey})
 	if err != nil {
 		return err
@@ -126,12 +151,35 @@ func (a *agent) start(ctx context.Context) (err error) {
 		Probe:         a.probe,
 		OnStatus:      a.onConfigStatus,
 		Source:        source,
+		Conditions:    a.provider,
+		Metrics:       a.hooks.checkpoint,
+		Events:        a.events,
 	})
 	if err != nil {
 		return err
 	}
-
-	if _, err := a.newGate(); err != nil { // checks the configuration early
+	cfg := nodeControllerConfig(a.env.kube, agentNode(a.name, a.index, a.version.Release, a.env.taint), a.provider, o.nodeLease)
+	cfg.Metrics, cfg.Events = a.hooks.nodestatus, a.events
+	if a.nodes, err = nodestatus.New(cfg); err != nil {
+		return err
+	}
+	a.gate, err = versiongate.New(versiongate.Config{
+		Client:                   a.cli,
+		NodeID:                   a.name,
+		Version:                  a.version,
+		MinimumReconcilerRelease: versiongate.Release{Major: 1},
+		MinimumCompatibleRelease: minimumCompatible(a.version.Release),
+		StatusKey:                gateStatusKey,
+		NodesPrefix:              gateNodesPrefix,
+		RecordTTL:                o.recordTTL,
+		Candidate:                a.elector,
+		Reconcile:                a.reconcile,
+		SettleTime:               o.settle,
+		ReconcileInterval:        o.reconcileInterval,
+		Metrics:                  a.hooks.versiongate,
+		Events:                   a.events,
+	})
+	if err != nil {
 		return err
 	}
 
@@ -163,45 +211,33 @@ func (a *agent) run(ctx context.Context) error {
 	}
 	a.onConfigStatus(st)
 
-	node := agentNode(a.name, a.index, a.version.Release, a.env.taint, nodeCondition(st.Condition),
-		gatedCondition(false, "WaitingForReconciler", "waiting for a reconciler status that admits release "+a.version.Release.String()))
-	a.provider = newAgentProvider(node)
-	o := a.env.opts
-	nodes, err := newNodeController(a.env.kube, node, a.provider, o.nodeLease)
-	if err != nil {
-		return err
-	}
-
 	g, ctx := errgroup.WithContext(ctx)
-	goPart(ctx, g, "checkpoint", a.ctrl.Run)
-	goPart(ctx, g, "nodestatus", nodes.Run)
-	goPart(ctx, g, "versiongate", a.runGate)
+	g.Go(func() error { return wrap("checkpoint", a.ctrl.Run(ctx)) })
+	g.Go(func() error { return wrap("nodestatus", a.nodes.Run(ctx)) })
+	g.Go(func() error { return wrap("versiongate", a.runGate(ctx)) })
+	g.Go(func() error { a.followGate(ctx); return nil })
 	return g.Wait()
 }
 
-// newNodeController registers node and heartbeats it every quarter of
-// lease, with the provider's conditions.
-func newNodeController(kube kubernetes.Interface, node *corev1.Node, p *agentProvider, lease time.Duration) (*nodestatus.NodeController, error) {
-	return nodestatus.New(nodestatus.Config{
+// wrap names the part that failed.
+func wrap(part string, err error) error {
+	if err != nil {
+		return fmt.Errorf("%s: %w", part, err)
+	}
+	return nil
+}
+
+// nodeControllerConfig registers node, heartbeats it every quarter of
+// lease, and reports the provider's status.
+func nodeControllerConfig(kube kubernetes.Interface, node *corev1.Node, p nodestatus.NodeProvider, lease time.Duration) nodestatus.Config {
+	return nodestatus.Config{
 		Client:                 kube,
 		Node:                   node,
 		Provider:               p,
 		LeaseDuration:          lease,
 		NodeMonitorGracePeriod: lease,
 		PingInterval:           lease / 2,
-	})
-}
-
-// goPart runs one part of the agent in g. A part that returns once ctx has
-// ended stopped as asked, whatever it returns (nil, or ctx.Err() from a
-// package that still reports it); an error before that ends the group.
-func goPart(ctx context.Context, g *errgroup.Group, name string, fn func(context.Context) error) {
-	g.Go(func() error {
-		if err := fn(ctx); err != nil && ctx.Err() == nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		return nil
-	})
+	}
 }
 
 // Taint of the agents' Nodes, as virtual-kubelet taints its nodes with
@@ -232,65 +268,25 @@ func agentNode(name string, index int, release versiongate.Release, taint bool, 
 	return n
 }
 
-// newGate returns a new version gate for the agent and makes it current.
-func (a *agent) newGate() (*versiongate.Gate, error) {
-	o := a.env.opts
-	gate, err := versiongate.New(versiongate.Config{
-		Client:                   a.cli,
-		NodeID:                   a.name,
-		Version:                  a.version,
-		MinimumReconcilerRelease: versiongate.Release{Major: 1},
-		MinimumCompatibleRelease: minimumCompatible(a.version.Release),
-		StatusKey:                gateStatusKey,
-		NodesPrefix:              gateNodesPrefix,
-		RecordTTL:                o.recordTTL,
-		Candidate:                a.elector,
-		Reconcile:                a.reconcile,
-		SettleTime:               o.settle,
-		ReconcileInterval:        o.reconcileInterval,
-	})
-	if err != nil {
-		return nil, err
-	}
-	a.mu.Lock()
-	a.gate = gate
-	a.mu.Unlock()
-	return gate, nil
-}
-
-func (a *agent) currentGate() *versiongate.Gate {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.gate
-}
-
 // runGate publishes the agent's release, campaigns while it is the
 // newest, and serves once WaitReady lets it. When the release record's
 // lease is lost (etcd unreachable or stalled for longer than its TTL), the
-// leader may no longer count this node: the agent stops serving and starts
-// over with a new gate, as versiongate asks of its host.
+// leader may no longer count this node: the agent stops serving and runs
+// the gate again, which publishes the record anew.
 func (a *agent) runGate(ctx context.Context) error {
-	gate := a.currentGate()
 	for {
 		g, gctx := errgroup.WithContext(ctx)
-		goPart(gctx, g, "run", gate.Run)
-		goPart(gctx, g, "wait ready", func(ctx context.Context) error {
-			if err := gate.WaitReady(ctx); err != nil {
+		g.Go(func() error { return a.gate.Run(gctx) })
+		g.Go(func() error {
+			if err := a.gate.WaitReady(gctx); err != nil {
+				if gctx.Err() != nil {
+					return nil // stopped waiting, as asked
+				}
 				return err
 			}
 			a.setState(func(s *agentState) { s.Ready = true })
-			a.provider.setCondition(gatedCondition(true, "ReconcilerCompatible", "the reconciler status admits release "+a.version.Release.String()))
+			a.provider.SetCondition(gatedCondition(true, "ReconcilerCompatible", "the reconciler status admits release "+a.version.Release.String()))
 			return nil
-		})
-		goPart(gctx, g, "leading", func(ctx context.Context) error {
-			for {
-				select {
-				case <-ctx.Done():
-					return nil
-				case <-gate.LeadingChanged():
-					a.env.changed()
-				}
-			}
 		})
 		err := g.Wait()
 		if !errors.Is(err, versiongate.ErrRecordLost) || ctx.Err() != nil {
@@ -298,10 +294,22 @@ func (a *agent) runGate(ctx context.Context) error {
 		}
 		a.log.Error(err, "Release record lost; not serving until the gate admits this node again")
 		a.setState(func(s *agentState) { s.Ready = false })
-		a.provider.setCondition(gatedCondition(false, "RecordLost", "the release record expired; publishing it again"))
-		if gate, err = a.newGate(); err != nil {
-			return err
+		a.provider.SetCondition(gatedCondition(false, "RecordLost", "the release record expired; publishing it again"))
+	}
+}
+
+// followGate wakes the view whenever the gate's phase or leadership
+// changes, until ctx ends.
+func (a *agent) followGate(ctx context.Context) {
+	for {
+		phase, leading := a.gate.PhaseChanged(), a.gate.LeadingChanged()
+		select {
+		case <-ctx.Done():
+			return
+		case <-phase:
+		case <-leading:
 		}
+		a.env.changed()
 	}
 }
 
@@ -319,22 +327,8 @@ func (a *agent) onConfigStatus(st checkpoint.Status[agentConfig]) {
 		desc += " " + st.ID
 	}
 	a.setState(func(s *agentState) {
-		s.Config, s.CfgPhase, s.CfgID, s.ConfigOK = desc, st.Phase, st.ID, nodeCondition(st.Condition)
+		s.Config, s.CfgPhase, s.CfgID, s.ConfigOK = desc, st.Phase, st.ID, st.Condition
 	})
-	if a.provider != nil {
-		a.provider.setCondition(nodeCondition(st.Condition))
-	}
-}
-
-// nodeCondition is the ConfigOK condition as a Node condition.
-func nodeCondition(c checkpoint.Condition) corev1.NodeCondition {
-	return corev1.NodeCondition{
-		Type:               corev1.NodeConditionType(c.Type),
-		Status:             corev1.ConditionStatus(c.Status),
-		Reason:             c.Reason,
-		Message:            c.Message,
-		LastTransitionTime: metav1.NewTime(c.LastTransitionTime),
-	}
 }
 
 // reconcile is the leader's version-gated reconcile: it converges the load
@@ -369,6 +363,7 @@ func (a *agent) reconcileLB(ctx context.Context, token uint64) error {
 	r, err := lbrecon.NewLoadBalancer(lbrecon.Config{
 		Engine:          eng,
 		Tag:             ownerTag,
+		Metrics:         a.hooks.lbrecon,
 		PollInterval:    50 * time.Millisecond,
 		MaxPollInterval: 500 * time.Millisecond,
 		PendingTimeout:  30 * time.Second,
@@ -484,7 +479,9 @@ func (a *agent) kill() {
 // client and its proxies.
 func (a *agent) wait() {
 	<-a.done
-	a.elector.close()
+	// A failed release (a killed agent's traffic is cut) is no loss: the
+	// term's lease expires by its TTL.
+	_ = a.elector.Close()
 	_ = a.cli.Close()
 	closeLinks(a.links)
 }

@@ -7,15 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"strconv"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/reconkit/reconkit/checkpoint"
 	"github.com/reconkit/reconkit/lbrecon"
 )
 
@@ -107,18 +106,17 @@ func (c agentConfig) loadBalancer(extra []portConfig, targets []lbrecon.Target) 
 }
 
 // configAssigner writes the nodeagent-config ConfigMap, as an operator
-// would. On the in-memory API, which keeps neither UIDs nor resource
-// versions, it sets both itself.
+// would.
 type configAssigner struct {
 	client    kubernetes.Interface
 	namespace string
-	inMemory  bool
 
-	mu      sync.Mutex
-	version int
+	mu sync.Mutex
 }
 
-// assign writes payload and returns the checkpoint ID the agents will see.
+// assign writes payload and returns the checkpoint ID the agents will see:
+// the ConfigMap's UID and resourceVersion, or the payload's hash where the
+// API keeps neither (the in-memory API).
 func (a *configAssigner) assign(ctx context.Context, payload string) (string, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -132,11 +130,6 @@ func (a *configAssigner) assign(ctx context.Context, payload string) (string, er
 		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: configMapName, Namespace: a.namespace}}
 	}
 	cm.Data = map[string]string{configMapKey: payload}
-	if a.inMemory {
-		a.version++
-		cm.UID = types.UID("nodeagent-config")
-		cm.ResourceVersion = strconv.Itoa(a.version)
-	}
 	if notFound {
 		cm, err = cms.Create(ctx, cm, metav1.CreateOptions{})
 	} else {
@@ -145,10 +138,8 @@ func (a *configAssigner) assign(ctx context.Context, payload string) (string, er
 	if err != nil {
 		return "", fmt.Errorf("write configmap: %w", err)
 	}
-	if a.inMemory {
-		// The fake clientset may not return what it stored.
-		cm.UID = types.UID("nodeagent-config")
-		cm.ResourceVersion = strconv.Itoa(a.version)
+	if cm.UID == "" || cm.ResourceVersion == "" {
+		return checkpoint.HashID([]byte(payload)), nil
 	}
 	return string(cm.UID) + "_" + cm.ResourceVersion, nil
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,8 +18,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/reconkit/reconkit/internal/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -183,6 +192,104 @@ func TestNodeAgent(t *testing.T) {
 		})
 	}
 	t.Run("interrupt", func(t *testing.T) { testInterrupt(t, bin) })
+	t.Run("operate", func(t *testing.T) { testOperate(t, bin) })
+}
+
+var httpAddrRE = regexp.MustCompile(`serving /metrics and /healthz on (http://\S+)`)
+
+// testOperate runs the program on an apiserver of the test's own, as an
+// operator points it at a cluster, with --http on a free port. Once the
+// cluster is steady it scrapes /metrics (one agent leads; the gate's phase
+// and the node controller's requests are there), asks /healthz, and finds
+// the agents' events on their Nodes in the API; then it stops the program.
+func testOperate(t *testing.T, bin string) {
+	api := testenv.APIServer(t)
+	cfg := api.Config()
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: cfg.Host, InsecureSkipTLSVerify: true}
+	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
+	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "admin"}
+	kc.CurrentContext = "test"
+	require.NoError(t, clientcmd.WriteToFile(*kc, kubeconfig))
+	hc, err := rest.HTTPClientFor(cfg)
+	require.NoError(t, err)
+	defer hc.CloseIdleConnections()
+	kube, err := kubernetes.NewForConfigAndClient(cfg, hc)
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd, lines, done := start(t, ctx, bin, "--kubeconfig", kubeconfig, "--http", "127.0.0.1:0")
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}()
+	var base string
+	steady := false
+	for l := range lines {
+		if m := httpAddrRE.FindStringSubmatch(l); m != nil {
+			base = m[1]
+		}
+		if strings.Contains(l, "status=done@1.0.0") && strings.Count(l, " ready ") == 3 {
+			steady = true
+			break
+		}
+	}
+	require.NotEmpty(t, base, "the program did not print the address it serves on")
+	require.True(t, steady, "the cluster never became steady")
+
+	web := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	getBody := func(path string) (int, string) {
+		t.Helper()
+		resp, err := web.Get(base + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+	code, metrics := getBody("/metrics")
+	require.Equal(t, http.StatusOK, code)
+	leaders := regexp.MustCompile(`(?m)^leader_election_master_status\{name="(agent-\d)"\} 1$`).FindAllStringSubmatch(metrics, -1)
+	require.Len(t, leaders, 1, "agents leading, by their metrics:\n%s", metrics)
+	require.Regexp(t, `(?m)^reconkit_versiongate_phase\{name="agent-\d",phase="\w+"\} 1$`, metrics)
+	require.Regexp(t, `(?m)^reconkit_nodestatus_requests_total\{call="\w+",code="\d+",name="agent-\d",outcome="\w+"\} \d+$`, metrics)
+	code, body := getBody("/healthz")
+	require.Equal(t, http.StatusOK, code, body)
+	require.Equal(t, "ok: agent-1, agent-2, agent-3\n", body)
+	code, _ = getBody("/healthz/" + leaders[0][1])
+	require.Equal(t, http.StatusOK, code)
+
+	// The broadcaster sends events in the background: they reach the
+	// API a little after the leader took its term.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		evs, err := kube.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Node,reason=LeaderElected"})
+		if !assert.NoError(c, err) {
+			return
+		}
+		var on []string
+		for _, ev := range evs.Items {
+			on = append(on, ev.InvolvedObject.Name)
+		}
+		assert.Contains(c, on, leaders[0][1], "LeaderElected events are on Nodes %v", on)
+	}, 2*time.Minute, 200*time.Millisecond, "no LeaderElected event on the leader's Node")
+
+	stopped = true
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the program did not stop within 2m of SIGINT")
+	}
+	require.NoError(t, r.err, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+	_, err = web.Get(base + "/healthz")
+	require.Error(t, err, "the HTTP server outlived the program")
+	checkNothingLeft(t, r.stdout, false)
 }
 
 // testInterrupt runs without a scenario until the cluster is steady, then

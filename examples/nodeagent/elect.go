@@ -1,35 +1,7 @@
 package main
 
-import (
-	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/reconkit/reconkit/election"
-)
-
-// electionPrefix is the election's key prefix, under the run's prefix.
+// electionPrefix is the election's key prefix, under the run's prefix. Each
+// agent campaigns there with an election.EtcdElector, which is the version
+// gate's Candidate as it is; the gate resigns a term only after its
+// reconcile returned.
 const electionPrefix = "election"
-
-// elector is the agent's candidate in the etcd election; the version gate
-// campaigns through it while its node has the newest release. An elector is
-// a versiongate.Candidate as it is, and the gate resigns a term only after
-// its reconcile returned.
-type elector struct {
-	*election.EtcdElector
-}
-
-func newElector(cli *clientv3.Client, identity string, ttl time.Duration) (*elector, error) {
-	e, err := election.NewEtcd(election.EtcdConfig{Client: cli, Prefix: electionPrefix, Identity: identity, SessionTTL: ttl})
-	if err != nil {
-		return nil, err
-	}
-	return &elector{e}, nil
-}
-
-// close closes the elector, which releases a term still held.
-func (e *elector) close() {
-	// A failed release (a killed agent's client is closed) is no loss:
-	// the lease expires by its TTL.
-	_ = e.Close()
-}

@@ -40,9 +40,10 @@ type env struct {
 
 	kube     kubernetes.Interface
 	kubeMode string // kubeLocal, kubeMemory or kubeExternal
-	inMemory bool
-	taint    bool // register Nodes with the NoSchedule taint
+	taint    bool   // register Nodes with the NoSchedule taint
 	assigner *configAssigner
+	events   *eventBroadcaster // every agent's events, on its Node
+	ops      *ops              // metrics and health checks, served with --http
 
 	stateDir  string
 	ownsState bool
@@ -58,7 +59,7 @@ type env struct {
 // newEnv sets up etcd, the Kubernetes API, the state directory and the
 // load balancer. On error everything made so far is undone.
 func newEnv(ctx context.Context, opts options, log logr.Logger, say func(string, ...any)) (e *env, err error) {
-	e = &env{opts: opts, log: log, say: say, changes: make(chan struct{}, 1), agents: make([]*agent, opts.agents)}
+	e = &env{opts: opts, log: log, say: say, ops: newOps(), changes: make(chan struct{}, 1), agents: make([]*agent, opts.agents)}
 	defer func() {
 		if err != nil {
 			e.close()
@@ -106,7 +107,7 @@ func newEnv(ctx context.Context, opts options, log logr.Logger, say func(string,
 
 	switch e.kubeMode {
 	case kubeMemory:
-		e.kube, e.inMemory = fake.NewClientset(), true
+		e.kube = fake.NewClientset()
 		say("setup: Kubernetes API is IN-MEMORY (client-go fake clientset, which keeps no resource versions and admits what a server refuses); --kube local runs a real one")
 	case kubeLocal:
 		cfg := e.local.kubeConfig()
@@ -136,7 +137,9 @@ func newEnv(ctx context.Context, opts options, log logr.Logger, say func(string,
 	if e.taint {
 		say("setup: Nodes carry the taint %s=%s:NoSchedule, so DaemonSets and the scheduler place no pods on them (--taint=false leaves it off)", taintKey, taintValue)
 	}
-	e.assigner = &configAssigner{client: e.kube, namespace: opts.namespace, inMemory: e.inMemory}
+	e.assigner = &configAssigner{client: e.kube, namespace: opts.namespace}
+	e.events = newEventBroadcaster(e.kube)
+	say("setup: each agent records events on its Node")
 	e.lb = newLBStore(lbrecontest.New(lbrecontest.Config{Latency: opts.lbLatency, Pending: opts.lbPending}))
 	say("setup: load balancer is the in-memory engine of lbrecon/lbrecontest (latency %v, pending %v) behind a store that refuses writes with a stale fencing token", opts.lbLatency, opts.lbPending)
 	return e, nil
@@ -247,6 +250,9 @@ func (e *env) stopAgents() {
 // the temporary state directory. It reports what it did.
 func (e *env) close() {
 	e.stopAgents()
+	if e.events != nil {
+		e.events.shutdown()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var errs []error

@@ -25,6 +25,13 @@
 // and campaigns on an etcd election; the leader runs the version-gated
 // reconcile, which converges the load balancer with lbrecon.
 //
+// With --http ADDR it serves /metrics, the Prometheus metrics of every
+// package of every agent (labelled name=<agent>) from one registry, and
+// /healthz, the leadership health check of every agent (500 naming the
+// agents that are unhealthy), and /healthz/<agent>. Each agent records
+// Kubernetes events (leadership, configuration trials and rollbacks, the
+// version gate, registration) on its Node.
+//
 // The live view goes to standard output: on a terminal it is redrawn every
 // second, otherwise one status line is printed per change. Logs go to
 // standard error through logr (errors only by default; -v=1 for info,
@@ -62,6 +69,7 @@ type options struct {
 	taint      bool
 	etcd       string
 	etcdPrefix string
+	http       string
 	namespace  string
 	stateDir   string
 	verbosity  int
@@ -108,6 +116,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.taint, "taint", true, "register the Nodes with the taint "+taintKey+"="+taintValue+":NoSchedule, as virtual-kubelet does, so that DaemonSets and the scheduler place no pods on them")
 	fs.StringVar(&o.etcd, "etcd", "", "comma-separated endpoints of a real etcd (empty: start a local etcd)")
 	fs.StringVar(&o.etcdPrefix, "etcd-prefix", "/reconkit-nodeagent/", "etcd key prefix; each run uses a fresh sub-prefix and deletes it at exit")
+	fs.StringVar(&o.http, "http", "", "address to serve /metrics (Prometheus) and /healthz (leadership health of every agent; /healthz/<agent> for one) on, such as 127.0.0.1:9090 (empty: none)")
 	fs.StringVar(&o.namespace, "namespace", "default", "namespace of the nodeagent-config ConfigMap")
 	fs.StringVar(&o.stateDir, "state-dir", "", "directory for the agents' checkpoints, kept at exit (empty: a temporary directory, removed at exit)")
 	fs.IntVar(&o.verbosity, "v", 0, "log verbosity on stderr: 0 errors only, 1 info, 2 and up more detail")

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/reconkit/reconkit/internal/testenv"
+	"github.com/reconkit/reconkit/nodestatus"
 	"github.com/reconkit/reconkit/versiongate"
 )
 
@@ -52,14 +53,9 @@ func TestNodeTaintKeepsDaemonSetsOff(t *testing.T) {
 	for i, taint := range []bool{opts.taint, false} {
 		node := agentNode(fmt.Sprintf("agent-%d", i+1), i+1, versiongate.Release{Major: 1}, taint,
 			gatedCondition(true, "ReconcilerCompatible", "test"))
-		nc, err := newNodeController(kube, node, newAgentProvider(node), 4*time.Second)
+		nc, err := nodestatus.New(nodeControllerConfig(kube, node, nodestatus.NewProvider(nodestatus.ProviderConfig{}), 4*time.Second))
 		require.NoError(t, err)
-		g.Go(func() error {
-			if err := nc.Run(runCtx); err != nil && runCtx.Err() == nil {
-				return err
-			}
-			return nil
-		})
+		g.Go(func() error { return nc.Run(runCtx) })
 	}
 	ours := corev1.Taint{Key: taintKey, Value: taintValue, Effect: corev1.TaintEffectNoSchedule}
 	hasOurs := func(n *corev1.Node) bool {

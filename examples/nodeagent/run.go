@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/reconkit/reconkit/versiongate"
 )
@@ -19,7 +20,7 @@ var errFailed = errors.New("scenario failed")
 
 // run sets everything up, starts the agents and the view, plays the
 // scenario (or waits for ctx to end), and tears everything down.
-func run(ctx context.Context, opts options, stdout, stderr io.Writer) error {
+func run(ctx context.Context, opts options, stdout, stderr io.Writer) (err error) {
 	log := newLogger(stderr, opts.verbosity)
 	ctx = logr.NewContext(ctx, log)
 	version, err := versiongate.ParseVersion(opts.release)
@@ -33,6 +34,25 @@ func run(ctx context.Context, opts options, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer e.close()
+
+	// The HTTP server runs with the agents: its failure ends the run, and
+	// it is shut down before the agents stop.
+	g, ctx := errgroup.WithContext(ctx)
+	httpCtx, stopHTTP := context.WithCancel(ctx)
+	defer func() {
+		stopHTTP()
+		if werr := g.Wait(); werr != nil && err == nil {
+			err = werr
+		}
+	}()
+	if opts.http != "" {
+		ln, err := e.ops.listen(ctx, opts.http)
+		if err != nil {
+			return err
+		}
+		p.say("setup: serving /metrics and /healthz on http://%s", ln.Addr())
+		g.Go(func() error { return e.ops.serve(httpCtx, ln) })
+	}
 
 	v := &view{env: e, p: p}
 	viewCtx, stopView := context.WithCancel(ctx)

@@ -303,7 +303,7 @@ func (sc *scenario) fence(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("no bind on the load balancer")
 	}
 	bind := objs[i]
-	e.lb.eng.Delete(bind.ID)
+	e.lb.eng.DeleteObject(bind.Key())
 	sc.p.say("SCENARIO fence: deleted bind %s behind the leader's back; the next write of leader %s (token %d) pauses after its check passes", bind.Name, victim.name, old.Token)
 	select {
 	case <-hold.held:

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/reconkit/reconkit/backoff"
 	"github.com/reconkit/reconkit/election"
@@ -208,20 +207,6 @@ func TestTermEngineRaisesFence(t *testing.T) {
 	require.Equal(t, uint64(6), highest)
 	_, err = e.lb.as(5).Create(ctx, lbrecon.Object{Kind: lbrecon.KindBackend, Name: "late"})
 	require.ErrorIs(t, err, errFenced)
-}
-
-func TestProviderNotifiesChanges(t *testing.T) {
-	p := newAgentProvider(&corev1.Node{})
-	var got []*corev1.Node
-	p.NotifyNodeStatus(context.Background(), func(n *corev1.Node) { got = append(got, n) })
-	require.Len(t, got, 1, "the current node is handed over at once")
-
-	p.setCondition(gatedCondition(false, "Waiting", "w"))
-	p.setCondition(gatedCondition(false, "Waiting", "w")) // only timestamps differ
-	p.setCondition(gatedCondition(true, "Compatible", "c"))
-	require.Len(t, got, 3)
-	require.Len(t, got[2].Status.Conditions, 1)
-	require.Equal(t, corev1.ConditionTrue, got[2].Status.Conditions[0].Status)
 }
 
 func TestSnapshotLine(t *testing.T) {

@@ -115,7 +115,12 @@ func (v *view) run(ctx context.Context) {
 	})
 	defer wg.Wait()
 
-	tick := time.NewTicker(250 * time.Millisecond)
+	// The agents wake the view at every change of theirs (configuration,
+	// readiness, gate phase, leadership); the tick catches what only time
+	// or other writers change (Node conditions and leases on the API
+	// server, pending load-balancer objects), and paces the terminal's
+	// redraw.
+	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var lastKey string
 	var lastDraw time.Time

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/reconkit/reconkit/checkpoint"
+	"github.com/reconkit/reconkit/election"
+	"github.com/reconkit/reconkit/events"
+	"github.com/reconkit/reconkit/lbrecon"
+	"github.com/reconkit/reconkit/nodestatus"
+	"github.com/reconkit/reconkit/prommetrics"
+	"github.com/reconkit/reconkit/versiongate"
+)
+
+// hooks are the metrics hooks of one agent, every series labelled with
+// the agent's name.
+type hooks struct {
+	election    election.Metrics
+	versiongate versiongate.Metrics
+	nodestatus  nodestatus.Metrics
+	checkpoint  checkpoint.Metrics
+	lbrecon     lbrecon.Metrics
+}
+
+// ops is what an operator sees of the run: one Prometheus registry fed by
+// every package of every agent, and each agent's leadership health check.
+// It serves them over HTTP with --http.
+type ops struct {
+	reg *prometheus.Registry
+
+	mu     sync.Mutex
+	hooks  map[string]hooks         // by agent name, made once
+	health map[string]healthChecker // the current agent of each name
+}
+
+// healthChecker is a leadership health check: *election.HealthCheck.
+type healthChecker interface {
+	Check(*http.Request) error
+	http.Handler
+}
+
+var _ healthChecker = (*election.HealthCheck)(nil)
+
+func newOps() *ops {
+	return &ops{reg: prometheus.NewRegistry(), hooks: map[string]hooks{}, health: map[string]healthChecker{}}
+}
+
+// hooksFor returns the metrics hooks of the agent called name. They are
+// made on the first call and shared by every later agent of that name (a
+// restarted one), since a version gate's hook may be made once per name
+// and registry.
+func (o *ops) hooksFor(name string) (hooks, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if h, ok := o.hooks[name]; ok {
+		return h, nil
+	}
+	var h hooks
+	var errs [5]error
+	h.election, errs[0] = prommetrics.Election(o.reg, name)
+	h.versiongate, errs[1] = prommetrics.Versiongate(o.reg, name, nil)
+	h.nodestatus, errs[2] = prommetrics.Nodestatus(o.reg, name)
+	h.checkpoint, errs[3] = prommetrics.Checkpoint(o.reg, name)
+	h.lbrecon, errs[4] = prommetrics.LBRecon(o.reg, name)
+	if err := errors.Join(errs[:]...); err != nil {
+		return hooks{}, fmt.Errorf("metrics of %s: %w", name, err)
+	}
+	o.hooks[name] = h
+	return h, nil
+}
+
+// setHealth makes hc the health check of the agent called name.
+func (o *ops) setHealth(name string, hc healthChecker) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.health[name] = hc
+}
+
+// handler serves /metrics from the registry, /healthz from every agent's
+// health check (200 while all are healthy, 500 naming those that are
+// not) and /healthz/<agent> from that agent's.
+func (o *ops) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(o.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		o.mu.Lock()
+		names := slices.Sorted(maps.Keys(o.health))
+		checks := make([]healthChecker, len(names))
+		for i, n := range names {
+			checks[i] = o.health[n]
+		}
+		o.mu.Unlock()
+		var bad []string
+		for i, hc := range checks {
+			if err := hc.Check(r); err != nil {
+				bad = append(bad, fmt.Sprintf("%s: %v", names[i], err))
+			}
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		if len(bad) > 0 {
+			w.WriteHeader(http.StatusInternalServerError)
+			fmt.Fprintf(w, "unhealthy: %s\n", strings.Join(bad, "; "))
+			return
+		}
+		fmt.Fprintf(w, "ok: %s\n", strings.Join(names, ", "))
+	})
+	mux.HandleFunc("GET /healthz/{agent}", func(w http.ResponseWriter, r *http.Request) {
+		o.mu.Lock()
+		hc := o.health[r.PathValue("agent")]
+		o.mu.Unlock()
+		if hc == nil {
+			http.NotFound(w, r)
+			return
+		}
+		hc.ServeHTTP(w, r)
+	})
+	return mux
+}
+
+// listen listens on addr (which may name port 0) for serve.
+func (o *ops) listen(ctx context.Context, addr string) (net.Listener, error) {
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--http: %w", err)
+	}
+	return ln, nil
+}
+
+// serve serves the handler on ln until ctx ends, then shuts the server
+// down gracefully (requests in flight get 10s to finish) and returns nil.
+// It returns an error if serving fails before that.
+func (o *ops) serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{Handler: o.handler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("--http: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, serr)
+	}
+	if err != nil {
+		return fmt.Errorf("--http shutdown: %w", err)
+	}
+	return nil
+}
+
+// eventBroadcaster sends the events of every agent to the Kubernetes API
+// through client-go's broadcaster.
+type eventBroadcaster struct {
+	b record.EventBroadcaster
+}
+
+func newEventBroadcaster(kube kubernetes.Interface) *eventBroadcaster {
+	b := record.NewBroadcaster()
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	return &eventBroadcaster{b: b}
+}
+
+// forNode returns the recorder of the agent called name: every event is
+// about its Node, named as the kubelet names its own (UID = node name),
+// so that kubectl describe node lists them.
+func (e *eventBroadcaster) forNode(name string) events.Recorder {
+	rec := e.b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "nodeagent", Host: name})
+	return events.ForObject(rec, &corev1.ObjectReference{Kind: "Node", Name: name, UID: types.UID(name)})
+}
+
+// shutdown stops the broadcaster; events still queued may be dropped.
+func (e *eventBroadcaster) shutdown() { e.b.Shutdown() }
