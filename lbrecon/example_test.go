@@ -233,8 +233,8 @@ func ExampleCheckToken() {
 // reconciler for it: TeardownExcept finds it by the ownership tag.
 func ExampleTeardownExcept() {
 	ctx := context.Background()
-	eng := lbrecontest.New(lbrecontest.Config{})
-	cfg := lbrecon.Config{Engine: eng, Tag: "owner=svc-1"}
+	eng := lbrecontest.New(lbrecontest.Config{}) // no latency, no lag
+	cfg := lbrecon.Config{Engine: eng, Tag: "owner=svc-1", PollInterval: 10 * time.Millisecond}
 	lb := lbrecon.LoadBalancer{
 		ID:        "lb-1",
 		Suffix:    "svc-1",
