@@ -70,8 +70,9 @@
 //     and [Leftovers.TeardownOnce] need no reconciler of the old ID: they
 //     tear down, under the same rules, every load balancer whose backends or
 //     frontends carry the tag and whose ID is not kept, found anew in each
-//     listing (binds and servers by their parent), and never touch a kept
-//     load balancer's objects.
+//     listing (binds and servers by their parent); a kept load balancer's
+//     objects are never touched, and their states neither hold the
+//     teardown back nor fail it.
 //   - Update in place: a step's comparison ([Compare]) tells up-to-date
 //     (fields the provider defaults are no difference), updatable (through
 //     [Updater], else replaced) and replace.
@@ -140,10 +141,8 @@
 //     old one (backends and frontends of other load balancers are ignored)
 //     until the host calls Teardown on the old load balancer's reconciler,
 //     or TeardownExcept with the IDs it keeps.
-//   - [Leftovers] lists with an empty Scope and takes a listed parent that
-//     is missing from the owned objects for one it is destroying: an engine
-//     must not list untagged objects for an empty Scope. A bind or server
-//     whose parent is not listed at all is left alone.
+//   - [Leftovers] knows a bind or server's load balancer only through its
+//     parent: one whose parent is not listed with the tag is left alone.
 //   - Teardown never destroys an untagged object, so an object left
 //     untagged by a crash between create and tag stays behind.
 package lbrecon

@@ -27,12 +27,12 @@ func TeardownExcept(ctx context.Context, cfg Config, keep ...string) error {
 // down together. The rules are those of [Reconciler.Teardown]: children
 // (binds, servers) before parents, each parent once a listing shows its
 // children gone, asynchronous deletion waited for and never re-issued,
-// failed and pending objects destroyed; untagged objects, objects of
-// another owner and every object of a kept load balancer are never
-// touched. A bind or server whose parent is missing from the listing is
-// left alone, since its load balancer is unknown. Like Reconciler.Teardown,
-// a pass waits for pending owned objects, the kept load balancers'
-// included.
+// failed and pending objects destroyed; untagged objects and objects of
+// another owner are never touched. The kept load balancers' objects are
+// left out of every pass: they are never touched, and their states (one
+// pending for ever, one failed) neither hold the teardown back nor fail
+// it. A bind or server belongs to the load balancer of its parent; one
+// whose parent is not listed with the tag is left alone.
 type Leftovers struct {
 	r *Reconciler
 }
@@ -54,42 +54,59 @@ func NewLeftovers(cfg Config, keep ...string) (*Leftovers, error) {
 		steps[i].Plan = func(context.Context, *Observation) (Changes, error) { return Changes{}, nil }
 	}
 	cfg.Steps, cfg.Scope = steps, ""
+	cfg.Engine = leftoverEngine{Engine: cfg.Engine, tag: cfg.Tag, kept: kept}
 	r, err := New(cfg)
 	if err != nil {
 		return nil, err
 	}
-	r.down = func(st Step) func(context.Context, *Observation) (Changes, error) {
-		return func(_ context.Context, obs *Observation) (Changes, error) {
-			var ch Changes
-			for _, o := range obs.Objects(st.Kind) {
-				if leftover(o, obs, kept) {
-					ch.Destroy = append(ch.Destroy, o)
-				}
-			}
-			return ch, nil
-		}
-	}
 	return &Leftovers{r: r}, nil
 }
 
-// leftover reports whether o belongs to a load balancer that is not kept.
-// A backend or frontend says so in its spec. A bind or server belongs to
-// its parent's load balancer; a parent listed but missing from obs is
-// being destroyed by this teardown (the listing holds only owned objects,
-// and only leftovers are destroyed), so it is a leftover too.
-func leftover(o Object, obs *Observation, kept map[string]bool) bool {
+// leftoverEngine lists only the owned objects of load balancers that are
+// not kept, so that the reconciler's teardown, which destroys every owned
+// object it is shown, destroys exactly those. Other calls go to the
+// provider's engine as they are (a teardown makes no Create, Update or
+// Repair).
+type leftoverEngine struct {
+	Engine
+	tag  string
+	kept map[string]bool
+}
+
+func (e leftoverEngine) List(ctx context.Context, q Query) ([]Object, error) {
+	objs, err := e.Engine.List(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	owned := make(map[Key]Object, len(objs))
+	for _, o := range objs {
+		if o.HasTag(e.tag) {
+			owned[o.Key()] = o
+		}
+	}
+	var out []Object
+	for _, o := range objs {
+		if o.HasTag(e.tag) && e.leftover(o, owned) {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+// leftover reports whether o belongs to a load balancer that is not kept:
+// a backend or frontend says so in its spec, a bind or server through its
+// parent, which must be owned and listed.
+func (e leftoverEngine) leftover(o Object, owned map[Key]Object) bool {
 	switch s := o.Spec.(type) {
 	case BackendSpec:
-		return !kept[s.LoadBalancer]
+		return !e.kept[s.LoadBalancer]
 	case FrontendSpec:
-		return !kept[s.LoadBalancer]
+		return !e.kept[s.LoadBalancer]
 	}
 	parents := refs(o)
 	for _, k := range parents {
-		if !obs.Known(k) {
-			return false
-		}
-		if p, ok := obs.Get(k); ok && !leftover(p, obs, kept) {
+		p, ok := owned[k]
+		if !ok || !e.leftover(p, owned) {
 			return false
 		}
 	}

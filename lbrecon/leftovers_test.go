@@ -1,6 +1,7 @@
 package lbrecon_test
 
 import (
+	"net/netip"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -129,4 +130,48 @@ func TestLeftoversTeardownOnceNeverWaits(t *testing.T) {
 func TestNewLeftoversRejectsBadConfig(t *testing.T) {
 	_, err := lbrecon.NewLeftovers(lbrecon.Config{Engine: lbrecontest.New(lbrecontest.Config{}), Tag: "owner"}, "lb-1")
 	require.ErrorIs(t, err, lbrecon.ErrInvalidConfig)
+}
+
+// The kept load balancer's objects are not the teardown's business: one
+// pending for ever neither holds it back nor fails it.
+func TestTeardownExceptIgnoresKeptPendingObjects(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := realistic(nil)
+		lb := onLBs(t, eng, owner, "lb-1", "lb-2")
+		for _, o := range eng.Objects() {
+			if s, ok := o.Spec.(lbrecon.BackendSpec); ok && s.LoadBalancer == "lb-1" {
+				require.True(t, eng.SetObjectState(o.Key(), lbrecon.StatePending))
+				break
+			}
+		}
+		start := time.Now()
+		require.NoError(t, lbrecon.TeardownExcept(t.Context(), lbrecon.Config{Engine: eng, Tag: owner, PendingTimeout: time.Hour}, "lb-1"))
+		require.Less(t, time.Since(start), time.Hour, "waited for the kept load balancer")
+		require.Zero(t, onLB(eng, "lb-2"))
+		require.Equal(t, objectCount(lb), onLB(eng, "lb-1"))
+
+		// With no leftover, one listing suffices: no wait at all.
+		eng.ResetCalls()
+		start = time.Now()
+		require.NoError(t, lbrecon.TeardownExcept(t.Context(), lbrecon.Config{Engine: eng, Tag: owner}, "lb-1"))
+		require.Less(t, time.Since(start), lbrecon.DefaultPollInterval, "waited with nothing to tear down")
+		require.Equal(t, 1, eng.Calls()[lbrecon.VerbList])
+	})
+}
+
+// A server or bind belongs to its parent's load balancer: one whose parent
+// is not listed with the tag (an untagged backend of the kept load
+// balancer) is left alone, while the leftover is torn down.
+func TestTeardownExceptLeavesChildrenOfUnknownParents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := realistic(nil)
+		onLBs(t, eng, owner, "lb-2")
+		hand := eng.Put(lbrecon.Object{Kind: lbrecon.KindBackend, Name: "debug", State: lbrecon.StateOK,
+			Spec: lbrecon.BackendSpec{LoadBalancer: "lb-1"}})
+		child := eng.Put(lbrecon.Object{Kind: lbrecon.KindServer, Name: "debug", State: lbrecon.StateOK, Tags: []string{owner},
+			Spec: lbrecon.ServerSpec{Backend: hand.ID, Address: netip.MustParseAddr("10.0.0.9"), Port: 30000}})
+		require.NoError(t, lbrecon.TeardownExcept(t.Context(), lbrecon.Config{Engine: eng, Tag: owner}, "lb-1"))
+		require.ElementsMatch(t, []lbrecon.Object{hand, child}, eng.Objects())
+		require.Zero(t, onLB(eng, "lb-2"))
+	})
 }
