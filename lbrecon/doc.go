@@ -11,7 +11,8 @@
 // [Reconciler.ReconcileOnce] makes one pass and returns "converged" or "call
 // again after D" for hosts with their own requeue loop;
 // [Reconciler.Teardown] and [Reconciler.TeardownOnce] destroy every owned
-// object the same two ways. [NewLoadBalancer]
+// object the same two ways; [TeardownExcept] and [Leftovers] tear down the
+// load balancers an owner no longer wants. [NewLoadBalancer]
 // wires the steps of a [LoadBalancer] description: per port a backend and a
 // frontend, per frontend a bind per external address, per backend a server
 // per target; [LoadBalancerReconciler.Status] maps external addresses to the
@@ -65,7 +66,13 @@
 //     re-issued, success only once a listing shows nothing left), failed
 //     and pending objects included, never an untagged one. A
 //     [LoadBalancerReconciler] tears down only its own load balancer, for a
-//     load balancer removed or whose ID changed.
+//     load balancer removed or whose ID changed. [TeardownExcept] (blocking)
+//     and [Leftovers.TeardownOnce] need no reconciler of the old ID: they
+//     tear down, under the same rules, every load balancer whose backends or
+//     frontends carry the tag and whose ID is not kept, found anew in each
+//     listing (binds and servers by their parent); a kept load balancer's
+//     objects are never touched, and their states neither hold the
+//     teardown back nor fail it.
 //   - Update in place: a step's comparison ([Compare]) tells up-to-date
 //     (fields the provider defaults are no difference), updatable (through
 //     [Updater], else replaced) and replace.
@@ -132,7 +139,10 @@
 //     ([ErrInconsistent]) until the listing is consistent again.
 //   - Moving an owner to another load balancer leaves its objects on the
 //     old one (backends and frontends of other load balancers are ignored)
-//     until the host calls Teardown on the old load balancer's reconciler.
+//     until the host calls Teardown on the old load balancer's reconciler,
+//     or TeardownExcept with the IDs it keeps.
+//   - [Leftovers] knows a bind or server's load balancer only through its
+//     parent: one whose parent is not listed with the tag is left alone.
 //   - Teardown never destroys an untagged object, so an object left
 //     untagged by a crash between create and tag stays behind.
 package lbrecon

@@ -227,3 +227,44 @@ func ExampleCheckToken() {
 	// term 5: <nil> objects: 3
 	// term 4 refused: true objects: 3
 }
+
+// After a restart, a host that wants load balancer lb-2 tears down the
+// load balancer its owner left behind under another ID (lb-1), without a
+// reconciler for it: TeardownExcept finds it by the ownership tag.
+func ExampleTeardownExcept() {
+	ctx := context.Background()
+	eng := lbrecontest.New(lbrecontest.Config{}) // no latency, no lag
+	cfg := lbrecon.Config{Engine: eng, Tag: "owner=svc-1", PollInterval: 10 * time.Millisecond}
+	lb := lbrecon.LoadBalancer{
+		ID:        "lb-1",
+		Suffix:    "svc-1",
+		Ports:     []lbrecon.Port{{Name: "http", NodePort: 30080, ExternalPort: 80}},
+		Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")},
+		Targets:   []lbrecon.Target{{Name: "node-a", Address: netip.MustParseAddr("10.0.0.1")}},
+	}
+	for _, id := range []string{"lb-1", "lb-2"} {
+		lb.ID = id
+		r, err := lbrecon.NewLoadBalancer(cfg, lb)
+		if err == nil {
+			err = r.Reconcile(ctx)
+		}
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	fmt.Println("objects before:", len(eng.Objects()))
+
+	if err := lbrecon.TeardownExcept(ctx, cfg, "lb-2"); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("objects after:", len(eng.Objects()), "destroys:", eng.Calls()[lbrecon.VerbDestroy])
+	r, _ := lbrecon.NewLoadBalancer(cfg, lb)
+	status, _ := r.Status(ctx)
+	fmt.Println("lb-2 status:", status)
+	// Output:
+	// objects before: 8
+	// objects after: 4 destroys: 4
+	// lb-2 status: map[192.0.2.10:[80]]
+}

@@ -446,7 +446,9 @@ func NewLoadBalancer(cfg Config, lb LoadBalancer) (*LoadBalancerReconciler, erro
 // until a listing shows them gone; see [Reconciler.Teardown]. Objects of
 // other load balancers carrying the same tag are left alone. A host calls
 // it when the load balancer is removed, or on the old reconciler when the
-// load balancer's ID changes (the new ID gets a new reconciler). The
+// load balancer's ID changes (the new ID gets a new reconciler); when that
+// reconciler is gone (a restart, a failover), [TeardownExcept] finds the
+// old load balancers by the tag. The
 // description is kept: a later Reconcile creates it again.
 func (r *LoadBalancerReconciler) Teardown(ctx context.Context) error {
 	return r.Reconciler.Teardown(ctx)

@@ -1,0 +1,123 @@
+package lbrecon
+
+import (
+	"context"
+)
+
+// TeardownExcept tears down every load balancer whose backends or
+// frontends carry cfg.Tag and whose ID is not in keep, and waits until a
+// listing shows their owned objects gone. It is for a host whose load
+// balancer's ID changed, or that no longer wants one, after a restart or a
+// failover, when the reconciler of the old ID went with the process that
+// held it: the old load balancers are found by the tag in the listing.
+// Empty strings in keep are ignored, so a host passes the ID it wants, or
+// "" for none. See [Leftovers] for the rules and the non-blocking form.
+func TeardownExcept(ctx context.Context, cfg Config, keep ...string) error {
+	l, err := NewLeftovers(cfg, keep...)
+	if err != nil {
+		return err
+	}
+	return l.Teardown(ctx)
+}
+
+// Leftovers tears down the load balancers of an owner that the host no
+// longer wants: those whose backends or frontends carry the ownership tag
+// and whose ID is not kept. Every pass lists once by the tag and finds
+// them anew, so one that appears later is torn down too; several are torn
+// down together. The rules are those of [Reconciler.Teardown]: children
+// (binds, servers) before parents, each parent once a listing shows its
+// children gone, asynchronous deletion waited for and never re-issued,
+// failed and pending objects destroyed; untagged objects and objects of
+// another owner are never touched. The kept load balancers' objects are
+// left out of every pass: they are never touched, and their states (one
+// pending for ever, one failed) neither hold the teardown back nor fail
+// it. A bind or server belongs to the load balancer of its parent; one
+// whose parent is not listed with the tag is left alone.
+type Leftovers struct {
+	r *Reconciler
+}
+
+// NewLeftovers validates cfg and returns a Leftovers for cfg.Tag's owner
+// that keeps the load balancers with the IDs in keep (empty strings are
+// ignored). cfg is used as for [NewLoadBalancer]; cfg.Steps and cfg.Scope
+// are set here. Keep one across TeardownOnce calls: it remembers the
+// destructions no listing has confirmed yet.
+func NewLeftovers(cfg Config, keep ...string) (*Leftovers, error) {
+	kept := make(map[string]bool, len(keep))
+	for _, id := range keep {
+		if id != "" {
+			kept[id] = true
+		}
+	}
+	steps := LoadBalancer{}.Steps()
+	for i := range steps {
+		steps[i].Plan = func(context.Context, *Observation) (Changes, error) { return Changes{}, nil }
+	}
+	cfg.Steps, cfg.Scope = steps, ""
+	cfg.Engine = leftoverEngine{Engine: cfg.Engine, tag: cfg.Tag, kept: kept}
+	r, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Leftovers{r: r}, nil
+}
+
+// leftoverEngine lists only the owned objects of load balancers that are
+// not kept, so that the reconciler's teardown, which destroys every owned
+// object it is shown, destroys exactly those. Other calls go to the
+// provider's engine as they are (a teardown makes no Create, Update or
+// Repair).
+type leftoverEngine struct {
+	Engine
+	tag  string
+	kept map[string]bool
+}
+
+func (e leftoverEngine) List(ctx context.Context, q Query) ([]Object, error) {
+	objs, err := e.Engine.List(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	owned := make(map[Key]Object, len(objs))
+	for _, o := range objs {
+		if o.HasTag(e.tag) {
+			owned[o.Key()] = o
+		}
+	}
+	var out []Object
+	for _, o := range objs {
+		if o.HasTag(e.tag) && e.leftover(o, owned) {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+// leftover reports whether o belongs to a load balancer that is not kept:
+// a backend or frontend says so in its spec, a bind or server through its
+// parent, which must be owned and listed.
+func (e leftoverEngine) leftover(o Object, owned map[Key]Object) bool {
+	switch s := o.Spec.(type) {
+	case BackendSpec:
+		return !e.kept[s.LoadBalancer]
+	case FrontendSpec:
+		return !e.kept[s.LoadBalancer]
+	}
+	parents := refs(o)
+	for _, k := range parents {
+		p, ok := owned[k]
+		if !ok || !e.leftover(p, owned) {
+			return false
+		}
+	}
+	return len(parents) > 0
+}
+
+// Teardown destroys the leftovers and waits until a listing shows none;
+// returns, errors and waits are those of [Reconciler.Teardown].
+func (l *Leftovers) Teardown(ctx context.Context) error { return l.r.Teardown(ctx) }
+
+// TeardownOnce makes one pass of [Leftovers.Teardown] without waiting and
+// reports Converged once a listing shows no leftover, or when to call
+// again; see [Reconciler.TeardownOnce].
+func (l *Leftovers) TeardownOnce(ctx context.Context) (Result, error) { return l.r.TeardownOnce(ctx) }
