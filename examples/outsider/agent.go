@@ -13,7 +13,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/netip"
 	"time"
 
@@ -211,7 +210,7 @@ func (a *Agent) reconcile(ctx context.Context, l election.Leadership) error {
 	// The token reaches every engine call (lbrecon.TokenFrom), for a
 	// provider that refuses writes of an older term.
 	ctx = lbrecon.WithToken(ctx, l.Token()) // glue
-	if err := a.tearDownOthers(ctx, settings.LoadBalancer); err != nil {
+	if err := lbrecon.TeardownExcept(ctx, a.lbConfig(), settings.LoadBalancer); err != nil {
 		return err
 	}
 	if settings.LoadBalancer == "" {
@@ -235,35 +234,3 @@ func (a *Agent) reconcile(ctx context.Context, l election.Leadership) error {
 func (a *Agent) lbConfig() lbrecon.Config {
 	return lbrecon.Config{Engine: a.deps.Engine, Tag: OwnerTag, PollInterval: a.deps.LBPollInterval}
 }
-
-// tearDownOthers tears down every load balancer carrying the owner tag
-// but keep. The reconciler of the old ID may be gone (it lived in the
-// previous leader), so the old IDs are found in the engine's listing.
-func (a *Agent) tearDownOthers(ctx context.Context, keep string) error { // glue
-	objs, err := a.deps.Engine.List(ctx, lbrecon.Query{Tag: OwnerTag}) // glue
-	if err != nil {                                                    // glue
-		return err // glue
-	} // glue
-	old := map[string]bool{} // glue
-	for _, o := range objs { // glue
-		switch spec := o.Spec.(type) { // glue
-		case lbrecon.BackendSpec: // glue
-			old[spec.LoadBalancer] = spec.LoadBalancer != keep // glue
-		case lbrecon.FrontendSpec: // glue
-			old[spec.LoadBalancer] = spec.LoadBalancer != keep // glue
-		} // glue
-	} // glue
-	for id, gone := range old { // glue
-		if !gone { // glue
-			continue // glue
-		} // glue
-		r, err := lbrecon.NewLoadBalancer(a.lbConfig(), lbrecon.LoadBalancer{ID: id, Suffix: "outsider"}) // glue
-		if err == nil {                                                                                   // glue
-			err = r.Teardown(ctx) // glue
-		} // glue
-		if err != nil { // glue
-			return fmt.Errorf("tear down load balancer %s: %w", id, err) // glue
-		} // glue
-	} // glue
-	return nil // glue
-} // glue
