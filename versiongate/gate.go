@@ -44,7 +44,8 @@ var (
 	// acknowledged keep-alive (before the server can expire it), or the
 	// lease or record is gone. The leader may stop counting this node, so
 	// the host must stop serving; it may then call Run and WaitReady again
-	// on the same Gate.
+	// on the same Gate, or set Config.RejoinAfterRecordLoss to have Run do
+	// it.
 	ErrRecordLost = errors.New("versiongate: node record lost")
 	// ErrAlreadyRunning is returned by Run while another Run of the same
 	// gate has not returned.
