@@ -191,3 +191,39 @@ func TestRejoinAfterPartition(t *testing.T) {
 	default:
 	}
 }
+
+// Rejoining backs off: after a loss Run waits 100ms before it publishes
+// again, twice as long after a record that was lost again at once, and
+// 100ms again after a record that lasted its TTL.
+func TestRejoinBacksOff(t *testing.T) {
+	c := newMemCluster(t)
+	ctx := context.Background()
+	// A newer node keeps this one from campaigning: after a loss the only
+	// wait on the gate's clock is the rejoin's.
+	newer, err := versiongate.EncodeNodeRelease("newer", versiongate.Version{Release: mustRelease(t, "2.0.0")})
+	require.NoError(t, err)
+	c.store.PutRecord("newer", newer)
+	n := c.node("n1", "1.0.0", "1.0.0", -1, func(cfg *versiongate.Config) { cfg.RejoinAfterRecordLoss = true })
+	n.run(t)
+	published := func() {
+		t.Helper()
+		require.NoError(t, versiongatetest.Wait(ctx, "the record published", func() bool { return c.store.Lease("n1") != 0 }, nil))
+	}
+	loseAndRejoinAfter := func(want time.Duration) {
+		t.Helper()
+		c.store.RevokeLease(c.store.Lease("n1"))
+		stepWhenWaiting(t, c.recClock, versiongate.DefaultRecordTTL/3) // the keep-alive finds the lease gone
+		stepWhenWaiting(t, c.clock, want-time.Millisecond)
+		require.True(t, c.clock.HasWaiters(), "rejoined before %v", want)
+		require.Zero(t, c.store.Lease("n1"), "rejoined before %v", want)
+		c.clock.Step(time.Millisecond)
+		published()
+	}
+	published()
+	loseAndRejoinAfter(100 * time.Millisecond)
+	loseAndRejoinAfter(200 * time.Millisecond)
+	loseAndRejoinAfter(400 * time.Millisecond)
+	c.clock.Step(versiongate.DefaultRecordTTL) // the record lasts its TTL
+	loseAndRejoinAfter(100 * time.Millisecond)
+	require.Len(t, n.rec.observations(versiongate.EventRecordLost), 4)
+}
