@@ -86,12 +86,22 @@
 //
 // Run blocks until every goroutine it started has exited and returns nil
 // when its context ends; it returns an error only for a real failure
-// (ErrRecordLost, a missing Candidate or Reconcile). Config.Metrics
+// (ErrRecordLost, unless Config.RejoinAfterRecordLoss is set; a missing
+// Candidate or Reconcile). Config.Metrics
 // receives an Observation at every phase change, change of the number of
 // blocking nodes, restricted and done status write, acknowledged
 // keep-alive and record loss; Config.Events receives the Restricting,
 // Restricted, UpgradeDone and RecordLost events. Both are called from the
 // gate's goroutines and must not block.
+//
+// Config.Conditions receives the node's readiness as a condition (type
+// ConditionReleaseReady by default): True exactly when WaitReady would
+// return now (the record valid and the status admitting the local
+// release), False with the reason otherwise (record not yet published or
+// lost, no status, a corrupt status, a status that does not admit the
+// release), reported at every change and once more, False, before Run
+// returns. It is called from a goroutine of Run's own, so a slow reporter
+// never holds up the gate (see ConditionReporter).
 //
 // # A node that is cut off
 //
@@ -106,4 +116,12 @@
 // for requests of the earlier reconciler still in flight. The record is
 // created only if absent: a second process with the same NodeID waits,
 // logging, until the first one's record is gone.
+//
+// With Config.RejoinAfterRecordLoss the node stops serving on a loss in
+// exactly the same way (its term resigned after the reconcile returned,
+// Ready false, WaitReady failing, the condition False, the RecordLost event
+// and observation), but Run does not return: it waits, with backoff, and
+// publishes a new record, which succeeds once the lost one is gone from
+// the store, and the node serves again after a new WaitReady. Without it
+// Run returns ErrRecordLost and the host decides.
 package versiongate

@@ -51,3 +51,45 @@ func Example_inMemory() {
 	// status: done at 1.0.0, minimum compatible release 0.0.0
 	// Run: <nil>
 }
+
+// The gate reports its readiness as a node condition: a node-status
+// provider (nodestatus.Provider) is a ConditionReporter as it is. With
+// RejoinAfterRecordLoss, a lost record turns the condition False and Run
+// publishes a new one instead of returning.
+func ExampleConfig_conditions() {
+	store := versiongatetest.NewStore(versiongatetest.StoreConfig{})
+	v1 := versiongate.Version{Release: versiongate.Release{Major: 1}}
+	status, _ := versiongate.Status{State: versiongate.StateDone, Version: v1, MinimumCompatibleRelease: v1.Release}.Encode()
+	store.SetStatus(status)
+	admitted := make(chan struct{}, 1)
+	report := versiongate.ConditionReporterFunc(func(conditionType, status, reason, _ string) {
+		fmt.Println(conditionType, status, reason)
+		if status == versiongate.ConditionTrue {
+			admitted <- struct{}{}
+		}
+	})
+	gate, err := versiongate.New(versiongate.Config{
+		Store:                 store.Conn(),
+		NodeID:                "node-a",
+		Version:               v1,
+		Candidate:             electiontest.NewElection().NewCandidate("node-a"),
+		Reconcile:             func(context.Context, election.Leadership) error { return nil },
+		Conditions:            report,
+		RejoinAfterRecordLoss: true,
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- gate.Run(ctx) }()
+	<-admitted // WaitReady would return now
+	cancel()
+	fmt.Println("Run:", <-done)
+	// Output:
+	// ReleaseReady False RecordPending
+	// ReleaseReady True ReleaseAdmitted
+	// ReleaseReady False GateStopped
+	// Run: <nil>
+}

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/utils/clock"
 
@@ -43,7 +44,8 @@ var (
 	// acknowledged keep-alive (before the server can expire it), or the
 	// lease or record is gone. The leader may stop counting this node, so
 	// the host must stop serving; it may then call Run and WaitReady again
-	// on the same Gate.
+	// on the same Gate, or set Config.RejoinAfterRecordLoss to have Run do
+	// it.
 	ErrRecordLost = errors.New("versiongate: node record lost")
 	// ErrAlreadyRunning is returned by Run while another Run of the same
 	// gate has not returned.
@@ -189,6 +191,31 @@ type Config struct {
 	// UpgradeDone and RecordLost (see the Reason constants); nil means
 	// none.
 	Events EventRecorder
+	// Conditions, if not nil, receives the gate's readiness as a node
+	// condition of type ConditionType: True (ReasonReleaseAdmitted) when
+	// WaitReady would return now, that is the node record is valid and the
+	// status admits the local release; False otherwise, with the reason
+	// (ReasonRecordPending, ReasonRecordLost, ReasonStatusPending,
+	// ReasonStatusCorrupt, ReasonStatusNotAdmitting, ReasonGateStopped).
+	// It is reported at every change, from a goroutine of Run's own, and
+	// never blocks the gate (see ConditionReporter). nodestatus.Provider
+	// takes it as it is.
+	Conditions ConditionReporter
+	// ConditionType is the type of the condition reported to Conditions
+	// (default ConditionReleaseReady).
+	ConditionType string
+	// RejoinAfterRecordLoss makes Run publish a new record, with backoff,
+	// after the node record was lost, instead of returning ErrRecordLost.
+	// On the loss the node stops serving exactly as without it: the
+	// term, if any, is resigned after the reconcile returned, Ready turns
+	// false, WaitReady returns ErrRecordLost, the condition turns False
+	// (ReasonRecordLost), and the RecordLost event and observation are
+	// sent. Then Run starts over (publishing the record, which waits
+	// until the lost one has expired, watching, campaigning); the node
+	// serves again once a new WaitReady returned, as the condition shows.
+	// Default false: Run returns the error wrapping ErrRecordLost and the
+	// host decides. Unused when Decode is set.
+	RejoinAfterRecordLoss bool
 	// RecordClock measures the published record's local validity deadline
 	// and paces its keep-alives. The server expires the record in real
 	// time, so this must run at the real rate; nil means the real clock.
@@ -258,6 +285,9 @@ func New(cfg Config) (*Gate, error) {
 	}
 	if cfg.ReconcileJitter < 0 || cfg.ReconcileJitter > 1 {
 		bad("ReconcileJitter %v is outside [0, 1]", cfg.ReconcileJitter)
+	}
+	if cfg.ConditionType == "" {
+		cfg.ConditionType = ConditionReleaseReady
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
@@ -370,10 +400,11 @@ func (g *Gate) setStatusError(err error) {
 // Run watches the node records, publishes the local node's record when the
 // gate owns them, and campaigns and reconciles while the local node has the
 // newest release. It blocks until every goroutine it started has exited,
-// and returns nil when ctx ends, or an error wrapping ErrRecordLost.
-// It resigns any term it holds, after its reconcile returned, before
-// returning. After it returned it may be called again (after ErrRecordLost
-// the record is published anew); two Runs at once fail with
+// and returns nil when ctx ends, or an error wrapping ErrRecordLost (unless
+// Config.RejoinAfterRecordLoss is set: then it publishes a new record and
+// goes on). It resigns any term it holds, after its reconcile returned,
+// before returning. After it returned it may be called again (after
+// ErrRecordLost the record is published anew); two Runs at once fail with
 // ErrAlreadyRunning.
 func (g *Gate) Run(ctx context.Context) error {
 	if !g.running.CompareAndSwap(false, true) {
@@ -383,6 +414,57 @@ func (g *Gate) Run(ctx context.Context) error {
 	if g.cfg.Candidate == nil || g.cfg.Reconcile == nil {
 		return fmt.Errorf("%w: Run needs Candidate and Reconcile", ErrInvalidConfig)
 	}
+	if g.cfg.Conditions == nil {
+		return g.runRejoining(ctx)
+	}
+	c := &conditionReporter{r: g.cfg.Conditions, typ: g.cfg.ConditionType}
+	fctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		g.followReadiness(fctx, c)
+	}()
+	err := g.runRejoining(ctx)
+	stop()
+	<-done
+	c.final(err)
+	return err
+}
+
+// runRejoining runs the gate once, or, with RejoinAfterRecordLoss, again
+// after each loss of the record, waiting between runs from pauseBase
+// doubling up to RecordTTL, and from pauseBase again after a run that kept
+// its record for at least RecordTTL.
+func (g *Gate) runRejoining(ctx context.Context) error {
+	if !g.cfg.RejoinAfterRecordLoss || g.cfg.Decode != nil {
+		return g.runOnce(ctx)
+	}
+	log := logr.FromContextOrDiscard(ctx)
+	wait := pauseBase
+	for {
+		start := g.clock.Now()
+		err := g.runOnce(ctx)
+		if !errors.Is(err, ErrRecordLost) {
+			return err
+		}
+		if g.clock.Since(start) >= g.cfg.RecordTTL {
+			wait = pauseBase
+		}
+		log.Info("Node record lost; publishing a new one", "err", err.Error(), "after", wait.String())
+		t := g.clock.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C():
+		}
+		wait = min(2*wait, g.cfg.RecordTTL)
+	}
+}
+
+// runOnce publishes the record, watches and campaigns until ctx ends or
+// one of them fails.
+func (g *Gate) runOnce(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 

@@ -128,18 +128,22 @@ func (c *memCluster) stepRecord(d time.Duration) {
 	c.storeClock.Step(d)
 }
 
-func (c *memCluster) node(id, version, minCompat string, settle time.Duration) *memNode {
+func (c *memCluster) node(id, version, minCompat string, settle time.Duration, opts ...func(*versiongate.Config)) *memNode {
 	t := c.t
 	v, err := versiongate.ParseVersion(version)
 	require.NoError(t, err)
 	mc, err := versiongate.ParseRelease(minCompat)
 	require.NoError(t, err)
 	n := &memNode{conn: c.store.Conn(), cand: c.el.NewCandidate(id), rec: &recorder{}}
-	n.gate, err = versiongate.New(versiongate.Config{
+	cfg := versiongate.Config{
 		Store: n.conn, NodeID: id, Version: v, MinimumCompatibleRelease: mc,
 		Candidate: n.cand, Reconcile: n.rec.reconcile, SettleTime: settle,
 		Clock: c.clock, RecordClock: c.recClock, Metrics: n.rec, Events: n.rec,
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	n.gate, err = versiongate.New(cfg)
 	require.NoError(t, err)
 	return n
 }

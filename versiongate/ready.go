@@ -34,7 +34,7 @@ func (g *Gate) WaitReady(ctx context.Context) error {
 			return err
 		}
 		defer stop()
-		if err := g.waitStatus(rctx, log); err != nil {
+		if err := g.waitStatus(rctx, log, nil); err != nil {
 			if cause := context.Cause(rctx); errors.Is(cause, ErrRecordLost) {
 				return cause
 			}
@@ -50,7 +50,7 @@ func (g *Gate) WaitReady(ctx context.Context) error {
 		}
 		return nil
 	}
-	if err := g.waitStatus(ctx, log); err != nil {
+	if err := g.waitStatus(ctx, log, nil); err != nil {
 		return err
 	}
 	g.ready.Store(true)
@@ -93,14 +93,19 @@ func (g *Gate) waitRecord(ctx context.Context) (context.Context, func(), error) 
 }
 
 // waitStatus blocks until the stored status lets the local node serve.
-func (g *Gate) waitStatus(ctx context.Context, log logr.Logger) error {
+// onWait, if not nil, receives the condition reason and the message each
+// time the reason to wait changes.
+func (g *Gate) waitStatus(ctx context.Context, log logr.Logger, onWait func(reason, message string)) error {
 	var lastReason string
 	ready := func(value []byte, exists bool) bool {
 		var reason string
+		cond := ReasonStatusNotAdmitting
 		if !exists {
+			cond = ReasonStatusPending
 			reason = "no status yet: the initial reconcile has not finished"
 		} else if st, err := DecodeStatus(value); err != nil {
 			g.setStatusError(err)
+			cond = ReasonStatusCorrupt
 			reason = "status is corrupt: " + err.Error()
 		} else {
 			g.setStatusError(nil)
@@ -114,6 +119,9 @@ func (g *Gate) waitStatus(ctx context.Context, log logr.Logger) error {
 		if reason != lastReason {
 			lastReason = reason
 			log.Info("Not ready, waiting for a status change", "reason", reason)
+			if onWait != nil {
+				onWait(cond, reason)
+			}
 		}
 		return false
 	}
