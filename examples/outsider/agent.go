@@ -12,7 +12,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/netip"
 	"time"
 
@@ -101,8 +100,9 @@ type Deps struct {
 	LBPollInterval    time.Duration // zero: lbrecon's default
 }
 
-// Condition the agent reports besides checkpoint's ConfigOK.
-const ConditionReleaseAdmitted = "ReleaseAdmitted"
+// ConditionReleaseAdmitted is the condition the version gate reports besides
+// checkpoint's ConfigOK: True while the gate admits this node's release.
+const ConditionReleaseAdmitted = versiongate.ConditionReleaseReady
 
 // OwnerTag marks the load-balancer objects the agents own.
 const OwnerTag = "owner=outsider"
@@ -154,10 +154,13 @@ func New(d Deps) (*Agent, error) {
 		NodeID:                   d.NodeName,
 		Version:                  d.Version,
 		MinimumCompatibleRelease: d.Version.Release,
-		Candidate:                d.Elector, // glue
-		Reconcile:                a.reconcile,
-		ReconcileInterval:        d.ReconcileInterval,
-		SettleTime:               d.SettleTime,
+		Candidate:                d.Elector,  // glue
+		Conditions:               a.provider, // glue
+		// After a lost record the node stops serving, then rejoins.
+		RejoinAfterRecordLoss: true,
+		Reconcile:             a.reconcile,
+		ReconcileInterval:     d.ReconcileInterval,
+		SettleTime:            d.SettleTime,
 	})
 	if err != nil {
 		return nil, err
@@ -177,29 +180,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return a.configs.Run(ctx) })
 	g.Go(func() error { return a.nodes.Run(ctx) })
-	g.Go(func() error { return a.runGate(ctx) })
+	g.Go(func() error { return a.gate.Run(ctx) })
 	return g.Wait()
-}
-
-// runGate runs the version gate and reports on the Node whether it admits
-// this release. After a lost record the node must stop serving and the
-// gate runs again.
-func (a *Agent) runGate(ctx context.Context) error {
-	for { // glue
-		g, gctx := errgroup.WithContext(ctx)           // glue
-		g.Go(func() error { return a.gate.Run(gctx) }) // glue
-		g.Go(func() error {                            // glue
-			if a.gate.WaitReady(gctx) == nil { // glue
-				a.provider.ReportCondition(ConditionReleaseAdmitted, "True", "StatusAdmitsRelease", "serving release "+a.deps.Version.String()) // glue
-			} // glue
-			return nil // glue
-		}) // glue
-		err := g.Wait()                                 // glue
-		if !errors.Is(err, versiongate.ErrRecordLost) { // glue
-			return err // glue
-		} // glue
-		a.provider.ReportCondition(ConditionReleaseAdmitted, "False", "RecordLost", err.Error()) // glue
-	} // glue
 }
 
 // reconcile is the leader's work, run by the gate at every takeover and
