@@ -185,7 +185,8 @@ type Controller[T any] struct {
 }
 
 // New returns a Controller for cfg, filling defaults and rejecting bad
-// values.
+// values, a Local configuration that fails Validate included
+// (ErrInvalidLocal).
 func New[T any](cfg Config[T]) (*Controller[T], error) {
 	var errs []error
 	if cfg.Store == nil {
@@ -196,6 +197,10 @@ func New[T any](cfg Config[T]) (*Controller[T], error) {
 	}
 	if cfg.Validate == nil {
 		errs = append(errs, errors.New("missing Validate"))
+	} else if err := cfg.Validate(cfg.Local); err != nil {
+		// Found here rather than at Bootstrap, where a host would learn
+		// of a bad default only once the process runs.
+		errs = append(errs, fmt.Errorf("%w: %w", ErrInvalidLocal, err))
 	}
 	for name, d := range map[string]*time.Duration{
 		"TrialDuration": &cfg.TrialDuration,

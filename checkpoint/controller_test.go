@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -167,11 +168,29 @@ func TestBootstrapLocal(t *testing.T) {
 	require.True(t, st.Condition.LastTransitionTime.Equal(t0))
 }
 
-func TestBootstrapInvalidLocal(t *testing.T) {
-	ctrl, err := checkpoint.New(checkpoint.Config[agentConfig]{
+func TestNewRejectsInvalidLocal(t *testing.T) {
+	_, err := checkpoint.New(checkpoint.Config[agentConfig]{
 		Store: &checkpoint.MemStore{}, Parse: parseAgent, Validate: validateAgent, Local: agentConfig{Level: 0},
 	})
+	require.ErrorIs(t, err, checkpoint.ErrInvalidLocal)
+	require.ErrorContains(t, err, "level 0 out of range")
+}
+
+// TestBootstrapInvalidLocal: a Validate that changes its mind after New
+// (it may read the environment) is caught again at Bootstrap.
+func TestBootstrapInvalidLocal(t *testing.T) {
+	var strict atomic.Bool
+	ctrl, err := checkpoint.New(checkpoint.Config[agentConfig]{
+		Store: &checkpoint.MemStore{}, Parse: parseAgent, Local: agentConfig{Level: 0},
+		Validate: func(c agentConfig) error {
+			if !strict.Load() {
+				return nil
+			}
+			return validateAgent(c)
+		},
+	})
 	require.NoError(t, err)
+	strict.Store(true)
 	_, err = ctrl.Bootstrap(context.Background())
 	require.ErrorIs(t, err, checkpoint.ErrInvalidLocal)
 	require.ErrorContains(t, err, "level 0 out of range")
