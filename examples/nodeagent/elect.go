@@ -5,7 +5,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/reconkit/reconkit/election"
+	"github.com/reconkit/reconkit/election/etcd"
 )
 
 // electionPrefix is the election's key prefix, under the run's prefix.
@@ -16,11 +16,11 @@ const electionPrefix = "election"
 // a versiongate.Candidate as it is, and the gate resigns a term only after
 // its reconcile returned.
 type elector struct {
-	*election.EtcdElector
+	*etcd.Elector
 }
 
 func newElector(cli *clientv3.Client, identity string, ttl time.Duration) (*elector, error) {
-	e, err := election.NewEtcd(election.EtcdConfig{Client: cli, Prefix: electionPrefix, Identity: identity, SessionTTL: ttl})
+	e, err := etcd.New(etcd.Config{Client: cli, Prefix: electionPrefix, Identity: identity, SessionTTL: ttl})
 	if err != nil {
 		return nil, err
 	}
