@@ -38,11 +38,10 @@ const (
 	// process may stall for seconds, since a stall longer than TTL less
 	// the margin ends the term.
 	DefaultSessionTTL = 10 * time.Second
-	// DefaultEtcdReleaseTimeout bounds the lease revoke sent on Close and
-	// after a loss. It is
-	// short so that shutdown is not held up by an unreachable etcd; if it
-	// fails the lease simply expires after the TTL.
-	DefaultEtcdReleaseTimeout = 2 * time.Second
+	// DefaultReleaseTimeout bounds the lease revoke sent on Close and
+	// after a loss. It is short so that shutdown is not held up by an
+	// unreachable etcd; if it fails the lease simply expires after the TTL.
+	DefaultReleaseTimeout = 2 * time.Second
 )
 
 // maxIdentityLen bounds identities written to and read from etcd.
@@ -66,7 +65,7 @@ type Config struct {
 	// at least 2s. Zero means DefaultSessionTTL.
 	SessionTTL time.Duration
 	// ReleaseTimeout bounds background releases. Zero means
-	// DefaultEtcdReleaseTimeout.
+	// DefaultReleaseTimeout.
 	ReleaseTimeout time.Duration
 	// Clock measures term validity. Nil means the real clock.
 	Clock clock.Clock
@@ -132,7 +131,7 @@ func New(cfg Config) (*Elector, error) {
 		return nil, fmt.Errorf("%w: SessionTTL %v must be a whole number of seconds, at least 2s", election.ErrInvalidConfig, cfg.SessionTTL)
 	}
 	if cfg.ReleaseTimeout == 0 {
-		cfg.ReleaseTimeout = DefaultEtcdReleaseTimeout
+		cfg.ReleaseTimeout = DefaultReleaseTimeout
 	}
 	if cfg.ReleaseTimeout < 0 {
 		return nil, fmt.Errorf("%w: ReleaseTimeout %v is negative", election.ErrInvalidConfig, cfg.ReleaseTimeout)

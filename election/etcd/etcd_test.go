@@ -21,6 +21,9 @@ import (
 	"github.com/reconkit/reconkit/internal/testenv"
 )
 
+// Both backends offer the cheap leader state electiontest waits on.
+var _ electiontest.LeadingReporter = (*etcd.Elector)(nil)
+
 // capturing remembers the last term its elector won, so a test can kill
 // that term's session.
 type capturing struct {

@@ -29,10 +29,13 @@ import (
 	"github.com/reconkit/reconkit/internal/testenv"
 )
 
+// Both backends offer the cheap leader state electiontest waits on.
+var _ electiontest.LeadingReporter = (*lease.Elector)(nil)
+
 // Short durations keep the real-server tests fast. RenewDeadline leaves
 // RenewDeadline − 1s − RetryPeriod of slack for a renewal, since renewals
 // within one second are invisible to client-go followers (see
-// LeaseConfig.RenewDeadline).
+// Config.RenewDeadline).
 const (
 	testLeaseDuration = 3 * time.Second
 	testRenewDeadline = 2 * time.Second
