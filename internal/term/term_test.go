@@ -139,3 +139,21 @@ func TestTermResignAfterLoseKeepsLossCause(t *testing.T) {
 	require.NoError(t, tm.Resign(context.Background()))
 	require.ErrorIs(t, context.Cause(tm.Context()), election.ErrLeadershipLost)
 }
+
+// TestTermYieldKeepsRelease checks that a yielded term ends as lost but,
+// unlike Lose, still releases on Resign.
+func TestTermYieldKeepsRelease(t *testing.T) {
+	var released atomic.Int32
+	tm := New(context.Background(), "a", 1, func(context.Context) error {
+		released.Add(1)
+		return nil
+	})
+	reason := errors.New("preempted")
+	tm.Yield(reason)
+	require.ErrorIs(t, context.Cause(tm.Context()), election.ErrLeadershipLost)
+	require.ErrorIs(t, context.Cause(tm.Context()), reason)
+	require.True(t, tm.PendingRelease(), "the release stays pending")
+	require.NoError(t, tm.Resign(context.Background()))
+	require.Equal(t, int32(1), released.Load())
+	require.ErrorIs(t, context.Cause(tm.Context()), reason, "Resign keeps the yield's cause")
+}
