@@ -64,38 +64,6 @@ func (h *hooks) await(t *testing.T, ctx context.Context, what string, ok func(el
 	}
 }
 
-// count returns how many observations of ev were made.
-func (h *hooks) count(ev election.Event) int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	n := 0
-	for _, o := range h.obs {
-		if o.Event == ev {
-			n++
-		}
-	}
-	return n
-}
-
-// awaitCount waits until n observations of ev were made; it fails when
-// ctx ends.
-func (h *hooks) awaitCount(t *testing.T, ctx context.Context, ev election.Event, n int) {
-	t.Helper()
-	for {
-		h.mu.Lock()
-		ch := h.change
-		h.mu.Unlock()
-		if h.count(ev) >= n {
-			return
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			require.FailNow(t, "timed out", "%d observations of %s, want %d", h.count(ev), ev, n)
-		}
-	}
-}
-
 func (h *hooks) eventList() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
