@@ -9,7 +9,10 @@
 //   - [github.com/reconkit/reconkit/election]: leader election on etcd and on
 //     Kubernetes Leases. Leadership is a context that ends when it is lost,
 //     carries a fencing token, and guards writes so that a deposed leader
-//     cannot act.
+//     cannot act. The backends are its subpackages
+//     [github.com/reconkit/reconkit/election/etcd] and
+//     [github.com/reconkit/reconkit/election/lease], so a host compiles only
+//     the client it uses.
 //   - [github.com/reconkit/reconkit/versiongate]: mixed-release clusters. Nodes
 //     publish their release in etcd; only the newest-release node reconciles,
 //     and only once no incompatible node remains; WaitReady keeps a node from

@@ -22,8 +22,8 @@ type agentConfig struct {
 // A node agent boots its configuration through checkpoint, campaigns for
 // leadership, and while it leads converges a load balancer to that
 // configuration. It runs here on the in-memory election and engine; with
-// election.NewEtcd or election.NewLease and a provider's lbrecon.Engine the
-// wiring is the same.
+// election/etcd's New or election/lease's New and a provider's
+// lbrecon.Engine the wiring is the same.
 func Example_wiring() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -6,6 +6,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/reconkit/reconkit/election"
+	"github.com/reconkit/reconkit/election/etcd"
 	"github.com/reconkit/reconkit/versiongate"
 )
 
@@ -21,7 +22,7 @@ func Example_versionGate() {
 	}
 	defer cli.Close()
 
-	elector, err := election.NewEtcd(election.EtcdConfig{Client: cli, Prefix: "/agents/reconciler-leader"})
+	elector, err := etcd.New(etcd.Config{Client: cli, Prefix: "/agents/reconciler-leader"})
 	if err != nil {
 		return
 	}

@@ -24,6 +24,9 @@ var (
 	ErrResigned = errors.New("election: resigned")
 	// ErrClosed is returned by an Elector used after it was closed.
 	ErrClosed = errors.New("election: elector closed")
+	// ErrInvalidConfig is wrapped by the error of a backend's New for a
+	// configuration it rejects.
+	ErrInvalidConfig = errors.New("election: invalid configuration")
 )
 
 // Token is a fencing token: it strictly increases with every new term on one

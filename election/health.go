@@ -33,36 +33,21 @@ const DefaultHealthCheckName = "leaderElection"
 // request and is safe for concurrent use.
 type HealthCheck struct {
 	current func() Leadership // the term held now, or nil
-	clock   clock.Clock
+	clock   clock.PassiveClock
 	grace   time.Duration
 }
 
-// HealthCheck returns the leadership health check of e with the given
-// grace, the tolerance client-go's NewLeaderHealthzAdaptor(timeout) takes
-// (its examples use 20s). A negative grace counts as zero.
-func (e *LeaseElector) HealthCheck(grace time.Duration) *HealthCheck {
-	return newHealthCheck(func() Leadership {
-		if t := e.current(); t != nil {
-			return t
-		}
-		return nil
-	}, e.clock, grace)
-}
-
-// HealthCheck returns the leadership health check of e with the given
-// grace, as LeaseElector.HealthCheck.
-func (e *EtcdElector) HealthCheck(grace time.Duration) *HealthCheck {
-	return newHealthCheck(func() Leadership {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		if e.cur != nil {
-			return e.cur
-		}
-		return nil
-	}, e.clock, grace)
-}
-
-func newHealthCheck(current func() Leadership, clk clock.Clock, grace time.Duration) *HealthCheck {
+// NewHealthCheck returns the leadership health check of a candidate whose
+// current term current returns (nil when it holds none), judged on clk (nil
+// means the real clock) with the given grace, the tolerance client-go's
+// NewLeaderHealthzAdaptor(timeout) takes (its examples use 20s). A negative
+// grace counts as zero. Both backends offer it as their HealthCheck method;
+// an Elector of the host's own can use it too. current is called from
+// Check, possibly concurrently, and must not block.
+func NewHealthCheck(current func() Leadership, clk clock.PassiveClock, grace time.Duration) *HealthCheck {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
 	return &HealthCheck{current: current, clock: clk, grace: max(grace, 0)}
 }
 

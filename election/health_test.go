@@ -1,117 +1,60 @@
-package election
+package election_test
 
 import (
 	"context"
-	"errors"
-	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
-	testingclock "k8s.io/utils/clock/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/reconkit/reconkit/election"
 )
 
-// setValidUntil moves a term's ValidUntil without telling its watchdog, as
-// a stuck watchdog or a stopped process would leave it.
-func (lt *leaseTerm) setValidUntil(t time.Time) {
-	lt.mu.Lock()
-	defer lt.mu.Unlock()
-	lt.validUntil = t
+// expiringTerm is a live term with a fixed ValidUntil, for the health check
+// alone.
+type expiringTerm struct {
+	ctx        context.Context
+	validUntil time.Time
 }
 
-// TestHealthCheckSemantics checks client-go's HealthzAdaptor semantics on
-// a fake clock: a non-leader and a leader within ValidUntil + grace are
-// healthy; a live term past ValidUntil + grace is not, through Check and
-// through ServeHTTP; an ended term is healthy again.
-func TestHealthCheckSemantics(t *testing.T) {
-	clk := testingclock.NewFakeClock(epoch)
-	f := newFakeLease(t, fake.NewClientset(), clk)
-	const grace = time.Second
-	hc := f.HealthCheck(grace)
-	require.Equal(t, "leaderElection", hc.Name())
-	serve := func() (int, string) {
-		rec := httptest.NewRecorder()
-		hc.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
-		return rec.Code, rec.Body.String()
-	}
+func (x expiringTerm) Context() context.Context     { return x.ctx }
+func (x expiringTerm) Token() election.Token        { return 1 }
+func (x expiringTerm) Identity() string             { return "a" }
+func (x expiringTerm) Resign(context.Context) error { return nil }
+func (x expiringTerm) ValidUntil() time.Time        { return x.validUntil }
 
-	require.NoError(t, hc.Check(nil), "not leading yet")
-	ctx := context.Background()
-	l, err := f.Campaign(ctx)
-	require.NoError(t, err)
-	lt := l.(*leaseTerm)
-	require.NoError(t, hc.Check(nil), "leading within ValidUntil")
-	code, body := serve()
-	require.Equal(t, http.StatusOK, code)
-	require.Equal(t, "ok\n", body)
+// TestNewHealthCheck checks the backend-neutral constructor: healthy with
+// no term, within ValidUntil plus the grace, and for a term without
+// ValidUntil; unhealthy past it; a negative grace counts as zero.
+func TestNewHealthCheck(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	var cur election.Leadership
+	current := func() election.Leadership { return cur }
+	hc := election.NewHealthCheck(current, clk, time.Second)
+	require.Equal(t, election.DefaultHealthCheckName, hc.Name())
+	require.NoError(t, hc.Check(nil), "no term")
 
-	// ValidUntil passed but within the grace: still healthy.
-	lt.setValidUntil(clk.Now().Add(-grace))
-	require.NoError(t, hc.Check(nil), "past ValidUntil by exactly the grace")
+	cur = expiringTerm{ctx: context.Background(), validUntil: clk.Now()}
+	clk.SetTime(clk.Now().Add(time.Second))
+	require.NoError(t, hc.Check(nil), "exactly the grace past ValidUntil")
+	clk.SetTime(clk.Now().Add(time.Nanosecond))
+	require.ErrorIs(t, hc.Check(nil), election.ErrLeaderStale)
 
-	// Past ValidUntil + grace with the term still live: unhealthy.
-	lt.setValidUntil(clk.Now().Add(-grace - time.Millisecond))
-	require.NoError(t, l.Context().Err(), "the term is still live")
-	require.ErrorIs(t, hc.Check(nil), ErrLeaderStale)
-	code, body = serve()
-	require.Equal(t, http.StatusInternalServerError, code)
-	require.Contains(t, body, "leader past its ValidUntil")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	cur = expiringTerm{ctx: ctx, validUntil: clk.Now().Add(-time.Hour)}
+	require.NoError(t, hc.Check(nil), "an ended term is not leading")
 
-	// Once the term ended the candidate no longer leads: healthy.
-	lt.setValidUntil(clk.Now().Add(time.Second))
-	require.NoError(t, l.Resign(ctx))
-	lt.setValidUntil(clk.Now().Add(-time.Hour))
-	require.NoError(t, hc.Check(nil), "after the term ended")
-	code, _ = serve()
-	require.Equal(t, http.StatusOK, code)
+	neg := election.NewHealthCheck(current, clk, -time.Second)
+	cur = expiringTerm{ctx: context.Background(), validUntil: clk.Now()}
+	require.NoError(t, neg.Check(nil), "at ValidUntil")
+	clk.SetTime(clk.Now().Add(time.Nanosecond))
+	require.ErrorIs(t, neg.Check(nil), election.ErrLeaderStale, "a negative grace counts as zero")
 
-	// A negative grace counts as zero.
-	require.Equal(t, time.Duration(0), f.HealthCheck(-time.Second).grace)
-}
-
-// TestLeaseRenewFailedObserved: a renewal that fails is reported with its
-// slack, and the term lives on until ValidUntil.
-func TestLeaseRenewFailedObserved(t *testing.T) {
-	clk := testingclock.NewFakeClock(epoch)
-	cs := fake.NewClientset()
-	var (
-		mu  sync.Mutex
-		obs []Observation
-	)
-	e, err := NewLease(LeaseConfig{
-		Client: cs, Namespace: "ns", Name: "lease", Identity: "me",
-		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond,
-		Clock: clk,
-		Metrics: MetricsFunc(func(o Observation) {
-			mu.Lock()
-			defer mu.Unlock()
-			obs = append(obs, o)
-		}),
-	})
-	require.NoError(t, err)
-	l, err := e.Campaign(context.Background())
-	require.NoError(t, err)
-	defer func() { _ = e.Close() }()
-	cs.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
-		return true, nil, errors.New("apiserver unavailable")
-	})
-	require.Eventually(t, func() bool { return clk.Waiters() == 2 }, 5*time.Second, time.Millisecond)
-	clk.Step(300 * time.Millisecond)
-	require.Eventually(t, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(obs) >= 2
-	}, 30*time.Second, time.Millisecond, "the failed renewal's observation")
-	mu.Lock()
-	defer mu.Unlock()
-	require.Equal(t, EventAcquired, obs[0].Event)
-	require.Equal(t, EventRenewFailed, obs[1].Event)
-	require.Error(t, obs[1].Err)
-	require.Equal(t, 1700*time.Millisecond, obs[1].Slack, "ValidUntil (2s) less the 300ms elapsed")
-	require.NoError(t, l.Context().Err())
+	real := election.NewHealthCheck(current, nil, 0)
+	cur = expiringTerm{ctx: context.Background(), validUntil: time.Now().Add(time.Hour)}
+	require.NoError(t, real.Check(nil), "a nil clock is the real clock")
+	cur = expiringTerm{ctx: context.Background(), validUntil: time.Now().Add(-time.Hour)}
+	require.ErrorIs(t, real.Check(nil), election.ErrLeaderStale, "a nil clock is the real clock")
 }

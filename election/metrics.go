@@ -78,3 +78,13 @@ var _ Metrics = MetricsFunc(nil)
 type EventRecorder interface {
 	Event(eventtype, reason, message string)
 }
+
+// Reasons of the events electors record through Config.Events.
+const (
+	// ReasonLeaderElected (Normal): this candidate began a term.
+	ReasonLeaderElected = "LeaderElected"
+	// ReasonLeadershipLost (Warning): a term ended without Resign.
+	ReasonLeadershipLost = "LeadershipLost"
+	// ReasonResigned (Normal): a term ended through Resign or Close.
+	ReasonResigned = "Resigned"
+)

@@ -19,7 +19,7 @@ const listPageSize = 1000
 
 // EtcdGuard is implemented by a term whose validity etcd itself can check:
 // Guard is a comparison that holds exactly while the term is valid (for
-// reconkit's etcd election, *election.EtcdLeadership: the candidate key's
+// reconkit's etcd election, election/etcd.Leadership: the candidate key's
 // create revision equals the term's). The etcd store puts it in the If of
 // every status write of such a term; other terms are fenced by their token.
 type EtcdGuard interface {

@@ -14,7 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/reconkit/reconkit/election"
+	"github.com/reconkit/reconkit/election/etcd"
 	"github.com/reconkit/reconkit/internal/testenv"
 )
 
@@ -58,7 +58,7 @@ type rollingNode struct {
 
 	gate   *Gate
 	cli    *clientv3.Client
-	el     *election.EtcdElector
+	el     *etcd.Elector
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
@@ -73,7 +73,7 @@ func (h *rollingHarness) start(n *rollingNode) {
 	// reconkit's etcd election, wired with no adapter: the elector is a
 	// Candidate, its terms are Terms, and the etcd store fences their
 	// writes with the candidate key's guard.
-	el, err := election.NewEtcd(election.EtcdConfig{Client: n.cli, Prefix: testElection, Identity: n.id, SessionTTL: 2 * time.Second})
+	el, err := etcd.New(etcd.Config{Client: n.cli, Prefix: testElection, Identity: n.id, SessionTTL: 2 * time.Second})
 	require.NoError(t, err)
 	n.el = el
 	g, err := New(Config{

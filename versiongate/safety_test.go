@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/reconkit/reconkit/election"
+	"github.com/reconkit/reconkit/election/etcd"
 	"github.com/reconkit/reconkit/internal/testenv"
 )
 
@@ -19,21 +20,21 @@ import (
 // and remembers the newest term so the test can judge it from the holder's
 // own view.
 type etcdCandidate struct {
-	e    *election.EtcdElector
+	e    *etcd.Elector
 	mu   sync.Mutex
-	term *election.EtcdLeadership
+	term *etcd.Leadership
 }
 
 func newEtcdCandidate(t *testing.T, cli *clientv3.Client, id string) *etcdCandidate {
 	t.Helper()
-	e, err := election.NewEtcd(election.EtcdConfig{Client: cli, Prefix: testElection, Identity: id})
+	e, err := etcd.New(etcd.Config{Client: cli, Prefix: testElection, Identity: id})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = e.Close() })
 	return &etcdCandidate{e: e}
 }
 
 func (c *etcdCandidate) candidate() Candidate {
-	return CandidateOf(func(ctx context.Context) (*election.EtcdLeadership, error) {
+	return CandidateOf(func(ctx context.Context) (*etcd.Leadership, error) {
 		l, err := c.e.CampaignEtcd(ctx)
 		if err == nil {
 			c.mu.Lock()
@@ -44,7 +45,7 @@ func (c *etcdCandidate) candidate() Candidate {
 	})
 }
 
-func (c *etcdCandidate) current() *election.EtcdLeadership {
+func (c *etcdCandidate) current() *etcd.Leadership {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.term
@@ -52,7 +53,7 @@ func (c *etcdCandidate) current() *election.EtcdLeadership {
 
 // The one vocabulary: an etcd election term is a Term as it is, and the
 // leadership-lost sentinels of both packages are one value.
-var _ Term = (*election.EtcdLeadership)(nil)
+var _ Term = (*etcd.Leadership)(nil)
 
 func TestOneLeadershipLostSentinel(t *testing.T) {
 	err := fmt.Errorf("status not written: %w", ErrLeadershipLost)

@@ -7,19 +7,16 @@ import (
 	"github.com/reconkit/reconkit/election"
 )
 
-// LeadingReporter is the cheap leader state that election.EtcdElector,
-// election.LeaseElector and Candidate offer: Leading without a request, and
+// LeadingReporter is the cheap leader state that etcd.Elector and
+// lease.Elector (packages election/etcd and election/lease) and Candidate
+// offer: Leading without a request, and
 // a channel closed at the next change.
 type LeadingReporter interface {
 	Leading() bool
 	LeadingChanged() <-chan struct{}
 }
 
-var (
-	_ LeadingReporter = (*election.EtcdElector)(nil)
-	_ LeadingReporter = (*election.LeaseElector)(nil)
-	_ LeadingReporter = (*Candidate)(nil)
-)
+var _ LeadingReporter = (*Candidate)(nil)
 
 // WaitLeading blocks until e reports Leading, without polling, or until
 // ctx ends; then it returns an error wrapping ctx's cause. Give ctx a

@@ -20,6 +20,7 @@ import (
 	"github.com/reconkit/reconkit/checkpoint"
 	"github.com/reconkit/reconkit/checkpoint/configmapsource"
 	"github.com/reconkit/reconkit/election"
+	"github.com/reconkit/reconkit/election/etcd"
 	"github.com/reconkit/reconkit/events"
 	"github.com/reconkit/reconkit/lbrecon"
 	"github.com/reconkit/reconkit/nodestatus"
@@ -62,7 +63,7 @@ type agent struct {
 	links    []link // the client's way to etcd, cut by kill and by the fence scenario
 	hooks    hooks  // metrics, labelled with the agent's name
 	events   events.Recorder
-	elector  *election.EtcdElector
+	elector  *etcd.Elector
 	ctrl     *checkpoint.Controller[agentConfig]
 	provider *nodestatus.Provider // the Node's conditions: ConfigOK and VersionGateReady
 	nodes    *nodestatus.NodeController
@@ -111,7 +112,7 @@ func (a *agent) start(ctx context.Context) (err error) {
 		return err
 	}
 	a.events = a.env.events.forNode(a.name)
-	a.elector, err = election.NewEtcd(election.EtcdConfig{
+	a.elector, err = etcd.New(etcd.Config{
 		Client:     cli,
 		Prefix:     electionPrefix,
 		Identity:   a.name,

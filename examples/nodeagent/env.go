@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/reconkit/reconkit/election"
+	"github.com/reconkit/reconkit/election/etcd"
 	"github.com/reconkit/reconkit/lbrecon/lbrecontest"
 	"github.com/reconkit/reconkit/versiongate"
 )
@@ -36,7 +36,7 @@ type env struct {
 	endpoints []string
 	prefix    string           // this run's etcd key prefix
 	cli       *clientv3.Client // the view's and the operator's client
-	observer  *election.EtcdElector
+	observer  *etcd.Elector
 
 	kube     kubernetes.Interface
 	kubeMode string // kubeLocal, kubeMemory or kubeExternal
@@ -100,7 +100,7 @@ func newEnv(ctx context.Context, opts options, log logr.Logger, say func(string,
 	if err != nil {
 		return e, err
 	}
-	e.observer, err = election.NewEtcd(election.EtcdConfig{Client: e.cli, Prefix: electionPrefix, Identity: "observer", SessionTTL: opts.electionTTL})
+	e.observer, err = etcd.New(etcd.Config{Client: e.cli, Prefix: electionPrefix, Identity: "observer", SessionTTL: opts.electionTTL})
 	if err != nil {
 		return e, err
 	}

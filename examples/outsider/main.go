@@ -16,6 +16,8 @@ import (
 
 	"github.com/reconkit/reconkit/checkpoint"
 	"github.com/reconkit/reconkit/election"
+	"github.com/reconkit/reconkit/election/etcd"
+	"github.com/reconkit/reconkit/election/lease"
 	"github.com/reconkit/reconkit/lbrecon/lbrecontest"
 	"github.com/reconkit/reconkit/versiongate"
 )
@@ -31,7 +33,7 @@ func run() error {
 	host, _ := os.Hostname()
 	var (
 		kubeconfig = flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster")
-		etcd       = flag.String("etcd", "http://127.0.0.1:2379", "etcd endpoints, comma-separated")
+		endpoints  = flag.String("etcd", "http://127.0.0.1:2379", "etcd endpoints, comma-separated")
 		backend    = flag.String("election", "etcd", "election backend: etcd or lease")
 		node       = flag.String("node", host, "node name")
 		nodeIP     = flag.String("node-ip", "10.0.0.1", "the node's internal IP")
@@ -57,7 +59,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(*etcd, ",")})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(*endpoints, ",")})
 	if err != nil {
 		return err
 	}
@@ -66,14 +68,14 @@ func run() error {
 	var elector election.Elector
 	switch *backend {
 	case "etcd":
-		e, err := election.NewEtcd(election.EtcdConfig{Client: cli, Prefix: "/outsider/leader", Identity: *node})
+		e, err := etcd.New(etcd.Config{Client: cli, Prefix: "/outsider/leader", Identity: *node})
 		if err != nil {
 			return err
 		}
 		defer e.Close()
 		elector = e
 	case "lease":
-		e, err := election.NewLease(election.LeaseConfig{Client: kube, Namespace: *namespace, Name: "outsider-leader", Identity: *node})
+		e, err := lease.New(lease.Config{Client: kube, Namespace: *namespace, Name: "outsider-leader", Identity: *node})
 		if err != nil {
 			return err
 		}

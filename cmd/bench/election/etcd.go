@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
-	"github.com/reconkit/reconkit/election"
+	"github.com/reconkit/reconkit/election/etcd"
 	"github.com/reconkit/reconkit/internal/servers"
 )
 
@@ -48,8 +48,8 @@ func (s countingStream) SendMsg(m any) error {
 
 func (b *bench) etcdAddr() string { return b.a.Etcd.Members[0].ClientAddr() }
 
-func (b *bench) oursEtcd(cli *clientv3.Client, prefix, id string) (*election.EtcdElector, error) {
-	return election.NewEtcd(election.EtcdConfig{Client: cli, Prefix: prefix, Identity: id, SessionTTL: *ttl})
+func (b *bench) oursEtcd(cli *clientv3.Client, prefix, id string) (*etcd.Elector, error) {
+	return etcd.New(etcd.Config{Client: cli, Prefix: prefix, Identity: id, SessionTTL: *ttl})
 }
 
 // holder is one candidate of either etcd implementation.
@@ -61,7 +61,7 @@ type holder interface {
 	close()
 }
 
-type oursHolder struct{ e *election.EtcdElector }
+type oursHolder struct{ e *etcd.Elector }
 
 func (h oursHolder) campaign(ctx context.Context) (<-chan struct{}, func(context.Context) error, error) {
 	l, err := h.e.Campaign(ctx)

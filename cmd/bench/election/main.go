@@ -50,17 +50,19 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/reconkit/reconkit/election"
+	"github.com/reconkit/reconkit/election/etcd"
+	"github.com/reconkit/reconkit/election/lease"
 	"github.com/reconkit/reconkit/internal/servers"
 )
 
 var (
-	leaseDuration = flag.Duration("lease-duration", election.DefaultLeaseDuration, "LeaseDuration on both sides")
-	renewDeadline = flag.Duration("renew-deadline", election.DefaultRenewDeadline, "RenewDeadline on both sides")
-	retryPeriod   = flag.Duration("retry-period", election.DefaultRetryPeriod, "RetryPeriod on both sides")
+	leaseDuration = flag.Duration("lease-duration", lease.DefaultLeaseDuration, "LeaseDuration on both sides")
+	renewDeadline = flag.Duration("renew-deadline", lease.DefaultRenewDeadline, "RenewDeadline on both sides")
+	retryPeriod   = flag.Duration("retry-period", lease.DefaultRetryPeriod, "RetryPeriod on both sides")
 	handovers     = flag.Int("handovers", 50, "graceful handovers per implementation")
 	failovers     = flag.Int("failovers", 3, "crash failovers per implementation")
 	idle          = flag.Duration("idle", 20*time.Second, "window over which follower requests are counted")
-	ttl           = flag.Duration("ttl", election.DefaultSessionTTL, "etcd session TTL on both etcd sides")
+	ttl           = flag.Duration("ttl", etcd.DefaultSessionTTL, "etcd session TTL on both etcd sides")
 )
 
 const namespace = "bench"
@@ -266,8 +268,8 @@ func (b *bench) clientset(cfg *rest.Config) kubernetes.Interface {
 	return kubernetes.NewForConfigOrDie(cfg)
 }
 
-func (b *bench) ours(cfg *rest.Config, name, id string) (*election.LeaseElector, error) {
-	return election.NewLease(election.LeaseConfig{
+func (b *bench) ours(cfg *rest.Config, name, id string) (*lease.Elector, error) {
+	return lease.New(lease.Config{
 		Client: b.clientset(cfg), Namespace: namespace, Name: name, Identity: id,
 		LeaseDuration: *leaseDuration, RenewDeadline: *renewDeadline, RetryPeriod: *retryPeriod,
 	})
@@ -311,7 +313,7 @@ type won struct {
 	err error
 }
 
-func campaign(ctx context.Context, e *election.LeaseElector) <-chan won {
+func campaign(ctx context.Context, e *lease.Elector) <-chan won {
 	ch := make(chan won, 1)
 	go func() {
 		l, err := e.Campaign(ctx)
@@ -323,7 +325,7 @@ func campaign(ctx context.Context, e *election.LeaseElector) <-chan won {
 // oursHandover measures Resign → the successor's Campaign returns.
 func (b *bench) oursHandover(ctx context.Context) ([]time.Duration, error) {
 	name := b.leaseName("handover-ours")
-	var cands [2]*election.LeaseElector
+	var cands [2]*lease.Elector
 	for i := range cands {
 		e, err := b.ours(b.a.Config(), name, fmt.Sprintf("ours-%d", i))
 		if err != nil {

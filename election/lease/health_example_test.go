@@ -1,4 +1,4 @@
-package election_test
+package lease_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/reconkit/reconkit/election"
+	"github.com/reconkit/reconkit/election/lease"
 )
 
 // A leadership health check served on /healthz (here through httptest and
@@ -20,8 +21,8 @@ import (
 //	mgr.AddHealthzCheck(hc.Name(), hc.Check)
 //
 // Observations and events go to the hooks of the configuration.
-func ExampleLeaseElector_HealthCheck() {
-	e, err := election.NewLease(election.LeaseConfig{
+func ExampleElector_HealthCheck() {
+	e, err := lease.New(lease.Config{
 		Client:    fake.NewClientset(),
 		Namespace: "kube-system",
 		Name:      "my-controller",

@@ -1,4 +1,4 @@
-package election
+package lease
 
 import (
 	"bytes"
@@ -20,30 +20,32 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/reconkit/reconkit/election"
 )
 
 func TestLeaseConfigValidation(t *testing.T) {
 	cs := fake.NewClientset()
-	ok := LeaseConfig{Client: cs, Namespace: "ns", Name: "lease"}
+	ok := Config{Client: cs, Namespace: "ns", Name: "lease"}
 	cases := []struct {
 		name string
-		mod  func(*LeaseConfig)
+		mod  func(*Config)
 	}{
-		{"no client", func(c *LeaseConfig) { c.Client = nil }},
-		{"no name", func(c *LeaseConfig) { c.Name = "" }},
-		{"bad namespace", func(c *LeaseConfig) { c.Namespace = "Not_A_Label" }},
-		{"bad name", func(c *LeaseConfig) { c.Name = "UPPER" }},
-		{"fractional lease duration", func(c *LeaseConfig) { c.LeaseDuration = 2500 * time.Millisecond }},
-		{"sub-second lease duration", func(c *LeaseConfig) {
+		{"no client", func(c *Config) { c.Client = nil }},
+		{"no name", func(c *Config) { c.Name = "" }},
+		{"bad namespace", func(c *Config) { c.Namespace = "Not_A_Label" }},
+		{"bad name", func(c *Config) { c.Name = "UPPER" }},
+		{"fractional lease duration", func(c *Config) { c.LeaseDuration = 2500 * time.Millisecond }},
+		{"sub-second lease duration", func(c *Config) {
 			c.LeaseDuration, c.RenewDeadline, c.RetryPeriod = 500*time.Millisecond, 400*time.Millisecond, 100*time.Millisecond
 		}},
-		{"negative renew deadline", func(c *LeaseConfig) { c.RenewDeadline = -time.Second }},
-		{"renew deadline not below lease duration", func(c *LeaseConfig) { c.RenewDeadline = c.LeaseDuration }},
-		{"no skew margin", func(c *LeaseConfig) { c.LeaseDuration, c.RenewDeadline = 20*time.Second, 19900*time.Millisecond }},
-		{"retry period too long", func(c *LeaseConfig) { c.RetryPeriod = 9 * time.Second }},
-		{"negative takeover margin", func(c *LeaseConfig) { c.TakeoverMargin = -time.Second }},
-		{"coordinated without a binary version", func(c *LeaseConfig) { c.Identity, c.Coordinated = "a", &Coordinated{} }},
-		{"coordinated identity not a name", func(c *LeaseConfig) {
+		{"negative renew deadline", func(c *Config) { c.RenewDeadline = -time.Second }},
+		{"renew deadline not below lease duration", func(c *Config) { c.RenewDeadline = c.LeaseDuration }},
+		{"no skew margin", func(c *Config) { c.LeaseDuration, c.RenewDeadline = 20*time.Second, 19900*time.Millisecond }},
+		{"retry period too long", func(c *Config) { c.RetryPeriod = 9 * time.Second }},
+		{"negative takeover margin", func(c *Config) { c.TakeoverMargin = -time.Second }},
+		{"coordinated without a binary version", func(c *Config) { c.Identity, c.Coordinated = "a", &Coordinated{} }},
+		{"coordinated identity not a name", func(c *Config) {
 			c.Identity, c.Coordinated = "Not_A_Name", &Coordinated{BinaryVersion: "1.0.0"}
 		}},
 	}
@@ -52,13 +54,13 @@ func TestLeaseConfigValidation(t *testing.T) {
 			c := ok
 			c.LeaseDuration, c.RenewDeadline, c.RetryPeriod = DefaultLeaseDuration, DefaultRenewDeadline, DefaultRetryPeriod
 			tc.mod(&c)
-			e, err := NewLease(c)
+			e, err := New(c)
 			require.Error(t, err)
 			require.Nil(t, e)
 		})
 	}
 
-	e, err := NewLease(ok)
+	e, err := New(ok)
 	require.NoError(t, err)
 	got := e.Config()
 	require.Equal(t, DefaultLeaseDuration, got.LeaseDuration)
@@ -68,9 +70,9 @@ func TestLeaseConfigValidation(t *testing.T) {
 	require.NotNil(t, got.Clock)
 }
 
-// fakeLease is a LeaseElector on a fake clientset and a fake clock.
+// fakeLease is a Elector on a fake clientset and a fake clock.
 type fakeLease struct {
-	*LeaseElector
+	*Elector
 	cs    *fake.Clientset
 	clock *testingclock.FakeClock
 }
@@ -79,13 +81,13 @@ var epoch = time.Unix(1000, 0) // on a second boundary, which the arithmetic bel
 
 func newFakeLease(t *testing.T, cs *fake.Clientset, clk *testingclock.FakeClock) *fakeLease {
 	t.Helper()
-	e, err := NewLease(LeaseConfig{
+	e, err := New(Config{
 		Client: cs, Namespace: "ns", Name: "lease", Identity: "me",
 		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond,
 		Clock: clk,
 	})
 	require.NoError(t, err)
-	return &fakeLease{LeaseElector: e, cs: cs, clock: clk}
+	return &fakeLease{Elector: e, cs: cs, clock: clk}
 }
 
 // lastRenew returns the renewTime this term last wrote.
@@ -108,7 +110,7 @@ func TestLeaseValidUntilCountsFromVisibleRenewals(t *testing.T) {
 	require.NoError(t, err)
 	lt := l.(*leaseTerm)
 	require.Equal(t, epoch.Add(2*time.Second), lt.ValidUntil(), "after the acquisition")
-	require.Equal(t, Token(1), l.Token(), "first term on a new Lease")
+	require.Equal(t, election.Token(1), l.Token(), "first term on a new Lease")
 
 	want := []struct {
 		at         time.Duration // renewal instant after epoch
@@ -167,7 +169,7 @@ func TestLeaseTermEndsAtValidUntilWhenRenewalHangs(t *testing.T) {
 	require.Eventually(t, func() bool { return clk.Waiters() == 2 }, 5*time.Second, time.Millisecond)
 	clk.SetTime(epoch.Add(300 * time.Millisecond))
 	<-hanging
-	validUntil := l.(Expiring).ValidUntil()
+	validUntil := l.(election.Expiring).ValidUntil()
 	require.Equal(t, epoch.Add(2*time.Second), validUntil)
 
 	clk.SetTime(validUntil.Add(-time.Nanosecond))
@@ -176,7 +178,7 @@ func TestLeaseTermEndsAtValidUntilWhenRenewalHangs(t *testing.T) {
 	clk.SetTime(validUntil)
 	require.False(t, f.validNow(), "the gate closes at ValidUntil, watchdog or not")
 	<-l.Context().Done()
-	require.ErrorIs(t, context.Cause(l.Context()), ErrLeadershipLost)
+	require.ErrorIs(t, context.Cause(l.Context()), election.ErrLeadershipLost)
 	require.ErrorIs(t, context.Cause(l.Context()), errValidityExpired)
 }
 
@@ -199,7 +201,7 @@ func TestLeaseFollowerTakesExpiredLeaseAtExpiryInstant(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	type result struct {
-		l   Leadership
+		l   election.Leadership
 		err error
 	}
 	won := make(chan result, 1)
@@ -229,7 +231,7 @@ func TestLeaseFollowerTakesExpiredLeaseAtExpiryInstant(t *testing.T) {
 	clk.SetTime(epoch.Add(5 * time.Second))
 	r := <-won
 	require.NoError(t, r.err)
-	require.Equal(t, Token(6), r.l.Token(), "leaseTransitions 4 → 5, token = transitions + 1")
+	require.Equal(t, election.Token(6), r.l.Token(), "leaseTransitions 4 → 5, token = transitions + 1")
 	var lists, watches int
 	for _, a := range cs.Actions() {
 		if a.GetResource().Resource != "leases" {
@@ -265,7 +267,7 @@ func TestLeaseRecordMatchesClientGo(t *testing.T) {
 	want := resourcelock.LeaderElectionRecordToLeaseSpec(cg)
 	require.Equal(t, want, spec, "same Lease spec as client-go writes")
 	require.True(t, recordFromSpec(&spec).equal(rec), "round trip")
-	require.Equal(t, Token(8), rec.token())
+	require.Equal(t, election.Token(8), rec.token())
 }
 
 func FuzzLeaseRecordKey(f *testing.F) {
@@ -340,7 +342,7 @@ func TestLeaseKeepsCLEFieldsAndYieldsToPreferredHolder(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the leader did not yield to the preferred holder")
 	}
-	require.ErrorIs(t, context.Cause(l.Context()), ErrLeadershipLost)
+	require.ErrorIs(t, context.Cause(l.Context()), election.ErrLeadershipLost)
 	require.ErrorIs(t, context.Cause(l.Context()), errPreempted)
 	require.False(t, f.Leading())
 

@@ -1,4 +1,4 @@
-package election_test
+package lease_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/reconkit/reconkit/election"
 	"github.com/reconkit/reconkit/election/electiontest"
+	"github.com/reconkit/reconkit/election/lease"
 	"github.com/reconkit/reconkit/internal/testenv"
 )
 
@@ -33,10 +34,10 @@ func TestLeaseCoordinatedElection(t *testing.T) {
 		require.NoError(t, err)
 	}
 	name := uniqueName("cle")
-	coordinated := func(id, version string) *election.LeaseElector {
-		e := newLease(t, a.Config(), name, func(c *election.LeaseConfig) {
+	coordinated := func(id, version string) *lease.Elector {
+		e := newLease(t, a.Config(), name, func(c *lease.Config) {
 			c.Identity = id
-			c.Coordinated = &election.Coordinated{BinaryVersion: version}
+			c.Coordinated = &lease.Coordinated{BinaryVersion: version}
 		})
 		t.Cleanup(func() { _ = e.Close() })
 		return e
@@ -47,7 +48,7 @@ func TestLeaseCoordinatedElection(t *testing.T) {
 		l   election.Leadership
 		err error
 	}
-	campaign := func(e *election.LeaseElector) <-chan result {
+	campaign := func(e *lease.Elector) <-chan result {
 		ch := make(chan result, 1)
 		go func() {
 			l, err := e.Campaign(ctx)
@@ -85,10 +86,10 @@ func TestLeaseCoordinatedElection(t *testing.T) {
 	}
 	require.Equal(t, "older", lo.Identity())
 	require.Greater(t, lo.Token(), ln1.Token())
-	lease, err := admin.CoordinationV1().Leases(testNamespace).Get(ctx, name, metav1.GetOptions{})
+	lse, err := admin.CoordinationV1().Leases(testNamespace).Get(ctx, name, metav1.GetOptions{})
 	require.NoError(t, err)
-	require.NotNil(t, lease.Spec.Strategy, "the Lease is managed by the election controller")
-	require.Equal(t, "older", *lease.Spec.HolderIdentity)
+	require.NotNil(t, lse.Spec.Strategy, "the Lease is managed by the election controller")
+	require.Equal(t, "older", *lse.Spec.HolderIdentity)
 
 	// A coordinated candidate never takes a released lease by itself: once
 	// the older one resigned, the controller names it again (it is still

@@ -1,21 +1,21 @@
-package election
+package term
 
 import (
 	"context"
 	"sync"
 )
 
-// leadingFlag is an elector's cached "am I leading": a value and a channel
+// Flag is an elector's cached "am I leading": a value and a channel
 // closed at each change, so that hosts read it without a request and wait
 // for a change without polling.
-type leadingFlag struct {
+type Flag struct {
 	mu sync.Mutex
 	on bool
 	ch chan struct{} // closed and replaced at the next change; nil until asked for
 }
 
-// set records v and wakes the waiters if it changed.
-func (f *leadingFlag) set(v bool) {
+// Set records v and wakes the waiters if it changed.
+func (f *Flag) Set(v bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.on == v {
@@ -28,8 +28,8 @@ func (f *leadingFlag) set(v bool) {
 	}
 }
 
-// changed returns a channel closed at the next change.
-func (f *leadingFlag) changed() <-chan struct{} {
+// Changed returns a channel closed at the next change.
+func (f *Flag) Changed() <-chan struct{} {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.ch == nil {
@@ -38,9 +38,9 @@ func (f *leadingFlag) changed() <-chan struct{} {
 	return f.ch
 }
 
-// follow raises the flag for a term that just started and lowers it the
+// Follow raises the flag for a term that just started and lowers it the
 // moment the term context ends.
-func (f *leadingFlag) follow(ctx context.Context) {
-	f.set(true)
-	context.AfterFunc(ctx, func() { f.set(false) })
+func (f *Flag) Follow(ctx context.Context) {
+	f.Set(true)
+	context.AfterFunc(ctx, func() { f.Set(false) })
 }

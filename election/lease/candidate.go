@@ -1,4 +1,4 @@
-package election
+package lease
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	coordinationv1beta1client "k8s.io/client-go/kubernetes/typed/coordination/v1beta1"
 )
 
-// Coordinated makes a LeaseElector take part in Coordinated Leader
+// Coordinated makes a Elector take part in Coordinated Leader
 // Election (KEP-4355, coordination.k8s.io/v1beta1, beta and off by default
 // in Kubernetes 1.37: the apiserver needs
 // --feature-gates=CoordinatedLeaderElection=true and
@@ -58,7 +58,7 @@ type Coordinated struct {
 const candidateRenewInterval = 5 * time.Minute
 
 // validateCoordinated fills the defaults of c.Coordinated and checks it.
-func (c *LeaseConfig) validateCoordinated() error {
+func (c *Config) validateCoordinated() error {
 	co := c.Coordinated
 	if co == nil {
 		return nil
@@ -82,7 +82,7 @@ func (c *LeaseConfig) validateCoordinated() error {
 
 // startCandidate starts, once, the goroutine that publishes and renews
 // this candidate's LeaseCandidate until Close, which waits for it.
-func (e *LeaseElector) startCandidate(log logr.Logger) {
+func (e *Elector) startCandidate(log logr.Logger) {
 	if e.cfg.Coordinated == nil {
 		return
 	}
@@ -99,7 +99,7 @@ func (e *LeaseElector) startCandidate(log logr.Logger) {
 // renews it when the election controller pings it (pingTime after
 // renewTime), and at least every candidateRenewInterval, until ctx ends;
 // then it deletes it.
-func (e *LeaseElector) keepCandidate(ctx context.Context, log logr.Logger) {
+func (e *Elector) keepCandidate(ctx context.Context, log logr.Logger) {
 	cands := e.cfg.Client.CoordinationV1beta1().LeaseCandidates(e.cfg.Namespace)
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.RenewDeadline)
@@ -127,7 +127,7 @@ func (e *LeaseElector) keepCandidate(ctx context.Context, log logr.Logger) {
 
 // renewCandidate creates the LeaseCandidate or writes a new renewTime, and
 // returns the resourceVersion written.
-func (e *LeaseElector) renewCandidate(ctx context.Context, cands coordinationv1beta1client.LeaseCandidateInterface) (string, error) {
+func (e *Elector) renewCandidate(ctx context.Context, cands coordinationv1beta1client.LeaseCandidateInterface) (string, error) {
 	co := e.cfg.Coordinated
 	rctx, cancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
 	defer cancel()
@@ -164,7 +164,7 @@ func (e *LeaseElector) renewCandidate(ctx context.Context, cands coordinationv1b
 
 // awaitPing watches the LeaseCandidate from rv and returns nil when it
 // must be renewed: pinged, deleted, or candidateRenewInterval passed.
-func (e *LeaseElector) awaitPing(ctx context.Context, cands coordinationv1beta1client.LeaseCandidateInterface, rv string) error {
+func (e *Elector) awaitPing(ctx context.Context, cands coordinationv1beta1client.LeaseCandidateInterface, rv string) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w, err := cands.Watch(wctx, metav1.ListOptions{
@@ -203,7 +203,7 @@ func (e *LeaseElector) awaitPing(ctx context.Context, cands coordinationv1beta1c
 // namedByController reports whether a coordinated candidate may adopt the
 // Lease in o: the election controller names it as holder and prefers
 // nobody else.
-func (e *LeaseElector) namedByController(o observation) bool {
+func (e *Elector) namedByController(o observation) bool {
 	return o.lease != nil && o.rec.Holder == e.cfg.Identity &&
 		(o.rec.PreferredHolder == "" || o.rec.PreferredHolder == e.cfg.Identity)
 }

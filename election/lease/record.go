@@ -1,4 +1,4 @@
-package election
+package lease
 
 import (
 	"strconv"
@@ -6,6 +6,8 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/reconkit/reconkit/election"
 )
 
 // leaseRecord is the leader election record that client-go's LeaseLock
@@ -90,11 +92,11 @@ func (r leaseRecord) duration() time.Duration {
 }
 
 // token is the fencing token of the term the record describes.
-func (r leaseRecord) token() Token {
+func (r leaseRecord) token() election.Token {
 	if r.Transitions < 0 {
 		return 1
 	}
-	return Token(r.Transitions) + 1
+	return election.Token(r.Transitions) + 1
 }
 
 // clientGoKey is what a client-go LeaderElector compares to decide whether
@@ -139,7 +141,7 @@ type observation struct {
 	rec   leaseRecord
 	at    time.Time // local clock when rec was first seen
 	known bool      // false until the first read
-	// margin is LeaseConfig.TakeoverMargin, added to the holder's lease
+	// margin is Config.TakeoverMargin, added to the holder's lease
 	// duration before this candidate counts the lease as expired.
 	margin time.Duration
 }
@@ -155,12 +157,12 @@ func (o observation) held(now time.Time) bool {
 	return o.lease != nil && o.rec.Holder != "" && o.expiry().After(now)
 }
 
-// leader is the LeaderInfo the observation implies at now.
-func (o observation) leader(now time.Time) LeaderInfo {
+// leader is the election.LeaderInfo the observation implies at now.
+func (o observation) leader(now time.Time) election.LeaderInfo {
 	if !o.held(now) {
-		return LeaderInfo{}
+		return election.LeaderInfo{}
 	}
-	return LeaderInfo{Identity: o.rec.Holder, Token: o.rec.token()}
+	return election.LeaderInfo{Identity: o.rec.Holder, Token: o.rec.token()}
 }
 
 // olderRV reports whether resourceVersion a is known to be older than b.

@@ -1,4 +1,4 @@
-package election_test
+package lease_test
 
 import (
 	"context"
@@ -25,13 +25,17 @@ import (
 
 	"github.com/reconkit/reconkit/election"
 	"github.com/reconkit/reconkit/election/electiontest"
+	"github.com/reconkit/reconkit/election/lease"
 	"github.com/reconkit/reconkit/internal/testenv"
 )
+
+// Both backends offer the cheap leader state electiontest waits on.
+var _ electiontest.LeadingReporter = (*lease.Elector)(nil)
 
 // Short durations keep the real-server tests fast. RenewDeadline leaves
 // RenewDeadline − 1s − RetryPeriod of slack for a renewal, since renewals
 // within one second are invisible to client-go followers (see
-// LeaseConfig.RenewDeadline).
+// Config.RenewDeadline).
 const (
 	testLeaseDuration = 3 * time.Second
 	testRenewDeadline = 2 * time.Second
@@ -69,9 +73,9 @@ func apiServer(t *testing.T) *testenv.APIServerInstance {
 
 // newLease returns a candidate on Lease name with the short test durations;
 // mod may change the configuration.
-func newLease(t *testing.T, cfg *rest.Config, name string, mod ...func(*election.LeaseConfig)) *election.LeaseElector {
+func newLease(t *testing.T, cfg *rest.Config, name string, mod ...func(*lease.Config)) *lease.Elector {
 	t.Helper()
-	c := election.LeaseConfig{
+	c := lease.Config{
 		Client:        clientset(t, cfg),
 		Namespace:     testNamespace,
 		Name:          name,
@@ -82,7 +86,7 @@ func newLease(t *testing.T, cfg *rest.Config, name string, mod ...func(*election
 	for _, m := range mod {
 		m(&c)
 	}
-	e, err := election.NewLease(c)
+	e, err := lease.New(c)
 	require.NoError(t, err)
 	return e
 }
@@ -223,7 +227,7 @@ const pace = 50 * time.Millisecond
 //
 // It returns the tokens of its terms and how many of them were lost before
 // they resigned.
-func leadTerms(ctx context.Context, e *election.LeaseElector, cfg *rest.Config, hist string, terms, writes int, hold time.Duration) (tokens []election.Token, lost int, err error) {
+func leadTerms(ctx context.Context, e *lease.Elector, cfg *rest.Config, hist string, terms, writes int, hold time.Duration) (tokens []election.Token, lost int, err error) {
 	for range terms {
 		l, err := e.Campaign(ctx)
 		if err != nil {
@@ -231,7 +235,7 @@ func leadTerms(ctx context.Context, e *election.LeaseElector, cfg *rest.Config, 
 		}
 		held := time.After(hold)
 		tokens = append(tokens, l.Token())
-		guarded, err := kubernetes.NewForConfig(election.GuardedConfig(cfg, l))
+		guarded, err := kubernetes.NewForConfig(lease.GuardedConfig(cfg, l))
 		if err != nil {
 			return tokens, lost, err
 		}
@@ -487,7 +491,7 @@ func TestLeaseHungAPIServerEndsTermAtValidUntil(t *testing.T) {
 	follower := newLease(t, a.Config(), name)
 	l, err := leader.Campaign(ctx)
 	require.NoError(t, err)
-	guarded := clientset(t, election.GuardedConfig(a.Config(), l)) // gated writes go direct
+	guarded := clientset(t, lease.GuardedConfig(a.Config(), l)) // gated writes go direct
 	require.NoError(t, appendEntry(ctx, guarded, name, "before/1"), "gated write while leading")
 
 	won := make(chan time.Time, 1)
@@ -538,7 +542,7 @@ func TestGateRefusesWritesWithoutValidTerm(t *testing.T) {
 
 	l, err := e.Campaign(ctx)
 	require.NoError(t, err)
-	guarded := clientset(t, election.GuardedConfig(a.Config(), l))
+	guarded := clientset(t, lease.GuardedConfig(a.Config(), l))
 	cms := guarded.CoreV1().ConfigMaps(testNamespace)
 	_, err = cms.List(ctx, metav1.ListOptions{})
 	require.NoError(t, err, "reads pass")
@@ -569,7 +573,7 @@ func TestGateRefusesWritesWithoutValidTerm(t *testing.T) {
 	require.Greater(t, l2.Token(), l.Token())
 	require.True(t, e.Leading())
 	require.ErrorIs(t, appendEntry(ctx, guarded, name, "stale/1"), election.ErrNotLeader, "term 1's client wrote in term 2")
-	guarded2 := clientset(t, election.GuardedConfig(a.Config(), l2))
+	guarded2 := clientset(t, lease.GuardedConfig(a.Config(), l2))
 	require.NoError(t, appendEntry(ctx, guarded2, name, "again/1"))
 	require.NoError(t, l2.Resign(ctx))
 	require.False(t, e.Leading())
@@ -587,14 +591,14 @@ func TestLeaseSurvivesAPIServerRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	// Long enough for the leader to keep its term through the restart.
-	long := func(c *election.LeaseConfig) {
+	long := func(c *lease.Config) {
 		c.LeaseDuration, c.RenewDeadline, c.RetryPeriod = 30*time.Second, 25*time.Second, time.Second
 	}
 	leader := newLease(t, a.Config(), name, long)
 	follower := newLease(t, a.Config(), name, long)
 	l, err := leader.Campaign(ctx)
 	require.NoError(t, err)
-	guarded := clientset(t, election.GuardedConfig(a.Config(), l))
+	guarded := clientset(t, lease.GuardedConfig(a.Config(), l))
 	type result struct {
 		l  election.Leadership
 		at time.Time
@@ -717,7 +721,7 @@ func mixedCut(t *testing.T, a *testenv.APIServerInstance, margin time.Duration) 
 	ended := make(chan time.Time, 1)
 	go func() { <-cgCtx.Done(); ended <- time.Now() }()
 
-	ours := newLease(t, a.Config(), name, func(c *election.LeaseConfig) {
+	ours := newLease(t, a.Config(), name, func(c *lease.Config) {
 		c.LeaseDuration, c.RenewDeadline, c.RetryPeriod, c.TakeoverMargin = ld, rd, rp, margin
 	})
 	t.Cleanup(func() { _ = ours.Close() })

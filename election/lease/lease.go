@@ -1,4 +1,4 @@
-package election
+package lease
 
 import (
 	"context"
@@ -18,10 +18,12 @@ import (
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/reconkit/reconkit/election"
 	"github.com/reconkit/reconkit/internal/event"
+	"github.com/reconkit/reconkit/internal/term"
 )
 
-// Defaults of LeaseConfig. They are client-go's (15 s / 10 s / 2 s), so a
+// Defaults of Config. They are client-go's (15 s / 10 s / 2 s), so a
 // fleet that mixes client-go candidates and ours on one Lease, each with its
 // defaults, agrees on timing. Unlike client-go, handover speed does not
 // depend on them: followers watch the Lease and take a released lease at
@@ -43,15 +45,15 @@ const leaseJitter = 1.2
 // start and a follower seeing it.
 const minSkewFraction = 20
 
-// LeaseConfig configures NewLease.
-type LeaseConfig struct {
+// Config configures New.
+type Config struct {
 	// Client talks to the apiserver. Required. It must not go through
 	// GuardedConfig: the elector's own writes are not gated.
 	Client kubernetes.Interface
 	// Namespace and Name locate the coordination.k8s.io/v1 Lease. Required.
 	Namespace, Name string
 	// Identity names this candidate in the Lease's holderIdentity.
-	// Empty means DefaultIdentity().
+	// Empty means election.DefaultIdentity().
 	Identity string
 
 	// LeaseDuration is how long followers wait, after they last saw the
@@ -96,26 +98,26 @@ type LeaseConfig struct {
 	// the candidates elect themselves, as client-go's do by default.
 	Coordinated *Coordinated
 
-	// Metrics receives an Observation at every acquisition, renewal
+	// Metrics receives an election.Observation at every acquisition, renewal
 	// attempt, loss and resignation (Backend "lease", Election
 	// namespace/name). Nil means none.
-	Metrics Metrics
+	Metrics election.Metrics
 	// Events receives LeaderElected, LeadershipLost (Warning) and
 	// Resigned events. Nil means none.
-	Events EventRecorder
+	Events election.EventRecorder
 }
 
-// LeaseElector is a candidate in an election held on a Kubernetes Lease, in
-// the record format of client-go's LeaseLock. It implements Elector; its
-// Leadership also implements Expiring.
+// Elector is a candidate in an election held on a Kubernetes Lease, in
+// the record format of client-go's LeaseLock. It implements election.Elector; its
+// election.Leadership also implements election.Expiring.
 //
 // It is safe for concurrent use. It starts goroutines only within Campaign,
 // Observe and a term, and each stops when its context (or term) ends.
-type LeaseElector struct {
-	cfg    LeaseConfig
+type Elector struct {
+	cfg    Config
 	leases coordinationclient.LeaseInterface
 	clock  clock.Clock
-	report reporter
+	report term.Reporter
 
 	ctx    context.Context // ends on Close
 	cancel context.CancelFunc
@@ -126,22 +128,22 @@ type LeaseElector struct {
 	closed bool
 
 	campaigning sync.Mutex // one Campaign at a time
-	leading     leadingFlag
+	leading     term.Flag
 
 	candidateOnce sync.Once      // starts the LeaseCandidate keeper (Coordinated)
 	candidateWG   sync.WaitGroup // the keeper, waited for by Close
 }
 
-var _ Elector = (*LeaseElector)(nil)
+var _ election.Elector = (*Elector)(nil)
 
-// NewLease validates cfg, fills its defaults and returns a candidate. It
+// New validates cfg, fills its defaults and returns a candidate. It
 // sends no request.
-func NewLease(cfg LeaseConfig) (*LeaseElector, error) {
+func New(cfg Config) (*Elector, error) {
 	if cfg.Client == nil {
-		return nil, errors.New("election: LeaseConfig.Client is required")
+		return nil, errors.New("election: Config.Client is required")
 	}
 	if cfg.Namespace == "" || cfg.Name == "" {
-		return nil, errors.New("election: LeaseConfig.Namespace and Name are required")
+		return nil, errors.New("election: Config.Namespace and Name are required")
 	}
 	if errs := validation.IsDNS1123Label(cfg.Namespace); len(errs) > 0 {
 		return nil, fmt.Errorf("election: invalid Lease namespace %q: %s", cfg.Namespace, strings.Join(errs, "; "))
@@ -150,7 +152,7 @@ func NewLease(cfg LeaseConfig) (*LeaseElector, error) {
 		return nil, fmt.Errorf("election: invalid Lease name %q: %s", cfg.Name, strings.Join(errs, "; "))
 	}
 	if cfg.Identity == "" {
-		cfg.Identity = DefaultIdentity()
+		cfg.Identity = election.DefaultIdentity()
 	}
 	if cfg.LeaseDuration == 0 {
 		cfg.LeaseDuration = DefaultLeaseDuration
@@ -175,20 +177,20 @@ func NewLease(cfg LeaseConfig) (*LeaseElector, error) {
 		cfg.Clock = clock.RealClock{}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &LeaseElector{
+	return &Elector{
 		cfg:    cfg,
 		leases: cfg.Client.CoordinationV1().Leases(cfg.Namespace),
 		clock:  cfg.Clock,
-		report: reporter{
-			metrics: cfg.Metrics, events: cfg.Events,
-			backend: "lease", election: cfg.Namespace + "/" + cfg.Name, identity: cfg.Identity,
+		report: term.Reporter{
+			Metrics: cfg.Metrics, Events: cfg.Events,
+			Backend: "lease", Election: cfg.Namespace + "/" + cfg.Name, Identity: cfg.Identity,
 		},
 		ctx:    ctx,
 		cancel: cancel,
 	}, nil
 }
 
-func (c *LeaseConfig) validateDurations() error {
+func (c *Config) validateDurations() error {
 	ld, rd, rp := c.LeaseDuration, c.RenewDeadline, c.RetryPeriod
 	switch {
 	case ld < time.Second || ld%time.Second != 0 || ld/time.Second > math.MaxInt32:
@@ -207,26 +209,26 @@ func (c *LeaseConfig) validateDurations() error {
 	return nil
 }
 
-// Identity implements Elector.
-func (e *LeaseElector) Identity() string { return e.cfg.Identity }
+// Identity implements election.Elector.
+func (e *Elector) Identity() string { return e.cfg.Identity }
 
 // Leading reports, without a request, whether this candidate holds a term
 // it may act on now: leader flag up, term context live, clock before
 // ValidUntil. The write gate of GuardedConfig asks the same question.
-func (e *LeaseElector) Leading() bool { return e.validNow() }
+func (e *Elector) Leading() bool { return e.validNow() }
 
 // LeadingChanged returns a channel that is closed when this candidate next
 // starts or ends a term; read Leading after it is closed, and call
 // LeadingChanged again for the change after that. It costs no request and
 // no goroutine.
-func (e *LeaseElector) LeadingChanged() <-chan struct{} { return e.leading.changed() }
+func (e *Elector) LeadingChanged() <-chan struct{} { return e.leading.Changed() }
 
-// Close ends the current term, if any, with cause ErrClosed and releases
+// Close ends the current term, if any, with cause election.ErrClosed and releases
 // it (clearing holderIdentity within RenewDeadline), aborts a pending
 // Campaign, and waits for the term's goroutines. Later Campaigns return
-// ErrClosed. Close is idempotent; Observe streams end with their own
+// election.ErrClosed. Close is idempotent; Observe streams end with their own
 // contexts.
-func (e *LeaseElector) Close() error {
+func (e *Elector) Close() error {
 	e.mu.Lock()
 	e.closed = true
 	cur := e.cur
@@ -246,20 +248,20 @@ func (e *LeaseElector) Close() error {
 		return nil
 	}
 	cur.leading.Store(false)
-	err := cur.releaseDetached(ErrClosed, e.cfg.RenewDeadline)
+	err := cur.term.ReleaseDetached(election.ErrClosed, e.cfg.RenewDeadline)
 	<-cur.exited
 	return err
 }
 
 // Config returns the configuration with defaults filled in.
-func (e *LeaseElector) Config() LeaseConfig { return e.cfg }
+func (e *Elector) Config() Config { return e.cfg }
 
-// Leader implements Elector. It reads the Lease once. A holder counts as
+// Leader implements election.Elector. It reads the Lease once. A holder counts as
 // leader until the lease expires as judged by this candidate: it has to
 // see the record unchanged for the lease duration, so right after a crash
 // of the leader (or on the first read of a stale Lease) Leader still names
 // it, as a client-go candidate would.
-func (e *LeaseElector) Leader(ctx context.Context) (LeaderInfo, error) {
+func (e *Elector) Leader(ctx context.Context) (election.LeaderInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
 	defer cancel()
 	lease, err := e.leases.Get(ctx, e.cfg.Name, metav1.GetOptions{})
@@ -268,29 +270,29 @@ func (e *LeaseElector) Leader(ctx context.Context) (LeaderInfo, error) {
 	case apierrors.IsNotFound(err):
 		obs = e.note(nil, "")
 	case err != nil:
-		return LeaderInfo{}, fmt.Errorf("election: reading Lease %s/%s: %w", e.cfg.Namespace, e.cfg.Name, err)
+		return election.LeaderInfo{}, fmt.Errorf("election: reading Lease %s/%s: %w", e.cfg.Namespace, e.cfg.Name, err)
 	default:
 		obs = e.note(lease, lease.ResourceVersion)
 	}
 	info := obs.leader(e.clock.Now())
 	if info.IsZero() {
-		return LeaderInfo{}, ErrNoLeader
+		return election.LeaderInfo{}, election.ErrNoLeader
 	}
 	return info, nil
 }
 
-// Observe implements Elector. It watches the Lease (polling every
+// Observe implements election.Elector. It watches the Lease (polling every
 // RetryPeriod while the watch fails) and reports "no leader" when the lease
 // is released, deleted, or expires by this candidate's clock; expiry is a
 // timer at the expiry instant, not a poll.
-func (e *LeaseElector) Observe(ctx context.Context) <-chan LeaderInfo {
-	out := make(chan LeaderInfo)
-	var v event.Value[LeaderInfo]
+func (e *Elector) Observe(ctx context.Context) <-chan election.LeaderInfo {
+	out := make(chan election.LeaderInfo)
+	var v event.Value[election.LeaderInfo]
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		var last LeaderInfo
+		var last election.LeaderInfo
 		first := true
 		_ = e.follow(ctx, func(_ context.Context, o observation) followAction {
 			now := e.clock.Now()
@@ -328,18 +330,18 @@ func (e *LeaseElector) Observe(ctx context.Context) <-chan LeaderInfo {
 	return out
 }
 
-// Campaign implements Elector. It blocks until this candidate holds the
+// Campaign implements election.Elector. It blocks until this candidate holds the
 // Lease, following it by a watch: a released lease is taken as soon as the
 // release is seen, an expired one when the expiry timer fires. The term it
-// returns implements Expiring; it ends with ErrLeadershipLost once
+// returns implements election.Expiring; it ends with election.ErrLeadershipLost once
 // ValidUntil passes without a successful renewal, or when another holder
 // is found in the Lease. ctx bounds the wait only: the term outlives it
-// and ends through Resign, a loss, or Close. It returns ErrClosed after
+// and ends through Resign, a loss, or Close. It returns election.ErrClosed after
 // Close.
 //
 // A new term's token is leaseTransitions + 1 after this candidate
 // incremented leaseTransitions to acquire it.
-func (e *LeaseElector) Campaign(ctx context.Context) (Leadership, error) {
+func (e *Elector) Campaign(ctx context.Context) (election.Leadership, error) {
 	if !e.campaigning.TryLock() {
 		return nil, errors.New("election: Campaign already in progress on this candidate")
 	}
@@ -348,15 +350,15 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Leadership, error) {
 	closed := e.closed
 	e.mu.Unlock()
 	if closed {
-		return nil, ErrClosed
+		return nil, election.ErrClosed
 	}
 	// The wait also ends when the elector closes.
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stop := context.AfterFunc(e.ctx, func() { cancel(ErrClosed) })
+	stop := context.AfterFunc(e.ctx, func() { cancel(election.ErrClosed) })
 	defer stop()
 	if prev := e.current(); prev != nil {
-		if !prev.ended() {
+		if !prev.term.Ended() {
 			return nil, errors.New("election: Campaign while leading; resign first")
 		}
 		select { // the previous term's release must finish first
@@ -390,15 +392,15 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Leadership, error) {
 }
 
 // campaignErr is Campaign's error once its wait context ended.
-func (e *LeaseElector) campaignErr(cctx context.Context) error {
-	if errors.Is(context.Cause(cctx), ErrClosed) {
-		return ErrClosed
+func (e *Elector) campaignErr(cctx context.Context) error {
+	if errors.Is(context.Cause(cctx), election.ErrClosed) {
+		return election.ErrClosed
 	}
 	return fmt.Errorf("election: campaign: %w", cctx.Err())
 }
 
 // campaignOnce follows the Lease until this candidate acquires it.
-func (e *LeaseElector) campaignOnce(ctx context.Context, log logr.Logger) (*leaseTerm, error) {
+func (e *Elector) campaignOnce(ctx context.Context, log logr.Logger) (*leaseTerm, error) {
 	var won *leaseTerm
 	err := e.follow(ctx, func(ctx context.Context, o observation) followAction {
 		now := e.clock.Now()
@@ -443,7 +445,7 @@ func (e *LeaseElector) campaignOnce(ctx context.Context, log logr.Logger) (*leas
 // tryAcquire writes this candidate into the Lease as the new holder, with
 // leaseTransitions incremented, using o's resourceVersion so that a
 // concurrent writer makes one of the two fail with a conflict.
-func (e *LeaseElector) tryAcquire(ctx context.Context, o observation) (*leaseTerm, error) {
+func (e *Elector) tryAcquire(ctx context.Context, o observation) (*leaseTerm, error) {
 	if o.rec.Transitions == math.MaxInt32 {
 		return nil, errors.New("election: Lease leaseTransitions is at its maximum")
 	}
@@ -485,7 +487,7 @@ func (e *LeaseElector) tryAcquire(ctx context.Context, o observation) (*leaseTer
 }
 
 // current returns the current or last term.
-func (e *LeaseElector) current() *leaseTerm {
+func (e *Elector) current() *leaseTerm {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.cur
@@ -495,7 +497,7 @@ func (e *LeaseElector) current() *leaseTerm {
 // rv, and returns the newest observation. A state older than one already
 // seen is ignored; a record different from the last one restarts the
 // expiry clock.
-func (e *LeaseElector) note(lease *coordinationv1.Lease, rv string) observation {
+func (e *Elector) note(lease *coordinationv1.Lease, rv string) observation {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.obs.known && olderRV(rv, e.obs.rv) {
@@ -519,7 +521,7 @@ func (e *LeaseElector) note(lease *coordinationv1.Lease, rv string) observation 
 }
 
 // snapshot returns the newest observation.
-func (e *LeaseElector) snapshot() observation {
+func (e *Elector) snapshot() observation {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.obs

@@ -1,8 +1,10 @@
-package election
+package etcd
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/reconkit/reconkit/election"
 )
 
 // FuzzDecodeIdentity feeds arbitrary leader-key values, as any process
@@ -35,7 +37,7 @@ func FuzzDecodeIdentity(f *testing.F) {
 }
 
 func TestValidateIdentityAcceptsDefault(t *testing.T) {
-	if err := validateIdentity(DefaultIdentity()); err != nil {
+	if err := validateIdentity(election.DefaultIdentity()); err != nil {
 		t.Fatal(err)
 	}
 }

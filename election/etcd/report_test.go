@@ -1,4 +1,4 @@
-package election_test
+package etcd_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/reconkit/reconkit/election"
 	"github.com/reconkit/reconkit/election/electiontest"
+	"github.com/reconkit/reconkit/election/etcd"
 	"github.com/reconkit/reconkit/internal/testenv"
 )
 
@@ -110,14 +111,14 @@ func is(ev election.Event) func(election.Observation) bool {
 // elector on real etcd: acquisition with latency and handover, renewals
 // with slack, resignation, and a loss.
 func TestEtcdMetricsAndEvents(t *testing.T) {
-	etcd := testenv.Etcd(t)
-	admin := etcd.Client(t)
+	srv := testenv.Etcd(t)
+	admin := srv.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const ttl = 3 * time.Second
 	ha, hb := newHooks(), newHooks()
-	mk := func(id string, h *hooks) *election.EtcdElector {
-		e, err := election.NewEtcd(election.EtcdConfig{Client: etcd.Client(t), Prefix: "/metrics", Identity: id, SessionTTL: ttl, Metrics: h, Events: h})
+	mk := func(id string, h *hooks) *etcd.Elector {
+		e, err := etcd.New(etcd.Config{Client: srv.Client(t), Prefix: "/metrics", Identity: id, SessionTTL: ttl, Metrics: h, Events: h})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = e.Close() })
 		return e
@@ -166,76 +167,10 @@ func TestEtcdMetricsAndEvents(t *testing.T) {
 	require.GreaterOrEqual(t, acqB.Latency, acqB.Handover)
 
 	// Lost: the session is revoked from outside.
-	_, err = admin.Revoke(ctx, lb.(*election.EtcdLeadership).Lease())
+	_, err = admin.Revoke(ctx, lb.(*etcd.Leadership).Lease())
 	require.NoError(t, err)
 	lost := hb.await(t, ctx, "b lost", is(election.EventLost))
 	require.ErrorIs(t, lost.Err, election.ErrLeadershipLost)
 	require.Equal(t, []string{"Normal LeaderElected", "Normal Resigned"}, ha.eventList())
 	require.Equal(t, []string{"Normal LeaderElected", "Warning LeadershipLost"}, hb.eventList())
-}
-
-// TestLeaseMetricsEventsAndHealthWithHungServer runs the Lease elector on
-// the real apiserver with its traffic through a proxy that is then cut (a
-// hung server, no answer): the health check is healthy while the holder is
-// within ValidUntil and once its term ended; the loss is observed with a
-// Warning event, and the successor's acquisition with its handover.
-func TestLeaseMetricsEventsAndHealthWithHungServer(t *testing.T) {
-	a := apiServer(t)
-	p := testenv.Proxy(t, a.Addr())
-	name := uniqueName("metrics")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	ha, hb := newHooks(), newHooks()
-	leader := newLease(t, a.ConfigFor(p.Addr()), name, func(c *election.LeaseConfig) { c.Metrics, c.Events = ha, ha })
-	follower := newLease(t, a.Config(), name, func(c *election.LeaseConfig) { c.Metrics, c.Events = hb, hb })
-	t.Cleanup(func() { _ = follower.Close() })
-	t.Cleanup(func() { _ = leader.Close() })
-	hc := leader.HealthCheck(0)
-	require.NoError(t, hc.Check(nil), "before the first term")
-
-	l, err := leader.Campaign(ctx)
-	require.NoError(t, err)
-	acq := ha.await(t, ctx, "acquired", is(election.EventAcquired))
-	require.Equal(t, "lease", acq.Backend)
-	require.Equal(t, testNamespace+"/"+name, acq.Election)
-	require.Equal(t, l.Token(), acq.Token)
-	ren := ha.await(t, ctx, "renewed", is(election.EventRenewed))
-	require.Positive(t, ren.Slack)
-	require.LessOrEqual(t, ren.Slack, testRenewDeadline)
-	require.NoError(t, hc.Check(nil), "leading within ValidUntil")
-
-	won := make(chan election.Leadership, 1)
-	go func() {
-		lf, err := follower.Campaign(ctx)
-		if err == nil {
-			won <- lf
-		}
-	}()
-	_, err = electiontest.WaitLeader(ctx, follower, leader.Identity())
-	require.NoError(t, err)
-
-	p.Cut()
-	if time.Now().Before(l.(election.Expiring).ValidUntil()) {
-		require.NoError(t, hc.Check(nil), "hung server, holder within ValidUntil")
-	}
-	cause, err := electiontest.WaitTermEnded(ctx, l)
-	require.NoError(t, err)
-	require.ErrorIs(t, cause, election.ErrLeadershipLost)
-	require.NoError(t, hc.Check(nil), "after the term ended the holder no longer leads")
-	lost := ha.await(t, ctx, "lost", is(election.EventLost))
-	require.ErrorIs(t, lost.Err, election.ErrLeadershipLost)
-	require.Equal(t, []string{"Normal LeaderElected", "Warning LeadershipLost"}, ha.eventList())
-
-	var lf election.Leadership
-	select {
-	case lf = <-won:
-	case <-ctx.Done():
-		require.FailNow(t, "the follower did not take over")
-	}
-	acqB := hb.await(t, ctx, "follower acquired", is(election.EventAcquired))
-	require.Positive(t, acqB.Handover, "the follower timed the lease's expiry")
-	p.Restore()
-	require.NoError(t, lf.Resign(ctx))
-	hb.await(t, ctx, "follower resigned", is(election.EventResigned))
-	require.Equal(t, []string{"Normal LeaderElected", "Normal Resigned"}, hb.eventList())
 }

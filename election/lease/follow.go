@@ -1,4 +1,4 @@
-package election
+package lease
 
 import (
 	"context"
@@ -31,7 +31,7 @@ type followAction struct {
 //
 // step runs on the calling goroutine. follow returns nil when step says
 // done, or ctx.Err() when ctx ends.
-func (e *LeaseElector) follow(ctx context.Context, step func(context.Context, observation) followAction) error {
+func (e *Elector) follow(ctx context.Context, step func(context.Context, observation) followAction) error {
 	log := logr.FromContextOrDiscard(ctx).WithValues("lease", e.cfg.Namespace+"/"+e.cfg.Name)
 	f := follower{e: e, ctx: ctx, log: log}
 	defer f.stop()
@@ -108,7 +108,7 @@ func (e *LeaseElector) follow(ctx context.Context, step func(context.Context, ob
 
 // follower is the state of one follow loop.
 type follower struct {
-	e   *LeaseElector
+	e   *Elector
 	ctx context.Context
 	log logr.Logger
 

@@ -1,4 +1,4 @@
-package election
+package etcd
 
 import (
 	"context"
@@ -19,10 +19,12 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/reconkit/reconkit/backoff"
+	"github.com/reconkit/reconkit/election"
 	"github.com/reconkit/reconkit/internal/event"
+	"github.com/reconkit/reconkit/internal/term"
 )
 
-// Defaults of EtcdConfig.
+// Defaults of Config.
 const (
 	// DefaultSessionTTL is the TTL of the etcd lease behind each term.
 	//
@@ -36,18 +38,17 @@ const (
 	// process may stall for seconds, since a stall longer than TTL less
 	// the margin ends the term.
 	DefaultSessionTTL = 10 * time.Second
-	// DefaultEtcdReleaseTimeout bounds the lease revoke sent on Close and
-	// after a loss. It is
-	// short so that shutdown is not held up by an unreachable etcd; if it
-	// fails the lease simply expires after the TTL.
-	DefaultEtcdReleaseTimeout = 2 * time.Second
+	// DefaultReleaseTimeout bounds the lease revoke sent on Close and
+	// after a loss. It is short so that shutdown is not held up by an
+	// unreachable etcd; if it fails the lease simply expires after the TTL.
+	DefaultReleaseTimeout = 2 * time.Second
 )
 
 // maxIdentityLen bounds identities written to and read from etcd.
 const maxIdentityLen = 1024
 
-// EtcdConfig configures an EtcdElector.
-type EtcdConfig struct {
+// Config configures an Elector.
+type Config struct {
 	// Client is the etcd client. Required. The elector does not close it.
 	Client *clientv3.Client
 	// Prefix is the election's key prefix. Required. Candidates put their
@@ -56,7 +57,7 @@ type EtcdConfig struct {
 	// candidates of both kinds (and etcdctl elect) can share one election
 	// safely.
 	Prefix string
-	// Identity names this candidate. Empty means DefaultIdentity(). It must
+	// Identity names this candidate. Empty means election.DefaultIdentity(). It must
 	// be valid UTF-8 without control characters, at most 1024 bytes, and
 	// unique among the candidates.
 	Identity string
@@ -64,28 +65,28 @@ type EtcdConfig struct {
 	// at least 2s. Zero means DefaultSessionTTL.
 	SessionTTL time.Duration
 	// ReleaseTimeout bounds background releases. Zero means
-	// DefaultEtcdReleaseTimeout.
+	// DefaultReleaseTimeout.
 	ReleaseTimeout time.Duration
 	// Clock measures term validity. Nil means the real clock.
 	Clock clock.Clock
-	// Metrics receives an Observation at every acquisition, renewal
+	// Metrics receives an election.Observation at every acquisition, renewal
 	// attempt, loss and resignation (Backend "etcd", Election the
 	// prefix). Nil means none.
-	Metrics Metrics
+	Metrics election.Metrics
 	// Events receives LeaderElected, LeadershipLost (Warning) and
 	// Resigned events. Nil means none.
-	Events EventRecorder
+	Events election.EventRecorder
 }
 
-// EtcdElector is a candidate in an election on etcd. Create it with
-// NewEtcd; it is safe for concurrent use. Close it when done.
+// Elector is a candidate in an election on etcd. Create it with
+// New; it is safe for concurrent use. Close it when done.
 //
 // Each Campaign grants a fresh lease, keeps it alive with a
 // concurrency.Session, and puts the candidate's key under the prefix; the
 // candidate whose key has the lowest create revision leads. The term ends
 // when the key is deleted, the lease expires, or the lease cannot be
 // renewed before ValidUntil, whichever this candidate notices first.
-type EtcdElector struct {
+type Elector struct {
 	client         *clientv3.Client
 	keyPrefix      string
 	identity       string
@@ -93,7 +94,7 @@ type EtcdElector struct {
 	releaseTimeout time.Duration
 	margin         time.Duration
 	clock          clock.Clock
-	report         reporter
+	report         term.Reporter
 
 	ctx    context.Context // ends on Close
 	cancel context.CancelFunc
@@ -102,47 +103,44 @@ type EtcdElector struct {
 	mu          sync.Mutex
 	closed      bool
 	campaigning bool
-	cur         *EtcdLeadership
+	cur         *Leadership
 
-	leading leadingFlag
+	leading term.Flag
 }
 
-var _ Elector = (*EtcdElector)(nil)
+var _ election.Elector = (*Elector)(nil)
 
-// ErrInvalidConfig is wrapped by constructor errors for bad configuration.
-var ErrInvalidConfig = errors.New("election: invalid configuration")
-
-// NewEtcd validates cfg, fills its defaults and returns an elector.
-func NewEtcd(cfg EtcdConfig) (*EtcdElector, error) {
+// New validates cfg, fills its defaults and returns an elector.
+func New(cfg Config) (*Elector, error) {
 	if cfg.Client == nil {
-		return nil, fmt.Errorf("%w: etcd Client is nil", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: etcd Client is nil", election.ErrInvalidConfig)
 	}
 	if strings.TrimRight(cfg.Prefix, "/") == "" {
-		return nil, fmt.Errorf("%w: etcd Prefix %q is empty", ErrInvalidConfig, cfg.Prefix)
+		return nil, fmt.Errorf("%w: etcd Prefix %q is empty", election.ErrInvalidConfig, cfg.Prefix)
 	}
 	if cfg.Identity == "" {
-		cfg.Identity = DefaultIdentity()
+		cfg.Identity = election.DefaultIdentity()
 	}
 	if err := validateIdentity(cfg.Identity); err != nil {
-		return nil, fmt.Errorf("%w: Identity: %w", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("%w: Identity: %w", election.ErrInvalidConfig, err)
 	}
 	if cfg.SessionTTL == 0 {
 		cfg.SessionTTL = DefaultSessionTTL
 	}
 	if cfg.SessionTTL < 2*time.Second || cfg.SessionTTL%time.Second != 0 {
-		return nil, fmt.Errorf("%w: SessionTTL %v must be a whole number of seconds, at least 2s", ErrInvalidConfig, cfg.SessionTTL)
+		return nil, fmt.Errorf("%w: SessionTTL %v must be a whole number of seconds, at least 2s", election.ErrInvalidConfig, cfg.SessionTTL)
 	}
 	if cfg.ReleaseTimeout == 0 {
-		cfg.ReleaseTimeout = DefaultEtcdReleaseTimeout
+		cfg.ReleaseTimeout = DefaultReleaseTimeout
 	}
 	if cfg.ReleaseTimeout < 0 {
-		return nil, fmt.Errorf("%w: ReleaseTimeout %v is negative", ErrInvalidConfig, cfg.ReleaseTimeout)
+		return nil, fmt.Errorf("%w: ReleaseTimeout %v is negative", election.ErrInvalidConfig, cfg.ReleaseTimeout)
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &EtcdElector{
+	return &Elector{
 		client:         cfg.Client,
 		keyPrefix:      cfg.Prefix + "/",
 		identity:       cfg.Identity,
@@ -150,9 +148,9 @@ func NewEtcd(cfg EtcdConfig) (*EtcdElector, error) {
 		releaseTimeout: cfg.ReleaseTimeout,
 		margin:         etcdMargin(cfg.SessionTTL),
 		clock:          cfg.Clock,
-		report: reporter{
-			metrics: cfg.Metrics, events: cfg.Events,
-			backend: "etcd", election: cfg.Prefix, identity: cfg.Identity,
+		report: term.Reporter{
+			Metrics: cfg.Metrics, Events: cfg.Events,
+			Backend: "etcd", Election: cfg.Prefix, Identity: cfg.Identity,
 		},
 		ctx:    ctx,
 		cancel: cancel,
@@ -167,7 +165,7 @@ func etcdMargin(ttl time.Duration) time.Duration {
 }
 
 // track adds n goroutines to the wait group, unless the elector is closed.
-func (e *EtcdElector) track(n int) bool {
+func (e *Elector) track(n int) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
@@ -177,52 +175,52 @@ func (e *EtcdElector) track(n int) bool {
 	return true
 }
 
-// Identity implements Elector.
-func (e *EtcdElector) Identity() string { return e.identity }
+// Identity implements election.Elector.
+func (e *Elector) Identity() string { return e.identity }
 
 // Leading reports, without a request, whether this candidate holds a term
 // that is valid now: its context is live and the clock is before its
 // ValidUntil.
-func (e *EtcdElector) Leading() bool {
+func (e *Elector) Leading() bool {
 	e.mu.Lock()
 	cur := e.cur
 	e.mu.Unlock()
-	return cur != nil && !cur.ended() && e.clock.Now().Before(cur.ValidUntil())
+	return cur != nil && !cur.term.Ended() && e.clock.Now().Before(cur.ValidUntil())
 }
 
 // LeadingChanged returns a channel that is closed when this candidate next
 // starts or ends a term; read Leading after it is closed, and call
 // LeadingChanged again for the change after that. It costs no request and
 // no goroutine.
-func (e *EtcdElector) LeadingChanged() <-chan struct{} { return e.leading.changed() }
+func (e *Elector) LeadingChanged() <-chan struct{} { return e.leading.Changed() }
 
-// Close ends the current term, if any, with cause ErrClosed, releases it
+// Close ends the current term, if any, with cause election.ErrClosed, releases it
 // (orphaning the session and revoking its lease within ReleaseTimeout),
 // aborts pending Campaigns and Observes, and waits for every goroutine the
-// elector started. Later Campaigns return ErrClosed. Close is idempotent.
-func (e *EtcdElector) Close() error {
+// elector started. Later Campaigns return election.ErrClosed. Close is idempotent.
+func (e *Elector) Close() error {
 	e.mu.Lock()
 	e.closed = true
 	cur := e.cur
 	e.mu.Unlock()
 	var err error
 	if cur != nil {
-		err = cur.releaseDetached(ErrClosed, e.releaseTimeout)
+		err = cur.term.ReleaseDetached(election.ErrClosed, e.releaseTimeout)
 	}
 	e.cancel()
 	e.wg.Wait()
 	return err
 }
 
-// Campaign implements Elector. It returns an error at once if this
-// candidate already campaigns or leads, and ErrClosed after Close.
+// Campaign implements election.Elector. It returns an error at once if this
+// candidate already campaigns or leads, and election.ErrClosed after Close.
 //
 // When the wait ends, Campaign renews the lease and checks that its key
 // still exists with its create revision before it returns the term: etcd's
 // concurrency.Election.Campaign returns success even when the session
 // expired while it waited (etcd issue 19597); this one returns an error
-// wrapping ErrLeadershipLost instead.
-func (e *EtcdElector) Campaign(ctx context.Context) (Leadership, error) {
+// wrapping election.ErrLeadershipLost instead.
+func (e *Elector) Campaign(ctx context.Context) (election.Leadership, error) {
 	l, err := e.CampaignEtcd(ctx)
 	if err != nil {
 		return nil, err
@@ -233,7 +231,7 @@ func (e *EtcdElector) Campaign(ctx context.Context) (Leadership, error) {
 // CampaignEtcd is Campaign returning the concrete etcd term, for hosts that
 // need its Guard or Txn (a version gate's guarded status writes, say)
 // without a type assertion.
-func (e *EtcdElector) CampaignEtcd(ctx context.Context) (*EtcdLeadership, error) {
+func (e *Elector) CampaignEtcd(ctx context.Context) (*Leadership, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("election: campaign: %w", err)
 	}
@@ -241,8 +239,8 @@ func (e *EtcdElector) CampaignEtcd(ctx context.Context) (*EtcdLeadership, error)
 	switch {
 	case e.closed:
 		e.mu.Unlock()
-		return nil, ErrClosed
-	case e.campaigning || (e.cur != nil && !e.cur.ended()):
+		return nil, election.ErrClosed
+	case e.campaigning || (e.cur != nil && !e.cur.term.Ended()):
 		e.mu.Unlock()
 		return nil, fmt.Errorf("election: campaign: %s already campaigns or leads", e.identity)
 	}
@@ -258,13 +256,13 @@ func (e *EtcdElector) CampaignEtcd(ctx context.Context) (*EtcdLeadership, error)
 	// The wait also ends when the elector closes.
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stop := context.AfterFunc(e.ctx, func() { cancel(ErrClosed) })
+	stop := context.AfterFunc(e.ctx, func() { cancel(election.ErrClosed) })
 	defer stop()
 
 	l, vacated, err := e.campaignOnce(cctx, ctx)
 	if err != nil {
-		if errors.Is(context.Cause(cctx), ErrClosed) {
-			return nil, ErrClosed
+		if errors.Is(context.Cause(cctx), election.ErrClosed) {
+			return nil, election.ErrClosed
 		}
 		return nil, fmt.Errorf("election: campaign: %w", err)
 	}
@@ -272,19 +270,19 @@ func (e *EtcdElector) CampaignEtcd(ctx context.Context) (*EtcdLeadership, error)
 	closed := e.closed
 	if !closed {
 		e.cur = l
-		e.leading.follow(l.ctx)
+		e.leading.Follow(l.term.Context())
 	}
 	e.mu.Unlock()
 	if closed {
-		_ = l.releaseDetached(ErrClosed, e.releaseTimeout)
-		return nil, ErrClosed
+		_ = l.term.ReleaseDetached(election.ErrClosed, e.releaseTimeout)
+		return nil, election.ErrClosed
 	}
 	now := e.clock.Now()
 	var handover time.Duration
 	if !vacated.IsZero() {
 		handover = now.Sub(vacated)
 	}
-	e.report.acquired(l.token, now.Sub(begun), handover)
+	e.report.Acquired(l.term.Token(), now.Sub(begun), handover)
 	return l, nil
 }
 
@@ -292,7 +290,7 @@ func (e *EtcdElector) CampaignEtcd(ctx context.Context) (*EtcdLeadership, error)
 // parent lends the term its values (the logger), not its cancellation. It
 // also returns when the last predecessor's key was seen deleted (zero if
 // there was none).
-func (e *EtcdElector) campaignOnce(cctx, parent context.Context) (l *EtcdLeadership, vacated time.Time, err error) {
+func (e *Elector) campaignOnce(cctx, parent context.Context) (l *Leadership, vacated time.Time, err error) {
 	log := logr.FromContextOrDiscard(parent).WithValues("identity", e.identity)
 	grant, err := e.client.Grant(cctx, int64(e.ttl/time.Second))
 	if err != nil {
@@ -331,7 +329,7 @@ func (e *EtcdElector) campaignOnce(cctx, parent context.Context) (l *EtcdLeaders
 	wctx, wcancel := context.WithCancelCause(cctx)
 	defer wcancel(nil)
 	stopSess := context.AfterFunc(sess.Ctx(), func() {
-		wcancel(fmt.Errorf("%w: session ended while waiting", ErrLeadershipLost))
+		wcancel(fmt.Errorf("%w: session ended while waiting", election.ErrLeadershipLost))
 	})
 	defer stopSess()
 	vacated, err = e.waitDeletes(wctx, rev-1)
@@ -350,12 +348,12 @@ func (e *EtcdElector) campaignOnce(cctx, parent context.Context) (l *EtcdLeaders
 		return nil, time.Time{}, err
 	}
 
-	l = &EtcdLeadership{e: e, key: key, rev: rev, seen: seen, lease: lease, sess: sess, log: log}
+	l = &Leadership{e: e, key: key, rev: rev, seen: seen, lease: lease, sess: sess, log: log}
 	l.validUntil = validUntil
-	l.term = newTerm(parent, e.identity, Token(rev), l.release)
+	l.term = term.New(parent, e.identity, election.Token(rev), l.release)
 	l.renewed = make(chan struct{}, 1)
 	if !e.track(2) {
-		return nil, time.Time{}, ErrClosed // the deferred cleanup releases
+		return nil, time.Time{}, election.ErrClosed // the deferred cleanup releases
 	}
 	go l.keep()
 	go l.monitor()
@@ -367,11 +365,11 @@ func (e *EtcdElector) campaignOnce(cctx, parent context.Context) (l *EtcdLeaders
 // revision rev on that lease. It returns the instant until which the term
 // is known valid (start + TTL - margin) and the revision at which the key
 // was seen.
-func (e *EtcdElector) confirm(ctx context.Context, key string, rev int64, lease clientv3.LeaseID, start time.Time) (time.Time, int64, error) {
+func (e *Elector) confirm(ctx context.Context, key string, rev int64, lease clientv3.LeaseID, start time.Time) (time.Time, int64, error) {
 	ka, err := e.client.KeepAliveOnce(ctx, lease)
 	if err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return time.Time{}, 0, fmt.Errorf("%w: lease expired", ErrLeadershipLost)
+			return time.Time{}, 0, fmt.Errorf("%w: lease expired", election.ErrLeadershipLost)
 		}
 		return time.Time{}, 0, fmt.Errorf("renew lease: %w", err)
 	}
@@ -383,7 +381,7 @@ func (e *EtcdElector) confirm(ctx context.Context, key string, rev int64, lease 
 		return time.Time{}, 0, fmt.Errorf("check candidate key: %w", err)
 	}
 	if !resp.Succeeded {
-		return time.Time{}, 0, fmt.Errorf("%w: candidate key %s is gone", ErrLeadershipLost, key)
+		return time.Time{}, 0, fmt.Errorf("%w: candidate key %s is gone", election.ErrLeadershipLost, key)
 	}
 	ttl := time.Duration(ka.TTL) * time.Second
 	return start.Add(ttl - e.margin), resp.Header.Revision, nil
@@ -392,7 +390,7 @@ func (e *EtcdElector) confirm(ctx context.Context, key string, rev int64, lease 
 // waitDeletes waits until no key under the prefix has a create revision
 // up to maxRev (the keys of the candidates ahead). It returns when it saw
 // the last of them deleted, zero if there was none.
-func (e *EtcdElector) waitDeletes(ctx context.Context, maxRev int64) (time.Time, error) {
+func (e *Elector) waitDeletes(ctx context.Context, maxRev int64) (time.Time, error) {
 	opts := append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(maxRev), clientv3.WithKeysOnly())
 	var vacated time.Time
 	for {
@@ -412,7 +410,7 @@ func (e *EtcdElector) waitDeletes(ctx context.Context, maxRev int64) (time.Time,
 	}
 }
 
-func (e *EtcdElector) waitDelete(ctx context.Context, key string, rev int64) error {
+func (e *Elector) waitDelete(ctx context.Context, key string, rev int64) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	for wr := range e.client.Watch(wctx, key, clientv3.WithRev(rev)) {
@@ -432,7 +430,7 @@ func (e *EtcdElector) waitDelete(ctx context.Context, key string, rev int64) err
 }
 
 // revoke revokes lease within the release timeout, logging failures.
-func (e *EtcdElector) revoke(log logr.Logger, lease clientv3.LeaseID) {
+func (e *Elector) revoke(log logr.Logger, lease clientv3.LeaseID) {
 	ctx, cancel := context.WithTimeout(context.Background(), e.releaseTimeout)
 	defer cancel()
 	if _, err := e.client.Revoke(ctx, lease); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
@@ -440,32 +438,32 @@ func (e *EtcdElector) revoke(log logr.Logger, lease clientv3.LeaseID) {
 	}
 }
 
-// Leader implements Elector: the candidate whose key under the prefix has
+// Leader implements election.Elector: the candidate whose key under the prefix has
 // the lowest create revision leads; its token is that revision.
-func (e *EtcdElector) Leader(ctx context.Context) (LeaderInfo, error) {
+func (e *Elector) Leader(ctx context.Context) (election.LeaderInfo, error) {
 	resp, err := e.client.Get(ctx, e.keyPrefix, clientv3.WithFirstCreate()...)
 	if err != nil {
-		return LeaderInfo{}, fmt.Errorf("election: leader: %w", err)
+		return election.LeaderInfo{}, fmt.Errorf("election: leader: %w", err)
 	}
 	if len(resp.Kvs) == 0 {
-		return LeaderInfo{}, ErrNoLeader
+		return election.LeaderInfo{}, election.ErrNoLeader
 	}
 	return leaderOf(resp.Kvs[0]), nil
 }
 
-func leaderOf(kv *mvccpb.KeyValue) LeaderInfo {
-	return LeaderInfo{Identity: decodeIdentity(kv.Value), Token: Token(kv.CreateRevision)}
+func leaderOf(kv *mvccpb.KeyValue) election.LeaderInfo {
+	return election.LeaderInfo{Identity: decodeIdentity(kv.Value), Token: election.Token(kv.CreateRevision)}
 }
 
-// Observe implements Elector. It lists the prefix, then watches it and
+// Observe implements election.Elector. It lists the prefix, then watches it and
 // reads the leader again after every change; when the watch fails it lists
 // and watches again after a backoff. Observe's goroutines end when ctx
 // ends or the elector closes.
-func (e *EtcdElector) Observe(ctx context.Context) <-chan LeaderInfo {
-	ch := make(chan LeaderInfo)
+func (e *Elector) Observe(ctx context.Context) <-chan election.LeaderInfo {
+	ch := make(chan election.LeaderInfo)
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(e.ctx, cancel)
-	var v event.Value[LeaderInfo]
+	var v event.Value[election.LeaderInfo]
 	if !e.track(2) {
 		cancel()
 		stop()
@@ -487,7 +485,7 @@ func (e *EtcdElector) Observe(ctx context.Context) <-chan LeaderInfo {
 }
 
 // follow keeps v set to the current leader until ctx ends.
-func (e *EtcdElector) follow(ctx context.Context, v *event.Value[LeaderInfo]) {
+func (e *Elector) follow(ctx context.Context, v *event.Value[election.LeaderInfo]) {
 	for ctx.Err() == nil {
 		_ = backoff.Retry(ctx, func(ctx context.Context) error {
 			return e.followOnce(ctx, v)
@@ -497,13 +495,13 @@ func (e *EtcdElector) follow(ctx context.Context, v *event.Value[LeaderInfo]) {
 
 // followOnce lists and watches until the watch fails. It returns nil
 // (starting the backoff anew) if the watch had been healthy for a while.
-func (e *EtcdElector) followOnce(ctx context.Context, v *event.Value[LeaderInfo]) error {
+func (e *Elector) followOnce(ctx context.Context, v *event.Value[election.LeaderInfo]) error {
 	read := func() (int64, error) {
 		resp, err := e.client.Get(ctx, e.keyPrefix, clientv3.WithFirstCreate()...)
 		if err != nil {
 			return 0, err
 		}
-		info := LeaderInfo{}
+		info := election.LeaderInfo{}
 		if len(resp.Kvs) > 0 {
 			info = leaderOf(resp.Kvs[0])
 		}
@@ -542,10 +540,10 @@ func (e *EtcdElector) followOnce(ctx context.Context, v *event.Value[LeaderInfo]
 // forward sends v's states to ch, never blocking the writer of v and
 // always delivering the newest state last. It skips a state equal to the
 // one sent before.
-func forward(ctx context.Context, v *event.Value[LeaderInfo], ch chan<- LeaderInfo) {
+func forward(ctx context.Context, v *event.Value[election.LeaderInfo], ch chan<- election.LeaderInfo) {
 	w := v.Watch()
 	defer w.Close()
-	var last LeaderInfo
+	var last election.LeaderInfo
 	sent := false
 	for {
 		info, err := w.Get(ctx)
@@ -564,12 +562,12 @@ func forward(ctx context.Context, v *event.Value[LeaderInfo], ch chan<- LeaderIn
 	}
 }
 
-// EtcdLeadership is a term on etcd. Besides Leadership and Expiring it
+// Leadership is a term on etcd. Besides election.Leadership and election.Expiring it
 // offers the comparison and transactions that make etcd itself refuse a
 // write once the term has ended.
-type EtcdLeadership struct {
-	*term
-	e     *EtcdElector
+type Leadership struct {
+	term  *term.Term
+	e     *Elector
 	key   string
 	rev   int64
 	seen  int64 // a revision at which the key was confirmed
@@ -583,20 +581,20 @@ type EtcdLeadership struct {
 }
 
 var (
-	_ Leadership = (*EtcdLeadership)(nil)
-	_ Expiring   = (*EtcdLeadership)(nil)
+	_ election.Leadership = (*Leadership)(nil)
+	_ election.Expiring   = (*Leadership)(nil)
 )
 
 // Key returns the candidate's key, Prefix + "/" + lease ID in hex.
-func (l *EtcdLeadership) Key() string { return l.key }
+func (l *Leadership) Key() string { return l.key }
 
 // Lease returns the etcd lease the term's key is attached to.
-func (l *EtcdLeadership) Lease() clientv3.LeaseID { return l.lease }
+func (l *Leadership) Lease() clientv3.LeaseID { return l.lease }
 
-// ValidUntil implements Expiring: the start of the last successful lease
+// ValidUntil implements election.Expiring: the start of the last successful lease
 // renewal plus the TTL, less a margin (a tenth of the TTL, at least
 // 500ms). The term ends then unless a renewal succeeded in between.
-func (l *EtcdLeadership) ValidUntil() time.Time {
+func (l *Leadership) ValidUntil() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.validUntil
@@ -605,24 +603,24 @@ func (l *EtcdLeadership) ValidUntil() time.Time {
 // Guard returns the comparison that holds exactly while this term's key
 // exists: CreateRevision(Key()) == Token(). Put it in the If of every
 // leader-only transaction.
-func (l *EtcdLeadership) Guard() clientv3.Cmp {
+func (l *Leadership) Guard() clientv3.Cmp {
 	return clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.rev)
 }
 
 // Txn returns a transaction whose If always includes Guard, whether or not
-// the caller calls If. Its Commit returns an error wrapping ErrNotLeader,
+// the caller calls If. Its Commit returns an error wrapping election.ErrNotLeader,
 // without a round trip, when the term is known to have ended; otherwise a
 // response with Succeeded false means the guard or one of the caller's
 // comparisons failed (use GuardedTxn to tell which).
-func (l *EtcdLeadership) Txn(ctx context.Context) clientv3.Txn {
+func (l *Leadership) Txn(ctx context.Context) clientv3.Txn {
 	return &guardedTxn{l: l, txn: l.e.client.Txn(ctx)}
 }
 
 // GuardedTxn runs a transaction under the guard: if cmps all hold, thenOps
 // run, else elseOps, exactly as a plain transaction; but if the term has
-// ended it returns an error wrapping ErrNotLeader, and nothing runs. The
+// ended it returns an error wrapping election.ErrNotLeader, and nothing runs. The
 // response is that of the inner transaction.
-func (l *EtcdLeadership) GuardedTxn(ctx context.Context, cmps []clientv3.Cmp, thenOps, elseOps []clientv3.Op) (*clientv3.TxnResponse, error) {
+func (l *Leadership) GuardedTxn(ctx context.Context, cmps []clientv3.Cmp, thenOps, elseOps []clientv3.Op) (*clientv3.TxnResponse, error) {
 	if err := l.notLeader(); err != nil {
 		return nil, err
 	}
@@ -631,7 +629,7 @@ func (l *EtcdLeadership) GuardedTxn(ctx context.Context, cmps []clientv3.Cmp, th
 		return nil, err
 	}
 	if !resp.Succeeded {
-		return nil, fmt.Errorf("%w: term %d of %s has ended in etcd", ErrNotLeader, l.rev, l.Identity())
+		return nil, fmt.Errorf("%w: term %d of %s has ended in etcd", election.ErrNotLeader, l.rev, l.Identity())
 	}
 	inner := (*clientv3.TxnResponse)(resp.Responses[0].GetResponseTxn())
 	if inner == nil {
@@ -641,17 +639,17 @@ func (l *EtcdLeadership) GuardedTxn(ctx context.Context, cmps []clientv3.Cmp, th
 	return inner, nil
 }
 
-// notLeader returns an error wrapping ErrNotLeader if the term has ended.
-func (l *EtcdLeadership) notLeader() error {
-	if l.ended() {
-		return fmt.Errorf("%w: term %d of %s ended: %w", ErrNotLeader, l.rev, l.Identity(), context.Cause(l.ctx))
+// notLeader returns an error wrapping election.ErrNotLeader if the term has ended.
+func (l *Leadership) notLeader() error {
+	if l.term.Ended() {
+		return fmt.Errorf("%w: term %d of %s ended: %w", election.ErrNotLeader, l.rev, l.Identity(), context.Cause(l.term.Context()))
 	}
 	return nil
 }
 
 // release is the term's release hook: stop keeping the lease alive and
 // revoke it, which deletes the key and lets the next candidate win.
-func (l *EtcdLeadership) release(ctx context.Context) error {
+func (l *Leadership) release(ctx context.Context) error {
 	l.sess.Orphan()
 	if _, err := l.e.client.Revoke(ctx, l.lease); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return fmt.Errorf("election: release: revoke lease: %w", err)
@@ -663,7 +661,7 @@ func (l *EtcdLeadership) release(ctx context.Context) error {
 // keep renews the lease every TTL/3 with single keepalive requests, each
 // bounded by the current validity, and checks the key; it moves ValidUntil
 // forward on success and ends the term on definite loss.
-func (l *EtcdLeadership) keep() {
+func (l *Leadership) keep() {
 	defer l.e.wg.Done()
 	e := l.e
 	interval := e.ttl / 3
@@ -672,18 +670,18 @@ func (l *EtcdLeadership) keep() {
 	for {
 		t := e.clock.NewTimer(next)
 		select {
-		case <-l.done():
+		case <-l.term.Done():
 			t.Stop()
 			return
 		case <-t.C():
 		}
 		start := e.clock.Now()
 		slack := l.ValidUntil().Sub(start)
-		ctx, cancel := context.WithDeadline(l.ctx, time.Now().Add(slack))
+		ctx, cancel := context.WithDeadline(l.term.Context(), time.Now().Add(slack))
 		validUntil, _, err := e.confirm(ctx, l.key, l.rev, l.lease, start)
 		cancel()
-		if !l.ended() {
-			e.report.renewed(l.token, e.clock.Since(start), slack, err)
+		if !l.term.Ended() {
+			e.report.Renewed(l.term.Token(), e.clock.Since(start), slack, err)
 		}
 		switch {
 		case err == nil:
@@ -695,8 +693,8 @@ func (l *EtcdLeadership) keep() {
 			default:
 			}
 			next = interval
-		case errors.Is(err, ErrLeadershipLost):
-			l.lose(err)
+		case errors.Is(err, election.ErrLeadershipLost):
+			l.term.Lose(err)
 			return
 		default:
 			l.log.V(1).Info("Renewing the term failed; retrying", "error", err)
@@ -707,7 +705,7 @@ func (l *EtcdLeadership) keep() {
 
 // monitor ends the term when the session dies, the key is deleted, or the
 // validity runs out, and cleans up after the term ended.
-func (l *EtcdLeadership) monitor() {
+func (l *Leadership) monitor() {
 	defer l.e.wg.Done()
 	e := l.e
 	// clientv3's Watch blocks until the server has accepted the watch, for
@@ -741,11 +739,11 @@ func (l *EtcdLeadership) monitor() {
 		rewatch = e.clock.NewTimer(0)
 		rewatchC = rewatch.C()
 	}
-	for !l.ended() {
+	for !l.term.Ended() {
 		select {
-		case <-l.done():
+		case <-l.term.Done():
 		case <-l.sess.Done():
-			l.lose(errors.New("the etcd session ended"))
+			l.term.Lose(errors.New("the etcd session ended"))
 		case wch = <-started:
 			started = nil
 		case <-rewatchC:
@@ -753,7 +751,7 @@ func (l *EtcdLeadership) monitor() {
 			rev, err := l.checkKey()
 			switch {
 			case errors.Is(err, errTermKeyDeleted):
-				l.lose(errTermKeyDeleted)
+				l.term.Lose(errTermKeyDeleted)
 			case err != nil:
 				l.log.V(1).Info("Re-establishing the watch on the term's key failed; retrying", "error", err)
 				rewatch = e.clock.NewTimer(rewatchInterval)
@@ -770,7 +768,7 @@ func (l *EtcdLeadership) monitor() {
 			default:
 				for _, ev := range wr.Events {
 					if ev.Type == mvccpb.DELETE {
-						l.lose(errTermKeyDeleted)
+						l.term.Lose(errTermKeyDeleted)
 					}
 				}
 			}
@@ -779,17 +777,17 @@ func (l *EtcdLeadership) monitor() {
 			expiry = e.clock.NewTimer(l.ValidUntil().Sub(e.clock.Now()))
 		case <-expiry.C():
 			if !e.clock.Now().Before(l.ValidUntil()) {
-				l.lose(fmt.Errorf("lease not renewed for %v (TTL %v less margin)", e.ttl-e.margin, e.ttl))
+				l.term.Lose(fmt.Errorf("lease not renewed for %v (TTL %v less margin)", e.ttl-e.margin, e.ttl))
 			} else {
 				expiry = e.clock.NewTimer(l.ValidUntil().Sub(e.clock.Now()))
 			}
 		}
 	}
 	cancel()
-	cause := context.Cause(l.ctx)
+	cause := context.Cause(l.term.Context())
 	l.log.V(1).Info("Term ended", "token", l.rev, "cause", cause)
-	e.report.ended(l.token, cause)
-	if errors.Is(cause, ErrResigned) || errors.Is(cause, ErrClosed) {
+	e.report.Ended(l.term.Token(), cause)
+	if errors.Is(cause, election.ErrResigned) || errors.Is(cause, election.ErrClosed) {
 		return // the Resign or Close that ended the term releases it
 	}
 	// Lost: stop the keepalives and revoke, so that a lease still alive on
@@ -803,8 +801,8 @@ func (l *EtcdLeadership) monitor() {
 // goroutine tracked by wg, and returns a channel that receives the watch
 // channel once clientv3's Watch returned, and the watch's cancel. The
 // goroutine ends at the latest when the term context ends.
-func (l *EtcdLeadership) watchAsync(wg *sync.WaitGroup, rev int64) (<-chan clientv3.WatchChan, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(l.ctx))
+func (l *Leadership) watchAsync(wg *sync.WaitGroup, rev int64) (<-chan clientv3.WatchChan, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(l.term.Context()))
 	ch := make(chan clientv3.WatchChan, 1)
 	wg.Add(1)
 	go func() {
@@ -823,9 +821,9 @@ var errTermKeyDeleted = errors.New("the term's key was deleted")
 // checkKey checks, within the term's validity, that the term's key still
 // exists with the term's create revision, and returns the revision of the
 // check. It returns errTermKeyDeleted if the key is gone.
-func (l *EtcdLeadership) checkKey() (int64, error) {
+func (l *Leadership) checkKey() (int64, error) {
 	e := l.e
-	ctx, cancel := context.WithDeadline(l.ctx, time.Now().Add(max(l.ValidUntil().Sub(e.clock.Now()), 0)))
+	ctx, cancel := context.WithDeadline(l.term.Context(), time.Now().Add(max(l.ValidUntil().Sub(e.clock.Now()), 0)))
 	defer cancel()
 	resp, err := e.client.Get(clientv3.WithRequireLeader(ctx), l.key, clientv3.WithKeysOnly())
 	if err != nil {
@@ -839,7 +837,7 @@ func (l *EtcdLeadership) checkKey() (int64, error) {
 
 // guardedTxn is a clientv3.Txn whose If always includes the guard.
 type guardedTxn struct {
-	l   *EtcdLeadership
+	l   *Leadership
 	txn clientv3.Txn
 	cif bool
 }
@@ -911,3 +909,41 @@ func decodeIdentity(b []byte) string {
 	}
 	return "invalid:" + strconv.QuoteToASCII(string(b))
 }
+
+// Context implements election.Leadership: it ends the moment the term
+// ends; context.Cause tells why (election.ErrLeadershipLost,
+// election.ErrResigned or election.ErrClosed).
+func (l *Leadership) Context() context.Context { return l.term.Context() }
+
+// Token implements election.Leadership: the term's fencing token, the
+// revision at which the candidate's key was created.
+func (l *Leadership) Token() election.Token { return l.term.Token() }
+
+// Identity implements election.Leadership.
+func (l *Leadership) Identity() string { return l.term.Identity() }
+
+// Resign implements election.Leadership: it ends the term context, then
+// revokes the term's lease so that a successor takes over at once.
+func (l *Leadership) Resign(ctx context.Context) error { return l.term.Resign(ctx) }
+
+// HealthCheck returns the leadership health check of e with the given
+// grace (see election.NewHealthCheck).
+func (e *Elector) HealthCheck(grace time.Duration) *election.HealthCheck {
+	return election.NewHealthCheck(func() election.Leadership {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.cur != nil {
+			return e.cur
+		}
+		return nil
+	}, e.clock, grace)
+}
+
+// ValidNow reports whether the term may act at this instant: its context
+// is live and the elector's clock is before ValidUntil. The Kubernetes
+// write gate of package election/lease asks it.
+func (l *Leadership) ValidNow() bool {
+	return !l.term.Ended() && l.e.clock.Now().Before(l.ValidUntil())
+}
+
+var _ term.Validator = (*Leadership)(nil)

@@ -1,4 +1,4 @@
-package election_test
+package lease_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/reconkit/reconkit/election"
+	"github.com/reconkit/reconkit/election/lease"
 )
 
 // A candidate on a Kubernetes Lease (here on a fake clientset, so the
@@ -18,13 +19,13 @@ import (
 // In a real program, gate the leader's own writes, once per term, with
 // GuardedConfig:
 //
-//	cs := kubernetes.NewForConfigOrDie(election.GuardedConfig(restConfig, l))
+//	cs := kubernetes.NewForConfigOrDie(lease.GuardedConfig(restConfig, l))
 //
 // so that every mutating request fails with ErrNotLeader unless the term l
 // is valid at that moment. The elector's own client must stay ungated.
-func ExampleNewLease() {
+func ExampleNew() {
 	cs := fake.NewClientset()
-	e, err := election.NewLease(election.LeaseConfig{
+	e, err := lease.New(lease.Config{
 		Client:    cs,
 		Namespace: "kube-system",
 		Name:      "my-controller",

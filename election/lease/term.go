@@ -1,4 +1,4 @@
-package election
+package lease
 
 import (
 	"context"
@@ -12,6 +12,9 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/reconkit/reconkit/election"
+	"github.com/reconkit/reconkit/internal/term"
 )
 
 // errValidityExpired is the reason of a loss by ValidUntil.
@@ -20,8 +23,8 @@ var errValidityExpired = errors.New("no successful renewal before ValidUntil")
 // leaseTerm is one term on a Lease: the shared term plumbing plus the
 // renewal loop, the validity watchdog and the release.
 type leaseTerm struct {
-	*term
-	e *LeaseElector
+	term *term.Term
+	e    *Elector
 
 	// leading is the in-memory leader flag the write gate reads. It is
 	// dropped before the term's release is sent (Pinniped's releaseLock)
@@ -43,13 +46,13 @@ type leaseTerm struct {
 }
 
 var (
-	_ Leadership = (*leaseTerm)(nil)
-	_ Expiring   = (*leaseTerm)(nil)
+	_ election.Leadership = (*leaseTerm)(nil)
+	_ election.Expiring   = (*leaseTerm)(nil)
 )
 
 // newLeaseTerm makes the term for a Lease this candidate has just written as
 // holder; start is the local instant the write was sent.
-func newLeaseTerm(e *LeaseElector, lease *coordinationv1.Lease, start time.Time) *leaseTerm {
+func newLeaseTerm(e *Elector, lease *coordinationv1.Lease, start time.Time) *leaseTerm {
 	rec := recordFromSpec(&lease.Spec)
 	return &leaseTerm{
 		e:          e,
@@ -69,19 +72,19 @@ func newLeaseTerm(e *LeaseElector, lease *coordinationv1.Lease, start time.Time)
 // returned, since no caller will ever hold it.
 func (lt *leaseTerm) start(wait context.Context) error {
 	rec := recordFromSpec(&lt.lease.Spec)
-	lt.term = newTerm(wait, lt.e.cfg.Identity, rec.token(), lt.release)
+	lt.term = term.New(wait, lt.e.cfg.Identity, rec.token(), lt.release)
 	lt.leading.Store(true)
 	lt.e.mu.Lock()
 	lt.e.cur = lt
-	lt.e.leading.follow(lt.ctx)
+	lt.e.leading.Follow(lt.term.Context())
 	lt.e.mu.Unlock()
-	log := logr.FromContextOrDiscard(wait).WithValues("lease", lt.e.cfg.Namespace+"/"+lt.e.cfg.Name, "identity", lt.e.cfg.Identity, "token", lt.token)
+	log := logr.FromContextOrDiscard(wait).WithValues("lease", lt.e.cfg.Namespace+"/"+lt.e.cfg.Name, "identity", lt.e.cfg.Identity, "token", lt.term.Token())
 	now := lt.e.clock.Now()
 	var handover time.Duration
 	if !lt.vacated.IsZero() {
 		handover = now.Sub(lt.vacated)
 	}
-	lt.e.report.acquired(lt.token, now.Sub(lt.begun), handover)
+	lt.e.report.Acquired(lt.term.Token(), now.Sub(lt.begun), handover)
 	go func() {
 		defer close(lt.exited)
 		var wg sync.WaitGroup
@@ -89,7 +92,7 @@ func (lt *leaseTerm) start(wait context.Context) error {
 		go func() { defer wg.Done(); lt.renewLoop(log) }()
 		go func() { defer wg.Done(); lt.watchdog() }()
 		wg.Wait()
-		lt.e.report.ended(lt.token, context.Cause(lt.ctx))
+		lt.e.report.Ended(lt.term.Token(), context.Cause(lt.term.Context()))
 		close(lt.loopDone)
 	}()
 	if !lt.e.clock.Now().Before(lt.ValidUntil()) {
@@ -97,11 +100,11 @@ func (lt *leaseTerm) start(wait context.Context) error {
 		// term that is already invalid.
 		lt.lose(errValidityExpired)
 		<-lt.exited
-		return fmt.Errorf("election: campaign: %w: acquisition outlasted RenewDeadline", ErrLeadershipLost)
+		return fmt.Errorf("election: campaign: %w: acquisition outlasted RenewDeadline", election.ErrLeadershipLost)
 	}
 	if wait.Err() != nil {
 		lt.leading.Store(false)
-		if err := lt.releaseDetached(context.Cause(wait), lt.e.cfg.RenewDeadline); err != nil {
+		if err := lt.term.ReleaseDetached(context.Cause(wait), lt.e.cfg.RenewDeadline); err != nil {
 			log.Error(err, "releasing a lease taken as the campaign was cancelled")
 		}
 		<-lt.exited
@@ -109,6 +112,16 @@ func (lt *leaseTerm) start(wait context.Context) error {
 	}
 	return nil
 }
+
+// Context implements election.Leadership.
+func (lt *leaseTerm) Context() context.Context { return lt.term.Context() }
+
+// Token implements election.Leadership: the Lease's leaseTransitions at
+// the acquisition, plus one.
+func (lt *leaseTerm) Token() election.Token { return lt.term.Token() }
+
+// Identity implements election.Leadership.
+func (lt *leaseTerm) Identity() string { return lt.term.Identity() }
 
 // Resign implements Leadership: the term context ends and the leader flag
 // drops, the renewal loop stops, then holderIdentity is cleared (with
@@ -138,16 +151,16 @@ func (lt *leaseTerm) ValidUntil() time.Time {
 	return lt.validUntil
 }
 
-// validNow reports whether the term may act now: flag set, context live,
+// ValidNow implements term.Validator: whether the term may act now: flag set, context live,
 // and the clock before ValidUntil.
-func (lt *leaseTerm) validNow() bool {
-	return lt.leading.Load() && !lt.ended() && lt.e.clock.Now().Before(lt.ValidUntil())
+func (lt *leaseTerm) ValidNow() bool {
+	return lt.leading.Load() && !lt.term.Ended() && lt.e.clock.Now().Before(lt.ValidUntil())
 }
 
 // lose drops the flag and ends the term as lost.
 func (lt *leaseTerm) lose(reason error) {
 	lt.leading.Store(false)
-	lt.term.lose(reason)
+	lt.term.Lose(reason)
 }
 
 // renewLoop renews the lease every RetryPeriod until the term ends.
@@ -165,7 +178,7 @@ func (lt *leaseTerm) renewLoop(log logr.Logger) {
 		slack := lt.ValidUntil().Sub(start)
 		err := lt.renew(ctx)
 		if ctx.Err() == nil {
-			lt.e.report.renewed(lt.token, lt.e.clock.Since(start), slack, err)
+			lt.e.report.Renewed(lt.term.Token(), lt.e.clock.Since(start), slack, err)
 		}
 		if err != nil && ctx.Err() == nil {
 			log.V(1).Info("renewing the lease failed; retrying", "err", err, "validUntil", lt.ValidUntil())
@@ -222,7 +235,7 @@ func (lt *leaseTerm) reread(ctx context.Context) error {
 	if !lt.owns(cur) {
 		holder := recordFromSpec(&cur.Spec).Holder
 		lt.lose(fmt.Errorf("the Lease is now held by %q", holder))
-		return ErrLeadershipLost
+		return election.ErrLeadershipLost
 	}
 	lt.mu.Lock()
 	lt.lease = cur
@@ -243,18 +256,18 @@ var errPreempted = errors.New("the Lease names another preferred holder (Coordin
 // it the lease simply expires, since renewals stop.
 func (lt *leaseTerm) yieldIfPreempted(l *coordinationv1.Lease) {
 	rec := recordFromSpec(&l.Spec)
-	if rec.PreferredHolder == "" || rec.PreferredHolder == lt.identity {
+	if rec.PreferredHolder == "" || rec.PreferredHolder == lt.term.Identity() {
 		return
 	}
 	lt.leading.Store(false)
-	lt.term.cancel(fmt.Errorf("%w: %w: %q", ErrLeadershipLost, errPreempted, rec.PreferredHolder))
+	lt.term.Yield(fmt.Errorf("%w: %q", errPreempted, rec.PreferredHolder))
 }
 
 // owns reports whether l still records this term: our identity as holder
 // and the transition count of our acquisition.
 func (lt *leaseTerm) owns(l *coordinationv1.Lease) bool {
 	rec := recordFromSpec(&l.Spec)
-	return rec.Holder == lt.identity && rec.token() == lt.token
+	return rec.Holder == lt.term.Identity() && rec.token() == lt.term.Token()
 }
 
 // extend records a successful renewal sent at start.

@@ -1,4 +1,4 @@
-package election_test
+package etcd_test
 
 import (
 	"context"
@@ -34,9 +34,9 @@ func logSignal(t *testing.T, substr string) (context.Context, <-chan struct{}) {
 // cluster recovered ends the term through the watch, at once, not at the
 // next renewal (a third of a 300s TTL away).
 func TestEtcdTermWatchReestablishedAfterLeaderLoss(t *testing.T) {
-	etcd := testenv.Etcd(t, testenv.Members(3))
-	cli := testenv.NewEtcdClient(t, etcd.Members[0].ClientAddr())
-	admin := testenv.NewEtcdClient(t, etcd.Members[0].ClientAddr())
+	srv := testenv.Etcd(t, testenv.Members(3))
+	cli := testenv.NewEtcdClient(t, srv.Members[0].ClientAddr())
+	admin := testenv.NewEtcdClient(t, srv.Members[0].ClientAddr())
 	ctx, watchEnded := logSignal(t, "Watching the term's key ended")
 	e := newEtcd(t, cli, "/rewatch", "a", 300*time.Second)
 	lctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -45,15 +45,15 @@ func TestEtcdTermWatchReestablishedAfterLeaderLoss(t *testing.T) {
 	require.NoError(t, err)
 
 	// Without a quorum, member 0 has no leader and cancels the watch.
-	require.NoError(t, etcd.Members[1].Pause())
-	require.NoError(t, etcd.Members[2].Pause())
+	require.NoError(t, srv.Members[1].Pause())
+	require.NoError(t, srv.Members[2].Pause())
 	select {
 	case <-watchEnded:
 	case <-time.After(time.Minute):
 		t.Fatal("the term's watch did not end while its member had no leader")
 	}
-	require.NoError(t, etcd.Members[1].Resume())
-	require.NoError(t, etcd.Members[2].Resume())
+	require.NoError(t, srv.Members[1].Resume())
+	require.NoError(t, srv.Members[2].Resume())
 	require.Eventually(t, func() bool {
 		dctx, dcancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer dcancel()
@@ -74,10 +74,10 @@ func TestEtcdTermWatchReestablishedAfterLeaderLoss(t *testing.T) {
 // A Resign that fails (etcd unreachable) returns its error, and can be
 // retried: the retry revokes the lease, and only then returns nil.
 func TestEtcdResignFailsThenRetries(t *testing.T) {
-	etcd := testenv.Etcd(t)
-	proxy := testenv.Proxy(t, etcd.Members[0].ClientAddr())
+	srv := testenv.Etcd(t)
+	proxy := testenv.Proxy(t, srv.Members[0].ClientAddr())
 	cli := testenv.NewEtcdClient(t, proxy.Addr())
-	admin := etcd.Client(t)
+	admin := srv.Client(t)
 	e := newEtcd(t, cli, "/resign-retry", "a", 30*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -108,8 +108,8 @@ func TestEtcdResignFailsThenRetries(t *testing.T) {
 
 // Both electors report leadership without a request and signal changes.
 func TestEtcdLeadingAndLeadingChanged(t *testing.T) {
-	etcd := testenv.Etcd(t)
-	e := newEtcd(t, etcd.Client(t), "/leading", "a", 10*time.Second)
+	srv := testenv.Etcd(t)
+	e := newEtcd(t, srv.Client(t), "/leading", "a", 10*time.Second)
 	require.False(t, e.Leading())
 	changed := e.LeadingChanged()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -124,4 +124,14 @@ func TestEtcdLeadingAndLeadingChanged(t *testing.T) {
 	requireClosedWithin(t, ctx, changed, "LeadingChanged after Resign")
 	require.False(t, e.Leading())
 	require.NoError(t, electiontest.WaitNotLeading(ctx, e))
+}
+
+// requireClosedWithin waits for ch to be closed, failing when ctx ends.
+func requireClosedWithin(t *testing.T, ctx context.Context, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-ctx.Done():
+		require.FailNow(t, "timed out", "%s: channel not closed: %v", what, context.Cause(ctx))
+	}
 }

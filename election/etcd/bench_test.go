@@ -1,4 +1,4 @@
-package election_test
+package etcd_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reconkit/reconkit/election"
+	"github.com/reconkit/reconkit/election/etcd"
 	"github.com/reconkit/reconkit/internal/testenv"
 )
 
@@ -32,7 +33,7 @@ func reportQuantiles(b *testing.B, prefix string, ds []time.Duration) {
 // starts is recorded. Two candidates alternate. At least 50 handovers run
 // whatever b.N is; use -benchtime=200x for more.
 func BenchmarkEtcdHandover(b *testing.B) {
-	etcd := testenv.Etcd(b)
+	srv := testenv.Etcd(b)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	rounds := max(b.N, 50)
@@ -67,7 +68,7 @@ func BenchmarkEtcdHandover(b *testing.B) {
 	}
 	var wg sync.WaitGroup
 	for _, id := range []string{"a", "b"} {
-		e, err := election.NewEtcd(election.EtcdConfig{Client: etcd.Client(b), Prefix: "/bench-handover", Identity: id})
+		e, err := etcd.New(etcd.Config{Client: srv.Client(b), Prefix: "/bench-handover", Identity: id})
 		require.NoError(b, err)
 		defer e.Close()
 		wg.Add(1)
@@ -102,8 +103,8 @@ func BenchmarkEtcdHandover(b *testing.B) {
 // one round trip, plus the up to 500ms etcd takes to notice an expired
 // lease. One failover per iteration; use -benchtime=20x.
 func BenchmarkEtcdCrashFailover(b *testing.B) {
-	etcd := testenv.Etcd(b)
-	cli := etcd.Client(b)
+	srv := testenv.Etcd(b)
+	cli := srv.Client(b)
 	const ttl = 2 * time.Second
 	var rtts []time.Duration
 	for range 20 {
@@ -121,7 +122,7 @@ func BenchmarkEtcdCrashFailover(b *testing.B) {
 		b.StopTimer()
 		prefix := "/bench-crash/" + string(rune('a'+i%26)) + time.Now().Format("150405.000000")
 		b.StartTimer()
-		d, _, _ := crashFailover(b, cli, etcd.Endpoints()[0], prefix, ttl, rand.N(ttl/3))
+		d, _, _ := crashFailover(b, cli, srv.Endpoints()[0], prefix, ttl, rand.N(ttl/3))
 		samples = append(samples, d)
 	}
 	b.StopTimer()

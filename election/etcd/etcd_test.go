@@ -1,4 +1,4 @@
-package election_test
+package etcd_test
 
 import (
 	"bufio"
@@ -17,55 +17,59 @@ import (
 
 	"github.com/reconkit/reconkit/election"
 	"github.com/reconkit/reconkit/election/electiontest"
+	"github.com/reconkit/reconkit/election/etcd"
 	"github.com/reconkit/reconkit/internal/testenv"
 )
+
+// Both backends offer the cheap leader state electiontest waits on.
+var _ electiontest.LeadingReporter = (*etcd.Elector)(nil)
 
 // capturing remembers the last term its elector won, so a test can kill
 // that term's session.
 type capturing struct {
-	*election.EtcdElector
+	*etcd.Elector
 	proxy *testenv.ProxyServer // in front of the elector's client, when it has one
 	mu    sync.Mutex
-	last  *election.EtcdLeadership
+	last  *etcd.Leadership
 }
 
 func (c *capturing) Campaign(ctx context.Context) (election.Leadership, error) {
-	l, err := c.EtcdElector.Campaign(ctx)
+	l, err := c.Elector.Campaign(ctx)
 	if err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
-	c.last = l.(*election.EtcdLeadership)
+	c.last = l.(*etcd.Leadership)
 	c.mu.Unlock()
 	return l, nil
 }
 
-func (c *capturing) lastTerm() *election.EtcdLeadership {
+func (c *capturing) lastTerm() *etcd.Leadership {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.last
 }
 
-func newEtcd(t *testing.T, cli *clientv3.Client, prefix, identity string, ttl time.Duration) *election.EtcdElector {
+func newEtcd(t *testing.T, cli *clientv3.Client, prefix, identity string, ttl time.Duration) *etcd.Elector {
 	t.Helper()
-	e, err := election.NewEtcd(election.EtcdConfig{Client: cli, Prefix: prefix, Identity: identity, SessionTTL: ttl})
+	e, err := etcd.New(etcd.Config{Client: cli, Prefix: prefix, Identity: identity, SessionTTL: ttl})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = e.Close() })
 	return e
 }
 
 func TestEtcdConformance(t *testing.T) {
-	etcd := testenv.Etcd(t)
-	admin := etcd.Client(t)
+	srv := testenv.Etcd(t)
+	admin := srv.Client(t)
 	electiontest.Run(t, func(t *testing.T) electiontest.Subject {
 		prefix := "/conformance/" + t.Name()
 		return electiontest.Subject{
 			NewCandidate: func(t *testing.T) election.Elector {
 				// Each candidate talks to etcd through its own proxy, so
 				// that Partition cuts it off alone.
-				p := testenv.Proxy(t, etcd.Members[0].ClientAddr())
+				p := testenv.Proxy(t, srv.Members[0].ClientAddr())
 				cli := testenv.NewEtcdClient(t, p.Addr())
-				return &capturing{EtcdElector: newEtcd(t, cli, prefix, "", 5*time.Second), proxy: p}
+				return &capturing{Elector: newEtcd(t, cli, prefix, "", 5*time.Second), proxy: p}
 			},
 			KillSession: func(t *testing.T, c election.Elector) {
 				l := c.(*capturing).lastTerm()
@@ -84,13 +88,13 @@ func TestEtcdConformance(t *testing.T) {
 }
 
 func TestEtcdGuardRefusesWritesAfterResign(t *testing.T) {
-	etcd := testenv.Etcd(t)
-	cli := etcd.Client(t)
+	srv := testenv.Etcd(t)
+	cli := srv.Client(t)
 	ctx := context.Background()
 	e := newEtcd(t, cli, "/guard", "a", 5*time.Second)
 	l, err := e.Campaign(ctx)
 	require.NoError(t, err)
-	el := l.(*election.EtcdLeadership)
+	el := l.(*etcd.Leadership)
 	require.Equal(t, election.Token(mustCreateRev(t, cli, el.Key())), el.Token())
 
 	resp, err := el.GuardedTxn(ctx, nil, []clientv3.Op{clientv3.OpPut("/data", "1")}, nil)
@@ -131,11 +135,11 @@ func mustCreateRev(t *testing.T, cli *clientv3.Client, key string) int64 {
 // it waits must not be told it leads once its predecessor goes (etcd's
 // own Campaign returns success then; etcd issue 19597).
 func TestEtcdCampaignOnExpiredSession(t *testing.T) {
-	etcd := testenv.Etcd(t)
-	cli := etcd.Client(t)
+	srv := testenv.Etcd(t)
+	cli := srv.Client(t)
 	ctx := context.Background()
 	a := newEtcd(t, cli, "/expired", "a", 5*time.Second)
-	b := &capturing{EtcdElector: newEtcd(t, cli, "/expired", "b", 5*time.Second)}
+	b := &capturing{Elector: newEtcd(t, cli, "/expired", "b", 5*time.Second)}
 	la, err := a.Campaign(ctx)
 	require.NoError(t, err)
 
@@ -190,7 +194,7 @@ func TestEtcdHelperCandidate(t *testing.T) {
 	ttl, err := strconv.Atoi(parts[2])
 	require.NoError(t, err)
 	cli := testenv.NewEtcdClient(t, parts[0])
-	e, err := election.NewEtcd(election.EtcdConfig{Client: cli, Prefix: parts[1], Identity: "crasher", SessionTTL: time.Duration(ttl) * time.Second})
+	e, err := etcd.New(etcd.Config{Client: cli, Prefix: parts[1], Identity: "crasher", SessionTTL: time.Duration(ttl) * time.Second})
 	require.NoError(t, err)
 	l, err := e.Campaign(context.Background())
 	require.NoError(t, err)
@@ -253,7 +257,7 @@ func startCandidate(tb testing.TB, endpoint, prefix string, ttl time.Duration) *
 func crashFailover(tb testing.TB, cli *clientv3.Client, endpoint, prefix string, ttl, crashAfter time.Duration) (time.Duration, election.Token, election.Token) {
 	tb.Helper()
 	p := startCandidate(tb, endpoint, prefix, ttl)
-	e, err := election.NewEtcd(election.EtcdConfig{Client: cli, Prefix: prefix, Identity: "successor", SessionTTL: ttl})
+	e, err := etcd.New(etcd.Config{Client: cli, Prefix: prefix, Identity: "successor", SessionTTL: ttl})
 	require.NoError(tb, err)
 	defer e.Close()
 	won := make(chan election.Leadership, 1)
@@ -288,10 +292,10 @@ func crashFailover(tb testing.TB, cli *clientv3.Client, endpoint, prefix string,
 }
 
 func TestEtcdCrashedLeaderSuccessorWithinTTL(t *testing.T) {
-	etcd := testenv.Etcd(t)
-	cli := etcd.Client(t)
+	srv := testenv.Etcd(t)
+	cli := srv.Client(t)
 	const ttl = 3 * time.Second
-	elapsed, crashed, successor := crashFailover(t, cli, etcd.Endpoints()[0], "/crash", ttl, 0)
+	elapsed, crashed, successor := crashFailover(t, cli, srv.Endpoints()[0], "/crash", ttl, 0)
 	t.Logf("successor led %v after SIGKILL (TTL %v)", elapsed, ttl)
 	require.Greater(t, successor, crashed)
 	// The crashed leader renewed its lease just before it died (when it
@@ -307,9 +311,9 @@ func TestEtcdCrashedLeaderSuccessorWithinTTL(t *testing.T) {
 // TestEtcdPartitionedLeaderLosesFirst cuts the leader off from etcd: its
 // term must end before the successor's begins, and its writes must fail.
 func TestEtcdPartitionedLeaderLosesFirst(t *testing.T) {
-	etcd := testenv.Etcd(t)
-	cli := etcd.Client(t)
-	proxy := testenv.Proxy(t, etcd.Members[0].ClientAddr())
+	srv := testenv.Etcd(t)
+	cli := srv.Client(t)
+	proxy := testenv.Proxy(t, srv.Members[0].ClientAddr())
 	cutCli := testenv.NewEtcdClient(t, proxy.Addr())
 	ctx := context.Background()
 	const ttl = 3 * time.Second
@@ -318,7 +322,7 @@ func TestEtcdPartitionedLeaderLosesFirst(t *testing.T) {
 
 	l, err := a.Campaign(ctx)
 	require.NoError(t, err)
-	la := l.(*election.EtcdLeadership)
+	la := l.(*etcd.Leadership)
 	_, err = la.GuardedTxn(ctx, nil, []clientv3.Op{clientv3.OpPut("/partition-data", "a")}, nil)
 	require.NoError(t, err)
 
@@ -390,8 +394,8 @@ func TestEtcdPartitionedLeaderLosesFirst(t *testing.T) {
 // guarded writes: tokens never go back, so no deposed leader wrote after
 // its successor.
 func TestEtcdClusterFaults(t *testing.T) {
-	etcd := testenv.Etcd(t, testenv.Members(3))
-	admin := etcd.Client(t)
+	srv := testenv.Etcd(t, testenv.Members(3))
+	admin := srv.Client(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const ttl = 3 * time.Second
@@ -399,12 +403,12 @@ func TestEtcdClusterFaults(t *testing.T) {
 	var wg sync.WaitGroup
 	var writes sync.Map // token -> count
 	for _, id := range []string{"a", "b"} {
-		e := newEtcd(t, etcd.Client(t), "/faults", id, ttl)
+		e := newEtcd(t, srv.Client(t), "/faults", id, ttl)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			_ = election.Run(ctx, e, func(ctx context.Context, l election.Leadership) error {
-				el := l.(*election.EtcdLeadership)
+				el := l.(*etcd.Leadership)
 				for n := 0; ctx.Err() == nil; n++ {
 					key := fmt.Sprintf("/history/%s/%d", id, n)
 					wctx, wcancel := context.WithTimeout(ctx, time.Second)
@@ -441,7 +445,7 @@ func TestEtcdClusterFaults(t *testing.T) {
 	progress("start")
 
 	leaderIdx := func() int {
-		for i, m := range etcd.Members {
+		for i, m := range srv.Members {
 			if !m.Running() {
 				continue
 			}
@@ -456,12 +460,12 @@ func TestEtcdClusterFaults(t *testing.T) {
 	}
 	var li int
 	require.Eventually(t, func() bool { li = leaderIdx(); return li >= 0 }, 10*time.Second, 50*time.Millisecond)
-	require.NoError(t, etcd.Members[li].Pause())
+	require.NoError(t, srv.Members[li].Pause())
 	progress("pausing the etcd leader")
-	require.NoError(t, etcd.Members[li].Resume())
+	require.NoError(t, srv.Members[li].Resume())
 	progress("resuming it")
 	require.Eventually(t, func() bool { li = leaderIdx(); return li >= 0 }, 10*time.Second, 50*time.Millisecond)
-	etcd.Members[li].Kill()
+	srv.Members[li].Kill()
 	progress("killing the etcd leader")
 
 	cancel()
@@ -487,7 +491,7 @@ func TestEtcdClusterFaults(t *testing.T) {
 
 func TestNewEtcdValidates(t *testing.T) {
 	cli := &clientv3.Client{}
-	for name, cfg := range map[string]election.EtcdConfig{
+	for name, cfg := range map[string]etcd.Config{
 		"no client":       {Prefix: "/p"},
 		"no prefix":       {Client: cli, Prefix: "/"},
 		"short TTL":       {Client: cli, Prefix: "/p", SessionTTL: time.Second},
@@ -496,10 +500,10 @@ func TestNewEtcdValidates(t *testing.T) {
 		"reserved prefix": {Client: cli, Prefix: "/p", Identity: "invalid:x"},
 		"negative":        {Client: cli, Prefix: "/p", ReleaseTimeout: -1},
 	} {
-		_, err := election.NewEtcd(cfg)
+		_, err := etcd.New(cfg)
 		require.ErrorIs(t, err, election.ErrInvalidConfig, name)
 	}
-	e, err := election.NewEtcd(election.EtcdConfig{Client: cli, Prefix: "/p"})
+	e, err := etcd.New(etcd.Config{Client: cli, Prefix: "/p"})
 	require.NoError(t, err)
 	require.NotEmpty(t, e.Identity())
 	require.NoError(t, e.Close())

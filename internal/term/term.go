@@ -1,22 +1,29 @@
-package election
+// Package term holds the machinery the election backends share: the term
+// every backend's Leadership is built on, the cached leader flag, and the
+// reporter that sends observations and events to a configuration's hooks.
+// It imports only the core election package, so neither backend pulls in
+// the other's client.
+package term
 
 import (
 	"context"
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/reconkit/reconkit/election"
 )
 
-// term is the plumbing every backend's Leadership shares: the term context,
+// Term is the plumbing every backend's Leadership shares: the term context,
 // its cancel cause, the token, the identity, and a release hook.
 //
 // A term ends in exactly one of three ways, and the first one wins:
-//   - Resign: the context ends with cause ErrResigned, then the release hook
+//   - Resign: the context ends with cause election.ErrResigned, then the release hook
 //     runs with the caller's context;
 //   - lose: the backend saw leadership go (session or lease expired,
 //     another holder); the context ends with a cause wrapping
-//     ErrLeadershipLost and the release hook never runs;
-//   - Close of the elector: the context ends with ErrClosed and the
+//     election.ErrLeadershipLost and the release hook never runs;
+//   - Close of the elector: the context ends with election.ErrClosed and the
 //     elector runs the release hook (releaseDetached).
 //
 // The term is not a child of the Campaign context: that context bounds only
@@ -28,10 +35,10 @@ import (
 // can be retried by the next Resign; one that succeeded is not repeated.
 //
 // All methods are safe for concurrent use.
-type term struct {
+type Term struct {
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
-	token    Token
+	token    election.Token
 	identity string
 
 	mu        sync.Mutex
@@ -41,16 +48,16 @@ type term struct {
 	released  chan struct{}               // closed when the release succeeded or was abandoned
 }
 
-// newTerm starts a term. parent's values (a logger) are kept, its
+// New starts a term. parent's values (a logger) are kept, its
 // cancellation is not: the term ends only through Resign, lose or the
 // backend's Close. release is run by Resign (or releaseDetached) after the
 // term context has ended; it may be nil when there is nothing to release.
-func newTerm(parent context.Context, identity string, token Token, release func(context.Context) error) *term {
+func New(parent context.Context, identity string, token election.Token, release func(context.Context) error) *Term {
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(parent))
 	if release == nil {
 		release = func(context.Context) error { return nil }
 	}
-	return &term{
+	return &Term{
 		ctx:      ctx,
 		cancel:   cancel,
 		token:    token,
@@ -60,36 +67,36 @@ func newTerm(parent context.Context, identity string, token Token, release func(
 	}
 }
 
-// Context implements Leadership.
-func (t *term) Context() context.Context { return t.ctx }
+// Context implements election.Leadership.
+func (t *Term) Context() context.Context { return t.ctx }
 
-// Token implements Leadership.
-func (t *term) Token() Token { return t.token }
+// Token implements election.Leadership.
+func (t *Term) Token() election.Token { return t.token }
 
-// Identity implements Leadership.
-func (t *term) Identity() string { return t.identity }
+// Identity implements election.Leadership.
+func (t *Term) Identity() string { return t.identity }
 
-// Resign implements Leadership: it ends the term context with cause
-// ErrResigned (unless it already ended) and then runs the release hook. It
+// Resign implements election.Leadership: it ends the term context with cause
+// election.ErrResigned (unless it already ended) and then runs the release hook. It
 // returns only once the release completed: a concurrent Resign waits for
 // the one in flight and returns its result, a Resign after a failed release
 // tries again, and one after a successful release, or after the term was
 // lost, returns nil.
-func (t *term) Resign(ctx context.Context) error {
-	t.cancel(ErrResigned)
+func (t *Term) Resign(ctx context.Context) error {
+	t.cancel(election.ErrResigned)
 	return t.runRelease(ctx)
 }
 
-// lose ends the term with a cause wrapping ErrLeadershipLost (reason may be
+// Lose ends the term with a cause wrapping election.ErrLeadershipLost (reason may be
 // nil) and abandons the release hook: what was lost cannot be released.
 // It reports whether this call ended the term.
-func (t *term) lose(reason error) bool {
+func (t *Term) Lose(reason error) bool {
 	if t.ctx.Err() != nil {
 		return false
 	}
-	cause := ErrLeadershipLost
+	cause := election.ErrLeadershipLost
 	if reason != nil {
-		cause = fmt.Errorf("%w: %w", ErrLeadershipLost, reason)
+		cause = fmt.Errorf("%w: %w", election.ErrLeadershipLost, reason)
 	}
 	t.cancel(cause)
 	ended := context.Cause(t.ctx) == cause
@@ -99,28 +106,36 @@ func (t *term) lose(reason error) bool {
 	return ended
 }
 
-// ended reports whether the term context has ended.
-func (t *term) ended() bool { return t.ctx.Err() != nil }
+// Yield ends the term with a cause wrapping ErrLeadershipLost and reason,
+// as Lose does, but keeps the release hook pending: the holder's Resign,
+// sent after its own work returned, still releases leadership. A Lease
+// holder preempted by Coordinated Leader Election yields this way.
+func (t *Term) Yield(reason error) {
+	t.cancel(fmt.Errorf("%w: %w", election.ErrLeadershipLost, reason))
+}
 
-// done is closed when the term context ends.
-func (t *term) done() <-chan struct{} { return t.ctx.Done() }
+// Ended reports whether the term context has ended.
+func (t *Term) Ended() bool { return t.ctx.Err() != nil }
 
-// releasedCh is closed once the release hook has succeeded or was
+// Done is closed when the term context ends.
+func (t *Term) Done() <-chan struct{} { return t.ctx.Done() }
+
+// Released is closed once the release hook has succeeded or was
 // abandoned.
-func (t *term) releasedCh() <-chan struct{} { return t.released }
+func (t *Term) Released() <-chan struct{} { return t.released }
 
-// pendingRelease reports whether the release hook has neither succeeded
+// PendingRelease reports whether the release hook has neither succeeded
 // nor been abandoned yet.
-func (t *term) pendingRelease() bool {
+func (t *Term) PendingRelease() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.release != nil
 }
 
-// releaseDetached ends the term with cause (keeping an earlier cause) and
+// ReleaseDetached ends the term with cause (keeping an earlier cause) and
 // runs the release hook, if still pending, with a context detached from the
 // term's cancellation and bounded by timeout. Close calls it.
-func (t *term) releaseDetached(cause error, timeout time.Duration) error {
+func (t *Term) ReleaseDetached(cause error, timeout time.Duration) error {
 	t.cancel(cause)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), timeout)
 	defer cancel()
@@ -130,7 +145,7 @@ func (t *term) releaseDetached(cause error, timeout time.Duration) error {
 // runRelease runs the release hook unless it already succeeded or was
 // abandoned; if another call runs it, it waits for that one (or ctx) and
 // returns its result.
-func (t *term) runRelease(ctx context.Context) error {
+func (t *Term) runRelease(ctx context.Context) error {
 	for {
 		t.mu.Lock()
 		if t.release == nil {
@@ -172,7 +187,7 @@ func (t *term) runRelease(ctx context.Context) error {
 	}
 }
 
-func (t *term) abandonRelease() {
+func (t *Term) abandonRelease() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.release != nil && t.releasing == nil {

@@ -1,52 +1,53 @@
-package election
+package term
 
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/reconkit/reconkit/election"
 )
 
 func TestTermResignEndsContextBeforeRelease(t *testing.T) {
 	var calls atomic.Int32
-	var tm *term
-	tm = newTerm(context.Background(), "a", 7, func(context.Context) error {
+	var tm *Term
+	tm = New(context.Background(), "a", 7, func(context.Context) error {
 		calls.Add(1)
 		require.Error(t, tm.Context().Err(), "release ran before the term context ended")
 		return nil
 	})
-	require.Equal(t, Token(7), tm.Token())
+	require.Equal(t, election.Token(7), tm.Token())
 	require.Equal(t, "a", tm.Identity())
 	require.NoError(t, tm.Context().Err())
 
 	require.NoError(t, tm.Resign(context.Background()))
-	require.ErrorIs(t, context.Cause(tm.Context()), ErrResigned)
+	require.ErrorIs(t, context.Cause(tm.Context()), election.ErrResigned)
 	require.NoError(t, tm.Resign(context.Background()), "second Resign")
 	require.Equal(t, int32(1), calls.Load())
-	<-tm.releasedCh()
+	<-tm.Released()
 }
 
 func TestTermResignReturnsReleaseErrorAndRetries(t *testing.T) {
 	boom := errors.New("boom")
 	var calls atomic.Int32
-	tm := newTerm(context.Background(), "a", 1, func(context.Context) error {
+	tm := New(context.Background(), "a", 1, func(context.Context) error {
 		if calls.Add(1) == 1 {
 			return boom
 		}
 		return nil
 	})
 	require.ErrorIs(t, tm.Resign(context.Background()), boom)
-	require.True(t, tm.pendingRelease(), "a failed release must stay pending so it can be retried")
+	require.True(t, tm.PendingRelease(), "a failed release must stay pending so it can be retried")
 	require.NoError(t, tm.Resign(context.Background()), "retried Resign")
 	require.Equal(t, int32(2), calls.Load(), "the retry must run the release again")
 	require.NoError(t, tm.Resign(context.Background()), "Resign after a completed release")
 	require.Equal(t, int32(2), calls.Load(), "a completed release is not repeated")
-	<-tm.releasedCh()
+	<-tm.Released()
 }
 
 // A Resign that finds a release in flight (Close, or another Resign) waits
@@ -57,13 +58,13 @@ func TestTermConcurrentResignWaitsForReleaseInFlight(t *testing.T) {
 		boom := errors.New("revoke failed")
 		var calls atomic.Int32
 		finish := make(chan struct{})
-		tm := newTerm(context.Background(), "a", 1, func(context.Context) error {
+		tm := New(context.Background(), "a", 1, func(context.Context) error {
 			calls.Add(1)
 			<-finish
 			return boom
 		})
 		first := make(chan error, 1)
-		go func() { first <- tm.releaseDetached(ErrClosed, time.Minute) }()
+		go func() { first <- tm.ReleaseDetached(election.ErrClosed, time.Minute) }()
 		synctest.Wait() // the release is in flight
 		second := make(chan error, 1)
 		go func() { second <- tm.Resign(context.Background()) }()
@@ -82,7 +83,7 @@ func TestTermConcurrentResignWaitsForReleaseInFlight(t *testing.T) {
 
 func TestTermResignWaitBoundedByContext(t *testing.T) {
 	entered, finish := make(chan struct{}), make(chan struct{})
-	tm := newTerm(context.Background(), "a", 1, func(context.Context) error {
+	tm := New(context.Background(), "a", 1, func(context.Context) error {
 		close(entered)
 		<-finish
 		return nil
@@ -99,17 +100,17 @@ func TestTermResignWaitBoundedByContext(t *testing.T) {
 
 func TestTermLoseAbandonsRelease(t *testing.T) {
 	var calls atomic.Int32
-	tm := newTerm(context.Background(), "a", 1, func(context.Context) error { calls.Add(1); return nil })
+	tm := New(context.Background(), "a", 1, func(context.Context) error { calls.Add(1); return nil })
 	reason := errors.New("session expired")
-	require.True(t, tm.lose(reason))
-	require.False(t, tm.lose(nil), "second lose")
+	require.True(t, tm.Lose(reason))
+	require.False(t, tm.Lose(nil), "second lose")
 	cause := context.Cause(tm.Context())
-	require.ErrorIs(t, cause, ErrLeadershipLost)
+	require.ErrorIs(t, cause, election.ErrLeadershipLost)
 	require.ErrorIs(t, cause, reason)
 	require.NoError(t, tm.Resign(context.Background()))
-	require.NoError(t, tm.releaseDetached(ErrClosed, time.Second))
+	require.NoError(t, tm.ReleaseDetached(election.ErrClosed, time.Second))
 	require.Zero(t, calls.Load())
-	<-tm.releasedCh()
+	<-tm.Released()
 }
 
 // The term keeps its parent's values but not its cancellation: the
@@ -118,7 +119,7 @@ func TestTermOutlivesParent(t *testing.T) {
 	type key struct{}
 	parent, cancel := context.WithCancelCause(context.WithValue(context.Background(), key{}, "v"))
 	var calls atomic.Int32
-	tm := newTerm(parent, "a", 1, func(ctx context.Context) error {
+	tm := New(parent, "a", 1, func(ctx context.Context) error {
 		calls.Add(1)
 		require.NoError(t, ctx.Err(), "release context must be detached from the term")
 		return nil
@@ -126,23 +127,33 @@ func TestTermOutlivesParent(t *testing.T) {
 	cancel(errors.New("campaign ended"))
 	require.NoError(t, tm.Context().Err(), "the term ended with its parent")
 	require.Equal(t, "v", tm.Context().Value(key{}))
-	require.True(t, tm.pendingRelease())
-	require.NoError(t, tm.releaseDetached(ErrClosed, time.Second))
+	require.True(t, tm.PendingRelease())
+	require.NoError(t, tm.ReleaseDetached(election.ErrClosed, time.Second))
 	require.Equal(t, int32(1), calls.Load())
-	require.ErrorIs(t, context.Cause(tm.Context()), ErrClosed)
+	require.ErrorIs(t, context.Cause(tm.Context()), election.ErrClosed)
 }
 
 func TestTermResignAfterLoseKeepsLossCause(t *testing.T) {
-	tm := newTerm(context.Background(), "a", 1, nil)
-	tm.lose(nil)
+	tm := New(context.Background(), "a", 1, nil)
+	tm.Lose(nil)
 	require.NoError(t, tm.Resign(context.Background()))
-	require.ErrorIs(t, context.Cause(tm.Context()), ErrLeadershipLost)
+	require.ErrorIs(t, context.Cause(tm.Context()), election.ErrLeadershipLost)
 }
 
-func TestDefaultIdentityUnique(t *testing.T) {
-	a, b := DefaultIdentity(), DefaultIdentity()
-	require.NotEqual(t, a, b)
-	i := strings.LastIndexByte(a, '_')
-	require.Positive(t, i)
-	require.Len(t, a[i+1:], 16)
+// TestTermYieldKeepsRelease checks that a yielded term ends as lost but,
+// unlike Lose, still releases on Resign.
+func TestTermYieldKeepsRelease(t *testing.T) {
+	var released atomic.Int32
+	tm := New(context.Background(), "a", 1, func(context.Context) error {
+		released.Add(1)
+		return nil
+	})
+	reason := errors.New("preempted")
+	tm.Yield(reason)
+	require.ErrorIs(t, context.Cause(tm.Context()), election.ErrLeadershipLost)
+	require.ErrorIs(t, context.Cause(tm.Context()), reason)
+	require.True(t, tm.PendingRelease(), "the release stays pending")
+	require.NoError(t, tm.Resign(context.Background()))
+	require.Equal(t, int32(1), released.Load())
+	require.ErrorIs(t, context.Cause(tm.Context()), reason, "Resign keeps the yield's cause")
 }

@@ -1,0 +1,37 @@
+// Package etcd is the etcd backend of package election: one leader among
+// candidates that share an etcd key prefix, with terms whose writes etcd
+// itself fences.
+//
+// An [Elector] implements election.Elector; its terms are [*Leadership]
+// values, which implement election.Leadership and election.Expiring and
+// add the comparison and transactions that make etcd refuse a write once
+// the term has ended ([Leadership.Guard], [Leadership.Txn],
+// [Leadership.GuardedTxn]). Run, the Metrics and EventRecorder hooks, the
+// sentinels (election.ErrLeadershipLost, election.ErrNotLeader, ...) and
+// the guarantees this backend keeps are those of package election. This
+// package compiles no client-go.
+//
+// [New] builds an [Elector] from a [Config]. Every Campaign
+// grants a fresh lease with the session TTL ([DefaultSessionTTL], 10s),
+// keeps it alive with a concurrency.Session, and puts a key under the
+// prefix in the layout of etcd's concurrency.Election, with the identity
+// as its value. The key with the lowest create revision leads; the
+// leader's token is that create revision. Tokens strictly increase:
+// revisions only grow, a new key's create revision exceeds every existing
+// key's, and a candidate leads only once every key created before its own
+// is deleted, so each later leader's key was created after every earlier
+// leader's.
+//
+// Before Campaign returns it renews the lease and checks that its key is
+// still there, so a session that expired during the wait never yields a
+// term (etcd's own Campaign does not check; etcd issue 19597). The term
+// ends when the key is deleted, the session ends, or no renewal succeeded
+// for the TTL less the margin; a crashed leader is replaced after at most
+// the TTL plus the up to 500ms etcd takes to notice an expired lease and a
+// round trip. Resign and Close orphan the session and revoke the lease, so
+// that a successor leads at once; Resign returns only once the revoke was
+// answered, returns its error, and can be called again after a failure.
+// The Campaign context bounds the wait only, as in etcd's
+// concurrency.Election: a term outlives it, so that the holder releases
+// strictly after its own leader work returned.
+package etcd

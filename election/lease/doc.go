@@ -1,0 +1,116 @@
+// Package lease is the Kubernetes Lease backend of package election: one
+// leader among candidates that share a coordination.k8s.io/v1 Lease, in
+// client-go's record format, so client-go candidates and ours can share
+// one Lease.
+//
+// An [Elector] implements election.Elector; its terms implement
+// election.Leadership and election.Expiring. [GuardedConfig] gates a
+// client's writes on a term of either backend. Run, the Metrics and
+// EventRecorder hooks, the sentinels and the guarantees this backend keeps
+// are those of package election. This package compiles no etcd client and
+// no gRPC.
+//
+// [New] builds an [Elector] from a [Config]. The election is
+// a coordination.k8s.io/v1 Lease in the record format of client-go's
+// LeaseLock (holderIdentity, leaseDurationSeconds, acquireTime, renewTime,
+// leaseTransitions), taken by client-go's rules, so client-go candidates
+// and ours can share one Lease and never both lead: a candidate takes the
+// lease when holderIdentity is empty, or once it has seen the record
+// unchanged for leaseDurationSeconds on its own clock (the timestamps in
+// the record, written by another host's clock, are never compared with the
+// local time). Every write carries the resourceVersion it read, so of two
+// candidates taking over at once, one gets a conflict. The defaults are
+// client-go's: LeaseDuration 15s, RenewDeadline 10s, RetryPeriod 2s.
+//
+// Followers list the Lease by name once and then watch it: while the watch
+// is healthy they send no request at all, take a released lease as soon as
+// the release arrives, and take an expired one when a timer set at the
+// local expiry instant fires. While the watch fails they poll every
+// RetryPeriod.
+//
+// The leader renews every RetryPeriod, and its term implements election.Expiring:
+// ValidUntil is the start of the last renewal a follower can tell apart
+// from the one before, plus RenewDeadline; that is LeaseDuration less a
+// skew margin of LeaseDuration − RenewDeadline (at least a twentieth of
+// LeaseDuration). A follower starts timing a renewal no earlier than the
+// server applied it, so the leader's term ends locally before any
+// follower may take the lease, as long as the clocks' rates differ by less
+// than the margin over one lease duration. Past ValidUntil the term context
+// ends with election.ErrLeadershipLost even if no answer came back (a hung
+// apiserver), and so does a renewal that finds another holder. A client-go
+// follower compares records with times in whole seconds, so renewals
+// within one second count from the first of them: keep RenewDeadline
+// above RetryPeriod + 1s + a round trip (the defaults leave 7s of slack).
+//
+// The token is leaseTransitions + 1. Our candidates increment
+// leaseTransitions on every term they acquire; client-go increments it only
+// when the holder changes, so two consecutive terms of one client-go
+// identity share a token. Tokens never decrease in a mixed fleet, unless
+// somebody deletes the Lease, which starts the count again.
+//
+// Resign and Close drop the in-memory leader flag first (as Pinniped's
+// releaseLock does), stop the renewals, and only then clear holderIdentity with leaseDurationSeconds 1, as client-go's
+// ReleaseOnCancel does, so that any follower takes over at once. A lost
+// term is not released.
+//
+// [GuardedConfig] wraps a rest.Config in a write gate bound to one term:
+// every mutating request fails with election.ErrNotLeader unless that term is
+// valid at that moment (context live, clock before ValidUntil); reads and
+// watches pass. A client built for term N stays closed in term N+1, so a
+// goroutine left over from an earlier term cannot write in a later one.
+// The gate decides when a request is sent; a request already on the wire
+// can still land up to one network delay after the term ended, which is
+// what the skew margin is for. For writes that must never land late,
+// store the token in the object and update it with a resourceVersion
+// precondition. The elector's own client must not be gated.
+//
+// [Elector.Leader] reads the Lease once and judges it by what this
+// candidate has seen: right after a leader crashes, or on the first read
+// of a stale Lease, it still names the old holder until the lease expires
+// by the local clock, as client-go would.
+//
+// # Coordinated Leader Election
+//
+// A Lease candidate always keeps the Strategy and PreferredHolder fields
+// of KEP-4355 and ends its term when the Lease names another preferred
+// holder, as client-go does. With Config.Coordinated it goes
+// further: it publishes a coordination.k8s.io/v1beta1 LeaseCandidate
+// (its release as binaryVersion) and lets the apiserver's election
+// controller pick the holder, adopting the Lease only when named (see
+// [Coordinated] for what that rests on). In Kubernetes 1.37 the feature is
+// beta and off by default.
+//
+// # Mixed with client-go on one Lease
+//
+// Our candidates and client-go's can share a Lease; what each side gets,
+// with D, R and P the LeaseDuration, RenewDeadline and RetryPeriod of the
+// side that holds:
+//   - One of ours holds, client-go follows: our term ends at ValidUntil,
+//     R after the last renewal a follower could see, before any follower
+//     may take over at D. No overlap, within the clock-rate margin.
+//   - client-go holds without ReleaseOnCancel, ours (or client-go's)
+//     follow: a holder cut off from the apiserver has its renewal round
+//     time out and cancels its OnStartedLeading context up to P + R
+//     after its last visible renewal; followers take over at D after
+//     they saw it. No overlap if D > R + P (client-go's defaults, 15s,
+//     10s and 2s, leave 3s), none of our doing.
+//   - client-go holds with ReleaseOnCancel: after the renewal round
+//     times out it first tries to release, again bounded by R, and only
+//     then cancels the context: up to P + 2R after its last visible
+//     renewal (22s at the defaults, 7s into a successor's term). Our
+//     followers honour the leaseDurationSeconds the holder wrote, as
+//     client-go's do, but that is D, not P + 2R, so honouring it does
+//     not cover the gap. Config.TakeoverMargin does: our followers
+//     then wait D + margin before taking a lease somebody holds (a
+//     released lease is still taken at once); a margin of P + 2R − D
+//     plus a network delay closes the overlap, at the cost of crash
+//     failover that much slower. client-go followers have no such
+//     margin, so among client-go candidates the overlap stays.
+//
+// TestMixedClientGoReleaseOnCancelUnderPartition proves this on a real
+// apiserver with D = 4s, R = 3s, P = 0.5s: without a margin the client-go
+// holder's context outlived our follower's takeover by about 2s; with a
+// 3.5s margin our follower led about 1s after that context ended. Only
+// fencing (the token, checked where the write lands) makes a mixed fleet
+// safe against every pause and delay.
+package lease
