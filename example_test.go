@@ -57,23 +57,27 @@ func Example_wiring() {
 	// 2. Leadership: the in-memory election stands in for etcd or a Lease.
 	candidate := electiontest.NewElection().NewCandidate("agent-1")
 
-	// 3. The leader converges the load balancer, then steps down.
+	// 3. The leader converges the load balancer, then steps down. One
+	// reconciler per load balancer, kept across terms: it remembers writes
+	// the provider has not confirmed yet.
 	engine := lbrecontest.New(lbrecontest.Config{})
+	lb := lbrecon.LoadBalancer{
+		ID:        "lb-1",
+		Suffix:    "agents",
+		Ports:     []lbrecon.Port{{Name: "http", NodePort: 30080, ExternalPort: 80}},
+		Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")},
+	}
+	for i, addr := range boot.Config.Targets {
+		lb.Targets = append(lb.Targets, lbrecon.Target{Name: fmt.Sprint("node-", i), Address: netip.MustParseAddr(addr)})
+	}
+	r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: engine, Tag: "owner=agents"}, lb)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	lead := func(ctx context.Context, l election.Leadership) error {
-		lb := lbrecon.LoadBalancer{
-			ID:        "lb-1",
-			Suffix:    "agents",
-			Ports:     []lbrecon.Port{{Name: "http", NodePort: 30080, ExternalPort: 80}},
-			Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")},
-		}
-		for i, addr := range boot.Config.Targets {
-			lb.Targets = append(lb.Targets, lbrecon.Target{Name: fmt.Sprint("node-", i), Address: netip.MustParseAddr(addr)})
-		}
-		r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: engine, Tag: "owner=agents"}, lb)
-		if err != nil {
-			return err
-		}
-		if err := r.Reconcile(ctx); err != nil {
+		// The term's token reaches every engine call (lbrecon.TokenFrom).
+		if err := r.Reconcile(lbrecon.WithToken(ctx, l.Token())); err != nil {
 			return err
 		}
 		status, _ := r.Status(ctx)

@@ -38,4 +38,8 @@
 //     test sets a Default hook.
 //   - Two binds on one address and port are refused only with
 //     UniqueBinds, and only binds listen: a frontend has no port of its own.
+//   - Fencing tokens are not checked: the engine accepts a write whatever
+//     lbrecon.TokenFrom says. A test that needs a provider refusing a
+//     deposed leader's writes wraps the engine with lbrecon.Guard and
+//     lbrecon.CheckToken, or keeps the highest token itself.
 package lbrecontest

@@ -27,7 +27,10 @@ func WaitForNode(ctx context.Context, cs kubernetes.Interface, name string, cond
 	var lastErr error
 	fail := func() (*corev1.Node, error) {
 		if last == nil {
-			return nil, fmt.Errorf("nodestatustest: node %s: %w (last error: %v)", name, ctx.Err(), lastErr)
+			if lastErr == nil {
+				return nil, fmt.Errorf("nodestatustest: node %s: never seen (not found): %w", name, ctx.Err())
+			}
+			return nil, fmt.Errorf("nodestatustest: node %s: never seen: %w (last error: %v)", name, ctx.Err(), lastErr)
 		}
 		return nil, fmt.Errorf("nodestatustest: node %s: condition not met: %w; last seen: labels %v, conditions %v, addresses %v",
 			name, ctx.Err(), last.Labels, summary(last.Status.Conditions), last.Status.Addresses)
