@@ -239,6 +239,34 @@ func (c *Controller[T]) Status() Status[T] {
 	return c.status
 }
 
+// WaitFor waits until cond holds for the controller's status, and returns
+// that status. It sees every status the controller publishes from
+// Bootstrap on (the newest one, if several came while cond ran), so it
+// needs no polling; it gives up when ctx ends (give it a deadline) with an
+// error that wraps ctx.Err() and shows the status last seen. Tests and
+// hosts use it to wait for an assignment to be tried, confirmed or rolled
+// back.
+func (c *Controller[T]) WaitFor(ctx context.Context, cond func(Status[T]) bool) (Status[T], error) {
+	w := c.statuses.Watch()
+	defer w.Close()
+	var last Status[T]
+	seen := false
+	for {
+		st, err := w.Get(ctx)
+		if err != nil {
+			if !seen {
+				return last, fmt.Errorf("checkpoint: wait: no status yet (not bootstrapped): %w", err)
+			}
+			return last, fmt.Errorf("checkpoint: wait: condition not met; last status: phase %s, checkpoint %q, %s %s: %w",
+				last.Phase, last.ID, last.Condition.Reason, last.Condition.Message, err)
+		}
+		last, seen = st, true
+		if cond(st) {
+			return st, nil
+		}
+	}
+}
+
 // Bootstrap decides which configuration to run, in the order of the
 // kubelet's dynamic configuration: validate the local configuration (an
 // error if invalid), open the store, then load, parse and validate the
