@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/reconkit/reconkit/lbrecon"
 	"github.com/reconkit/reconkit/lbrecon/lbrecontest"
@@ -20,7 +21,8 @@ import (
 func TestWaitFor(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
-		e := lbrecontest.New(lbrecontest.Config{Pending: time.Second, DeleteDelay: 2 * time.Second})
+		clk := clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+		e := lbrecontest.New(lbrecontest.Config{Clock: clk, Pending: time.Second, DeleteDelay: 2 * time.Second})
 		b, err := e.Create(ctx, backend("b"))
 		require.NoError(t, err)
 		done := make(chan error, 1)
@@ -31,7 +33,7 @@ func TestWaitFor(t *testing.T) {
 		}
 
 		wait(func(objs []lbrecon.Object) bool { return objs[0].State == lbrecon.StateOK })
-		time.Sleep(time.Second) // the pending period ends
+		clk.Step(time.Second) // the pending period ends
 		require.NoError(t, <-done)
 
 		wait(func(objs []lbrecon.Object) bool { return objs[0].State == lbrecon.StateFailed })
@@ -45,7 +47,7 @@ func TestWaitFor(t *testing.T) {
 
 		require.NoError(t, e.Destroy(ctx, b))
 		wait(func(objs []lbrecon.Object) bool { return len(objs) == 1 })
-		time.Sleep(2 * time.Second) // the deletion completes
+		clk.Step(2 * time.Second) // the deletion completes
 		require.NoError(t, <-done)
 
 		short, cancel := context.WithTimeout(ctx, time.Minute)
@@ -101,7 +103,8 @@ func TestWaitConverged(t *testing.T) {
 func TestUniqueBinds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
-		e := lbrecontest.New(lbrecontest.Config{UniqueBinds: true, DeleteDelay: time.Second})
+		clk := clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+		e := lbrecontest.New(lbrecontest.Config{Clock: clk, UniqueBinds: true, DeleteDelay: time.Second})
 		f := e.Put(lbrecon.Object{Kind: lbrecon.KindFrontend, Name: "f", Tags: []string{tag}, Spec: lbrecon.FrontendSpec{LoadBalancer: "lb"}})
 		addr := netip.MustParseAddr("192.0.2.1")
 		bind := func(name string, port uint16) lbrecon.Object {
@@ -122,7 +125,7 @@ func TestUniqueBinds(t *testing.T) {
 		require.NoError(t, e.Destroy(ctx, b80))
 		_, err = e.Update(ctx, b443, bind("b", 80))
 		require.ErrorIs(t, err, lbrecon.ErrConflict, "held while being deleted")
-		time.Sleep(time.Second)
+		clk.Step(time.Second)
 		_, err = e.Update(ctx, b443, bind("b", 80))
 		require.NoError(t, err)
 
