@@ -2,8 +2,6 @@ package lease_test
 
 import (
 	"context"
-	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,65 +12,6 @@ import (
 	"github.com/reconkit/reconkit/election/lease"
 	"github.com/reconkit/reconkit/internal/testenv"
 )
-
-// hooks records an elector's observations and events, and wakes waiters
-// at each one.
-type hooks struct {
-	mu     sync.Mutex
-	obs    []election.Observation
-	events []string // "type reason"
-	change chan struct{}
-}
-
-func newHooks() *hooks { return &hooks{change: make(chan struct{})} }
-
-func (h *hooks) Observe(o election.Observation) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.obs = append(h.obs, o)
-	close(h.change)
-	h.change = make(chan struct{})
-}
-
-func (h *hooks) Event(eventtype, reason, message string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.events = append(h.events, eventtype+" "+reason)
-	close(h.change)
-	h.change = make(chan struct{})
-}
-
-// await waits until an observation satisfies ok and returns it; it fails
-// when ctx ends.
-func (h *hooks) await(t *testing.T, ctx context.Context, what string, ok func(election.Observation) bool) election.Observation {
-	t.Helper()
-	for {
-		h.mu.Lock()
-		for _, o := range h.obs {
-			if ok(o) {
-				h.mu.Unlock()
-				return o
-			}
-		}
-		ch, seen := h.change, fmt.Sprint(h.obs)
-		h.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			require.FailNow(t, "timed out", "%s: not observed; seen %s", what, seen)
-		}
-	}
-}
-
-func (h *hooks) eventList() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]string(nil), h.events...)
-}
-
-func is(ev election.Event) func(election.Observation) bool {
-	return func(o election.Observation) bool { return o.Event == ev }
-}
 
 // TestLeaseMetricsEventsAndHealthWithHungServer runs the Lease elector on
 // the real apiserver with its traffic through a proxy that is then cut (a
@@ -85,7 +24,7 @@ func TestLeaseMetricsEventsAndHealthWithHungServer(t *testing.T) {
 	name := uniqueName("metrics")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	ha, hb := newHooks(), newHooks()
+	ha, hb := electiontest.NewRecorder(), electiontest.NewRecorder()
 	leader := newLease(t, a.ConfigFor(p.Addr()), name, func(c *lease.Config) { c.Metrics, c.Events = ha, ha })
 	follower := newLease(t, a.Config(), name, func(c *lease.Config) { c.Metrics, c.Events = hb, hb })
 	t.Cleanup(func() { _ = follower.Close() })
@@ -95,11 +34,13 @@ func TestLeaseMetricsEventsAndHealthWithHungServer(t *testing.T) {
 
 	l, err := leader.Campaign(ctx)
 	require.NoError(t, err)
-	acq := ha.await(t, ctx, "acquired", is(election.EventAcquired))
+	acq, err := ha.Await(ctx, electiontest.Is(election.EventAcquired))
+	require.NoError(t, err, "acquired")
 	require.Equal(t, "lease", acq.Backend)
 	require.Equal(t, testNamespace+"/"+name, acq.Election)
 	require.Equal(t, l.Token(), acq.Token)
-	ren := ha.await(t, ctx, "renewed", is(election.EventRenewed))
+	ren, err := ha.Await(ctx, electiontest.Is(election.EventRenewed))
+	require.NoError(t, err, "renewed")
 	require.Positive(t, ren.Slack)
 	require.LessOrEqual(t, ren.Slack, testRenewDeadline)
 	require.NoError(t, hc.Check(nil), "leading within ValidUntil")
@@ -122,9 +63,10 @@ func TestLeaseMetricsEventsAndHealthWithHungServer(t *testing.T) {
 	require.NoError(t, err)
 	require.ErrorIs(t, cause, election.ErrLeadershipLost)
 	require.NoError(t, hc.Check(nil), "after the term ended the holder no longer leads")
-	lost := ha.await(t, ctx, "lost", is(election.EventLost))
+	lost, err := ha.Await(ctx, electiontest.Is(election.EventLost))
+	require.NoError(t, err, "lost")
 	require.ErrorIs(t, lost.Err, election.ErrLeadershipLost)
-	require.Equal(t, []string{"Normal LeaderElected", "Warning LeadershipLost"}, ha.eventList())
+	require.Equal(t, []string{"Normal LeaderElected", "Warning LeadershipLost"}, ha.Events())
 
 	var lf election.Leadership
 	select {
@@ -132,10 +74,12 @@ func TestLeaseMetricsEventsAndHealthWithHungServer(t *testing.T) {
 	case <-ctx.Done():
 		require.FailNow(t, "the follower did not take over")
 	}
-	acqB := hb.await(t, ctx, "follower acquired", is(election.EventAcquired))
+	acqB, err := hb.Await(ctx, electiontest.Is(election.EventAcquired))
+	require.NoError(t, err, "follower acquired")
 	require.Positive(t, acqB.Handover, "the follower timed the lease's expiry")
 	p.Restore()
 	require.NoError(t, lf.Resign(ctx))
-	hb.await(t, ctx, "follower resigned", is(election.EventResigned))
-	require.Equal(t, []string{"Normal LeaderElected", "Normal Resigned"}, hb.eventList())
+	_, err = hb.Await(ctx, electiontest.Is(election.EventResigned))
+	require.NoError(t, err, "follower resigned")
+	require.Equal(t, []string{"Normal LeaderElected", "Normal Resigned"}, hb.Events())
 }
