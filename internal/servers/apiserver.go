@@ -4,12 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -134,25 +132,8 @@ func (a *APIServer) writeCredentials() error {
 }
 
 func (a *APIServer) start(ctx context.Context) error {
-	a.mu.Lock()
-	if a.proc != nil && !a.proc.exited() {
-		a.mu.Unlock()
-		return fmt.Errorf("servers: kube-apiserver is already running")
-	}
-	p, err := startProcess("kube-apiserver", a.bin, a.args, a.log)
-	if err != nil {
-		a.mu.Unlock()
-		return err
-	}
-	a.proc = p
-	a.mu.Unlock()
-
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	defer client.CloseIdleConnections()
-	url := fmt.Sprintf("https://%s/readyz", a.Addr())
-	return p.waitUntil(ctx, a.timeout, func(ctx context.Context) error {
-		return probeOK(ctx, client, "readyz", url, a.token)
-	})
+	return startProbed(ctx, &a.mu, &a.proc, "kube-apiserver", a.bin, a.args, a.log,
+		a.timeout, "readyz", fmt.Sprintf("https://%s/readyz", a.Addr()), a.token)
 }
 
 // Addr returns the apiserver's address, 127.0.0.1:port, for a Proxy.

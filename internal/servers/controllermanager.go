@@ -2,9 +2,7 @@ package servers
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -138,25 +136,8 @@ func writeKubeconfig(path string, a *APIServer) error {
 }
 
 func (m *ControllerManager) start(ctx context.Context) error {
-	m.mu.Lock()
-	if m.proc != nil && !m.proc.exited() {
-		m.mu.Unlock()
-		return fmt.Errorf("servers: kube-controller-manager is already running")
-	}
-	p, err := startProcess("kube-controller-manager", m.bin, m.args, m.log)
-	if err != nil {
-		m.mu.Unlock()
-		return err
-	}
-	m.proc = p
-	m.mu.Unlock()
-
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	defer client.CloseIdleConnections()
-	url := fmt.Sprintf("https://127.0.0.1:%d/healthz", m.port)
-	return p.waitUntil(ctx, m.timeout, func(ctx context.Context) error {
-		return probeOK(ctx, client, "healthz", url, "")
-	})
+	return startProbed(ctx, &m.mu, &m.proc, "kube-controller-manager", m.bin, m.args, m.log,
+		m.timeout, "healthz", fmt.Sprintf("https://127.0.0.1:%d/healthz", m.port), "")
 }
 
 // Logs returns the controller manager's last n log lines.

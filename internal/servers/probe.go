@@ -2,10 +2,13 @@ package servers
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"sync"
+	"time"
 )
 
 // probe GETs url with client, sending token as a bearer token when it is
@@ -41,4 +44,30 @@ func probeOK(ctx context.Context, client *http.Client, what, url, token string) 
 		return fmt.Errorf("%s: %s", what, got)
 	}
 	return nil
+}
+
+// startProbed starts the server name unless *proc still runs (mu guards
+// *proc), then waits up to timeout until its HTTPS endpoint url answers
+// 200. The Kubernetes components serve a self-signed certificate, so it is
+// not verified.
+func startProbed(ctx context.Context, mu *sync.Mutex, proc **process, name, bin string, args []string, log *logBuffer,
+	timeout time.Duration, what, url, token string) error {
+	mu.Lock()
+	if *proc != nil && !(*proc).exited() {
+		mu.Unlock()
+		return fmt.Errorf("servers: %s is already running", name)
+	}
+	p, err := startProcess(name, bin, args, log)
+	if err != nil {
+		mu.Unlock()
+		return err
+	}
+	*proc = p
+	mu.Unlock()
+
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	defer client.CloseIdleConnections()
+	return p.waitUntil(ctx, timeout, func(ctx context.Context) error {
+		return probeOK(ctx, client, what, url, token)
+	})
 }
