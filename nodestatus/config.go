@@ -191,6 +191,17 @@ type Config struct {
 	// times are set by the controller.
 	DefaultConditions []corev1.NodeCondition
 
+	// Limiter, shared by the controllers of one process, bounds how many of
+	// them write their Node at once; nil means no bound. A controller
+	// holds one unit from the start of Run until its registration's first
+	// attempt ends (nothing is started before: no goroutine, no request),
+	// and one for each later status attempt (a GET and a PATCH), never
+	// across a retry wait. Lease renewals and the shutdown action never
+	// wait for it, so a burst of status traffic cannot delay a heartbeat.
+	// A process that starts hundreds of nodes together should share one:
+	// see Limiter.
+	Limiter Limiter
+
 	// ErrorHandler sees every failed API request; nil logs and retries.
 	ErrorHandler ErrorHandler
 	// Metrics receives every API request's outcome, HTTP code and

@@ -191,6 +191,9 @@ type runner struct {
 	leaseAwaitsNode                 bool // renew once the Node was checked
 
 	statusDirty, heartbeatDue, refetch bool
+	// limited is set while Run holds a unit of Config.Limiter that the
+	// next status job takes over.
+	limited bool
 
 	ping        pingState
 	pingStart   time.Time
@@ -215,6 +218,13 @@ func (c *NodeController) Run(ctx context.Context) (err error) {
 		return ErrAlreadyStarted
 	}
 	defer c.finished(&err)
+	// A shared limiter's unit is taken before anything starts, and handed
+	// to the registration's first attempt, which returns it.
+	if l := c.cfg.Limiter; l != nil {
+		if l.Acquire(ctx, 1) != nil {
+			return nil // ctx ended: nothing was started
+		}
+	}
 	// Run's own frame stays small: the goroutine sits in it, and in loop,
 	// between events, and its stack is sized by what it holds then.
 	r := c.newRunner(ctx)
@@ -236,6 +246,7 @@ func (c *NodeController) newRunner(ctx context.Context) *runner {
 		c: c, ctx: ctx, wctx: wctx, cancel: cancel, log: log,
 		results:  make(chan any, 3),
 		leaseOff: c.cfg.DisableLease, statusDirty: true, heartbeatDue: true,
+		limited: c.cfg.Limiter != nil,
 	}
 	c.cfg.Provider.NotifyNodeStatus(wctx, c.notifyStatus)
 	for k := range r.timers {
@@ -252,6 +263,10 @@ func (r *runner) stop(fatal error) error {
 	c := r.c
 	r.cancel()
 	r.wg.Wait()
+	if r.limited {
+		c.cfg.Limiter.Release(1)
+		r.limited = false
+	}
 	for _, t := range r.timers {
 		t.Stop()
 	}
@@ -365,7 +380,9 @@ func (r *runner) startStatus() {
 		noHeartbeat: r.heartbeatsStopped(),
 		uncordon:    !r.registered,
 		registered:  r.registered,
+		limited:     r.limited,
 	}
+	r.limited = false
 	if !r.refetch {
 		job.server = r.server
 	}

@@ -69,3 +69,22 @@ func (NaiveNodeProvider) NotifyNodeStatus(context.Context, func(*corev1.Node)) {
 // for the lease and the status; blocking in it delays only the retry of the
 // operation that failed.
 type ErrorHandler func(ctx context.Context, err error) error
+
+// Limiter bounds how many controllers sharing it write their Node at once
+// (see Config.Limiter). *semaphore.Weighted from golang.org/x/sync
+// satisfies it; a process that runs many nodes on one client shares one,
+// for example semaphore.NewWeighted(32).
+//
+// Without one, every node started together registers at once: with a
+// thousand nodes that is thousands of requests in flight and their decoded
+// replies alive together, which the apiserver's max-in-flight limits may
+// answer with 429s and which leaves the process's heap fragmented for good
+// (measured in cmd/bench/nodestatus: about twice the memory per node). With
+// one, the nodes register in a steady stream, sooner in total.
+//
+// Acquire must return an error when ctx ends before a unit is free;
+// Release returns units taken by a successful Acquire.
+type Limiter interface {
+	Acquire(ctx context.Context, n int64) error
+	Release(n int64)
+}

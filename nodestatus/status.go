@@ -385,6 +385,7 @@ type statusJob struct {
 	noHeartbeat bool        // never stamp them (heartbeats are stopped)
 	uncordon    bool        // undo our own shutdown cordon
 	registered  bool        // the Node was registered before: a 404 means deleted
+	limited     bool        // holds a unit of Config.Limiter for its first attempt
 }
 
 type statusResult struct {
@@ -517,7 +518,21 @@ func (c *NodeController) syncStatus(ctx context.Context, job statusJob) statusRe
 		c.log(ctx).Info("The API server rejected every form of the status; waiting for the next change", "error", res.rejected.Error())
 		return nil
 	}
+	held := job.limited
+	defer func() {
+		if held { // no attempt took the unit over
+			c.cfg.Limiter.Release(1)
+		}
+	}()
 	err := c.retry(ctx, "status", func(ctx context.Context) error {
+		if l := c.cfg.Limiter; l != nil {
+			if held {
+				held = false
+			} else if err := l.Acquire(ctx, 1); err != nil {
+				return err // ctx ended
+			}
+			defer l.Release(1)
+		}
 		err := attempt(ctx)
 		if err != nil && stale && !isPermanent(err) {
 			// A stale copy or a vanished Node: read it again at once.

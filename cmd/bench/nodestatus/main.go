@@ -31,7 +31,7 @@
 //
 //	go run ./cmd/bench/nodestatus -mode requests [-nodes 10] [-minutes 60]
 //	go run ./cmd/bench/nodestatus -mode scale [-nodes 10000] [-warmup 30s] [-window 2m]
-//	go run ./cmd/bench/nodestatus -mode scale-real [-nodes 1000] [-warmup 30s] [-window 2m]
+//	go run ./cmd/bench/nodestatus -mode scale-real [-nodes 1000] [-warmup 30s] [-window 2m] [-limit 32]
 package main
 
 import (
@@ -66,6 +66,7 @@ var (
 	warmup  = flag.Duration("warmup", 30*time.Second, "scale: time after all nodes are ready before measuring")
 	window  = flag.Duration("window", 2*time.Minute, "scale: measurement window")
 
+	limit      = flag.Int("limit", 32, "scale-real: the controllers share Config.Limiter semaphore.NewWeighted(limit); 0 means none")
 	memProfile = flag.String("memprofile", "", "scale-real: write a heap profile taken after the warm-up to this file")
 )
 
