@@ -191,8 +191,9 @@ type runner struct {
 	leaseAwaitsNode                 bool // renew once the Node was checked
 
 	statusDirty, heartbeatDue, refetch bool
-	// limited is set while Run holds a unit of Config.Limiter that the
-	// next status job takes over.
+	// limited is set while Run holds a unit of Config.Limiter, which the
+	// first status job takes over: the loop starts that job before it
+	// waits for anything, so the unit is never left with the runner.
 	limited bool
 
 	ping        pingState
@@ -263,10 +264,6 @@ func (r *runner) stop(fatal error) error {
 	c := r.c
 	r.cancel()
 	r.wg.Wait()
-	if r.limited {
-		c.cfg.Limiter.Release(1)
-		r.limited = false
-	}
 	for _, t := range r.timers {
 		t.Stop()
 	}

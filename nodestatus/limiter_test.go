@@ -255,3 +255,32 @@ func TestLimiterWaitEndsWithContext(t *testing.T) {
 }
 
 var _ nodestatus.Limiter = (*semaphore.Weighted)(nil)
+
+// cancelOnNotify ends Run's context as soon as Run has started: when the
+// provider is handed its callback, after the limiter's unit was taken.
+type cancelOnNotify struct {
+	nodestatus.NaiveNodeProvider
+	cancel context.CancelFunc
+}
+
+func (p cancelOnNotify) NotifyNodeStatus(context.Context, func(*corev1.Node)) { p.cancel() }
+
+// TestLimiterUnitReturnedWhenStoppedAtOnce: a Run whose context ends right
+// after it took its unit, before the registration's first attempt, returns
+// the unit.
+func TestLimiterUnitReturnedWhenStoppedAtOnce(t *testing.T) {
+	lim := newCountingLimiter(1)
+	cs := fake.NewClientset()
+	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg := fakeConfig(cs, clk, cancelOnNotify{cancel: cancel})
+	cfg.Limiter = lim
+	c, err := nodestatus.New(cfg)
+	require.NoError(t, err)
+	require.NoError(t, c.Run(ctx))
+	require.Equal(t, 1, lim.acquire, "Run took a unit")
+	require.Empty(t, cs.Actions(), "no request")
+	lim.waitFor(t, 0, 0)
+	require.True(t, lim.sem.TryAcquire(1), "the unit is back")
+}
