@@ -894,6 +894,43 @@ func TestAPIServer(t *testing.T) {
 		require.GreaterOrEqual(t, ltc.get("PUT leases"), 1)
 	})
 
+	t.Run("LimiterBoundsRegistrationBurst", func(t *testing.T) {
+		// Ten controllers on one client share a limiter of three; the
+		// client holds every Node creation until the test opens it.
+		gate := newRequestGate()
+		cfg := a.Config()
+		cfg.QPS, cfg.Burst = -1, 0
+		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+				if req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/nodes") {
+					gate.pass(req.URL.Path)
+				}
+				return rt.RoundTrip(req)
+			})
+		}
+		cs, err := kubernetes.NewForConfig(cfg)
+		require.NoError(t, err)
+		lim := newCountingLimiter(3)
+		clk := newClock()
+		var ctrls []*running
+		for i := range 10 {
+			ctrls = append(ctrls, start(t, nodestatus.Config{Client: cs, Node: testNode(fmt.Sprintf("burst-%d", i)), Clock: clk, Limiter: lim}))
+		}
+		lim.waitFor(t, 7, 3)
+		require.Eventually(t, func() bool { f, _, _ := gate.counts(); return f == 3 }, waitFor, time.Millisecond, "three creations held")
+		close(gate.open)
+		for _, c := range ctrls {
+			waitReady(t, c)
+		}
+		_, maxSeen, total := gate.counts()
+		require.Equal(t, 3, maxSeen, "never more registrations in flight than units")
+		require.Equal(t, 10, total)
+		for i := range 10 {
+			require.Equal(t, corev1.ConditionTrue, condStatus(e.node(t, fmt.Sprintf("burst-%d", i)), corev1.NodeReady))
+		}
+		lim.waitFor(t, 0, 0)
+	})
+
 	// Last: restarting the server affects every controller still running.
 	t.Run("APIServerRestartKeepsNodeReady", func(t *testing.T) {
 		cs, _ := countedClient(t, a.Config())

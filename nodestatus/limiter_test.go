@@ -3,6 +3,7 @@ package nodestatus_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -284,3 +285,7 @@ func TestLimiterUnitReturnedWhenStoppedAtOnce(t *testing.T) {
 	lim.waitFor(t, 0, 0)
 	require.True(t, lim.sem.TryAcquire(1), "the unit is back")
 }
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
