@@ -27,10 +27,15 @@
 // buffer of the servers' logs; in scale the fake server's store is
 // subtracted.
 //
+// In both scale modes the controllers share one Config.Limiter,
+// semaphore.NewWeighted(32), as a process that starts many nodes together
+// should (see nodestatus.Limiter); -limit 0 measures them without, each
+// registering the moment it starts.
+//
 // Usage:
 //
 //	go run ./cmd/bench/nodestatus -mode requests [-nodes 10] [-minutes 60]
-//	go run ./cmd/bench/nodestatus -mode scale [-nodes 10000] [-warmup 30s] [-window 2m]
+//	go run ./cmd/bench/nodestatus -mode scale [-nodes 10000] [-warmup 30s] [-window 2m] [-limit 32]
 //	go run ./cmd/bench/nodestatus -mode scale-real [-nodes 1000] [-warmup 30s] [-window 2m] [-limit 32]
 package main
 
@@ -50,6 +55,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"golang.org/x/sync/semaphore"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -66,7 +72,7 @@ var (
 	warmup  = flag.Duration("warmup", 30*time.Second, "scale: time after all nodes are ready before measuring")
 	window  = flag.Duration("window", 2*time.Minute, "scale: measurement window")
 
-	limit      = flag.Int("limit", 32, "scale-real: the controllers share Config.Limiter semaphore.NewWeighted(limit); 0 means none")
+	limit      = flag.Int("limit", 32, "scale, scale-real: the controllers share Config.Limiter semaphore.NewWeighted(limit); 0 means none")
 	memProfile = flag.String("memprofile", "", "scale-real: write a heap profile taken after the warm-up to this file")
 )
 
@@ -255,10 +261,11 @@ func scale() {
 	}
 	api.onLeasePut = rn.record
 	cs := client(api)
+	limiter := sharedLimiter()
 	ctrls := make([]*nodestatus.NodeController, n)
 	mNew := memInUse()
 	for i := range n {
-		c, err := nodestatus.New(nodestatus.Config{Client: cs, Node: node(names[i])})
+		c, err := nodestatus.New(nodestatus.Config{Client: cs, Node: node(names[i]), Limiter: limiter})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -318,6 +325,7 @@ func scale() {
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(w, "nodes\t%d\t\n", n)
 	fmt.Fprintf(w, "window\t%v (after %v warm-up), GOMAXPROCS %d\t\n", el.Round(time.Second), *warmup, runtime.GOMAXPROCS(0))
+	fmt.Fprintf(w, "Config.Limiter\t%s\t\n", limiterName())
 	fmt.Fprintf(w, "memory per node (heap+stacks from before New, minus the fake server's %d B/node store)\t%.1f KiB\t\n", store/n, (float64(m1)-float64(mNew)-float64(store))/float64(n)/1024)
 	fmt.Fprintf(w, "  of which allocated by New\t%.1f KiB\t\n", (float64(m0)-float64(mNew))/float64(n)/1024)
 	fmt.Fprintf(w, "goroutines per node (min / mean / max over 1s samples)\t%.3f / %.3f / %.3f\t\n", float64(gMin)/float64(n), float64(gSum)/float64(gN)/float64(n), float64(gMax)/float64(n))
@@ -333,6 +341,22 @@ func scale() {
 		}
 	}
 	w.Flush()
+}
+
+// sharedLimiter is the Config.Limiter every controller of a scale run
+// shares: nil (no bound) with -limit 0.
+func sharedLimiter() nodestatus.Limiter {
+	if *limit <= 0 {
+		return nil // an untyped nil, not a nil *semaphore.Weighted
+	}
+	return semaphore.NewWeighted(int64(*limit))
+}
+
+func limiterName() string {
+	if *limit <= 0 {
+		return "none"
+	}
+	return fmt.Sprintf("semaphore.NewWeighted(%d), shared", *limit)
 }
 
 func main() {

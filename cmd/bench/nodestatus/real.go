@@ -17,8 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"golang.org/x/sync/semaphore"
-
 	"github.com/reconkit/reconkit/internal/servers"
 	"github.com/reconkit/reconkit/nodestatus"
 )
@@ -98,10 +96,7 @@ func scaleReal() {
 		time.Sleep(100 * time.Millisecond)
 	}
 
-	var limiter nodestatus.Limiter // nil, not a nil *semaphore.Weighted
-	if *limit > 0 {
-		limiter = semaphore.NewWeighted(int64(*limit))
-	}
+	limiter := sharedLimiter()
 	ctrls := make([]*nodestatus.NodeController, n)
 	mNew := memInUse()
 	hNew, sNew := memSplit()
@@ -157,11 +152,7 @@ func scaleReal() {
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(w, "nodes (real kube-apiserver v1.37.1, one client, protobuf)\t%d\t\n", n)
 	fmt.Fprintf(w, "window\t%v (after %v warm-up)\t\n", el.Round(time.Second), *warmup)
-	if *limit > 0 {
-		fmt.Fprintf(w, "Config.Limiter\tsemaphore.NewWeighted(%d), shared\t\n", *limit)
-	} else {
-		fmt.Fprintf(w, "Config.Limiter\tnone\t\n")
-	}
+	fmt.Fprintf(w, "Config.Limiter\t%s\t\n", limiterName())
 	perNode := func(a, b uint64) float64 { return (float64(b) - float64(a)) / float64(n) / 1024 }
 	fmt.Fprintf(w, "memory per node in this process (heap+stacks, incl. New and client-go)\t%.1f KiB\t\n", perNode(mNew, m1))
 	fmt.Fprintf(w, "  heap / goroutine stacks per node\t%.1f KiB / %.1f KiB\t\n", perNode(hNew, h1), perNode(sNew, s1))
