@@ -43,6 +43,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"runtime"
@@ -197,6 +198,8 @@ func reportRates(rows []rateRow) {
 
 // --- scale ----------------------------------------------------------------
 
+// renewals records, per node, when its lease was last renewed, and the
+// gaps between renewals while measuring.
 type renewals struct {
 	idx     map[string]int
 	last    []atomic.Int64 // unix nanos of the last lease PUT
@@ -207,6 +210,32 @@ type renewals struct {
 }
 
 const lateAfter = 10400*time.Millisecond + 500*time.Millisecond
+
+func newRenewals(names []string) *renewals {
+	r := &renewals{idx: make(map[string]int, len(names)), last: make([]atomic.Int64, len(names))}
+	for i, name := range names {
+		r.idx[name] = i
+	}
+	return r
+}
+
+// stale counts the leases not renewed within lateAfter before t.
+func (r *renewals) stale(t time.Time) int {
+	n := 0
+	for i := range r.last {
+		if t.Sub(time.Unix(0, r.last[i].Load())) > lateAfter {
+			n++
+		}
+	}
+	return n
+}
+
+// report writes the renewal figures of a window that ended at t1.
+func (r *renewals) report(w io.Writer, t1 time.Time, stale int) {
+	fmt.Fprintf(w, "renewal gaps above %v\t%d\t\n", lateAfter, r.late.Load())
+	fmt.Fprintf(w, "longest renewal gap\t%v\t\n", time.Duration(r.maxGap.Load()).Round(time.Millisecond))
+	fmt.Fprintf(w, "leases not renewed in the last %v of the window\t%d\t\n", lateAfter, stale)
+}
 
 func (r *renewals) record(name string) {
 	i, ok := r.idx[name]
@@ -253,12 +282,11 @@ func scale() {
 		n = 10000
 	}
 	api := newFakeAPI()
-	rn := &renewals{idx: make(map[string]int, n), last: make([]atomic.Int64, n)}
 	names := make([]string, n)
 	for i := range n {
 		names[i] = fmt.Sprintf("vk-%05d", i)
-		rn.idx[names[i]] = i
 	}
+	rn := newRenewals(names)
 	api.onLeasePut = rn.record
 	cs := client(api)
 	limiter := sharedLimiter()
@@ -304,13 +332,7 @@ func scale() {
 	c1, t1 := cpuTime(), time.Now()
 	rn.measure.Store(false)
 	after := api.snapshot()
-	// Every lease renewed within lateAfter of the window's end?
-	stale := 0
-	for i := range rn.last {
-		if t1.Sub(time.Unix(0, rn.last[i].Load())) > lateAfter {
-			stale++
-		}
-	}
+	stale := rn.stale(t1) // every lease renewed within lateAfter of the window's end?
 	cancel()
 	wg.Wait()
 
@@ -332,9 +354,7 @@ func scale() {
 	fmt.Fprintf(w, "CPU used (process, incl. fake server and client-go)\t%.3f cores\t\n", cpu.Seconds()/el.Seconds())
 	fmt.Fprintf(w, "CPU per heartbeat (lease PUT)\t%v\t\n", (cpu / time.Duration(max(puts, 1))).Round(time.Microsecond))
 	fmt.Fprintf(w, "lease renewals in window\t%d (%.2f per node per minute)\t\n", puts, float64(puts)/float64(n)/el.Minutes())
-	fmt.Fprintf(w, "renewal gaps above %v\t%d\t\n", lateAfter, rn.late.Load())
-	fmt.Fprintf(w, "longest renewal gap\t%v\t\n", time.Duration(rn.maxGap.Load()).Round(time.Millisecond))
-	fmt.Fprintf(w, "leases not renewed in the last %v of the window\t%d\t\n", lateAfter, stale)
+	rn.report(w, t1, stale)
 	for _, k := range keys {
 		if d := after[k] - before[k]; d > 0 {
 			fmt.Fprintf(w, "  %s in window\t%d\t\n", k, d)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path"
 	"runtime"
 	"runtime/pprof"
 	"sort"
@@ -26,6 +27,7 @@ type requestCounter struct{ m sync.Map }
 
 type countingTransport struct {
 	c  *requestCounter
+	rn *renewals // sees every successful lease update
 	rt http.RoundTripper
 }
 
@@ -41,7 +43,11 @@ func (t countingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	}
 	v, _ := t.c.m.LoadOrStore(req.Method+" "+res, new(atomic.Int64))
 	v.(*atomic.Int64).Add(1)
-	return t.rt.RoundTrip(req)
+	resp, err := t.rt.RoundTrip(req)
+	if err == nil && res == "leases" && req.Method == http.MethodPut && resp.StatusCode == http.StatusOK {
+		t.rn.record(path.Base(req.URL.Path))
+	}
+	return resp, err
 }
 
 func (c *requestCounter) snapshot() map[string]int64 {
@@ -83,7 +89,12 @@ func scaleReal() {
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	cfg.QPS = -1
 	counter := &requestCounter{}
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{c: counter, rt: rt} }
+	names := make([]string, n)
+	for i := range n {
+		names[i] = fmt.Sprintf("vk-%05d", i)
+	}
+	rn := newRenewals(names)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{c: counter, rn: rn, rt: rt} }
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -101,7 +112,7 @@ func scaleReal() {
 	mNew := memInUse()
 	hNew, sNew := memSplit()
 	for i := range n {
-		c, err := nodestatus.New(nodestatus.Config{Client: cs, Node: node(fmt.Sprintf("vk-%05d", i)), Limiter: limiter})
+		c, err := nodestatus.New(nodestatus.Config{Client: cs, Node: node(names[i]), Limiter: limiter})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -132,9 +143,12 @@ func scaleReal() {
 	as0, _ := a.Stat()
 	es0, _ := a.Etcd.Members[0].Stat()
 	before := counter.snapshot()
+	rn.measure.Store(true)
 	c0, t0 := cpuTime(), time.Now()
 	time.Sleep(*window)
 	c1, t1 := cpuTime(), time.Now()
+	rn.measure.Store(false)
+	stale := rn.stale(t1)
 	after := counter.snapshot()
 	as1, _ := a.Stat()
 	es1, _ := a.Etcd.Members[0].Stat()
@@ -166,6 +180,7 @@ func scaleReal() {
 			fmt.Fprintf(w, "  %s\t%.2f\t\n", k, float64(d)/float64(n)/el.Minutes())
 		}
 	}
+	rn.report(w, t1, stale)
 	w.Flush()
 }
 
