@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/semaphore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -129,17 +130,19 @@ func TestNodeLifecycleController(t *testing.T) {
 	}, "kube-node-lease namespace")
 	hist := watchNodes(t, admin)
 
-	// Status traffic shares one throttled client, the leases have their
-	// own: a status burst must not delay the heartbeat.
+	// Status traffic shares one throttled client and a limiter of two
+	// (the cut-off node's hung attempts included), the leases have their
+	// own client: a status burst must not delay the heartbeat.
 	statusCfg := a.Config()
 	statusCfg.QPS, statusCfg.Burst = 2, 4
 	statusClient, err := kubernetes.NewForConfig(statusCfg)
 	require.NoError(t, err)
 	leaseClient, err := kubernetes.NewForConfig(a.Config())
 	require.NoError(t, err)
+	limiter := semaphore.NewWeighted(2)
 	config := func(name string, p nodestatus.NodeProvider) nodestatus.Config {
 		return nodestatus.Config{
-			Client: statusClient, LeaseClient: leaseClient, Node: testNode(name), Provider: p,
+			Client: statusClient, LeaseClient: leaseClient, Node: testNode(name), Provider: p, Limiter: limiter,
 			LeaseDuration: grace, RenewInterval: 4 * time.Second, RequestTimeout: 4 * time.Second,
 			NodeMonitorGracePeriod: grace, PingInterval: 2 * time.Second,
 			// Far beyond the test's deadlines: recovery must not wait
