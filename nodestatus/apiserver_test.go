@@ -918,13 +918,7 @@ func TestAPIServer(t *testing.T) {
 		}
 		lim.waitFor(t, 7, 3)
 		require.Eventually(t, func() bool { f, _, _ := gate.counts(); return f == 3 }, waitFor, time.Millisecond, "three creations held")
-		close(gate.open)
-		for _, c := range ctrls {
-			waitReady(t, c)
-		}
-		_, maxSeen, total := gate.counts()
-		require.Equal(t, 3, maxSeen, "never more registrations in flight than units")
-		require.Equal(t, 10, total)
+		gate.openAndWait(t, ctrls, 3)
 		for i := range 10 {
 			require.Equal(t, corev1.ConditionTrue, condStatus(e.node(t, fmt.Sprintf("burst-%d", i)), corev1.NodeReady))
 		}

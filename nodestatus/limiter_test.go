@@ -111,6 +111,20 @@ func (g *requestGate) seen(name string) bool {
 	return g.names[name]
 }
 
+// openAndWait lets the held registrations through, waits until every
+// controller is Ready, and checks that the gate never saw more than units
+// registrations at once, and one from each controller.
+func (g *requestGate) openAndWait(t *testing.T, ctrls []*running, units int) {
+	t.Helper()
+	close(g.open)
+	for _, c := range ctrls {
+		waitReady(t, c)
+	}
+	_, maxSeen, total := g.counts()
+	require.Equal(t, units, maxSeen, "never more registrations in flight than units")
+	require.Equal(t, len(ctrls), total, "one registration per controller")
+}
+
 func (g *requestGate) counts() (inFlight, maxSeen, total int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -154,13 +168,7 @@ func TestLimiterBoundsRegistration(t *testing.T) {
 		}
 	}
 
-	close(gate.open)
-	for _, c := range ctrls {
-		waitReady(t, c)
-	}
-	_, maxSeen, total := gate.counts()
-	require.Equal(t, 2, maxSeen, "never more registrations at once than units")
-	require.Equal(t, 6, total)
+	gate.openAndWait(t, ctrls, 2)
 	lim.waitFor(t, 0, 0)
 	for _, c := range ctrls {
 		require.NoError(t, c.stop(t))
