@@ -282,17 +282,11 @@ func (b *bench) etcdIdle(ctx context.Context, k etcdKind) (float64, error) {
 	}
 	fctx, fcancel := context.WithCancel(ctx)
 	waiting := etcdCampaign(fctx, follower)
-	if err := settle(ctx); err != nil {
-		fcancel()
-		return 0, err
-	}
-	n0 := c.n.Load()
-	if err := wait(ctx, *idle); err != nil {
-		fcancel()
-		return 0, err
-	}
-	n := c.n.Load() - n0
+	n, err := c.countIdle(ctx)
 	fcancel()
+	if err != nil {
+		return 0, err
+	}
 	if w := <-waiting; w.err == nil {
 		_ = w.resign(ctx)
 	}

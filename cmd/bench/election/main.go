@@ -600,18 +600,12 @@ func (b *bench) oursIdle(ctx context.Context) (float64, error) {
 	}
 	fctx, fcancel := context.WithCancel(ctx)
 	waiting := campaign(fctx, follower)
-	if err := settle(ctx); err != nil {
-		fcancel()
-		return 0, err
-	}
-	n0 := c.n.Load()
-	if err := wait(ctx, *idle); err != nil {
-		fcancel()
-		return 0, err
-	}
-	n := c.n.Load() - n0
+	n, err := c.countIdle(ctx)
 	fcancel()
 	<-waiting
+	if err != nil {
+		return 0, err
+	}
 	return float64(n) / idle.Seconds(), first.l.Resign(ctx)
 }
 
@@ -646,6 +640,19 @@ func (b *bench) clientGoIdle(ctx context.Context) (float64, error) {
 
 // settle lets a new follower finish its start-up requests.
 func settle(ctx context.Context) error { return wait(ctx, time.Second) }
+
+// countIdle lets the candidates settle, then returns how many requests c
+// counted during -idle.
+func (c *counter) countIdle(ctx context.Context) (int64, error) {
+	if err := settle(ctx); err != nil {
+		return 0, err
+	}
+	n0 := c.n.Load()
+	if err := wait(ctx, *idle); err != nil {
+		return 0, err
+	}
+	return c.n.Load() - n0, nil
+}
 
 func wait(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)

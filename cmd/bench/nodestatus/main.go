@@ -282,37 +282,18 @@ func scale() {
 		n = 10000
 	}
 	api := newFakeAPI()
-	names := make([]string, n)
-	for i := range n {
-		names[i] = fmt.Sprintf("vk-%05d", i)
-	}
+	names := nodeNames(n)
 	rn := newRenewals(names)
 	api.onLeasePut = rn.record
 	cs := client(api)
-	limiter := sharedLimiter()
-	ctrls := make([]*nodestatus.NodeController, n)
 	mNew := memInUse()
-	for i := range n {
-		c, err := nodestatus.New(nodestatus.Config{Client: cs, Node: node(names[i]), Limiter: limiter})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		ctrls[i] = c
-	}
+	ctrls := newControllers(cs, names)
 	g0 := runtime.NumGoroutine()
 	m0 := memInUse()
 
 	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	start := time.Now()
-	for _, c := range ctrls {
-		wg.Go(func() { _ = c.Run(ctx) })
-	}
-	for _, c := range ctrls {
-		<-c.Ready()
-	}
-	fmt.Printf("%d nodes registered and ready in %v\n", n, time.Since(start).Round(time.Millisecond))
+	took, waitRuns := runAll(ctx, ctrls)
+	fmt.Printf("%d nodes registered and ready in %v\n", n, took.Round(time.Millisecond))
 	time.Sleep(*warmup)
 
 	m1 := memInUse()
@@ -334,7 +315,7 @@ func scale() {
 	after := api.snapshot()
 	stale := rn.stale(t1) // every lease renewed within lateAfter of the window's end?
 	cancel()
-	wg.Wait()
+	waitRuns()
 
 	el := t1.Sub(t0)
 	cpu := c1 - c0
@@ -361,6 +342,45 @@ func scale() {
 		}
 	}
 	w.Flush()
+}
+
+// nodeNames names n nodes.
+func nodeNames(n int) []string {
+	names := make([]string, n)
+	for i := range n {
+		names[i] = fmt.Sprintf("vk-%05d", i)
+	}
+	return names
+}
+
+// newControllers builds one controller per name, all on cs and sharing one
+// Limiter (unless -limit 0).
+func newControllers(cs kubernetes.Interface, names []string) []*nodestatus.NodeController {
+	limiter := sharedLimiter()
+	ctrls := make([]*nodestatus.NodeController, len(names))
+	for i, name := range names {
+		c, err := nodestatus.New(nodestatus.Config{Client: cs, Node: node(name), Limiter: limiter})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		ctrls[i] = c
+	}
+	return ctrls
+}
+
+// runAll runs every controller on a goroutine of its own and waits until
+// all are Ready; waitRuns waits for every Run to return once ctx ended.
+func runAll(ctx context.Context, ctrls []*nodestatus.NodeController) (took time.Duration, waitRuns func()) {
+	var wg sync.WaitGroup
+	start := time.Now()
+	for _, c := range ctrls {
+		wg.Go(func() { _ = c.Run(ctx) })
+	}
+	for _, c := range ctrls {
+		<-c.Ready()
+	}
+	return time.Since(start), wg.Wait
 }
 
 // sharedLimiter is the Config.Limiter every controller of a scale run

@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/reconkit/reconkit/internal/servers"
-	"github.com/reconkit/reconkit/nodestatus"
 )
 
 // requestCounter counts a client's requests by "VERB resource".
@@ -89,10 +88,7 @@ func scaleReal() {
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	cfg.QPS = -1
 	counter := &requestCounter{}
-	names := make([]string, n)
-	for i := range n {
-		names[i] = fmt.Sprintf("vk-%05d", i)
-	}
+	names := nodeNames(n)
 	rn := newRenewals(names)
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{c: counter, rn: rn, rt: rt} }
 	cs, err := kubernetes.NewForConfig(cfg)
@@ -107,29 +103,13 @@ func scaleReal() {
 		time.Sleep(100 * time.Millisecond)
 	}
 
-	limiter := sharedLimiter()
-	ctrls := make([]*nodestatus.NodeController, n)
 	mNew := memInUse()
 	hNew, sNew := memSplit()
-	for i := range n {
-		c, err := nodestatus.New(nodestatus.Config{Client: cs, Node: node(names[i]), Limiter: limiter})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		ctrls[i] = c
-	}
+	ctrls := newControllers(cs, names)
 	m0 := memInUse()
 	rctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for _, c := range ctrls {
-		wg.Go(func() { _ = c.Run(rctx) })
-	}
-	for _, c := range ctrls {
-		<-c.Ready()
-	}
-	fmt.Printf("%d nodes registered and ready on the real apiserver in %v\n", n, time.Since(start).Round(time.Millisecond))
+	took, waitRuns := runAll(rctx, ctrls)
+	fmt.Printf("%d nodes registered and ready on the real apiserver in %v\n", n, took.Round(time.Millisecond))
 	time.Sleep(*warmup)
 
 	m1 := memInUse()
@@ -153,7 +133,7 @@ func scaleReal() {
 	as1, _ := a.Stat()
 	es1, _ := a.Etcd.Members[0].Stat()
 	cancel()
-	wg.Wait()
+	waitRuns()
 
 	el := t1.Sub(t0)
 	var keys []string
