@@ -3,7 +3,9 @@ package nodestatus_test
 import (
 	"context"
 	"fmt"
+	"sync"
 
+	"golang.org/x/sync/semaphore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -52,4 +54,40 @@ func Example() {
 	// Ready True NodeProviderReady
 	// lease held by edge-1 for 40 seconds
 	// unschedulable after shutdown: true <nil>
+}
+
+// A process that runs many nodes on one client shares one Limiter among
+// their controllers: they register in a steady stream, no more than 32 at
+// once, instead of all together.
+func ExampleLimiter() {
+	client := fake.NewClientset() // in a real agent: kubernetes.NewForConfig(cfg)
+	limiter := semaphore.NewWeighted(32)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var ctrls []*nodestatus.NodeController
+	for i := range 100 {
+		nc, err := nodestatus.New(nodestatus.Config{
+			Client:  client,
+			Node:    &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("virtual-%03d", i)}},
+			Limiter: limiter,
+		})
+		if err != nil {
+			fmt.Println(err)
+			cancel()
+			return
+		}
+		ctrls = append(ctrls, nc)
+		wg.Go(func() { _ = nc.Run(ctx) })
+	}
+	for _, nc := range ctrls {
+		<-nc.Ready()
+	}
+	nodes, _ := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	fmt.Println(len(nodes.Items), "nodes registered")
+	cancel()
+	wg.Wait()
+	fmt.Println("every unit returned:", limiter.TryAcquire(32))
+	// Output:
+	// 100 nodes registered
+	// every unit returned: true
 }
