@@ -26,9 +26,8 @@ import (
 type countingLimiter struct {
 	sem *semaphore.Weighted
 
-	mu               sync.Mutex
-	waiting, held    int
-	maxHeld, acquire int
+	mu                     sync.Mutex
+	waiting, held, acquire int
 }
 
 func newCountingLimiter(n int64) *countingLimiter {
@@ -46,7 +45,6 @@ func (l *countingLimiter) Acquire(ctx context.Context, n int64) error {
 	if err == nil {
 		l.held += int(n)
 		l.acquire++
-		l.maxHeld = max(l.maxHeld, l.held)
 	}
 	return err
 }

@@ -230,8 +230,9 @@ func (r *renewals) stale(t time.Time) int {
 	return n
 }
 
-// report writes the renewal figures of a window that ended at t1.
-func (r *renewals) report(w io.Writer, t1 time.Time, stale int) {
+// report writes the renewal figures of a window, with the count of leases
+// stale at its end.
+func (r *renewals) report(w io.Writer, stale int) {
 	fmt.Fprintf(w, "renewal gaps above %v\t%d\t\n", lateAfter, r.late.Load())
 	fmt.Fprintf(w, "longest renewal gap\t%v\t\n", time.Duration(r.maxGap.Load()).Round(time.Millisecond))
 	fmt.Fprintf(w, "leases not renewed in the last %v of the window\t%d\t\n", lateAfter, stale)
@@ -335,7 +336,7 @@ func scale() {
 	fmt.Fprintf(w, "CPU used (process, incl. fake server and client-go)\t%.3f cores\t\n", cpu.Seconds()/el.Seconds())
 	fmt.Fprintf(w, "CPU per heartbeat (lease PUT)\t%v\t\n", (cpu / time.Duration(max(puts, 1))).Round(time.Microsecond))
 	fmt.Fprintf(w, "lease renewals in window\t%d (%.2f per node per minute)\t\n", puts, float64(puts)/float64(n)/el.Minutes())
-	rn.report(w, t1, stale)
+	rn.report(w, stale)
 	for _, k := range keys {
 		if d := after[k] - before[k]; d > 0 {
 			fmt.Fprintf(w, "  %s in window\t%d\t\n", k, d)

@@ -160,7 +160,7 @@ func scaleReal() {
 			fmt.Fprintf(w, "  %s\t%.2f\t\n", k, float64(d)/float64(n)/el.Minutes())
 		}
 	}
-	rn.report(w, t1, stale)
+	rn.report(w, stale)
 	w.Flush()
 }
 
