@@ -35,7 +35,9 @@
 //     receives the caller's context. Calls happen on the caller's goroutine.
 //   - When the context ends, Retry returns an error that wraps both
 //     ctx.Err() and the last error of the operation, so errors.Is works for
-//     either. Every returns ctx.Err().
+//     either (a retry that ran out of time has failed). Every, a Run-shaped
+//     loop, returns nil when its context ends, as every Run in this module
+//     does.
 //   - Invalid options are reported as errors wrapping [ErrInvalidOption]
 //     before the operation is called; nothing panics on bad input.
 //   - A failed attempt is always followed by a wait from the backoff

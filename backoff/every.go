@@ -14,8 +14,10 @@ import (
 // [WithDelayedStart] makes it wait before the first run too.
 //
 // A failed run is logged (see the package documentation) and the loop goes
-// on. Every returns ctx.Err() when ctx ends, and fn's error (without the
-// permanent marker) when fn returns a Permanent error. fn runs on the
+// on. Every returns nil when ctx ends, as every Run of this module does
+// (a loop asked to stop has not failed), and fn's error (without the
+// permanent marker) when fn returns a Permanent error, even if ctx ended
+// meanwhile. fn runs on the
 // caller's goroutine and is passed ctx; runs never overlap. Invalid
 // arguments or options make Every return an error wrapping
 // [ErrInvalidOption] without calling fn.
@@ -37,14 +39,14 @@ func Every(ctx context.Context, interval time.Duration, jitter float64, fn func(
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	if err := ctx.Err(); err != nil {
-		return err
+	if ctx.Err() != nil {
+		return nil
 	}
 
 	clk := o.clock
 	if o.delayedStart {
-		if err := sleep(ctx, clk, jitterUp(interval, jitter)); err != nil {
-			return err
+		if sleep(ctx, clk, jitterUp(interval, jitter)) != nil {
+			return nil // ctx ended
 		}
 	}
 	rep := newReporter(ctx, o, clk.Now(), "Periodic run failed")
@@ -55,7 +57,7 @@ func Every(ctx context.Context, interval time.Duration, jitter float64, fn func(
 			return unwrapPermanent(err)
 		}
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return nil
 		}
 		wait := jitterUp(interval, jitter)
 		if err != nil {
@@ -63,8 +65,8 @@ func Every(ctx context.Context, interval time.Duration, jitter float64, fn func(
 		} else {
 			rep.success(run)
 		}
-		if err := sleep(ctx, clk, wait); err != nil {
-			return err
+		if sleep(ctx, clk, wait) != nil {
+			return nil // ctx ended
 		}
 	}
 }

@@ -68,8 +68,5 @@ func (p *PollSource) Watch(ctx context.Context, assign func(context.Context, []b
 		assign(ctx, payload, src)
 		return nil
 	}, backoff.WithClock(clk), backoff.WithName("checkpoint poll source"))
-	if ctx.Err() != nil {
-		return nil
-	}
-	return err
+	return err // nil when ctx ends, as Every returns
 }
