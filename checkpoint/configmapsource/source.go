@@ -113,14 +113,29 @@ func (s *Source) Watch(ctx context.Context, assign func(context.Context, []byte,
 	return nil
 }
 
+// minWatch is how long a watch that delivered no event must have lasted
+// for its end to count as normal. A watch that ends sooner with nothing
+// (an EOF from a proxy or load balancer, a resourceVersion that expires
+// again right after a list) is an error, so that Retry waits before the
+// next one and keeps growing its wait until a watch delivers something.
+const minWatch = time.Second
+
+// errNoProgress is wrapped by session when its watch ended without an
+// event before minWatch.
+var errNoProgress = errors.New("watch ended with no event")
+
 // session lists if rv is empty, then watches from rv until the watch ends.
 // It returns nil when the watch ended normally or expired (rv is then ""),
-// so the caller starts the next one at once.
+// so the caller starts the next one at once, and an error wrapping
+// errNoProgress when the watch ended at once having delivered nothing, so
+// that a server or proxy that ends every watch at once is not asked again
+// at once.
 func (s *Source) session(ctx context.Context, rv *string, assign func(context.Context, []byte, checkpoint.Source)) error {
 	log := logr.FromContextOrDiscard(ctx)
 	cms := s.cfg.Client.CoreV1().ConfigMaps(s.cfg.Namespace)
 	sel := fields.OneTermEqualSelector("metadata.name", s.cfg.Name).String()
-	if *rv == "" {
+	listed := *rv == ""
+	if listed {
 		s.request("list")
 		list, err := cms.List(ctx, metav1.ListOptions{FieldSelector: sel})
 		if err != nil {
@@ -142,7 +157,13 @@ func (s *Source) session(ctx context.Context, rv *string, assign func(context.Co
 	})
 	if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 		log.V(1).Info("resourceVersion expired; listing again", "source", s.origin, "resourceVersion", *rv)
+		from := *rv
 		*rv = ""
+		if listed {
+			// Expired although it came from a list just now: listing
+			// again at once would only repeat this.
+			return fmt.Errorf("watch from the list's resourceVersion %s: %w: %w", from, errNoProgress, err)
+		}
 		return nil
 	}
 	if err != nil {
@@ -151,6 +172,16 @@ func (s *Source) session(ctx context.Context, rv *string, assign func(context.Co
 	defer w.Stop()
 	timer := s.clock.NewTimer(timeout)
 	defer timer.Stop()
+	start := s.clock.Now()
+	delivered := false
+	// ended judges a watch that ended: normal if it delivered an event or
+	// lasted minWatch, no progress otherwise.
+	ended := func(how string) error {
+		if delivered || s.clock.Since(start) >= minWatch {
+			return nil // resume from rv (or list, if rv was reset)
+		}
+		return fmt.Errorf("%s after %v: %w", how, s.clock.Since(start), errNoProgress)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -159,7 +190,10 @@ func (s *Source) session(ctx context.Context, rv *string, assign func(context.Co
 			return nil // resume from rv
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return nil // the server ended the watch; resume from rv
+				return ended("the server ended the watch")
+			}
+			if ev.Type != watch.Error {
+				delivered = true
 			}
 			switch ev.Type {
 			case watch.Added, watch.Modified:
@@ -183,7 +217,7 @@ func (s *Source) session(ctx context.Context, rv *string, assign func(context.Co
 				if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 					log.V(1).Info("resourceVersion expired; listing again", "source", s.origin, "resourceVersion", *rv)
 					*rv = ""
-					return nil
+					return ended("resourceVersion expired")
 				}
 				return fmt.Errorf("watch: %w", err)
 			}
