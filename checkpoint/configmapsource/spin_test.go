@@ -68,4 +68,3 @@ func TestWatchEndingAtOnceDoesNotSpin(t *testing.T) {
 		})
 	}
 }
-
