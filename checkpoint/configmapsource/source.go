@@ -65,6 +65,12 @@ type Config struct {
 // and is logged. Compared with polling one GET per node every 30 s (120
 // requests per node per hour, 167 GET/s at 5,000 nodes), a watch costs one
 // list at start and one request per WatchTimeout.
+//
+// A watch that ends within a second having delivered nothing (an EOF from
+// a proxy or load balancer that cuts every watch, a 410 right after a
+// fresh list) is followed by a wait that grows from 100 ms to 30 s until a
+// watch delivers an event: such a server is never asked again at once
+// (TestWatchEndingAtOnceDoesNotSpin).
 type Source struct {
 	cfg    Config
 	clock  clock.Clock
