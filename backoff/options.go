@@ -139,8 +139,9 @@ func WithJitter(f float64) WaitOption {
 	return waitOption(func(o *options) { o.jitter = f })
 }
 
-// WithMaxRetryAfter caps retry-after hints returned by the operation
-// (default one minute); a hint above the cap is logged once per call of
+// WithMaxRetryAfter caps the wait that a retry-after hint returned by the
+// operation asks for, jitter included (default one minute): no hinted wait
+// is longer. A hint above the cap is logged once per call of
 // Retry or Poll. Zero makes the loop ignore hints and use the computed wait;
 // negative values are invalid.
 func WithMaxRetryAfter(d time.Duration) WaitOption {

@@ -107,9 +107,12 @@ func newWaits(o *options) *waits {
 
 // next returns the wait after a call that returned err (nil for a poll that
 // was not done). The exponential sequence advances on every call, hinted or
-// not. A positive hint, cut to the cap, replaces the computed wait and is
-// jittered upwards only, so the operation never runs before the hint asked
-// and callers given the same hint do not all wake at the same instant. A
+// not. A positive hint replaces the computed wait and is jittered upwards
+// only, so the operation never runs before the hint asked and callers
+// given the same hint do not all wake at the same instant. The cap bounds
+// the wait, jitter included: a hint within it waits from [hint,
+// min(hint*(1+j), cap)], and a hint above it from [cap/(1+j), cap], which
+// keeps such callers spread without ever waiting longer than the cap. A
 // hint of zero or less asks for nothing and gets the computed wait: it is
 // what a server that suggests "retry at once" (Kubernetes' ServerTimeout)
 // says, and obeying it literally would spin.
@@ -125,11 +128,13 @@ func (w *waits) next(err error, rep *reporter) time.Duration {
 	if !ok || hint <= 0 {
 		return wait
 	}
-	if hint > w.o.maxRetryAfter {
-		rep.hintCapped(hint, w.o.maxRetryAfter)
-		hint = w.o.maxRetryAfter
+	limit := w.o.maxRetryAfter
+	if hint > limit {
+		rep.hintCapped(hint, limit)
+		lo := time.Duration(float64(limit) / (1 + w.o.jitter))
+		return lo + time.Duration(rand.Float64()*float64(limit-lo))
 	}
-	return jitterUp(hint, w.o.jitter)
+	return min(jitterUp(hint, w.o.jitter), limit)
 }
 
 // jitterUp draws a wait uniformly from [d, d*(1+j)], saturating.

@@ -583,3 +583,34 @@ func TestRetryGiveUpAndCancelLoggedAtV1(t *testing.T) {
 		require.Len(t, logs.at("Giving up", 1), 1)
 	})
 }
+
+// The cap bounds a hinted wait with its jitter: a hint at or above the cap
+// never waits longer than the cap, and hints cut to the cap stay spread
+// (nodestatus promises at most 5 s between attempts, jitter included).
+func TestRetryAfterCapIncludesJitter(t *testing.T) {
+	for _, hint := range []time.Duration{4 * time.Second, 5 * time.Second, 6 * time.Second, time.Minute} {
+		synctest.Test(t, func(t *testing.T) {
+			const n = 40
+			var times []time.Duration
+			start := time.Now()
+			err := Retry(t.Context(), func(context.Context) error {
+				times = append(times, time.Since(start))
+				if len(times) <= n {
+					return RetryAfter(errBoom, hint)
+				}
+				return nil
+			}, WithJitter(0.2), WithMaxRetryAfter(5*time.Second))
+			require.NoError(t, err)
+			distinct := map[time.Duration]bool{}
+			for i := 1; i < len(times); i++ {
+				w := times[i] - times[i-1]
+				require.LessOrEqual(t, w, 5*time.Second, "hint %v: a wait above the cap", hint)
+				require.GreaterOrEqual(t, w, min(hint, 5*time.Second*5/6), "hint %v", hint)
+				distinct[w] = true
+			}
+			if hint != 5*time.Second { // a hint of exactly the cap has no room above it
+				require.Greater(t, len(distinct), n/4, "hint %v: waits are spread", hint)
+			}
+		})
+	}
+}
