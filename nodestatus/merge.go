@@ -138,4 +138,7 @@ func overlayInfo(b *corev1.NodeSystemInfo, n corev1.NodeSystemInfo) {
 	if n.Swap != nil {
 		b.Swap = n.Swap
 	}
+	if n.RunningInUserNamespace != nil {
+		b.RunningInUserNamespace = n.RunningInUserNamespace
+	}
 }

@@ -57,3 +57,24 @@ func TestOverlayKeepsConfigNode(t *testing.T) {
 	// An empty notification changes nothing.
 	require.Equal(t, base, overlay(base, &corev1.Node{}))
 }
+
+// runningInUserNamespace is overlaid like the other nodeInfo fields, and an
+// explicit false or a swap capacity of 0 is a reported value that the
+// merge view keeps, while unset fields drop out.
+func TestNodeInfoPointerFields(t *testing.T) {
+	f, zero := false, int64(0)
+	base := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+	n := &corev1.Node{Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{
+		RunningInUserNamespace: &f, Swap: &corev1.NodeSwapStatus{Capacity: &zero},
+	}}}
+	got := overlay(base, n)
+	require.NotNil(t, got.Status.NodeInfo.RunningInUserNamespace, "overlay dropped runningInUserNamespace")
+	require.False(t, *got.Status.NodeInfo.RunningInUserNamespace)
+
+	view, err := mergeView(got)
+	require.NoError(t, err)
+	require.Contains(t, string(view), `"runningInUserNamespace":false`)
+	require.Contains(t, string(view), `"swap":{"capacity":0}`)
+	require.NotContains(t, string(view), `"machineID"`, "unset strings drop out")
+	require.NotContains(t, string(view), `"daemonEndpoints"`, "a Port of 0 is unset")
+}

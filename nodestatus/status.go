@@ -301,8 +301,13 @@ func mergeView(n *corev1.Node) ([]byte, error) {
 	return json.Marshal(view)
 }
 
-// dropZero deletes zero leaves ("", 0, false, null, empty objects) from m
-// and reports whether m is empty afterwards.
+// dropZero deletes unset leaves from m, a nodeInfo or daemonEndpoints
+// object, and reports whether m is empty afterwards. Unset there is an
+// empty string, a null, an empty object, or a Port of 0 (DaemonEndpoint's
+// only plain number). Every bool and every other number in these objects
+// is a pointer field that omitempty leaves out when unset, so an explicit
+// false (runningInUserNamespace) or 0 (swap capacity) is a value the
+// provider reported, and stays.
 func dropZero(m map[string]any) bool {
 	for k, v := range m {
 		switch x := v.(type) {
@@ -313,11 +318,7 @@ func dropZero(m map[string]any) bool {
 				delete(m, k)
 			}
 		case float64:
-			if x == 0 {
-				delete(m, k)
-			}
-		case bool:
-			if !x {
+			if x == 0 && k == "Port" {
 				delete(m, k)
 			}
 		case map[string]any:
