@@ -114,6 +114,10 @@ func newRunOptions(opts []RunOption) (*runOptions, error) {
 // Run campaigns on e and calls lead for every term it wins, until ctx ends.
 // After a term ends (lost, resigned by lead, or lead returned) it campaigns
 // again: losing leadership never ends Run, as it never ends the process.
+// Before it does, it pauses for the retry interval, growing by half after
+// each consecutive term shorter than the maximum interval, so neither a
+// lead that returns or resigns at once nor a backend that ends every term
+// at once makes Run spin through terms.
 //
 // Every term ends in this strict order:
 //  1. lead's context is cancelled (the term was lost, or ctx ended);
@@ -157,17 +161,21 @@ func Run(ctx context.Context, e Elector, lead func(ctx context.Context, l Leader
 		backoff.WithJitter(o.jitter),
 		backoff.WithName("election term"),
 	}
-	// steppedDown counts consecutive terms whose lead returned nil on its
-	// own: each is followed by a pause that grows like the retry backoff,
-	// so a lead that returns at once cannot spin through terms (each one a
-	// Lease transition and a revision).
+	// steppedDown counts consecutive short terms that ended without a
+	// failure, however they ended: lead returned nil, lead resigned, or
+	// the term was lost. Each is followed by a pause that grows like the
+	// retry backoff, so a lead that returns or resigns at once, or a
+	// backend that ends every term at once, cannot spin through terms
+	// (each one a Lease transition or an etcd revision). A term that
+	// lasted at least the maximum retry interval starts the count anew.
 	steppedDown := 0
 	for {
 		var stepped bool
+		var lasted time.Duration
 		// Retry returns nil after a term that ended without error; its
 		// backoff starts anew for the next one.
 		err := backoff.Retry(ctx, func(ctx context.Context) error {
-			return runTerm(ctx, log, o, e, lead, &stepped)
+			return runTerm(ctx, log, o, e, lead, &stepped, &lasted)
 		}, bo...)
 		if ctx.Err() != nil {
 			return nil // stepping down on request is not a failure
@@ -179,9 +187,12 @@ func Run(ctx context.Context, e Elector, lead func(ctx context.Context, l Leader
 			steppedDown = 0
 			continue
 		}
+		if lasted >= o.maxInterval {
+			steppedDown = 0
+		}
 		steppedDown++
 		pause := o.stepDownPause(steppedDown)
-		log.V(1).Info("lead returned; pausing before campaigning again", "pause", pause)
+		log.V(1).Info("term ended; pausing before campaigning again", "pause", pause)
 		t := o.clock.NewTimer(pause)
 		select {
 		case <-t.C():
@@ -192,8 +203,8 @@ func Run(ctx context.Context, e Elector, lead func(ctx context.Context, l Leader
 	}
 }
 
-// stepDownPause is the pause after the n-th consecutive term whose lead
-// returned nil on its own: the retry interval, growing by half each time
+// stepDownPause is the pause after the n-th consecutive short term that
+// ended without a failure: the retry interval, growing by half each time
 // up to the maximum, without jitter.
 func (o *runOptions) stepDownPause(n int) time.Duration {
 	d := o.initialInterval
@@ -209,7 +220,11 @@ var errLeadFailed = errors.New("lead failed")
 // runTerm campaigns once and, if it wins, runs one term in the strict
 // release order. It returns nil when the term ended without error, an
 // error for Retry to back off on, or a permanent one that ends Run.
-func runTerm(ctx context.Context, log logr.Logger, o *runOptions, e Elector, lead func(context.Context, Leadership) error, stepped *bool) error {
+//
+// stepped reports a term that ran and ended without a failure (lead
+// returned nil, resigned, or the term was lost), and lasted how long it
+// ran, on Run's clock.
+func runTerm(ctx context.Context, log logr.Logger, o *runOptions, e Elector, lead func(context.Context, Leadership) error, stepped *bool, lasted *time.Duration) error {
 	// ctx bounds the wait only (see Elector.Campaign): the term outlives
 	// it, and is released below after lead returned.
 	l, err := e.Campaign(ctx)
@@ -234,6 +249,7 @@ func runTerm(ctx context.Context, log logr.Logger, o *runOptions, e Elector, lea
 	stopLead := context.AfterFunc(ctx, func() { cancelLead(context.Cause(ctx)) })
 	defer stopLead()
 
+	start := o.clock.Now()
 	done := make(chan error, 1)
 	go func() { done <- lead(leadCtx, l) }()
 
@@ -251,12 +267,16 @@ func runTerm(ctx context.Context, log logr.Logger, o *runOptions, e Elector, lea
 	release(ctx, log, o, l)
 	log.Info("Stopped leading", "cause", context.Cause(l.Context()))
 
+	*lasted = o.clock.Since(start)
 	if leadErr == nil || ctx.Err() != nil {
-		*stepped = leadErr == nil && endCause == nil && ctx.Err() == nil
+		// Whatever ended the term (lead's nil, its Resign, a loss), the
+		// next campaign waits a pause: see Run.
+		*stepped = ctx.Err() == nil
 		return nil
 	}
 	if endCause != nil && (errors.Is(leadErr, context.Canceled) || errors.Is(leadErr, endCause)) {
 		// lead merely reported that its term ended.
+		*stepped = true
 		return nil
 	}
 	if o.stopOnError {

@@ -319,3 +319,45 @@ func TestRunPausesAfterLeadReturnsNil(t *testing.T) {
 	cancel()
 	require.NoError(t, waitDone(t, done), "Run must return nil when its context ends")
 }
+
+// A lead that resigns at once, or whose term the backend ends at once, must
+// not make Run spin either: the term ends with ErrResigned (or a loss), not
+// with lead's nil, and is followed by the same growing pause. 200 ms of
+// fake time hold a handful of terms, not tens of thousands.
+func TestRunPausesAfterLeadResigns(t *testing.T) {
+	for name, lead := range map[string]func(context.Context, election.Leadership) error{
+		"resign": func(ctx context.Context, l election.Leadership) error {
+			_ = l.Resign(ctx)
+			return nil
+		},
+		"resign and report the end": func(ctx context.Context, l election.Leadership) error {
+			_ = l.Resign(ctx)
+			<-ctx.Done()
+			return ctx.Err()
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, c := newRec()
+			fc := clocktesting.NewFakeClock(time.Now())
+			var terms atomic.Int32
+			counted := func(ctx context.Context, l election.Leadership) error {
+				terms.Add(1)
+				return lead(ctx, l)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := runAsync(ctx, c, counted, election.WithRunClock(fc), election.WithRetryJitter(0),
+				election.WithRetryInterval(100*time.Millisecond, time.Second))
+			// Pauses of 100, 150 and 225 ms: two terms in the first 200 ms of
+			// fake time (three at most, if a step lands on a lead's own
+			// timer), and no more however long real time runs.
+			for range 20 {
+				require.Eventually(t, fc.HasWaiters, waitFor, tick, "no pause after term %d", terms.Load())
+				fc.Step(10 * time.Millisecond)
+			}
+			require.LessOrEqual(t, terms.Load(), int32(3), "terms in 200 ms of fake time")
+			require.GreaterOrEqual(t, terms.Load(), int32(2))
+			cancel()
+			require.NoError(t, waitDone(t, done))
+		})
+	}
+}
