@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/validation"
 	coordinationv1beta1client "k8s.io/client-go/kubernetes/typed/coordination/v1beta1"
+
+	"github.com/reconkit/reconkit/election"
 )
 
 // Coordinated makes a Elector take part in Coordinated Leader
@@ -64,7 +66,7 @@ func (c *Config) validateCoordinated() error {
 		return nil
 	}
 	if strings.TrimSpace(co.BinaryVersion) == "" {
-		return errors.New("election: Coordinated.BinaryVersion is required")
+		return fmt.Errorf("%w: Coordinated.BinaryVersion is required", election.ErrInvalidConfig)
 	}
 	if co.EmulationVersion == "" {
 		co.EmulationVersion = co.BinaryVersion
@@ -75,7 +77,7 @@ func (c *Config) validateCoordinated() error {
 	// The controller writes the LeaseCandidate's name as holderIdentity,
 	// so the object is named by the identity, which must be a valid name.
 	if errs := validation.IsDNS1123Subdomain(c.Identity); len(errs) > 0 {
-		return fmt.Errorf("election: with Coordinated, Identity %q names the LeaseCandidate and must be a DNS subdomain: %s", c.Identity, strings.Join(errs, "; "))
+		return fmt.Errorf("%w: with Coordinated, Identity %q names the LeaseCandidate and must be a DNS subdomain: %s", election.ErrInvalidConfig, c.Identity, strings.Join(errs, "; "))
 	}
 	return nil
 }

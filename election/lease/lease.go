@@ -140,16 +140,16 @@ var _ election.Elector = (*Elector)(nil)
 // sends no request.
 func New(cfg Config) (*Elector, error) {
 	if cfg.Client == nil {
-		return nil, errors.New("election: Config.Client is required")
+		return nil, fmt.Errorf("%w: Config.Client is required", election.ErrInvalidConfig)
 	}
 	if cfg.Namespace == "" || cfg.Name == "" {
-		return nil, errors.New("election: Config.Namespace and Name are required")
+		return nil, fmt.Errorf("%w: Config.Namespace and Name are required", election.ErrInvalidConfig)
 	}
 	if errs := validation.IsDNS1123Label(cfg.Namespace); len(errs) > 0 {
-		return nil, fmt.Errorf("election: invalid Lease namespace %q: %s", cfg.Namespace, strings.Join(errs, "; "))
+		return nil, fmt.Errorf("%w: invalid Lease namespace %q: %s", election.ErrInvalidConfig, cfg.Namespace, strings.Join(errs, "; "))
 	}
 	if errs := validation.IsDNS1123Subdomain(cfg.Name); len(errs) > 0 {
-		return nil, fmt.Errorf("election: invalid Lease name %q: %s", cfg.Name, strings.Join(errs, "; "))
+		return nil, fmt.Errorf("%w: invalid Lease name %q: %s", election.ErrInvalidConfig, cfg.Name, strings.Join(errs, "; "))
 	}
 	if cfg.Identity == "" {
 		cfg.Identity = election.DefaultIdentity()
@@ -194,17 +194,17 @@ func (c *Config) validateDurations() error {
 	ld, rd, rp := c.LeaseDuration, c.RenewDeadline, c.RetryPeriod
 	switch {
 	case ld < time.Second || ld%time.Second != 0 || ld/time.Second > math.MaxInt32:
-		return fmt.Errorf("election: LeaseDuration %v must be a whole number of seconds, at least 1s (the Lease stores seconds)", ld)
+		return fmt.Errorf("%w: LeaseDuration %v must be a whole number of seconds, at least 1s (the Lease stores seconds)", election.ErrInvalidConfig, ld)
 	case rd <= 0 || rp <= 0:
-		return fmt.Errorf("election: RenewDeadline %v and RetryPeriod %v must be positive", rd, rp)
+		return fmt.Errorf("%w: RenewDeadline %v and RetryPeriod %v must be positive", election.ErrInvalidConfig, rd, rp)
 	case rd >= ld:
-		return fmt.Errorf("election: RenewDeadline %v must be less than LeaseDuration %v", rd, ld)
+		return fmt.Errorf("%w: RenewDeadline %v must be less than LeaseDuration %v", election.ErrInvalidConfig, rd, ld)
 	case ld-rd < ld/minSkewFraction:
-		return fmt.Errorf("election: LeaseDuration − RenewDeadline = %v leaves too little clock skew margin; it must be at least LeaseDuration/%d = %v", ld-rd, minSkewFraction, ld/minSkewFraction)
+		return fmt.Errorf("%w: LeaseDuration − RenewDeadline = %v leaves too little clock skew margin; it must be at least LeaseDuration/%d = %v", election.ErrInvalidConfig, ld-rd, minSkewFraction, ld/minSkewFraction)
 	case float64(rd) <= leaseJitter*float64(rp):
-		return fmt.Errorf("election: RenewDeadline %v must be greater than %.1f × RetryPeriod %v", rd, leaseJitter, rp)
+		return fmt.Errorf("%w: RenewDeadline %v must be greater than %.1f × RetryPeriod %v", election.ErrInvalidConfig, rd, leaseJitter, rp)
 	case c.TakeoverMargin < 0:
-		return fmt.Errorf("election: TakeoverMargin %v is negative", c.TakeoverMargin)
+		return fmt.Errorf("%w: TakeoverMargin %v is negative", election.ErrInvalidConfig, c.TakeoverMargin)
 	}
 	return nil
 }
