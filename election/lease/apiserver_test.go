@@ -773,3 +773,36 @@ func TestMixedClientGoReleaseOnCancelUnderPartition(t *testing.T) {
 		require.Negative(t, overlap, "with the margin, our follower must lead only after the client-go holder's context ended")
 	})
 }
+
+// An operator deletes the Lease (a common remedy for a stuck controller):
+// the next term's token is still above the last one, so fences that keep
+// the highest token accept the new leader with no operator step.
+func TestLeaseTokenSurvivesLeaseDeletion(t *testing.T) {
+	a := apiServer(t)
+	name := uniqueName("deleted")
+	cs := clientset(t, a.Config())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e := newLease(t, a.Config(), name)
+	defer e.Close()
+	var tokens []election.Token
+	for range 3 { // several transitions, so a restarted count would be lower
+		l, err := e.Campaign(ctx)
+		require.NoError(t, err)
+		tokens = append(tokens, l.Token())
+		require.NoError(t, l.Resign(ctx))
+	}
+	old, err := cs.CoordinationV1().Leases(testNamespace).Get(ctx, name, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NoError(t, cs.CoordinationV1().Leases(testNamespace).Delete(ctx, name, metav1.DeleteOptions{}))
+	// The guarantee rests on the apiserver creating the new Lease in a
+	// later second than the old one: wait for that second to begin.
+	require.Eventually(t, func() bool { return time.Now().Unix() > old.CreationTimestamp.Unix() }, 5*time.Second, 10*time.Millisecond)
+
+	l, err := e.Campaign(ctx)
+	require.NoError(t, err)
+	tokens = append(tokens, l.Token())
+	requireIncreasing(t, tokens)
+	require.Equal(t, election.Token(1), l.Token()&0xffffffff, "the new Lease's count starts again")
+	require.NoError(t, l.Resign(ctx))
+}

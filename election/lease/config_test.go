@@ -1,10 +1,15 @@
 package lease
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/reconkit/reconkit/election"
 	"github.com/reconkit/reconkit/kubefake"
@@ -33,4 +38,68 @@ func TestNewWrapsErrInvalidConfig(t *testing.T) {
 	}
 	_, err := New(ok())
 	require.NoError(t, err)
+}
+
+// A preferred holder left on the Lease (after a preemption and a Resign,
+// or after a fleet turned Coordinated Leader Election off) does not make an
+// uncoordinated candidate yield at its first renewal, which made a new term
+// every RetryPeriod: the candidate clears it, as client-go's does.
+func TestUncoordinatedClearsLeftoverPreferredHolder(t *testing.T) {
+	clk := testingclock.NewFakeClock(epoch)
+	cs := kubefake.NewClientset(&coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "lease"},
+		Spec:       coordinationv1.LeaseSpec{PreferredHolder: ptr.To("gone")},
+	})
+	f := newFakeLease(t, cs, clk)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	l, err := f.Campaign(ctx)
+	require.NoError(t, err)
+	lt := l.(*leaseTerm)
+	for i := range 5 {
+		before := lt.lastRenew()
+		// Step the fake clock in small steps until the next renewal (its
+		// wait is jittered) has been written.
+		require.Eventually(t, func() bool {
+			if lt.lastRenew().After(before) || l.Context().Err() != nil {
+				return true
+			}
+			if clk.HasWaiters() {
+				clk.Step(50 * time.Millisecond)
+			}
+			return false
+		}, 10*time.Second, time.Millisecond, "renewal %d", i+1)
+		require.NoError(t, l.Context().Err(), "the term ended at renewal %d: %v", i+1, context.Cause(l.Context()))
+	}
+	got, err := cs.CoordinationV1().Leases("ns").Get(ctx, "lease", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Nil(t, got.Spec.PreferredHolder)
+	require.NoError(t, l.Resign(ctx))
+}
+
+// The token carries the Lease's creation second above its transitions:
+// a Lease deleted and created again in a later second gives tokens above
+// every token of the old one, although its count starts again.
+func TestTokenEpochSurvivesLeaseDeletion(t *testing.T) {
+	clk := testingclock.NewFakeClock(epoch)
+	cs := kubefake.Config{Clock: clk}.NewClientset()
+	f := newFakeLease(t, cs, clk)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var last election.Token
+	for range 3 {
+		l, err := f.Campaign(ctx)
+		require.NoError(t, err)
+		require.Greater(t, l.Token(), last)
+		require.Equal(t, election.Token(epoch.Unix()), l.Token()>>32, "the epoch is the creation second")
+		last = l.Token()
+		require.NoError(t, l.Resign(ctx))
+	}
+	require.NoError(t, cs.CoordinationV1().Leases("ns").Delete(ctx, "lease", metav1.DeleteOptions{}))
+	clk.Step(time.Second)
+	l, err := f.Campaign(ctx)
+	require.NoError(t, err)
+	require.Greater(t, l.Token(), last, "a recreated Lease sent the token back")
+	require.Equal(t, election.Token(1), l.Token()&0xffffffff)
+	require.NoError(t, l.Resign(ctx))
 }

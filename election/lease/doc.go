@@ -42,11 +42,21 @@
 // within one second count from the first of them: keep RenewDeadline
 // above RetryPeriod + 1s + a round trip (the defaults leave 7s of slack).
 //
-// The token is leaseTransitions + 1. Our candidates increment
-// leaseTransitions on every term they acquire; client-go increments it only
-// when the holder changes, so two consecutive terms of one client-go
-// identity share a token. Tokens never decrease in a mixed fleet, unless
-// somebody deletes the Lease, which starts the count again.
+// The token is the Lease's epoch, its metadata.creationTimestamp in Unix
+// seconds, in the high 32 bits, and leaseTransitions + 1 in the low 32.
+// Our candidates increment leaseTransitions on every term they acquire;
+// client-go increments it only when the holder changes, so two
+// consecutive terms of one client-go identity share a token. Tokens never
+// decrease in a mixed fleet, and not when somebody deletes the Lease
+// either (a common remedy for a stuck controller): the count starts again,
+// but on a Lease the apiserver created in a later second, so every fence
+// that keeps the highest token it has seen accepts the next leader with no
+// operator step. This rests on the apiserver's clock: what still sends a
+// token back is a Lease deleted and created again within the same second
+// with fewer transitions than before, an apiserver whose clock went back
+// by more than the time between the delete and the create, or an etcd
+// backup restored under the apiserver (which brings back an older Lease).
+// A fence that sees a token go back should say so loudly.
 //
 // Resign and Close drop the in-memory leader flag first (as Pinniped's
 // releaseLock does), stop the renewals, and only then clear holderIdentity with leaseDurationSeconds 1, as client-go's
@@ -71,9 +81,13 @@
 //
 // # Coordinated Leader Election
 //
-// A Lease candidate always keeps the Strategy and PreferredHolder fields
-// of KEP-4355 and ends its term when the Lease names another preferred
-// holder, as client-go does. With Config.Coordinated it goes
+// A Lease candidate keeps the Strategy field of KEP-4355 and ends its term
+// when the election controller names another preferred holder during it,
+// as client-go does. Like client-go's uncoordinated elector, a candidate
+// without Config.Coordinated clears PreferredHolder when it acquires and
+// renews the Lease, so a value left over (after a preemption and a Resign,
+// or after a fleet turned the feature off) never makes it yield at every
+// renewal. With Config.Coordinated it keeps the field, and goes
 // further: it publishes a coordination.k8s.io/v1beta1 LeaseCandidate
 // (its release as binaryVersion) and lets the apiserver's election
 // controller pick the holder, adopting the Lease only when named (see

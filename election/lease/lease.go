@@ -472,9 +472,15 @@ func (e *Elector) tryAcquire(ctx context.Context, o observation) (*leaseTerm, er
 	} else {
 		rec.Transitions = max(o.rec.Transitions, 0) + 1
 		// Fields of Coordinated Leader Election (KEP-4355), written by the
-		// apiserver's election controller, are kept as client-go keeps
-		// them.
-		rec.Strategy, rec.PreferredHolder = o.rec.Strategy, o.rec.PreferredHolder
+		// apiserver's election controller: the Strategy is kept. A
+		// preferred holder is kept only by a coordinated candidate; an
+		// uncoordinated one clears it, as client-go's does, since a leftover
+		// (after a preemption and our own Resign, or after a fleet turned
+		// CLE off) would make it yield at its first renewal, every term.
+		rec.Strategy = o.rec.Strategy
+		if e.cfg.Coordinated != nil {
+			rec.PreferredHolder = o.rec.PreferredHolder
+		}
 		l := o.lease.DeepCopy()
 		l.Spec = rec.spec()
 		got, err = e.leases.Update(rctx, l, metav1.UpdateOptions{})
@@ -511,7 +517,7 @@ func (e *Elector) note(lease *coordinationv1.Lease, rv string) observation {
 		e.obs.rv = rv
 		return e.obs
 	}
-	rec := recordFromSpec(&lease.Spec)
+	rec := recordFromLease(lease)
 	if !e.obs.known || e.obs.lease == nil || !rec.equal(e.obs.rec) {
 		e.obs.at = now
 	}

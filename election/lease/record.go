@@ -18,8 +18,22 @@ type leaseRecord struct {
 	AcquireTime     time.Time
 	RenewTime       time.Time
 	Transitions     int32
+	// Epoch is the Lease's creationTimestamp in Unix seconds (0 when
+	// unknown, as on client-go's fake clientset): not part of the spec,
+	// it is read from the object's metadata by recordFromLease.
+	Epoch int64
 	PreferredHolder string
 	Strategy        string
+}
+
+// recordFromLease is recordFromSpec of l's spec with l's epoch.
+func recordFromLease(l *coordinationv1.Lease) leaseRecord {
+	r := recordFromSpec(&l.Spec)
+	r.Epoch = l.CreationTimestamp.Unix()
+	if l.CreationTimestamp.IsZero() {
+		r.Epoch = 0
+	}
+	return r
 }
 
 // recordFromSpec reads the record from a Lease spec the way client-go's
@@ -91,12 +105,18 @@ func (r leaseRecord) duration() time.Duration {
 	return time.Duration(r.DurationSeconds) * time.Second
 }
 
-// token is the fencing token of the term the record describes.
+// token is the fencing token of the term the record describes: the
+// Lease's epoch (its creationTimestamp in Unix seconds, written by the
+// apiserver) in the high 32 bits and leaseTransitions + 1 in the low 32.
+// A Lease deleted and created again starts its transitions anew but in a
+// later second, so its tokens stay above every token of the Lease before
+// it (see the package doc for what this rests on).
 func (r leaseRecord) token() election.Token {
-	if r.Transitions < 0 {
-		return 1
+	low := election.Token(1)
+	if r.Transitions > 0 {
+		low = election.Token(r.Transitions) + 1 // at most 2^31: fits in 32 bits
 	}
-	return election.Token(r.Transitions) + 1
+	return election.Token(max(r.Epoch, 0))<<32 | low
 }
 
 // clientGoKey is what a client-go LeaderElector compares to decide whether

@@ -53,7 +53,7 @@ var (
 // newLeaseTerm makes the term for a Lease this candidate has just written as
 // holder; start is the local instant the write was sent.
 func newLeaseTerm(e *Elector, lease *coordinationv1.Lease, start time.Time) *leaseTerm {
-	rec := recordFromSpec(&lease.Spec)
+	rec := recordFromLease(lease)
 	return &leaseTerm{
 		e:          e,
 		lease:      lease,
@@ -71,7 +71,7 @@ func newLeaseTerm(e *Elector, lease *coordinationv1.Lease, start time.Time) *lea
 // while the lease was taken, the term is released at once and an error
 // returned, since no caller will ever hold it.
 func (lt *leaseTerm) start(wait context.Context) error {
-	rec := recordFromSpec(&lt.lease.Spec)
+	rec := recordFromLease(lt.lease)
 	lt.term = term.New(wait, lt.e.cfg.Identity, rec.token(), lt.release)
 	lt.leading.Store(true)
 	lt.e.mu.Lock()
@@ -197,8 +197,15 @@ func (lt *leaseTerm) renew(ctx context.Context) error {
 		lt.mu.Lock()
 		l := lt.lease.DeepCopy()
 		lt.mu.Unlock()
-		rec := recordFromSpec(&l.Spec)
+		rec := recordFromLease(l)
 		rec.RenewTime = start
+		if lt.e.cfg.Coordinated == nil {
+			// As client-go's uncoordinated renewals do: a preferred holder
+			// that the election controller names after this write still
+			// reaches us (its write makes this one conflict, and reread
+			// yields to it); one left over from before never does.
+			rec.PreferredHolder = ""
+		}
 		l.Spec = rec.spec()
 		got, err := lt.e.leases.Update(ctx, l, metav1.UpdateOptions{})
 		switch {
@@ -209,6 +216,11 @@ func (lt *leaseTerm) renew(ctx context.Context) error {
 		case apierrors.IsConflict(err):
 			if err := lt.reread(ctx); err != nil {
 				return err
+			}
+			if !lt.leading.Load() {
+				// reread yielded to a preferred holder: renewing now would
+				// write over the election controller's choice.
+				return nil
 			}
 		case apierrors.IsNotFound(err):
 			lt.lose(errors.New("the Lease was deleted"))
@@ -233,7 +245,7 @@ func (lt *leaseTerm) reread(ctx context.Context) error {
 	}
 	lt.e.note(cur, cur.ResourceVersion)
 	if !lt.owns(cur) {
-		holder := recordFromSpec(&cur.Spec).Holder
+		holder := recordFromLease(cur).Holder
 		lt.lose(fmt.Errorf("the Lease is now held by %q", holder))
 		return election.ErrLeadershipLost
 	}
@@ -255,7 +267,7 @@ var errPreempted = errors.New("the Lease names another preferred holder (Coordin
 // holderIdentity so the preferred candidate takes over at once; without
 // it the lease simply expires, since renewals stop.
 func (lt *leaseTerm) yieldIfPreempted(l *coordinationv1.Lease) {
-	rec := recordFromSpec(&l.Spec)
+	rec := recordFromLease(l)
 	if rec.PreferredHolder == "" || rec.PreferredHolder == lt.term.Identity() {
 		return
 	}
@@ -266,14 +278,14 @@ func (lt *leaseTerm) yieldIfPreempted(l *coordinationv1.Lease) {
 // owns reports whether l still records this term: our identity as holder
 // and the transition count of our acquisition.
 func (lt *leaseTerm) owns(l *coordinationv1.Lease) bool {
-	rec := recordFromSpec(&l.Spec)
+	rec := recordFromLease(l)
 	return rec.Holder == lt.term.Identity() && rec.token() == lt.term.Token()
 }
 
 // extend records a successful renewal sent at start.
 func (lt *leaseTerm) extend(got *coordinationv1.Lease, start time.Time) {
 	lt.e.note(got, got.ResourceVersion)
-	key := recordFromSpec(&got.Spec).clientGoKey()
+	key := recordFromLease(got).clientGoKey()
 	lt.mu.Lock()
 	lt.lease = got
 	if key != lt.key {
@@ -325,7 +337,7 @@ func (lt *leaseTerm) release(ctx context.Context) error {
 		l := lt.lease.DeepCopy()
 		lt.mu.Unlock()
 		now := lt.e.clock.Now()
-		rec := recordFromSpec(&l.Spec)
+		rec := recordFromLease(l)
 		rec.Holder, rec.DurationSeconds = "", 1
 		rec.AcquireTime, rec.RenewTime = now, now
 		l.Spec = rec.spec()
