@@ -21,7 +21,7 @@ type leaseRecord struct {
 	// Epoch is the Lease's creationTimestamp in Unix seconds (0 when
 	// unknown, as on client-go's fake clientset): not part of the spec,
 	// it is read from the object's metadata by recordFromLease.
-	Epoch int64
+	Epoch           int64
 	PreferredHolder string
 	Strategy        string
 }
