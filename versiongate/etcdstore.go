@@ -323,7 +323,7 @@ func (s *EtcdStore) Fence(ctx context.Context, t Term) error {
 			stored = strings.TrimLeft(string(kvs[0].Value), "0")
 		}
 	}
-	return fmt.Errorf("%w: token %d is fenced off by token %s", ErrLeadershipLost, tok, stored)
+	return fmt.Errorf("%w: fence key %q holds token %s, above this term's token %d (delete the key to clear it if no later leader exists)", ErrLeadershipLost, fk, stored, tok)
 }
 
 // WriteStatus implements Store in one transaction: the term's guard (or

@@ -87,6 +87,13 @@ const (
 	// ReasonRecordLost (Warning): this node's record was lost; the node
 	// must stop serving.
 	ReasonRecordLost = "RecordLost"
+	// ReasonFencedOff (Warning): the store's fence holds a token above
+	// the live term's own, so the leader cannot reconcile. Either a later
+	// leader exists (the term is about to end) or tokens went back (a
+	// Lease recreated by an old client, an etcd backup restored under the
+	// store); the message names the fence, both tokens and how to clear
+	// it. Recorded once per term.
+	ReasonFencedOff = "FencedOff"
 )
 
 // observe fills the observation's node and phase and hands it to the hook.
