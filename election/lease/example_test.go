@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
-	"k8s.io/client-go/kubernetes/fake"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/reconkit/reconkit/election"
 	"github.com/reconkit/reconkit/election/lease"
+	"github.com/reconkit/reconkit/kubefake"
 )
 
 // A candidate on a Kubernetes Lease (here on a fake clientset, so the
@@ -24,7 +26,10 @@ import (
 // so that every mutating request fails with ErrNotLeader unless the term l
 // is valid at that moment. The elector's own client must stay ungated.
 func ExampleNew() {
-	cs := fake.NewClientset()
+	// kubefake, not client-go's fake clientset: it enforces
+	// resourceVersions as the apiserver does, without which two candidates
+	// can both take the Lease. Its clock stamps the Lease's creation.
+	cs := kubefake.Config{Clock: clocktesting.NewFakePassiveClock(time.Unix(1_800_000_000, 0))}.NewClientset()
 	e, err := lease.New(lease.Config{
 		Client:    cs,
 		Namespace: "kube-system",
@@ -42,7 +47,8 @@ func ExampleNew() {
 		return
 	}
 	info, _ := e.Leader(ctx)
-	fmt.Printf("%s leads with token %d\n", info.Identity, l.Token())
+	// The token is the Lease's creation second, then its transitions.
+	fmt.Printf("%s leads with token %d<<32 | %d\n", info.Identity, l.Token()>>32, l.Token()&0xffffffff)
 	_, expiring := l.(election.Expiring)
 	fmt.Println("term has a ValidUntil:", expiring)
 
@@ -54,7 +60,7 @@ func ExampleNew() {
 	fmt.Println("after Resign:", errors.Is(err, election.ErrNoLeader))
 	fmt.Println("term ended:", context.Cause(l.Context()))
 	// Output:
-	// node-a leads with token 1
+	// node-a leads with token 1800000000<<32 | 1
 	// term has a ValidUntil: true
 	// after Resign: true
 	// term ended: election: resigned
