@@ -8,18 +8,12 @@ import (
 	"github.com/go-logr/logr"
 )
 
-// pass makes one pass: it lists (unless given a fresh listing), plans
+// pass makes one pass from a fresh listing: it plans
 // (for the steps' desired state, or with down for none), and applies what
 // the plan allows now. Writes are recorded in the memory
 // before and after each call, so that the next listing is read against
 // them.
 func (r *Reconciler) pass(ctx context.Context, listed []Object, down bool) (*plan, error) {
-	if listed == nil {
-		var err error
-		if listed, err = r.list(ctx); err != nil {
-			return nil, err
-		}
-	}
 	p, err := r.planFor(ctx, listed, down)
 	if err != nil {
 		return nil, err
@@ -66,7 +60,7 @@ func (r *Reconciler) repair(ctx context.Context, p *plan) {
 			r.mem.noRepair[o.Key()] = true
 			p.changed = true
 		default:
-			p.applyErr = append(p.applyErr, fmt.Errorf("lbrecon: repair %v: %w", o, e))
+			p.failed(ctx, fmt.Errorf("lbrecon: repair %v: %w", o, e))
 		}
 	}
 }
@@ -85,7 +79,7 @@ func (r *Reconciler) adopt(ctx context.Context, p *plan) {
 	for i, e := range errs {
 		o := p.Adopt[i].clone()
 		if e != nil {
-			p.applyErr = append(p.applyErr, fmt.Errorf("lbrecon: adopt %v: %w", o, e))
+			p.failed(ctx, fmt.Errorf("lbrecon: adopt %v: %w", o, e))
 			continue
 		}
 		o.Tags = append(o.Tags, r.cfg.Tag)
@@ -124,6 +118,8 @@ func (r *Reconciler) destroyNow(ctx context.Context, p *plan) {
 		case errors.Is(e, ErrConflict):
 			// Still referenced, or changing: look again next pass.
 			p.changed = true
+		case isOnePass(ctx) && ctx.Err() == nil && retryable(e):
+			p.failed(ctx, fmt.Errorf("lbrecon: destroy %v: %w", o, e))
 		default:
 			failed = append(failed, fmt.Errorf("%v: %w", o, e))
 		}
@@ -184,10 +180,19 @@ func (r *Reconciler) create(ctx context.Context, p *plan) {
 			p.changed = true
 		case classify(e) == OutcomeTransient || classify(e) == OutcomeTimeout || classify(e) == OutcomeCanceled:
 			// The object may exist: the intent holds the name.
-			failed = append(failed, fmt.Errorf("%v: outcome unknown, waiting for a listing: %w", c, e))
+			err := fmt.Errorf("%v: outcome unknown, waiting for a listing: %w", c, e)
 			p.changed = true
+			if isOnePass(ctx) && ctx.Err() == nil && retryable(e) {
+				p.failed(ctx, fmt.Errorf("lbrecon: create %w", err))
+				continue
+			}
+			failed = append(failed, err)
 		default:
 			delete(r.mem.intents, nk)
+			if isOnePass(ctx) && ctx.Err() == nil && retryable(e) {
+				p.failed(ctx, fmt.Errorf("lbrecon: create %v: %w", c, e)) // rate limited: nothing created
+				continue
+			}
 			failed = append(failed, fmt.Errorf("%v: %w", c, e))
 		}
 	}
@@ -231,7 +236,7 @@ func (r *Reconciler) update(ctx context.Context, p *plan) {
 		case errors.Is(e, ErrConflict), errors.Is(e, ErrNotFound):
 			p.changed = true
 		default:
-			p.applyErr = append(p.applyErr, fmt.Errorf("lbrecon: update %v: %w", u.Current, e))
+			p.failed(ctx, fmt.Errorf("lbrecon: update %v: %w", u.Current, e))
 		}
 	}
 }

@@ -93,6 +93,14 @@
 //     [Config.RetryBudget] — except Create, which is not retried after a
 //     transient error (see above). Per-call timeouts are reported as
 //     timeouts ([OutcomeTimeout]), not as cancellations.
+//   - Non-blocking: ReconcileOnce and TeardownOnce never wait on the clock
+//     and make each engine call once. What a wait may cure (a transient
+//     error, a timeout, a 429) is reported in [Result].Transient with a
+//     RequeueAfter that grows while it lasts and honours a retry-after
+//     hint; the host's next call is the retry. A result is converged, or
+//     has a positive RequeueAfter, or comes with an error: a deadline that
+//     passes during the pass (engine calls take time) is acted on by the
+//     next call.
 //   - Bad input is refused without changes: an invalid configuration or
 //     [LoadBalancer] is an [ErrInvalidConfig] error, and an engine answer
 //     that contradicts itself (one kind and ID listed twice, two owned

@@ -55,7 +55,13 @@ func answer(err error) bool {
 // supported, already exists, conflict) and permanent errors are final. A
 // Create is retried only when rate limited: after any other failure it may
 // have created the object, and the next listing tells.
+//
+// Inside one pass of ReconcileOnce or TeardownOnce (see onePass) it makes
+// one attempt: the host's next call is the retry.
 func (r *Reconciler) call(ctx context.Context, verb Verb, fn func(context.Context) error) error {
+	if isOnePass(ctx) {
+		return r.once(ctx, verb, fn)
+	}
 	var final error
 	opts := []backoff.RetryOption{
 		backoff.WithClock(r.clock),
@@ -86,6 +92,34 @@ func (r *Reconciler) call(ctx context.Context, verb Verb, fn func(context.Contex
 		return err
 	}
 	return final
+}
+
+type onePassKey struct{}
+
+// onePass marks ctx as the context of one non-blocking pass: engine calls
+// are made once, and a failure a wait may cure is left to the host's next
+// call instead of being retried on the clock.
+func onePass(ctx context.Context) context.Context { return context.WithValue(ctx, onePassKey{}, true) }
+
+func isOnePass(ctx context.Context) bool { return ctx.Value(onePassKey{}) != nil }
+
+// retryable reports whether err is a failure a later attempt may not meet:
+// transient, rate limited, or a call that ran out of time.
+func retryable(err error) bool {
+	switch classify(err) {
+	case OutcomeTransient, OutcomeRateLimited, OutcomeTimeout:
+		return true
+	}
+	return false
+}
+
+// retryAfter returns the provider's retry-after hint in err's chain, or 0.
+func retryAfter(err error) time.Duration {
+	var hint interface{ RetryAfter() time.Duration }
+	if errors.As(err, &hint) {
+		return max(hint.RetryAfter(), 0)
+	}
+	return 0
 }
 
 // parallel applies fn to every object through call, at most Parallelism at

@@ -49,16 +49,32 @@ func (p Plan) Empty() bool {
 type plan struct {
 	Plan
 	repair   []Object
-	recreate []Object   // failed objects destroyed to be created again
-	destroy  [][]Object // by step: destroy now
-	waiting  []Object   // pending and unconfirmed objects worth waiting for
-	stuck    []error    // what waiting cannot fix
-	changed  bool       // set by apply
-	applyErr []error    // set by apply
-	deadline time.Time  // earliest time a wait should end (zero: none)
+	recreate []Object      // failed objects destroyed to be created again
+	destroy  [][]Object    // by step: destroy now
+	waiting  []Object      // pending and unconfirmed objects worth waiting for
+	stuck    []error       // what waiting cannot fix
+	changed  bool          // set by apply
+	applyErr []error       // set by apply
+	retry    []error       // set by apply in one pass: failures left to the next call
+	hint     time.Duration // the largest retry-after hint among retry
+	deadline time.Time     // earliest time a wait should end (zero: none)
 }
 
-func (p *plan) converged() bool { return p.Empty() && len(p.stuck) == 0 && len(p.applyErr) == 0 }
+func (p *plan) converged() bool {
+	return p.Empty() && len(p.stuck) == 0 && len(p.applyErr) == 0 && len(p.retry) == 0
+}
+
+// failed records a failed call: in one pass (see onePass), a failure a
+// wait may cure is left to the host's next call; every other is an error
+// of the pass.
+func (p *plan) failed(ctx context.Context, err error) {
+	if isOnePass(ctx) && ctx.Err() == nil && retryable(err) {
+		p.retry = append(p.retry, err)
+		p.hint = max(p.hint, retryAfter(err))
+		return
+	}
+	p.applyErr = append(p.applyErr, err)
+}
 
 func (p *plan) err() error { return errors.Join(append(slices.Clone(p.stuck), p.applyErr...)...) }
 

@@ -83,10 +83,12 @@ type Config struct {
 	// GetPollMax is the largest number of pending objects polled with one
 	// Get each; more are polled with one List call instead.
 	GetPollMax int
-	// RetryBudget bounds the time spent retrying one engine call that fails
-	// transiently or is rate limited. Permanent errors are not retried, nor
-	// is a Create that failed transiently (it may have created the object:
-	// the next listing tells).
+	// RetryBudget bounds the time Reconcile and Teardown spend retrying one
+	// engine call that fails transiently or is rate limited. Permanent
+	// errors are not retried, nor is a Create that failed transiently (it
+	// may have created the object: the next listing tells). ReconcileOnce
+	// and TeardownOnce never retry inside the call: the host's next call
+	// is the retry.
 	RetryBudget time.Duration
 	// CallAttempts, when positive, also bounds the attempts of one call.
 	CallAttempts int
@@ -131,6 +133,7 @@ type Reconciler struct {
 	memMu   sync.Mutex // guards mem
 	mem     memory
 	requeue time.Duration // next RequeueAfter of ReconcileOnce and TeardownOnce
+	retry   time.Duration // last wait after a pass that met transient failures
 }
 
 // New validates cfg, fills its defaults and returns a Reconciler.
@@ -276,6 +279,11 @@ type Result struct {
 	RequeueAfter time.Duration
 	// Plan is what the call found to do, before doing it.
 	Plan Plan
+	// Transient holds the errors a wait may cure that the pass met: an
+	// engine call that failed transiently, timed out or was rate limited.
+	// They are not returned as the error: the next call, after
+	// RequeueAfter, retries them. Nil when there were none.
+	Transient error
 }
 
 // ReconcileOnce makes one pass and returns without waiting: it lists,
@@ -283,10 +291,24 @@ type Result struct {
 // state is confirmed or when to call again. Everything a later call needs
 // (unconfirmed writes, failure counts, pending times) stays in the
 // Reconciler. It is the mode for hosts that run their own requeue loop
-// (controller-runtime's RequeueAfter, cloud-provider's RetryError). The
-// error reports what cannot progress by waiting (ErrResourceFailed,
-// ErrPendingTimeout, ErrNotDestroyable, ErrInconsistent, engine errors);
-// Result is meaningful alongside it.
+// (controller-runtime's RequeueAfter, cloud-provider's RetryError).
+//
+// It never waits on the clock: each engine call is made once, and the
+// call takes one List plus at most one round of calls per phase (repair,
+// adopt, destroy, create, update; calls inside a phase run in parallel,
+// within Parallelism). A call that fails in a way a wait may cure
+// (transient, timed out, rate limited) is not retried inside it: the
+// failure is reported in Result.Transient and the host's next call, after
+// RequeueAfter, is the retry (RetryBudget and CallAttempts do not apply).
+// RequeueAfter then grows from RetryInterval, doubling to MaxPollInterval
+// while passes keep meeting such failures, and is never below a
+// provider's retry-after hint. A result that is not converged and carries
+// no error always has a positive RequeueAfter, also when a deadline (a
+// pending or confirmation timeout) passed during the pass.
+//
+// The error reports what cannot progress by waiting (ErrResourceFailed,
+// ErrPendingTimeout, ErrNotDestroyable, ErrInconsistent, permanent engine
+// errors); Result is meaningful alongside it.
 func (r *Reconciler) ReconcileOnce(ctx context.Context) (Result, error) {
 	return r.reconcileOnce(ctx, false)
 }
@@ -305,13 +327,23 @@ func (r *Reconciler) reconcileOnce(ctx context.Context, down bool) (res Result, 
 	defer r.mu.Unlock()
 	start := r.clock.Now()
 	defer func() { r.metrics.Observe(verbOf(down), classify(err), r.clock.Since(start)) }()
-	p, err := r.pass(ctx, nil, down)
+	ctx = onePass(ctx)
+	listed, err := r.list(ctx)
+	if err != nil {
+		if ctx.Err() != nil || !retryable(err) {
+			return Result{}, err
+		}
+		// Nothing to plan from: call again after a growing wait, or the
+		// provider's hint.
+		return Result{RequeueAfter: r.nextRetry(retryAfter(err)), Transient: err}, nil
+	}
+	p, err := r.pass(ctx, listed, down)
 	if err != nil {
 		return Result{}, err
 	}
 	res.Plan = p.public()
 	if p.converged() {
-		r.requeue = 0
+		r.requeue, r.retry = 0, 0
 		return Result{Converged: true, Plan: res.Plan}, nil
 	}
 	switch {
@@ -335,9 +367,30 @@ func (r *Reconciler) reconcileOnce(ctx context.Context, down bool) (res Result, 
 		res.RequeueAfter = max(res.RequeueAfter, min(now.Sub(newest), r.cfg.MaxPollInterval))
 	}
 	if d, ok := p.deadlineAt(); ok {
-		res.RequeueAfter = max(min(res.RequeueAfter, d.Sub(r.clock.Now())), 0)
+		// A deadline that passed during the pass (engine calls take
+		// time) is acted on by the next call, soon but not at once.
+		res.RequeueAfter = min(res.RequeueAfter, max(d.Sub(now), min(r.cfg.RetryInterval, r.cfg.PollInterval)))
+	}
+	if len(p.retry) > 0 {
+		res.Transient = errors.Join(p.retry...)
+		res.RequeueAfter = max(res.RequeueAfter, r.nextRetry(p.hint))
+	} else {
+		r.retry = 0
 	}
 	return res, p.err()
+}
+
+// nextRetry returns when to call again after a pass that met failures a
+// wait may cure: RetryInterval, doubling over consecutive such passes up
+// to MaxPollInterval, or the provider's retry-after hint when longer.
+// Called with mu held.
+func (r *Reconciler) nextRetry(hint time.Duration) time.Duration {
+	if r.retry == 0 {
+		r.retry = r.cfg.RetryInterval
+	} else {
+		r.retry = min(2*r.retry, r.cfg.MaxPollInterval)
+	}
+	return max(r.retry, hint)
 }
 
 // Reconcile changes the provider's objects until a listing confirms the
@@ -375,7 +428,13 @@ func (r *Reconciler) converge(ctx context.Context, down bool) (err error) {
 	log := logr.FromContextOrDiscard(ctx).WithValues("scope", r.cfg.Scope)
 
 	var listed []Object
+	fresh := false // listed is the last poll's listing
 	for pass := 1; ; pass++ {
+		if !fresh {
+			if listed, err = r.list(ctx); err != nil {
+				return err
+			}
+		}
 		p, err := r.pass(ctx, listed, down)
 		if err != nil {
 			return err
@@ -392,7 +451,7 @@ func (r *Reconciler) converge(ctx context.Context, down bool) (err error) {
 		if pass >= r.cfg.MaxPasses {
 			return errors.Join(fmt.Errorf("%w after %d passes", ErrNotConverged, pass), p.err())
 		}
-		if listed, err = r.wait(ctx, p, down); err != nil {
+		if listed, fresh, err = r.wait(ctx, p, down); err != nil {
 			return err
 		}
 	}

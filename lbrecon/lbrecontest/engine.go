@@ -449,6 +449,20 @@ func (e *Engine) RateLimitEvery(k int, after time.Duration) {
 	}, apply: func(*Engine, lbrecon.Object) error { return &RateLimitError{After: after} }})
 }
 
+// Unavailable makes every call, of any verb, fail with a transient 503
+// error wrapping ErrInjected until d has passed on the engine's clock, as a
+// provider's API does during an outage. Nothing is changed by those calls.
+func (e *Engine) Unavailable(d time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	until := e.clock.Now().Add(d)
+	e.faults = append(e.faults, &fault{left: -1, match: func(lbrecon.Object) bool {
+		return e.clock.Now().Before(until) // called with e.mu held
+	}, apply: func(*Engine, lbrecon.Object) error {
+		return fmt.Errorf("%w: 503 service unavailable", ErrInjected)
+	}})
+}
+
 func (e *Engine) inject(verb lbrecon.Verb, match func(lbrecon.Object) bool, n int, apply func(*Engine, lbrecon.Object) error) {
 	if n == 0 {
 		return
