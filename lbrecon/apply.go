@@ -26,11 +26,13 @@ func (r *Reconciler) pass(ctx context.Context, listed []Object, down bool) (*pla
 		"deferred", len(p.Deferred), "adopt", len(p.Adopt), "repair", len(p.repair), "recreate", len(p.recreate),
 		"pending", len(p.Pending), "unconfirmed", len(p.Unconfirmed), "blocked", p.Blocked)
 
-	r.repair(ctx, p)
-	r.adopt(ctx, p)
-	r.destroyNow(ctx, p)
-	r.create(ctx, p)
-	r.update(ctx, p)
+	// A fence's refusal ends the pass: every later write carries the same
+	// token.
+	for _, phase := range []func(context.Context, *plan){r.repair, r.adopt, r.destroyNow, r.create, r.update} {
+		if p.fence == nil {
+			phase(ctx, p)
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("lbrecon: %w", err)
 	}
@@ -50,6 +52,7 @@ func (r *Reconciler) repair(ctx context.Context, p *plan) {
 	for i, e := range errs {
 		o := p.repair[i]
 		switch {
+		case p.fenced(e):
 		case e == nil:
 			logr.FromContextOrDiscard(ctx).Info("repairing failed object in place", "object", o.String())
 			r.mem.failures[nameOf(o)]++
@@ -78,6 +81,9 @@ func (r *Reconciler) adopt(ctx context.Context, p *plan) {
 	defer r.memMu.Unlock()
 	for i, e := range errs {
 		o := p.Adopt[i].clone()
+		if p.fenced(e) {
+			continue
+		}
 		if e != nil {
 			p.failed(ctx, fmt.Errorf("lbrecon: adopt %v: %w", o, e))
 			continue
@@ -108,6 +114,7 @@ func (r *Reconciler) destroyNow(ctx context.Context, p *plan) {
 	for i, e := range errs {
 		o := p.Destroy[i]
 		switch {
+		case p.fenced(e):
 		case e == nil, errors.Is(e, ErrNotFound):
 			r.mem.destroyed[o.Key()] = now
 			delete(r.mem.written, o.Key())
@@ -160,6 +167,8 @@ func (r *Reconciler) create(ctx context.Context, p *plan) {
 		c := p.Create[i]
 		nk := nameOf(c)
 		switch {
+		case p.fenced(e):
+			delete(r.mem.intents, nk) // refused before it left the process
 		case e == nil:
 			delete(r.mem.intents, nk)
 			delete(r.mem.conflicts, nk)
@@ -222,6 +231,7 @@ func (r *Reconciler) update(ctx context.Context, p *plan) {
 	for i, e := range errs {
 		u := p.Update[i]
 		switch {
+		case p.fenced(e):
 		case e == nil:
 			o := got[i]
 			if o.ID == "" {

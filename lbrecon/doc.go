@@ -123,7 +123,14 @@
 //     write (Create, Destroy, Tag, Update, Repair) and forwards [Repairer]
 //     and [Updater]; [CheckToken] is that check for tokens: it refuses a
 //     write without a token ([ErrNoToken]) or one its admit function finds
-//     stale.
+//     stale, for good (never retried). [Fence] is such an admit function,
+//     keeping the highest token in memory. A fence that holds a higher
+//     token than the writer's refuses with a [*FenceError] ([ErrFenced])
+//     that names the fence, the stored token, the writer's token and how
+//     to clear the fence: the writer is deposed, or the token source went
+//     back (a restored backup) and an operator must clear the fence. The
+//     reconciler stops the pass at the first such refusal, sends no other
+//     write, and returns the refusal once per call.
 //   - Every wait goes through [Config.Clock]; when the context ends,
 //     Reconcile and Teardown return promptly with an error wrapping
 //     ctx.Err(), after every call they started has returned. No goroutine

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -78,7 +79,7 @@ func (r *Reconciler) call(ctx context.Context, verb Verb, fn func(context.Contex
 		switch {
 		case err == nil:
 			return nil
-		case answer(err), backoff.IsPermanent(err):
+		case answer(err), backoff.IsPermanent(err), errors.Is(err, ErrFenced):
 			// Final, and kept as it is (Retry would strip the marker).
 			final = err
 			return nil
@@ -150,20 +151,34 @@ func (r *Reconciler) parallelOnce(ctx context.Context, objs []Object, verb Verb,
 	})
 }
 
+// errNotSent is the result of a write not sent because a fence refused
+// an earlier one of the same pass.
+var errNotSent = fmt.Errorf("lbrecon: not sent after a refusal: %w", ErrFenced)
+
 // fanOut runs fn over objs on an errgroup limited to Parallelism. Every
-// object gets a result: objects not started when ctx ends get ctx.Err().
+// object gets a result: objects not started when ctx ends get ctx.Err(),
+// and objects not started after a call was refused by a fence
+// ([ErrFenced]) get errNotSent.
 func (r *Reconciler) fanOut(ctx context.Context, objs []Object, fn func(context.Context, Object) (Object, error)) ([]Object, []error) {
 	out := make([]Object, len(objs))
 	errs := make([]error, len(objs))
 	var g errgroup.Group
 	g.SetLimit(r.cfg.Parallelism)
+	var fenced atomic.Bool
 	for i, o := range objs {
 		if err := ctx.Err(); err != nil {
 			errs[i] = err
 			continue
 		}
 		g.Go(func() error {
+			if fenced.Load() {
+				errs[i] = errNotSent
+				return nil
+			}
 			out[i], errs[i] = fn(ctx, o)
+			if errors.Is(errs[i], ErrFenced) {
+				fenced.Store(true)
+			}
 			return nil
 		})
 	}

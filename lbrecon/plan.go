@@ -57,11 +57,25 @@ type plan struct {
 	applyErr []error       // set by apply
 	retry    []error       // set by apply in one pass: failures left to the next call
 	hint     time.Duration // the largest retry-after hint among retry
+	fence    error         // the first write a fence refused (ErrFenced): the pass stops
 	deadline time.Time     // earliest time a wait should end (zero: none)
 }
 
 func (p *plan) converged() bool {
-	return p.Empty() && len(p.stuck) == 0 && len(p.applyErr) == 0 && len(p.retry) == 0
+	return p.Empty() && len(p.stuck) == 0 && len(p.applyErr) == 0 && len(p.retry) == 0 && p.fence == nil
+}
+
+// fenced reports whether err is a fence's refusal, and keeps the first
+// one, preferring a [*FenceError] over a write not sent because of it.
+func (p *plan) fenced(err error) bool {
+	if !errors.Is(err, ErrFenced) {
+		return false
+	}
+	var fe *FenceError
+	if p.fence == nil || (!errors.As(p.fence, &fe) && errors.As(err, &fe)) {
+		p.fence = err
+	}
+	return true
 }
 
 // failed records a failed call: in one pass (see onePass), a failure a
@@ -76,7 +90,9 @@ func (p *plan) failed(ctx context.Context, err error) {
 	p.applyErr = append(p.applyErr, err)
 }
 
-func (p *plan) err() error { return errors.Join(append(slices.Clone(p.stuck), p.applyErr...)...) }
+func (p *plan) err() error {
+	return errors.Join(append(append([]error{p.fence}, p.stuck...), p.applyErr...)...)
+}
 
 func (p *plan) public() Plan { return p.Plan }
 

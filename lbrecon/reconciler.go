@@ -443,6 +443,9 @@ func (r *Reconciler) converge(ctx context.Context, down bool) (err error) {
 			log.V(1).Info("reconciled", "passes", pass, "teardown", down)
 			return nil
 		}
+		if p.fence != nil {
+			return p.err() // no later pass carries a fresher token
+		}
 		if !p.changed && len(p.waiting) == 0 {
 			if err := p.err(); err != nil {
 				return err
