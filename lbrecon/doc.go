@@ -27,11 +27,23 @@
 //     is then one of this load balancer's — and is never destroyed. Objects
 //     with another value of the tag's key are never touched.
 //   - Crash mid-create: before each Create the reconciler records an
-//     intent for the name; a Create whose outcome is unknown (a transient
-//     error, a lost answer) holds the name until a listing shows the
-//     object or [Config.ConfirmTimeout] passes, so the name is never
-//     created twice. After a process restart, the leftover is found by its
-//     exact name and spec and adopted, never by a pattern.
+//     intent for the name (kind, name, spec fingerprint, idempotency
+//     token), in [Config.Journal] first when there is one — nothing is
+//     sent until the journal returned — and in memory; a Create whose
+//     outcome is unknown (a transient error, a lost answer) holds the name
+//     until a listing shows the object, a listing started
+//     [Config.ListLag] after the call does not, or [Config.ConfirmTimeout]
+//     passes, so the name is never created twice. A reconciler started
+//     after a crash loads the journal and holds its predecessor's names
+//     the same way (ListLag counted from its start), so a lagging listing
+//     does not make it create them again; [FileJournal] keeps the journal
+//     in a file, replaced crash-safely (temporary file, fsync, rename,
+//     fsync of the directory). An engine that implements
+//     [IdempotentCreator] gets the intent's token with the creation, and,
+//     once it has shown it takes tokens, a held creation is sent again
+//     with its token instead of waiting for the listing. An object left
+//     untagged by a crash is found by its exact name and spec and adopted,
+//     never by a pattern.
 //   - Eventual consistency: created, updated, adopted and repaired objects
 //     are remembered until a listing shows them as written, destroyed ones
 //     until a listing no longer shows them (bounded by ConfirmTimeout).
@@ -145,11 +157,15 @@
 //     same objects race. Reconcile, ReconcileOnce, Teardown and
 //     TeardownOnce calls on one Reconciler are serialised.
 //   - The memory of unconfirmed writes lives in the Reconciler: keep one per
-//     set of objects. A new process starts without it and relies on exact
-//     names for creations in flight when the old one died.
-//   - If a listing lags by more than ConfirmTimeout, a creation of unknown
-//     outcome may be made twice; the duplicate is then reported as
-//     [ErrInconsistent] and left for the operator.
+//     set of objects. Without a [Config.Journal], a new process starts
+//     without it: on a provider whose listing lags, it creates again what
+//     its predecessor created just before it died.
+//   - If a listing lags by more than ConfirmTimeout (or ListLag, when
+//     set), a creation of unknown outcome may be made twice; the duplicate
+//     is then reported as [ErrInconsistent] and left for the operator.
+//   - A journal's intents are matched to listed objects by
+//     [SpecFingerprint], which is exact for specs without pointers or
+//     maps. Two processes must not share one journal.
 //   - A child whose parent is missing from the listing stops the plan
 //     ([ErrInconsistent]) until the listing is consistent again.
 //   - Moving an owner to another load balancer leaves its objects on the

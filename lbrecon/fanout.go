@@ -13,27 +13,31 @@ import (
 )
 
 // engineList lists the owned objects once; ErrNotFound from the engine
-// means nothing matched.
-func (r *Reconciler) engineList(ctx context.Context) ([]Object, error) {
+// means nothing matched. It also returns when the call started: the
+// listing shows every write made ListLag before then.
+func (r *Reconciler) engineList(ctx context.Context) ([]Object, time.Time, error) {
+	at := r.clock.Now()
 	objs, err := r.cfg.Engine.List(ctx, Query{Tag: r.cfg.Tag, Scope: r.cfg.Scope})
 	if errors.Is(err, ErrNotFound) {
-		return nil, nil
+		return nil, at, nil
 	}
-	return objs, err
+	return objs, at, err
 }
 
-// list calls Engine.List with retries.
-func (r *Reconciler) list(ctx context.Context) ([]Object, error) {
+// list calls Engine.List with retries, and returns the listing and when
+// its successful call started.
+func (r *Reconciler) list(ctx context.Context) ([]Object, time.Time, error) {
 	var objs []Object
+	var at time.Time
 	err := r.call(ctx, VerbList, func(ctx context.Context) error {
 		var err error
-		objs, err = r.engineList(ctx)
+		objs, at, err = r.engineList(ctx)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("lbrecon: list: %w", err)
+		return nil, time.Time{}, fmt.Errorf("lbrecon: list: %w", err)
 	}
-	return objs, nil
+	return objs, at, nil
 }
 
 // once makes one engine call and reports it to the metrics.

@@ -106,10 +106,10 @@ func (p *plan) deadlineBefore(t time.Time) {
 
 // planFor merges a listing into the memory and computes the plan: for the
 // steps' desired state, or with down for a teardown.
-func (r *Reconciler) planFor(ctx context.Context, listed []Object, down bool) (*plan, error) {
+func (r *Reconciler) planFor(ctx context.Context, listed []Object, listedAt time.Time, down bool) (*plan, error) {
 	r.memMu.Lock()
 	defer r.memMu.Unlock()
-	v, err := r.merge(listed)
+	v, err := r.merge(listed, listedAt)
 	if err != nil {
 		return nil, err
 	}
@@ -265,7 +265,7 @@ func (r *Reconciler) compute(ctx context.Context, v *view, down bool) (*plan, er
 				p.Adopt = append(p.Adopt, v.untagged[k])
 				continue
 			}
-			if v.held[nk] || recreating[nk] || r.blocked(st, i, c, view, notReady) {
+			if (v.held[nk] && !r.resend(m.intents[nk], c)) || recreating[nk] || r.blocked(st, i, c, view, notReady) {
 				p.Blocked++
 				continue
 			}
@@ -341,6 +341,13 @@ func (r *Reconciler) compute(ctx context.Context, v *view, down bool) (*plan, er
 		}
 	}
 	return p, nil
+}
+
+// resend reports whether the held creation w is sent again as c: the
+// engine has answered a CreateIdempotent (it takes idempotency tokens)
+// and c is the same creation.
+func (r *Reconciler) resend(w *write, c Object) bool {
+	return r.idempotency.Load() > 0 && w != nil && w.token != "" && w.fp == SpecFingerprint(c.Spec)
 }
 
 // blocked reports whether c must wait: a parent it refers to is not ok

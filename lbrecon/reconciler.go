@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -80,6 +81,18 @@ type Config struct {
 	// again, and a creation whose outcome is unknown (a transient error)
 	// blocks its name until then. Set it above the provider's list lag.
 	ConfirmTimeout time.Duration
+	// ListLag bounds how long the provider's listings lag behind its
+	// writes: every listing that starts ListLag after a call returned
+	// reflects it. With it, a creation whose outcome is unknown (a
+	// transient error, a lost answer) holds its name only until such a
+	// listing, instead of ConfirmTimeout. Zero means unknown.
+	ListLag time.Duration
+	// Journal, when set, records every creation durably before it is sent
+	// (see [Journal], [FileJournal]), so that a reconciler started after a
+	// crash holds the names its predecessor may have created until a
+	// listing shows them or ConfirmTimeout passes, instead of creating
+	// them again while the listing lags. Nil keeps intents in memory only.
+	Journal Journal
 	// GetPollMax is the largest number of pending objects polled with one
 	// Get each; more are polled with one List call instead.
 	GetPollMax int
@@ -134,6 +147,10 @@ type Reconciler struct {
 	mem     memory
 	requeue time.Duration // next RequeueAfter of ReconcileOnce and TeardownOnce
 	retry   time.Duration // last wait after a pass that met transient failures
+
+	journalLoaded bool         // the journal's intents are in mem (guarded by mu)
+	tokenSeq      uint64       // makes idempotency tokens unique (guarded by mu)
+	idempotency   atomic.Int32 // 1: the engine takes idempotency tokens; -1: it does not; 0: not known yet
 }
 
 // New validates cfg, fills its defaults and returns a Reconciler.
@@ -192,6 +209,9 @@ func New(cfg Config) (*Reconciler, error) {
 			*f.v = f.def
 		}
 	}
+	if cfg.ListLag < 0 {
+		return bad("ListLag is negative")
+	}
 	if cfg.MaxPollInterval < cfg.PollInterval {
 		return bad("MaxPollInterval %v is below PollInterval %v", cfg.MaxPollInterval, cfg.PollInterval)
 	}
@@ -231,11 +251,11 @@ func New(cfg Config) (*Reconciler, error) {
 // without changing anything at the provider. An empty plan means a listing
 // confirms the desired state.
 func (r *Reconciler) Check(ctx context.Context) (Plan, error) {
-	objs, err := r.list(ctx)
+	objs, at, err := r.list(ctx)
 	if err != nil {
 		return Plan{}, err
 	}
-	p, err := r.planFor(ctx, objs, false)
+	p, err := r.planFor(ctx, objs, at, false)
 	if err != nil {
 		return Plan{}, err
 	}
@@ -245,13 +265,13 @@ func (r *Reconciler) Check(ctx context.Context) (Plan, error) {
 // Observe lists the provider's objects once and returns those the
 // reconciler owns grouped by kind, without changing anything.
 func (r *Reconciler) Observe(ctx context.Context) (*Observation, error) {
-	objs, err := r.list(ctx)
+	objs, at, err := r.list(ctx)
 	if err != nil {
 		return nil, err
 	}
 	r.memMu.Lock()
 	defer r.memMu.Unlock()
-	v, err := r.merge(objs)
+	v, err := r.merge(objs, at)
 	if err != nil {
 		return nil, err
 	}
@@ -328,16 +348,14 @@ func (r *Reconciler) reconcileOnce(ctx context.Context, down bool) (res Result, 
 	start := r.clock.Now()
 	defer func() { r.metrics.Observe(verbOf(down), classify(err), r.clock.Since(start)) }()
 	ctx = onePass(ctx)
-	listed, err := r.list(ctx)
-	if err != nil {
-		if ctx.Err() != nil || !retryable(err) {
-			return Result{}, err
-		}
-		// Nothing to plan from: call again after a growing wait, or the
-		// provider's hint.
-		return Result{RequeueAfter: r.nextRetry(retryAfter(err)), Transient: err}, nil
+	if err := r.loadJournal(ctx); err != nil {
+		return r.requeueOr(ctx, err)
 	}
-	p, err := r.pass(ctx, listed, down)
+	listed, listedAt, err := r.list(ctx)
+	if err != nil {
+		return r.requeueOr(ctx, err)
+	}
+	p, err := r.pass(ctx, listed, listedAt, down)
 	if err != nil {
 		return Result{}, err
 	}
@@ -378,6 +396,16 @@ func (r *Reconciler) reconcileOnce(ctx context.Context, down bool) (res Result, 
 		r.retry = 0
 	}
 	return res, p.err()
+}
+
+// requeueOr answers a pass that could not start: a failure a wait may
+// cure is a requeue after a growing wait (or the provider's hint), any
+// other an error. Called with mu held.
+func (r *Reconciler) requeueOr(ctx context.Context, err error) (Result, error) {
+	if ctx.Err() != nil || !retryable(err) {
+		return Result{}, err
+	}
+	return Result{RequeueAfter: r.nextRetry(retryAfter(err)), Transient: err}, nil
 }
 
 // nextRetry returns when to call again after a pass that met failures a
@@ -427,15 +455,19 @@ func (r *Reconciler) converge(ctx context.Context, down bool) (err error) {
 	defer func() { r.metrics.Observe(verbOf(down), classify(err), r.clock.Since(start)) }()
 	log := logr.FromContextOrDiscard(ctx).WithValues("scope", r.cfg.Scope)
 
+	if err := r.loadJournal(ctx); err != nil {
+		return err
+	}
 	var listed []Object
+	var listedAt time.Time
 	fresh := false // listed is the last poll's listing
 	for pass := 1; ; pass++ {
 		if !fresh {
-			if listed, err = r.list(ctx); err != nil {
+			if listed, listedAt, err = r.list(ctx); err != nil {
 				return err
 			}
 		}
-		p, err := r.pass(ctx, listed, down)
+		p, err := r.pass(ctx, listed, listedAt, down)
 		if err != nil {
 			return err
 		}
@@ -454,7 +486,7 @@ func (r *Reconciler) converge(ctx context.Context, down bool) (err error) {
 		if pass >= r.cfg.MaxPasses {
 			return errors.Join(fmt.Errorf("%w after %d passes", ErrNotConverged, pass), p.err())
 		}
-		if listed, fresh, err = r.wait(ctx, p, down); err != nil {
+		if listed, listedAt, fresh, err = r.wait(ctx, p, down); err != nil {
 			return err
 		}
 	}

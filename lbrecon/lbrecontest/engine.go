@@ -89,6 +89,10 @@ type Config struct {
 	// IDsPerKind makes identifiers unique per kind only, as on providers
 	// where a backend and a server can share an ID.
 	IDsPerKind bool
+	// Idempotency makes CreateIdempotent honour idempotency tokens (see
+	// lbrecon.IdempotentCreator); without it, CreateIdempotent answers
+	// lbrecon.ErrNotSupported.
+	Idempotency bool
 	// UniqueBinds makes Create and Update of a bind fail with
 	// lbrecon.ErrConflict when another bind of the same load balancer (see
 	// Scope) listens on the same address and port, as a provider refuses a
@@ -134,13 +138,15 @@ type Engine struct {
 	faults   []*fault
 	turn     []*fault // objects created while these match end failed
 	low      map[lbrecon.Key]int
-	changed  chan struct{} // closed and replaced at every change of the objects
+	tokens   map[string]lbrecon.Key // idempotency token -> the object its creation made
+	changed  chan struct{}          // closed and replaced at every change of the objects
 }
 
 var (
-	_ lbrecon.Engine   = (*Engine)(nil)
-	_ lbrecon.Repairer = (*Engine)(nil)
-	_ lbrecon.Updater  = (*Engine)(nil)
+	_ lbrecon.Engine            = (*Engine)(nil)
+	_ lbrecon.Repairer          = (*Engine)(nil)
+	_ lbrecon.Updater           = (*Engine)(nil)
+	_ lbrecon.IdempotentCreator = (*Engine)(nil)
 )
 
 // New returns an empty engine.
@@ -156,7 +162,7 @@ func New(cfg Config) *Engine {
 		cfg.Scope = loadBalancerScope
 	}
 	return &Engine{cfg: cfg, clock: c, objs: make(map[lbrecon.Key]*object), nextID: make(map[string]int),
-		calls: make(map[lbrecon.Verb]int), low: make(map[lbrecon.Key]int)}
+		calls: make(map[lbrecon.Verb]int), low: make(map[lbrecon.Key]int), tokens: make(map[string]lbrecon.Key)}
 }
 
 // LoadBalancerRefs returns the parent of an object of the load-balancer plan.
@@ -463,6 +469,25 @@ func (e *Engine) Unavailable(d time.Duration) {
 	}})
 }
 
+// LoseCreateAnswers makes every k-th Create (counted from this call; k <= 0:
+// none) create the object, tagged, and then fail with a transient error,
+// as a call whose answer was lost would.
+func (e *Engine) LoseCreateAnswers(k int) {
+	if k <= 0 {
+		return
+	}
+	n := 0
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.faults = append(e.faults, &fault{verb: lbrecon.VerbCreate, left: -1, match: func(lbrecon.Object) bool {
+		n++
+		return n%k == 0
+	}, apply: func(e *Engine, obj lbrecon.Object) error {
+		e.store(obj)
+		return fmt.Errorf("%w: 503 after create, answer lost", ErrInjected)
+	}})
+}
+
 func (e *Engine) inject(verb lbrecon.Verb, match func(lbrecon.Object) bool, n int, apply func(*Engine, lbrecon.Object) error) {
 	if n == 0 {
 		return
@@ -617,6 +642,61 @@ func (e *Engine) Create(ctx context.Context, obj lbrecon.Object) (lbrecon.Object
 		return lbrecon.Object{}, f.apply(e, obj)
 	}
 	return e.store(obj), nil
+}
+
+// CreateIdempotent implements lbrecon.IdempotentCreator with
+// Config.Idempotency: a creation with a token seen before returns the
+// object that token's creation made, as it is now (even while lists lag),
+// and creates nothing; it counts as a create call. Tokens are kept for the
+// engine's life.
+func (e *Engine) CreateIdempotent(ctx context.Context, obj lbrecon.Object, token string) (lbrecon.Object, error) {
+	if !e.cfg.Idempotency {
+		return lbrecon.Object{}, fmt.Errorf("lbrecontest: idempotency tokens: %w", lbrecon.ErrNotSupported)
+	}
+	f, err := e.begin(ctx, lbrecon.VerbCreate, obj)
+	if err != nil {
+		return lbrecon.Object{}, err
+	}
+	e.mu.Lock()
+	if k, ok := e.tokens[token]; ok {
+		defer e.mu.Unlock()
+		if o, ok := e.objs[k]; ok {
+			return e.view(o, e.clock.Now()), nil
+		}
+		return lbrecon.Object{}, fmt.Errorf("lbrecontest: 404 the creation of token %s was deleted: %w", token, lbrecon.ErrNotFound)
+	}
+	before := e.nextID[e.idKind(obj.Kind)]
+	e.mu.Unlock()
+	if err := e.admit(obj); err != nil {
+		return lbrecon.Object{}, err
+	}
+	var got lbrecon.Object
+	if f != nil {
+		err = f.apply(e, obj)
+	} else {
+		got = e.store(obj)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for k, o := range e.objs { // the object this call stored, answer lost or not
+		if k.Kind == obj.Kind && o.Name == obj.Name && idNumber(k.ID) > before {
+			e.tokens[token] = k
+		}
+	}
+	return got, err
+}
+
+func idNumber(id string) int {
+	var n int
+	_, _ = fmt.Sscanf(id, "id-%d", &n)
+	return n
+}
+
+func (e *Engine) idKind(kind string) string {
+	if !e.cfg.IDsPerKind {
+		return ""
+	}
+	return kind
 }
 
 // admit checks a creation against names and references.
