@@ -81,20 +81,33 @@ func TestNoCreateWithoutARecordedIntent(t *testing.T) {
 // idempotency tokens, it sends them again with the recorded tokens once
 // the engine has shown it takes them.
 func TestRestartedReconcilerRecognisesItsPredecessorsCreations(t *testing.T) {
-	for _, idem := range []bool{false, true} {
-		t.Run(map[bool]string{false: "journal", true: "journal and tokens"}[idem], func(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		idem    bool
+		listLag time.Duration // the reconciler's; the provider's is 5 s
+	}{
+		{"journal", false, 5 * time.Second},
+		{"journal without a list lag bound", false, 0},
+		{"journal and tokens", true, 5 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				eng := newEngine(lbrecontest.Config{ListLag: 5 * time.Second, Idempotency: idem})
+				eng := newEngine(lbrecontest.Config{ListLag: 5 * time.Second, Idempotency: tc.idem})
 				path := filepath.Join(t.TempDir(), "lb-1.journal")
 				lb := desc(2, 1, 2)
 				mk := func() *lbrecon.LoadBalancerReconciler {
 					return newLB(t, eng, lb, func(c *lbrecon.Config) {
 						c.Journal = lbrecon.NewFileJournal(path)
-						c.ListLag = 5 * time.Second
+						c.ListLag = tc.listLag
 					})
 				}
-				_, err := mk().ReconcileOnce(t.Context()) // the backends are created; then the process dies
-				require.NoError(t, err)
+				// The backends are created, a second pass finds them not
+				// listed yet; then the process dies.
+				first := mk()
+				for range 2 {
+					_, err := first.ReconcileOnce(t.Context())
+					require.NoError(t, err)
+				}
 				require.Equal(t, 2, eng.Calls()[lbrecon.VerbCreate])
 				intents, err := lbrecon.NewFileJournal(path).Load(t.Context())
 				require.NoError(t, err)
@@ -110,4 +123,25 @@ func TestRestartedReconcilerRecognisesItsPredecessorsCreations(t *testing.T) {
 			})
 		})
 	}
+}
+
+// With the provider's list lag known, a creation that failed transiently
+// holds its name only until a listing made that long after the call, not
+// for ConfirmTimeout; a lost answer is still recognised, not duplicated.
+func TestListLagEndsTheHoldOfAnUnknownOutcome(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := newEngine(lbrecontest.Config{ListLag: time.Second})
+		eng.FailCreate(func(o lbrecon.Object) bool { return o.Kind == lbrecon.KindBackend }, 1, nil)
+		eng.FailCreateAfter(func(o lbrecon.Object) bool { return o.Kind == lbrecon.KindServer }, 1)
+		lb := desc(1, 1, 2)
+		r := newLB(t, eng, lb, func(c *lbrecon.Config) {
+			c.ConfirmTimeout = 30 * time.Second
+			c.ListLag = time.Second
+		})
+		start := time.Now()
+		require.NoError(t, r.Reconcile(t.Context()))
+		require.Less(t, time.Since(start), 15*time.Second, "held for the list lag, not ConfirmTimeout")
+		require.Equal(t, objectCount(lb)+1, eng.Calls()[lbrecon.VerbCreate], "the failed backend created again, nothing else")
+		requireConverged(t, eng, r, lb)
+	})
 }
