@@ -28,6 +28,7 @@ type crashSetup struct {
 	name       string
 	journal    bool // a FileJournal, and the provider's list lag as ListLag
 	idempotent bool // the provider takes idempotency tokens
+	oneListing bool // the provider lags by one listing instead of 3 s (no ListLag bound)
 }
 
 type crashOutcome struct {
@@ -45,8 +46,12 @@ var debugCrash = false
 func crashRun(t *testing.T, s crashSetup, n int, after bool, at time.Duration) crashOutcome {
 	var out crashOutcome
 	synctest.Test(t, func(t *testing.T) {
-		eng := lbrecontest.New(lbrecontest.Config{Latency: 20 * time.Millisecond, Pending: time.Second,
-			ListLag: crashLag, DeleteDelay: 2 * time.Second, Integrity: true, UniqueBinds: true, Idempotency: s.idempotent})
+		cfg := lbrecontest.Config{Latency: 20 * time.Millisecond, Pending: time.Second,
+			ListLag: crashLag, DeleteDelay: 2 * time.Second, Integrity: true, UniqueBinds: true, Idempotency: s.idempotent}
+		if s.oneListing {
+			cfg.ListLag, cfg.LagListings = 0, 1
+		}
+		eng := lbrecontest.New(cfg)
 		eng.LoseCreateAnswers(11)
 		cr := lbrecontest.NewCrasher(eng)
 		lb := desc(2, 2, 3)
@@ -55,7 +60,9 @@ func crashRun(t *testing.T, s crashSetup, n int, after bool, at time.Duration) c
 			return newLB(t, cr, lb, func(c *lbrecon.Config) {
 				if s.journal {
 					c.Journal = lbrecon.NewFileJournal(path) // read afresh by each process
-					c.ListLag = crashLag
+					if !s.oneListing {
+						c.ListLag = crashLag
+					}
 				}
 			})
 		}
@@ -140,6 +147,8 @@ var crashSetups = []crashSetup{
 	{name: "memory only"},
 	{name: "file journal", journal: true},
 	{name: "file journal and idempotency tokens", journal: true, idempotent: true},
+	{name: "one-listing lag, memory only", oneListing: true},
+	{name: "one-listing lag, file journal", journal: true, oneListing: true},
 }
 
 // Every crash point of a converge: before and after each write.

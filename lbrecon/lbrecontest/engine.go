@@ -59,6 +59,10 @@ type Config struct {
 	// listed, a destroyed one is still listed (as last seen), and updated
 	// specs and added tags are listed as before, until ListLag has passed.
 	ListLag time.Duration
+	// LagListings makes List lag by a number of listings rather than a
+	// time: a created object is left out of the next LagListings List
+	// calls (of any caller), on top of ListLag.
+	LagListings int
 	// DeleteDelay makes deletion asynchronous: a destroyed object still
 	// exists (Get finds it, its name stays taken, it still counts as a
 	// child) for DeleteDelay.
@@ -109,6 +113,7 @@ type object struct {
 	goneAt    time.Time // deletion completes then (zero: not deleting)
 	listed    lbrecon.Object
 	listedAt  time.Time // List shows Object instead of listed from then on
+	hidden    int       // List calls that still leave it out (LagListings)
 }
 
 type tombstone struct {
@@ -582,6 +587,10 @@ func (e *Engine) List(ctx context.Context, q lbrecon.Query) ([]lbrecon.Object, e
 		out = append(out, v)
 	}
 	for _, o := range e.objs {
+		if o.hidden > 0 {
+			o.hidden--
+			continue
+		}
 		if now.Before(o.visibleAt) {
 			continue
 		}
@@ -759,7 +768,7 @@ func (e *Engine) store(obj lbrecon.Object) lbrecon.Object {
 	if e.cfg.Default != nil {
 		obj.Spec = e.cfg.Default(obj.Spec)
 	}
-	o := &object{Object: obj, visibleAt: now.Add(e.cfg.ListLag)}
+	o := &object{Object: obj, visibleAt: now.Add(e.cfg.ListLag), hidden: e.cfg.LagListings}
 	e.provision(o)
 	e.objs[obj.Key()] = o
 	e.track()
