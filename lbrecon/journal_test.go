@@ -145,3 +145,22 @@ func TestListLagEndsTheHoldOfAnUnknownOutcome(t *testing.T) {
 		requireConverged(t, eng, r, lb)
 	})
 }
+
+// Leftovers given a load balancer reconciler's configuration leaves its
+// journal alone.
+func TestLeftoversLeaveTheJournalAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := newEngine(lbrecontest.Config{ListLag: 5 * time.Second})
+		path := filepath.Join(t.TempDir(), "lb-1.journal")
+		cfg := lbrecon.Config{Engine: eng, Tag: owner, Journal: lbrecon.NewFileJournal(path)}
+		r, err := lbrecon.NewLoadBalancer(cfg, desc(1, 1, 1))
+		require.NoError(t, err)
+		_, err = r.ReconcileOnce(t.Context())
+		require.NoError(t, err)
+		time.Sleep(3 * time.Minute) // past ConfirmTimeout: a reconciler would forget the intent
+		require.NoError(t, lbrecon.TeardownExcept(t.Context(), cfg, "lb-1"))
+		intents, err := lbrecon.NewFileJournal(path).Load(t.Context())
+		require.NoError(t, err)
+		require.Len(t, intents, 1)
+	})
+}
