@@ -106,7 +106,8 @@
 //     transient error (see above). Per-call timeouts are reported as
 //     timeouts ([OutcomeTimeout]), not as cancellations.
 //   - Non-blocking: ReconcileOnce and TeardownOnce never wait on the clock
-//     and make each engine call once. What a wait may cure (a transient
+//     and make each engine call once, within [Config.CallTimeout] (which
+//     bounds every attempt of every call, on the clock). What a wait may cure (a transient
 //     error, a timeout, a 429) is reported in [Result].Transient with a
 //     RequeueAfter that grows while it lasts and honours a retry-after
 //     hint; the host's next call is the retry. A result is converged, or

@@ -40,10 +40,32 @@ func (r *Reconciler) list(ctx context.Context) ([]Object, time.Time, error) {
 	return objs, at, nil
 }
 
-// once makes one engine call and reports it to the metrics.
+// errCallTimeout ends an engine call that took longer than CallTimeout.
+var errCallTimeout = fmt.Errorf("lbrecon: engine call took longer than Config.CallTimeout: %w", context.DeadlineExceeded)
+
+// once makes one engine call, within CallTimeout on the clock, and
+// reports it to the metrics.
 func (r *Reconciler) once(ctx context.Context, verb Verb, fn func(context.Context) error) error {
 	t := r.clock.Now()
-	err := fn(ctx)
+	cctx, cancel := context.WithCancelCause(ctx)
+	timer := r.clock.NewTimer(r.cfg.CallTimeout)
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		select {
+		case <-timer.C():
+			cancel(errCallTimeout)
+		case <-cctx.Done():
+		}
+	}()
+	err := fn(cctx)
+	timedOut := context.Cause(cctx) == errCallTimeout
+	timer.Stop()
+	cancel(nil)
+	<-ended
+	if timedOut && err != nil && ctx.Err() == nil {
+		err = fmt.Errorf("%w after %v: %w", errCallTimeout, r.cfg.CallTimeout, err)
+	}
 	r.metrics.Observe(verb, classify(err), r.clock.Since(t))
 	return err
 }

@@ -183,3 +183,18 @@ func TestReconcileOnceFailedCreatesAreRequeues(t *testing.T) {
 		require.Equal(t, "p1.svc-1", p.Create[0].Name)
 	})
 }
+
+// A provider that never answers (its calls end only with their context):
+// one ReconcileOnce takes one CallTimeout, and reports a requeue.
+func TestReconcileOnceBoundedByTheCallTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := newEngine(lbrecontest.Config{Latency: time.Hour})
+		r := newLB(t, eng, desc(1, 1, 1), func(c *lbrecon.Config) { c.CallTimeout = 5 * time.Second })
+		start := time.Now()
+		res, err := r.ReconcileOnce(t.Context())
+		require.NoError(t, err)
+		require.Equal(t, 5*time.Second, time.Since(start))
+		require.ErrorIs(t, res.Transient, context.DeadlineExceeded)
+		require.Positive(t, res.RequeueAfter)
+	})
+}

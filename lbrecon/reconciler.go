@@ -47,6 +47,7 @@ const (
 	DefaultConfirmTimeout  = 2 * time.Minute
 	DefaultGetPollMax      = 1
 	DefaultRetryBudget     = time.Minute
+	DefaultCallTimeout     = 30 * time.Second
 	DefaultRetryInterval   = 200 * time.Millisecond
 	DefaultFailureBudget   = 3
 	DefaultMaxPasses       = 32
@@ -103,6 +104,11 @@ type Config struct {
 	// and TeardownOnce never retry inside the call: the host's next call
 	// is the retry.
 	RetryBudget time.Duration
+	// CallTimeout bounds each engine call attempt, on Clock: the call's
+	// context ends then, and the attempt counts as a timeout (a Create's
+	// outcome is then unknown). It bounds ReconcileOnce and TeardownOnce,
+	// which make each call once.
+	CallTimeout time.Duration
 	// CallAttempts, when positive, also bounds the attempts of one call.
 	CallAttempts int
 	// RetryInterval is the first wait between attempts of one call (a
@@ -201,6 +207,7 @@ func New(cfg Config) (*Reconciler, error) {
 		{"ConfirmTimeout", &cfg.ConfirmTimeout, DefaultConfirmTimeout},
 		{"RetryBudget", &cfg.RetryBudget, DefaultRetryBudget},
 		{"RetryInterval", &cfg.RetryInterval, DefaultRetryInterval},
+		{"CallTimeout", &cfg.CallTimeout, DefaultCallTimeout},
 	} {
 		if *f.v < 0 {
 			return bad("%s is negative", f.name)
@@ -313,10 +320,11 @@ type Result struct {
 // Reconciler. It is the mode for hosts that run their own requeue loop
 // (controller-runtime's RequeueAfter, cloud-provider's RetryError).
 //
-// It never waits on the clock: each engine call is made once, and the
-// call takes one List plus at most one round of calls per phase (repair,
-// adopt, destroy, create, update; calls inside a phase run in parallel,
-// within Parallelism). A call that fails in a way a wait may cure
+// It never waits on the clock: each engine call is made once, within
+// CallTimeout, and the call takes one List plus at most one round of calls
+// per phase (repair, adopt, destroy, create, update; calls inside a phase
+// run in parallel, within Parallelism); a List that fails or times out
+// ends it at once. A call that fails in a way a wait may cure
 // (transient, timed out, rate limited) is not retried inside it: the
 // failure is reported in Result.Transient and the host's next call, after
 // RequeueAfter, is the retry (RetryBudget and CallAttempts do not apply).
