@@ -20,8 +20,10 @@ var ErrProcessCrashed = errors.New("lbrecontest: process crashed")
 // Restart starts the next process. A test cancels the dying process's
 // context on Crashed and builds a new reconciler (the next process, with
 // no memory) after Restart. It forwards the optional interfaces, answering
-// lbrecon.ErrNotSupported where the engine lacks them. It is safe for
-// concurrent use.
+// lbrecon.ErrNotSupported where the engine lacks them. It models a
+// process that dies, not a machine that loses power: files the process
+// wrote (an intent journal) keep what the operating system has, synced or
+// not. It is safe for concurrent use.
 type Crasher struct {
 	e lbrecon.Engine
 
