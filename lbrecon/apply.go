@@ -4,26 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/go-logr/logr"
 )
 
-// pass makes one pass: it lists (unless given a fresh listing), plans
+// pass makes one pass from a fresh listing: it plans
 // (for the steps' desired state, or with down for none), and applies what
 // the plan allows now. Writes are recorded in the memory
 // before and after each call, so that the next listing is read against
 // them.
-func (r *Reconciler) pass(ctx context.Context, listed []Object, down bool) (*plan, error) {
-	if listed == nil {
-		var err error
-		if listed, err = r.list(ctx); err != nil {
-			return nil, err
-		}
-	}
-	p, err := r.planFor(ctx, listed, down)
+func (r *Reconciler) pass(ctx context.Context, listed []Object, listedAt time.Time, down bool) (*plan, error) {
+	p, err := r.planFor(ctx, listed, listedAt, down)
 	if err != nil {
 		return nil, err
 	}
+	r.forgetIntents(ctx)
 	if p.converged() {
 		return p, nil
 	}
@@ -32,11 +28,13 @@ func (r *Reconciler) pass(ctx context.Context, listed []Object, down bool) (*pla
 		"deferred", len(p.Deferred), "adopt", len(p.Adopt), "repair", len(p.repair), "recreate", len(p.recreate),
 		"pending", len(p.Pending), "unconfirmed", len(p.Unconfirmed), "blocked", p.Blocked)
 
-	r.repair(ctx, p)
-	r.adopt(ctx, p)
-	r.destroyNow(ctx, p)
-	r.create(ctx, p)
-	r.update(ctx, p)
+	// A fence's refusal ends the pass: every later write carries the same
+	// token.
+	for _, phase := range []func(context.Context, *plan){r.repair, r.adopt, r.destroyNow, r.create, r.update} {
+		if p.fence == nil {
+			phase(ctx, p)
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("lbrecon: %w", err)
 	}
@@ -56,6 +54,7 @@ func (r *Reconciler) repair(ctx context.Context, p *plan) {
 	for i, e := range errs {
 		o := p.repair[i]
 		switch {
+		case p.fenced(e):
 		case e == nil:
 			logr.FromContextOrDiscard(ctx).Info("repairing failed object in place", "object", o.String())
 			r.mem.failures[nameOf(o)]++
@@ -66,7 +65,7 @@ func (r *Reconciler) repair(ctx context.Context, p *plan) {
 			r.mem.noRepair[o.Key()] = true
 			p.changed = true
 		default:
-			p.applyErr = append(p.applyErr, fmt.Errorf("lbrecon: repair %v: %w", o, e))
+			p.failed(ctx, fmt.Errorf("lbrecon: repair %v: %w", o, e))
 		}
 	}
 }
@@ -84,8 +83,11 @@ func (r *Reconciler) adopt(ctx context.Context, p *plan) {
 	defer r.memMu.Unlock()
 	for i, e := range errs {
 		o := p.Adopt[i].clone()
+		if p.fenced(e) {
+			continue
+		}
 		if e != nil {
-			p.applyErr = append(p.applyErr, fmt.Errorf("lbrecon: adopt %v: %w", o, e))
+			p.failed(ctx, fmt.Errorf("lbrecon: adopt %v: %w", o, e))
 			continue
 		}
 		o.Tags = append(o.Tags, r.cfg.Tag)
@@ -114,6 +116,7 @@ func (r *Reconciler) destroyNow(ctx context.Context, p *plan) {
 	for i, e := range errs {
 		o := p.Destroy[i]
 		switch {
+		case p.fenced(e):
 		case e == nil, errors.Is(e, ErrNotFound):
 			r.mem.destroyed[o.Key()] = now
 			delete(r.mem.written, o.Key())
@@ -124,6 +127,8 @@ func (r *Reconciler) destroyNow(ctx context.Context, p *plan) {
 		case errors.Is(e, ErrConflict):
 			// Still referenced, or changing: look again next pass.
 			p.changed = true
+		case isOnePass(ctx) && ctx.Err() == nil && retryable(e):
+			p.failed(ctx, fmt.Errorf("lbrecon: destroy %v: %w", o, e))
 		default:
 			failed = append(failed, fmt.Errorf("%v: %w", o, e))
 		}
@@ -143,19 +148,53 @@ func isRecreate(p *plan, o Object) bool {
 }
 
 // create creates the plan's objects. An intent is recorded before each
-// call, so that a creation whose outcome is unknown holds its name until a
-// listing shows the object or ConfirmTimeout passes.
+// call (in the Journal first, when there is one: nothing is sent until it
+// is durable), so that a creation whose outcome is unknown holds its name
+// until a listing shows the object, a listing made ListLag after the call
+// does not, or ConfirmTimeout passes. An engine that implements
+// [IdempotentCreator] gets the intent's token; a creation of unknown
+// outcome is then sent again with the same token instead of held.
 func (r *Reconciler) create(ctx context.Context, p *plan) {
 	if len(p.Create) == 0 {
 		return
 	}
 	now := r.clock.Now()
+	intents := make([]Intent, len(p.Create))
+	tokens := make(map[nameKey]string, len(p.Create))
 	r.memMu.Lock()
-	for _, c := range p.Create {
-		r.mem.intents[nameOf(c)] = &write{obj: c.clone(), at: now}
+	for i, c := range p.Create {
+		nk := nameOf(c)
+		fp := SpecFingerprint(c.Spec)
+		tok := ""
+		if w, ok := r.mem.intents[nk]; ok && w.fp == fp {
+			tok = w.token // the same creation, sent again
+		}
+		if tok == "" {
+			tok = r.intentToken(c, fp, now)
+		}
+		tokens[nk] = tok
+		intents[i] = Intent{Kind: c.Kind, Name: c.Name, Spec: fp, Token: tok, At: now}
 	}
 	r.memMu.Unlock()
-	got, errs := r.parallel(ctx, p.Create, VerbCreate, r.cfg.Engine.Create)
+	if r.cfg.Journal != nil {
+		if err := r.cfg.Journal.Record(ctx, intents); err != nil {
+			// Nothing is sent that a successor could not recognise.
+			p.failed(ctx, fmt.Errorf("lbrecon: record %d intents before creating: %w", len(intents), err))
+			return
+		}
+	}
+	r.memMu.Lock()
+	for i, c := range p.Create {
+		nk := nameOf(c)
+		r.mem.intents[nk] = &write{obj: c.clone(), at: now, fp: intents[i].Spec, token: intents[i].Token}
+		if r.cfg.Journal != nil {
+			r.mem.journal[nk] = &journaled{Intent: intents[i]}
+		}
+	}
+	r.memMu.Unlock()
+	got, errs := r.parallel(ctx, p.Create, VerbCreate, func(ctx context.Context, c Object) (Object, error) {
+		return r.createOne(ctx, c, tokens[nameOf(c)])
+	})
 	now = r.clock.Now()
 	r.memMu.Lock()
 	defer r.memMu.Unlock()
@@ -163,7 +202,12 @@ func (r *Reconciler) create(ctx context.Context, p *plan) {
 	for i, e := range errs {
 		c := p.Create[i]
 		nk := nameOf(c)
+		if e != nil && !retryable(e) && classify(e) != OutcomeCanceled {
+			r.mem.dropJournal(nk) // known not to have created anything
+		}
 		switch {
+		case p.fenced(e):
+			delete(r.mem.intents, nk) // refused before it left the process
 		case e == nil:
 			delete(r.mem.intents, nk)
 			delete(r.mem.conflicts, nk)
@@ -184,16 +228,43 @@ func (r *Reconciler) create(ctx context.Context, p *plan) {
 			p.changed = true
 		case classify(e) == OutcomeTransient || classify(e) == OutcomeTimeout || classify(e) == OutcomeCanceled:
 			// The object may exist: the intent holds the name.
-			failed = append(failed, fmt.Errorf("%v: outcome unknown, waiting for a listing: %w", c, e))
+			err := fmt.Errorf("%v: outcome unknown, waiting for a listing: %w", c, e)
 			p.changed = true
+			if w, ok := r.mem.intents[nk]; ok && r.cfg.ListLag > 0 {
+				w.resolveAt = now.Add(r.cfg.ListLag)
+			}
+			if isOnePass(ctx) && ctx.Err() == nil && retryable(e) {
+				p.failed(ctx, fmt.Errorf("lbrecon: create %w", err))
+				continue
+			}
+			failed = append(failed, err)
 		default:
 			delete(r.mem.intents, nk)
+			r.mem.dropJournal(nk) // rate limited or refused: nothing created
+			if isOnePass(ctx) && ctx.Err() == nil && retryable(e) {
+				p.failed(ctx, fmt.Errorf("lbrecon: create %v: %w", c, e)) // rate limited: nothing created
+				continue
+			}
 			failed = append(failed, fmt.Errorf("%v: %w", c, e))
 		}
 	}
 	if len(failed) > 0 {
 		p.applyErr = append(p.applyErr, fmt.Errorf("lbrecon: create %d of %d objects: %w", len(failed), len(p.Create), errors.Join(failed...)))
 	}
+}
+
+// createOne sends one creation: with its idempotency token to an engine
+// that takes one, else with Create.
+func (r *Reconciler) createOne(ctx context.Context, c Object, token string) (Object, error) {
+	if ic, ok := r.cfg.Engine.(IdempotentCreator); ok && r.idempotency.Load() >= 0 {
+		got, err := ic.CreateIdempotent(ctx, c, token)
+		if !errors.Is(err, ErrNotSupported) {
+			r.idempotency.CompareAndSwap(0, 1)
+			return got, err
+		}
+		r.idempotency.Store(-1) // nothing was sent: fall back
+	}
+	return r.cfg.Engine.Create(ctx, c)
 }
 
 // update updates objects in place through the engine's Updater.
@@ -217,6 +288,7 @@ func (r *Reconciler) update(ctx context.Context, p *plan) {
 	for i, e := range errs {
 		u := p.Update[i]
 		switch {
+		case p.fenced(e):
 		case e == nil:
 			o := got[i]
 			if o.ID == "" {
@@ -231,7 +303,7 @@ func (r *Reconciler) update(ctx context.Context, p *plan) {
 		case errors.Is(e, ErrConflict), errors.Is(e, ErrNotFound):
 			p.changed = true
 		default:
-			p.applyErr = append(p.applyErr, fmt.Errorf("lbrecon: update %v: %w", u.Current, e))
+			p.failed(ctx, fmt.Errorf("lbrecon: update %v: %w", u.Current, e))
 		}
 	}
 }

@@ -27,11 +27,23 @@
 //     is then one of this load balancer's — and is never destroyed. Objects
 //     with another value of the tag's key are never touched.
 //   - Crash mid-create: before each Create the reconciler records an
-//     intent for the name; a Create whose outcome is unknown (a transient
-//     error, a lost answer) holds the name until a listing shows the
-//     object or [Config.ConfirmTimeout] passes, so the name is never
-//     created twice. After a process restart, the leftover is found by its
-//     exact name and spec and adopted, never by a pattern.
+//     intent for the name (kind, name, spec fingerprint, idempotency
+//     token), in [Config.Journal] first when there is one — nothing is
+//     sent until the journal returned — and in memory; a Create whose
+//     outcome is unknown (a transient error, a lost answer) holds the name
+//     until a listing shows the object, a listing started
+//     [Config.ListLag] after the call does not, or [Config.ConfirmTimeout]
+//     passes, so the name is never created twice. A reconciler started
+//     after a crash loads the journal and holds its predecessor's names
+//     the same way (ListLag counted from its start), so a lagging listing
+//     does not make it create them again; [FileJournal] keeps the journal
+//     in a file, replaced crash-safely (temporary file, fsync, rename,
+//     fsync of the directory). An engine that implements
+//     [IdempotentCreator] gets the intent's token with the creation, and,
+//     once it has shown it takes tokens, a held creation is sent again
+//     with its token instead of waiting for the listing. An object left
+//     untagged by a crash is found by its exact name and spec and adopted,
+//     never by a pattern.
 //   - Eventual consistency: created, updated, adopted and repaired objects
 //     are remembered until a listing shows them as written, destroyed ones
 //     until a listing no longer shows them (bounded by ConfirmTimeout).
@@ -93,6 +105,15 @@
 //     [Config.RetryBudget] — except Create, which is not retried after a
 //     transient error (see above). Per-call timeouts are reported as
 //     timeouts ([OutcomeTimeout]), not as cancellations.
+//   - Non-blocking: ReconcileOnce and TeardownOnce never wait on the clock
+//     and make each engine call once, within [Config.CallTimeout] (which
+//     bounds every attempt of every call, on the clock). What a wait may cure (a transient
+//     error, a timeout, a 429) is reported in [Result].Transient with a
+//     RequeueAfter that grows while it lasts and honours a retry-after
+//     hint; the host's next call is the retry. A result is converged, or
+//     has a positive RequeueAfter, or comes with an error: a deadline that
+//     passes during the pass (engine calls take time) is acted on by the
+//     next call.
 //   - Bad input is refused without changes: an invalid configuration or
 //     [LoadBalancer] is an [ErrInvalidConfig] error, and an engine answer
 //     that contradicts itself (one kind and ID listed twice, two owned
@@ -115,7 +136,14 @@
 //     write (Create, Destroy, Tag, Update, Repair) and forwards [Repairer]
 //     and [Updater]; [CheckToken] is that check for tokens: it refuses a
 //     write without a token ([ErrNoToken]) or one its admit function finds
-//     stale.
+//     stale, for good (never retried). [Fence] is such an admit function,
+//     keeping the highest token in memory. A fence that holds a higher
+//     token than the writer's refuses with a [*FenceError] ([ErrFenced])
+//     that names the fence, the stored token, the writer's token and how
+//     to clear the fence: the writer is deposed, or the token source went
+//     back (a restored backup) and an operator must clear the fence. The
+//     reconciler stops the pass at the first such refusal, sends no other
+//     write, and returns the refusal once per call.
 //   - Every wait goes through [Config.Clock]; when the context ends,
 //     Reconcile and Teardown return promptly with an error wrapping
 //     ctx.Err(), after every call they started has returned. No goroutine
@@ -130,11 +158,15 @@
 //     same objects race. Reconcile, ReconcileOnce, Teardown and
 //     TeardownOnce calls on one Reconciler are serialised.
 //   - The memory of unconfirmed writes lives in the Reconciler: keep one per
-//     set of objects. A new process starts without it and relies on exact
-//     names for creations in flight when the old one died.
-//   - If a listing lags by more than ConfirmTimeout, a creation of unknown
-//     outcome may be made twice; the duplicate is then reported as
-//     [ErrInconsistent] and left for the operator.
+//     set of objects. Without a [Config.Journal], a new process starts
+//     without it: on a provider whose listing lags, it creates again what
+//     its predecessor created just before it died.
+//   - If a listing lags by more than ConfirmTimeout (or ListLag, when
+//     set), a creation of unknown outcome may be made twice; the duplicate
+//     is then reported as [ErrInconsistent] and left for the operator.
+//   - A journal's intents are matched to listed objects by
+//     [SpecFingerprint], which is exact for specs without pointers or
+//     maps. Two processes must not share one journal.
 //   - A child whose parent is missing from the listing stops the plan
 //     ([ErrInconsistent]) until the listing is consistent again.
 //   - Moving an owner to another load balancer leaves its objects on the

@@ -196,6 +196,23 @@ type Updater interface {
 	Update(ctx context.Context, current, desired Object) (Object, error)
 }
 
+// IdempotentCreator is implemented by engines whose provider takes an
+// idempotency token with a creation (a client token, a request ID): a
+// second creation with the same token creates nothing and answers with
+// the object the first one created. The reconciler then calls
+// CreateIdempotent instead of Create, with a token recorded in its intent
+// (and [Journal]) before the call, and sends a creation of unknown outcome
+// again with the same token instead of holding its name until a listing
+// shows it.
+type IdempotentCreator interface {
+	// CreateIdempotent creates obj as Create does, unless a creation with
+	// token was made already: then it returns that creation's object (as
+	// Get would) and creates nothing. It returns an error wrapping
+	// [ErrNotSupported], having sent nothing, when the provider takes no
+	// token; the reconciler then uses Create.
+	CreateIdempotent(ctx context.Context, obj Object, token string) (Object, error)
+}
+
 // Repairer is implemented by engines that can retry a failed object in place
 // (for example by applying its spec again). The reconciler tries Repair once
 // before it destroys and recreates a failed object.

@@ -9,7 +9,6 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/reconkit/reconkit/backoff"
 	"github.com/reconkit/reconkit/lbrecon"
 	"github.com/reconkit/reconkit/lbrecon/lbrecontest"
 )
@@ -186,21 +185,14 @@ func ExampleLoadBalancerReconciler_Teardown() {
 }
 
 // A host hands its leadership term's fencing token to the engine through
-// the context. The provider here remembers the highest token that wrote
-// (as one with conditional writes does); the guard refuses a write whose
-// token is older, so a deposed leader's late reconciliation changes
-// nothing.
+// the context. A Fence remembers the highest token that wrote; the guard
+// refuses a write whose token is older, so a deposed leader's late
+// reconciliation changes nothing, and the refusal names the fence, both
+// tokens and how to clear the fence.
 func ExampleCheckToken() {
-	var highest uint64
-	admit := func(token uint64) error { // called concurrently in real use: guard it
-		if token < highest {
-			return backoff.Permanent(fmt.Errorf("token %d is stale, %d wrote since", token, highest))
-		}
-		highest = token
-		return nil
-	}
+	fence := lbrecon.NewFence("lb-1 writes", 0, "restart the agent")
 	eng := lbrecontest.New(lbrecontest.Config{})
-	fenced := lbrecon.Guard(eng, lbrecon.CheckToken(admit))
+	fenced := lbrecon.Guard(eng, lbrecon.CheckToken(fence.Admit))
 	lb := lbrecon.LoadBalancer{
 		ID: "lb-1", Suffix: "svc-1",
 		Ports:   []lbrecon.Port{{Name: "http", NodePort: 30080, ExternalPort: 80}},
@@ -222,10 +214,13 @@ func ExampleCheckToken() {
 		return
 	}
 	err = deposed.Teardown(lbrecon.WithToken(context.Background(), 4))
-	fmt.Println("term 4 refused:", err != nil, "objects:", len(eng.Objects()))
+	var fe *lbrecon.FenceError
+	if errors.As(err, &fe) {
+		fmt.Println("term 4 refused by", fe.Fence, "holding", fe.Stored, "objects:", len(eng.Objects()))
+	}
 	// Output:
 	// term 5: <nil> objects: 3
-	// term 4 refused: true objects: 3
+	// term 4 refused by lb-1 writes holding 5 objects: 3
 }
 
 // After a restart, a host that wants load balancer lb-2 tears down the

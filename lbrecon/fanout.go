@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -12,33 +13,59 @@ import (
 )
 
 // engineList lists the owned objects once; ErrNotFound from the engine
-// means nothing matched.
-func (r *Reconciler) engineList(ctx context.Context) ([]Object, error) {
+// means nothing matched. It also returns when the call started: the
+// listing shows every write made ListLag before then.
+func (r *Reconciler) engineList(ctx context.Context) ([]Object, time.Time, error) {
+	at := r.clock.Now()
 	objs, err := r.cfg.Engine.List(ctx, Query{Tag: r.cfg.Tag, Scope: r.cfg.Scope})
 	if errors.Is(err, ErrNotFound) {
-		return nil, nil
+		return nil, at, nil
 	}
-	return objs, err
+	return objs, at, err
 }
 
-// list calls Engine.List with retries.
-func (r *Reconciler) list(ctx context.Context) ([]Object, error) {
+// list calls Engine.List with retries, and returns the listing and when
+// its successful call started.
+func (r *Reconciler) list(ctx context.Context) ([]Object, time.Time, error) {
 	var objs []Object
+	var at time.Time
 	err := r.call(ctx, VerbList, func(ctx context.Context) error {
 		var err error
-		objs, err = r.engineList(ctx)
+		objs, at, err = r.engineList(ctx)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("lbrecon: list: %w", err)
+		return nil, time.Time{}, fmt.Errorf("lbrecon: list: %w", err)
 	}
-	return objs, nil
+	return objs, at, nil
 }
 
-// once makes one engine call and reports it to the metrics.
+// errCallTimeout ends an engine call that took longer than CallTimeout.
+var errCallTimeout = fmt.Errorf("lbrecon: engine call took longer than Config.CallTimeout: %w", context.DeadlineExceeded)
+
+// once makes one engine call, within CallTimeout on the clock, and
+// reports it to the metrics.
 func (r *Reconciler) once(ctx context.Context, verb Verb, fn func(context.Context) error) error {
 	t := r.clock.Now()
-	err := fn(ctx)
+	cctx, cancel := context.WithCancelCause(ctx)
+	timer := r.clock.NewTimer(r.cfg.CallTimeout)
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		select {
+		case <-timer.C():
+			cancel(errCallTimeout)
+		case <-cctx.Done():
+		}
+	}()
+	err := fn(cctx)
+	timedOut := context.Cause(cctx) == errCallTimeout
+	timer.Stop()
+	cancel(nil)
+	<-ended
+	if timedOut && err != nil && ctx.Err() == nil {
+		err = fmt.Errorf("%w after %v: %w", errCallTimeout, r.cfg.CallTimeout, err)
+	}
 	r.metrics.Observe(verb, classify(err), r.clock.Since(t))
 	return err
 }
@@ -55,7 +82,13 @@ func answer(err error) bool {
 // supported, already exists, conflict) and permanent errors are final. A
 // Create is retried only when rate limited: after any other failure it may
 // have created the object, and the next listing tells.
+//
+// Inside one pass of ReconcileOnce or TeardownOnce (see onePass) it makes
+// one attempt: the host's next call is the retry.
 func (r *Reconciler) call(ctx context.Context, verb Verb, fn func(context.Context) error) error {
+	if isOnePass(ctx) {
+		return r.once(ctx, verb, fn)
+	}
 	var final error
 	opts := []backoff.RetryOption{
 		backoff.WithClock(r.clock),
@@ -72,7 +105,7 @@ func (r *Reconciler) call(ctx context.Context, verb Verb, fn func(context.Contex
 		switch {
 		case err == nil:
 			return nil
-		case answer(err), backoff.IsPermanent(err):
+		case answer(err), backoff.IsPermanent(err), errors.Is(err, ErrFenced):
 			// Final, and kept as it is (Retry would strip the marker).
 			final = err
 			return nil
@@ -86,6 +119,34 @@ func (r *Reconciler) call(ctx context.Context, verb Verb, fn func(context.Contex
 		return err
 	}
 	return final
+}
+
+type onePassKey struct{}
+
+// onePass marks ctx as the context of one non-blocking pass: engine calls
+// are made once, and a failure a wait may cure is left to the host's next
+// call instead of being retried on the clock.
+func onePass(ctx context.Context) context.Context { return context.WithValue(ctx, onePassKey{}, true) }
+
+func isOnePass(ctx context.Context) bool { return ctx.Value(onePassKey{}) != nil }
+
+// retryable reports whether err is a failure a later attempt may not meet:
+// transient, rate limited, or a call that ran out of time.
+func retryable(err error) bool {
+	switch classify(err) {
+	case OutcomeTransient, OutcomeRateLimited, OutcomeTimeout:
+		return true
+	}
+	return false
+}
+
+// retryAfter returns the provider's retry-after hint in err's chain, or 0.
+func retryAfter(err error) time.Duration {
+	var hint interface{ RetryAfter() time.Duration }
+	if errors.As(err, &hint) {
+		return max(hint.RetryAfter(), 0)
+	}
+	return 0
 }
 
 // parallel applies fn to every object through call, at most Parallelism at
@@ -116,20 +177,34 @@ func (r *Reconciler) parallelOnce(ctx context.Context, objs []Object, verb Verb,
 	})
 }
 
+// errNotSent is the result of a write not sent because a fence refused
+// an earlier one of the same pass.
+var errNotSent = fmt.Errorf("lbrecon: not sent after a refusal: %w", ErrFenced)
+
 // fanOut runs fn over objs on an errgroup limited to Parallelism. Every
-// object gets a result: objects not started when ctx ends get ctx.Err().
+// object gets a result: objects not started when ctx ends get ctx.Err(),
+// and objects not started after a call was refused by a fence
+// ([ErrFenced]) get errNotSent.
 func (r *Reconciler) fanOut(ctx context.Context, objs []Object, fn func(context.Context, Object) (Object, error)) ([]Object, []error) {
 	out := make([]Object, len(objs))
 	errs := make([]error, len(objs))
 	var g errgroup.Group
 	g.SetLimit(r.cfg.Parallelism)
+	var fenced atomic.Bool
 	for i, o := range objs {
 		if err := ctx.Err(); err != nil {
 			errs[i] = err
 			continue
 		}
 		g.Go(func() error {
+			if fenced.Load() {
+				errs[i] = errNotSent
+				return nil
+			}
 			out[i], errs[i] = fn(ctx, o)
+			if errors.Is(errs[i], ErrFenced) {
+				fenced.Store(true)
+			}
 			return nil
 		})
 	}

@@ -11,9 +11,10 @@ import "context"
 type GuardFunc func(ctx context.Context, verb Verb, obj Object) error
 
 // Guard returns an engine that calls check before every write to e and
-// forwards the optional interfaces: it always implements [Repairer] and
-// [Updater], answering [ErrNotSupported] when e does not, which the
-// reconciler takes as "recreate" and "replace". Reads (List, Get) are not
+// forwards the optional interfaces: it always implements [Repairer],
+// [Updater] and [IdempotentCreator], answering [ErrNotSupported] when e
+// does not, which the reconciler takes as "recreate", "replace" and
+// "create without a token". Reads (List, Get) are not
 // checked. A nil check lets every write through. [CheckToken] builds a
 // check that compares the fencing token each call's context carries (see
 // [WithToken]).
@@ -30,9 +31,21 @@ type guarded struct {
 }
 
 var (
-	_ Repairer = (*guarded)(nil)
-	_ Updater  = (*guarded)(nil)
+	_ Repairer          = (*guarded)(nil)
+	_ Updater           = (*guarded)(nil)
+	_ IdempotentCreator = (*guarded)(nil)
 )
+
+func (g *guarded) CreateIdempotent(ctx context.Context, obj Object, token string) (Object, error) {
+	ic, ok := g.e.(IdempotentCreator)
+	if !ok {
+		return Object{}, ErrNotSupported
+	}
+	if err := g.check(ctx, VerbCreate, obj); err != nil {
+		return Object{}, err
+	}
+	return ic.CreateIdempotent(ctx, obj, token)
+}
 
 func (g *guarded) List(ctx context.Context, q Query) ([]Object, error) { return g.e.List(ctx, q) }
 

@@ -40,7 +40,7 @@ type Leftovers struct {
 // NewLeftovers validates cfg and returns a Leftovers for cfg.Tag's owner
 // that keeps the load balancers with the IDs in keep (empty strings are
 // ignored). cfg is used as for [NewLoadBalancer]; cfg.Steps and cfg.Scope
-// are set here. Keep one across TeardownOnce calls: it remembers the
+// are set here, and cfg.Journal is not used. Keep one across TeardownOnce calls: it remembers the
 // destructions no listing has confirmed yet.
 func NewLeftovers(cfg Config, keep ...string) (*Leftovers, error) {
 	kept := make(map[string]bool, len(keep))
@@ -55,6 +55,9 @@ func NewLeftovers(cfg Config, keep ...string) (*Leftovers, error) {
 	}
 	cfg.Steps, cfg.Scope = steps, ""
 	cfg.Engine = leftoverEngine{Engine: cfg.Engine, tag: cfg.Tag, kept: kept}
+	// A teardown creates nothing, and the journal is a load balancer
+	// reconciler's: forgetting its intents here would lose them.
+	cfg.Journal = nil
 	r, err := New(cfg)
 	if err != nil {
 		return nil, err

@@ -15,6 +15,13 @@ func nameOf(o Object) nameKey { return nameKey{o.Kind, o.Name} }
 type write struct {
 	obj Object    // the object as the engine returned it, or as desired
 	at  time.Time // when the call was made
+	// For intents: the spec's fingerprint (obj.Spec is nil for an intent
+	// loaded from the journal), the idempotency token, and when a listing
+	// that does not show the object proves it was not created (zero: at
+	// ConfirmTimeout).
+	fp        string
+	token     string
+	resolveAt time.Time
 }
 
 // memory is what the reconciler keeps between passes and calls, so that a
@@ -39,6 +46,11 @@ type memory struct {
 	// in place (it answered ErrNotSupported).
 	noRepair map[Key]bool
 	noUpdate map[Key]bool
+	// journal holds the intents recorded in Config.Journal, until a
+	// listing shows their objects or ConfirmTimeout passes; forget holds
+	// those to remove from it at the next occasion.
+	journal map[nameKey]*journaled
+	forget  []Intent
 	// conflicts holds names whose creation the engine refused because the
 	// name is taken: the old object of that name is destroyed first.
 	conflicts map[nameKey]bool
@@ -60,6 +72,7 @@ func newMemory() memory {
 		noRepair:     make(map[Key]bool),
 		noUpdate:     make(map[Key]bool),
 		conflicts:    make(map[nameKey]bool),
+		journal:      make(map[nameKey]*journaled),
 	}
 }
 
@@ -84,7 +97,7 @@ func (v *view) observation() *Observation {
 
 // merge folds a listing into the memory and returns the view to plan
 // from. Called with memMu held.
-func (r *Reconciler) merge(listed []Object) (*view, error) {
+func (r *Reconciler) merge(listed []Object, listedAt time.Time) (*view, error) {
 	now := r.clock.Now()
 	m := &r.mem
 	v := &view{listed: make(map[Key]bool, len(listed)), held: make(map[nameKey]bool), now: now}
@@ -128,19 +141,32 @@ func (r *Reconciler) merge(listed []Object) (*view, error) {
 		}
 		v.written = append(v.written, w.obj)
 	}
-	for nk, w := range m.intents {
-		found := false
+	shown := func(w *write) bool {
 		for _, o := range listed {
-			if o.Kind == nk.kind && o.Name == nk.name && SameSpec(o.Spec, w.obj.Spec) && (r.owns(o) || !r.tagged(o)) {
-				found = true
-				break
+			if w.matches(o) && (r.owns(o) || !r.tagged(o)) {
+				return true
 			}
 		}
-		if found || now.Sub(w.at) >= r.cfg.ConfirmTimeout {
+		return false
+	}
+	for nk, w := range m.intents {
+		switch {
+		case shown(w):
+			delete(m.intents, nk) // the journal's entry goes below
+		case now.Sub(w.at) >= r.cfg.ConfirmTimeout, !w.resolveAt.IsZero() && !listedAt.Before(w.resolveAt):
+			// Not created (a listing made after the list lag does not
+			// show it), or given up on.
 			delete(m.intents, nk)
-			continue
+			m.dropJournal(nk)
+		default:
+			v.held[nk] = true
 		}
-		v.held[nk] = true
+	}
+	for nk, j := range m.journal {
+		w := &write{obj: Object{Kind: j.Kind, Name: j.Name}, fp: j.Spec}
+		if _, held := m.intents[nk]; !held && (shown(w) || now.Sub(j.At) >= r.cfg.ConfirmTimeout) {
+			m.dropJournal(nk)
+		}
 	}
 	seen := make(map[Key]bool, len(byKey))
 	inOwned := make(map[Key]bool, len(byKey))
@@ -204,6 +230,15 @@ func (r *Reconciler) merge(listed []Object) (*view, error) {
 		}
 	}
 	return v, nil
+}
+
+// dropJournal removes the journal's intent for nk, if any, and queues its
+// removal from the journal. Called with memMu held.
+func (m *memory) dropJournal(nk nameKey) {
+	if j, ok := m.journal[nk]; ok {
+		delete(m.journal, nk)
+		m.forget = append(m.forget, j.Intent)
+	}
 }
 
 // owns reports whether o carries the ownership tag.

@@ -49,18 +49,50 @@ func (p Plan) Empty() bool {
 type plan struct {
 	Plan
 	repair   []Object
-	recreate []Object   // failed objects destroyed to be created again
-	destroy  [][]Object // by step: destroy now
-	waiting  []Object   // pending and unconfirmed objects worth waiting for
-	stuck    []error    // what waiting cannot fix
-	changed  bool       // set by apply
-	applyErr []error    // set by apply
-	deadline time.Time  // earliest time a wait should end (zero: none)
+	recreate []Object      // failed objects destroyed to be created again
+	destroy  [][]Object    // by step: destroy now
+	waiting  []Object      // pending and unconfirmed objects worth waiting for
+	stuck    []error       // what waiting cannot fix
+	changed  bool          // set by apply
+	applyErr []error       // set by apply
+	retry    []error       // set by apply in one pass: failures left to the next call
+	hint     time.Duration // the largest retry-after hint among retry
+	fence    error         // the first write a fence refused (ErrFenced): the pass stops
+	deadline time.Time     // earliest time a wait should end (zero: none)
 }
 
-func (p *plan) converged() bool { return p.Empty() && len(p.stuck) == 0 && len(p.applyErr) == 0 }
+func (p *plan) converged() bool {
+	return p.Empty() && len(p.stuck) == 0 && len(p.applyErr) == 0 && len(p.retry) == 0 && p.fence == nil
+}
 
-func (p *plan) err() error { return errors.Join(append(slices.Clone(p.stuck), p.applyErr...)...) }
+// fenced reports whether err is a fence's refusal, and keeps the first
+// one, preferring a [*FenceError] over a write not sent because of it.
+func (p *plan) fenced(err error) bool {
+	if !errors.Is(err, ErrFenced) {
+		return false
+	}
+	var fe *FenceError
+	if p.fence == nil || (!errors.As(p.fence, &fe) && errors.As(err, &fe)) {
+		p.fence = err
+	}
+	return true
+}
+
+// failed records a failed call: in one pass (see onePass), a failure a
+// wait may cure is left to the host's next call; every other is an error
+// of the pass.
+func (p *plan) failed(ctx context.Context, err error) {
+	if isOnePass(ctx) && ctx.Err() == nil && retryable(err) {
+		p.retry = append(p.retry, err)
+		p.hint = max(p.hint, retryAfter(err))
+		return
+	}
+	p.applyErr = append(p.applyErr, err)
+}
+
+func (p *plan) err() error {
+	return errors.Join(append(append([]error{p.fence}, p.stuck...), p.applyErr...)...)
+}
 
 func (p *plan) public() Plan { return p.Plan }
 
@@ -74,10 +106,10 @@ func (p *plan) deadlineBefore(t time.Time) {
 
 // planFor merges a listing into the memory and computes the plan: for the
 // steps' desired state, or with down for a teardown.
-func (r *Reconciler) planFor(ctx context.Context, listed []Object, down bool) (*plan, error) {
+func (r *Reconciler) planFor(ctx context.Context, listed []Object, listedAt time.Time, down bool) (*plan, error) {
 	r.memMu.Lock()
 	defer r.memMu.Unlock()
-	v, err := r.merge(listed)
+	v, err := r.merge(listed, listedAt)
 	if err != nil {
 		return nil, err
 	}
@@ -233,7 +265,7 @@ func (r *Reconciler) compute(ctx context.Context, v *view, down bool) (*plan, er
 				p.Adopt = append(p.Adopt, v.untagged[k])
 				continue
 			}
-			if v.held[nk] || recreating[nk] || r.blocked(st, i, c, view, notReady) {
+			if (v.held[nk] && !r.resend(m.intents[nk], c)) || recreating[nk] || r.blocked(st, i, c, view, notReady) {
 				p.Blocked++
 				continue
 			}
@@ -309,6 +341,13 @@ func (r *Reconciler) compute(ctx context.Context, v *view, down bool) (*plan, er
 		}
 	}
 	return p, nil
+}
+
+// resend reports whether the held creation w is sent again as c: the
+// engine has answered a CreateIdempotent (it takes idempotency tokens)
+// and c is the same creation.
+func (r *Reconciler) resend(w *write, c Object) bool {
+	return r.idempotency.Load() > 0 && w != nil && w.token != "" && w.fp == SpecFingerprint(c.Spec)
 }
 
 // blocked reports whether c must wait: a parent it refers to is not ok

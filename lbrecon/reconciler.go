@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -46,6 +47,7 @@ const (
 	DefaultConfirmTimeout  = 2 * time.Minute
 	DefaultGetPollMax      = 1
 	DefaultRetryBudget     = time.Minute
+	DefaultCallTimeout     = 30 * time.Second
 	DefaultRetryInterval   = 200 * time.Millisecond
 	DefaultFailureBudget   = 3
 	DefaultMaxPasses       = 32
@@ -80,14 +82,33 @@ type Config struct {
 	// again, and a creation whose outcome is unknown (a transient error)
 	// blocks its name until then. Set it above the provider's list lag.
 	ConfirmTimeout time.Duration
+	// ListLag bounds how long the provider's listings lag behind its
+	// writes: every listing that starts ListLag after a call returned
+	// reflects it. With it, a creation whose outcome is unknown (a
+	// transient error, a lost answer) holds its name only until such a
+	// listing, instead of ConfirmTimeout. Zero means unknown.
+	ListLag time.Duration
+	// Journal, when set, records every creation durably before it is sent
+	// (see [Journal], [FileJournal]), so that a reconciler started after a
+	// crash holds the names its predecessor may have created until a
+	// listing shows them or ConfirmTimeout passes, instead of creating
+	// them again while the listing lags. Nil keeps intents in memory only.
+	Journal Journal
 	// GetPollMax is the largest number of pending objects polled with one
 	// Get each; more are polled with one List call instead.
 	GetPollMax int
-	// RetryBudget bounds the time spent retrying one engine call that fails
-	// transiently or is rate limited. Permanent errors are not retried, nor
-	// is a Create that failed transiently (it may have created the object:
-	// the next listing tells).
+	// RetryBudget bounds the time Reconcile and Teardown spend retrying one
+	// engine call that fails transiently or is rate limited. Permanent
+	// errors are not retried, nor is a Create that failed transiently (it
+	// may have created the object: the next listing tells). ReconcileOnce
+	// and TeardownOnce never retry inside the call: the host's next call
+	// is the retry.
 	RetryBudget time.Duration
+	// CallTimeout bounds each engine call attempt, on Clock: the call's
+	// context ends then, and the attempt counts as a timeout (a Create's
+	// outcome is then unknown). It bounds ReconcileOnce and TeardownOnce,
+	// which make each call once.
+	CallTimeout time.Duration
 	// CallAttempts, when positive, also bounds the attempts of one call.
 	CallAttempts int
 	// RetryInterval is the first wait between attempts of one call (a
@@ -131,6 +152,11 @@ type Reconciler struct {
 	memMu   sync.Mutex // guards mem
 	mem     memory
 	requeue time.Duration // next RequeueAfter of ReconcileOnce and TeardownOnce
+	retry   time.Duration // last wait after a pass that met transient failures
+
+	journalLoaded bool         // the journal's intents are in mem (guarded by mu)
+	tokenSeq      uint64       // makes idempotency tokens unique (guarded by mu)
+	idempotency   atomic.Int32 // 1: the engine takes idempotency tokens; -1: it does not; 0: not known yet
 }
 
 // New validates cfg, fills its defaults and returns a Reconciler.
@@ -181,6 +207,7 @@ func New(cfg Config) (*Reconciler, error) {
 		{"ConfirmTimeout", &cfg.ConfirmTimeout, DefaultConfirmTimeout},
 		{"RetryBudget", &cfg.RetryBudget, DefaultRetryBudget},
 		{"RetryInterval", &cfg.RetryInterval, DefaultRetryInterval},
+		{"CallTimeout", &cfg.CallTimeout, DefaultCallTimeout},
 	} {
 		if *f.v < 0 {
 			return bad("%s is negative", f.name)
@@ -188,6 +215,9 @@ func New(cfg Config) (*Reconciler, error) {
 		if *f.v == 0 {
 			*f.v = f.def
 		}
+	}
+	if cfg.ListLag < 0 {
+		return bad("ListLag is negative")
 	}
 	if cfg.MaxPollInterval < cfg.PollInterval {
 		return bad("MaxPollInterval %v is below PollInterval %v", cfg.MaxPollInterval, cfg.PollInterval)
@@ -228,11 +258,11 @@ func New(cfg Config) (*Reconciler, error) {
 // without changing anything at the provider. An empty plan means a listing
 // confirms the desired state.
 func (r *Reconciler) Check(ctx context.Context) (Plan, error) {
-	objs, err := r.list(ctx)
+	objs, at, err := r.list(ctx)
 	if err != nil {
 		return Plan{}, err
 	}
-	p, err := r.planFor(ctx, objs, false)
+	p, err := r.planFor(ctx, objs, at, false)
 	if err != nil {
 		return Plan{}, err
 	}
@@ -242,13 +272,13 @@ func (r *Reconciler) Check(ctx context.Context) (Plan, error) {
 // Observe lists the provider's objects once and returns those the
 // reconciler owns grouped by kind, without changing anything.
 func (r *Reconciler) Observe(ctx context.Context) (*Observation, error) {
-	objs, err := r.list(ctx)
+	objs, at, err := r.list(ctx)
 	if err != nil {
 		return nil, err
 	}
 	r.memMu.Lock()
 	defer r.memMu.Unlock()
-	v, err := r.merge(objs)
+	v, err := r.merge(objs, at)
 	if err != nil {
 		return nil, err
 	}
@@ -276,6 +306,11 @@ type Result struct {
 	RequeueAfter time.Duration
 	// Plan is what the call found to do, before doing it.
 	Plan Plan
+	// Transient holds the errors a wait may cure that the pass met: an
+	// engine call that failed transiently, timed out or was rate limited.
+	// They are not returned as the error: the next call, after
+	// RequeueAfter, retries them. Nil when there were none.
+	Transient error
 }
 
 // ReconcileOnce makes one pass and returns without waiting: it lists,
@@ -283,10 +318,25 @@ type Result struct {
 // state is confirmed or when to call again. Everything a later call needs
 // (unconfirmed writes, failure counts, pending times) stays in the
 // Reconciler. It is the mode for hosts that run their own requeue loop
-// (controller-runtime's RequeueAfter, cloud-provider's RetryError). The
-// error reports what cannot progress by waiting (ErrResourceFailed,
-// ErrPendingTimeout, ErrNotDestroyable, ErrInconsistent, engine errors);
-// Result is meaningful alongside it.
+// (controller-runtime's RequeueAfter, cloud-provider's RetryError).
+//
+// It never waits on the clock: each engine call is made once, within
+// CallTimeout, and the call takes one List plus at most one round of calls
+// per phase (repair, adopt, destroy, create, update; calls inside a phase
+// run in parallel, within Parallelism); a List that fails or times out
+// ends it at once. A call that fails in a way a wait may cure
+// (transient, timed out, rate limited) is not retried inside it: the
+// failure is reported in Result.Transient and the host's next call, after
+// RequeueAfter, is the retry (RetryBudget and CallAttempts do not apply).
+// RequeueAfter then grows from RetryInterval, doubling to MaxPollInterval
+// while passes keep meeting such failures, and is never below a
+// provider's retry-after hint. A result that is not converged and carries
+// no error always has a positive RequeueAfter, also when a deadline (a
+// pending or confirmation timeout) passed during the pass.
+//
+// The error reports what cannot progress by waiting (ErrResourceFailed,
+// ErrPendingTimeout, ErrNotDestroyable, ErrInconsistent, permanent engine
+// errors); Result is meaningful alongside it.
 func (r *Reconciler) ReconcileOnce(ctx context.Context) (Result, error) {
 	return r.reconcileOnce(ctx, false)
 }
@@ -305,13 +355,21 @@ func (r *Reconciler) reconcileOnce(ctx context.Context, down bool) (res Result, 
 	defer r.mu.Unlock()
 	start := r.clock.Now()
 	defer func() { r.metrics.Observe(verbOf(down), classify(err), r.clock.Since(start)) }()
-	p, err := r.pass(ctx, nil, down)
+	ctx = onePass(ctx)
+	if err := r.loadJournal(ctx); err != nil {
+		return r.requeueOr(ctx, err)
+	}
+	listed, listedAt, err := r.list(ctx)
+	if err != nil {
+		return r.requeueOr(ctx, err)
+	}
+	p, err := r.pass(ctx, listed, listedAt, down)
 	if err != nil {
 		return Result{}, err
 	}
 	res.Plan = p.public()
 	if p.converged() {
-		r.requeue = 0
+		r.requeue, r.retry = 0, 0
 		return Result{Converged: true, Plan: res.Plan}, nil
 	}
 	switch {
@@ -335,9 +393,40 @@ func (r *Reconciler) reconcileOnce(ctx context.Context, down bool) (res Result, 
 		res.RequeueAfter = max(res.RequeueAfter, min(now.Sub(newest), r.cfg.MaxPollInterval))
 	}
 	if d, ok := p.deadlineAt(); ok {
-		res.RequeueAfter = max(min(res.RequeueAfter, d.Sub(r.clock.Now())), 0)
+		// A deadline that passed during the pass (engine calls take
+		// time) is acted on by the next call, soon but not at once.
+		res.RequeueAfter = min(res.RequeueAfter, max(d.Sub(now), min(r.cfg.RetryInterval, r.cfg.PollInterval)))
+	}
+	if len(p.retry) > 0 {
+		res.Transient = errors.Join(p.retry...)
+		res.RequeueAfter = max(res.RequeueAfter, r.nextRetry(p.hint))
+	} else {
+		r.retry = 0
 	}
 	return res, p.err()
+}
+
+// requeueOr answers a pass that could not start: a failure a wait may
+// cure is a requeue after a growing wait (or the provider's hint), any
+// other an error. Called with mu held.
+func (r *Reconciler) requeueOr(ctx context.Context, err error) (Result, error) {
+	if ctx.Err() != nil || !retryable(err) {
+		return Result{}, err
+	}
+	return Result{RequeueAfter: r.nextRetry(retryAfter(err)), Transient: err}, nil
+}
+
+// nextRetry returns when to call again after a pass that met failures a
+// wait may cure: RetryInterval, doubling over consecutive such passes up
+// to MaxPollInterval, or the provider's retry-after hint when longer.
+// Called with mu held.
+func (r *Reconciler) nextRetry(hint time.Duration) time.Duration {
+	if r.retry == 0 {
+		r.retry = r.cfg.RetryInterval
+	} else {
+		r.retry = min(2*r.retry, r.cfg.MaxPollInterval)
+	}
+	return max(r.retry, hint)
 }
 
 // Reconcile changes the provider's objects until a listing confirms the
@@ -374,15 +463,28 @@ func (r *Reconciler) converge(ctx context.Context, down bool) (err error) {
 	defer func() { r.metrics.Observe(verbOf(down), classify(err), r.clock.Since(start)) }()
 	log := logr.FromContextOrDiscard(ctx).WithValues("scope", r.cfg.Scope)
 
+	if err := r.loadJournal(ctx); err != nil {
+		return err
+	}
 	var listed []Object
+	var listedAt time.Time
+	fresh := false // listed is the last poll's listing
 	for pass := 1; ; pass++ {
-		p, err := r.pass(ctx, listed, down)
+		if !fresh {
+			if listed, listedAt, err = r.list(ctx); err != nil {
+				return err
+			}
+		}
+		p, err := r.pass(ctx, listed, listedAt, down)
 		if err != nil {
 			return err
 		}
 		if p.converged() {
 			log.V(1).Info("reconciled", "passes", pass, "teardown", down)
 			return nil
+		}
+		if p.fence != nil {
+			return p.err() // no later pass carries a fresher token
 		}
 		if !p.changed && len(p.waiting) == 0 {
 			if err := p.err(); err != nil {
@@ -392,7 +494,7 @@ func (r *Reconciler) converge(ctx context.Context, down bool) (err error) {
 		if pass >= r.cfg.MaxPasses {
 			return errors.Join(fmt.Errorf("%w after %d passes", ErrNotConverged, pass), p.err())
 		}
-		if listed, err = r.wait(ctx, p, down); err != nil {
+		if listed, listedAt, fresh, err = r.wait(ctx, p, down); err != nil {
 			return err
 		}
 	}

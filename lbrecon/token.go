@@ -36,15 +36,21 @@ func TokenFrom(ctx context.Context) (token uint64, ok bool) {
 // carries no fencing token, with a permanent error wrapping [ErrNoToken],
 // and otherwise passes the token to admit. admit compares it with the
 // newest token the host or the provider knows and returns an error to
-// refuse the write; it should mark that error backoff.Permanent, since a
-// stale token does not get fresher. admit is called concurrently, from the
-// reconciler's workers.
+// refuse the write: a [*FenceError] when the fence holds a higher token
+// ([Fence.Admit] is such a function). Every refusal is permanent, since a
+// stale token does not get fresher, and names the refused write. The
+// reconciler stops a pass at the first write refused with [ErrFenced] and
+// returns that refusal once, not once per write. admit is called
+// concurrently, from the reconciler's workers.
 func CheckToken(admit func(token uint64) error) GuardFunc {
 	return func(ctx context.Context, verb Verb, obj Object) error {
 		token, ok := TokenFrom(ctx)
 		if !ok {
 			return backoff.Permanent(fmt.Errorf("%w: %s %v", ErrNoToken, verb, obj))
 		}
-		return admit(token)
+		if err := admit(token); err != nil {
+			return backoff.Permanent(fmt.Errorf("lbrecon: %s %v refused: %w", verb, obj, err))
+		}
+		return nil
 	}
 }

@@ -18,9 +18,9 @@ const pollMultiplier = 1.3
 // plan with something to do, the desired state is confirmed, or the
 // earliest deadline of what is waited for (a pending timeout, a write's
 // confirmation timeout) has come. The first poll comes one PollInterval
-// after the call. It returns the last listing when the last poll was a
-// List, for the next pass to use.
-func (r *Reconciler) wait(ctx context.Context, p *plan, down bool) (listed []Object, err error) {
+// after the call. It returns the last listing, and fresh, when the last
+// poll was a List, for the next pass to use.
+func (r *Reconciler) wait(ctx context.Context, p *plan, down bool) (listed []Object, listedAt time.Time, fresh bool, err error) {
 	timeout := r.cfg.PendingTimeout
 	if d, ok := p.deadlineAt(); ok {
 		timeout = max(d.Sub(r.clock.Now()), r.cfg.PollInterval)
@@ -41,7 +41,7 @@ func (r *Reconciler) wait(ctx context.Context, p *plan, down bool) (listed []Obj
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, fmt.Errorf("lbrecon: wait for pending and unconfirmed objects: %w", ctx.Err())
+			return nil, time.Time{}, false, fmt.Errorf("lbrecon: wait for pending and unconfirmed objects: %w", ctx.Err())
 		case <-t.C():
 		}
 		timeout = max(timeout-early, r.cfg.PollInterval)
@@ -62,7 +62,7 @@ func (r *Reconciler) wait(ctx context.Context, p *plan, down bool) (listed []Obj
 	end := r.clock.Now().Add(timeout)
 	var notBefore time.Time
 	cond := func(ctx context.Context) (bool, error) {
-		listed = nil
+		listed, fresh = nil, false
 		if notBefore.After(end) {
 			notBefore = end
 		}
@@ -89,18 +89,19 @@ func (r *Reconciler) wait(ctx context.Context, p *plan, down bool) (listed []Obj
 			return true, nil
 		}
 		var objs []Object
+		var at time.Time
 		if err := r.once(ctx, VerbList, func(ctx context.Context) error {
 			var err error
-			objs, err = r.engineList(ctx)
+			objs, at, err = r.engineList(ctx)
 			return err
 		}); err != nil {
 			return false, err
 		}
-		next, err := r.planFor(ctx, objs, down)
+		next, err := r.planFor(ctx, objs, at, down)
 		if err != nil {
 			return false, backoff.Permanent(err)
 		}
-		listed = objs
+		listed, listedAt, fresh = objs, at, true
 		work := len(next.Create)+len(next.Update)+len(next.Destroy)+len(next.Adopt)+len(next.repair) > 0
 		done := work || next.converged() || len(next.waiting) == 0
 		if !done {
@@ -123,14 +124,14 @@ func (r *Reconciler) wait(ctx context.Context, p *plan, down bool) (listed []Obj
 	)
 	switch {
 	case err == nil:
-		return listed, nil
+		return listed, listedAt, fresh, nil
 	case ctx.Err() != nil:
-		return nil, fmt.Errorf("lbrecon: wait for pending and unconfirmed objects: %w", ctx.Err())
+		return nil, time.Time{}, false, fmt.Errorf("lbrecon: wait for pending and unconfirmed objects: %w", ctx.Err())
 	case errors.Is(err, backoff.ErrGaveUp):
 		// A deadline came: the next pass reports what is stuck.
-		return nil, nil
+		return nil, time.Time{}, false, nil
 	case errors.Is(err, ErrInconsistent):
-		return nil, err
+		return nil, time.Time{}, false, err
 	}
-	return nil, fmt.Errorf("lbrecon: wait for pending and unconfirmed objects: %w", err)
+	return nil, time.Time{}, false, fmt.Errorf("lbrecon: wait for pending and unconfirmed objects: %w", err)
 }

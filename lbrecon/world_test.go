@@ -608,7 +608,10 @@ func TestGuardChecksEveryWriteAndForwardsOptionalCalls(t *testing.T) {
 		require.NoError(t, r.Reconcile(t.Context()))
 		require.Equal(t, 2, eng.Calls()[lbrecon.VerbUpdate], "Update forwarded")
 		mu.Lock()
-		require.Equal(t, map[lbrecon.Verb]int{lbrecon.VerbCreate: 5, lbrecon.VerbRepair: 1, lbrecon.VerbUpdate: 2}, checked)
+		// Five creations, the first one offered with an idempotency token
+		// first, which the engine declined: the check ran before each of
+		// the six attempts.
+		require.Equal(t, map[lbrecon.Verb]int{lbrecon.VerbCreate: 6, lbrecon.VerbRepair: 1, lbrecon.VerbUpdate: 2}, checked)
 		refuse = true
 		mu.Unlock()
 

@@ -74,6 +74,9 @@ type agent struct {
 	done   chan struct{}
 	hold   atomic.Pointer[writeHold] // armed by the fence scenario
 
+	lbMu sync.Mutex                      // serialises reconcileLB
+	lbr  *lbrecon.LoadBalancerReconciler // one per load balancer, kept across terms
+
 	mu    sync.Mutex
 	state agentState
 }
@@ -348,6 +351,8 @@ func (a *agent) reconcile(ctx context.Context, l election.Leadership) error {
 }
 
 func (a *agent) reconcileLB(ctx context.Context, token uint64) error {
+	a.lbMu.Lock()
+	defer a.lbMu.Unlock()
 	cfg := a.ctrl.Status().Config
 	targets, err := liveTargets(ctx, a.env.kube, time.Now())
 	if err != nil {
@@ -357,12 +362,38 @@ func (a *agent) reconcileLB(ctx context.Context, token uint64) error {
 	if err != nil {
 		return err
 	}
-	eng, err := a.termEngine(token)
+	ctx, err = a.termContext(ctx, token)
 	if err != nil {
 		return err
 	}
+	r, err := a.lbReconciler(lb)
+	if err != nil {
+		return err
+	}
+	return r.Reconcile(ctx)
+}
+
+// termContext raises the store's fence to the term's token first, so that
+// a deposed leader's writes are refused from now on even if this term has
+// nothing to change, and returns ctx carrying the token for every write.
+func (a *agent) termContext(ctx context.Context, token uint64) (context.Context, error) {
+	if err := a.env.lb.raise(token); err != nil {
+		return nil, err
+	}
+	return lbrecon.WithToken(ctx, token), nil
+}
+
+// lbReconciler returns the agent's reconciler of its load balancer with lb
+// as its description: one, built on the first term and kept across terms,
+// as lbrecon asks, so that it remembers the writes no listing has shown
+// yet, the failure counts and the provider's pace. The term's token
+// travels in each call's context. Called with lbMu held.
+func (a *agent) lbReconciler(lb lbrecon.LoadBalancer) (*lbrecon.LoadBalancerReconciler, error) {
+	if a.lbr != nil {
+		return a.lbr, a.lbr.SetLoadBalancer(lb)
+	}
 	r, err := lbrecon.NewLoadBalancer(lbrecon.Config{
-		Engine:          eng,
+		Engine:          lbrecon.Guard(a.env.lb.engine(), a.checkWrite),
 		Tag:             ownerTag,
 		Metrics:         a.hooks.lbrecon,
 		PollInterval:    50 * time.Millisecond,
@@ -370,20 +401,10 @@ func (a *agent) reconcileLB(ctx context.Context, token uint64) error {
 		PendingTimeout:  30 * time.Second,
 	}, lb)
 	if err != nil {
-		return err
-	}
-	return r.Reconcile(ctx)
-}
-
-// termEngine is the load balancer as the term with token writes to it:
-// the store, whose fence the term raises first so that a deposed leader's
-// writes are refused from now on even if this term has nothing to change,
-// behind lbrecon.Guard with the agent's check.
-func (a *agent) termEngine(token uint64) (lbrecon.Engine, error) {
-	if err := a.env.lb.raise(token); err != nil {
 		return nil, err
 	}
-	return lbrecon.Guard(a.env.lb.as(token), a.checkWrite), nil
+	a.lbr = r
+	return r, nil
 }
 
 // checkWrite is the agent's check before each load-balancer write: ctx is

@@ -149,14 +149,34 @@ func (s *lbStore) state() (highest uint64, refused int) {
 	return highest, len(s.refused)
 }
 
-// as returns the store as one term's engine: every write carries token.
-func (s *lbStore) as(token uint64) lbrecon.Engine { return &termEngine{s: s, token: token} }
+// engine returns the store as the agent's reconciler writes to it: every
+// write carries the fencing token of its context's term (lbrecon.WithToken),
+// so one reconciler serves every term of the agent.
+func (s *lbStore) engine() lbrecon.Engine { return &termEngine{s: s} }
 
-// termEngine is the store seen by one term. lbrecon.Guard forwards the
-// optional Repairer and Updater to it, so it implements both.
+// termEngine is the store seen by the term whose token a call's context
+// carries. lbrecon.Guard forwards the optional Repairer and Updater to it,
+// so it implements both.
 type termEngine struct {
-	s     *lbStore
-	token uint64
+	s *lbStore
+}
+
+// termToken returns the term's token, or refuses a write that carries none.
+func termToken(ctx context.Context, verb lbrecon.Verb, name string) (uint64, error) {
+	t, ok := lbrecon.TokenFrom(ctx)
+	if !ok {
+		return 0, backoff.Permanent(fmt.Errorf("%w: %s %s", lbrecon.ErrNoToken, verb, name))
+	}
+	return t, nil
+}
+
+// apply is lbStore.apply with the token of ctx's term.
+func (e *termEngine) apply(ctx context.Context, verb lbrecon.Verb, name string, write func() error) error {
+	t, err := termToken(ctx, verb, name)
+	if err != nil {
+		return err
+	}
+	return e.s.apply(t, verb, name, write)
 }
 
 var (
@@ -174,7 +194,7 @@ func (e *termEngine) Get(ctx context.Context, o lbrecon.Object) (lbrecon.Object,
 }
 
 func (e *termEngine) Create(ctx context.Context, o lbrecon.Object) (out lbrecon.Object, err error) {
-	err = e.s.apply(e.token, lbrecon.VerbCreate, o.Name, func() error {
+	err = e.apply(ctx, lbrecon.VerbCreate, o.Name, func() error {
 		out, err = e.s.eng.Create(ctx, o)
 		return err
 	})
@@ -182,15 +202,15 @@ func (e *termEngine) Create(ctx context.Context, o lbrecon.Object) (out lbrecon.
 }
 
 func (e *termEngine) Destroy(ctx context.Context, o lbrecon.Object) error {
-	return e.s.apply(e.token, lbrecon.VerbDestroy, o.Name, func() error { return e.s.eng.Destroy(ctx, o) })
+	return e.apply(ctx, lbrecon.VerbDestroy, o.Name, func() error { return e.s.eng.Destroy(ctx, o) })
 }
 
 func (e *termEngine) Tag(ctx context.Context, o lbrecon.Object, tags []string) error {
-	return e.s.apply(e.token, lbrecon.VerbTag, o.Name, func() error { return e.s.eng.Tag(ctx, o, tags) })
+	return e.apply(ctx, lbrecon.VerbTag, o.Name, func() error { return e.s.eng.Tag(ctx, o, tags) })
 }
 
 func (e *termEngine) Update(ctx context.Context, cur, desired lbrecon.Object) (out lbrecon.Object, err error) {
-	err = e.s.apply(e.token, lbrecon.VerbUpdate, cur.Name, func() error {
+	err = e.apply(ctx, lbrecon.VerbUpdate, cur.Name, func() error {
 		out, err = e.s.eng.Update(ctx, cur, desired)
 		return err
 	})
@@ -198,7 +218,7 @@ func (e *termEngine) Update(ctx context.Context, cur, desired lbrecon.Object) (o
 }
 
 func (e *termEngine) Repair(ctx context.Context, o lbrecon.Object) (out lbrecon.Object, err error) {
-	err = e.s.apply(e.token, lbrecon.VerbRepair, o.Name, func() error {
+	err = e.apply(ctx, lbrecon.VerbRepair, o.Name, func() error {
 		out, err = e.s.eng.Repair(ctx, o)
 		return err
 	})

@@ -23,7 +23,10 @@
 // Node and heartbeats it with nodestatus (reporting the ConfigOK
 // condition), publishes its release and waits with versiongate.WaitReady,
 // and campaigns on an etcd election; the leader runs the version-gated
-// reconcile, which converges the load balancer with lbrecon.
+// reconcile, which converges the load balancer with lbrecon: one
+// reconciler per agent for its load balancer, built on its first term and
+// kept across terms, each term's fencing token carried in the context of
+// its calls.
 //
 // With --http ADDR it serves /metrics, the Prometheus metrics of every
 // package of every agent (labelled name=<agent>) from one registry, and

@@ -138,10 +138,10 @@ func TestPausedWriterRefusedAtApply(t *testing.T) {
 		return nil
 	}
 	require.NoError(t, s.raise(5))
-	r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: lbrecon.Guard(s.as(5), check), Tag: ownerTag, Parallelism: 1}, lb)
+	r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: lbrecon.Guard(s.engine(), check), Tag: ownerTag, Parallelism: 1}, lb)
 	require.NoError(t, err)
 	done := make(chan error, 1)
-	go func() { done <- r.Reconcile(ctx) }()
+	go func() { done <- r.Reconcile(lbrecon.WithToken(ctx, 5)) }()
 	<-held
 	require.NoError(t, s.raise(6)) // the successor's first write
 	close(release)
@@ -166,12 +166,9 @@ func TestFencedReconcile(t *testing.T) {
 		{Name: "agent-2", Address: netip.MustParseAddr("10.0.0.2")},
 	})
 	require.NoError(t, err)
-	newReconciler := func(token uint64) *lbrecon.LoadBalancerReconciler {
-		r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: lbrecon.Guard(s.as(token), allow), Tag: ownerTag}, lb)
-		require.NoError(t, err)
-		return r
-	}
-	require.NoError(t, newReconciler(9).Reconcile(ctx))
+	r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: lbrecon.Guard(s.engine(), allow), Tag: ownerTag}, lb)
+	require.NoError(t, err)
+	require.NoError(t, r.Reconcile(lbrecon.WithToken(ctx, 9)))
 	sum := summarizeLB(eng.Objects())
 	require.Equal(t, []string{"192.0.2.10:443", "192.0.2.10:80"}, sum.Binds)
 	require.Equal(t, []string{"agent-1", "agent-2"}, sum.Targets)
@@ -181,18 +178,36 @@ func TestFencedReconcile(t *testing.T) {
 	// backend under its servers would be an answer lbrecon refuses to act on).
 	objs := eng.Objects()
 	eng.DeleteObject(objs[slices.IndexFunc(objs, func(o lbrecon.Object) bool { return o.Kind == lbrecon.KindBind })].Key())
-	err = newReconciler(8).Reconcile(ctx)
+	err = r.Reconcile(lbrecon.WithToken(ctx, 8))
 	require.ErrorIs(t, err, errFenced)
 
-	stale := lbrecon.Guard(s.as(8), allow)
+	g := lbrecon.Guard(s.engine(), allow)
 	obj := eng.Objects()[0]
-	_, err = stale.(lbrecon.Updater).Update(ctx, obj, obj)
+	_, err = g.(lbrecon.Updater).Update(lbrecon.WithToken(ctx, 8), obj, obj)
 	require.ErrorIs(t, err, errFenced, "Guard must forward Update to the fenced store")
-	_, err = stale.(lbrecon.Repairer).Repair(ctx, obj)
+	_, err = g.(lbrecon.Repairer).Repair(lbrecon.WithToken(ctx, 8), obj)
 	require.ErrorIs(t, err, errFenced, "Guard must forward Repair to the fenced store")
-	current := lbrecon.Guard(s.as(9), allow)
-	_, err = current.(lbrecon.Updater).Update(ctx, obj, obj)
+	_, err = g.(lbrecon.Updater).Update(lbrecon.WithToken(ctx, 9), obj, obj)
 	require.NoError(t, err)
+	_, err = g.(lbrecon.Updater).Update(ctx, obj, obj)
+	require.ErrorIs(t, err, lbrecon.ErrNoToken, "a write without a term's token is refused")
+}
+
+// The agent keeps one reconciler for its load balancer across terms, and
+// gives it each term's description.
+func TestOneReconcilerAcrossTerms(t *testing.T) {
+	a := &agent{env: &env{lb: newLBStore(lbrecontest.New(lbrecontest.Config{}))}}
+	lb, err := localConfig().loadBalancer(nil, []lbrecon.Target{{Name: "agent-1", Address: netip.MustParseAddr("10.0.0.1")}})
+	require.NoError(t, err)
+	first, err := a.lbReconciler(lb)
+	require.NoError(t, err)
+	lb.Targets = append(lb.Targets, lbrecon.Target{Name: "agent-2", Address: netip.MustParseAddr("10.0.0.2")})
+	second, err := a.lbReconciler(lb)
+	require.NoError(t, err)
+	require.Same(t, first, second, "a new reconciler would forget the writes no listing has shown yet")
+	p, err := second.Check(lbrecon.WithToken(context.Background(), 1))
+	require.NoError(t, err)
+	require.Len(t, p.Create, len(lb.Ports), "plans for the latest description")
 }
 
 // A term raises the store's fence before its first write, so that a
@@ -201,11 +216,14 @@ func TestTermEngineRaisesFence(t *testing.T) {
 	ctx := context.Background()
 	e := &env{lb: newLBStore(lbrecontest.New(lbrecontest.Config{}))}
 	a := &agent{env: e, ctx: ctx}
-	_, err := a.termEngine(6)
+	tctx, err := a.termContext(ctx, 6)
 	require.NoError(t, err)
+	tok, ok := lbrecon.TokenFrom(tctx)
+	require.True(t, ok)
+	require.Equal(t, uint64(6), tok)
 	highest, _ := e.lb.state()
 	require.Equal(t, uint64(6), highest)
-	_, err = e.lb.as(5).Create(ctx, lbrecon.Object{Kind: lbrecon.KindBackend, Name: "late"})
+	_, err = e.lb.engine().Create(lbrecon.WithToken(ctx, 5), lbrecon.Object{Kind: lbrecon.KindBackend, Name: "late"})
 	require.ErrorIs(t, err, errFenced)
 }
 

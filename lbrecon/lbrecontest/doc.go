@@ -9,7 +9,11 @@
 // address and port (UniqueBinds); identifiers can be unique per kind only;
 // untagged objects are listed only
 // within the queried scope; faults (failed, rate-limited with Retry-After,
-// crashed between create and tag, failed tagging) can be injected; and calls
+// crashed between create and tag, failed tagging, an outage answering 503
+// to everything for a while, one create answer in k lost) can be
+// injected; idempotency tokens can be honoured (Idempotency); a [Crasher]
+// in front of any engine stops the process at a crash point (before or
+// after its n-th write, or at a time); and calls
 // are counted both as calls and as provider requests under a cost model in
 // which a List costs 1 + N requests (a tag search followed by one GET per
 // object found).

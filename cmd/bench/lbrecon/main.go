@@ -4,7 +4,14 @@
 //
 //   - kind: the plain in-memory engine (latency, pending period);
 //   - lagging: the same plus list lag and asynchronous deletion;
-//   - realistic: lagging plus a 429 (Retry-After 1 s) on every k-th call.
+//   - realistic: lagging plus a 429 (Retry-After 1 s) on every k-th call;
+//   - failing: lagging plus one create in -fail-every failing transiently
+//     (nothing created; the reconciler cannot know).
+//
+// lbrecon runs twice: as configured by default, and with the provider's
+// list lag given as Config.ListLag ("lbrecon+lag"), which ends the hold of
+// a failed creation's name after one lagging listing instead of
+// ConfirmTimeout.
 //
 // In every model a List costs 1 + N provider requests (a tag search
 // followed by one GET per object found), every other call 1.
@@ -35,7 +42,7 @@
 //
 // Usage:
 //
-//	go run ./cmd/bench/lbrecon [-latency 20ms] [-pending 1s] [-lag 3s] [-delete 2s] [-throttle 40] [-ports 4] [-addrs 2] [-targets 50]
+//	go run ./cmd/bench/lbrecon [-latency 20ms] [-pending 1s] [-lag 3s] [-delete 2s] [-throttle 40] [-fail-every 7] [-ports 4] [-addrs 2] [-targets 50]
 package main
 
 import (
@@ -62,6 +69,7 @@ var (
 	lag         = flag.Duration("lag", 3*time.Second, "realistic model: list lag")
 	deleteDelay = flag.Duration("delete", 2*time.Second, "realistic model: asynchronous deletion")
 	throttle    = flag.Int("throttle", 40, "realistic model: every k-th call is rate limited (0: none)")
+	failEvery   = flag.Int("fail-every", 7, "failing model: every k-th create fails transiently (0: none)")
 	nPorts      = flag.Int("ports", 4, "ports")
 	nAddrs      = flag.Int("addrs", 2, "external addresses")
 	nTargets    = flag.Int("targets", 50, "target servers")
@@ -137,15 +145,16 @@ type runner interface {
 }
 
 type ours struct {
-	eng lbrecon.Engine
-	r   *lbrecon.LoadBalancerReconciler
+	eng     lbrecon.Engine
+	listLag time.Duration // Config.ListLag: the provider's list lag, when known
+	r       *lbrecon.LoadBalancerReconciler
 }
 
 func (o *ours) run(ctx context.Context, lb lbrecon.LoadBalancer) error {
 	// The host keeps one reconciler per load balancer and gives it each
 	// new description.
 	if o.r == nil {
-		r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: o.eng, Tag: owner, Parallelism: *parallelism}, lb)
+		r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: o.eng, Tag: owner, Parallelism: *parallelism, ListLag: o.listLag}, lb)
 		if err != nil {
 			return err
 		}
@@ -229,20 +238,22 @@ func scenarios() []scenario {
 }
 
 type model struct {
-	name string
-	cfg  lbrecontest.Config
-	k    int
+	name      string
+	cfg       lbrecontest.Config
+	k         int
+	failEvery int // every k-th create fails transiently
 }
 
 func models() []model {
 	return []model{
-		{"kind", lbrecontest.Config{Latency: *latency, Pending: *pending}, 0},
-		{"lagging", lbrecontest.Config{Latency: *latency, Pending: *pending, ListLag: *lag, DeleteDelay: *deleteDelay}, 0},
-		{"realistic", lbrecontest.Config{Latency: *latency, Pending: *pending, ListLag: *lag, DeleteDelay: *deleteDelay}, *throttle},
+		{"kind", lbrecontest.Config{Latency: *latency, Pending: *pending}, 0, 0},
+		{"lagging", lbrecontest.Config{Latency: *latency, Pending: *pending, ListLag: *lag, DeleteDelay: *deleteDelay}, 0, 0},
+		{"realistic", lbrecontest.Config{Latency: *latency, Pending: *pending, ListLag: *lag, DeleteDelay: *deleteDelay}, *throttle, 0},
+		{"failing", lbrecontest.Config{Latency: *latency, Pending: *pending, ListLag: *lag, DeleteDelay: *deleteDelay}, 0, *failEvery},
 	}
 }
 
-var algorithms = []string{"lbrecon", "seed"}
+var algorithms = []string{"lbrecon", "lbrecon+lag", "seed"}
 
 func simulate() map[string][]scenario {
 	out := map[string][]scenario{}
@@ -254,9 +265,16 @@ func simulate() map[string][]scenario {
 		for _, a := range algorithms {
 			eng := &counting{Engine: lbrecontest.New(m.cfg)}
 			eng.RateLimitEvery(m.k, time.Second)
+			if k := m.failEvery; k > 0 {
+				n := 0 // counted under the engine's lock
+				eng.FailCreate(func(lbrecon.Object) bool { n++; return n%k == 0 }, -1, nil)
+			}
 			var run runner = &seed{eng: eng}
-			if a == "lbrecon" {
+			switch a {
+			case "lbrecon":
 				run = &ours{eng: eng}
+			case "lbrecon+lag":
+				run = &ours{eng: eng, listLag: m.cfg.ListLag}
 			}
 			for i := range list {
 				list[i].res[a] = measure(eng, run, list[i].lb, list[i].change)
@@ -326,6 +344,34 @@ func report(all map[string][]scenario) {
 	}
 	w.Flush()
 	fmt.Println("\ngoals (realistic model; the lagging model's verdicts, in brackets, are informative): calls/min <= 1.2, seed/lbrecon requests >= 3, lbrecon/seed wall <= 0.20, 0 duplicates, no backend below min(old, new)")
+
+	// Transient create failures, side by side with the same run without them.
+	fmt.Println()
+	w = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "failing model\tscenario\talgorithm\tcalls/min\twall\twall without failures\twall ratio\tduplicates\terror\tgoals met\t")
+	for i, s := range all["failing"] {
+		if s.name != "converge from empty" && s.name != "change one node port" {
+			continue
+		}
+		for _, a := range []string{"lbrecon", "lbrecon+lag"} {
+			f, base := s.res[a], all["lagging"][i].res[a]
+			callsMin := float64(f.total) / float64(s.minimum)
+			ratio := float64(f.wall) / float64(base.wall)
+			ok := callsMin <= 1.2 && f.dups == 0 && f.err == nil && (s.name != "converge from empty" || ratio <= 2)
+			verdict := "yes"
+			if !ok {
+				verdict = "NO"
+			}
+			errText := "-"
+			if f.err != nil {
+				errText = "yes"
+			}
+			fmt.Fprintf(w, "failing\t%s\t%s\t%.2f\t%v\t%v\t%.2f\t%d\t%s\t%s\t\n", s.name, a, callsMin,
+				f.wall.Round(time.Millisecond), base.wall.Round(time.Millisecond), ratio, f.dups, errText, verdict)
+		}
+	}
+	w.Flush()
+	fmt.Printf("goals (failing model, 1 create in %d failing transiently): converge calls/min <= 1.2 and wall <= 2x the lagging model's; node-port change calls/min <= 1.2\n", *failEvery)
 	fmt.Println("minimum = 1 list + 1 call per object created, updated or destroyed + 1 observation per wave of writes that must be seen before the next;")
 	fmt.Println("the same for both algorithms. calls = every engine call attempt of any verb: Lists and Gets count, and so do attempts refused with a 429 (the minimum has none)")
 }

@@ -1,0 +1,130 @@
+package lbrecon
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+)
+
+// Intent is a creation the reconciler is about to send, recorded in a
+// [Journal] before the Create call leaves the process, so that a
+// reconciler started after a crash knows what its predecessor may have
+// created although no listing shows it yet.
+type Intent struct {
+	// Kind and Name are those of the object to create.
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+	// Spec is the spec's fingerprint ([SpecFingerprint]): an object of
+	// the kind and name with another spec is not this creation.
+	Spec string `json:"spec"`
+	// Token is the idempotency token sent with the creation to an engine
+	// that implements [IdempotentCreator].
+	Token string `json:"token"`
+	// At is when the intent was recorded.
+	At time.Time `json:"at"`
+}
+
+// Journal keeps the reconciler's intents where they survive the process
+// (a file, an annotation of the object the load balancer serves). One
+// journal belongs to one reconciler (one scope and tag); the reconciler
+// calls it from one goroutine at a time. Record must be durable when it
+// returns: the Create calls are sent only after it returned nil.
+type Journal interface {
+	// Load returns the intents recorded and not forgotten.
+	Load(ctx context.Context) ([]Intent, error)
+	// Record adds intents, replacing those of the same kind and name.
+	Record(ctx context.Context, intents []Intent) error
+	// Forget removes the intents of the given kinds and names (Spec, Token
+	// and At are ignored): a listing showed their objects, their creations
+	// are known not to have happened, or they expired.
+	Forget(ctx context.Context, intents []Intent) error
+}
+
+// SpecFingerprint returns the text a [Journal] keeps of a spec: its type
+// and its fields as fmt's %+v prints them. Two specs equal under
+// [SameSpec] have equal fingerprints when they hold no pointers or maps.
+func SpecFingerprint(spec any) string { return fmt.Sprintf("%T%+v", spec, spec) }
+
+// journaled is an intent as the memory keeps it.
+type journaled struct {
+	Intent
+	restored bool // loaded from the journal: the predecessor's
+}
+
+// intentToken returns a fresh idempotency token for a creation.
+func (r *Reconciler) intentToken(o Object, fp string, at time.Time) string {
+	r.tokenSeq++
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%s\x00%s\x00%s\x00%d\x00%d",
+		r.cfg.Tag, r.cfg.Scope, o.Kind, o.Name, fp, at.UnixNano(), r.tokenSeq))
+	return hex.EncodeToString(sum[:16])
+}
+
+// loadJournal loads the journal once per Reconciler: the predecessor's
+// intents hold their names until a listing shows their objects or
+// ConfirmTimeout passes from when they were recorded. Called with mu held.
+func (r *Reconciler) loadJournal(ctx context.Context) error {
+	if r.cfg.Journal == nil || r.journalLoaded {
+		return nil
+	}
+	intents, err := r.cfg.Journal.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("lbrecon: load intent journal: %w", err)
+	}
+	r.memMu.Lock()
+	defer r.memMu.Unlock()
+	for _, in := range intents {
+		nk := nameKey{in.Kind, in.Name}
+		r.mem.journal[nk] = &journaled{Intent: in, restored: true}
+		if _, ok := r.mem.intents[nk]; !ok {
+			w := &write{obj: Object{Kind: in.Kind, Name: in.Name}, at: in.At, fp: in.Spec, token: in.Token}
+			if r.cfg.ListLag > 0 {
+				// The predecessor's calls ended before this reconciler
+				// started: a listing ListLag from now shows their effect.
+				w.resolveAt = r.clock.Now().Add(r.cfg.ListLag)
+			}
+			r.mem.intents[nk] = w
+		}
+	}
+	r.journalLoaded = true
+	if len(intents) > 0 {
+		logr.FromContextOrDiscard(ctx).Info("loaded creations of unknown outcome from the intent journal", "intents", len(intents))
+	}
+	return nil
+}
+
+// forgetIntents removes from the journal the intents the memory no longer
+// needs. A failure is logged and retried later: a stale intent only holds
+// a name longer. Called with mu held, without memMu.
+func (r *Reconciler) forgetIntents(ctx context.Context) {
+	if r.cfg.Journal == nil {
+		return
+	}
+	r.memMu.Lock()
+	gone := r.mem.forget
+	r.mem.forget = nil
+	r.memMu.Unlock()
+	if len(gone) == 0 {
+		return
+	}
+	if err := r.cfg.Journal.Forget(ctx, gone); err != nil {
+		logr.FromContextOrDiscard(ctx).Error(err, "forgetting intents failed; retrying later", "intents", len(gone))
+		r.memMu.Lock()
+		r.mem.forget = append(r.mem.forget, gone...)
+		r.memMu.Unlock()
+	}
+}
+
+// matches reports whether listed object o is the creation of intent w.
+func (w *write) matches(o Object) bool {
+	if o.Kind != w.obj.Kind || o.Name != w.obj.Name {
+		return false
+	}
+	if w.obj.Spec != nil {
+		return SameSpec(o.Spec, w.obj.Spec)
+	}
+	return SpecFingerprint(o.Spec) == w.fp
+}

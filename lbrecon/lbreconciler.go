@@ -1,0 +1,124 @@
+package lbrecon
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+)
+
+// LoadBalancerReconciler is a [Reconciler] running a [LoadBalancer] plan.
+type LoadBalancerReconciler struct {
+	*Reconciler
+	mu sync.Mutex
+	lb LoadBalancer
+}
+
+// NewLoadBalancer validates lb and returns a reconciler for it. cfg.Steps
+// and cfg.Scope are set from lb (Scope is the load balancer's ID);
+// everything else in cfg is used as given. Keep one reconciler per load
+// balancer for as long as the host manages it, and give it new
+// descriptions with SetLoadBalancer: it remembers unconfirmed writes,
+// failure counts and how long the provider takes between calls.
+func NewLoadBalancer(cfg Config, lb LoadBalancer) (*LoadBalancerReconciler, error) {
+	if err := lb.Validate(); err != nil {
+		return nil, err
+	}
+	lr := &LoadBalancerReconciler{lb: lb.clone()}
+	steps := lb.Steps()
+	for i := range steps {
+		kind := steps[i].Kind
+		steps[i].Plan = func(ctx context.Context, obs *Observation) (Changes, error) {
+			return lr.current().plan(ctx, kind, obs)
+		}
+	}
+	cfg.Steps, cfg.Scope = steps, lb.ID
+	r, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	r.down = func(st Step) func(context.Context, *Observation) (Changes, error) {
+		return func(ctx context.Context, obs *Observation) (Changes, error) {
+			lb := lr.current()
+			lb.Ports = nil
+			return lb.plan(ctx, st.Kind, obs)
+		}
+	}
+	lr.Reconciler = r
+	return lr, nil
+}
+
+// Teardown destroys every object this reconciler owns on its load balancer
+// (backends and frontends of its ID, and their binds and servers) and waits
+// until a listing shows them gone; see [Reconciler.Teardown]. Objects of
+// other load balancers carrying the same tag are left alone. A host calls
+// it when the load balancer is removed, or on the old reconciler when the
+// load balancer's ID changes (the new ID gets a new reconciler); when that
+// reconciler is gone (a restart, a failover), [TeardownExcept] finds the
+// old load balancers by the tag. The
+// description is kept: a later Reconcile creates it again.
+func (r *LoadBalancerReconciler) Teardown(ctx context.Context) error {
+	return r.Reconciler.Teardown(ctx)
+}
+
+// TeardownOnce is the non-blocking [LoadBalancerReconciler.Teardown], for a
+// host's requeue loop; see [Reconciler.TeardownOnce].
+func (r *LoadBalancerReconciler) TeardownOnce(ctx context.Context) (Result, error) {
+	return r.Reconciler.TeardownOnce(ctx)
+}
+
+// SetLoadBalancer replaces the desired description; the next pass plans for
+// it. The load balancer's ID cannot change (it is the scope of every
+// listing): tear the old one down with Teardown, and make a new reconciler
+// for the new ID.
+func (r *LoadBalancerReconciler) SetLoadBalancer(lb LoadBalancer) error {
+	if err := lb.Validate(); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if lb.ID != r.lb.ID {
+		return fmt.Errorf("%w: load balancer ID %q cannot change to %q", ErrInvalidConfig, r.lb.ID, lb.ID)
+	}
+	r.lb = lb.clone()
+	return nil
+}
+
+func (r *LoadBalancerReconciler) current() LoadBalancer {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lb
+}
+
+// Status lists once and returns, for every external address with a bind on
+// one of this plan's frontends, the external ports bound there, sorted.
+func (r *LoadBalancerReconciler) Status(ctx context.Context) (map[netip.Addr][]uint16, error) {
+	obs, err := r.Observe(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return StatusOf(r.current(), obs), nil
+}
+
+// StatusOf computes the address-to-ports map of [LoadBalancerReconciler.Status]
+// from an observation.
+func StatusOf(lb LoadBalancer, obs *Observation) map[netip.Addr][]uint16 {
+	out := make(map[netip.Addr][]uint16)
+	for _, b := range obs.Objects(KindBind) {
+		s, ok := b.Spec.(BindSpec)
+		if !ok {
+			continue
+		}
+		if f, ok := obs.Get(Key{Kind: KindFrontend, ID: s.Frontend}); !ok || f.Kind != KindFrontend || !lb.onThisLB(f) {
+			continue
+		}
+		if !slices.Contains(out[s.Address], s.Port) {
+			out[s.Address] = append(out[s.Address], s.Port)
+		}
+	}
+	for _, ports := range out {
+		slices.Sort(ports)
+	}
+	return out
+}

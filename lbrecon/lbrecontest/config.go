@@ -1,0 +1,80 @@
+package lbrecontest
+
+import (
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/reconkit/reconkit/lbrecon"
+)
+
+// Config configures an [Engine]. The zero value is an instant, consistent
+// engine without integrity checks.
+type Config struct {
+	// Clock measures latency, pending periods and lags; nil means the real
+	// clock.
+	Clock clock.Clock
+	// Latency is how long every call takes.
+	Latency time.Duration
+	// Pending is how long a created or repaired object stays pending.
+	Pending time.Duration
+	// Repair makes the engine repair failed objects in place; without it,
+	// Repair returns an error wrapping lbrecon.ErrNotSupported.
+	Repair bool
+	// NoUpdate makes Update return an error wrapping
+	// lbrecon.ErrNotSupported.
+	NoUpdate bool
+	// NothingTagged makes List fail with an error wrapping
+	// lbrecon.ErrNotFound when no object carries the tag, like providers that
+	// answer an empty tag query with an error.
+	NothingTagged bool
+
+	// ListLag is how long List lags behind writes: a created object is not
+	// listed, a destroyed one is still listed (as last seen), and updated
+	// specs and added tags are listed as before, until ListLag has passed.
+	ListLag time.Duration
+	// LagListings makes List lag by a number of listings rather than a
+	// time: a created object is left out of the next LagListings List
+	// calls (of any caller), on top of ListLag.
+	LagListings int
+	// DeleteDelay makes deletion asynchronous: a destroyed object still
+	// exists (Get finds it, its name stays taken, it still counts as a
+	// child) for DeleteDelay.
+	DeleteDelay time.Duration
+	// Integrity enforces references (see Refs): destroying an object that
+	// existing objects refer to fails with lbrecon.ErrConflict
+	// (ResourceInUse), and so does creating or updating an object that
+	// refers to a missing or deleting one.
+	Integrity bool
+	// UniqueNames makes Create fail with lbrecon.ErrAlreadyExists when an
+	// object of the kind with the name exists.
+	UniqueNames bool
+	// MaxNameLen, when positive, makes Create refuse longer names with a
+	// permanent error.
+	MaxNameLen int
+	// Refs returns the keys an object refers to; nil means the
+	// load-balancer plan's references (a frontend's backend, a bind's
+	// frontend, a server's backend).
+	Refs func(lbrecon.Object) []lbrecon.Key
+	// Scope returns the scope of an untagged object, for List; nil means
+	// the load-balancer plan's (the load balancer of a backend or frontend,
+	// and of a bind's or server's parent). Untagged objects are listed only
+	// within the queried scope.
+	Scope func(e *Engine, o lbrecon.Object) string
+	// Default, when set, fills fields the provider defaults: it is applied
+	// to the spec of every created or updated object.
+	Default func(spec any) any
+	// IDsPerKind makes identifiers unique per kind only, as on providers
+	// where a backend and a server can share an ID.
+	IDsPerKind bool
+	// Idempotency makes CreateIdempotent honour idempotency tokens (see
+	// lbrecon.IdempotentCreator); without it, CreateIdempotent answers
+	// lbrecon.ErrNotSupported.
+	Idempotency bool
+	// UniqueBinds makes Create and Update of a bind fail with
+	// lbrecon.ErrConflict when another bind of the same load balancer (see
+	// Scope) listens on the same address and port, as a provider refuses a
+	// duplicate listener. A bind being deleted holds its address and port
+	// until the deletion completes.
+	UniqueBinds bool
+}

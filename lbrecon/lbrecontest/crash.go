@@ -1,0 +1,200 @@
+package lbrecontest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/reconkit/reconkit/lbrecon"
+)
+
+// ErrProcessCrashed is returned by every call through a [Crasher] from its
+// crash point until Restart: the process that made them is gone.
+var ErrProcessCrashed = errors.New("lbrecontest: process crashed")
+
+// Crasher wraps an engine to model a process that dies at a crash point:
+// the n-th write (Create, CreateIdempotent, Destroy, Tag, Update, Repair)
+// through it either never reaches the engine, or reaches it and its answer
+// is lost; from then on every call fails with [ErrProcessCrashed], until
+// Restart starts the next process. A test cancels the dying process's
+// context on Crashed and builds a new reconciler (the next process, with
+// no memory) after Restart. It forwards the optional interfaces, answering
+// lbrecon.ErrNotSupported where the engine lacks them. It models a
+// process that dies, not a machine that loses power: files the process
+// wrote (an intent journal) keep what the operating system has, synced or
+// not. It is safe for concurrent use.
+type Crasher struct {
+	e lbrecon.Engine
+
+	mu      sync.Mutex
+	writes  int
+	at      int  // crash at this write; 0: never
+	after   bool // the crashing write reaches the engine
+	dying   bool // the crashing write is in flight: nothing else is sent
+	crashed bool
+	done    chan struct{}
+}
+
+var (
+	_ lbrecon.Engine            = (*Crasher)(nil)
+	_ lbrecon.Repairer          = (*Crasher)(nil)
+	_ lbrecon.Updater           = (*Crasher)(nil)
+	_ lbrecon.IdempotentCreator = (*Crasher)(nil)
+)
+
+// NewCrasher returns e behind a crash point that is not armed.
+func NewCrasher(e lbrecon.Engine) *Crasher { return &Crasher{e: e, done: make(chan struct{})} }
+
+// Arm sets the crash point: the n-th write from now (n >= 1), reaching the
+// engine when after is true. It returns a channel closed at the crash.
+func (c *Crasher) Arm(n int, after bool) <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.writes, c.at, c.after = 0, n, after
+	return c.done
+}
+
+// Crash makes the process crash now, as at a crash point between calls.
+func (c *Crasher) Crash() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.crash()
+}
+
+func (c *Crasher) crash() {
+	c.dying = true
+	if !c.crashed {
+		c.crashed = true
+		close(c.done)
+	}
+}
+
+// Crashed returns a channel closed when the process crashes.
+func (c *Crasher) Crashed() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.done
+}
+
+// Restart starts the next process: calls go through again, and the crash
+// point is disarmed.
+func (c *Crasher) Restart() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.crashed, c.dying, c.at, c.writes = false, false, 0, 0
+	c.done = make(chan struct{})
+}
+
+// Writes returns the writes counted since the last Arm or Restart.
+func (c *Crasher) Writes() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.writes
+}
+
+// read lets a read through unless the process crashed.
+func (c *Crasher) read() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dying {
+		return ErrProcessCrashed
+	}
+	return nil
+}
+
+// write counts a write and reports whether it reaches the engine,
+// whether its answer is lost, and whether it is the crash point.
+func (c *Crasher) write() (send, lose, last bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dying {
+		return false, true, false
+	}
+	c.writes++
+	if c.at > 0 && c.writes == c.at {
+		c.dying = true
+		return c.after, true, true
+	}
+	return true, false, false
+}
+
+// do makes a write through the crash point. The process dies (Crashed is
+// closed) once the crashing write has been made, so that the dying
+// process's context does not cancel it.
+func (c *Crasher) do(call func() error) error {
+	send, lose, last := c.write()
+	var err error
+	if send {
+		err = call()
+	}
+	if last {
+		c.Crash()
+	}
+	if lose {
+		return fmt.Errorf("%w (the write's answer is lost)", ErrProcessCrashed)
+	}
+	return err
+}
+
+// List implements lbrecon.Engine.
+func (c *Crasher) List(ctx context.Context, q lbrecon.Query) ([]lbrecon.Object, error) {
+	if err := c.read(); err != nil {
+		return nil, err
+	}
+	return c.e.List(ctx, q)
+}
+
+// Get implements lbrecon.Engine.
+func (c *Crasher) Get(ctx context.Context, obj lbrecon.Object) (lbrecon.Object, error) {
+	if err := c.read(); err != nil {
+		return lbrecon.Object{}, err
+	}
+	return c.e.Get(ctx, obj)
+}
+
+// Create implements lbrecon.Engine.
+func (c *Crasher) Create(ctx context.Context, obj lbrecon.Object) (got lbrecon.Object, err error) {
+	err = c.do(func() error { got, err = c.e.Create(ctx, obj); return err })
+	return got, err
+}
+
+// CreateIdempotent implements lbrecon.IdempotentCreator.
+func (c *Crasher) CreateIdempotent(ctx context.Context, obj lbrecon.Object, token string) (got lbrecon.Object, err error) {
+	ic, ok := c.e.(lbrecon.IdempotentCreator)
+	if !ok {
+		return lbrecon.Object{}, lbrecon.ErrNotSupported
+	}
+	err = c.do(func() error { got, err = ic.CreateIdempotent(ctx, obj, token); return err })
+	return got, err
+}
+
+// Destroy implements lbrecon.Engine.
+func (c *Crasher) Destroy(ctx context.Context, obj lbrecon.Object) error {
+	return c.do(func() error { return c.e.Destroy(ctx, obj) })
+}
+
+// Tag implements lbrecon.Engine.
+func (c *Crasher) Tag(ctx context.Context, obj lbrecon.Object, tags []string) error {
+	return c.do(func() error { return c.e.Tag(ctx, obj, tags) })
+}
+
+// Update implements lbrecon.Updater.
+func (c *Crasher) Update(ctx context.Context, current, desired lbrecon.Object) (got lbrecon.Object, err error) {
+	u, ok := c.e.(lbrecon.Updater)
+	if !ok {
+		return lbrecon.Object{}, lbrecon.ErrNotSupported
+	}
+	err = c.do(func() error { got, err = u.Update(ctx, current, desired); return err })
+	return got, err
+}
+
+// Repair implements lbrecon.Repairer.
+func (c *Crasher) Repair(ctx context.Context, obj lbrecon.Object) (got lbrecon.Object, err error) {
+	r, ok := c.e.(lbrecon.Repairer)
+	if !ok {
+		return lbrecon.Object{}, lbrecon.ErrNotSupported
+	}
+	err = c.do(func() error { got, err = r.Repair(ctx, obj); return err })
+	return got, err
+}
