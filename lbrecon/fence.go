@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/reconkit/reconkit/internal/leadership"
 )
 
 // ErrFenced is wrapped by a write a fence refused because its fencing token
@@ -16,7 +18,7 @@ var ErrFenced = errors.New("lbrecon: fenced off")
 // token source went back (a Lease recreated by a client that counts from
 // zero, an etcd backup restored under the apiserver): then no leader can
 // write until an operator clears the fence, and the error says how. It
-// wraps [ErrFenced].
+// wraps [ErrFenced] and the leadership-lost sentinel.
 type FenceError struct {
 	// Fence names the fence: where the highest token is kept.
 	Fence string
@@ -35,8 +37,11 @@ func (e *FenceError) Error() string {
 	return s
 }
 
-// Unwrap returns [ErrFenced].
-func (e *FenceError) Unwrap() error { return ErrFenced }
+// Unwrap returns [ErrFenced] and the one leadership-lost sentinel that
+// election.ErrLeadershipLost and versiongate.ErrLeadershipLost are, so a
+// host that branches on either learns of a refused writer the same way
+// whichever package refused it.
+func (e *FenceError) Unwrap() []error { return []error{ErrFenced, leadership.ErrLost} }
 
 // Fence keeps, in memory, the highest fencing token that wrote through it,
 // and refuses lower ones with a [*FenceError]. Its Admit method is the

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/reconkit/reconkit/internal/leadership"
 	"github.com/reconkit/reconkit/lbrecon"
 	"github.com/reconkit/reconkit/lbrecon/lbrecontest"
 )
@@ -76,4 +77,13 @@ func TestFenceAheadOfTheLeaderReportedOnce(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A refused writer is told the way election and versiongate tell it: its
+// leadership is lost, with the one sentinel both packages export.
+func TestFenceErrorIsLeadershipLost(t *testing.T) {
+	f := lbrecon.NewFence("test", 7, "")
+	err := f.Admit(3)
+	require.ErrorIs(t, err, lbrecon.ErrFenced)
+	require.ErrorIs(t, err, leadership.ErrLost) // election.ErrLeadershipLost and versiongate.ErrLeadershipLost
 }
