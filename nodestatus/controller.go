@@ -190,7 +190,14 @@ type runner struct {
 	leaseBusy, statusBusy, pingBusy bool
 	leaseAwaitsNode                 bool // renew once the Node was checked
 
-	statusDirty, heartbeatDue, refetch bool
+	statusDirty, heartbeatDue bool
+	// checkNode is set after a transition that can leave the served Node
+	// other than this controller last saw it (heartbeats that failed or
+	// were stopped, a lease that vanished): the next status job reads the
+	// Node linearizably and writes a heartbeat against that copy, a patch
+	// the API server checks by resourceVersion, so that a write by the
+	// node lifecycle controller before or after the read is overwritten.
+	checkNode bool
 	// limited is set while Run holds a unit of Config.Limiter, which the
 	// first status job takes over: the loop starts that job before it
 	// waits for anything, so the unit is never left with the runner.
@@ -380,10 +387,12 @@ func (r *runner) startStatus() {
 		limited:     r.limited,
 	}
 	r.limited = false
-	if !r.refetch {
+	if r.checkNode {
+		job.fresh, job.heartbeat = true, !r.heartbeatsStopped()
+	} else {
 		job.server = r.server
 	}
-	r.statusBusy, r.statusDirty, r.heartbeatDue, r.refetch = true, false, false, false
+	r.statusBusy, r.statusDirty, r.heartbeatDue, r.checkNode = true, false, false, false
 	r.wg.Go(func() { r.results <- r.c.syncStatus(r.wctx, job) })
 }
 
@@ -436,8 +445,13 @@ func (r *runner) pingResult(perr error) {
 	}
 	wasStopped := r.heartbeatsStopped()
 	r.c.setPing(r.ctx, r, ps)
-	if wasStopped && !r.heartbeatsStopped() && r.registered && !r.leaseOff {
-		r.renewNow() // heartbeats resume at once
+	if wasStopped && !r.heartbeatsStopped() && r.registered {
+		// Heartbeats resume at once, and the node lifecycle controller
+		// may have marked the Node Unknown meanwhile: check it.
+		r.statusDirty, r.checkNode = true, true
+		if !r.leaseOff {
+			r.renewNow()
+		}
 	}
 	r.arm(deadlinePing, max(0, r.c.cfg.PingInterval-r.c.clk.Since(r.pingStart)))
 }
@@ -502,22 +516,21 @@ func (r *runner) onLeaseDone(res leaseResult) error {
 	case res.gone:
 		r.log.Info("Lease disappeared; checking the Node before creating it again")
 		r.lease, r.leaseAwaitsNode = nil, true
-		r.statusDirty, r.refetch = true, true
+		r.statusDirty, r.checkNode = true, true
 	case res.renewed:
 		if res.failures > 0 {
 			// Heartbeats failed for a while: the node lifecycle
-			// controller may have marked the node Unknown meanwhile.
-			// Read it back (from the apiserver's cache) and restore what
-			// differs at once.
+			// controller may have marked the node Unknown meanwhile,
+			// or may do so in a moment: check it.
 			r.log.Info("Heartbeats succeed again; checking the Node", "failedAttempts", res.failures)
-			r.statusDirty, r.refetch = true, true
+			r.statusDirty, r.checkNode = true, true
 		}
 		r.lease, r.lastRenew = res.lease, now
 		r.arm(deadlineLease, r.renew())
 		if res.recreated {
 			r.log.Info("Lease was recreated; checking the Node")
 			r.leaseAwaitsNode = true
-			r.statusDirty, r.refetch = true, true
+			r.statusDirty, r.checkNode = true, true
 		}
 	}
 	r.markReady()

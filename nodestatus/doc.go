@@ -63,13 +63,18 @@
 //     never across a retry wait, so nodes that keep failing cannot starve
 //     the others; lease renewals and the shutdown action never wait for
 //     it.
-//   - Bounded recovery: after any failed renewal, the first successful one
-//     reads the Node back (a GET with resourceVersion=0, answered from the
-//     apiserver's cache) and restores at once what the node lifecycle
-//     controller changed meanwhile: the Ready status is written again
-//     within one retry wait (at most 5s) of the heal, not at the next
-//     status report, and the node lifecycle controller lifts its taints at
-//     its next pass. Conditions the provider does not report
+//   - Bounded recovery: after any failed renewal, after heartbeats resume
+//     (PingFailureStopHeartbeat and a ping that succeeds again), and after
+//     the lease vanished, the Node is read back at once with a
+//     linearizable GET (resourceVersion unset, never the apiserver's
+//     cache) and a heartbeat is written against that copy, a patch the
+//     API server checks by resourceVersion. What the node lifecycle
+//     controller changed meanwhile is restored, and an Unknown it writes
+//     just after the read makes the patch fail with 409, so the Node is
+//     read and written again: the Ready status is back within one retry
+//     wait (at most 5s) of the heal, not at the next status report, and
+//     the node lifecycle controller lifts its taints at its next pass.
+//     Conditions the provider does not report
 //     (MemoryPressure, DiskPressure, PIDPressure by default, see
 //     DefaultConditions) are reported False by the controller, so none
 //     stays Unknown after an outage.
@@ -82,8 +87,8 @@
 //     carries the resourceVersion of the copy it was computed against, so
 //     each report is also a check of the served Node: a Node changed by
 //     others answers 409, is read again and the report recomputed. The Node
-//     is also read at start, after a 404, after failed heartbeats and when
-//     the lease turns out to have been recreated.
+//     is also read at start, after a 404, after failed or stopped
+//     heartbeats and when the lease vanished.
 //   - Ping runs on its own goroutine with PingTimeout. A failing Ping sets
 //     Ready=False (reason ReasonPingFailed) while the lease keeps renewing:
 //     reachability and health stay separate, unless PingFailure says

@@ -382,6 +382,7 @@ func noChange(meta strategicpatch.LookupPatchMeta, server *corev1.Node, patch []
 // not part of it: each attempt computes it from the provider's newest.
 type statusJob struct {
 	server      *packedNode // last server copy, nil to GET first
+	fresh       bool        // GET it linearizably, not from the apiserver's cache
 	heartbeat   bool        // stamp heartbeat times with now
 	noHeartbeat bool        // never stamp them (heartbeats are stopped)
 	uncordon    bool        // undo our own shutdown cordon
@@ -431,7 +432,7 @@ func (c *NodeController) syncStatus(ctx context.Context, job statusJob) statusRe
 	var res statusResult
 	var got *corev1.Node          // the newest server copy this job received
 	server := job.server.unpack() // decoded here: deep decoding would grow the loop's stack
-	fresh := false                // read from storage rather than the apiserver's cache
+	fresh := job.fresh            // read from storage rather than the apiserver's cache
 	stale := false                // the attempt found its copy outdated
 	attempt := func(ctx context.Context) error {
 		stale = false

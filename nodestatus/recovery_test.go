@@ -1,0 +1,185 @@
+package nodestatus_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	k8stesting "k8s.io/client-go/testing"
+	testclock "k8s.io/utils/clock/testing"
+
+	"github.com/reconkit/reconkit/kubefake"
+	"github.com/reconkit/reconkit/nodestatus"
+	"github.com/reconkit/reconkit/nodestatus/nodestatustest"
+)
+
+// nodeReads is a client whose Node GETs are recorded, and can be followed
+// by a write of the test's own before the controller sees the answer: what
+// the node lifecycle controller does when its Unknown lands just after the
+// controller's read.
+type nodeReads struct {
+	kubernetes.Interface
+	mu    sync.Mutex
+	rvs   []string               // each GET's resourceVersion option
+	after func(got *corev1.Node) // called once, after the next GET
+}
+
+func readsOf(cs kubernetes.Interface) *nodeReads { return &nodeReads{Interface: cs} }
+
+func (r *nodeReads) CoreV1() corev1client.CoreV1Interface {
+	return readsCore{CoreV1Interface: r.Interface.CoreV1(), r: r}
+}
+
+// afterNextRead has f called after the next GET of a Node returns, before
+// the controller gets its answer.
+func (r *nodeReads) afterNextRead(f func(got *corev1.Node)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.after = f
+}
+
+// reads returns the resourceVersion options of the GETs so far.
+func (r *nodeReads) reads() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.rvs...)
+}
+
+type readsCore struct {
+	corev1client.CoreV1Interface
+	r *nodeReads
+}
+
+func (c readsCore) Nodes() corev1client.NodeInterface {
+	return readsNodes{NodeInterface: c.CoreV1Interface.Nodes(), r: c.r}
+}
+
+type readsNodes struct {
+	corev1client.NodeInterface
+	r *nodeReads
+}
+
+func (n readsNodes) Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Node, error) {
+	got, err := n.NodeInterface.Get(ctx, name, opts)
+	n.r.mu.Lock()
+	n.r.rvs = append(n.r.rvs, opts.ResourceVersion)
+	after := n.r.after
+	if err == nil {
+		n.r.after = nil
+	}
+	n.r.mu.Unlock()
+	if err == nil && after != nil {
+		after(got)
+	}
+	return got, err
+}
+
+// markUnknown does what the node lifecycle controller does to a node it
+// lost: every condition Unknown.
+func markUnknown(t *testing.T, cs kubernetes.Interface, name string) {
+	t.Helper()
+	ctx := context.Background()
+	n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	require.NoError(t, err)
+	for i := range n.Status.Conditions {
+		n.Status.Conditions[i].Status = corev1.ConditionUnknown
+		n.Status.Conditions[i].Reason = "NodeStatusUnknown"
+	}
+	_, err = cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+	require.NoError(t, err)
+}
+
+var readyTrue = nodestatustest.ConditionIs(corev1.NodeReady, corev1.ConditionTrue, "")
+
+// With PingFailureStopHeartbeat, heartbeats that resume after the node
+// lifecycle controller marked the Node Unknown are followed at once by a
+// linearizable read of the Node and a heartbeat: Ready is back without
+// waiting for the next status report, and without the clock moving.
+func TestResumedHeartbeatsRestoreReady(t *testing.T) {
+	cs := kubefake.NewClientset()
+	client := readsOf(cs)
+	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	p := nodestatustest.NewProvider(testNode("vk-0"))
+	cfg := fakeConfig(cs, clk, p)
+	cfg.Client = client
+	cfg.PingFailure = nodestatus.PingFailureStopHeartbeat
+	c := start(t, cfg)
+	waitReady(t, c)
+
+	p.SetPingError(errors.New("down"))
+	pings := p.Pings()
+	step(t, clk, 10500*time.Millisecond)
+	waitPings(t, p, pings+1)
+	markUnknown(t, cs, "vk-0") // past the grace period
+	reads := len(client.reads())
+
+	p.SetPingError(nil)
+	pings = p.Pings()
+	step(t, clk, 10500*time.Millisecond)
+	waitPings(t, p, pings+1)
+	// The clock stands still from here: the heal alone must restore Ready.
+	waitNode(t, cs, "vk-0", readyTrue, "Ready=True after heartbeats resumed")
+	got := client.reads()[reads:]
+	require.NotEmpty(t, got, "the Node was read after heartbeats resumed")
+	require.Equal(t, "", got[0], "a linearizable read, not the apiserver's cache")
+}
+
+// After failed renewals, an Unknown the node lifecycle controller writes
+// just after the controller's recovery read is overwritten: the recovery
+// writes a heartbeat checked by resourceVersion, which the late Unknown
+// makes fail with 409, and the Node is read and written again.
+func TestRecoveryOverwritesUnknownWrittenAfterRead(t *testing.T) {
+	cs := kubefake.NewClientset()
+	var mu sync.Mutex
+	failing := false
+	cs.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if failing {
+			return true, nil, apierrors.NewServiceUnavailable("etcd is down")
+		}
+		return false, nil, nil
+	})
+	setFailing := func(v bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		failing = v
+	}
+	client := readsOf(cs)
+	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	cfg := fakeConfig(cs, clk, nodestatustest.NewProvider(testNode("vk-0")))
+	cfg.Client = client
+	c := start(t, cfg)
+	waitReady(t, c)
+
+	setFailing(true)
+	step(t, clk, 10500*time.Millisecond) // the renewal that fails
+	step(t, clk, 5*time.Second)          // and a retry
+	var injected sync.WaitGroup
+	injected.Add(1)
+	client.afterNextRead(func(got *corev1.Node) {
+		defer injected.Done()
+		require.True(t, readyTrue(got), "the read saw the Node before the Unknown")
+		markUnknown(t, cs, "vk-0")
+	})
+	reads := len(client.reads())
+	setFailing(false)
+	step(t, clk, 5*time.Second) // the retry that succeeds: the heal
+	injected.Wait()
+	// The clock stands still from here.
+	waitNode(t, cs, "vk-0", readyTrue, "Ready=True after the late Unknown")
+	got := client.reads()[reads:]
+	require.GreaterOrEqual(t, len(got), 2, "read, 409, read again")
+	for _, rv := range got {
+		require.Equal(t, "", rv, "linearizable reads, not the apiserver's cache")
+	}
+}
