@@ -528,8 +528,10 @@ func (r *runner) onLeaseDone(res leaseResult) error {
 		r.lease, r.lastRenew = res.lease, now
 		r.arm(deadlineLease, r.renew())
 		if res.recreated {
+			// The lease vanished: most likely with its Node, which may
+			// have been registered again by someone else.
 			r.log.Info("Lease was recreated; checking the Node")
-			r.leaseAwaitsNode = true
+			r.leaseAwaitsNode = !res.ownerRead
 			r.statusDirty, r.checkNode = true, true
 		}
 	}

@@ -50,7 +50,9 @@
 //     the end of the previous renewal, and retried with backoff (200ms,
 //     never more than 5s between attempts, jitter included) until it
 //     succeeds. It is owned by the Node, so it goes with it, and its owner
-//     reference follows the Node when it is recreated. New refuses timings
+//     reference follows the Node when it is recreated. A lease deleted
+//     under the controller is created again by the renewal itself, owned
+//     by the Node as read then (a linearizable GET through LeaseClient). New refuses timings
 //     where one renewal that hangs until RequestTimeout, and its retry,
 //     could leave a gap between heartbeats longer than the node lifecycle
 //     controller's grace period (default 50s, kube-controller-manager's).

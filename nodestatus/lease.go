@@ -32,8 +32,9 @@ type leaseResult struct {
 	renewed     bool
 	lease       []byte // the renewed lease, packed (nil: read it at the next renewal)
 	unsupported bool   // the Lease API is missing: fall back to status heartbeats
-	gone        bool   // the lease vanished (deleted, or collected with its Node)
+	gone        bool   // the lease vanished with its Node: the Node must be registered first
 	recreated   bool   // the lease was renewed, but it is a new object
+	ownerRead   bool   // its owner reference is the Node as read just now
 	failures    int    // attempts that failed before the result
 	err         error
 }
@@ -61,6 +62,10 @@ func (c *NodeController) renewLease(ctx context.Context, job leaseJob) leaseResu
 				if c.leaseAPIMissing(rctx, err) {
 					res.unsupported = true
 					return permanent(ErrLeaseUnsupported)
+				}
+				if held != nil {
+					// We had one: it vanished.
+					return c.recreateLease(ctx, rctx, &res, &cur, &renewed)
 				}
 				start := c.clk.Now()
 				l, err := leases.Create(rctx, c.newLease(nil, job.owner), metav1.CreateOptions{FieldManager: c.cfg.FieldManager})
@@ -93,10 +98,9 @@ func (c *NodeController) renewLease(ctx context.Context, job leaseJob) leaseResu
 				res.unsupported = true
 				return permanent(ErrLeaseUnsupported)
 			}
-			// Deleted, most likely by the garbage collector with its Node:
-			// let the loop check the Node before a new lease points at it.
-			res.gone = true
-			return permanent(fmt.Errorf("update lease: %w", err))
+			// Deleted by the garbage collector with its Node, or by an
+			// administrator: recreated here, never behind a status job.
+			return c.recreateLease(ctx, rctx, &res, &cur, &renewed)
 		}
 		return fmt.Errorf("update lease: %w", err)
 	}
@@ -124,6 +128,36 @@ func (c *NodeController) renewLease(ctx context.Context, job leaseJob) leaseResu
 		res.err = err
 	}
 	return res
+}
+
+// recreateLease creates the node's lease again after it vanished. The
+// garbage collector deletes a lease with its Node, so the Node is read
+// first (linearizably, through the lease client: renewals never wait for
+// the Limiter or for status traffic) and the new lease is owned by the
+// Node as it is now. A Node that is gone too is the status job's business
+// (res.gone): it registers it again, or stops Run.
+func (c *NodeController) recreateLease(ctx, rctx context.Context, res *leaseResult, cur, renewed **coordinationv1.Lease) error {
+	start := c.clk.Now()
+	n, err := c.cfg.LeaseClient.CoreV1().Nodes().Get(rctx, c.name, metav1.GetOptions{})
+	err = c.observe(ctx, CallGetNode, start, err)
+	switch {
+	case apierrors.IsNotFound(err) && !isStop(err):
+		res.gone = true
+		return permanent(fmt.Errorf("lease and node are gone: %w", err))
+	case err != nil:
+		return fmt.Errorf("get node for its lease: %w", err)
+	}
+	start = c.clk.Now()
+	l, err := c.cfg.LeaseClient.CoordinationV1().Leases(c.cfg.LeaseNamespace).Create(rctx, c.newLease(nil, n.UID), metav1.CreateOptions{FieldManager: c.cfg.FieldManager})
+	err = c.observe(ctx, CallCreateLease, start, err)
+	if err != nil {
+		// A conflict or AlreadyExists reads the lease again at once.
+		*cur = nil
+		return fmt.Errorf("create lease again: %w", err)
+	}
+	*cur, *renewed = l, l
+	res.ownerRead = true
+	return nil
 }
 
 // newLease returns base (or a new lease) renewed now, held by the node and

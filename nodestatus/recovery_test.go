@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/semaphore"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -182,4 +183,34 @@ func TestRecoveryOverwritesUnknownWrittenAfterRead(t *testing.T) {
 	for _, rv := range got {
 		require.Equal(t, "", rv, "linearizable reads, not the apiserver's cache")
 	}
+}
+
+// A lease deleted under the controller (by the garbage collector, or an
+// administrator) is created again by the renewal itself, owned by the Node
+// as read then, while every unit of the shared Limiter is taken: renewals
+// never wait for it.
+func TestVanishedLeaseRecreatedWithoutLimiter(t *testing.T) {
+	cs := kubefake.NewClientset()
+	v := countVerbs(cs)
+	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	limiter := semaphore.NewWeighted(1)
+	cfg := fakeConfig(cs, clk, nil)
+	cfg.Limiter = limiter
+	c := start(t, cfg)
+	waitReady(t, c)
+	idle(t, clk)
+	ctx := context.Background()
+	require.NoError(t, limiter.Acquire(ctx, 1)) // status jobs wait from here
+	defer limiter.Release(1)
+
+	require.NoError(t, cs.CoordinationV1().Leases("kube-node-lease").Delete(ctx, "vk-0", metav1.DeleteOptions{}))
+	created := v.get("create leases")
+	clk.Step(10500 * time.Millisecond) // the renewal finds it gone
+	require.Eventually(t, func() bool { return v.get("create leases") > created }, waitFor, time.Millisecond, "the lease is created again")
+	l, err := cs.CoordinationV1().Leases("kube-node-lease").Get(ctx, "vk-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	n, err := cs.CoreV1().Nodes().Get(ctx, "vk-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Len(t, l.OwnerReferences, 1)
+	require.Equal(t, n.UID, l.OwnerReferences[0].UID, "owned by the Node")
 }
