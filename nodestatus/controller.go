@@ -191,6 +191,7 @@ type runner struct {
 	leaseAwaitsNode                 bool // renew once the Node was checked
 
 	statusDirty, heartbeatDue bool
+	refused                   *refusal // see statusJob
 	// checkNode is set after a transition that can leave the served Node
 	// other than this controller last saw it (heartbeats that failed or
 	// were stopped, a lease that vanished): the next status job reads the
@@ -380,6 +381,7 @@ func (r *runner) startStatus() {
 		return
 	}
 	job := statusJob{
+		refused:     r.refused,
 		heartbeat:   r.heartbeatDue && !r.heartbeatsStopped(),
 		noHeartbeat: r.heartbeatsStopped(),
 		uncordon:    !r.registered,
@@ -541,11 +543,12 @@ func (r *runner) onLeaseDone(res leaseResult) error {
 
 func (r *runner) onStatusDone(res statusResult) error {
 	r.statusBusy = false
+	r.refused = res.refused
 	if res.err != nil {
 		return res.err
 	}
 	if res.rejected != nil {
-		r.log.Info("The provider's status was rejected by the API server; it is written again at the next change or report", "error", res.rejected.Error())
+		r.log.Info("The provider's status was rejected by the API server; it is not sent again until it changes", "error", res.rejected.Error())
 		r.c.events.Event(eventWarning, EventStatusRejected, truncate("The API server rejected the node's status; only what it accepts is written: "+res.rejected.Error(), maxMessage))
 	}
 	if res.created {

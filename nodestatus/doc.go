@@ -40,8 +40,11 @@
 //     plugin forbids, annotations over 256 KiB) is never sent again as it
 //     is. The write falls back to the status without the provider's
 //     labels and annotations, then to the conditions alone, so the Ready
-//     condition, a failing ping and the heartbeat are still written; the
-//     next write starts again from the provider's newest status. Transient
+//     condition, a failing ping and the heartbeat are still written. What
+//     was refused is remembered: until the provider's status changes,
+//     every later write (reports, heartbeats, recoveries) starts from the
+//     form the API server accepted, with no new ErrorHandler call or
+//     Warning event; a changed status is tried in full again. Transient
 //     failures (5xx, timeouts, 429 after its Retry-After) are retried with
 //     backoff, each attempt computed from the provider's newest status.
 //     The ErrorHandler and the Metrics hook see every request's outcome.

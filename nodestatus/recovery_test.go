@@ -3,6 +3,7 @@ package nodestatus_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	k8stesting "k8s.io/client-go/testing"
@@ -88,15 +91,22 @@ func (n readsNodes) Get(ctx context.Context, name string, opts metav1.GetOptions
 // lost: every condition Unknown.
 func markUnknown(t *testing.T, cs kubernetes.Interface, name string) {
 	t.Helper()
+	require.NoError(t, markUnknownErr(cs, name))
+}
+
+// markUnknownErr is markUnknown for goroutines other than the test's.
+func markUnknownErr(cs kubernetes.Interface, name string) error {
 	ctx := context.Background()
 	n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	require.NoError(t, err)
+	if err != nil {
+		return err
+	}
 	for i := range n.Status.Conditions {
 		n.Status.Conditions[i].Status = corev1.ConditionUnknown
 		n.Status.Conditions[i].Reason = "NodeStatusUnknown"
 	}
 	_, err = cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	return err
 }
 
 var readyTrue = nodestatustest.ConditionIs(corev1.NodeReady, corev1.ConditionTrue, "")
@@ -165,17 +175,18 @@ func TestRecoveryOverwritesUnknownWrittenAfterRead(t *testing.T) {
 	setFailing(true)
 	step(t, clk, 10500*time.Millisecond) // the renewal that fails
 	step(t, clk, 5*time.Second)          // and a retry
-	var injected sync.WaitGroup
-	injected.Add(1)
+	injected := make(chan error, 1)
 	client.afterNextRead(func(got *corev1.Node) {
-		defer injected.Done()
-		require.True(t, readyTrue(got), "the read saw the Node before the Unknown")
-		markUnknown(t, cs, "vk-0")
+		if !readyTrue(got) {
+			injected <- errors.New("the read saw the Node after the Unknown")
+			return
+		}
+		injected <- markUnknownErr(cs, "vk-0")
 	})
 	reads := len(client.reads())
 	setFailing(false)
 	step(t, clk, 5*time.Second) // the retry that succeeds: the heal
-	injected.Wait()
+	require.NoError(t, <-injected)
 	// The clock stands still from here.
 	waitNode(t, cs, "vk-0", readyTrue, "Ready=True after the late Unknown")
 	got := client.reads()[reads:]
@@ -213,4 +224,60 @@ func TestVanishedLeaseRecreatedWithoutLimiter(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, l.OwnerReferences, 1)
 	require.Equal(t, n.UID, l.OwnerReferences[0].UID, "owned by the Node")
+}
+
+// A status the API server refused for good is never sent again as it is:
+// later reports write the reduced status only, with no new rejection, no
+// ErrorHandler call and no Warning event, until the provider's status
+// changes.
+func TestRefusedStatusNotSentAgain(t *testing.T) {
+	cs := kubefake.NewClientset()
+	var mu sync.Mutex
+	bad, reports := 0, 0
+	cs.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "status" {
+			return false, nil, nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		reports++
+		if strings.Contains(string(a.(k8stesting.PatchAction).GetPatch()), `"bad":"label"`) {
+			bad++
+			return true, nil, apierrors.NewInvalid(schema.GroupKind{Kind: "Node"}, "vk-0", field.ErrorList{field.Invalid(field.NewPath("metadata", "labels"), "bad", "not allowed")})
+		}
+		return false, nil, nil
+	})
+	counts := func() (int, int) {
+		mu.Lock()
+		defer mu.Unlock()
+		return bad, reports
+	}
+	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	p := nodestatustest.NewProvider(testNode("vk-0"))
+	h, rec := &hooks{}, &recorder{}
+	cfg := fakeConfig(cs, clk, p)
+	cfg.Events, cfg.ErrorHandler = h, rec.handle
+	cfg.StatusReportInterval = time.Minute
+	c := start(t, cfg)
+	waitReady(t, c)
+
+	p.UpdateStatus(func(n *corev1.Node) { n.Labels["bad"] = "label" })
+	require.Eventually(t, func() bool { b, _ := counts(); return b == 1 && h.sawEvent("Warning "+nodestatus.EventStatusRejected) }, waitFor, time.Millisecond, "refused once")
+	waitNode(t, cs, "vk-0", func(n *corev1.Node) bool { return n.Labels["bad"] == "" }, "the reduced status is written")
+	handled, events := len(rec.errors()), len(h.events)
+	_, before := counts()
+	// Ten reports, each a write of the reduced status.
+	stepUntil(t, clk, 10500*time.Millisecond, func() bool { _, r := counts(); return r >= before+10 })
+	b, _ := counts()
+	require.Equal(t, 1, b, "the refused status is not sent again")
+	require.Equal(t, handled, len(rec.errors()), "no ErrorHandler call for what was not sent")
+	h.mu.Lock()
+	require.Equal(t, events, len(h.events), "no Warning event for what was not sent")
+	h.mu.Unlock()
+
+	// A change of the provider's status is tried in full again.
+	p.UpdateStatus(func(n *corev1.Node) { n.Labels["other"] = "change" })
+	require.Eventually(t, func() bool { b, _ := counts(); return b == 2 }, waitFor, time.Millisecond, "a changed status is tried in full")
+	p.UpdateStatus(func(n *corev1.Node) { delete(n.Labels, "bad") })
+	waitNode(t, cs, "vk-0", func(n *corev1.Node) bool { return n.Labels["other"] == "change" }, "the corrected status is written in full")
 }

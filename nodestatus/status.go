@@ -1,6 +1,7 @@
 package nodestatus
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -381,6 +382,7 @@ func noChange(meta strategicpatch.LookupPatchMeta, server *corev1.Node, patch []
 // field is owned by the worker until it reports back. The desired status is
 // not part of it: each attempt computes it from the provider's newest.
 type statusJob struct {
+	refused     *refusal    // what the API server refused for good, nil if nothing
 	server      *packedNode // last server copy, nil to GET first
 	fresh       bool        // GET it linearizably, not from the apiserver's cache
 	heartbeat   bool        // stamp heartbeat times with now
@@ -394,28 +396,53 @@ type statusResult struct {
 	server   *packedNode // new server copy (nil if unchanged), encoded on the worker
 	written  bool        // a write reached the server
 	created  bool
-	rejected error // the newest desired status was refused for good; what was written is reduced
-	failures int   // attempts that failed before the job ended
-	err      error // fatal: Run stops
+	rejected error    // the newest desired status was refused for good; what was written is reduced
+	refused  *refusal // the refusal the next job starts from
+	failures int      // attempts that failed before the job ended
+	err      error    // fatal: Run stops
+}
+
+// refusal remembers that the API server refused for good what the
+// provider's node src asked for, so that it is never sent again as it is:
+// until the provider's node changes, writes start at level, the first
+// that was not refused. When every level was refused (level is past
+// levelConditions), the conditions are tried again only when the ping
+// result differs from ping, the one they were refused with.
+type refusal struct {
+	src   []byte // the provider's node, as packed in NodeController.latest
+	level patchLevel
+	ping  pingState
+}
+
+// start returns the level a write of src with ping starts at, and false
+// when nothing may be sent.
+func (r *refusal) start(src *packedNode, ping pingState) (patchLevel, bool) {
+	if r == nil || src.raw == nil || !bytes.Equal(r.src, src.raw) {
+		return levelFull, true
+	}
+	if r.level <= levelConditions {
+		return r.level, true
+	}
+	return levelConditions, ping != r.ping
 }
 
 // ErrNodeDeleted is wrapped by Run's error when the Node was deleted by
 // someone else and Config.ReRegister is off.
 var ErrNodeDeleted = errors.New("nodestatus: node was deleted")
 
-// want is the desired node now: the provider's newest status and the
-// newest ping result.
-func (c *NodeController) want() *corev1.Node {
+// want is the desired node now: the provider's node src (see provided)
+// and ping, the newest ping result.
+func (c *NodeController) want(src *packedNode, ping pingState) *corev1.Node {
 	defaults := c.cfg.DefaultConditions
 	if defaults == nil {
 		defaults = StandardConditions()
 	}
-	return desired(c.provided(), *c.ping.Load(), c.cfg.PingFailure, defaults)
+	return desired(c.provided(src), ping, c.cfg.PingFailure, defaults)
 }
 
-// provided decodes the provider's newest node.
-func (c *NodeController) provided() *corev1.Node {
-	n := c.latest.Load().unpack()
+// provided decodes src, the provider's node as c.latest held it.
+func (c *NodeController) provided(src *packedNode) *corev1.Node {
+	n := src.unpack()
 	if n == nil {
 		// Cannot happen: it was encoded by packNode.
 		n = &corev1.Node{}
@@ -434,11 +461,18 @@ func (c *NodeController) syncStatus(ctx context.Context, job statusJob) statusRe
 	server := job.server.unpack() // decoded here: deep decoding would grow the loop's stack
 	fresh := job.fresh            // read from storage rather than the apiserver's cache
 	stale := false                // the attempt found its copy outdated
+	res.refused = job.refused
 	attempt := func(ctx context.Context) error {
 		stale = false
 		rctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 		defer cancel()
-		want := c.want()
+		src, ping := c.latest.Load(), *c.ping.Load()
+		want := c.want(src, ping)
+		refuse := func(level patchLevel) {
+			if src.raw != nil {
+				res.refused = &refusal{src: src.raw, level: level + 1, ping: ping}
+			}
+		}
 		if server == nil {
 			n, created, err := c.getOrCreate(ctx, rctx, want, job, fresh)
 			if apierrors.IsAlreadyExists(err) {
@@ -478,19 +512,27 @@ func (c *NodeController) syncStatus(ctx context.Context, job statusJob) statusRe
 			c.log(ctx).Info("Ignoring the unreadable last-applied annotation; nothing of it will be deleted", "error", recErr.Error())
 		}
 		res.rejected = nil
-		for level := levelFull; level <= levelConditions; level++ {
+		first, ok := res.refused.start(src, ping)
+		if !ok {
+			return nil // refused as it is: wait for a change
+		}
+		for level := first; level <= levelConditions; level++ {
 			d := reduce(want, rec, level)
 			p, err := c.patchFor(d, server, rec, now, job)
 			if errors.Is(err, errRecordTooLarge) {
 				if res.rejected, err = c.rejectLocal(ctx, err); err != nil {
 					return err
 				}
+				refuse(level)
 				continue
 			}
 			if err != nil {
 				return permanent(err)
 			}
 			if p == nil {
+				if level == levelFull {
+					res.refused = nil
+				}
 				return nil
 			}
 			start := c.clk.Now()
@@ -499,12 +541,15 @@ func (c *NodeController) syncStatus(ctx context.Context, job statusJob) statusRe
 			switch {
 			case err == nil:
 				server, got, res.written = n, n, true
-				if level > levelFull {
+				if level == levelFull {
+					res.refused = nil
+				} else if res.rejected != nil {
 					c.log(ctx).Info("Wrote a reduced status; the provider's full status was rejected", "written", level.String(), "error", res.rejected.Error())
 				}
 				return nil
 			case errors.Is(err, ErrRejected) && !isStop(err):
 				res.rejected = err
+				refuse(level)
 				continue
 			case apierrors.IsConflict(err):
 				server, fresh, stale = nil, true, true
@@ -618,7 +663,7 @@ func isStop(err error) bool {
 }
 
 func (c *NodeController) createNode(ctx, rctx context.Context, want *corev1.Node) (*corev1.Node, error) {
-	src := c.provided()
+	src := c.provided(c.latest.Load())
 	build := func(level patchLevel) (*corev1.Node, error) {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: c.name}}
 		src.Spec.DeepCopyInto(&n.Spec)
