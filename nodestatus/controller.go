@@ -51,6 +51,14 @@ type NodeController struct {
 	ping   atomic.Pointer[pingState]  // the newest ping result, set by Run's loop
 	notify chan struct{}              // capacity 1: "latest changed"
 
+	// probe, when set before Run, lets a test ask the loop, between two
+	// events, whether it is quiet (see runner.quiet). Nil otherwise: a
+	// select never takes a nil channel.
+	probe chan chan bool
+	// working counts the lease and status jobs that are not waiting for
+	// a retry: what quiet reports on.
+	working atomic.Int32
+
 	started atomic.Bool
 	ready   chan struct{}
 	done    chan struct{}
@@ -136,8 +144,22 @@ func permanent(err error) error { return backoff.Permanent(err) }
 // the error handler (see observe). A 429's Retry-After is honoured up to
 // retryMaxWait.
 func (c *NodeController) retry(ctx context.Context, name string, op func(context.Context) error) error {
+	waiting := false // for the next attempt: not working
+	defer func() {
+		if waiting {
+			c.working.Add(1)
+		}
+	}()
 	return backoff.Retry(ctx, func(ctx context.Context) error {
+		if waiting {
+			waiting = false
+			c.working.Add(1)
+		}
 		err := op(ctx)
+		if err != nil && !backoff.IsPermanent(err) {
+			waiting = true
+			c.working.Add(-1)
+		}
 		if secs, ok := apierrors.SuggestsClientDelay(err); ok && apierrors.IsTooManyRequests(err) && !backoff.IsPermanent(err) {
 			return backoff.RetryAfter(err, time.Duration(secs)*time.Second)
 		}
@@ -306,9 +328,27 @@ func (r *runner) loop() error {
 			r.statusDirty, r.heartbeatDue = true, true
 		case v := <-r.results:
 			r.dispatch(v)
+		case reply := <-r.c.probe:
+			reply <- r.quiet()
 		}
 	}
 	return r.fatal
+}
+
+// quiet reports whether the loop has nothing to do until a timer fires: no
+// lease or status job at work (one may wait for a retry), and no result,
+// notification or fired timer waiting for it. A ping may be running: its
+// timeout is armed.
+func (r *runner) quiet() bool {
+	if r.c.working.Load() > 0 || len(r.results) > 0 || len(r.c.notify) > 0 {
+		return false
+	}
+	for _, t := range r.timers {
+		if len(t.C()) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // Timers kept by a runner.
@@ -372,6 +412,7 @@ func (r *runner) startLease() {
 		return
 	}
 	r.leaseBusy = true
+	r.c.working.Add(1)
 	job := leaseJob{held: r.lease, owner: r.server.uid}
 	r.wg.Go(func() { r.results <- r.c.renewLease(r.wctx, job) })
 }
@@ -395,6 +436,7 @@ func (r *runner) startStatus() {
 		job.server = r.server
 	}
 	r.statusBusy, r.statusDirty, r.heartbeatDue, r.checkNode = true, false, false, false
+	r.c.working.Add(1)
 	r.wg.Go(func() { r.results <- r.c.syncStatus(r.wctx, job) })
 }
 
@@ -506,6 +548,7 @@ func (r *runner) onLeaseTimer() {
 
 func (r *runner) onLeaseDone(res leaseResult) error {
 	r.leaseBusy = false
+	r.c.working.Add(-1)
 	now := r.c.clk.Now()
 	switch {
 	case res.err != nil:
@@ -543,6 +586,7 @@ func (r *runner) onLeaseDone(res leaseResult) error {
 
 func (r *runner) onStatusDone(res statusResult) error {
 	r.statusBusy = false
+	r.c.working.Add(-1)
 	r.refused = res.refused
 	if res.err != nil {
 		return res.err
