@@ -205,7 +205,7 @@ type runner struct {
 
 	server     *packedNode // the served Node, without its spec
 	registered bool
-	lease      []byte // the held Lease, see packLease
+	lease      []byte // the Lease as last written or read, see packLease
 	leaseOff   bool   // heartbeats are status writes (disabled or unsupported)
 	lastRenew  time.Time
 
@@ -413,7 +413,7 @@ func (r *runner) startLease() {
 	}
 	r.leaseBusy = true
 	r.c.working.Add(1)
-	job := leaseJob{held: r.lease, owner: r.server.uid}
+	job := leaseJob{last: r.lease, owner: r.server.uid}
 	r.wg.Go(func() { r.results <- r.c.renewLease(r.wctx, job) })
 }
 

@@ -48,7 +48,7 @@
 //     failures (5xx, timeouts, 429 after its Retry-After) are retried with
 //     backoff, each attempt computed from the provider's newest status.
 //     The ErrorHandler and the Metrics hook see every request's outcome.
-//   - The lease is held by the node's name, lasts LeaseDuration (40s), is
+//   - The lease's holder is the node's name; it lasts LeaseDuration (40s), is
 //     renewed every RenewInterval (10s) plus up to 4% jitter, measured from
 //     the end of the previous renewal, and retried with backoff (200ms,
 //     never more than 5s between attempts, jitter included) until it

@@ -21,10 +21,10 @@ import (
 var ErrLeaseUnsupported = errors.New("nodestatus: the API server has no coordination.k8s.io/v1 leases")
 
 type leaseJob struct {
-	// held is the last copy from the server (see packLease), nil to GET
+	// last is the last copy from the server (see packLease), nil to GET
 	// first. The worker owns it until it reports back, and may reuse its
 	// storage for the result.
-	held  []byte
+	last  []byte
 	owner types.UID // the Node's UID for the owner reference
 }
 
@@ -45,8 +45,8 @@ type leaseResult struct {
 func (c *NodeController) renewLease(ctx context.Context, job leaseJob) leaseResult {
 	leases := c.cfg.LeaseClient.CoordinationV1().Leases(c.cfg.LeaseNamespace)
 	var res leaseResult
-	held := unpackLease(job.held) // decoded here: deep decoding would grow the loop's stack
-	cur := held
+	last := unpackLease(job.last) // decoded here: deep decoding would grow the loop's stack
+	cur := last
 	var renewed *coordinationv1.Lease
 	attempt := func(ctx context.Context) error {
 		rctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
@@ -63,7 +63,7 @@ func (c *NodeController) renewLease(ctx context.Context, job leaseJob) leaseResu
 					res.unsupported = true
 					return permanent(ErrLeaseUnsupported)
 				}
-				if held != nil {
+				if last != nil {
 					// We had one: it vanished.
 					return c.recreateLease(ctx, rctx, &res, &cur, &renewed)
 				}
@@ -116,9 +116,9 @@ func (c *NodeController) renewLease(ctx context.Context, job leaseJob) leaseResu
 		return err
 	})
 	if renewed != nil {
-		res.renewed, res.lease = true, packLease(job.held, renewed)
+		res.renewed, res.lease = true, packLease(job.last, renewed)
 	}
-	if held != nil && renewed != nil && renewed.UID != held.UID {
+	if last != nil && renewed != nil && renewed.UID != last.UID {
 		// The lease was deleted and created again (an update may create a
 		// lease): most likely the garbage collector removed it with its
 		// Node. Let the loop check the Node.
@@ -160,7 +160,7 @@ func (c *NodeController) recreateLease(ctx, rctx context.Context, res *leaseResu
 	return nil
 }
 
-// newLease returns base (or a new lease) renewed now, held by the node and
+// newLease returns base (or a new lease) renewed now, with the node as its holder,
 // owned by the Node with the given UID. Owner references to other objects
 // are kept.
 func (c *NodeController) newLease(base *coordinationv1.Lease, owner types.UID) *coordinationv1.Lease {

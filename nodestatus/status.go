@@ -565,16 +565,16 @@ func (c *NodeController) syncStatus(ctx context.Context, job statusJob) statusRe
 		c.log(ctx).Info("The API server rejected every form of the status; waiting for the next change", "error", res.rejected.Error())
 		return nil
 	}
-	held := job.limited
+	hasUnit := job.limited
 	defer func() {
-		if held { // no attempt took the unit over
+		if hasUnit { // no attempt took the unit over
 			c.cfg.Limiter.Release(1)
 		}
 	}()
 	err := c.retry(ctx, "status", func(ctx context.Context) error {
 		if l := c.cfg.Limiter; l != nil {
-			if held {
-				held = false
+			if hasUnit {
+				hasUnit = false
 			} else if err := l.Acquire(ctx, 1); err != nil {
 				return err // ctx ended
 			}
