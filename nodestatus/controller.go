@@ -56,8 +56,10 @@ type NodeController struct {
 	// select never takes a nil channel.
 	probe chan chan bool
 	// working counts the lease and status jobs that are not waiting for
-	// a retry: what quiet reports on.
-	working atomic.Int32
+	// a retry, and retryDue holds when each retry wait ends (UnixNano, 0
+	// when none): what quiet reports on.
+	working  atomic.Int32
+	retryDue [2]atomic.Int64 // retryLease, retryStatus
 
 	started atomic.Bool
 	ready   chan struct{}
@@ -143,20 +145,25 @@ func permanent(err error) error { return backoff.Permanent(err) }
 // error. Failed requests have already been shown to the metrics hook and
 // the error handler (see observe). A 429's Retry-After is honoured up to
 // retryMaxWait.
-func (c *NodeController) retry(ctx context.Context, name string, op func(context.Context) error) error {
+func (c *NodeController) retry(ctx context.Context, kind int, op func(context.Context) error) error {
+	due := &c.retryDue[kind]
 	waiting := false // for the next attempt: not working
 	defer func() {
 		if waiting {
 			c.working.Add(1)
+			due.Store(0)
 		}
 	}()
 	return backoff.Retry(ctx, func(ctx context.Context) error {
 		if waiting {
 			waiting = false
 			c.working.Add(1)
+			due.Store(0)
 		}
 		err := op(ctx)
 		if err != nil && !backoff.IsPermanent(err) {
+			// Due at once until the wait's timer says when it ends.
+			due.Store(1)
 			waiting = true
 			c.working.Add(-1)
 		}
@@ -165,13 +172,30 @@ func (c *NodeController) retry(ctx context.Context, name string, op func(context
 		}
 		return err
 	},
-		backoff.WithClock(c.clk),
+		backoff.WithClock(retryClock{Clock: c.clk, due: due}),
 		backoff.WithInitialInterval(retryInitial),
 		backoff.WithJitter(retryJitter),
 		backoff.WithMaxInterval(retryMaxInterval),
 		backoff.WithMaxRetryAfter(retryMaxWait),
-		backoff.WithName("nodestatus "+name),
+		backoff.WithName("nodestatus "+[...]string{"lease", "status"}[kind]),
 	)
+}
+
+// What a retry is for.
+const (
+	retryLease = iota
+	retryStatus
+)
+
+// retryClock is the clock of one retry: it records when each wait ends.
+type retryClock struct {
+	clock.Clock
+	due *atomic.Int64
+}
+
+func (k retryClock) NewTimer(d time.Duration) clock.Timer {
+	k.due.Store(k.Now().Add(d).UnixNano())
+	return k.Clock.NewTimer(d)
 }
 
 func jitter(d time.Duration, lo, hi float64) time.Duration {
@@ -336,12 +360,18 @@ func (r *runner) loop() error {
 }
 
 // quiet reports whether the loop has nothing to do until a timer fires: no
-// lease or status job at work (one may wait for a retry), and no result,
-// notification or fired timer waiting for it. A ping may be running: its
-// timeout is armed.
+// lease or status job at work (one may wait for a retry that is not due),
+// and no result, notification or fired timer waiting for it. A ping may be
+// running: its timeout is armed.
 func (r *runner) quiet() bool {
 	if r.c.working.Load() > 0 || len(r.results) > 0 || len(r.c.notify) > 0 {
 		return false
+	}
+	now := r.c.clk.Now().UnixNano()
+	for i := range r.c.retryDue {
+		if due := r.c.retryDue[i].Load(); due != 0 && due <= now {
+			return false
+		}
 	}
 	for _, t := range r.timers {
 		if len(t.C()) > 0 {

@@ -104,7 +104,7 @@ func (c *NodeController) renewLease(ctx context.Context, job leaseJob) leaseResu
 		}
 		return fmt.Errorf("update lease: %w", err)
 	}
-	err := c.retry(ctx, "lease", func(ctx context.Context) error {
+	err := c.retry(ctx, retryLease, func(ctx context.Context) error {
 		err := attempt(ctx)
 		if err != nil && cur == nil && !backoff.IsPermanent(err) && (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) {
 			res.failures++

@@ -162,7 +162,7 @@ func (c *NodeController) syncStatus(ctx context.Context, job statusJob) statusRe
 			c.cfg.Limiter.Release(1)
 		}
 	}()
-	err := c.retry(ctx, "status", func(ctx context.Context) error {
+	err := c.retry(ctx, retryStatus, func(ctx context.Context) error {
 		if l := c.cfg.Limiter; l != nil {
 			if hasUnit {
 				hasUnit = false
