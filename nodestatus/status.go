@@ -47,115 +47,12 @@ var ErrNodeDeleted = errors.New("nodestatus: node was deleted")
 // ctx ends. Each attempt starts from the provider's newest status, so a
 // correction is never held up behind a failing write.
 func (c *NodeController) syncStatus(ctx context.Context, job statusJob) statusResult {
-	var res statusResult
-	var got *corev1.Node          // the newest server copy this job received
-	server := job.server.unpack() // decoded here: deep decoding would grow the loop's stack
-	fresh := job.fresh            // read from storage rather than the apiserver's cache
-	stale := false                // the attempt found its copy outdated
-	res.refused = job.refused
-	attempt := func(ctx context.Context) error {
-		stale = false
-		rctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
-		defer cancel()
-		src, ping := c.latest.Load(), *c.ping.Load()
-		want := c.want(src, ping)
-		refuse := func(level patchLevel) {
-			if src.raw != nil {
-				res.refused = &refusal{src: src.raw, level: level + 1, ping: ping}
-			}
-		}
-		if server == nil {
-			n, created, err := c.getOrCreate(ctx, rctx, want, job, fresh)
-			if apierrors.IsAlreadyExists(err) {
-				fresh, stale = true, true // registered meanwhile: adopt it
-			}
-			if err != nil {
-				return err
-			}
-			server, got = n, n
-			if created {
-				res.written, res.created = true, true
-				job.uncordon = false
-				// Go on: the create may have dropped parts of the
-				// status, which the patch below then writes.
-			}
-		}
-		if job.uncordon {
-			n, err := c.uncordon(ctx, rctx, server)
-			if errors.Is(err, ErrRejected) && !isStop(err) {
-				c.log(ctx).Info("Cannot undo the shutdown cordon", "error", err.Error())
-				n, err = nil, nil
-			}
-			if err != nil {
-				if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-					server, fresh, stale = nil, true, true
-				}
-				return err
-			}
-			if n != nil {
-				server, got, res.written = n, n, true
-			}
-			job.uncordon = false
-		}
-		now := c.clk.Now()
-		rec, recErr := serverRecord(server)
-		if recErr != nil {
-			c.log(ctx).Info("Ignoring the unreadable last-applied annotation; nothing of it will be deleted", "error", recErr.Error())
-		}
-		res.rejected = nil
-		first, ok := res.refused.start(src, ping)
-		if !ok {
-			return nil // refused as it is: wait for a change
-		}
-		for level := first; level <= levelConditions; level++ {
-			d := reduce(want, rec, level)
-			p, err := c.patchFor(d, server, rec, now, job)
-			if errors.Is(err, errRecordTooLarge) {
-				if res.rejected, err = c.rejectLocal(ctx, err); err != nil {
-					return err
-				}
-				refuse(level)
-				continue
-			}
-			if err != nil {
-				return permanent(err)
-			}
-			if p == nil {
-				if level == levelFull {
-					res.refused = nil
-				}
-				return nil
-			}
-			start := c.clk.Now()
-			n, err := c.cfg.Client.CoreV1().Nodes().Patch(rctx, c.name, types.StrategicMergePatchType, p, metav1.PatchOptions{FieldManager: c.cfg.FieldManager}, "status")
-			err = c.observe(ctx, CallPatchStatus, start, err)
-			switch {
-			case err == nil:
-				server, got, res.written = n, n, true
-				if level == levelFull {
-					res.refused = nil
-				} else if res.rejected != nil {
-					c.log(ctx).Info("Wrote a reduced status; the provider's full status was rejected", "written", level.String(), "error", res.rejected.Error())
-				}
-				return nil
-			case errors.Is(err, ErrRejected) && !isStop(err):
-				res.rejected = err
-				refuse(level)
-				continue
-			case apierrors.IsConflict(err):
-				server, fresh, stale = nil, true, true
-				return fmt.Errorf("patch node status: stale copy: %w", err)
-			case apierrors.IsNotFound(err):
-				server, fresh, stale = nil, true, true
-				return fmt.Errorf("patch node status: %w", err)
-			}
-			return fmt.Errorf("patch node status: %w", err)
-		}
-		// Even the conditions alone were refused: nothing more to try
-		// until the provider's status or the ping result changes.
-		c.log(ctx).Info("The API server rejected every form of the status; waiting for the next change", "error", res.rejected.Error())
-		return nil
+	s := &statusSync{
+		c: c, job: job,
+		server: job.server.unpack(), // decoded here: deep decoding would grow the loop's stack
+		fresh:  job.fresh,
 	}
+	s.res.refused = job.refused
 	hasUnit := job.limited
 	defer func() {
 		if hasUnit { // no attempt took the unit over
@@ -171,24 +68,177 @@ func (c *NodeController) syncStatus(ctx context.Context, job statusJob) statusRe
 			}
 			defer l.Release(1)
 		}
-		err := attempt(ctx)
-		if err != nil && stale && !isPermanent(err) {
+		err := s.attempt(ctx)
+		if err != nil && s.stale && !isPermanent(err) {
 			// A stale copy or a vanished Node: read it again at once.
-			res.failures++
-			err = attempt(ctx)
+			s.res.failures++
+			err = s.attempt(ctx)
 		}
 		if err != nil && !isPermanent(err) {
-			res.failures++
+			s.res.failures++
 		}
 		return err
 	})
 	if err != nil && ctx.Err() == nil {
-		res.err = err
+		s.res.err = err
 	}
-	if got != nil {
-		res.server = packNode(got, false)
+	if s.got != nil {
+		s.res.server = packNode(s.got, false)
 	}
-	return res
+	return s.res
+}
+
+// statusSync is one status job at work, across its attempts: the copy of
+// the Node it writes against and what it reports to the loop.
+type statusSync struct {
+	c      *NodeController
+	job    statusJob
+	res    statusResult
+	server *corev1.Node // the copy the next write is computed against; nil to read it
+	got    *corev1.Node // the newest copy the server answered, reported to the loop
+	fresh  bool         // read the Node linearizably rather than from the apiserver's cache
+	stale  bool         // the attempt found its copy outdated: read it again at once
+}
+
+// reread drops the copy: the next attempt reads the Node linearizably.
+func (s *statusSync) reread() { s.server, s.fresh, s.stale = nil, true, true }
+
+// took records a copy the server answered with.
+func (s *statusSync) took(n *corev1.Node) { s.server, s.got = n, n }
+
+// attempt reads or registers the Node if needed, undoes the shutdown
+// cordon if due, and writes the status.
+func (s *statusSync) attempt(ctx context.Context) error {
+	c := s.c
+	s.stale = false
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	defer cancel()
+	src, ping := c.latest.Load(), *c.ping.Load()
+	want := c.want(src, ping)
+	if s.server == nil {
+		if err := s.read(ctx, rctx, want); err != nil {
+			return err
+		}
+	}
+	if s.job.uncordon {
+		if err := s.undoCordon(ctx, rctx); err != nil {
+			return err
+		}
+	}
+	return s.write(ctx, rctx, want, src, ping)
+}
+
+// read reads the Node, or registers it when it is missing.
+func (s *statusSync) read(ctx, rctx context.Context, want *corev1.Node) error {
+	n, created, err := s.c.getOrCreate(ctx, rctx, want, s.job, s.fresh)
+	if apierrors.IsAlreadyExists(err) {
+		s.fresh, s.stale = true, true // registered meanwhile: adopt it
+	}
+	if err != nil {
+		return err
+	}
+	s.took(n)
+	if created {
+		s.res.written, s.res.created = true, true
+		s.job.uncordon = false
+		// Go on: the create may have dropped parts of the status,
+		// which the patch then writes.
+	}
+	return nil
+}
+
+// undoCordon undoes this controller's own shutdown cordon.
+func (s *statusSync) undoCordon(ctx, rctx context.Context) error {
+	c := s.c
+	n, err := c.uncordon(ctx, rctx, s.server)
+	if errors.Is(err, ErrRejected) && !isStop(err) {
+		c.log(ctx).Info("Cannot undo the shutdown cordon", "error", err.Error())
+		n, err = nil, nil
+	}
+	if err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			s.reread()
+		}
+		return err
+	}
+	if n != nil {
+		s.took(n)
+		s.res.written = true
+	}
+	s.job.uncordon = false
+	return nil
+}
+
+// write patches the status towards want, computed from the provider's
+// node src and the ping result ping, falling back to reduced levels when
+// the API server refuses a level for good, and starting at the level a
+// refusal of src left.
+func (s *statusSync) write(ctx, rctx context.Context, want *corev1.Node, src *packedNode, ping pingState) error {
+	c := s.c
+	now := c.clk.Now()
+	rec, recErr := serverRecord(s.server)
+	if recErr != nil {
+		c.log(ctx).Info("Ignoring the unreadable last-applied annotation; nothing of it will be deleted", "error", recErr.Error())
+	}
+	refuse := func(level patchLevel) {
+		if src.raw != nil {
+			s.res.refused = &refusal{src: src.raw, level: level + 1, ping: ping}
+		}
+	}
+	s.res.rejected = nil
+	first, ok := s.res.refused.start(src, ping)
+	if !ok {
+		return nil // refused as it is: wait for a change
+	}
+	for level := first; level <= levelConditions; level++ {
+		d := reduce(want, rec, level)
+		p, err := c.patchFor(d, s.server, rec, now, s.job)
+		if errors.Is(err, errRecordTooLarge) {
+			if s.res.rejected, err = c.rejectLocal(ctx, err); err != nil {
+				return err
+			}
+			refuse(level)
+			continue
+		}
+		if err != nil {
+			return permanent(err)
+		}
+		if p == nil {
+			if level == levelFull {
+				s.res.refused = nil
+			}
+			return nil
+		}
+		start := c.clk.Now()
+		n, err := c.cfg.Client.CoreV1().Nodes().Patch(rctx, c.name, types.StrategicMergePatchType, p, metav1.PatchOptions{FieldManager: c.cfg.FieldManager}, "status")
+		err = c.observe(ctx, CallPatchStatus, start, err)
+		switch {
+		case err == nil:
+			s.took(n)
+			s.res.written = true
+			if level == levelFull {
+				s.res.refused = nil
+			} else if s.res.rejected != nil {
+				c.log(ctx).Info("Wrote a reduced status; the provider's full status was rejected", "written", level.String(), "error", s.res.rejected.Error())
+			}
+			return nil
+		case errors.Is(err, ErrRejected) && !isStop(err):
+			s.res.rejected = err
+			refuse(level)
+			continue
+		case apierrors.IsConflict(err):
+			s.reread()
+			return fmt.Errorf("patch node status: stale copy: %w", err)
+		case apierrors.IsNotFound(err):
+			s.reread()
+			return fmt.Errorf("patch node status: %w", err)
+		}
+		return fmt.Errorf("patch node status: %w", err)
+	}
+	// Even the conditions alone were refused: nothing more to try until
+	// the provider's status or the ping result changes.
+	c.log(ctx).Info("The API server rejected every form of the status; waiting for the next change", "error", s.res.rejected.Error())
+	return nil
 }
 
 // patchFor stamps a copy of d against server and returns the patch (nil
