@@ -55,11 +55,8 @@ type NodeController struct {
 	// events, whether it is quiet (see runner.quiet). Nil otherwise: a
 	// select never takes a nil channel.
 	probe chan chan bool
-	// working counts the lease and status jobs that are not waiting for
-	// a retry, and retryDue holds when each retry wait ends (UnixNano, 0
-	// when none): what quiet reports on.
-	working  atomic.Int32
-	retryDue [2]atomic.Int64 // retryLease, retryStatus
+	// jobs is what quiet reports on.
+	jobs jobState
 
 	started atomic.Bool
 	ready   chan struct{}
@@ -146,33 +143,28 @@ func permanent(err error) error { return backoff.Permanent(err) }
 // the error handler (see observe). A 429's Retry-After is honoured up to
 // retryMaxWait.
 func (c *NodeController) retry(ctx context.Context, kind int, op func(context.Context) error) error {
-	due := &c.retryDue[kind]
 	waiting := false // for the next attempt: not working
 	defer func() {
 		if waiting {
-			c.working.Add(1)
-			due.Store(0)
+			c.jobs.resume(kind)
 		}
 	}()
 	return backoff.Retry(ctx, func(ctx context.Context) error {
 		if waiting {
 			waiting = false
-			c.working.Add(1)
-			due.Store(0)
+			c.jobs.resume(kind)
 		}
 		err := op(ctx)
 		if err != nil && !backoff.IsPermanent(err) {
-			// Due at once until the wait's timer says when it ends.
-			due.Store(1)
 			waiting = true
-			c.working.Add(-1)
+			c.jobs.wait(kind)
 		}
 		if secs, ok := apierrors.SuggestsClientDelay(err); ok && apierrors.IsTooManyRequests(err) && !backoff.IsPermanent(err) {
 			return backoff.RetryAfter(err, time.Duration(secs)*time.Second)
 		}
 		return err
 	},
-		backoff.WithClock(retryClock{Clock: c.clk, due: due}),
+		backoff.WithClock(retryClock{Clock: c.clk, jobs: &c.jobs, kind: kind}),
 		backoff.WithInitialInterval(retryInitial),
 		backoff.WithJitter(retryJitter),
 		backoff.WithMaxInterval(retryMaxInterval),
@@ -190,12 +182,62 @@ const (
 // retryClock is the clock of one retry: it records when each wait ends.
 type retryClock struct {
 	clock.Clock
-	due *atomic.Int64
+	jobs *jobState
+	kind int
 }
 
 func (k retryClock) NewTimer(d time.Duration) clock.Timer {
-	k.due.Store(k.Now().Add(d).UnixNano())
+	k.jobs.waitUntil(k.kind, k.Now().Add(d))
 	return k.Clock.NewTimer(d)
+}
+
+// jobState tells whether lease and status jobs are at work, or waiting
+// for a retry, and until when.
+type jobState struct {
+	mu      sync.Mutex
+	working int          // jobs started and not waiting for a retry
+	due     [2]time.Time // when each kind's retry wait ends
+	waiting [2]bool      // each kind waits for a retry
+}
+
+func (j *jobState) start() { j.mu.Lock(); j.working++; j.mu.Unlock() }
+func (j *jobState) done()  { j.mu.Lock(); j.working--; j.mu.Unlock() }
+
+// wait records that a job of kind waits for a retry, due at once until
+// waitUntil says when its wait ends.
+func (j *jobState) wait(kind int) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.working--
+	j.waiting[kind], j.due[kind] = true, time.Time{}
+}
+
+func (j *jobState) waitUntil(kind int, t time.Time) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.due[kind] = t
+}
+
+func (j *jobState) resume(kind int) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.working++
+	j.waiting[kind] = false
+}
+
+// idle reports whether no job is at work and no retry wait is due at now.
+func (j *jobState) idle(now time.Time) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.working > 0 {
+		return false
+	}
+	for k := range j.waiting {
+		if j.waiting[k] && !j.due[k].After(now) {
+			return false
+		}
+	}
+	return true
 }
 
 func jitter(d time.Duration, lo, hi float64) time.Duration {
@@ -364,14 +406,8 @@ func (r *runner) loop() error {
 // and no result, notification or fired timer waiting for it. A ping may be
 // running: its timeout is armed.
 func (r *runner) quiet() bool {
-	if r.c.working.Load() > 0 || len(r.results) > 0 || len(r.c.notify) > 0 {
+	if !r.c.jobs.idle(r.c.clk.Now()) || len(r.results) > 0 || len(r.c.notify) > 0 {
 		return false
-	}
-	now := r.c.clk.Now().UnixNano()
-	for i := range r.c.retryDue {
-		if due := r.c.retryDue[i].Load(); due != 0 && due <= now {
-			return false
-		}
 	}
 	for _, t := range r.timers {
 		if len(t.C()) > 0 {
@@ -442,7 +478,7 @@ func (r *runner) startLease() {
 		return
 	}
 	r.leaseBusy = true
-	r.c.working.Add(1)
+	r.c.jobs.start()
 	job := leaseJob{last: r.lease, owner: r.server.uid}
 	r.wg.Go(func() { r.results <- r.c.renewLease(r.wctx, job) })
 }
@@ -466,7 +502,7 @@ func (r *runner) startStatus() {
 		job.server = r.server
 	}
 	r.statusBusy, r.statusDirty, r.heartbeatDue, r.checkNode = true, false, false, false
-	r.c.working.Add(1)
+	r.c.jobs.start()
 	r.wg.Go(func() { r.results <- r.c.syncStatus(r.wctx, job) })
 }
 
@@ -578,7 +614,7 @@ func (r *runner) onLeaseTimer() {
 
 func (r *runner) onLeaseDone(res leaseResult) error {
 	r.leaseBusy = false
-	r.c.working.Add(-1)
+	r.c.jobs.done()
 	now := r.c.clk.Now()
 	switch {
 	case res.err != nil:
@@ -616,7 +652,7 @@ func (r *runner) onLeaseDone(res leaseResult) error {
 
 func (r *runner) onStatusDone(res statusResult) error {
 	r.statusBusy = false
-	r.c.working.Add(-1)
+	r.c.jobs.done()
 	r.refused = res.refused
 	if res.err != nil {
 		return res.err

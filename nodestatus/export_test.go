@@ -1,6 +1,9 @@
 package nodestatus
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // EnableProbe lets Quiet ask c's loop about its state; call it before Run.
 func EnableProbe(c *NodeController) { c.probe = make(chan chan bool) }
@@ -20,4 +23,12 @@ func Quiet(c *NodeController, wait time.Duration) bool {
 	case <-t.C:
 	}
 	return false
+}
+
+// State describes what Quiet reports on, for a test's failure message.
+func State(c *NodeController) string {
+	j := &c.jobs
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return fmt.Sprint("jobs at work: ", j.working, ", waiting for a retry (lease, status): ", j.waiting, " until ", j.due, ", now ", c.clk.Now(), ", notifications: ", len(c.notify))
 }

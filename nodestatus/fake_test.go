@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -89,7 +90,12 @@ func stepUntil(t *testing.T, clk *testclock.FakeClock, d time.Duration, cond fun
 // after a step, idle waits for the work the step caused.
 func idle(t *testing.T, clk *testclock.FakeClock) {
 	t.Helper()
-	require.Eventually(t, func() bool { return onClock.quiet(clk) }, waitFor, time.Millisecond, "controller idle")
+	if !assert.Eventually(t, func() bool { return onClock.quiet(clk) }, waitFor, time.Millisecond, "controller idle") {
+		for _, c := range onClock.m[clk] {
+			t.Log(nodestatus.State(c))
+		}
+		t.FailNow()
+	}
 }
 
 func TestNewRejectsBadConfig(t *testing.T) {
