@@ -40,17 +40,22 @@
 //     plugin forbids, annotations over 256 KiB) is never sent again as it
 //     is. The write falls back to the status without the provider's
 //     labels and annotations, then to the conditions alone, so the Ready
-//     condition, a failing ping and the heartbeat are still written; the
-//     next write starts again from the provider's newest status. Transient
+//     condition, a failing ping and the heartbeat are still written. What
+//     was refused is remembered: until the provider's status changes,
+//     every later write (reports, heartbeats, recoveries) starts from the
+//     form the API server accepted, with no new ErrorHandler call or
+//     Warning event; a changed status is tried in full again. Transient
 //     failures (5xx, timeouts, 429 after its Retry-After) are retried with
 //     backoff, each attempt computed from the provider's newest status.
 //     The ErrorHandler and the Metrics hook see every request's outcome.
-//   - The lease is held by the node's name, lasts LeaseDuration (40s), is
+//   - The lease's holder is the node's name; it lasts LeaseDuration (40s), is
 //     renewed every RenewInterval (10s) plus up to 4% jitter, measured from
 //     the end of the previous renewal, and retried with backoff (200ms,
 //     never more than 5s between attempts, jitter included) until it
 //     succeeds. It is owned by the Node, so it goes with it, and its owner
-//     reference follows the Node when it is recreated. New refuses timings
+//     reference follows the Node when it is recreated. A lease deleted
+//     under the controller is created again by the renewal itself, owned
+//     by the Node as read then (a linearizable GET through LeaseClient). New refuses timings
 //     where one renewal that hangs until RequestTimeout, and its retry,
 //     could leave a gap between heartbeats longer than the node lifecycle
 //     controller's grace period (default 50s, kube-controller-manager's).
@@ -63,13 +68,18 @@
 //     never across a retry wait, so nodes that keep failing cannot starve
 //     the others; lease renewals and the shutdown action never wait for
 //     it.
-//   - Bounded recovery: after any failed renewal, the first successful one
-//     reads the Node back (a GET with resourceVersion=0, answered from the
-//     apiserver's cache) and restores at once what the node lifecycle
-//     controller changed meanwhile: the Ready status is written again
-//     within one retry wait (at most 5s) of the heal, not at the next
-//     status report, and the node lifecycle controller lifts its taints at
-//     its next pass. Conditions the provider does not report
+//   - Bounded recovery: after any failed renewal, after heartbeats resume
+//     (PingFailureStopHeartbeat and a ping that succeeds again), and after
+//     the lease vanished, the Node is read back at once with a
+//     linearizable GET (resourceVersion unset, never the apiserver's
+//     cache) and a heartbeat is written against that copy, a patch the
+//     API server checks by resourceVersion. What the node lifecycle
+//     controller changed meanwhile is restored, and an Unknown it writes
+//     just after the read makes the patch fail with 409, so the Node is
+//     read and written again: the Ready status is back within one retry
+//     wait (at most 5s) of the heal, not at the next status report, and
+//     the node lifecycle controller lifts its taints at its next pass.
+//     Conditions the provider does not report
 //     (MemoryPressure, DiskPressure, PIDPressure by default, see
 //     DefaultConditions) are reported False by the controller, so none
 //     stays Unknown after an outage.
@@ -82,8 +92,8 @@
 //     carries the resourceVersion of the copy it was computed against, so
 //     each report is also a check of the served Node: a Node changed by
 //     others answers 409, is read again and the report recomputed. The Node
-//     is also read at start, after a 404, after failed heartbeats and when
-//     the lease turns out to have been recreated.
+//     is also read at start, after a 404, after failed or stopped
+//     heartbeats and when the lease vanished.
 //   - Ping runs on its own goroutine with PingTimeout. A failing Ping sets
 //     Ready=False (reason ReasonPingFailed) while the lease keeps renewing:
 //     reachability and health stay separate, unless PingFailure says

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -58,18 +59,17 @@ func fakeConfig(cs *fake.Clientset, clk *testclock.FakeClock, p nodestatus.NodeP
 	return nodestatus.Config{Client: cs, Node: testNode("vk-0"), Provider: p, Clock: clk}
 }
 
-// step advances the fake clock by d once the controller is idle: its three
-// timers (lease or status heartbeat, ping, status report) are armed, which
-// happens only after the work they started has finished.
+// step advances the fake clock by d once the controllers on it are idle:
+// what they started has finished and nothing is due until a timer fires.
 func step(t *testing.T, clk *testclock.FakeClock, d time.Duration) {
 	t.Helper()
 	idle(t, clk)
 	clk.Step(d)
 }
 
-// stepUntil steps the clock by d each time the controller looks idle until
-// cond holds. Idle (three timers waiting) is also what a controller shows
-// while a ping it started runs, so one step may not reach the next ping;
+// stepUntil steps the clock by d each time the controllers look idle until
+// cond holds. Idle is also what a controller shows while a ping it started
+// runs (its timeout is armed), so one step may not reach the next ping;
 // use it where extra steps do not weaken what the test checks.
 func stepUntil(t *testing.T, clk *testclock.FakeClock, d time.Duration, cond func() bool) {
 	t.Helper()
@@ -77,16 +77,25 @@ func stepUntil(t *testing.T, clk *testclock.FakeClock, d time.Duration, cond fun
 		if cond() {
 			return true
 		}
-		if clk.Waiters() == 3 {
+		if onClock.quiet(clk) {
 			clk.Step(d)
 		}
 		return cond()
 	}, waitFor, time.Millisecond)
 }
 
+// idle waits until every controller running on clk is quiet: no request
+// in flight, no result, notification or fired timer it has not handled. A
+// timer that fires makes its controller busy until it has handled it, so
+// after a step, idle waits for the work the step caused.
 func idle(t *testing.T, clk *testclock.FakeClock) {
 	t.Helper()
-	require.Eventually(t, func() bool { return clk.Waiters() == 3 }, waitFor, time.Millisecond, "controller idle")
+	if !assert.Eventually(t, func() bool { return onClock.quiet(clk) }, waitFor, time.Millisecond, "controller idle") {
+		for _, c := range onClock.m[clk] {
+			t.Log(nodestatus.State(c))
+		}
+		t.FailNow()
+	}
 }
 
 func TestNewRejectsBadConfig(t *testing.T) {

@@ -21,10 +21,10 @@ import (
 var ErrLeaseUnsupported = errors.New("nodestatus: the API server has no coordination.k8s.io/v1 leases")
 
 type leaseJob struct {
-	// held is the last copy from the server (see packLease), nil to GET
+	// last is the last copy from the server (see packLease), nil to GET
 	// first. The worker owns it until it reports back, and may reuse its
 	// storage for the result.
-	held  []byte
+	last  []byte
 	owner types.UID // the Node's UID for the owner reference
 }
 
@@ -32,8 +32,9 @@ type leaseResult struct {
 	renewed     bool
 	lease       []byte // the renewed lease, packed (nil: read it at the next renewal)
 	unsupported bool   // the Lease API is missing: fall back to status heartbeats
-	gone        bool   // the lease vanished (deleted, or collected with its Node)
+	gone        bool   // the lease vanished with its Node: the Node must be registered first
 	recreated   bool   // the lease was renewed, but it is a new object
+	ownerRead   bool   // its owner reference is the Node as read just now
 	failures    int    // attempts that failed before the result
 	err         error
 }
@@ -44,8 +45,8 @@ type leaseResult struct {
 func (c *NodeController) renewLease(ctx context.Context, job leaseJob) leaseResult {
 	leases := c.cfg.LeaseClient.CoordinationV1().Leases(c.cfg.LeaseNamespace)
 	var res leaseResult
-	held := unpackLease(job.held) // decoded here: deep decoding would grow the loop's stack
-	cur := held
+	last := unpackLease(job.last) // decoded here: deep decoding would grow the loop's stack
+	cur := last
 	var renewed *coordinationv1.Lease
 	attempt := func(ctx context.Context) error {
 		rctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
@@ -61,6 +62,10 @@ func (c *NodeController) renewLease(ctx context.Context, job leaseJob) leaseResu
 				if c.leaseAPIMissing(rctx, err) {
 					res.unsupported = true
 					return permanent(ErrLeaseUnsupported)
+				}
+				if last != nil {
+					// We had one: it vanished.
+					return c.recreateLease(ctx, rctx, &res, &cur, &renewed)
 				}
 				start := c.clk.Now()
 				l, err := leases.Create(rctx, c.newLease(nil, job.owner), metav1.CreateOptions{FieldManager: c.cfg.FieldManager})
@@ -93,14 +98,13 @@ func (c *NodeController) renewLease(ctx context.Context, job leaseJob) leaseResu
 				res.unsupported = true
 				return permanent(ErrLeaseUnsupported)
 			}
-			// Deleted, most likely by the garbage collector with its Node:
-			// let the loop check the Node before a new lease points at it.
-			res.gone = true
-			return permanent(fmt.Errorf("update lease: %w", err))
+			// Deleted by the garbage collector with its Node, or by an
+			// administrator: recreated here, never behind a status job.
+			return c.recreateLease(ctx, rctx, &res, &cur, &renewed)
 		}
 		return fmt.Errorf("update lease: %w", err)
 	}
-	err := c.retry(ctx, "lease", func(ctx context.Context) error {
+	err := c.retry(ctx, retryLease, func(ctx context.Context) error {
 		err := attempt(ctx)
 		if err != nil && cur == nil && !backoff.IsPermanent(err) && (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) {
 			res.failures++
@@ -112,9 +116,9 @@ func (c *NodeController) renewLease(ctx context.Context, job leaseJob) leaseResu
 		return err
 	})
 	if renewed != nil {
-		res.renewed, res.lease = true, packLease(job.held, renewed)
+		res.renewed, res.lease = true, packLease(job.last, renewed)
 	}
-	if held != nil && renewed != nil && renewed.UID != held.UID {
+	if last != nil && renewed != nil && renewed.UID != last.UID {
 		// The lease was deleted and created again (an update may create a
 		// lease): most likely the garbage collector removed it with its
 		// Node. Let the loop check the Node.
@@ -126,7 +130,37 @@ func (c *NodeController) renewLease(ctx context.Context, job leaseJob) leaseResu
 	return res
 }
 
-// newLease returns base (or a new lease) renewed now, held by the node and
+// recreateLease creates the node's lease again after it vanished. The
+// garbage collector deletes a lease with its Node, so the Node is read
+// first (linearizably, through the lease client: renewals never wait for
+// the Limiter or for status traffic) and the new lease is owned by the
+// Node as it is now. A Node that is gone too is the status job's business
+// (res.gone): it registers it again, or stops Run.
+func (c *NodeController) recreateLease(ctx, rctx context.Context, res *leaseResult, cur, renewed **coordinationv1.Lease) error {
+	start := c.clk.Now()
+	n, err := c.cfg.LeaseClient.CoreV1().Nodes().Get(rctx, c.name, metav1.GetOptions{})
+	err = c.observe(ctx, CallGetNode, start, err)
+	switch {
+	case apierrors.IsNotFound(err) && !isStop(err):
+		res.gone = true
+		return permanent(fmt.Errorf("lease and node are gone: %w", err))
+	case err != nil:
+		return fmt.Errorf("get node for its lease: %w", err)
+	}
+	start = c.clk.Now()
+	l, err := c.cfg.LeaseClient.CoordinationV1().Leases(c.cfg.LeaseNamespace).Create(rctx, c.newLease(nil, n.UID), metav1.CreateOptions{FieldManager: c.cfg.FieldManager})
+	err = c.observe(ctx, CallCreateLease, start, err)
+	if err != nil {
+		// A conflict or AlreadyExists reads the lease again at once.
+		*cur = nil
+		return fmt.Errorf("create lease again: %w", err)
+	}
+	*cur, *renewed = l, l
+	res.ownerRead = true
+	return nil
+}
+
+// newLease returns base (or a new lease) renewed now, with the node as its holder,
 // owned by the Node with the given UID. Owner references to other objects
 // are kept.
 func (c *NodeController) newLease(base *coordinationv1.Lease, owner types.UID) *coordinationv1.Lease {

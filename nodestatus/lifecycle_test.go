@@ -2,8 +2,14 @@ package nodestatus_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -114,20 +120,9 @@ func renewedPast(t *testing.T, admin kubernetes.Interface, t0 time.Time, names .
 // marked Unknown and tainted, and a node whose partition heals is Ready and
 // untainted again without waiting for a status report.
 func TestNodeLifecycleController(t *testing.T) {
-	a := testenv.APIServer(t)
 	const grace = 20 * time.Second
-	testenv.ControllerManager(t, a,
-		"--node-monitor-grace-period="+grace.String(),
-		"--node-monitor-period=1s",
-		"--node-startup-grace-period="+grace.String(),
-	)
-	admin, err := kubernetes.NewForConfig(a.Config())
-	require.NoError(t, err)
+	a, admin := lifecycleEnv(t, grace)
 	ctx := context.Background()
-	eventually(t, nil, func() bool {
-		_, err := admin.CoreV1().Namespaces().Get(ctx, "kube-node-lease", metav1.GetOptions{})
-		return err == nil
-	}, "kube-node-lease namespace")
 	hist := watchNodes(t, admin)
 
 	// Status traffic shares one throttled client and a limiter of two
@@ -225,6 +220,113 @@ func TestNodeLifecycleController(t *testing.T) {
 		}, "the healed node is Ready, untainted, and no condition stays Unknown")
 		t.Logf("Ready and untainted %v after the partition healed (renew interval 4s, retry wait at most 5s, monitor period 1s)", time.Since(healed).Round(100*time.Millisecond))
 		hist.check(t, steady...)
+	})
+}
+
+// lifecycleEnv starts an API server and the node lifecycle controller of
+// kube-controller-manager with the given grace period and a monitor period
+// of 1s, and returns the server and an admin client.
+func lifecycleEnv(t *testing.T, grace time.Duration) (*testenv.APIServerInstance, kubernetes.Interface) {
+	t.Helper()
+	a := testenv.APIServer(t)
+	testenv.ControllerManager(t, a,
+		"--node-monitor-grace-period="+grace.String(),
+		"--node-monitor-period=1s",
+		"--node-startup-grace-period="+grace.String(),
+	)
+	admin, err := kubernetes.NewForConfig(a.Config())
+	require.NoError(t, err)
+	eventually(t, nil, func() bool {
+		_, err := admin.CoreV1().Namespaces().Get(context.Background(), "kube-node-lease", metav1.GetOptions{})
+		return err == nil
+	}, "kube-node-lease namespace")
+	return a, admin
+}
+
+// untaintedReadyWithin waits until the Node is Ready=True, and fails if
+// that takes past deadline; then until the node lifecycle controller has
+// lifted its taints.
+func untaintedReadyWithin(t *testing.T, admin kubernetes.Interface, name string, deadline time.Time) {
+	t.Helper()
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	_, err := nodestatustest.WaitForNode(ctx, admin, name, readyTrue)
+	require.NoError(t, err, "%s Ready=True by the deadline", name)
+	waitNode(t, admin, name, func(n *corev1.Node) bool { ok, _ := healthy(n); return ok }, name+" untainted")
+}
+
+// TestNodeLifecycleControllerRecovery runs controllers with default
+// settings next to the real node lifecycle controller (20s grace period)
+// and checks that Ready is back within one renew interval of the heal:
+// when heartbeats resume after PingFailureStopHeartbeat stopped them long
+// enough for the Node to be marked Unknown and tainted, and when an
+// Unknown is written just after the read that follows failed renewals.
+func TestNodeLifecycleControllerRecovery(t *testing.T) {
+	const grace = 20 * time.Second
+	a, admin := lifecycleEnv(t, grace)
+
+	t.Run("ResumedHeartbeats", func(t *testing.T) {
+		p := nodestatustest.NewProvider(testNode("rh-ping"))
+		cfg := nodestatus.Config{Client: admin, Node: testNode("rh-ping"), Provider: p, PingFailure: nodestatus.PingFailureStopHeartbeat}
+		waitReady(t, start(t, cfg))
+		waitNode(t, admin, "rh-ping", func(n *corev1.Node) bool { ok, _ := healthy(n); return ok }, "Ready and untainted")
+		p.SetPingError(errors.New("backend down"))
+		ctx, cancel := context.WithTimeout(context.Background(), 2*grace+waitFor)
+		defer cancel()
+		_, err := nodestatustest.WaitForNode(ctx, admin, "rh-ping", func(n *corev1.Node) bool {
+			return condStatus(n, corev1.NodeReady) == corev1.ConditionUnknown && slices.ContainsFunc(n.Spec.Taints, func(tn corev1.Taint) bool {
+				return tn.Key == corev1.TaintNodeUnreachable
+			})
+		})
+		require.NoError(t, err, "marked Unknown and tainted while heartbeats are stopped")
+		pings := p.Pings()
+		p.SetPingError(nil)
+		waitPings(t, p, pings+1)
+		healed := time.Now() // the first ping that can succeed has been called
+		untaintedReadyWithin(t, admin, "rh-ping", healed.Add(nodestatus.DefaultLeaseDuration/4))
+		t.Logf("Ready %v after heartbeats resumed", time.Since(healed).Round(100*time.Millisecond))
+	})
+
+	t.Run("UnknownJustAfterRecoveryRead", func(t *testing.T) {
+		var failing atomic.Bool
+		leaseCfg := a.Config()
+		leaseCfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+				if failing.Load() && req.Method == http.MethodPut && strings.Contains(req.URL.Path, "/leases/") {
+					return &http.Response{StatusCode: http.StatusServiceUnavailable, Status: "503 Service Unavailable",
+						Header: http.Header{}, Body: io.NopCloser(strings.NewReader("")), Request: req}, nil
+				}
+				return rt.RoundTrip(req)
+			})
+		}
+		leaseClient, err := kubernetes.NewForConfig(leaseCfg)
+		require.NoError(t, err)
+		client := readsOf(admin)
+		rec := &recorder{}
+		cfg := nodestatus.Config{Client: client, LeaseClient: leaseClient, Node: testNode("rh-late"), Metrics: rec}
+		waitReady(t, start(t, cfg))
+		waitNode(t, admin, "rh-late", func(n *corev1.Node) bool { ok, _ := healthy(n); return ok }, "Ready and untainted")
+
+		failing.Store(true)
+		eventually(t, nil, func() bool { return rec.count(nodestatus.CallUpdateLease, nodestatus.OutcomeTransient) >= 2 }, "renewals fail")
+		injected := make(chan error, 1)
+		client.afterNextRead(func(got *corev1.Node) {
+			if !readyTrue(got) {
+				injected <- fmt.Errorf("the recovery read saw Ready=%s already", condStatus(got, corev1.NodeReady))
+				return
+			}
+			injected <- markUnknownErr(admin, "rh-late")
+		})
+		failing.Store(false)
+		healed := time.Now()
+		select {
+		case err := <-injected:
+			require.NoError(t, err, "Unknown written just after the recovery read")
+		case <-time.After(waitFor):
+			t.Fatal("no recovery read")
+		}
+		untaintedReadyWithin(t, admin, "rh-late", healed.Add(nodestatus.DefaultLeaseDuration/4))
+		t.Logf("Ready %v after the heal", time.Since(healed).Round(100*time.Millisecond))
 	})
 }
 

@@ -2,6 +2,7 @@ package nodestatus_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	testclock "k8s.io/utils/clock/testing"
 
 	"github.com/reconkit/reconkit/nodestatus"
 	"github.com/reconkit/reconkit/nodestatus/nodestatustest"
@@ -65,6 +67,10 @@ func start(t *testing.T, cfg nodestatus.Config) *running {
 	t.Helper()
 	c, err := nodestatus.New(cfg)
 	require.NoError(t, err)
+	nodestatus.EnableProbe(c)
+	if clk, ok := cfg.Clock.(*testclock.FakeClock); ok {
+		onClock.add(t, clk, c)
+	}
 	ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), testr.NewWithOptions(t, testr.Options{Verbosity: 1})))
 	go func() { _ = c.Run(ctx) }()
 	r := &running{NodeController: c, cancel: cancel}
@@ -82,6 +88,47 @@ func (r *running) stop(t *testing.T) error {
 		t.Fatal("Run did not return after cancellation")
 	}
 	return r.Err()
+}
+
+// clockUsers records the controllers started on each fake clock, so that
+// a test that steps a clock can wait until they are quiet (see idle).
+type clockUsers struct {
+	mu sync.Mutex
+	m  map[*testclock.FakeClock][]*nodestatus.NodeController
+}
+
+var onClock = &clockUsers{m: map[*testclock.FakeClock][]*nodestatus.NodeController{}}
+
+func (u *clockUsers) add(t *testing.T, clk *testclock.FakeClock, c *nodestatus.NodeController) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.m[clk] = append(u.m[clk], c)
+	t.Cleanup(func() {
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		delete(u.m, clk)
+	})
+}
+
+// quiet reports whether every running controller on clk is quiet: nothing
+// in flight, nothing due until one of its timers fires.
+func (u *clockUsers) quiet(clk *testclock.FakeClock) bool {
+	u.mu.Lock()
+	cs := append([]*nodestatus.NodeController(nil), u.m[clk]...)
+	u.mu.Unlock()
+	running := 0
+	for _, c := range cs {
+		select {
+		case <-c.Done():
+			continue
+		default:
+		}
+		running++
+		if !nodestatus.Quiet(c, 100*time.Millisecond) {
+			return false
+		}
+	}
+	return running > 0
 }
 
 func waitReady(t *testing.T, c *running) {

@@ -17,7 +17,7 @@ func (c *NodeController) shutdown(ctx context.Context, uid types.UID) error {
 	nodes := c.cfg.Client.CoreV1().Nodes()
 	switch c.cfg.OnShutdown {
 	case ShutdownCordon:
-		// Read the Node fresh (the held copy does not follow spec changes):
+		// Read the Node fresh (the kept copy does not follow spec changes):
 		// a node an administrator cordoned must not get our mark.
 		start := c.clk.Now()
 		cur, err := nodes.Get(ctx, c.name, metav1.GetOptions{})
