@@ -38,8 +38,9 @@ const (
 	// process may stall for seconds, since a stall longer than TTL less
 	// the margin ends the term.
 	DefaultSessionTTL = 10 * time.Second
-	// DefaultReleaseTimeout bounds the lease revoke sent on Close and
-	// after a loss. It is short so that shutdown is not held up by an
+	// DefaultReleaseTimeout bounds the lease revokes the elector sends by
+	// itself: after a loss, and for a term won as the elector closed. It
+	// is short so that shutdown is not held up by an
 	// unreachable etcd; if it fails the lease simply expires after the TTL.
 	DefaultReleaseTimeout = 2 * time.Second
 )
@@ -64,7 +65,7 @@ type Config struct {
 	// SessionTTL is the lease TTL of each term, a whole number of seconds,
 	// at least 2s. Zero means DefaultSessionTTL.
 	SessionTTL time.Duration
-	// ReleaseTimeout bounds background releases. Zero means
+	// ReleaseTimeout bounds the revokes the elector sends by itself. Zero means
 	// DefaultReleaseTimeout.
 	ReleaseTimeout time.Duration
 	// Clock measures term validity. Nil means the real clock.
@@ -194,22 +195,29 @@ func (e *Elector) Leading() bool {
 // no goroutine.
 func (e *Elector) LeadingChanged() <-chan struct{} { return e.leading.Changed() }
 
-// Close ends the current term, if any, with cause election.ErrClosed, releases it
-// (orphaning the session and revoking its lease within ReleaseTimeout),
-// aborts pending Campaigns and Observes, and waits for every goroutine the
-// elector started. Later Campaigns return election.ErrClosed. Close is idempotent.
+// Close ends the current term, if any, at once with cause
+// election.ErrClosed and stops keeping its lease alive, but does not
+// revoke it: a term is never released behind its holder's back. The
+// holder's Resign, which Run sends once lead returned, revokes it (the
+// client must still be open); a term never resigned ends when its lease
+// expires, at most SessionTTL after its last renewal, as a crashed
+// holder's would. To hand over at once on shutdown, end Run's context (or
+// Resign) before Close.
+//
+// Close also aborts pending Campaigns and Observes and waits for every
+// goroutine the elector started. Later Campaigns return
+// election.ErrClosed. Close is idempotent and returns nil.
 func (e *Elector) Close() error {
 	e.mu.Lock()
 	e.closed = true
 	cur := e.cur
 	e.mu.Unlock()
-	var err error
 	if cur != nil {
-		err = cur.term.ReleaseDetached(election.ErrClosed, e.releaseTimeout)
+		cur.term.Close()
 	}
 	e.cancel()
 	e.wg.Wait()
-	return err
+	return nil
 }
 
 // Campaign implements election.Elector. It returns an error at once if this
@@ -788,7 +796,7 @@ func (l *Leadership) monitor() {
 	l.log.V(1).Info("Term ended", "token", l.rev, "cause", cause)
 	e.report.Ended(l.term.Token(), cause)
 	if errors.Is(cause, election.ErrResigned) || errors.Is(cause, election.ErrClosed) {
-		return // the Resign or Close that ended the term releases it
+		return // the holder's Resign releases it, after Close as well
 	}
 	// Lost: stop the keepalives and revoke, so that a lease still alive on
 	// the server (the term ended locally first) does not hold the

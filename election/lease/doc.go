@@ -58,10 +58,13 @@
 // backup restored under the apiserver (which brings back an older Lease).
 // A fence that sees a token go back should say so loudly.
 //
-// Resign and Close drop the in-memory leader flag first (as Pinniped's
-// releaseLock does), stop the renewals, and only then clear holderIdentity with leaseDurationSeconds 1, as client-go's
-// ReleaseOnCancel does, so that any follower takes over at once. A lost
-// term is not released.
+// Resign drops the in-memory leader flag first (as Pinniped's releaseLock
+// does), stops the renewals, and only then clears holderIdentity with
+// leaseDurationSeconds 1, as client-go's ReleaseOnCancel does, so that any
+// follower takes over at once. Close drops the flag and stops the renewals
+// at once, but leaves the release to the holder's Resign, so that it never
+// releases a term whose holder may still be acting on it; a term never
+// resigned expires. A lost term is not released.
 //
 // [GuardedConfig] wraps a rest.Config in a write gate bound to one term:
 // every mutating request fails with election.ErrNotLeader unless that term is

@@ -223,10 +223,19 @@ func (e *Elector) Leading() bool { return e.validNow() }
 // no goroutine.
 func (e *Elector) LeadingChanged() <-chan struct{} { return e.leading.Changed() }
 
-// Close ends the current term, if any, with cause election.ErrClosed and releases
-// it (clearing holderIdentity within RenewDeadline), aborts a pending
-// Campaign, and waits for the term's goroutines. Later Campaigns return
-// election.ErrClosed. Close is idempotent; Observe streams end with their own
+// Close ends the current term, if any, at once with cause
+// election.ErrClosed: the leader flag drops and the renewals stop. It
+// does not clear holderIdentity: a term is never released behind its
+// holder's back. The holder's Resign, which Run sends once lead returned,
+// releases it (the client must still work); a term never resigned expires
+// for followers LeaseDuration after its last renewal, as a crashed
+// holder's would. To hand over at once on shutdown, end Run's context (or
+// Resign) before Close.
+//
+// Close also aborts a pending Campaign, deletes the LeaseCandidate
+// (Coordinated), and waits for the goroutines of the term and the
+// candidate. Later Campaigns return election.ErrClosed. Close is
+// idempotent and returns nil; Observe streams end with their own
 // contexts.
 func (e *Elector) Close() error {
 	e.mu.Lock()
@@ -248,9 +257,9 @@ func (e *Elector) Close() error {
 		return nil
 	}
 	cur.leading.Store(false)
-	err := cur.term.ReleaseDetached(election.ErrClosed, e.cfg.RenewDeadline)
+	cur.term.Close()
 	<-cur.exited
-	return err
+	return nil
 }
 
 // Config returns the configuration with defaults filled in.
