@@ -93,8 +93,9 @@
 // renewal. With Config.Coordinated it keeps the field, and goes
 // further: it publishes a coordination.k8s.io/v1beta1 LeaseCandidate
 // (its release as binaryVersion) and lets the apiserver's election
-// controller pick the holder, adopting the Lease only when named (see
-// [Coordinated] for what that rests on). In Kubernetes 1.37 the feature is
+// controller pick the holder, adopting the Lease only when named, and a
+// term left under its own identity (by a predecessor with the same pod
+// name) only once it expired (see [Coordinated] for what that rests on). In Kubernetes 1.37 the feature is
 // beta and off by default.
 //
 // # Mixed with client-go on one Lease

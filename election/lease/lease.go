@@ -415,9 +415,10 @@ func (e *Elector) campaignOnce(ctx context.Context, log logr.Logger) (*leaseTerm
 		now := e.clock.Now()
 		switch {
 		case e.cfg.Coordinated != nil:
-			// The election controller picks; wait until it names us.
-			if !e.namedByController(o) {
-				return followAction{}
+			// The election controller picks; wait until it names us, or
+			// until a term of our identity expired.
+			if wait, until := e.coordinatedWait(o, now); wait {
+				return followAction{wakeAt: until}
 			}
 		case o.held(now):
 			return followAction{wakeAt: o.expiry()}
