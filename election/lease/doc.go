@@ -48,15 +48,23 @@
 // client-go increments it only when the holder changes, so two
 // consecutive terms of one client-go identity share a token. Tokens never
 // decrease in a mixed fleet, and not when somebody deletes the Lease
-// either (a common remedy for a stuck controller): the count starts again,
-// but on a Lease the apiserver created in a later second, so every fence
-// that keeps the highest token it has seen accepts the next leader with no
-// operator step. This rests on the apiserver's clock: what still sends a
-// token back is a Lease deleted and created again within the same second
-// with fewer transitions than before, an apiserver whose clock went back
-// by more than the time between the delete and the create, or an etcd
-// backup restored under the apiserver (which brings back an older Lease).
-// A fence that sees a token go back should say so loudly.
+// either (a common remedy for a stuck controller): the apiserver creates
+// the new Lease in the same second or a later one, and a candidate of ours
+// that takes it goes on counting from the highest token it has seen for
+// the Lease (it writes leaseTransitions at least that token's count, in
+// the write that takes the Lease, under its resourceVersion), so every
+// fence that keeps the highest token it has seen accepts the next leader
+// with no operator step.
+//
+// This rests on the apiserver's clock not going back, and on the
+// candidate that takes the new Lease having seen the old one. What still
+// sends a token back: a Lease deleted and created again within the same
+// second, then taken by a client-go candidate or by one of ours that never
+// saw the old Lease (a process started after the deletion, which keeps no
+// memory across restarts); an apiserver whose clock went back by more
+// than the time between the delete and the create; and an etcd backup
+// restored under the apiserver (which brings back an older Lease). A
+// fence that sees a token go back should say so loudly.
 //
 // Resign drops the in-memory leader flag first (as Pinniped's releaseLock
 // does), stops the renewals, and only then clears holderIdentity with
