@@ -153,12 +153,16 @@ func (l *Leadership) monitor() {
 	// once rather than by etcd's 100ms catch-up loop.
 	var wch clientv3.WatchChan
 	started, cancel := l.watchAsync(&watches, l.seen+1)
+	watchedAt := e.clock.Now() // when the current watch was asked for
 	defer func() { cancel() }()
 	expiry := e.clock.NewTimer(l.ValidUntil().Sub(e.clock.Now()))
 	defer func() { expiry.Stop() }()
 	// The watch ends on every etcd leader change (WithRequireLeader), on
 	// a network error, or when the server cancels it: it is re-established,
-	// after checking the key, every rewatchInterval until it is back.
+	// after checking the key, every rewatchInterval until it is back. A
+	// watch that lasted less than rewatchInterval is re-established only
+	// after that interval, so a server or proxy that ends every watch at
+	// once cannot make this loop spin through reads and watches.
 	var rewatch clock.Timer
 	var rewatchC <-chan time.Time
 	defer func() {
@@ -170,7 +174,11 @@ func (l *Leadership) monitor() {
 		l.log.V(1).Info("Watching the term's key ended; re-establishing it", "reason", reason, "error", err)
 		cancel()
 		wch = nil
-		rewatch = e.clock.NewTimer(0)
+		var wait time.Duration
+		if e.clock.Since(watchedAt) < rewatchInterval {
+			wait = rewatchInterval
+		}
+		rewatch = e.clock.NewTimer(wait)
 		rewatchC = rewatch.C()
 	}
 	for !l.term.Ended() {
@@ -192,6 +200,7 @@ func (l *Leadership) monitor() {
 				rewatchC = rewatch.C()
 			default:
 				started, cancel = l.watchAsync(&watches, rev+1)
+				watchedAt = e.clock.Now()
 			}
 		case wr, ok := <-wch:
 			switch {
