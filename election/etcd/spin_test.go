@@ -2,6 +2,8 @@ package etcd_test
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -98,4 +100,62 @@ func TestEtcdWatchesThatEndAtOnceDoNotSpin(t *testing.T) {
 		// 200ms of fake time.
 		require.LessOrEqual(t, watchesWhile(clk, calls, 20, 10*time.Millisecond), 2, "watches within 200ms of fake time")
 	})
+}
+
+// failingRenewals is an etcd whose keepalives fail at once once armed;
+// each attempt is reported on calls.
+type failingRenewals struct {
+	clientv3.Lease
+	armed atomic.Bool
+	calls chan struct{}
+}
+
+func (f *failingRenewals) KeepAliveOnce(ctx context.Context, id clientv3.LeaseID) (*clientv3.LeaseKeepAliveResponse, error) {
+	if !f.armed.Load() {
+		return f.Lease.KeepAliveOnce(ctx, id)
+	}
+	select {
+	case f.calls <- struct{}{}:
+	case <-ctx.Done():
+	}
+	return nil, errors.New("etcd unavailable")
+}
+
+// A leader whose renewals fail at once retries every 500ms of its clock
+// (and its term ends at ValidUntil), not at once.
+func TestEtcdRenewalFailingAtOnceDoesNotSpin(t *testing.T) {
+	srv := testenv.Etcd(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	clk := testingclock.NewFakeClock(time.Now())
+	cli := testenv.NewEtcdClient(t, srv.Members[0].ClientAddr())
+	f := &failingRenewals{Lease: cli.Lease, calls: make(chan struct{})}
+	cli.Lease = f
+	e, err := etcd.New(etcd.Config{Client: cli, Prefix: "/spin-renew", Identity: "leader", SessionTTL: 10 * time.Second, Clock: clk})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Close() })
+	l, err := e.Campaign(ctx)
+	require.NoError(t, err)
+	f.armed.Store(true)
+	// Step until the first renewal (due after TTL/3) has been tried.
+	for first := false; !first; {
+		require.NoError(t, ctx.Err(), "no renewal")
+		clk.Step(100 * time.Millisecond)
+		select {
+		case <-f.calls:
+			first = true
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	n := 0
+	for range 20 { // 2s in steps of 100ms: a retry every 500ms
+		clk.Step(100 * time.Millisecond)
+		select {
+		case <-f.calls:
+			n++
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	require.LessOrEqual(t, n, 4, "renewal attempts within 2s of fake time")
+	require.NoError(t, l.Resign(ctx))
 }
