@@ -58,8 +58,12 @@
 // lead context ends, Run waits for lead (however long, logging when it is
 // late), the term context ends, and only then is the release sent. Cancel
 // Run's context to step down cleanly. The same order holds for any host
-// that campaigns itself: the Campaign context bounds only the wait, so a
-// term is never released behind its holder's back.
+// that campaigns itself: the Campaign context bounds only the wait, and
+// an elector's Close ends the term context at once but leaves the release
+// to the holder's Resign, so a term is never released behind its holder's
+// back. A term whose holder never resigns ends on the server when it
+// expires (the etcd session TTL, the Lease duration), as a crashed
+// holder's does.
 //
 // # Cheap leader state and one lifecycle
 //
@@ -67,7 +71,8 @@
 // ValidUntil) and LeadingChanged returns a channel closed at the next
 // change, so a host neither polls nor asks the server. Both are built
 // with their package's New(cfg), campaign with Campaign or Run, and are
-// shut down with Close, which releases a term still held. [Token] is a plain uint64 and
+// shut down with Close, which ends a term still held and leaves its
+// release to its holder (see above). [Token] is a plain uint64 and
 // [ErrLeadershipLost] is the one leadership-lost sentinel of reconkit
 // (versiongate.ErrLeadershipLost is the same value), so a term of this
 // package is a versiongate.Term as it is.

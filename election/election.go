@@ -66,8 +66,9 @@ type Elector interface {
 	// ctx bounds the wait only, as in etcd's concurrency.Election: once
 	// Campaign returned a term, ending ctx does not end it. The term ends
 	// when it is lost, when the holder calls Resign, or when the elector
-	// is closed, so a holder releases leadership strictly after its own
-	// leader work returned, never while it still runs.
+	// is closed; only Resign releases it, so a holder releases leadership
+	// strictly after its own leader work returned, never while it still
+	// runs.
 	Campaign(ctx context.Context) (Leadership, error)
 
 	// Leader returns the current leader, or ErrNoLeader.

@@ -361,3 +361,27 @@ func TestRunPausesAfterLeadResigns(t *testing.T) {
 		})
 	}
 }
+
+// Close of the elector while lead runs ends lead's context at once, but
+// the term is released only by Run's Resign, after lead returned; then
+// Run ends with ErrClosed.
+func TestRunCloseReleasesOnlyAfterLeadReturns(t *testing.T) {
+	e, c := newRec()
+	proceed := make(chan struct{})
+	done := runAsync(context.Background(), c, blockingLead(c.rec, proceed))
+	require.Eventually(t, c.rec.has("lead start: token 1"), waitFor, tick)
+
+	require.NoError(t, c.Elector.(*electiontest.Candidate).Close())
+	require.Eventually(t, c.rec.has("lead ctx done: election: elector closed; term live=false"), waitFor, tick)
+	require.Equal(t, "a", e.Leader().Identity, "Close released the term while lead still ran")
+
+	close(proceed)
+	require.ErrorIs(t, waitDone(t, done), election.ErrClosed)
+	require.Equal(t, []string{
+		"lead start: token 1",
+		"lead ctx done: election: elector closed; term live=false",
+		"lead returns",
+		"resign: term live=false",
+		`released: term live=false leader=""`,
+	}, c.rec.get())
+}

@@ -60,8 +60,11 @@ func Manual() Option { return func(e *Election) { e.manual = true } }
 //   - A Resign always succeeds; a failed release that must be retried,
 //     and a successor that waits for a release in flight, are not
 //     modelled.
-//   - There are no Metrics observations or events, and Close does not
-//     exist: a candidate is dropped by ending its term and its Campaign.
+//   - There are no Metrics observations or events. Close ends the
+//     candidate's term context and leaves the release to its holder's
+//     Resign, as the real electors' Close does; since nothing expires,
+//     a closed candidate's term that is never resigned holds the election
+//     for good, where a real backend lets it expire.
 //
 // Everything on this list is covered by the real-server tests of package
 // election (partitions through a cut proxy, hung servers, slow revokes).
@@ -92,7 +95,7 @@ func (e *Election) NewCandidate(identity string) *Candidate {
 	if identity == "" {
 		identity = election.DefaultIdentity()
 	}
-	return &Candidate{e: e, id: identity, healed: closedChan()}
+	return &Candidate{e: e, id: identity, healed: closedChan(), closeCh: make(chan struct{})}
 }
 
 // Leader returns the current leader as the election itself sees it (the
@@ -147,7 +150,7 @@ func (e *Election) Elect(c *Candidate) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for i, w := range e.waiting {
-		if w.c == c && !c.partitioned {
+		if w.c == c && !c.partitioned && !c.closed {
 			e.waiting = append(e.waiting[:i], e.waiting[i+1:]...)
 			e.queueChangedLocked()
 			if e.leader != nil {
@@ -196,7 +199,7 @@ func (e *Election) fillLocked() {
 		return
 	}
 	for i, w := range e.waiting {
-		if !w.c.partitioned {
+		if !w.c.partitioned && !w.c.closed {
 			e.waiting = append(e.waiting[:i], e.waiting[i+1:]...)
 			e.queueChangedLocked()
 			e.grantLocked(w)
@@ -247,6 +250,8 @@ type Candidate struct {
 	busy        bool // campaigning or leading
 	term        *term
 	partitioned bool
+	closed      bool
+	closeCh     chan struct{} // closed by Close
 	healed      chan struct{} // closed while not partitioned
 	changed     chan struct{} // closed at the next start or end of a term; nil until asked for
 }
@@ -295,6 +300,10 @@ func (c *Candidate) Campaign(ctx context.Context) (election.Leadership, error) {
 	}
 	e := c.e
 	e.mu.Lock()
+	if c.closed {
+		e.mu.Unlock()
+		return nil, election.ErrClosed
+	}
 	if c.busy {
 		e.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s", ErrBusy, c.id)
@@ -309,25 +318,61 @@ func (c *Candidate) Campaign(ctx context.Context) (election.Leadership, error) {
 	select {
 	case t := <-w.won:
 		if t.ctx.Err() != nil {
+			// Lost, or closed, before Campaign could hand it out: nobody
+			// holds it, so it is vacated here.
+			t.release()
+			if cause := context.Cause(t.ctx); errors.Is(cause, election.ErrClosed) {
+				return nil, election.ErrClosed
+			}
 			return nil, fmt.Errorf("electiontest: campaign: %w", context.Cause(t.ctx))
 		}
 		return t, nil
 	case <-ctx.Done():
-		e.mu.Lock()
-		removed := e.removeWaiterLocked(w)
-		if removed {
-			c.busy = false
-		}
-		e.mu.Unlock()
-		if !removed {
-			// Won at the same moment: nobody will hold the term; end and
-			// vacate it.
-			t := <-w.won
-			t.cancel(context.Cause(ctx))
-			t.release()
-		}
+		c.abandon(w, context.Cause(ctx))
 		return nil, fmt.Errorf("electiontest: campaign: %w", ctx.Err())
+	case <-c.closeCh:
+		c.abandon(w, election.ErrClosed)
+		return nil, election.ErrClosed
 	}
+}
+
+// abandon takes w out of the line after its Campaign gave up. If w won
+// at the same moment, nobody will hold the term: it is ended with cause
+// and vacated.
+func (c *Candidate) abandon(w *waiter, cause error) {
+	e := c.e
+	e.mu.Lock()
+	removed := e.removeWaiterLocked(w)
+	if removed {
+		c.busy = false
+	}
+	e.mu.Unlock()
+	if !removed {
+		t := <-w.won
+		t.cancel(cause)
+		t.release()
+	}
+}
+
+// Close drops the candidate, as the real electors' Close does: its term,
+// if any, ends at once with cause election.ErrClosed but stays held until
+// its holder's Resign releases it, so that it is never released behind its
+// holder's back; a pending Campaign returns election.ErrClosed, and so do
+// later ones. Close is idempotent and returns nil.
+func (c *Candidate) Close() error {
+	e := c.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	close(c.closeCh)
+	if c.term != nil && c.term.ctx.Err() == nil {
+		c.term.cancel(election.ErrClosed)
+		c.leadingChangedLocked()
+	}
+	return nil
 }
 
 // Leader implements election.Elector. It returns ErrPartitioned while the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -85,7 +86,13 @@ type Subject struct {
 //   - ObserveFinalState: Observe starts with the current state, reports
 //     "no leader", and after a burst of changes delivers the final one;
 //   - CampaignWhileLeading: a second Campaign on a leading candidate fails
-//     and does not disturb the term.
+//     and does not disturb the term;
+//   - CloseLeavesReleaseToHolder (for a candidate that is an io.Closer, as
+//     every reconkit elector is): Close ends the term context at once with
+//     cause election.ErrClosed, but the term is not released behind its
+//     holder's back: another candidate still sees it lead and does not win
+//     until the holder's Resign; later Campaigns return
+//     election.ErrClosed.
 func Run(t *testing.T, newSubject func(t *testing.T) Subject) {
 	t.Helper()
 	cases := []struct {
@@ -101,6 +108,7 @@ func Run(t *testing.T, newSubject func(t *testing.T) Subject) {
 		{"TokensIncrease", testTokensIncrease},
 		{"ObserveFinalState", testObserveFinalState},
 		{"CampaignWhileLeading", testCampaignWhileLeading},
+		{"CloseLeavesReleaseToHolder", testCloseLeavesReleaseToHolder},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -592,6 +600,35 @@ func testCampaignWhileLeading(t *testing.T, s *suite) {
 	require.NoError(t, la.Context().Err(), "term after a failed second Campaign")
 	s.eventuallyLeader(t, ctx, a, a.Identity())
 	s.resign(t, la)
+}
+
+func testCloseLeavesReleaseToHolder(t *testing.T, s *suite) {
+	ctx := s.ctx(t)
+	a, b := s.NewCandidate(t), s.NewCandidate(t)
+	closer, ok := a.(io.Closer)
+	if !ok {
+		t.Skip("the candidate has no Close")
+	}
+	la := s.lead(t, ctx, a, "a")
+	chB := s.campaign(t, ctx, b)
+	s.eventuallyLeader(t, ctx, b, a.Identity())
+
+	require.NoError(t, closer.Close(), "Close")
+	require.ErrorIs(t, context.Cause(la.Context()), election.ErrClosed, "a's term context when Close returned")
+	// The holder has not stepped down yet (its lead may still be running):
+	// the term is still its own on the server.
+	info, err := b.Leader(ctx)
+	require.NoError(t, err, "Leader right after a's Close")
+	require.Equal(t, a.Identity(), info.Identity, "Close released a's term behind its holder's back")
+	pending(t, chB, "b before a's holder resigned")
+
+	// The holder steps down: its Resign releases, and b wins at once.
+	s.resign(t, la)
+	lb := s.win(t, chB, "b after a's holder resigned")
+	require.Greater(t, lb.Token(), la.Token())
+	_, err = a.Campaign(ctx)
+	require.ErrorIs(t, err, election.ErrClosed, "Campaign after Close")
+	s.resign(t, lb)
 }
 
 // next receives one state from an Observe channel.

@@ -28,9 +28,12 @@
 // ends when the key is deleted, the session ends, or no renewal succeeded
 // for the TTL less the margin; a crashed leader is replaced after at most
 // the TTL plus the up to 500ms etcd takes to notice an expired lease and a
-// round trip. Resign and Close orphan the session and revoke the lease, so
-// that a successor leads at once; Resign returns only once the revoke was
-// answered, returns its error, and can be called again after a failure.
+// round trip. Resign orphans the session and revokes the lease, so that a
+// successor leads at once; it returns only once the revoke was answered,
+// returns its error, and can be called again after a failure. Close ends
+// the term at once and stops its keepalives but leaves the revoke to the
+// holder's Resign, so that it never releases a term whose holder may still
+// be acting on it; a term never resigned ends by its lease's TTL.
 // The Campaign context bounds the wait only, as in etcd's
 // concurrency.Election: a term outlives it, so that the holder releases
 // strictly after its own leader work returned.

@@ -803,6 +803,43 @@ func TestLeaseTokenSurvivesLeaseDeletion(t *testing.T) {
 	require.NoError(t, err)
 	tokens = append(tokens, l.Token())
 	requireIncreasing(t, tokens)
-	require.Equal(t, election.Token(1), l.Token()&0xffffffff, "the new Lease's count starts again")
 	require.NoError(t, l.Resign(ctx))
+}
+
+// The Lease deleted and created again at once, most often within the same
+// second (the same epoch) with its count started again: the candidate
+// that saw the old Lease goes on from the highest token it saw.
+func TestLeaseTokenSurvivesLeaseRecreatedAtOnce(t *testing.T) {
+	a := apiServer(t)
+	name := uniqueName("recreated")
+	cs := clientset(t, a.Config())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e := newLease(t, a.Config(), name)
+	defer e.Close()
+	var tokens []election.Token
+	sameSecond := 0
+	for range 3 {
+		for range 3 {
+			l, err := e.Campaign(ctx)
+			require.NoError(t, err)
+			tokens = append(tokens, l.Token())
+			require.NoError(t, l.Resign(ctx))
+		}
+		old, err := cs.CoordinationV1().Leases(testNamespace).Get(ctx, name, metav1.GetOptions{})
+		require.NoError(t, err)
+		require.NoError(t, cs.CoordinationV1().Leases(testNamespace).Delete(ctx, name, metav1.DeleteOptions{}))
+		l, err := e.Campaign(ctx)
+		require.NoError(t, err)
+		tokens = append(tokens, l.Token())
+		requireIncreasing(t, tokens)
+		cur, err := cs.CoordinationV1().Leases(testNamespace).Get(ctx, name, metav1.GetOptions{})
+		require.NoError(t, err)
+		require.NotEqual(t, old.UID, cur.UID, "the Lease was recreated")
+		if cur.CreationTimestamp.Unix() == old.CreationTimestamp.Unix() {
+			sameSecond++
+		}
+		require.NoError(t, l.Resign(ctx))
+	}
+	t.Logf("%d of 3 recreations within the old Lease's second", sameSecond)
 }

@@ -30,9 +30,22 @@ import (
 // election controller pick the holder: with the OldestEmulationVersion
 // strategy, the candidate with the lowest emulation version, then binary
 // version, then the oldest LeaseCandidate. It never takes the Lease on
-// its own, not even an expired one; it adopts it once the controller
-// names it as holder, and yields when the controller names another
-// preferred holder.
+// its own, not even an expired one, with one exception below; it adopts
+// it once the controller names it as holder, and yields when the
+// controller names another preferred holder.
+//
+// A Lease naming this candidate's identity is adopted at once only as the
+// controller writes it, without an acquireTime; every candidate of ours
+// writes one when it takes a Lease. A Lease naming this identity with an
+// acquireTime records a term of that identity, which may belong to a
+// predecessor with the same name that is still alive but cut off: the
+// candidate treats it as any other holder's and takes it, with a new
+// transition, only once it has seen it unchanged for the lease duration
+// (the controller never renames an expired Lease to its own holder). So
+// a process restarted under its predecessor's pod name never believes it
+// still holds its predecessor's term. A client-go candidate keeps the
+// controller's empty acquireTime while it holds, so this does not protect
+// a process that replaces a client-go candidate of the same identity.
 //
 // What this rests on, beyond the uncoordinated case: the controller judges
 // expiry by comparing renewTime, written by the holder's clock, with its
@@ -202,10 +215,29 @@ func (e *Elector) awaitPing(ctx context.Context, cands coordinationv1beta1client
 	}
 }
 
-// namedByController reports whether a coordinated candidate may adopt the
-// Lease in o: the election controller names it as holder and prefers
-// nobody else.
-func (e *Elector) namedByController(o observation) bool {
-	return o.lease != nil && o.rec.Holder == e.cfg.Identity &&
-		(o.rec.PreferredHolder == "" || o.rec.PreferredHolder == e.cfg.Identity)
+// coordinatedWait reports whether a coordinated candidate must keep
+// waiting before it takes the Lease in o at now, and until when (zero: until
+// the Lease changes). It may take it when:
+//   - the election controller named it: holderIdentity is its identity
+//     with no acquireTime, which the controller never writes and every
+//     candidate of ours writes when it takes a Lease, and no other
+//     preferred holder; or
+//   - the Lease records a term of its own identity (an acquireTime is
+//     set) that has expired by this candidate's own clock, as any other
+//     holder's term would have to: a process restarted with its
+//     predecessor's identity (a pod name) must never believe it still
+//     holds its predecessor's term, which may still be live on a process
+//     that is cut off.
+func (e *Elector) coordinatedWait(o observation, now time.Time) (wait bool, until time.Time) {
+	if o.lease == nil || o.rec.Holder != e.cfg.Identity ||
+		(o.rec.PreferredHolder != "" && o.rec.PreferredHolder != e.cfg.Identity) {
+		return true, time.Time{} // the controller has not named us
+	}
+	if o.rec.AcquireTime.IsZero() {
+		return false, time.Time{} // named by the controller, taken by nobody
+	}
+	if o.held(now) {
+		return true, o.expiry() // a term of our identity, maybe a predecessor's
+	}
+	return false, time.Time{}
 }

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/reconkit/reconkit/election"
 	"github.com/reconkit/reconkit/election/electiontest"
@@ -120,4 +121,69 @@ func TestLeaseCoordinatedElection(t *testing.T) {
 	_, err = electiontest.WaitLeader(ctx, newer, "newer")
 	require.NoError(t, err)
 	require.NoError(t, ln.Resign(ctx))
+}
+
+// A process restarted under its predecessor's name (a StatefulSet pod)
+// while the predecessor is alive but cut off from the apiserver: the
+// election controller names that identity, and the Lease records the
+// predecessor's term. While the predecessor renews, the new process never
+// leads; once the predecessor is cut off, it takes the Lease only after
+// the predecessor's term has ended by the predecessor's own view, with a
+// higher token.
+func TestLeaseCoordinatedRestartUnderSameName(t *testing.T) {
+	a := testenv.APIServer(t,
+		"--feature-gates=CoordinatedLeaderElection=true",
+		"--runtime-config=coordination.k8s.io/v1beta1=true")
+	admin := clientset(t, a.Config())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNamespace}}, metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err)
+	}
+	name := uniqueName("cle-restart")
+	coordinated := func(cfg *rest.Config) *lease.Elector {
+		e := newLease(t, cfg, name, func(c *lease.Config) {
+			c.Identity = "pod-0"
+			c.Coordinated = &lease.Coordinated{BinaryVersion: "1.0.0"}
+		})
+		t.Cleanup(func() { _ = e.Close() })
+		return e
+	}
+	p := testenv.Proxy(t, a.Addr())
+	pred := coordinated(a.ConfigFor(p.Addr()))
+	lp, err := pred.Campaign(ctx)
+	require.NoError(t, err, "apiserver log:\n%s", a.Logs(20))
+
+	succ := coordinated(a.Config())
+	type result struct {
+		l   election.Leadership
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		l, err := succ.Campaign(ctx)
+		ch <- result{l, err}
+	}()
+	select {
+	case r := <-ch:
+		require.FailNow(t, "the restarted process took its live predecessor's term", "%v %v", r.l, r.err)
+	case <-time.After(2 * testLeaseDuration):
+	}
+	require.NoError(t, lp.Context().Err(), "the predecessor's term")
+
+	p.Cut()
+	var r result
+	select {
+	case r = <-ch:
+	case <-ctx.Done():
+		require.FailNow(t, "the restarted process never took the Lease", "apiserver log:\n%s", a.Logs(40))
+	}
+	now := time.Now()
+	require.NoError(t, r.err)
+	require.True(t, lp.Context().Err() != nil || !now.Before(lp.(election.Expiring).ValidUntil()),
+		"the restarted process led while its predecessor's term was valid by the predecessor's view")
+	require.Greater(t, r.l.Token(), lp.Token())
+	p.Restore()
+	require.NoError(t, r.l.Resign(ctx))
 }

@@ -100,6 +100,43 @@ func TestTokenEpochSurvivesLeaseDeletion(t *testing.T) {
 	l, err := f.Campaign(ctx)
 	require.NoError(t, err)
 	require.Greater(t, l.Token(), last, "a recreated Lease sent the token back")
-	require.Equal(t, election.Token(1), l.Token()&0xffffffff)
+	require.Equal(t, election.Token(epoch.Unix()+1), l.Token()>>32, "the new Lease's epoch")
 	require.NoError(t, l.Resign(ctx))
+}
+
+// A Lease deleted and created again within the same second has the same
+// epoch, and its count starts again: a candidate that saw the old Lease
+// goes on from the highest token it saw, whether it creates the new Lease
+// itself or takes one another writer created.
+func TestTokenSurvivesLeaseRecreatedWithinTheSecond(t *testing.T) {
+	for _, recreatedBy := range []string{"the candidate", "another writer"} {
+		t.Run(recreatedBy, func(t *testing.T) {
+			clk := testingclock.NewFakeClock(epoch) // never stepped: one second throughout
+			cs := kubefake.Config{Clock: clk}.NewClientset()
+			f := newFakeLease(t, cs, clk)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var last election.Token
+			for range 3 {
+				l, err := f.Campaign(ctx)
+				require.NoError(t, err)
+				last = l.Token()
+				require.NoError(t, l.Resign(ctx))
+			}
+			leases := cs.CoordinationV1().Leases("ns")
+			require.NoError(t, leases.Delete(ctx, "lease", metav1.DeleteOptions{}))
+			if recreatedBy == "another writer" {
+				_, err := leases.Create(ctx, &coordinationv1.Lease{
+					ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "lease"},
+					Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To(""), LeaseTransitions: ptr.To[int32](0)},
+				}, metav1.CreateOptions{})
+				require.NoError(t, err)
+			}
+			l, err := f.Campaign(ctx)
+			require.NoError(t, err)
+			require.Equal(t, election.Token(epoch.Unix()), l.Token()>>32, "the same epoch")
+			require.Greater(t, l.Token(), last, "a Lease recreated within the second sent the token back")
+			require.NoError(t, l.Resign(ctx))
+		})
+	}
 }

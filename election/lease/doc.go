@@ -48,20 +48,31 @@
 // client-go increments it only when the holder changes, so two
 // consecutive terms of one client-go identity share a token. Tokens never
 // decrease in a mixed fleet, and not when somebody deletes the Lease
-// either (a common remedy for a stuck controller): the count starts again,
-// but on a Lease the apiserver created in a later second, so every fence
-// that keeps the highest token it has seen accepts the next leader with no
-// operator step. This rests on the apiserver's clock: what still sends a
-// token back is a Lease deleted and created again within the same second
-// with fewer transitions than before, an apiserver whose clock went back
-// by more than the time between the delete and the create, or an etcd
-// backup restored under the apiserver (which brings back an older Lease).
-// A fence that sees a token go back should say so loudly.
+// either (a common remedy for a stuck controller): the apiserver creates
+// the new Lease in the same second or a later one, and a candidate of ours
+// that takes it goes on counting from the highest token it has seen for
+// the Lease (it writes leaseTransitions at least that token's count, in
+// the write that takes the Lease, under its resourceVersion), so every
+// fence that keeps the highest token it has seen accepts the next leader
+// with no operator step.
 //
-// Resign and Close drop the in-memory leader flag first (as Pinniped's
-// releaseLock does), stop the renewals, and only then clear holderIdentity with leaseDurationSeconds 1, as client-go's
-// ReleaseOnCancel does, so that any follower takes over at once. A lost
-// term is not released.
+// This rests on the apiserver's clock not going back, and on the
+// candidate that takes the new Lease having seen the old one. What still
+// sends a token back: a Lease deleted and created again within the same
+// second, then taken by a client-go candidate or by one of ours that never
+// saw the old Lease (a process started after the deletion, which keeps no
+// memory across restarts); an apiserver whose clock went back by more
+// than the time between the delete and the create; and an etcd backup
+// restored under the apiserver (which brings back an older Lease). A
+// fence that sees a token go back should say so loudly.
+//
+// Resign drops the in-memory leader flag first (as Pinniped's releaseLock
+// does), stops the renewals, and only then clears holderIdentity with
+// leaseDurationSeconds 1, as client-go's ReleaseOnCancel does, so that any
+// follower takes over at once. Close drops the flag and stops the renewals
+// at once, but leaves the release to the holder's Resign, so that it never
+// releases a term whose holder may still be acting on it; a term never
+// resigned expires. A lost term is not released.
 //
 // [GuardedConfig] wraps a rest.Config in a write gate bound to one term:
 // every mutating request fails with election.ErrNotLeader unless that term is
@@ -90,8 +101,9 @@
 // renewal. With Config.Coordinated it keeps the field, and goes
 // further: it publishes a coordination.k8s.io/v1beta1 LeaseCandidate
 // (its release as binaryVersion) and lets the apiserver's election
-// controller pick the holder, adopting the Lease only when named (see
-// [Coordinated] for what that rests on). In Kubernetes 1.37 the feature is
+// controller pick the holder, adopting the Lease only when named, and a
+// term left under its own identity (by a predecessor with the same pod
+// name) only once it expired (see [Coordinated] for what that rests on). In Kubernetes 1.37 the feature is
 // beta and off by default.
 //
 // # Mixed with client-go on one Lease

@@ -122,10 +122,14 @@ type Elector struct {
 	ctx    context.Context // ends on Close
 	cancel context.CancelFunc
 
-	mu     sync.Mutex
-	obs    observation // newest state of the Lease any goroutine has seen
-	cur    *leaseTerm  // current or last term, nil before the first
-	closed bool
+	mu  sync.Mutex
+	obs observation // newest state of the Lease any goroutine has seen
+	// highest is the highest token of any state of the Lease this
+	// candidate has seen, deleted ones included: the floor of the next
+	// term's token (see tryAcquire).
+	highest election.Token
+	cur     *leaseTerm // current or last term, nil before the first
+	closed  bool
 
 	campaigning sync.Mutex // one Campaign at a time
 	leading     term.Flag
@@ -223,10 +227,19 @@ func (e *Elector) Leading() bool { return e.validNow() }
 // no goroutine.
 func (e *Elector) LeadingChanged() <-chan struct{} { return e.leading.Changed() }
 
-// Close ends the current term, if any, with cause election.ErrClosed and releases
-// it (clearing holderIdentity within RenewDeadline), aborts a pending
-// Campaign, and waits for the term's goroutines. Later Campaigns return
-// election.ErrClosed. Close is idempotent; Observe streams end with their own
+// Close ends the current term, if any, at once with cause
+// election.ErrClosed: the leader flag drops and the renewals stop. It
+// does not clear holderIdentity: a term is never released behind its
+// holder's back. The holder's Resign, which Run sends once lead returned,
+// releases it (the client must still work); a term never resigned expires
+// for followers LeaseDuration after its last renewal, as a crashed
+// holder's would. To hand over at once on shutdown, end Run's context (or
+// Resign) before Close.
+//
+// Close also aborts a pending Campaign, deletes the LeaseCandidate
+// (Coordinated), and waits for the goroutines of the term and the
+// candidate. Later Campaigns return election.ErrClosed. Close is
+// idempotent and returns nil; Observe streams end with their own
 // contexts.
 func (e *Elector) Close() error {
 	e.mu.Lock()
@@ -248,9 +261,9 @@ func (e *Elector) Close() error {
 		return nil
 	}
 	cur.leading.Store(false)
-	err := cur.term.ReleaseDetached(election.ErrClosed, e.cfg.RenewDeadline)
+	cur.term.Close()
 	<-cur.exited
-	return err
+	return nil
 }
 
 // Config returns the configuration with defaults filled in.
@@ -339,8 +352,10 @@ func (e *Elector) Observe(ctx context.Context) <-chan election.LeaderInfo {
 // and ends through Resign, a loss, or Close. It returns election.ErrClosed after
 // Close.
 //
-// A new term's token is leaseTransitions + 1 after this candidate
-// incremented leaseTransitions to acquire it.
+// A new term's token is the Lease's epoch over leaseTransitions + 1,
+// after this candidate incremented leaseTransitions to acquire it (to at
+// least the count of the highest token it has seen on a Lease of the same
+// epoch; see the package documentation).
 func (e *Elector) Campaign(ctx context.Context) (election.Leadership, error) {
 	if !e.campaigning.TryLock() {
 		return nil, errors.New("election: Campaign already in progress on this candidate")
@@ -406,9 +421,10 @@ func (e *Elector) campaignOnce(ctx context.Context, log logr.Logger) (*leaseTerm
 		now := e.clock.Now()
 		switch {
 		case e.cfg.Coordinated != nil:
-			// The election controller picks; wait until it names us.
-			if !e.namedByController(o) {
-				return followAction{}
+			// The election controller picks; wait until it names us, or
+			// until a term of our identity expired.
+			if wait, until := e.coordinatedWait(o, now); wait {
+				return followAction{wakeAt: until}
 			}
 		case o.held(now):
 			return followAction{wakeAt: o.expiry()}
@@ -443,8 +459,10 @@ func (e *Elector) campaignOnce(ctx context.Context, log logr.Logger) (*leaseTerm
 }
 
 // tryAcquire writes this candidate into the Lease as the new holder, with
-// leaseTransitions incremented, using o's resourceVersion so that a
-// concurrent writer makes one of the two fail with a conflict.
+// leaseTransitions incremented (and raised above the highest token seen
+// when the Lease was recreated within its second), using o's
+// resourceVersion so that a concurrent writer makes one of the two fail
+// with a conflict.
 func (e *Elector) tryAcquire(ctx context.Context, o observation) (*leaseTerm, error) {
 	if o.rec.Transitions == math.MaxInt32 {
 		return nil, errors.New("election: Lease leaseTransitions is at its maximum")
@@ -462,8 +480,13 @@ func (e *Elector) tryAcquire(ctx context.Context, o observation) (*leaseTerm, er
 		got *coordinationv1.Lease
 		err error
 	)
+	floor := e.highestSeen()
 	if o.lease == nil {
-		// A new Lease starts at leaseTransitions 0 as client-go's does.
+		// client-go starts a new Lease at leaseTransitions 0. Ours go on
+		// from the highest token this candidate has seen, so that a Lease
+		// deleted and created again within the same second (the same
+		// epoch) still gives a token above every one it saw.
+		rec.Transitions = transitionsAbove(floor)
 		spec := rec.spec()
 		got, err = e.leases.Create(rctx, &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Namespace: e.cfg.Namespace, Name: e.cfg.Name},
@@ -471,6 +494,11 @@ func (e *Elector) tryAcquire(ctx context.Context, o observation) (*leaseTerm, er
 		}, metav1.CreateOptions{})
 	} else {
 		rec.Transitions = max(o.rec.Transitions, 0) + 1
+		if o.rec.Epoch == int64(floor>>32) {
+			// Another writer recreated the Lease within the second of one
+			// this candidate saw: go on from the highest token seen.
+			rec.Transitions = max(rec.Transitions, transitionsAbove(floor))
+		}
 		// Fields of Coordinated Leader Election (KEP-4355), written by the
 		// apiserver's election controller: the Strategy is kept. A
 		// preferred holder is kept only by a coordinated candidate; an
@@ -492,6 +520,19 @@ func (e *Elector) tryAcquire(ctx context.Context, o observation) (*leaseTerm, er
 	return newLeaseTerm(e, got, start), nil
 }
 
+// highestSeen returns the highest token of any state of the Lease seen.
+func (e *Elector) highestSeen() election.Token {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.highest
+}
+
+// transitionsAbove is the leaseTransitions that gives a term on a Lease of
+// floor's epoch a token above floor: floor's count (its transitions + 1).
+func transitionsAbove(floor election.Token) int32 {
+	return int32(min(floor&0xffffffff, math.MaxInt32-1))
+}
+
 // current returns the current or last term.
 func (e *Elector) current() *leaseTerm {
 	e.mu.Lock()
@@ -506,6 +547,9 @@ func (e *Elector) current() *leaseTerm {
 func (e *Elector) note(lease *coordinationv1.Lease, rv string) observation {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if lease != nil {
+		e.highest = max(e.highest, recordFromLease(lease).token())
+	}
 	if e.obs.known && olderRV(rv, e.obs.rv) {
 		return e.obs
 	}

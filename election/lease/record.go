@@ -108,9 +108,10 @@ func (r leaseRecord) duration() time.Duration {
 // token is the fencing token of the term the record describes: the
 // Lease's epoch (its creationTimestamp in Unix seconds, written by the
 // apiserver) in the high 32 bits and leaseTransitions + 1 in the low 32.
-// A Lease deleted and created again starts its transitions anew but in a
-// later second, so its tokens stay above every token of the Lease before
-// it (see the package doc for what this rests on).
+// A Lease deleted and created again starts its transitions anew, in the
+// same second or a later one; in the same second, our candidates go on
+// counting from the highest token they saw (see the package doc for what
+// this rests on).
 func (r leaseRecord) token() election.Token {
 	low := election.Token(1)
 	if r.Transitions > 0 {

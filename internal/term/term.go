@@ -23,8 +23,10 @@ import (
 //   - lose: the backend saw leadership go (session or lease expired,
 //     another holder); the context ends with a cause wrapping
 //     election.ErrLeadershipLost and the release hook never runs;
-//   - Close of the elector: the context ends with election.ErrClosed and the
-//     elector runs the release hook (releaseDetached).
+//   - Close of the elector (Close): the context ends with
+//     election.ErrClosed and the release hook stays pending for the
+//     holder's Resign, sent after its own work returned, so that an
+//     elector's Close never releases a term behind its holder's back.
 //
 // The term is not a child of the Campaign context: that context bounds only
 // the wait, as etcd's concurrency.Election does, so that a caller decides
@@ -114,6 +116,14 @@ func (t *Term) Yield(reason error) {
 	t.cancel(fmt.Errorf("%w: %w", election.ErrLeadershipLost, reason))
 }
 
+// Close ends the term with cause election.ErrClosed (keeping an earlier
+// cause) and keeps the release hook pending: the holder's Resign, sent
+// after its own work returned, still releases leadership. An elector's
+// Close calls it for a term a holder may still be acting on.
+func (t *Term) Close() {
+	t.cancel(election.ErrClosed)
+}
+
 // Ended reports whether the term context has ended.
 func (t *Term) Ended() bool { return t.ctx.Err() != nil }
 
@@ -134,7 +144,8 @@ func (t *Term) PendingRelease() bool {
 
 // ReleaseDetached ends the term with cause (keeping an earlier cause) and
 // runs the release hook, if still pending, with a context detached from the
-// term's cancellation and bounded by timeout. Close calls it.
+// term's cancellation and bounded by timeout. It is for a term nobody
+// holds: one won as its Campaign was cancelled or its elector closed.
 func (t *Term) ReleaseDetached(cause error, timeout time.Duration) error {
 	t.cancel(cause)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), timeout)

@@ -1,0 +1,161 @@
+package etcd_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/reconkit/reconkit/election/etcd"
+	"github.com/reconkit/reconkit/internal/testenv"
+)
+
+// endingWatcher is a server (or a proxy) that ends every watch at once,
+// without an event or an error. Each Watch call is reported on calls.
+type endingWatcher struct {
+	clientv3.Watcher
+	calls chan string
+}
+
+func (w *endingWatcher) Watch(ctx context.Context, key string, _ ...clientv3.OpOption) clientv3.WatchChan {
+	select {
+	case w.calls <- key:
+	case <-ctx.Done():
+	}
+	ch := make(chan clientv3.WatchResponse)
+	close(ch)
+	return ch
+}
+
+// watchesWhile steps clk n times by step and counts the watches the
+// elector starts meanwhile. After each step it gives a watch that the step
+// made due 50ms to arrive: a watch that came later is counted at the next
+// step or not at all, which can only flatter the code under test, never
+// fail it.
+func watchesWhile(clk *testingclock.FakeClock, calls <-chan string, n int, step time.Duration) int {
+	count := 0
+	for range n {
+		clk.Step(step)
+		select {
+		case <-calls:
+			count++
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return count
+}
+
+// A server or proxy that ends every watch at once, with no event and no
+// error: neither the term's key watch nor Observe's watch is re-established
+// before its retry interval has passed on the elector's clock. Before, a
+// term re-read its key and watched again at once, forever.
+func TestEtcdWatchesThatEndAtOnceDoNotSpin(t *testing.T) {
+	srv := testenv.Etcd(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	clk := testingclock.NewFakeClock(time.Now())
+	newElector := func(id string) (*etcd.Elector, chan string) {
+		cli := testenv.NewEtcdClient(t, srv.Members[0].ClientAddr())
+		w := &endingWatcher{Watcher: cli.Watcher, calls: make(chan string)}
+		cli.Watcher = w
+		e, err := etcd.New(etcd.Config{Client: cli, Prefix: "/spin", Identity: id, SessionTTL: 10 * time.Second, Clock: clk})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = e.Close() })
+		return e, w.calls
+	}
+
+	t.Run("term key", func(t *testing.T) {
+		e, calls := newElector("leader")
+		l, err := e.Campaign(ctx)
+		require.NoError(t, err)
+		<-calls // the term's first watch, which ends at once
+		// 20 steps of 10ms: the re-watch waits 500ms of the elector's clock.
+		require.Zero(t, watchesWhile(clk, calls, 20, 10*time.Millisecond), "watches re-established within 200ms of fake time")
+		clk.Step(300 * time.Millisecond)
+		select {
+		case <-calls: // and then it is re-established
+		case <-ctx.Done():
+			require.FailNow(t, "the term's watch was not re-established")
+		}
+		require.NoError(t, l.Context().Err(), "the term ended")
+		require.NoError(t, l.Resign(ctx))
+	})
+
+	t.Run("observe", func(t *testing.T) {
+		e, calls := newElector("observer")
+		octx, ocancel := context.WithCancel(ctx)
+		defer ocancel()
+		ch := e.Observe(octx)
+		go func() {
+			for range ch {
+			}
+		}()
+		<-calls // the first watch, which ends at once
+		// Observe backs off from 100ms, growing: at most two watches in
+		// 200ms of fake time.
+		require.LessOrEqual(t, watchesWhile(clk, calls, 20, 10*time.Millisecond), 2, "watches within 200ms of fake time")
+	})
+}
+
+// failingRenewals is an etcd whose keepalives fail at once once armed;
+// each attempt is reported on calls.
+type failingRenewals struct {
+	clientv3.Lease
+	armed atomic.Bool
+	calls chan struct{}
+}
+
+func (f *failingRenewals) KeepAliveOnce(ctx context.Context, id clientv3.LeaseID) (*clientv3.LeaseKeepAliveResponse, error) {
+	if !f.armed.Load() {
+		return f.Lease.KeepAliveOnce(ctx, id)
+	}
+	select {
+	case f.calls <- struct{}{}:
+	case <-ctx.Done():
+	}
+	return nil, errors.New("etcd unavailable")
+}
+
+// A leader whose renewals fail at once retries every 500ms of its clock
+// (and its term ends at ValidUntil), not at once.
+func TestEtcdRenewalFailingAtOnceDoesNotSpin(t *testing.T) {
+	srv := testenv.Etcd(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	clk := testingclock.NewFakeClock(time.Now())
+	cli := testenv.NewEtcdClient(t, srv.Members[0].ClientAddr())
+	f := &failingRenewals{Lease: cli.Lease, calls: make(chan struct{})}
+	cli.Lease = f
+	e, err := etcd.New(etcd.Config{Client: cli, Prefix: "/spin-renew", Identity: "leader", SessionTTL: 10 * time.Second, Clock: clk})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Close() })
+	l, err := e.Campaign(ctx)
+	require.NoError(t, err)
+	f.armed.Store(true)
+	// Step until the first renewal (due after TTL/3) has been tried.
+	for first := false; !first; {
+		require.NoError(t, ctx.Err(), "no renewal")
+		clk.Step(100 * time.Millisecond)
+		select {
+		case <-f.calls:
+			first = true
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	n := 0
+	for range 20 { // 2s in steps of 100ms: a retry every 500ms
+		clk.Step(100 * time.Millisecond)
+		select {
+		case <-f.calls:
+			n++
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	require.LessOrEqual(t, n, 4, "renewal attempts within 2s of fake time")
+	require.NoError(t, l.Resign(ctx))
+}

@@ -1,0 +1,152 @@
+package lease
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/reconkit/reconkit/election"
+	"github.com/reconkit/reconkit/kubefake"
+)
+
+// newCoordinated is a coordinated candidate named "pod-0" on cs, as a
+// process restarted with its predecessor's pod name is.
+func newCoordinated(t *testing.T, cs *fake.Clientset, clk *testingclock.FakeClock) *Elector {
+	t.Helper()
+	e, err := New(Config{
+		Client: cs, Namespace: "ns", Name: "lease", Identity: "pod-0",
+		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond,
+		Clock: clk, Coordinated: &Coordinated{BinaryVersion: "1.0.0"},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Close() })
+	return e
+}
+
+type won struct {
+	l   election.Leadership
+	err error
+}
+
+func campaignAsync(ctx context.Context, e *Elector) <-chan won {
+	ch := make(chan won, 1)
+	go func() {
+		l, err := e.Campaign(ctx)
+		ch <- won{l, err}
+	}()
+	return ch
+}
+
+// leaseWatches counts the Lease watches cs has served: a follower that
+// decided to wait starts one, one that took the Lease does not.
+func leaseWatches(cs *fake.Clientset) int {
+	n := 0
+	for _, a := range cs.Actions() {
+		if a.GetVerb() == "watch" && a.GetResource().Resource == "leases" {
+			n++
+		}
+	}
+	return n
+}
+
+// A coordinated candidate restarted with its predecessor's identity finds
+// the Lease naming that identity with the acquireTime the predecessor
+// wrote when it took it. The predecessor may be alive and cut off, its
+// term live until its ValidUntil: the new process treats the term as
+// anybody else's and takes the Lease only once it has seen the record
+// unchanged for the lease duration, with a new transition (a new token).
+func TestCoordinatedRestartDoesNotAdoptPredecessorsTerm(t *testing.T) {
+	clk := testingclock.NewFakeClock(epoch)
+	acquired := metav1.NewMicroTime(epoch.Add(-time.Minute)) // the predecessor's clock: ignored
+	cs := kubefake.Config{Clock: clk}.NewClientset(&coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "lease"},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity: ptr.To("pod-0"), LeaseDurationSeconds: ptr.To[int32](3),
+			AcquireTime: &acquired, RenewTime: &acquired, LeaseTransitions: ptr.To[int32](4),
+			Strategy: ptr.To(coordinationv1.OldestEmulationVersion),
+		},
+	})
+	e := newCoordinated(t, cs, clk)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch := campaignAsync(ctx, e)
+	var early *won
+	require.Eventually(t, func() bool {
+		select {
+		case r := <-ch:
+			early = &r
+			return true
+		default:
+			return leaseWatches(cs) > 0
+		}
+	}, 10*time.Second, time.Millisecond, "the campaign neither took the Lease nor waited for it")
+	require.Nil(t, early, "a restarted process adopted its predecessor's term at once")
+
+	// The predecessor renews at +2s: the new process times the lease from
+	// that renewal.
+	clk.SetTime(epoch.Add(2 * time.Second))
+	l, err := cs.CoordinationV1().Leases("ns").Get(ctx, "lease", metav1.GetOptions{})
+	require.NoError(t, err)
+	renewed := metav1.NewMicroTime(acquired.Add(2 * time.Second))
+	l.Spec.RenewTime = &renewed
+	_, err = cs.CoordinationV1().Leases("ns").Update(ctx, l, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return e.snapshot().rec.RenewTime.Equal(renewed.Time) }, 10*time.Second, time.Millisecond)
+	clk.SetTime(epoch.Add(5*time.Second - time.Millisecond))
+	select {
+	case r := <-ch:
+		require.FailNow(t, "took the predecessor's lease before it expired", "%+v", r)
+	default:
+	}
+
+	// Unchanged for the lease duration: the predecessor's term has ended
+	// by its own clock too. The new process takes the Lease as a new term.
+	clk.SetTime(epoch.Add(5 * time.Second))
+	var r won
+	select {
+	case r = <-ch:
+	case <-time.After(10 * time.Second):
+		require.FailNow(t, "the expired lease of its own identity was not taken")
+	}
+	require.NoError(t, r.err)
+	require.Equal(t, election.Token(6), r.l.Token()&0xffffffff, "a new transition: leaseTransitions 4 → 5")
+	got, err := cs.CoordinationV1().Leases("ns").Get(ctx, "lease", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.True(t, got.Spec.AcquireTime.Time.Equal(epoch.Add(5*time.Second)), "acquireTime of the new term")
+	require.NoError(t, r.l.Resign(ctx))
+}
+
+// What the election controller writes when it names a candidate (holder,
+// no acquireTime) is adopted at once: the coordinated path stays as quick
+// as before.
+func TestCoordinatedAdoptsControllersNamingAtOnce(t *testing.T) {
+	clk := testingclock.NewFakeClock(epoch)
+	named := metav1.NewMicroTime(epoch)
+	cs := kubefake.Config{Clock: clk}.NewClientset(&coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "lease"},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity: ptr.To("pod-0"), LeaseDurationSeconds: ptr.To[int32](15),
+			RenewTime: &named, LeaseTransitions: ptr.To[int32](4),
+			Strategy: ptr.To(coordinationv1.OldestEmulationVersion),
+		},
+	})
+	e := newCoordinated(t, cs, clk)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var r won
+	select {
+	case r = <-campaignAsync(ctx, e):
+	case <-time.After(10 * time.Second):
+		require.FailNow(t, "the controller's naming was not adopted without waiting")
+	}
+	require.NoError(t, r.err)
+	require.Equal(t, election.Token(6), r.l.Token()&0xffffffff)
+	require.NoError(t, r.l.Resign(ctx))
+}
