@@ -20,10 +20,19 @@ import (
 // last-known-good one needs no trial and clears a failure at once. A
 // payload that was rolled back before, under any checkpoint ID, is refused
 // with ErrRejected, and the condition says why.
+//
+// Assign is newer than any delivery of Config.Source that Run is still
+// retrying: that retry stops.
 func (c *Controller[T]) Assign(ctx context.Context, payload []byte, src Source) (Status[T], error) {
-	hash := HashPayload(payload)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.assignSeq++
+	return c.assign(ctx, payload, src)
+}
+
+// assign does the work of Assign; c.mu is held.
+func (c *Controller[T]) assign(ctx context.Context, payload []byte, src Source) (Status[T], error) {
+	hash := HashPayload(payload)
 	if !c.bootstrapped {
 		return Status[T]{}, ErrNotBootstrapped
 	}
@@ -76,7 +85,7 @@ func (c *Controller[T]) Assign(ctx context.Context, payload []byte, src Source) 
 		next.Assigned, next.AssignedHash, next.AssignedAt = next.LastKnownGood, hash, now
 		next.Active, next.Error, next.TriesLeft = next.LastKnownGood, nil, 0
 		if err := c.cfg.Store.SetState(ctx, next); err != nil {
-			return c.status, fmt.Errorf("assign %q: %w", id, err)
+			return c.storeFailed(id, src, err)
 		}
 		c.st, c.activeHash, c.dirty = next, hash, false
 		c.trial++
@@ -98,13 +107,13 @@ func (c *Controller[T]) Assign(ctx context.Context, payload []byte, src Source) 
 		err = c.cfg.Store.Save(ctx, Checkpoint{ID: id, Payload: payload, Source: src, Created: now})
 	}
 	if err != nil {
-		return c.status, fmt.Errorf("assign %q: %w", id, err)
+		return c.storeFailed(id, src, err)
 	}
 	next := c.st.clone()
 	next.Assigned, next.AssignedHash, next.AssignedAt = id, hash, now
 	next.Active, next.Error, next.TriesLeft = id, nil, c.cfg.MaxTrialStarts-1
 	if err := c.cfg.Store.SetState(ctx, next); err != nil {
-		return c.status, fmt.Errorf("assign %q: %w", id, err)
+		return c.storeFailed(id, src, err)
 	}
 	c.st, c.activeHash, c.dirty = next, hash, false
 	c.trial++
@@ -115,6 +124,17 @@ func (c *Controller[T]) Assign(ctx context.Context, payload []byte, src Source) 
 	c.setStatus(st)
 	c.trialStarted()
 	return c.status, nil
+}
+
+// storeFailed reports that assigned checkpoint id could not be stored or
+// recorded: the configuration that runs stays, and the condition says why;
+// c.mu is held.
+func (c *Controller[T]) storeFailed(id string, src Source, err error) (Status[T], error) {
+	st := c.status
+	st.Condition = condition(ConditionFalse, ReasonSaveFailed,
+		fmt.Sprintf("failed to store assigned configuration %q from %s: %v; still using %s", id, src.Origin, err, describe(c.status.ID)))
+	c.setStatus(st)
+	return c.status, fmt.Errorf("assign %q: %w", id, err)
 }
 
 // okCondition is the True condition of a status in PhaseTrial or

@@ -47,6 +47,7 @@ const (
 	ReasonCrashLoop        = "TrialCrashLoop"         // the trial did not finish within MaxTrialStarts starts
 	ReasonManualRollback   = "RolledBackManually"     // Controller.Rollback ended the trial
 	ReasonSourceInvalid    = "AssignedSourceInvalid"  // the source gave no usable checkpoint ID
+	ReasonSaveFailed       = "AssignedSaveFailed"     // the assigned checkpoint could not be stored
 )
 
 // Defaults of Config.
@@ -141,7 +142,12 @@ type Config[T any] struct {
 	// newest one). It must return when Run's context ends.
 	OnStatus func(Status[T])
 	// Source, if set, is watched by Run; what it delivers is passed to
-	// Assign, and a refusal or failure is reported in the condition.
+	// Assign, and a refusal or failure is reported in the condition. A
+	// delivery that fails on the store (a full disk) is retried with
+	// backoff on a goroutine of Run's own until it succeeds, until
+	// anything newer is assigned (a newer delivery, or the host's Assign),
+	// or until Run's context ends; the source is never held up behind it,
+	// and a newer delivery is tried at once.
 	Source ConfigSource
 	// Conditions, if set, receives the ConfigOK condition at Bootstrap and
 	// at every change; see [ConditionReporter] for when and from where. A
@@ -178,6 +184,7 @@ type Controller[T any] struct {
 	trial        uint64    // increments whenever the trial changes
 	trialStart   time.Time // c.clock.Now() when this process started the trial
 	notify       func()    // what decide leaves to report once Bootstrap set the status
+	assignSeq    uint64    // increments at every Assign and delivery; a retried delivery stops when it is not the newest
 	statuses     event.Value[Status[T]]
 }
 

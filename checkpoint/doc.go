@@ -77,6 +77,11 @@
 //   - Only a configuration that passed its trial in one process, or was
 //     confirmed, becomes last-known-good; the record naming it is written
 //     before the status says so.
+//   - The newest assignment wins. A delivery of the Source that fails on
+//     the store is retried with backoff without holding up the Source;
+//     the retry stops, and is never applied, once a newer delivery or a
+//     call of Assign came, and the newer one is tried at once. While it
+//     fails the condition says so ([ReasonSaveFailed]).
 //
 // # Guarantees of FSStore
 //

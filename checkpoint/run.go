@@ -2,10 +2,8 @@ package checkpoint
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
-	"github.com/go-logr/logr"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/reconkit/reconkit/backoff"
@@ -51,8 +49,13 @@ func (c *Controller[T]) Run(ctx context.Context) error {
 		})
 	}
 	if c.cfg.Source != nil {
+		d := newDeliveries(c)
 		g.Go(func() error {
-			if err := c.cfg.Source.Watch(ctx, c.deliver); err != nil && ctx.Err() == nil {
+			d.run(ctx)
+			return nil
+		})
+		g.Go(func() error {
+			if err := c.cfg.Source.Watch(ctx, d.deliver); err != nil && ctx.Err() == nil {
 				return fmt.Errorf("checkpoint: run: source: %w", err)
 			}
 			return nil
@@ -67,25 +70,4 @@ func (c *Controller[T]) Run(ctx context.Context) error {
 		return nil
 	})
 	return g.Wait()
-}
-
-// deliver assigns what the source delivers. Refusals and invalid payloads
-// are reported in the condition and not retried; other failures (the
-// store) are retried with backoff until they succeed, a newer delivery is
-// due or ctx ends, so a delivered assignment is not lost to a passing
-// store error.
-func (c *Controller[T]) deliver(ctx context.Context, payload []byte, src Source) {
-	err := backoff.Retry(ctx, func(ctx context.Context) error {
-		_, err := c.Assign(ctx, payload, src)
-		switch {
-		case err == nil:
-			return nil
-		case errors.Is(err, ErrRejected), errors.Is(err, ErrInvalidConfig), errors.Is(err, ErrInvalidID), errors.Is(err, ErrConflict):
-			return backoff.Permanent(err)
-		}
-		return err
-	}, backoff.WithClock(c.clock), backoff.WithName("checkpoint assign"))
-	if err != nil && !errors.Is(err, ErrRejected) && ctx.Err() == nil {
-		logr.FromContextOrDiscard(ctx).Error(err, "assigning delivered configuration", "origin", src.Origin)
-	}
 }
