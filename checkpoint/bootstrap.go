@@ -178,6 +178,7 @@ func (c *Controller[T]) persist(ctx context.Context, log logr.Logger, what strin
 func (c *Controller[T]) load(ctx context.Context, id, wantHash string) (cfg T, hash, step string, err error) {
 	cp, err := c.cfg.Store.Load(ctx, id)
 	if err != nil {
+		c.forgetLost(id, err)
 		return cfg, "", stepLoad, err
 	}
 	if wantHash != "" && cp.Hash != wantHash {

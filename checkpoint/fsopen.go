@@ -13,8 +13,9 @@ import (
 
 // Initialize implements [LKGStore]. It creates the directories, locks the
 // store (an error wrapping [ErrLocked] if another FSStore holds it), deletes
-// temporary files left by an interrupted write (stale, since their writer
-// no longer holds the lock), indexes the checkpoints and reads the state
+// temporary entries left by an interrupted write (stale, since their writer
+// no longer holds the lock), sets aside whatever replaced the checkpoints
+// directory, indexes the checkpoints and reads the state
 // record. Of the record's two copies the intact one with the higher
 // generation wins, and a damaged or outdated copy is rewritten. A record
 // with both copies damaged does not fail Initialize; State reports it.
@@ -32,9 +33,12 @@ func (s *FSStore) Initialize(ctx context.Context) error {
 	if s.lock == nil {
 		l, err := s.fs.Lock(filepath.Join(s.dir, lockName))
 		if err != nil {
-			return fmt.Errorf("checkpoint: initialize %s: %w", s.dir, err)
+			return fmt.Errorf("checkpoint: initialize %s: %w", s.dir, s.lockFailed(err))
 		}
 		s.lock = l
+	}
+	if err := s.setAsideCheckpointsDir(log); err != nil {
+		return fmt.Errorf("checkpoint: initialize %s: %w", s.dir, err)
 	}
 	if err := s.ensureDir(s.ckDir); err != nil {
 		return fmt.Errorf("checkpoint: initialize %s: %w", s.dir, err)
@@ -42,7 +46,7 @@ func (s *FSStore) Initialize(ctx context.Context) error {
 	for _, d := range []string{s.dir, s.ckDir} {
 		// No fsync: a removal lost to a power loss only brings back a
 		// stale file, which the next Initialize removes again.
-		removed, err := s.removeTemps(d)
+		removed, err := s.removeTemps(d, log)
 		if err != nil {
 			return fmt.Errorf("checkpoint: initialize %s: %w", s.dir, err)
 		}
@@ -116,7 +120,8 @@ func (s *FSStore) ensureDir(dir string) error {
 	fi, err := s.fs.Stat(dir)
 	if err == nil {
 		if !fi.IsDir() {
-			return fmt.Errorf("%s is not a directory", dir)
+			// The store makes only directories here.
+			return fmt.Errorf("%s is not a directory: %w", dir, ErrCorrupt)
 		}
 		return nil
 	}
@@ -129,9 +134,67 @@ func (s *FSStore) ensureDir(dir string) error {
 	return s.fs.SyncDir(filepath.Dir(dir))
 }
 
-// removeTemps deletes temporary files left in dir by interrupted writes.
-// The caller holds the directory lock, so no live writer owns them.
-func (s *FSStore) removeTemps(dir string) (int, error) {
+// lockFailed explains why the lock file could not be locked. Anything but a
+// regular file in its place is damage the store could not have made: the
+// error then wraps [ErrCorrupt]. Such an entry is not removed, since
+// removing what another FSStore may be locking at that very moment would
+// let two of them hold the store.
+func (s *FSStore) lockFailed(err error) error {
+	if errors.Is(err, ErrLocked) {
+		return err
+	}
+	path := filepath.Join(s.dir, lockName)
+	if fi, serr := s.fs.Stat(path); serr == nil && !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is a %s, not a file, and cannot be locked; remove it by hand: %w: %w", path, kind(fi.Mode()), err, ErrCorrupt)
+	}
+	return err
+}
+
+// setAsideCheckpointsDir moves a checkpoints directory that something else
+// replaced (a file, a device) aside as checkpoints.corrupt, so that a new
+// empty directory can take its place and new assignments can be saved. The
+// checkpoints it held are lost: s.lost says so, wrapping [ErrCorrupt], in
+// the error of every Load of a checkpoint the state record names. The
+// state record itself, kept apart, stays usable.
+func (s *FSStore) setAsideCheckpointsDir(log logr.Logger) error {
+	fi, err := s.fs.Stat(s.ckDir)
+	if err != nil || fi.IsDir() {
+		return nil // missing (a first start) or fine; ensureDir handles both
+	}
+	aside := s.ckDir + corruptSuffix
+	damage := fmt.Errorf("%s is a %s, not a directory", s.ckDir, kind(fi.Mode()))
+	if err := s.fs.Remove(aside); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w, and %s cannot be removed to keep it: %w: %w", damage, aside, err, ErrCorrupt)
+	}
+	if err := s.fs.Rename(s.ckDir, aside); err != nil {
+		return fmt.Errorf("%w and cannot be moved aside: %w: %w", damage, err, ErrCorrupt)
+	}
+	// The rename becomes durable with the parent's fsync in ensureDir.
+	s.lost = fmt.Errorf("%w (kept as %s): every checkpoint it held is lost: %w", damage, aside, ErrCorrupt)
+	log.Error(s.lost, "checkpoint directory replaced by something else; made a new one")
+	return nil
+}
+
+// kind names a file mode's type for people.
+func kind(m fs.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return "regular file"
+	case m.IsDir():
+		return "directory"
+	case m&fs.ModeSymlink != 0:
+		return "symbolic link"
+	default:
+		return "special file (" + m.Type().String() + ")"
+	}
+}
+
+// removeTemps deletes what interrupted writes left in dir: every entry
+// named .tmp-*, whatever its shape (a directory is emptied first; a
+// symbolic link is removed, never followed). The caller holds the
+// directory lock, so no live writer owns them. An entry that cannot be
+// removed is logged and left: it is in no one's way.
+func (s *FSStore) removeTemps(dir string, log logr.Logger) (int, error) {
 	entries, err := s.fs.ReadDir(dir)
 	if err != nil {
 		return 0, err
@@ -141,10 +204,32 @@ func (s *FSStore) removeTemps(dir string) (int, error) {
 		if !strings.HasPrefix(e.Name(), tempPrefix) {
 			continue
 		}
-		if err := s.fs.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return n, err
+		path := filepath.Join(dir, e.Name())
+		if err := s.removeAll(path, e.IsDir()); err != nil {
+			log.Error(err, "cannot remove a temporary entry; leaving it", "path", path)
+			continue
 		}
 		n++
 	}
 	return n, nil
+}
+
+// removeAll removes path and, if it is a directory, everything in it,
+// without following symbolic links.
+func (s *FSStore) removeAll(path string, isDir bool) error {
+	if isDir {
+		entries, err := s.fs.ReadDir(path)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		for _, e := range entries {
+			if err := s.removeAll(filepath.Join(path, e.Name()), e.IsDir()); err != nil {
+				return err
+			}
+		}
+	}
+	if err := s.fs.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
 }

@@ -149,6 +149,8 @@ func (s *FSStore) missing(id, path string) error {
 	switch {
 	case role == "":
 		return fmt.Errorf("checkpoint: load %q: %w", id, ErrNotFound)
+	case path == "" && s.lost != nil:
+		return fmt.Errorf("checkpoint: load %q: the %s checkpoint has no file: %w: %w", id, role, s.lost, ErrNotFound)
 	case path == "":
 		return fmt.Errorf("checkpoint: load %q: the %s checkpoint has no file in %s: %w: %w", id, role, s.ckDir, ErrCorrupt, ErrNotFound)
 	default:

@@ -58,6 +58,7 @@ type FSStore struct {
 	index    map[string]uint64 // checkpoint ID -> generation
 	maxGen   uint64
 	unsynced map[string]bool // directories whose last rename may not be durable yet
+	lost     error           // why the checkpoints directory was replaced at Initialize, if it was
 }
 
 var _ LKGStore = (*FSStore)(nil)

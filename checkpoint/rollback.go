@@ -69,3 +69,13 @@ func (c *Controller[T]) fallback(ctx context.Context, cur, reason, why string) (
 	return Status[T]{Config: cfg, ID: lkg, Phase: PhaseRolledBack, Assigned: cur,
 		Condition: condition(ConditionFalse, reason, fmt.Sprintf("%s; using last-known-good checkpoint %q", why, lkg))}, nil
 }
+
+// forgetLost stops naming id as last-known-good once the store says its
+// checkpoint is gone (err wraps ErrNotFound): it can never run again, and
+// a record naming it could not be written, so no new assignment could be
+// recorded either. c.mu is held.
+func (c *Controller[T]) forgetLost(id string, err error) {
+	if id != "" && id == c.st.LastKnownGood && errors.Is(err, ErrNotFound) {
+		c.st.LastKnownGood, c.st.LastKnownGoodHash = "", ""
+	}
+}
