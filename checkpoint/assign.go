@@ -43,7 +43,7 @@ func (c *Controller[T]) assign(ctx context.Context, payload []byte, src Source) 
 		if id, err = src.ID(); err != nil {
 			st := c.status
 			st.Condition = condition(ConditionFalse, ReasonSourceInvalid,
-				fmt.Sprintf("configuration from %s has no usable checkpoint ID: %v; still using %s", src.Origin, err, describe(c.status.ID)))
+				fmt.Sprintf("configuration from %s has no usable checkpoint ID: %v; still using %s", src.Origin, err, configName(c.status.ID)))
 			c.setStatus(st)
 			return c.status, fmt.Errorf("assign: %w", err)
 		}
@@ -62,7 +62,7 @@ func (c *Controller[T]) assign(ctx context.Context, payload []byte, src Source) 
 		st := c.status
 		st.Condition = condition(ConditionFalse, f.Reason,
 			fmt.Sprintf("configuration %q from %s has the payload of checkpoint %q, rolled back before: %s; still using %s",
-				id, src.Origin, f.ID, f.Message, describe(c.status.ID)))
+				id, src.Origin, f.ID, f.Message, configName(c.status.ID)))
 		c.setStatus(st)
 		return c.status, fmt.Errorf("assign %q: %w: %s", id, ErrRejected, f.Message)
 	}
@@ -73,7 +73,7 @@ func (c *Controller[T]) assign(ctx context.Context, payload []byte, src Source) 
 		err = c.cfg.Validate(cfg)
 	}
 	if err != nil {
-		msg := fmt.Sprintf("failed to %s assigned configuration %q from %s: %v; still using %s", step, id, src.Origin, err, describe(c.status.ID))
+		msg := fmt.Sprintf("failed to %s assigned configuration %q from %s: %v; still using %s", step, id, src.Origin, err, configName(c.status.ID))
 		st := c.status
 		st.Condition = condition(ConditionFalse, reason, msg)
 		c.setStatus(st)
@@ -132,7 +132,7 @@ func (c *Controller[T]) assign(ctx context.Context, payload []byte, src Source) 
 func (c *Controller[T]) storeFailed(id string, src Source, err error) (Status[T], error) {
 	st := c.status
 	st.Condition = condition(ConditionFalse, ReasonSaveFailed,
-		fmt.Sprintf("failed to store assigned configuration %q from %s: %v; still using %s", id, src.Origin, err, describe(c.status.ID)))
+		fmt.Sprintf("failed to store assigned configuration %q from %s: %v; still using %s", id, src.Origin, err, configName(c.status.ID)))
 	c.setStatus(st)
 	return c.status, fmt.Errorf("assign %q: %w", id, err)
 }
@@ -149,7 +149,8 @@ func (c *Controller[T]) okCondition(st Status[T]) Condition {
 	return condition(ConditionTrue, ReasonLastKnownGood, fmt.Sprintf("using assigned checkpoint %q, which is last-known-good", st.ID))
 }
 
-func describe(id string) string {
+// configName names the configuration of checkpoint id for people.
+func configName(id string) string {
 	if id == "" {
 		return "the local configuration"
 	}
