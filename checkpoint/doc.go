@@ -77,6 +77,11 @@
 //   - Only a configuration that passed its trial in one process, or was
 //     confirmed, becomes last-known-good; the record naming it is written
 //     before the status says so.
+//   - The newest assignment wins. A delivery of the Source that fails on
+//     the store is retried with backoff without holding up the Source;
+//     the retry stops, and is never applied, once a newer delivery or a
+//     call of Assign came, and the newer one is tried at once. While it
+//     fails the condition says so ([ReasonSaveFailed]).
 //
 // # Guarantees of FSStore
 //
@@ -107,8 +112,21 @@
 // Initialize takes an exclusive flock(2) on <Dir>/lock, held until Close:
 // a second FSStore on the directory, in this process or another (a
 // DaemonSet rolling update with surge), fails with [ErrLocked] and touches
-// nothing. Temporary files are removed only by the lock holder, at
-// Initialize, when their writer is provably gone.
+// nothing. Temporary entries (.tmp-*, of any shape: a directory is
+// emptied first, a symbolic link removed, never followed) are removed only
+// by the lock holder, at Initialize, when their writer is provably gone.
+//
+// What the store could not have left is reported as corruption, never as
+// a failed Initialize while the state record is intact: a checkpoints
+// directory replaced by a file (or anything but a directory) is kept as
+// checkpoints.corrupt and a new directory is made, the state record
+// still opens, and every checkpoint it names fails to load with an error
+// wrapping [ErrCorrupt] and [ErrNotFound] that says why; the Controller
+// then forgets a last-known-good checkpoint that is gone, so that a new
+// assignment can be recorded. Only damage that cannot be repaired safely
+// fails Initialize, with an error wrapping [ErrCorrupt] naming it: a lock
+// that is not a regular file (removing it could let two stores hold the
+// directory) and a store directory that is not a directory.
 //
 // If a directory fsync fails after a rename, the store's memory follows the
 // disk (the renamed file is in place) and the operation returns the error;
@@ -136,6 +154,7 @@
 //	  checkpoints/              0700
 //	    <gen>-<id>              0600  one checkpoint; gen is 16 hex digits
 //	  .tmp-*, checkpoints/.tmp-*      temporary files, removed at Initialize
+//	  checkpoints.corrupt             what stood in place of checkpoints/
 //
 // A state copy is three lines: "reconkit-checkpoint-state v2", a JSON
 // object {"generation", "assigned", "assignedHash", "assignedAt" (Unix

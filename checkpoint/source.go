@@ -16,7 +16,9 @@ import (
 // Watch once, from a goroutine of its own; Watch calls assign with the
 // current payload and with every change, one call at a time, until ctx
 // ends, and then returns nil (or an error for a failure it cannot retry).
-// assign returns once the Controller has acted on the payload. A source
+// assign returns once the Controller has tried the payload once (one that
+// failed on the store is retried in the background until something newer
+// comes, so assign never blocks behind a failing store). A source
 // that finds nothing assigned delivers nothing; errors it can retry it logs
 // and retries. Package configmapsource watches a Kubernetes ConfigMap;
 // [PollSource] adapts a fetch function.

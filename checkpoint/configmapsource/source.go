@@ -68,7 +68,8 @@ type Config struct {
 //
 // A watch that ends within a second having delivered nothing (an EOF from
 // a proxy or load balancer that cuts every watch, a 410 right after a
-// fresh list) is followed by a wait that grows from 100 ms to 30 s until a
+// fresh list, a bookmark of the resourceVersion it started from) is
+// followed by a wait that grows from 100 ms to 30 s until a
 // watch delivers an event: such a server is never asked again at once
 // (TestWatchEndingAtOnceDoesNotSpin).
 type Source struct {
@@ -180,8 +181,9 @@ func (s *Source) session(ctx context.Context, rv *string, assign func(context.Co
 	defer timer.Stop()
 	start := s.clock.Now()
 	delivered := false
-	// ended judges a watch that ended: normal if it delivered an event or
-	// lasted minWatch, no progress otherwise.
+	// ended judges a watch that ended: normal if it delivered a change (an
+	// object, a deletion, a bookmark that moved rv) or lasted minWatch, no
+	// progress otherwise.
 	ended := func(how string) error {
 		if delivered || s.clock.Since(start) >= minWatch {
 			return nil // resume from rv (or list, if rv was reset)
@@ -198,25 +200,25 @@ func (s *Source) session(ctx context.Context, rv *string, assign func(context.Co
 			if !ok {
 				return ended("the server ended the watch")
 			}
-			if ev.Type != watch.Error {
-				delivered = true
-			}
 			switch ev.Type {
 			case watch.Added, watch.Modified:
 				cm, ok := ev.Object.(*corev1.ConfigMap)
 				if !ok {
 					return fmt.Errorf("watch delivered %T", ev.Object)
 				}
-				*rv = cm.ResourceVersion
+				*rv, delivered = cm.ResourceVersion, true
 				s.deliver(ctx, cm, assign)
 			case watch.Deleted:
 				if m, err := meta.Accessor(ev.Object); err == nil {
 					*rv = m.GetResourceVersion()
 				}
+				delivered = true
 				log.Info("configuration source deleted; keeping the running configuration", "source", s.origin)
 			case watch.Bookmark:
-				if m, err := meta.Accessor(ev.Object); err == nil {
-					*rv = m.GetResourceVersion()
+				// Progress only if it moves the resourceVersion: a
+				// bookmark of where the watch began says nothing new.
+				if m, err := meta.Accessor(ev.Object); err == nil && m.GetResourceVersion() != *rv {
+					*rv, delivered = m.GetResourceVersion(), true
 				}
 			case watch.Error:
 				err := apierrors.FromObject(ev.Object)
