@@ -174,7 +174,7 @@ func (g *Gate) lead(ctx context.Context, term Term, reachedDone *bool) error {
 			// The term is live, yet the fence is ahead of it: never go
 			// silent about a fence that may need an operator.
 			log.Error(err, "The store's fence is ahead of this live term; if no later leader exists, tokens went back and the fence must be cleared", "token", term.Token())
-			g.event("Warning", ReasonFencedOff, fmt.Sprintf("Leader %s cannot reconcile: %v. If no later leader exists (a Lease recreated by an old client, a restored etcd backup), clear the store's fence (EtcdStoreConfig.FenceKey on etcd).", g.cfg.NodeID, err))
+			g.event("Warning", ReasonFencedOff, fmt.Sprintf("Leader %s cannot reconcile: %v. If no later leader exists (a Lease recreated by an old client, a restored etcd backup), clear the store's fence (etcdstore.Config.FenceKey on etcd).", g.cfg.NodeID, err))
 		}
 		return fmt.Errorf("fence: %w", err)
 	}

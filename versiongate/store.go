@@ -55,10 +55,10 @@ type StoredStatus struct {
 // Store is the storage under a Gate: the node records, the status, and
 // status writes fenced by the leader's term.
 //
-// NewEtcdStore is the implementation on etcd; versiongatetest.Store is an
-// in-memory one with knobs for adversity. Both pass
-// versiongatetest.RunStoreConformance, which is the executable form of
-// this contract.
+// etcdstore.New (package versiongate/etcdstore) is the implementation on
+// etcd; versiongatetest.Store is an in-memory one with knobs for
+// adversity. Both pass versiongatetest.RunStoreConformance, which is the
+// executable form of this contract.
 //
 // Revisions are one counter per store that every change of a record or
 // of the status raises; they order record changes and let a write be
@@ -66,11 +66,11 @@ type StoredStatus struct {
 //
 // Fencing: a status write carries the writer's term and is refused, at
 // the moment the store applies it, unless that term is still the newest
-// one: for a term with an etcd guard (see EtcdGuard) the etcd store puts
-// the guard in the write's transaction; for any other term (a Kubernetes
-// Lease term, an in-memory election's) the store keeps the highest fencing
-// token that called Fence and refuses the write of a smaller one, compared
-// in the same transaction as the write.
+// one: for a term with an etcd guard (see etcdstore.Guard) the etcd store
+// puts the guard in the write's transaction; for any other term (a
+// Kubernetes Lease term, an in-memory election's) the store keeps the
+// highest fencing token that called Fence and refuses the write of a
+// smaller one, compared in the same transaction as the write.
 //
 // Methods are safe for concurrent use. Errors other than those documented
 // are transient: the gate retries them.

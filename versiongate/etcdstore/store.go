@@ -1,4 +1,4 @@
-package versiongate
+package etcdstore
 
 import (
 	"context"
@@ -11,23 +11,29 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/reconkit/reconkit/versiongate"
 )
+
+// cleanupTimeout bounds the revoke of a lease granted for a record that
+// was not created, after the request's own context ended.
+const cleanupTimeout = 2 * time.Second
 
 // listPageSize bounds one range read of a listing, so a large cluster
 // never exceeds etcd's request size limit.
 const listPageSize = 1000
 
-// EtcdGuard is implemented by a term whose validity etcd itself can check:
+// Guard is implemented by a term whose validity etcd itself can check:
 // Guard is a comparison that holds exactly while the term is valid (for
 // reconkit's etcd election, election/etcd.Leadership: the candidate key's
 // create revision equals the term's). The etcd store puts it in the If of
 // every status write of such a term; other terms are fenced by their token.
-type EtcdGuard interface {
+type Guard interface {
 	Guard() clientv3.Cmp
 }
 
-// EtcdStoreConfig configures NewEtcdStore.
-type EtcdStoreConfig struct {
+// Config configures New.
+type Config struct {
 	// StatusKey is where the status is stored; required, not under
 	// NodesPrefix.
 	StatusKey string
@@ -40,27 +46,27 @@ type EtcdStoreConfig struct {
 	FenceKey string
 }
 
-// EtcdStore is the Store on etcd. Keys are those of the client's keyspace,
+// Store is the Store on etcd. Keys are those of the client's keyspace,
 // so a namespaced client (clientv3/namespace) works. Every read is
 // linearizable; watches require a leader, so a watch on a member cut off
 // from the others fails and is established again instead of going silent.
-type EtcdStore struct {
+type Store struct {
 	cli *clientv3.Client
-	cfg EtcdStoreConfig
+	cfg Config
 }
 
-var _ Store = (*EtcdStore)(nil)
+var _ versiongate.Store = (*Store)(nil)
 
-// NewEtcdStore returns the Store on etcd at cli.
-func NewEtcdStore(cli *clientv3.Client, cfg EtcdStoreConfig) (*EtcdStore, error) {
+// New returns the Store on etcd at cli.
+func New(cli *clientv3.Client, cfg Config) (*Store, error) {
 	s, errs := newEtcdStore(cli, cfg)
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
+		return nil, fmt.Errorf("%w: %w", versiongate.ErrInvalidConfig, errors.Join(errs...))
 	}
 	return s, nil
 }
 
-func newEtcdStore(cli *clientv3.Client, cfg EtcdStoreConfig) (*EtcdStore, []error) {
+func newEtcdStore(cli *clientv3.Client, cfg Config) (*Store, []error) {
 	if cfg.FenceKey == "" && cfg.StatusKey != "" {
 		cfg.FenceKey = cfg.StatusKey + ".fence"
 	}
@@ -89,19 +95,19 @@ func newEtcdStore(cli *clientv3.Client, cfg EtcdStoreConfig) (*EtcdStore, []erro
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	return &EtcdStore{cli: cli, cfg: cfg}, nil
+	return &Store{cli: cli, cfg: cfg}, nil
 }
 
-func (s *EtcdStore) key(id string) string { return s.cfg.NodesPrefix + id }
+func (s *Store) key(id string) string { return s.cfg.NodesPrefix + id }
 
 // PublishRecord implements Store: it grants a lease and creates the record
 // bound to it in one transaction that requires the key to be absent.
-func (s *EtcdStore) PublishRecord(ctx context.Context, id string, value []byte, ttl time.Duration) (RecordLease, error) {
+func (s *Store) PublishRecord(ctx context.Context, id string, value []byte, ttl time.Duration) (versiongate.RecordLease, error) {
 	key := s.key(id)
 	secs := int64((ttl + time.Second - 1) / time.Second)
 	grant, err := s.cli.Grant(ctx, max(secs, 1))
 	if err != nil {
-		return RecordLease{}, fmt.Errorf("grant lease: %w", err)
+		return versiongate.RecordLease{}, fmt.Errorf("grant lease: %w", err)
 	}
 	resp, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
@@ -110,7 +116,7 @@ func (s *EtcdStore) PublishRecord(ctx context.Context, id string, value []byte, 
 		Commit()
 	if err != nil {
 		s.revoke(ctx, grant.ID)
-		return RecordLease{}, fmt.Errorf("put node record %q: %w", key, err)
+		return versiongate.RecordLease{}, fmt.Errorf("put node record %q: %w", key, err)
 	}
 	if !resp.Succeeded {
 		s.revoke(ctx, grant.ID)
@@ -118,19 +124,19 @@ func (s *EtcdStore) PublishRecord(ctx context.Context, id string, value []byte, 
 		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
 			holder = kvs[0].Lease
 		}
-		return RecordLease{}, fmt.Errorf("%w: %q, lease %x", ErrRecordHeld, key, holder)
+		return versiongate.RecordLease{}, fmt.Errorf("%w: %q, lease %x", versiongate.ErrRecordHeld, key, holder)
 	}
-	return RecordLease{ID: id, Lease: int64(grant.ID), TTL: time.Duration(grant.TTL) * time.Second, Revision: resp.Header.Revision}, nil
+	return versiongate.RecordLease{ID: id, Lease: int64(grant.ID), TTL: time.Duration(grant.TTL) * time.Second, Revision: resp.Header.Revision}, nil
 }
 
 // KeepAlive implements Store with one keep-alive request and one
 // transaction that checks the record is still bound to the lease.
-func (s *EtcdStore) KeepAlive(ctx context.Context, l RecordLease) (time.Duration, error) {
+func (s *Store) KeepAlive(ctx context.Context, l versiongate.RecordLease) (time.Duration, error) {
 	lease := clientv3.LeaseID(l.Lease)
 	ka, err := s.cli.KeepAliveOnce(ctx, lease)
 	if err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return 0, fmt.Errorf("%w: lease %x expired", ErrRecordLost, l.Lease)
+			return 0, fmt.Errorf("%w: lease %x expired", versiongate.ErrRecordLost, l.Lease)
 		}
 		return 0, fmt.Errorf("keep lease %x alive: %w", l.Lease, err)
 	}
@@ -139,20 +145,20 @@ func (s *EtcdStore) KeepAlive(ctx context.Context, l RecordLease) (time.Duration
 		return 0, fmt.Errorf("check node record: %w", err)
 	}
 	if !resp.Succeeded {
-		return 0, fmt.Errorf("%w: the record is no longer bound to lease %x", ErrRecordLost, l.Lease)
+		return 0, fmt.Errorf("%w: the record is no longer bound to lease %x", versiongate.ErrRecordLost, l.Lease)
 	}
 	return time.Duration(ka.TTL) * time.Second, nil
 }
 
 // DeleteRecord implements Store by revoking the lease.
-func (s *EtcdStore) DeleteRecord(ctx context.Context, l RecordLease) error {
+func (s *Store) DeleteRecord(ctx context.Context, l versiongate.RecordLease) error {
 	if _, err := s.cli.Revoke(ctx, clientv3.LeaseID(l.Lease)); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return fmt.Errorf("revoke lease %x: %w", l.Lease, err)
 	}
 	return nil
 }
 
-func (s *EtcdStore) revoke(ctx context.Context, id clientv3.LeaseID) {
+func (s *Store) revoke(ctx context.Context, id clientv3.LeaseID) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	_, _ = s.cli.Revoke(rctx, id)
@@ -160,12 +166,12 @@ func (s *EtcdStore) revoke(ctx context.Context, id clientv3.LeaseID) {
 
 // ListRecords implements Store: every record under the prefix, read in
 // pages at one revision.
-func (s *EtcdStore) ListRecords(ctx context.Context) ([]Record, int64, error) {
+func (s *Store) ListRecords(ctx context.Context) ([]versiongate.Record, int64, error) {
 	prefix := s.cfg.NodesPrefix
 	end := clientv3.GetPrefixRangeEnd(prefix)
 	key := prefix
 	var rev int64
-	var out []Record
+	var out []versiongate.Record
 	for {
 		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(listPageSize)}
 		if rev != 0 {
@@ -179,7 +185,7 @@ func (s *EtcdStore) ListRecords(ctx context.Context) ([]Record, int64, error) {
 			rev = resp.Header.Revision
 		}
 		for _, kv := range resp.Kvs {
-			out = append(out, Record{ID: string(kv.Key[len(prefix):]), Value: kv.Value})
+			out = append(out, versiongate.Record{ID: string(kv.Key[len(prefix):]), Value: kv.Value})
 		}
 		if !resp.More || len(resp.Kvs) == 0 {
 			break
@@ -195,13 +201,13 @@ var errWatchClosed = errors.New("watch channel closed")
 
 // WatchRecords implements Store. A watch below the compacted revision
 // fails with rpctypes.ErrCompacted.
-func (s *EtcdStore) WatchRecords(ctx context.Context, rev int64, fn func([]Record, int64)) error {
+func (s *Store) WatchRecords(ctx context.Context, rev int64, fn func([]versiongate.Record, int64)) error {
 	prefix := s.cfg.NodesPrefix
 	// Without a leader a member serves a watch that silently stops; require
 	// one so the watch fails and is re-established elsewhere.
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	var batch []Record
+	var batch []versiongate.Record
 	for resp := range s.cli.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
 		if err := resp.Err(); err != nil {
 			return err
@@ -214,7 +220,7 @@ func (s *EtcdStore) WatchRecords(ctx context.Context, rev int64, fn func([]Recor
 		}
 		batch = batch[:0]
 		for _, ev := range resp.Events {
-			r := Record{ID: string(ev.Kv.Key[len(prefix):])}
+			r := versiongate.Record{ID: string(ev.Kv.Key[len(prefix):])}
 			if ev.Type != mvccpb.DELETE {
 				r.Value = ev.Kv.Value
 			}
@@ -233,12 +239,12 @@ func (s *EtcdStore) WatchRecords(ctx context.Context, rev int64, fn func([]Recor
 }
 
 // ReadStatus implements Store.
-func (s *EtcdStore) ReadStatus(ctx context.Context) (StoredStatus, error) {
+func (s *Store) ReadStatus(ctx context.Context) (versiongate.StoredStatus, error) {
 	resp, err := s.cli.Get(ctx, s.cfg.StatusKey)
 	if err != nil {
-		return StoredStatus{}, fmt.Errorf("get status: %w", err)
+		return versiongate.StoredStatus{}, fmt.Errorf("get status: %w", err)
 	}
-	st := StoredStatus{Revision: resp.Header.Revision}
+	st := versiongate.StoredStatus{Revision: resp.Header.Revision}
 	if len(resp.Kvs) == 1 {
 		st.Value = resp.Kvs[0].Value
 	}
@@ -246,7 +252,7 @@ func (s *EtcdStore) ReadStatus(ctx context.Context) (StoredStatus, error) {
 }
 
 // WatchStatus implements Store.
-func (s *EtcdStore) WatchStatus(ctx context.Context, rev int64, fn func(StoredStatus) bool) error {
+func (s *Store) WatchStatus(ctx context.Context, rev int64, fn func(versiongate.StoredStatus) bool) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	for resp := range s.cli.Watch(wctx, s.cfg.StatusKey, clientv3.WithRev(rev+1)) {
@@ -259,7 +265,7 @@ func (s *EtcdStore) WatchStatus(ctx context.Context, rev int64, fn func(StoredSt
 		if n := len(resp.Events); n > 0 {
 			// Only the newest value of the key matters.
 			ev := resp.Events[n-1]
-			st := StoredStatus{Revision: ev.Kv.ModRevision}
+			st := versiongate.StoredStatus{Revision: ev.Kv.ModRevision}
 			if ev.Type == clientv3.EventTypePut {
 				st.Value = ev.Kv.Value
 			}
@@ -281,14 +287,14 @@ func encodeToken(t uint64) string { return fmt.Sprintf("%020d", t) }
 // Fence implements Store. For a term with an etcd guard it only checks the
 // guard; otherwise it raises the fence key to the term's token unless a
 // higher one is stored, in one transaction.
-func (s *EtcdStore) Fence(ctx context.Context, t Term) error {
-	if g, ok := t.(EtcdGuard); ok {
+func (s *Store) Fence(ctx context.Context, t versiongate.Term) error {
+	if g, ok := t.(Guard); ok {
 		resp, err := s.cli.Txn(ctx).If(g.Guard()).Commit()
 		if err != nil {
 			return fmt.Errorf("check term: %w", err)
 		}
 		if !resp.Succeeded {
-			return fmt.Errorf("%w: term %d has ended in etcd", ErrLeadershipLost, t.Token())
+			return fmt.Errorf("%w: term %d has ended in etcd", versiongate.ErrLeadershipLost, t.Token())
 		}
 		return nil
 	}
@@ -323,16 +329,16 @@ func (s *EtcdStore) Fence(ctx context.Context, t Term) error {
 			stored = strings.TrimLeft(string(kvs[0].Value), "0")
 		}
 	}
-	return fmt.Errorf("%w: fence key %q holds token %s, above this term's token %d (delete the key to clear it if no later leader exists)", ErrLeadershipLost, fk, stored, tok)
+	return fmt.Errorf("%w: fence key %q holds token %s, above this term's token %d (delete the key to clear it if no later leader exists)", versiongate.ErrLeadershipLost, fk, stored, tok)
 }
 
 // WriteStatus implements Store in one transaction: the term's guard (or
 // the fence key holding at most its token) in the outer If, the nodes
 // prefix's mod revision in the inner one, so that the two failures are
 // told apart without another request.
-func (s *EtcdStore) WriteStatus(ctx context.Context, t Term, value []byte, nodesRev int64) error {
+func (s *Store) WriteStatus(ctx context.Context, t versiongate.Term, value []byte, nodesRev int64) error {
 	var termCmp clientv3.Cmp
-	if g, ok := t.(EtcdGuard); ok {
+	if g, ok := t.(Guard); ok {
 		termCmp = g.Guard()
 	} else {
 		tok := t.Token()
@@ -355,10 +361,10 @@ func (s *EtcdStore) WriteStatus(ctx context.Context, t Term, value []byte, nodes
 		return fmt.Errorf("write status: %w", err)
 	}
 	if !resp.Succeeded {
-		return fmt.Errorf("%w: status not written (token %s)", ErrLeadershipLost, strconv.FormatUint(t.Token(), 10))
+		return fmt.Errorf("%w: status not written (token %s)", versiongate.ErrLeadershipLost, strconv.FormatUint(t.Token(), 10))
 	}
 	if !resp.Responses[0].GetResponseTxn().GetSucceeded() {
-		return fmt.Errorf("%w: status not written (nodes revision %d)", ErrNodesChanged, nodesRev)
+		return fmt.Errorf("%w: status not written (nodes revision %d)", versiongate.ErrNodesChanged, nodesRev)
 	}
 	return nil
 }
