@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -46,13 +49,28 @@ type Config struct {
 	FenceKey string
 }
 
-// Store is the Store on etcd. Keys are those of the client's keyspace,
-// so a namespaced client (clientv3/namespace) works. Every read is
-// linearizable; watches require a leader, so a watch on a member cut off
-// from the others fails and is established again instead of going silent.
+// Store is the versiongate.Store on etcd. Keys are those of the client's
+// keyspace, so a namespaced client (clientv3/namespace) works. Every read
+// is linearizable; watches require a leader, so a watch on a member cut
+// off from the others fails and is established again instead of going
+// silent.
+//
+// A term with an etcd guard is fenced by its guard, in the write's
+// transaction, when the guard's key is in this store's keyspace. When the
+// election runs elsewhere (the elector on the plain client and the store
+// on a namespaced one, or the two on different clusters) the guard's key
+// is not visible here: Fence, finding the key absent while the term is
+// live, fences that term by its token instead, as a term without a guard,
+// and says so in the log.
 type Store struct {
 	cli *clientv3.Client
 	cfg Config
+
+	mu sync.Mutex
+	// byToken is the token of the newest guarded term that Fence found
+	// outside the store's keyspace and fenced by its token instead; 0 if
+	// none.
+	byToken uint64
 }
 
 var _ versiongate.Store = (*Store)(nil)
@@ -284,21 +302,84 @@ func (s *Store) WatchStatus(ctx context.Context, rev int64, fn func(versiongate.
 // byte-wise comparison orders tokens numerically.
 func encodeToken(t uint64) string { return fmt.Sprintf("%020d", t) }
 
-// Fence implements Store. For a term with an etcd guard it only checks the
-// guard; otherwise it raises the fence key to the term's token unless a
-// higher one is stored, in one transaction.
+// Fence implements Store. For a term with an etcd guard it checks the
+// guard; for any other term, and for a guarded term whose guard key this
+// store cannot see (see Store), it raises the fence key to the term's
+// token unless a higher one is stored, in one transaction.
 func (s *Store) Fence(ctx context.Context, t versiongate.Term) error {
 	if g, ok := t.(Guard); ok {
-		resp, err := s.cli.Txn(ctx).If(g.Guard()).Commit()
+		cmp := g.Guard()
+		resp, err := s.cli.Txn(ctx).If(cmp).Else(clientv3.OpGet(string(cmp.KeyBytes()), clientv3.WithKeysOnly())).Commit()
 		if err != nil {
 			return fmt.Errorf("check term: %w", err)
 		}
-		if !resp.Succeeded {
-			return fmt.Errorf("%w: term %d has ended in etcd", versiongate.ErrLeadershipLost, t.Token())
+		if resp.Succeeded {
+			return nil
 		}
+		ended := fmt.Errorf("%w: term %d has ended in etcd", versiongate.ErrLeadershipLost, t.Token())
+		if len(resp.Responses[0].GetResponseRange().GetKvs()) > 0 {
+			return ended
+		}
+		foreign, err := s.guardOutsideKeyspace(ctx, cmp, t.Context().Err() == nil)
+		if err != nil {
+			return fmt.Errorf("check term: %w", err)
+		}
+		if !foreign {
+			return ended
+		}
+		// The term's key was never in this store's keyspace: its election
+		// runs on another keyspace (a namespaced client on one side) or
+		// another cluster, where etcd cannot compare it in this store's
+		// transactions. Its token fences it instead.
+		logr.FromContextOrDiscard(ctx).Info("The term's etcd guard is outside this store's keyspace (election on another keyspace or cluster); fencing the term by its token",
+			"token", t.Token(), "guardKey", string(cmp.KeyBytes()), "fenceKey", s.cfg.FenceKey)
+		if err := s.fenceToken(ctx, t.Token()); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.byToken = t.Token()
+		s.mu.Unlock()
 		return nil
 	}
-	tok := t.Token()
+	return s.fenceToken(ctx, t.Token())
+}
+
+// guardOutsideKeyspace reports whether the key of a guard that failed was
+// never in this store's keyspace. A guard of the form "create revision of
+// key = rev" (election/etcd's) is judged by history: in the election's own
+// keyspace the key existed at revision rev, created there, so a read at
+// rev that does not find it (or a revision this cluster has not reached)
+// proves the keyspace is another. Only when that history is compacted, or
+// for another form of guard, is the guard judged outside while its term's
+// context is still live.
+func (s *Store) guardOutsideKeyspace(ctx context.Context, guard clientv3.Cmp, live bool) (bool, error) {
+	c := guard.GetCompare()
+	key := string(c.GetKey())
+	if c.GetTarget() == etcdserverpb.Compare_CREATE && c.GetResult() == etcdserverpb.Compare_EQUAL {
+		rev := c.GetCreateRevision()
+		resp, err := s.cli.Get(ctx, key, clientv3.WithRev(rev), clientv3.WithKeysOnly())
+		switch {
+		case err == nil:
+			return len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != rev, nil
+		case errors.Is(err, rpctypes.ErrFutureRev):
+			return true, nil
+		case !errors.Is(err, rpctypes.ErrCompacted):
+			return false, err
+		}
+	}
+	return live, nil
+}
+
+// fencedByToken reports whether the guarded term of token tok fenced this
+// store by its token, its guard being outside the store's keyspace.
+func (s *Store) fencedByToken(tok uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.byToken != 0 && s.byToken == tok
+}
+
+// fenceToken raises the fence key to tok unless a higher token is stored.
+func (s *Store) fenceToken(ctx context.Context, tok uint64) error {
 	if tok == 0 || tok == ^uint64(0) {
 		return fmt.Errorf("versiongate: fence: token %d out of range", tok)
 	}
@@ -338,7 +419,7 @@ func (s *Store) Fence(ctx context.Context, t versiongate.Term) error {
 // told apart without another request.
 func (s *Store) WriteStatus(ctx context.Context, t versiongate.Term, value []byte, nodesRev int64) error {
 	var termCmp clientv3.Cmp
-	if g, ok := t.(Guard); ok {
+	if g, ok := t.(Guard); ok && !s.fencedByToken(t.Token()) {
 		termCmp = g.Guard()
 	} else {
 		tok := t.Token()
