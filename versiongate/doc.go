@@ -60,6 +60,15 @@
 //     successful reconcile; an unknown newer release stops this node from
 //     campaigning. It is not Byzantine-tolerant: a node that lies about its
 //     release defeats it.
+//   - A missing or corrupt status is no licence to reconcile: it may have
+//     been deleted or damaged under nodes that passed WaitReady on it and
+//     still serve. A leader that finds one reconciles only once no member
+//     node is below its minimum compatible release, and writes the new
+//     status conditioned on no node record having changed since the
+//     summary that showed none, as it writes a restricted status. When
+//     other nodes have records it says so with a StatusMissing warning
+//     (event and error log), so that a deleted status does not pass for a
+//     first boot.
 //   - The etcd store reads and writes with linearizable requests; no clock
 //     comparisons between nodes are made. SettleTime and the reconcile
 //     period run on Config.Clock.
@@ -89,12 +98,12 @@
 // Run blocks until every goroutine it started has exited and returns nil
 // when its context ends; it returns an error only for a real failure
 // (ErrRecordLost, unless Config.RejoinAfterRecordLoss is set; a missing
-// Candidate or Reconcile). Config.Metrics
-// receives an Observation at every phase change, change of the number of
-// blocking nodes, restricted and done status write, acknowledged
-// keep-alive and record loss; Config.Events receives the Restricting,
-// Restricted, UpgradeDone and RecordLost events. Both are called from the
-// gate's goroutines and must not block.
+// Candidate or Reconcile). Config.Metrics receives an Observation at every
+// phase change, change of the number of blocking nodes, restricted and
+// done status write, acknowledged keep-alive and record loss;
+// Config.Events receives the Restricting, Restricted and UpgradeDone
+// events and the RecordLost, FencedOff and StatusMissing warnings. Both
+// are called from the gate's goroutines and must not block.
 //
 // Config.Conditions receives the node's readiness as a condition (type
 // ConditionReleaseReady by default): True exactly when WaitReady would

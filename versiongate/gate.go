@@ -178,8 +178,8 @@ type Config struct {
 	// means none.
 	Metrics Metrics
 	// Events receives Kubernetes-style events: Restricting, Restricted,
-	// UpgradeDone and RecordLost (see the Reason constants); nil means
-	// none.
+	// UpgradeDone, RecordLost, FencedOff and StatusMissing (see the Reason
+	// constants); nil means none.
 	Events EventRecorder
 	// Conditions, if not nil, receives the gate's readiness as a node
 	// condition of type ConditionType: True (ReasonReleaseAdmitted) when
@@ -368,8 +368,8 @@ func (g *Gate) Ready() bool {
 
 // StatusError returns the decode error of the last stored status this gate
 // read, or nil if that status was valid or absent. A corrupt status is
-// treated as absent: a leader reconciles and overwrites it, WaitReady
-// waits.
+// treated as absent: a leader reconciles once no incompatible node has a
+// record, and overwrites it; WaitReady waits.
 func (g *Gate) StatusError() error {
 	g.statusMu.Lock()
 	defer g.statusMu.Unlock()

@@ -94,6 +94,12 @@ const (
 	// store); the message names the fence, both tokens and how to clear
 	// it. Recorded once per term.
 	ReasonFencedOff = "FencedOff"
+	// ReasonStatusMissing (Warning): the leader found no status, or one
+	// that does not decode, while other nodes have records: the status
+	// may have been deleted or damaged under serving nodes. The leader
+	// reconciles only once no node below its minimum compatible release
+	// has a record.
+	ReasonStatusMissing = "StatusMissing"
 )
 
 // observe fills the observation's node and phase and hands it to the hook.

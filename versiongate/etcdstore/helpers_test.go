@@ -215,6 +215,7 @@ type gateOpts struct {
 	owned         bool // gate-owned records instead of the registry
 	clock         *clocktesting.FakeClock
 	rec           *reconcileRecorder
+	events        versiongate.EventRecorder
 }
 
 func newGate(t testing.TB, cli *clientv3.Client, o gateOpts) (*versiongate.Gate, *testCandidate) {
@@ -241,6 +242,7 @@ func newGate(t testing.TB, cli *clientv3.Client, o gateOpts) (*versiongate.Gate,
 	if o.clock != nil {
 		cfg.Clock = o.clock
 	}
+	cfg.Events = o.events
 	if !o.owned {
 		cfg.Decode = decodeRegistry
 	}
@@ -368,4 +370,22 @@ func nodeIDs(nodes []versiongate.Node) string {
 		s[i] = n.String()
 	}
 	return strings.Join(s, ",")
+}
+
+// eventLog records a gate's events as "type reason".
+type eventLog struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (l *eventLog) Event(eventtype, reason, _ string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, eventtype+" "+reason)
+}
+
+func (l *eventLog) list() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.events...)
 }
