@@ -235,6 +235,9 @@ type Gate struct {
 	phase     atomic.Value // Phase
 	statusMu  sync.Mutex
 	statusErr error
+	// fencedOff identifies the fence-ahead condition last reported as a
+	// FencedOff warning; nil once a Fence succeeded.
+	fencedOff atomic.Pointer[string]
 }
 
 // New validates cfg, fills defaults and returns a Gate.

@@ -173,11 +173,11 @@ func (g *Gate) lead(ctx context.Context, term Term, reachedDone *bool) error {
 		if errors.Is(err, ErrLeadershipLost) && term.Context().Err() == nil {
 			// The term is live, yet the fence is ahead of it: never go
 			// silent about a fence that may need an operator.
-			log.Error(err, "The store's fence is ahead of this live term; if no later leader exists, tokens went back and the fence must be cleared", "token", term.Token())
-			g.event("Warning", ReasonFencedOff, fmt.Sprintf("Leader %s cannot reconcile: %v. If no later leader exists (a Lease recreated by an old client, a restored etcd backup), clear the store's fence (etcdstore.Config.FenceKey on etcd).", g.cfg.NodeID, err))
+			g.reportFencedOff(ctx, term, err)
 		}
 		return fmt.Errorf("fence: %w", err)
 	}
+	g.fencedOff.Store(nil)
 	var stored StoredStatus
 	if err := backoff.Retry(ctx, func(ctx context.Context) error {
 		var err error
@@ -392,4 +392,26 @@ func (g *Gate) waitStatusMissing(ctx context.Context, existed bool) error {
 			return nil
 		}
 	}
+}
+
+// reportFencedOff reports a fence ahead of a live term: with an error log
+// and a FencedOff warning the first time, and at info level only while the
+// same fence keeps holding the same token, however many terms it refuses.
+// A Fence that succeeds ends the episode, so a later one is reported anew.
+func (g *Gate) reportFencedOff(ctx context.Context, term Term, err error) {
+	log := logr.FromContextOrDiscard(ctx)
+	key := err.Error()
+	msg := fmt.Sprintf("Leader %s cannot reconcile: %v", g.cfg.NodeID, err)
+	var fe *FencedOffError
+	if errors.As(err, &fe) {
+		key = fmt.Sprintf("%s\x00%d", fe.Fence, fe.Stored)
+	} else {
+		msg += "; if no later leader exists, tokens went back (a Lease recreated by an old client, a restored backup) and the store's fence must be cleared"
+	}
+	if prev := g.fencedOff.Swap(&key); prev != nil && *prev == key {
+		log.Info("The store's fence is still ahead of this live term; reported already", "token", term.Token(), "err", err.Error())
+		return
+	}
+	log.Error(err, "The store's fence is ahead of this live term; if no later leader exists, tokens went back and the fence must be cleared", "token", term.Token())
+	g.event("Warning", ReasonFencedOff, msg)
 }

@@ -404,13 +404,18 @@ func (s *Store) fenceToken(ctx context.Context, tok uint64) error {
 	if inner.GetSucceeded() {
 		return nil
 	}
-	stored := "?"
+	var stored uint64
 	if rr := inner.GetResponses(); len(rr) > 0 {
 		if kvs := rr[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
-			stored = strings.TrimLeft(string(kvs[0].Value), "0")
+			stored, _ = strconv.ParseUint(string(kvs[0].Value), 10, 64)
 		}
 	}
-	return fmt.Errorf("%w: fence key %q holds token %s, above this term's token %d (delete the key to clear it if no later leader exists)", versiongate.ErrLeadershipLost, fk, stored, tok)
+	return &versiongate.FencedOffError{
+		Fence:  fmt.Sprintf("the fence key %q", fk),
+		Stored: stored,
+		Token:  tok,
+		Clear:  fmt.Sprintf("delete the key (etcdctl del %s, with the store client's namespace prefix if it has one), and the next term fences the store anew", fk),
+	}
 }
 
 // WriteStatus implements Store in one transaction: the term's guard (or

@@ -82,3 +82,21 @@ func TestEtcdStoreFencesTokenTermsThroughTheGate(t *testing.T) {
 	require.Equal(t, string(b), string(resp.Kvs[0].Value), "the deposed leader's write reached etcd")
 	require.Empty(t, rec.calls())
 }
+
+// A fence ahead of a term names the fence key, the stored token, the
+// term's token, and how to clear the key.
+func TestFencedOffErrorNamesTheKey(t *testing.T) {
+	e := testenv.Etcd(t)
+	cli := e.Client(t)
+	ctx := context.Background()
+	st, err := etcdstore.New(cli, etcdstore.Config{StatusKey: "/fo/status", NodesPrefix: "/fo/nodes/"})
+	require.NoError(t, err)
+	require.NoError(t, st.Fence(ctx, versiongatetest.NewTerm("restored", 40)))
+	err = st.Fence(ctx, versiongatetest.NewTerm("new", 3))
+	var fe *versiongate.FencedOffError
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, versiongate.FencedOffError{Fence: `the fence key "/fo/status.fence"`, Stored: 40, Token: 3,
+		Clear: "delete the key (etcdctl del /fo/status.fence, with the store client's namespace prefix if it has one), and the next term fences the store anew"}, *fe)
+	require.ErrorIs(t, err, versiongate.ErrLeadershipLost)
+	require.Contains(t, err.Error(), `the fence key "/fo/status.fence" holds token 40, above this term's token 3`)
+}

@@ -151,6 +151,16 @@ func (s *Store) FenceToken() uint64 {
 	return s.fence
 }
 
+// ClearFence forgets the highest token that called Fence, as an operator
+// deletes the fence key of the etcd store: the next term's Fence succeeds
+// whatever its token.
+func (s *Store) ClearFence() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fence, s.fenced = 0, false
+	s.notifyLocked()
+}
+
 // PutRecord creates or replaces the record id with value, bound to no
 // lease: a host-owned record.
 func (s *Store) PutRecord(id string, value []byte) int64 {
@@ -500,7 +510,7 @@ func (c *Conn) Fence(ctx context.Context, t versiongate.Term) error {
 	tok := t.Token()
 	if s.fenced && s.fence > tok {
 		c.refused++
-		return fmt.Errorf("%w: token %d is fenced off by token %d", versiongate.ErrLeadershipLost, tok, s.fence)
+		return &versiongate.FencedOffError{Fence: "the in-memory store's fence", Stored: s.fence, Token: tok, Clear: "call Store.ClearFence"}
 	}
 	s.fence, s.fenced = tok, true
 	return nil
