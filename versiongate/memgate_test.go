@@ -357,6 +357,9 @@ func TestLeadingChanged(t *testing.T) {
 		t.Fatal("LeadingChanged closed without a change")
 	default:
 	}
+	// Killed only once the initial reconcile is done: a term that fails
+	// before that pauses on the gate's fake clock before campaigning again.
+	require.NoError(t, versiongatetest.WaitPhase(context.Background(), n.gate, versiongate.PhaseDone))
 	require.True(t, n.cand.Kill())
 	waitClosed(t, changed, "LeadingChanged when the term is lost")
 	// The gate campaigns again and, alone, wins at once: it may already
