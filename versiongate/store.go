@@ -92,7 +92,10 @@ type StoredStatus struct {
 //
 // Revisions are one counter per store that every change of a record or
 // of the status raises; they order record changes and let a write be
-// conditioned on no record having changed since a listing.
+// conditioned on no record having changed since a listing. They are
+// positive, even before the first change (etcd's start at 1): WriteStatus
+// takes nodesRev 0 for "unconditioned", so a listing at revision 0 would
+// turn the gate's conditioned writes into unconditioned ones.
 //
 // Fencing: a status write carries the writer's term and is refused, at
 // the moment the store applies it, unless that term is still the newest

@@ -97,7 +97,11 @@ type StoreConfig struct {
 // NewStore returns an empty in-memory store.
 func NewStore(cfg StoreConfig) *Store {
 	s := &Store{
-		clock:   cfg.Clock,
+		clock: cfg.Clock,
+		// Revisions start at 1, as etcd's do, so that every listing is at
+		// a positive revision: a write conditioned on it is never taken
+		// for an unconditioned one (nodesRev 0).
+		rev:     1,
 		records: map[string]*record{},
 		leases:  map[int64]*lease{},
 		changed: make(chan struct{}),

@@ -218,6 +218,16 @@ func RunStoreConformance(t *testing.T, h StoreHarness) {
 		require.Equal(t, "v2", string(st.Value))
 	})
 
+	t.Run("ListingAtPositiveRevision", func(t *testing.T) {
+		// A write conditioned on a listing's revision must never be
+		// taken for an unconditioned one (nodesRev 0), even on a store
+		// that has seen no change yet.
+		st := h.New(t)()
+		_, rev, err := st.ListRecords(ctx(t))
+		require.NoError(t, err)
+		require.Positive(t, rev)
+	})
+
 	t.Run("FencedByToken", func(t *testing.T) {
 		connect := h.New(t)
 		old, cur := connect(), connect()
