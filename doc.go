@@ -14,9 +14,10 @@
 //     [github.com/reconkit/reconkit/election/lease], so a host compiles only
 //     the client it uses.
 //   - [github.com/reconkit/reconkit/versiongate]: mixed-release clusters. Nodes
-//     publish their release in etcd; only the newest-release node reconciles,
-//     and only once no incompatible node remains; WaitReady keeps a node from
-//     serving state it cannot handle.
+//     publish their release in a store (on etcd:
+//     [github.com/reconkit/reconkit/versiongate/etcdstore]); only the
+//     newest-release node reconciles, and only once no incompatible node
+//     remains; WaitReady keeps a node from serving state it cannot handle.
 //   - [github.com/reconkit/reconkit/nodestatus]: registers a Kubernetes Node,
 //     heartbeats it with a Lease and patches its status three-way so that
 //     conditions written by others survive.

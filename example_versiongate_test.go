@@ -8,6 +8,7 @@ import (
 	"github.com/reconkit/reconkit/election"
 	"github.com/reconkit/reconkit/election/etcd"
 	"github.com/reconkit/reconkit/versiongate"
+	"github.com/reconkit/reconkit/versiongate/etcdstore"
 )
 
 // A version gate campaigns on an etcd election only while its node has the
@@ -28,16 +29,20 @@ func Example_versionGate() {
 	}
 	defer elector.Close()
 
+	// The etcd store is a package of its own, so a host on another store
+	// compiles no etcd client.
+	store, err := etcdstore.New(cli, etcdstore.Config{StatusKey: "/agents/reconciler-status", NodesPrefix: "/agents/nodes/"})
+	if err != nil {
+		return
+	}
 	version, _ := versiongate.ParseVersion("1.4.0")
 	minCompatible, _ := versiongate.ParseRelease("1.3.0")
 	gate, err := versiongate.New(versiongate.Config{
-		Client:                   cli,
+		Store:                    store,
 		NodeID:                   "node-a",
 		Version:                  version,
 		MinimumReconcilerRelease: minCompatible,
 		MinimumCompatibleRelease: minCompatible,
-		StatusKey:                "/agents/reconciler-status",
-		NodesPrefix:              "/agents/nodes/",
 		// An elector is a versiongate.Candidate as it is. The gate
 		// resigns a term only after its reconcile returned.
 		Candidate: elector,

@@ -3,8 +3,10 @@
 // the reconciled state is compatible with its release.
 //
 // Every node runs a Gate. The gate watches the node records in its Store
-// (etcd by default: NewEtcdStore; versiongatetest.Store in memory for
-// tests) and keeps a summary of the releases they run. Only a node with
+// (on etcd: etcdstore.New, in package versiongate/etcdstore;
+// versiongatetest.Store in memory for tests) and keeps a summary of the
+// releases they run. This package compiles no store client: a host
+// compiles etcd's client and gRPC only if it imports etcdstore. Only a node with
 // the newest release campaigns (on the host's election, through
 // Candidate); the leader compares the stored Status with the status its own
 // release would write and acts (see Decide): it creates the status after
@@ -36,8 +38,8 @@
 //     summary that showed no such node (Store.WriteStatus).
 //   - Every status write is fenced by the term at the moment the store
 //     applies it, never by a check made before: on etcd, a term with an
-//     etcd guard (EtcdGuard, as reconkit's etcd election's terms have) puts
-//     its guard in the write's transaction; any other term (a Kubernetes
+//     etcd guard (etcdstore.Guard, as reconkit's etcd election's terms
+//     have) puts its guard in the write's transaction; any other term (a Kubernetes
 //     Lease term, an in-memory election's) is fenced by its token: at the
 //     start of each term the gate raises the stored fence to the term's
 //     token (Store.Fence), and a write succeeds only while the stored token
@@ -45,7 +47,7 @@
 //     of one gate must use one election, whose tokens never go back (if
 //     they do, say a Lease object was deleted and its transitions restart,
 //     no term can lead until an operator deletes the fence,
-//     EtcdStoreConfig.FenceKey). The reconcile function is not fenced by
+//     etcdstore.Config.FenceKey). The reconcile function is not fenced by
 //     the gate: it receives the term and a context that ends with the
 //     term, and must pass the term's token on where its target can check
 //     it.
@@ -58,6 +60,15 @@
 //     successful reconcile; an unknown newer release stops this node from
 //     campaigning. It is not Byzantine-tolerant: a node that lies about its
 //     release defeats it.
+//   - A missing or corrupt status is no licence to reconcile: it may have
+//     been deleted or damaged under nodes that passed WaitReady on it and
+//     still serve. A leader that finds one reconciles only once no member
+//     node is below its minimum compatible release, and writes the new
+//     status conditioned on no node record having changed since the
+//     summary that showed none, as it writes a restricted status. When
+//     other nodes have records it says so with a StatusMissing warning
+//     (event and error log), so that a deleted status does not pass for a
+//     first boot.
 //   - The etcd store reads and writes with linearizable requests; no clock
 //     comparisons between nodes are made. SettleTime and the reconcile
 //     period run on Config.Clock.
@@ -87,12 +98,12 @@
 // Run blocks until every goroutine it started has exited and returns nil
 // when its context ends; it returns an error only for a real failure
 // (ErrRecordLost, unless Config.RejoinAfterRecordLoss is set; a missing
-// Candidate or Reconcile). Config.Metrics
-// receives an Observation at every phase change, change of the number of
-// blocking nodes, restricted and done status write, acknowledged
-// keep-alive and record loss; Config.Events receives the Restricting,
-// Restricted, UpgradeDone and RecordLost events. Both are called from the
-// gate's goroutines and must not block.
+// Candidate or Reconcile). Config.Metrics receives an Observation at every
+// phase change, change of the number of blocking nodes, restricted and
+// done status write, acknowledged keep-alive and record loss;
+// Config.Events receives the Restricting, Restricted and UpgradeDone
+// events and the RecordLost, FencedOff and StatusMissing warnings. Both
+// are called from the gate's goroutines and must not block.
 //
 // Config.Conditions receives the node's readiness as a condition (type
 // ConditionReleaseReady by default): True exactly when WaitReady would

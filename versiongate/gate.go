@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/utils/clock"
 
 	"github.com/reconkit/reconkit/internal/event"
@@ -60,9 +59,9 @@ var (
 // Candidate as it is.
 //
 // Every status write is fenced by the term at the moment the store applies
-// it (see Store): a term that also implements EtcdGuard is fenced by its
-// etcd comparison on the etcd store, any other by its token. Methods may be
-// called from any goroutine.
+// it (see Store): a term that also implements etcdstore.Guard is fenced by
+// its etcd comparison on the etcd store, any other by its token. Methods
+// may be called from any goroutine.
 type Term = leadership.Term
 
 // Candidate runs for leadership on the host's election. Every
@@ -120,14 +119,10 @@ type ReconcileFunc func(ctx context.Context, l Term) error
 
 // Config configures a Gate. Zero durations take the defaults above.
 type Config struct {
-	// Store holds the node records and the status. Set either Store, or
-	// Client with StatusKey and NodesPrefix (the convenient default: New
-	// builds NewEtcdStore(Client, EtcdStoreConfig{StatusKey, NodesPrefix})).
+	// Store holds the node records and the status; required. The etcd
+	// store is etcdstore.New (package versiongate/etcdstore), so a host
+	// that does not use it compiles no etcd client.
 	Store Store
-	// Client is the etcd client the default store uses. StatusKey and
-	// NodesPrefix are keys of its keyspace, so a namespaced client
-	// (clientv3/namespace) works.
-	Client *clientv3.Client
 	// NodeID identifies the local node; required. With Decode nil it is
 	// the ID of the record the gate publishes (its key below the nodes
 	// prefix).
@@ -144,11 +139,6 @@ type Config struct {
 	// the status, and does not reconcile while a member node below it
 	// exists. It must not exceed the local release.
 	MinimumCompatibleRelease Release
-	// StatusKey is where the status is stored; required, not under
-	// NodesPrefix.
-	StatusKey string
-	// NodesPrefix is the prefix of the node records, with Client.
-	NodesPrefix string
 	// Decode decodes host-owned node records. When nil the gate owns the
 	// records: Run publishes the local node's record under ID NodeID,
 	// bound to a lease of RecordTTL, so a dead node's record disappears.
@@ -188,8 +178,8 @@ type Config struct {
 	// means none.
 	Metrics Metrics
 	// Events receives Kubernetes-style events: Restricting, Restricted,
-	// UpgradeDone and RecordLost (see the Reason constants); nil means
-	// none.
+	// UpgradeDone, RecordLost, FencedOff and StatusMissing (see the Reason
+	// constants); nil means none.
 	Events EventRecorder
 	// Conditions, if not nil, receives the gate's readiness as a node
 	// condition of type ConditionType: True (ReasonReleaseAdmitted) when
@@ -245,19 +235,17 @@ type Gate struct {
 	phase     atomic.Value // Phase
 	statusMu  sync.Mutex
 	statusErr error
+	// fencedOff identifies the fence-ahead condition last reported as a
+	// FencedOff warning; nil once a Fence succeeded.
+	fencedOff atomic.Pointer[string]
 }
 
 // New validates cfg, fills defaults and returns a Gate.
 func New(cfg Config) (*Gate, error) {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	switch {
-	case cfg.Store != nil && (cfg.Client != nil || cfg.StatusKey != "" || cfg.NodesPrefix != ""):
-		bad("both Store and Client, StatusKey or NodesPrefix are set")
-	case cfg.Store == nil:
-		st, serrs := newEtcdStore(cfg.Client, EtcdStoreConfig{StatusKey: cfg.StatusKey, NodesPrefix: cfg.NodesPrefix})
-		errs = append(errs, serrs...)
-		cfg.Store = st
+	if cfg.Store == nil {
+		bad("Store is nil")
 	}
 	if cfg.NodeID == "" {
 		bad("NodeID is empty")
@@ -383,8 +371,8 @@ func (g *Gate) Ready() bool {
 
 // StatusError returns the decode error of the last stored status this gate
 // read, or nil if that status was valid or absent. A corrupt status is
-// treated as absent: a leader reconciles and overwrites it, WaitReady
-// waits.
+// treated as absent: a leader reconciles once no incompatible node has a
+// record, and overwrites it; WaitReady waits.
 func (g *Gate) StatusError() error {
 	g.statusMu.Lock()
 	defer g.statusMu.Unlock()

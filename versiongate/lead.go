@@ -173,11 +173,11 @@ func (g *Gate) lead(ctx context.Context, term Term, reachedDone *bool) error {
 		if errors.Is(err, ErrLeadershipLost) && term.Context().Err() == nil {
 			// The term is live, yet the fence is ahead of it: never go
 			// silent about a fence that may need an operator.
-			log.Error(err, "The store's fence is ahead of this live term; if no later leader exists, tokens went back and the fence must be cleared", "token", term.Token())
-			g.event("Warning", ReasonFencedOff, fmt.Sprintf("Leader %s cannot reconcile: %v. If no later leader exists (a Lease recreated by an old client, a restored etcd backup), clear the store's fence (EtcdStoreConfig.FenceKey on etcd).", g.cfg.NodeID, err))
+			g.reportFencedOff(ctx, term, err)
 		}
 		return fmt.Errorf("fence: %w", err)
 	}
+	g.fencedOff.Store(nil)
 	var stored StoredStatus
 	if err := backoff.Retry(ctx, func(ctx context.Context) error {
 		var err error
@@ -202,7 +202,15 @@ func (g *Gate) lead(ctx context.Context, term Term, reachedDone *bool) error {
 
 	switch action := Decide(current, target); action {
 	case ActionCreate:
-		log.Info("Status does not exist yet; reconciling, then creating it")
+		// No status, or none that decodes: a first boot, or a status
+		// deleted or damaged under nodes that passed WaitReady on it and
+		// still serve. The leader cannot tell which, so it reconciles only
+		// once no node below its minimum compatible release has a record,
+		// and writes the status conditioned on the records (below).
+		log.Info("No valid status; reconciling once no incompatible node has a record, then creating it")
+		if err := g.waitStatusMissing(ctx, existed); err != nil {
+			return err
+		}
 	case ActionLeave:
 		log.Info("Status is already up to date", "status", current.String())
 	case ActionSetWorking:
@@ -247,7 +255,16 @@ func (g *Gate) lead(ctx context.Context, term Term, reachedDone *bool) error {
 	}
 	log.Info("Initial reconcile succeeded")
 
-	if current == nil || *current != target {
+	switch {
+	case current == nil:
+		// Conditioned on the records, as the restricted status is: a node
+		// below the minimum compatible release that published a record
+		// since the summary this leader acted on makes the write fail, and
+		// the leader waits for it to go.
+		if err := g.restrict(ctx, term, target); err != nil {
+			return err
+		}
+	case *current != target:
 		if err := g.putGuarded(ctx, term, target); err != nil {
 			return err
 		}
@@ -286,7 +303,7 @@ func (g *Gate) putGuarded(ctx context.Context, term Term, st Status) error {
 // minimum compatible release, then writes it fenced by the term and
 // conditioned on no node record having changed since the summary that
 // showed no such node; it retries on every new summary until that
-// succeeds.
+// succeeds. It writes the first status after a missing one the same way.
 func (g *Gate) restrict(ctx context.Context, term Term, restricted Status) error {
 	log := logr.FromContextOrDiscard(ctx)
 	b, err := restricted.Encode()
@@ -317,7 +334,7 @@ func (g *Gate) restrict(ctx context.Context, term Term, restricted Status) error
 		err = g.cfg.Store.WriteStatus(ctx, term, b, r.Revision)
 		switch {
 		case err == nil:
-			log.Info("Wrote restricted status", "status", restricted.String(), "nodesRevision", r.Revision)
+			log.Info("Wrote status conditioned on the node records", "status", restricted.String(), "nodesRevision", r.Revision)
 			return nil
 		case errors.Is(err, ErrLeadershipLost):
 			return fmt.Errorf("restricted status: %w", err)
@@ -335,4 +352,66 @@ func (g *Gate) restrict(ctx context.Context, term Term, restricted Status) error
 			w = g.releases.Watch()
 		}
 	}
+}
+
+// waitStatusMissing is the leader's answer to a status that is absent
+// (existed false) or does not decode: when other nodes have records it
+// warns that the status may have been deleted or damaged under serving
+// nodes, and it returns only once no member node is below the local
+// minimum compatible release, so that the reconcile that follows breaks
+// no node that may be serving.
+func (g *Gate) waitStatusMissing(ctx context.Context, existed bool) error {
+	log := logr.FromContextOrDiscard(ctx)
+	need := g.cfg.MinimumCompatibleRelease
+	r, _ := g.releases.Load()
+	blocking := g.Blocking()
+	what := "no status"
+	if existed {
+		what = "a corrupt status"
+	}
+	if r.Nodes > 1 || len(blocking) > 0 {
+		msg := fmt.Sprintf("Leader %s found %s while %d node records exist: if the status was deleted or damaged, nodes may still serve on the state it admitted", g.cfg.NodeID, what, r.Nodes)
+		if len(blocking) > 0 {
+			msg += fmt.Sprintf("; it reconciles only once no node below %s has a record (blocking: %v)", need, blocking)
+		}
+		log.Error(nil, msg)
+		g.event("Warning", ReasonStatusMissing, msg)
+	}
+	if len(blocking) == 0 && !r.Min.Less(need) {
+		return nil
+	}
+	g.setPhase(PhaseRestricting)
+	w := g.releases.Watch()
+	defer w.Close()
+	for {
+		r, err := w.Get(ctx)
+		if err != nil {
+			return err
+		}
+		if !r.Min.Less(need) {
+			return nil
+		}
+	}
+}
+
+// reportFencedOff reports a fence ahead of a live term: with an error log
+// and a FencedOff warning the first time, and at info level only while the
+// same fence keeps holding the same token, however many terms it refuses.
+// A Fence that succeeds ends the episode, so a later one is reported anew.
+func (g *Gate) reportFencedOff(ctx context.Context, term Term, err error) {
+	log := logr.FromContextOrDiscard(ctx)
+	key := err.Error()
+	msg := fmt.Sprintf("Leader %s cannot reconcile: %v", g.cfg.NodeID, err)
+	var fe *FencedOffError
+	if errors.As(err, &fe) {
+		key = fmt.Sprintf("%s\x00%d", fe.Fence, fe.Stored)
+	} else {
+		msg += "; if no later leader exists, tokens went back (a Lease recreated by an old client, a restored backup) and the store's fence must be cleared"
+	}
+	if prev := g.fencedOff.Swap(&key); prev != nil && *prev == key {
+		log.Info("The store's fence is still ahead of this live term; reported already", "token", term.Token(), "err", err.Error())
+		return
+	}
+	log.Error(err, "The store's fence is ahead of this live term; if no later leader exists, tokens went back and the fence must be cleared", "token", term.Token())
+	g.event("Warning", ReasonFencedOff, msg)
 }

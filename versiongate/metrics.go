@@ -92,8 +92,15 @@ const (
 	// leader exists (the term is about to end) or tokens went back (a
 	// Lease recreated by an old client, an etcd backup restored under the
 	// store); the message names the fence, both tokens and how to clear
-	// it. Recorded once per term.
+	// it. Recorded once while the same fence holds the same token, however
+	// many terms it refuses; the error log says the same.
 	ReasonFencedOff = "FencedOff"
+	// ReasonStatusMissing (Warning): the leader found no status, or one
+	// that does not decode, while other nodes have records: the status
+	// may have been deleted or damaged under serving nodes. The leader
+	// reconciles only once no node below its minimum compatible release
+	// has a record.
+	ReasonStatusMissing = "StatusMissing"
 )
 
 // observe fills the observation's node and phase and hands it to the hook.

@@ -181,18 +181,13 @@ func TestDecide(t *testing.T) {
 func TestNewRejectsBadConfig(t *testing.T) {
 	_, err := New(Config{})
 	require.ErrorIs(t, err, ErrInvalidConfig)
-	for _, want := range []string{"Client", "NodeID", "StatusKey", "NodesPrefix"} {
+	for _, want := range []string{"Store", "NodeID"} {
 		require.Contains(t, err.Error(), want)
 	}
-	_, err = New(Config{StatusKey: "/n/status", NodesPrefix: "/n/", RecordTTL: 1500e6, ReconcileJitter: 2,
+	_, err = New(Config{RecordTTL: 1500e6, ReconcileJitter: 2,
 		Version: Version{Release: Release{1, 0, 0}}, MinimumCompatibleRelease: Release{2, 0, 0}})
-	for _, want := range []string{"under NodesPrefix", "RecordTTL", "ReconcileJitter", "exceeds the local release"} {
+	for _, want := range []string{"RecordTTL", "ReconcileJitter", "exceeds the local release"} {
 		require.Contains(t, err.Error(), want)
 	}
 	require.False(t, errors.Is(err, ErrCorruptStatus))
-
-	// Store and the etcd store's settings are exclusive.
-	_, err = New(Config{Store: &EtcdStore{}, StatusKey: "/s", NodeID: "n"})
-	require.ErrorIs(t, err, ErrInvalidConfig)
-	require.Contains(t, err.Error(), "both Store and")
 }

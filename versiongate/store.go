@@ -3,6 +3,7 @@ package versiongate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -19,6 +20,35 @@ var (
 	// summary and tries again.
 	ErrNodesChanged = errors.New("versiongate: node records changed since the summary")
 )
+
+// FencedOffError is the error Store.Fence returns, wrapping
+// ErrLeadershipLost, when the store's fence holds a token above the
+// term's own. Either a later term fenced the store (this term is about to
+// end), or tokens went back (a Lease recreated by an old client, a
+// restored backup of the election's store) and no term can lead until an
+// operator clears the fence. The gate reports it as a FencedOff warning.
+type FencedOffError struct {
+	// Fence names the fence, for example the etcd key that holds it.
+	Fence string
+	// Stored is the token the fence holds; 0 if it could not be read.
+	Stored uint64
+	// Token is the refused term's token.
+	Token uint64
+	// Clear says how an operator clears the fence.
+	Clear string
+}
+
+// Error says which fence refused which token, and how to clear it.
+func (e *FencedOffError) Error() string {
+	stored := "an unreadable token"
+	if e.Stored != 0 {
+		stored = fmt.Sprintf("token %d", e.Stored)
+	}
+	return fmt.Sprintf("%v: %s holds %s, above this term's token %d; if no later leader exists, tokens went back: %s", ErrLeadershipLost, e.Fence, stored, e.Token, e.Clear)
+}
+
+// Unwrap returns ErrLeadershipLost.
+func (e *FencedOffError) Unwrap() error { return ErrLeadershipLost }
 
 // Record is one node record, as a Store lists it or reports a change of it.
 type Record struct {
@@ -55,22 +85,25 @@ type StoredStatus struct {
 // Store is the storage under a Gate: the node records, the status, and
 // status writes fenced by the leader's term.
 //
-// NewEtcdStore is the implementation on etcd; versiongatetest.Store is an
-// in-memory one with knobs for adversity. Both pass
-// versiongatetest.RunStoreConformance, which is the executable form of
-// this contract.
+// etcdstore.New (package versiongate/etcdstore) is the implementation on
+// etcd; versiongatetest.Store is an in-memory one with knobs for
+// adversity. Both pass versiongatetest.RunStoreConformance, which is the
+// executable form of this contract.
 //
 // Revisions are one counter per store that every change of a record or
 // of the status raises; they order record changes and let a write be
-// conditioned on no record having changed since a listing.
+// conditioned on no record having changed since a listing. They are
+// positive, even before the first change (etcd's start at 1): WriteStatus
+// takes nodesRev 0 for "unconditioned", so a listing at revision 0 would
+// turn the gate's conditioned writes into unconditioned ones.
 //
 // Fencing: a status write carries the writer's term and is refused, at
 // the moment the store applies it, unless that term is still the newest
-// one: for a term with an etcd guard (see EtcdGuard) the etcd store puts
-// the guard in the write's transaction; for any other term (a Kubernetes
-// Lease term, an in-memory election's) the store keeps the highest fencing
-// token that called Fence and refuses the write of a smaller one, compared
-// in the same transaction as the write.
+// one: for a term with an etcd guard (see etcdstore.Guard) the etcd store
+// puts the guard in the write's transaction; for any other term (a
+// Kubernetes Lease term, an in-memory election's) the store keeps the
+// highest fencing token that called Fence and refuses the write of a
+// smaller one, compared in the same transaction as the write.
 //
 // Methods are safe for concurrent use. Errors other than those documented
 // are transient: the gate retries them.
@@ -108,7 +141,8 @@ type Store interface {
 	// Fence makes the store refuse every status write of an earlier term
 	// from now on. The gate calls it once at the start of each term,
 	// before it reads the status. It returns an error wrapping
-	// ErrLeadershipLost if a later term has fenced the store already.
+	// ErrLeadershipLost if a later term has fenced the store already: a
+	// *FencedOffError when the fence holds a higher token.
 	Fence(ctx context.Context, t Term) error
 	// WriteStatus writes value as the status if t is still the newest term
 	// (see Fencing above; a token term must have called Fence) and, when

@@ -25,6 +25,7 @@ import (
 	"github.com/reconkit/reconkit/lbrecon"
 	"github.com/reconkit/reconkit/nodestatus"
 	"github.com/reconkit/reconkit/versiongate"
+	"github.com/reconkit/reconkit/versiongate/etcdstore"
 )
 
 // Keys of the version gate, under the run's etcd prefix.
@@ -167,14 +168,16 @@ func (a *agent) start(ctx context.Context) (err error) {
 	if a.nodes, err = nodestatus.New(cfg); err != nil {
 		return err
 	}
+	gateStore, err := etcdstore.New(a.cli, etcdstore.Config{StatusKey: gateStatusKey, NodesPrefix: gateNodesPrefix})
+	if err != nil {
+		return err
+	}
 	a.gate, err = versiongate.New(versiongate.Config{
-		Client:                   a.cli,
+		Store:                    gateStore,
 		NodeID:                   a.name,
 		Version:                  a.version,
 		MinimumReconcilerRelease: versiongate.Release{Major: 1},
 		MinimumCompatibleRelease: minimumCompatible(a.version.Release),
-		StatusKey:                gateStatusKey,
-		NodesPrefix:              gateNodesPrefix,
 		RecordTTL:                o.recordTTL,
 		Candidate:                a.elector,
 		Reconcile:                a.reconcile,

@@ -20,6 +20,7 @@ import (
 	"github.com/reconkit/reconkit/election/lease"
 	"github.com/reconkit/reconkit/lbrecon/lbrecontest"
 	"github.com/reconkit/reconkit/versiongate"
+	"github.com/reconkit/reconkit/versiongate/etcdstore"
 )
 
 func main() {
@@ -84,7 +85,7 @@ func run() error {
 	default:
 		return fmt.Errorf("unknown election backend %q", *backend)
 	}
-	gateStore, err := versiongate.NewEtcdStore(cli, versiongate.EtcdStoreConfig{StatusKey: "/outsider/gate/status", NodesPrefix: "/outsider/gate/nodes/"})
+	gateStore, err := etcdstore.New(cli, etcdstore.Config{StatusKey: "/outsider/gate/status", NodesPrefix: "/outsider/gate/nodes/"})
 	if err != nil {
 		return err
 	}

@@ -97,7 +97,11 @@ type StoreConfig struct {
 // NewStore returns an empty in-memory store.
 func NewStore(cfg StoreConfig) *Store {
 	s := &Store{
-		clock:   cfg.Clock,
+		clock: cfg.Clock,
+		// Revisions start at 1, as etcd's do, so that every listing is at
+		// a positive revision: a write conditioned on it is never taken
+		// for an unconditioned one (nodesRev 0).
+		rev:     1,
 		records: map[string]*record{},
 		leases:  map[int64]*lease{},
 		changed: make(chan struct{}),
@@ -149,6 +153,16 @@ func (s *Store) FenceToken() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.fence
+}
+
+// ClearFence forgets the highest token that called Fence, as an operator
+// deletes the fence key of the etcd store: the next term's Fence succeeds
+// whatever its token.
+func (s *Store) ClearFence() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fence, s.fenced = 0, false
+	s.notifyLocked()
 }
 
 // PutRecord creates or replaces the record id with value, bound to no
@@ -500,7 +514,7 @@ func (c *Conn) Fence(ctx context.Context, t versiongate.Term) error {
 	tok := t.Token()
 	if s.fenced && s.fence > tok {
 		c.refused++
-		return fmt.Errorf("%w: token %d is fenced off by token %d", versiongate.ErrLeadershipLost, tok, s.fence)
+		return &versiongate.FencedOffError{Fence: "the in-memory store's fence", Stored: s.fence, Token: tok, Clear: "call Store.ClearFence"}
 	}
 	s.fence, s.fenced = tok, true
 	return nil

@@ -218,6 +218,16 @@ func RunStoreConformance(t *testing.T, h StoreHarness) {
 		require.Equal(t, "v2", string(st.Value))
 	})
 
+	t.Run("ListingAtPositiveRevision", func(t *testing.T) {
+		// A write conditioned on a listing's revision must never be
+		// taken for an unconditioned one (nodesRev 0), even on a store
+		// that has seen no change yet.
+		st := h.New(t)()
+		_, rev, err := st.ListRecords(ctx(t))
+		require.NoError(t, err)
+		require.Positive(t, rev)
+	})
+
 	t.Run("FencedByToken", func(t *testing.T) {
 		connect := h.New(t)
 		old, cur := connect(), connect()
@@ -231,7 +241,16 @@ func RunStoreConformance(t *testing.T, h StoreHarness) {
 		// The deposed term's context is still live: only the store's
 		// fence, at apply time, stops it.
 		require.ErrorIs(t, old.WriteStatus(c, t1, value("late by 7"), 0), versiongate.ErrLeadershipLost)
-		require.ErrorIs(t, old.Fence(c, t1), versiongate.ErrLeadershipLost)
+		err := old.Fence(c, t1)
+		require.ErrorIs(t, err, versiongate.ErrLeadershipLost)
+		// The refusal names the fence, both tokens and how to clear it,
+		// for the gate's FencedOff warning.
+		var fe *versiongate.FencedOffError
+		require.ErrorAs(t, err, &fe)
+		require.Equal(t, uint64(9), fe.Stored)
+		require.Equal(t, uint64(7), fe.Token)
+		require.NotEmpty(t, fe.Fence)
+		require.NotEmpty(t, fe.Clear)
 		require.NoError(t, cur.WriteStatus(c, t2, value("by 9"), 0))
 		st, err := cur.ReadStatus(c)
 		require.NoError(t, err)

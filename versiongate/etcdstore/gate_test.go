@@ -1,10 +1,12 @@
-package versiongate
+package etcdstore_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
+	"github.com/reconkit/reconkit/versiongate"
+	"github.com/reconkit/reconkit/versiongate/etcdstore"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -15,16 +17,16 @@ func TestWaitReady(t *testing.T) {
 	ctx := testContext(t)
 	for _, tc := range []struct {
 		name   string
-		status *Status
+		status *versiongate.Status
 		raw    string
 		ready  bool
 	}{
 		{name: "absent"},
 		{name: "corrupt", raw: "not a status"},
-		{name: "too old", status: &Status{State: StateDone, Version: ver(t, "0.9.0"), MinimumCompatibleRelease: rel(t, "0.9.0")}},
-		{name: "too new", status: &Status{State: StateDone, Version: ver(t, "2.0.0"), MinimumCompatibleRelease: rel(t, "1.5.0")}},
-		{name: "equal", status: &Status{State: StateDone, Version: ver(t, "1.2.0"), MinimumCompatibleRelease: rel(t, "1.0.0")}, ready: true},
-		{name: "working", status: &Status{State: StateWorking, Version: ver(t, "1.1.0"), MinimumCompatibleRelease: rel(t, "1.2.0")}, ready: true},
+		{name: "too old", status: &versiongate.Status{State: versiongate.StateDone, Version: ver(t, "0.9.0"), MinimumCompatibleRelease: rel(t, "0.9.0")}},
+		{name: "too new", status: &versiongate.Status{State: versiongate.StateDone, Version: ver(t, "2.0.0"), MinimumCompatibleRelease: rel(t, "1.5.0")}},
+		{name: "equal", status: &versiongate.Status{State: versiongate.StateDone, Version: ver(t, "1.2.0"), MinimumCompatibleRelease: rel(t, "1.0.0")}, ready: true},
+		{name: "working", status: &versiongate.Status{State: versiongate.StateWorking, Version: ver(t, "1.1.0"), MinimumCompatibleRelease: rel(t, "1.2.0")}, ready: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := cli.Delete(ctx, testStatusKey)
@@ -47,9 +49,9 @@ func TestWaitReady(t *testing.T) {
 			require.ErrorIs(t, g.WaitReady(wctx), context.DeadlineExceeded)
 			cancel()
 			if tc.raw != "" {
-				require.ErrorIs(t, g.StatusError(), ErrCorruptStatus)
+				require.ErrorIs(t, g.StatusError(), versiongate.ErrCorruptStatus)
 			}
-			putStatus(t, cli, Status{State: StateDone, Version: ver(t, "1.2.0"), MinimumCompatibleRelease: rel(t, "1.0.0")})
+			putStatus(t, cli, versiongate.Status{State: versiongate.StateDone, Version: ver(t, "1.2.0"), MinimumCompatibleRelease: rel(t, "1.0.0")})
 			select {
 			case err := <-errc:
 				require.NoError(t, err)
@@ -79,15 +81,15 @@ func TestLeaderStatusAbsent(t *testing.T) {
 	require.NoError(t, <-ready)
 	st, _, ok := getStatus(t, cli)
 	require.True(t, ok)
-	require.Equal(t, Status{State: StateDone, Version: ver(t, "1.0.0+abc"), MinimumCompatibleRelease: rel(t, "1.0.0")}, st)
+	require.Equal(t, versiongate.Status{State: versiongate.StateDone, Version: ver(t, "1.0.0+abc"), MinimumCompatibleRelease: rel(t, "1.0.0")}, st)
 	// The status is written before the phase moves on: WaitReady can
 	// return first.
-	waitPhase(t, g, PhaseDone)
+	waitPhase(t, g, versiongate.PhaseDone)
 	require.True(t, g.Leading())
 	require.NotZero(t, rec.calls()[0], "reconcile receives the term's token")
 
 	// Periodic reconcile after the default interval, on the fake clock.
-	stepWhenWaiting(t, clk, DefaultReconcileInterval)
+	stepWhenWaiting(t, clk, versiongate.DefaultReconcileInterval)
 	eventually(t, func() bool { return len(rec.calls()) == 2 }, "periodic reconcile")
 }
 
@@ -97,15 +99,15 @@ func TestLeaderStatusEqual(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	rec := &reconcileRecorder{}
 	putRegistry(t, cli, "n1", "1.0.0")
-	putStatus(t, cli, Status{State: StateDone, Version: ver(t, "1.0.0"), MinimumCompatibleRelease: rel(t, "1.0.0")})
+	putStatus(t, cli, versiongate.Status{State: versiongate.StateDone, Version: ver(t, "1.0.0"), MinimumCompatibleRelease: rel(t, "1.0.0")})
 	_, rev0, _ := getStatus(t, cli)
 	g, _ := newGate(t, cli, gateOpts{id: "n1", version: "1.0.0", minCompat: "1.0.0", clock: clk, rec: rec})
 	runGate(t, ctx, g)
 
-	waitPhase(t, g, PhaseSettling)
+	waitPhase(t, g, versiongate.PhaseSettling)
 	require.Empty(t, rec.calls(), "no reconcile before the settle time passed")
-	stepWhenWaiting(t, clk, DefaultSettleTime)
-	waitPhase(t, g, PhaseDone)
+	stepWhenWaiting(t, clk, versiongate.DefaultSettleTime)
+	waitPhase(t, g, versiongate.PhaseDone)
 	require.Len(t, rec.calls(), 1)
 	_, rev1, _ := getStatus(t, cli)
 	require.Equal(t, rev0, rev1, "an up-to-date status is left alone")
@@ -118,18 +120,18 @@ func TestLeaderStatusCompatibleSetsWorking(t *testing.T) {
 	rec := &reconcileRecorder{}
 	putRegistry(t, cli, "n1", "1.1.0")
 	putRegistry(t, cli, "old", "1.0.0")
-	putStatus(t, cli, Status{State: StateDone, Version: ver(t, "1.0.0"), MinimumCompatibleRelease: rel(t, "1.0.0")})
+	putStatus(t, cli, versiongate.Status{State: versiongate.StateDone, Version: ver(t, "1.0.0"), MinimumCompatibleRelease: rel(t, "1.0.0")})
 	g, _ := newGate(t, cli, gateOpts{id: "n1", version: "1.1.0", minCompat: "1.0.0", clock: clk, rec: rec})
 	runGate(t, ctx, g)
 
-	waitPhase(t, g, PhaseSettling)
+	waitPhase(t, g, versiongate.PhaseSettling)
 	st, _, _ := getStatus(t, cli)
-	require.Equal(t, Status{State: StateWorking, Version: ver(t, "1.0.0"), MinimumCompatibleRelease: rel(t, "1.0.0")}, st)
+	require.Equal(t, versiongate.Status{State: versiongate.StateWorking, Version: ver(t, "1.0.0"), MinimumCompatibleRelease: rel(t, "1.0.0")}, st)
 	require.Empty(t, g.Blocking(), "1.0.0 nodes are compatible with 1.1.0's state")
-	stepWhenWaiting(t, clk, DefaultSettleTime)
-	waitPhase(t, g, PhaseDone)
+	stepWhenWaiting(t, clk, versiongate.DefaultSettleTime)
+	waitPhase(t, g, versiongate.PhaseDone)
 	st, _, _ = getStatus(t, cli)
-	require.Equal(t, Status{State: StateDone, Version: ver(t, "1.1.0"), MinimumCompatibleRelease: rel(t, "1.0.0")}, st)
+	require.Equal(t, versiongate.Status{State: versiongate.StateDone, Version: ver(t, "1.1.0"), MinimumCompatibleRelease: rel(t, "1.0.0")}, st)
 }
 
 func TestReleaseTracking(t *testing.T) {
@@ -171,7 +173,7 @@ func TestReleaseTracking(t *testing.T) {
 	require.Equal(t, del.Header.Revision, r.Revision, "the summary's revision is the last node change")
 }
 
-func fmtReleases(g *Gate) Releases { r, _ := g.Releases(); return r }
+func fmtReleases(g *versiongate.Gate) versiongate.Releases { r, _ := g.Releases(); return r }
 
 func TestNoReconcileWhileIncompatibleNodeExists(t *testing.T) {
 	_, cli := etcdClient(t)
@@ -180,30 +182,30 @@ func TestNoReconcileWhileIncompatibleNodeExists(t *testing.T) {
 	rec := &reconcileRecorder{}
 	putRegistry(t, cli, "new", "2.0.0")
 	putRegistry(t, cli, "old", "1.0.0")
-	before := Status{State: StateDone, Version: ver(t, "1.0.0"), MinimumCompatibleRelease: rel(t, "1.0.0")}
+	before := versiongate.Status{State: versiongate.StateDone, Version: ver(t, "1.0.0"), MinimumCompatibleRelease: rel(t, "1.0.0")}
 	putStatus(t, cli, before)
 	g, _ := newGate(t, cli, gateOpts{id: "new", version: "2.0.0", minCompat: "2.0.0", clock: clk, rec: rec})
 	runGate(t, ctx, g)
 
-	waitPhase(t, g, PhaseRestricting)
-	require.Equal(t, []Node{{ID: "old", Release: rel(t, "1.0.0")}}, g.Blocking())
+	waitPhase(t, g, versiongate.PhaseRestricting)
+	require.Equal(t, []versiongate.Node{{ID: "old", Release: rel(t, "1.0.0")}}, g.Blocking())
 	// Nothing moves while the old node exists, however much time passes.
 	clk.Step(time.Hour)
 	st, _, _ := getStatus(t, cli)
 	require.Equal(t, before, st)
 	require.Empty(t, rec.calls())
-	require.Equal(t, PhaseRestricting, g.Phase())
+	require.Equal(t, versiongate.PhaseRestricting, g.Phase())
 
 	putRegistry(t, cli, "old", "2.0.0") // upgraded
-	waitPhase(t, g, PhaseSettling)
+	waitPhase(t, g, versiongate.PhaseSettling)
 	st, _, _ = getStatus(t, cli)
-	require.Equal(t, Status{State: StateWorking, Version: ver(t, "1.0.0"), MinimumCompatibleRelease: rel(t, "2.0.0")}, st,
+	require.Equal(t, versiongate.Status{State: versiongate.StateWorking, Version: ver(t, "1.0.0"), MinimumCompatibleRelease: rel(t, "2.0.0")}, st,
 		"the intersection of both statuses")
 	require.Empty(t, rec.calls())
-	stepWhenWaiting(t, clk, DefaultSettleTime)
-	waitPhase(t, g, PhaseDone)
+	stepWhenWaiting(t, clk, versiongate.DefaultSettleTime)
+	waitPhase(t, g, versiongate.PhaseDone)
 	st, _, _ = getStatus(t, cli)
-	require.Equal(t, Status{State: StateDone, Version: ver(t, "2.0.0"), MinimumCompatibleRelease: rel(t, "2.0.0")}, st)
+	require.Equal(t, versiongate.Status{State: versiongate.StateDone, Version: ver(t, "2.0.0"), MinimumCompatibleRelease: rel(t, "2.0.0")}, st)
 }
 
 // hookKV calls before ahead of every transaction commit, and the function
@@ -237,17 +239,17 @@ func TestRestrictAbortedByConcurrentNodeChange(t *testing.T) {
 	ctx := testContext(t)
 	clk := clocktesting.NewFakeClock(time.Now())
 	putRegistry(t, cli, "new", "2.0.0")
-	before := Status{State: StateDone, Version: ver(t, "1.0.0"), MinimumCompatibleRelease: rel(t, "1.0.0")}
+	before := versiongate.Status{State: versiongate.StateDone, Version: ver(t, "1.0.0"), MinimumCompatibleRelease: rel(t, "1.0.0")}
 	putStatus(t, cli, before)
 
 	gateCli := e.Client(t)
-	var g *Gate
+	var g *versiongate.Gate
 	var injected bool
 	committed := make(chan struct{})
 	// Right before the restricted status is committed, an old node joins:
 	// the summary the leader acted on is stale, and the write must fail.
 	gateCli.KV = &hookKV{KV: gateCli.KV, before: func() func() {
-		if !injected && g.Phase() == PhaseRestricting {
+		if !injected && g.Phase() == versiongate.PhaseRestricting {
 			injected = true
 			putRegistry(t, cli, "late", "1.0.0")
 			return func() { close(committed) }
@@ -263,13 +265,13 @@ func TestRestrictAbortedByConcurrentNodeChange(t *testing.T) {
 		t.Fatal("the restricted status write was never attempted")
 	}
 	eventually(t, func() bool { return nodeIDs(g.Blocking()) == "late@1.0.0" }, "late node seen")
-	require.Equal(t, PhaseRestricting, g.Phase())
+	require.Equal(t, versiongate.PhaseRestricting, g.Phase())
 	st, _, _ := getStatus(t, cli)
 	require.Equal(t, before, st, "the restricted status was not written past the new node")
 
 	_, err := cli.Delete(ctx, testNodesPrefix+"late")
 	require.NoError(t, err)
-	waitPhase(t, g, PhaseSettling)
+	waitPhase(t, g, versiongate.PhaseSettling)
 	st, _, _ = getStatus(t, cli)
 	require.Equal(t, rel(t, "2.0.0"), st.MinimumCompatibleRelease)
 }
@@ -287,12 +289,12 @@ func TestCorruptStatus(t *testing.T) {
 	runGate(t, ctx, g)
 
 	// Treated as absent, but a reconciler evidently ran: settle first.
-	waitPhase(t, g, PhaseSettling)
-	require.ErrorIs(t, g.StatusError(), ErrCorruptStatus)
-	stepWhenWaiting(t, clk, DefaultSettleTime)
+	waitPhase(t, g, versiongate.PhaseSettling)
+	require.ErrorIs(t, g.StatusError(), versiongate.ErrCorruptStatus)
+	stepWhenWaiting(t, clk, versiongate.DefaultSettleTime)
 	require.NoError(t, <-ready)
 	st, _, _ := getStatus(t, cli)
-	require.Equal(t, Status{State: StateDone, Version: ver(t, "1.0.0")}, st)
+	require.Equal(t, versiongate.Status{State: versiongate.StateDone, Version: ver(t, "1.0.0")}, st)
 	require.Len(t, rec.calls(), 1)
 }
 
@@ -306,21 +308,21 @@ func TestLeaderHandover(t *testing.T) {
 	ga, _ := newGate(t, cli, gateOpts{id: "a", version: "1.0.0", clock: clk, rec: recA})
 	gb, _ := newGate(t, cli, gateOpts{id: "b", version: "1.0.0", clock: clk, rec: recB})
 	stopA := runGate(t, ctx, ga)
-	waitPhase(t, ga, PhaseDone)
+	waitPhase(t, ga, versiongate.PhaseDone)
 	stopB := runGate(t, ctx, gb)
-	waitPhase(t, gb, PhaseCampaigning)
+	waitPhase(t, gb, versiongate.PhaseCampaigning)
 	require.False(t, gb.Leading())
 
 	require.NoError(t, stopA())
-	waitPhase(t, gb, PhaseSettling)
+	waitPhase(t, gb, versiongate.PhaseSettling)
 	require.Empty(t, recB.calls())
-	stepWhenWaiting(t, clk, DefaultSettleTime)
-	waitPhase(t, gb, PhaseDone)
+	stepWhenWaiting(t, clk, versiongate.DefaultSettleTime)
+	waitPhase(t, gb, versiongate.PhaseDone)
 	require.Greater(t, recB.calls()[0], recA.calls()[0], "fencing tokens increase across terms")
 
 	// A newer node takes over; b stops campaigning and resigns.
 	putRegistry(t, cli, "c", "1.1.0")
-	eventually(t, func() bool { return gb.Phase() == PhaseIdle && !gb.Leading() }, "b steps down")
+	eventually(t, func() bool { return gb.Phase() == versiongate.PhaseIdle && !gb.Leading() }, "b steps down")
 	require.NoError(t, stopB())
 }
 
@@ -347,7 +349,7 @@ func TestPublishedRecord(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, resp.Kvs, 1)
 	require.NotZero(t, resp.Kvs[0].Lease, "the record is bound to a lease")
-	id, v, err := DecodeNodeRelease(resp.Kvs[0].Value)
+	id, v, err := versiongate.DecodeNodeRelease(resp.Kvs[0].Value)
 	require.NoError(t, err)
 	require.Equal(t, "p1", id)
 	require.Equal(t, ver(t, "1.0.0"), v)
@@ -362,7 +364,7 @@ func TestPublishedRecord(t *testing.T) {
 	select {
 	case err := <-errc:
 		errc = nil
-		require.ErrorIs(t, err, ErrRecordLost)
+		require.ErrorIs(t, err, versiongate.ErrRecordLost)
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run did not return after its record's lease was revoked")
 	}
@@ -378,7 +380,7 @@ func TestEtcdStoreGuardTerms(t *testing.T) {
 	cand := &testCandidate{cli: cli, id: "a"}
 	term, err := cand.Campaign(ctx)
 	require.NoError(t, err)
-	_, guarded := term.(EtcdGuard)
+	_, guarded := term.(etcdstore.Guard)
 	require.True(t, guarded)
 	require.NoError(t, st.Fence(ctx, term))
 	require.NoError(t, st.WriteStatus(ctx, term, []byte("by a"), 0))
@@ -390,8 +392,8 @@ func TestEtcdStoreGuardTerms(t *testing.T) {
 	// context may not have noticed yet, the guard has.
 	_, err = cli.Revoke(ctx, term.(*testTerm).sess.Lease())
 	require.NoError(t, err)
-	require.ErrorIs(t, st.WriteStatus(ctx, term, []byte("late by a"), 0), ErrLeadershipLost)
-	require.ErrorIs(t, st.Fence(ctx, term), ErrLeadershipLost)
+	require.ErrorIs(t, st.WriteStatus(ctx, term, []byte("late by a"), 0), versiongate.ErrLeadershipLost)
+	require.ErrorIs(t, st.Fence(ctx, term), versiongate.ErrLeadershipLost)
 	resp, err := cli.Get(ctx, testStatusKey)
 	require.NoError(t, err)
 	require.Equal(t, "by a", string(resp.Kvs[0].Value))

@@ -1,4 +1,4 @@
-package versiongate
+package etcdstore
 
 import (
 	"context"
@@ -6,28 +6,37 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/reconkit/reconkit/versiongate"
 )
+
+// cleanupTimeout bounds the revoke of a lease granted for a record that
+// was not created, after the request's own context ended.
+const cleanupTimeout = 2 * time.Second
 
 // listPageSize bounds one range read of a listing, so a large cluster
 // never exceeds etcd's request size limit.
 const listPageSize = 1000
 
-// EtcdGuard is implemented by a term whose validity etcd itself can check:
+// Guard is implemented by a term whose validity etcd itself can check:
 // Guard is a comparison that holds exactly while the term is valid (for
 // reconkit's etcd election, election/etcd.Leadership: the candidate key's
 // create revision equals the term's). The etcd store puts it in the If of
 // every status write of such a term; other terms are fenced by their token.
-type EtcdGuard interface {
+type Guard interface {
 	Guard() clientv3.Cmp
 }
 
-// EtcdStoreConfig configures NewEtcdStore.
-type EtcdStoreConfig struct {
+// Config configures New.
+type Config struct {
 	// StatusKey is where the status is stored; required, not under
 	// NodesPrefix.
 	StatusKey string
@@ -40,27 +49,42 @@ type EtcdStoreConfig struct {
 	FenceKey string
 }
 
-// EtcdStore is the Store on etcd. Keys are those of the client's keyspace,
-// so a namespaced client (clientv3/namespace) works. Every read is
-// linearizable; watches require a leader, so a watch on a member cut off
-// from the others fails and is established again instead of going silent.
-type EtcdStore struct {
+// Store is the versiongate.Store on etcd. Keys are those of the client's
+// keyspace, so a namespaced client (clientv3/namespace) works. Every read
+// is linearizable; watches require a leader, so a watch on a member cut
+// off from the others fails and is established again instead of going
+// silent.
+//
+// A term with an etcd guard is fenced by its guard, in the write's
+// transaction, when the guard's key is in this store's keyspace. When the
+// election runs elsewhere (the elector on the plain client and the store
+// on a namespaced one, or the two on different clusters) the guard's key
+// is not visible here: Fence, finding the key absent while the term is
+// live, fences that term by its token instead, as a term without a guard,
+// and says so in the log.
+type Store struct {
 	cli *clientv3.Client
-	cfg EtcdStoreConfig
+	cfg Config
+
+	mu sync.Mutex
+	// byToken is the token of the newest guarded term that Fence found
+	// outside the store's keyspace and fenced by its token instead; 0 if
+	// none.
+	byToken uint64
 }
 
-var _ Store = (*EtcdStore)(nil)
+var _ versiongate.Store = (*Store)(nil)
 
-// NewEtcdStore returns the Store on etcd at cli.
-func NewEtcdStore(cli *clientv3.Client, cfg EtcdStoreConfig) (*EtcdStore, error) {
+// New returns the Store on etcd at cli.
+func New(cli *clientv3.Client, cfg Config) (*Store, error) {
 	s, errs := newEtcdStore(cli, cfg)
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
+		return nil, fmt.Errorf("%w: %w", versiongate.ErrInvalidConfig, errors.Join(errs...))
 	}
 	return s, nil
 }
 
-func newEtcdStore(cli *clientv3.Client, cfg EtcdStoreConfig) (*EtcdStore, []error) {
+func newEtcdStore(cli *clientv3.Client, cfg Config) (*Store, []error) {
 	if cfg.FenceKey == "" && cfg.StatusKey != "" {
 		cfg.FenceKey = cfg.StatusKey + ".fence"
 	}
@@ -89,19 +113,19 @@ func newEtcdStore(cli *clientv3.Client, cfg EtcdStoreConfig) (*EtcdStore, []erro
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	return &EtcdStore{cli: cli, cfg: cfg}, nil
+	return &Store{cli: cli, cfg: cfg}, nil
 }
 
-func (s *EtcdStore) key(id string) string { return s.cfg.NodesPrefix + id }
+func (s *Store) key(id string) string { return s.cfg.NodesPrefix + id }
 
 // PublishRecord implements Store: it grants a lease and creates the record
 // bound to it in one transaction that requires the key to be absent.
-func (s *EtcdStore) PublishRecord(ctx context.Context, id string, value []byte, ttl time.Duration) (RecordLease, error) {
+func (s *Store) PublishRecord(ctx context.Context, id string, value []byte, ttl time.Duration) (versiongate.RecordLease, error) {
 	key := s.key(id)
 	secs := int64((ttl + time.Second - 1) / time.Second)
 	grant, err := s.cli.Grant(ctx, max(secs, 1))
 	if err != nil {
-		return RecordLease{}, fmt.Errorf("grant lease: %w", err)
+		return versiongate.RecordLease{}, fmt.Errorf("grant lease: %w", err)
 	}
 	resp, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
@@ -110,7 +134,7 @@ func (s *EtcdStore) PublishRecord(ctx context.Context, id string, value []byte, 
 		Commit()
 	if err != nil {
 		s.revoke(ctx, grant.ID)
-		return RecordLease{}, fmt.Errorf("put node record %q: %w", key, err)
+		return versiongate.RecordLease{}, fmt.Errorf("put node record %q: %w", key, err)
 	}
 	if !resp.Succeeded {
 		s.revoke(ctx, grant.ID)
@@ -118,19 +142,19 @@ func (s *EtcdStore) PublishRecord(ctx context.Context, id string, value []byte, 
 		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
 			holder = kvs[0].Lease
 		}
-		return RecordLease{}, fmt.Errorf("%w: %q, lease %x", ErrRecordHeld, key, holder)
+		return versiongate.RecordLease{}, fmt.Errorf("%w: %q, lease %x", versiongate.ErrRecordHeld, key, holder)
 	}
-	return RecordLease{ID: id, Lease: int64(grant.ID), TTL: time.Duration(grant.TTL) * time.Second, Revision: resp.Header.Revision}, nil
+	return versiongate.RecordLease{ID: id, Lease: int64(grant.ID), TTL: time.Duration(grant.TTL) * time.Second, Revision: resp.Header.Revision}, nil
 }
 
 // KeepAlive implements Store with one keep-alive request and one
 // transaction that checks the record is still bound to the lease.
-func (s *EtcdStore) KeepAlive(ctx context.Context, l RecordLease) (time.Duration, error) {
+func (s *Store) KeepAlive(ctx context.Context, l versiongate.RecordLease) (time.Duration, error) {
 	lease := clientv3.LeaseID(l.Lease)
 	ka, err := s.cli.KeepAliveOnce(ctx, lease)
 	if err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return 0, fmt.Errorf("%w: lease %x expired", ErrRecordLost, l.Lease)
+			return 0, fmt.Errorf("%w: lease %x expired", versiongate.ErrRecordLost, l.Lease)
 		}
 		return 0, fmt.Errorf("keep lease %x alive: %w", l.Lease, err)
 	}
@@ -139,20 +163,20 @@ func (s *EtcdStore) KeepAlive(ctx context.Context, l RecordLease) (time.Duration
 		return 0, fmt.Errorf("check node record: %w", err)
 	}
 	if !resp.Succeeded {
-		return 0, fmt.Errorf("%w: the record is no longer bound to lease %x", ErrRecordLost, l.Lease)
+		return 0, fmt.Errorf("%w: the record is no longer bound to lease %x", versiongate.ErrRecordLost, l.Lease)
 	}
 	return time.Duration(ka.TTL) * time.Second, nil
 }
 
 // DeleteRecord implements Store by revoking the lease.
-func (s *EtcdStore) DeleteRecord(ctx context.Context, l RecordLease) error {
+func (s *Store) DeleteRecord(ctx context.Context, l versiongate.RecordLease) error {
 	if _, err := s.cli.Revoke(ctx, clientv3.LeaseID(l.Lease)); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return fmt.Errorf("revoke lease %x: %w", l.Lease, err)
 	}
 	return nil
 }
 
-func (s *EtcdStore) revoke(ctx context.Context, id clientv3.LeaseID) {
+func (s *Store) revoke(ctx context.Context, id clientv3.LeaseID) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	_, _ = s.cli.Revoke(rctx, id)
@@ -160,12 +184,12 @@ func (s *EtcdStore) revoke(ctx context.Context, id clientv3.LeaseID) {
 
 // ListRecords implements Store: every record under the prefix, read in
 // pages at one revision.
-func (s *EtcdStore) ListRecords(ctx context.Context) ([]Record, int64, error) {
+func (s *Store) ListRecords(ctx context.Context) ([]versiongate.Record, int64, error) {
 	prefix := s.cfg.NodesPrefix
 	end := clientv3.GetPrefixRangeEnd(prefix)
 	key := prefix
 	var rev int64
-	var out []Record
+	var out []versiongate.Record
 	for {
 		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(listPageSize)}
 		if rev != 0 {
@@ -179,7 +203,7 @@ func (s *EtcdStore) ListRecords(ctx context.Context) ([]Record, int64, error) {
 			rev = resp.Header.Revision
 		}
 		for _, kv := range resp.Kvs {
-			out = append(out, Record{ID: string(kv.Key[len(prefix):]), Value: kv.Value})
+			out = append(out, versiongate.Record{ID: string(kv.Key[len(prefix):]), Value: kv.Value})
 		}
 		if !resp.More || len(resp.Kvs) == 0 {
 			break
@@ -195,13 +219,13 @@ var errWatchClosed = errors.New("watch channel closed")
 
 // WatchRecords implements Store. A watch below the compacted revision
 // fails with rpctypes.ErrCompacted.
-func (s *EtcdStore) WatchRecords(ctx context.Context, rev int64, fn func([]Record, int64)) error {
+func (s *Store) WatchRecords(ctx context.Context, rev int64, fn func([]versiongate.Record, int64)) error {
 	prefix := s.cfg.NodesPrefix
 	// Without a leader a member serves a watch that silently stops; require
 	// one so the watch fails and is re-established elsewhere.
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	var batch []Record
+	var batch []versiongate.Record
 	for resp := range s.cli.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
 		if err := resp.Err(); err != nil {
 			return err
@@ -214,7 +238,7 @@ func (s *EtcdStore) WatchRecords(ctx context.Context, rev int64, fn func([]Recor
 		}
 		batch = batch[:0]
 		for _, ev := range resp.Events {
-			r := Record{ID: string(ev.Kv.Key[len(prefix):])}
+			r := versiongate.Record{ID: string(ev.Kv.Key[len(prefix):])}
 			if ev.Type != mvccpb.DELETE {
 				r.Value = ev.Kv.Value
 			}
@@ -233,12 +257,12 @@ func (s *EtcdStore) WatchRecords(ctx context.Context, rev int64, fn func([]Recor
 }
 
 // ReadStatus implements Store.
-func (s *EtcdStore) ReadStatus(ctx context.Context) (StoredStatus, error) {
+func (s *Store) ReadStatus(ctx context.Context) (versiongate.StoredStatus, error) {
 	resp, err := s.cli.Get(ctx, s.cfg.StatusKey)
 	if err != nil {
-		return StoredStatus{}, fmt.Errorf("get status: %w", err)
+		return versiongate.StoredStatus{}, fmt.Errorf("get status: %w", err)
 	}
-	st := StoredStatus{Revision: resp.Header.Revision}
+	st := versiongate.StoredStatus{Revision: resp.Header.Revision}
 	if len(resp.Kvs) == 1 {
 		st.Value = resp.Kvs[0].Value
 	}
@@ -246,7 +270,7 @@ func (s *EtcdStore) ReadStatus(ctx context.Context) (StoredStatus, error) {
 }
 
 // WatchStatus implements Store.
-func (s *EtcdStore) WatchStatus(ctx context.Context, rev int64, fn func(StoredStatus) bool) error {
+func (s *Store) WatchStatus(ctx context.Context, rev int64, fn func(versiongate.StoredStatus) bool) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	for resp := range s.cli.Watch(wctx, s.cfg.StatusKey, clientv3.WithRev(rev+1)) {
@@ -259,7 +283,7 @@ func (s *EtcdStore) WatchStatus(ctx context.Context, rev int64, fn func(StoredSt
 		if n := len(resp.Events); n > 0 {
 			// Only the newest value of the key matters.
 			ev := resp.Events[n-1]
-			st := StoredStatus{Revision: ev.Kv.ModRevision}
+			st := versiongate.StoredStatus{Revision: ev.Kv.ModRevision}
 			if ev.Type == clientv3.EventTypePut {
 				st.Value = ev.Kv.Value
 			}
@@ -278,21 +302,84 @@ func (s *EtcdStore) WatchStatus(ctx context.Context, rev int64, fn func(StoredSt
 // byte-wise comparison orders tokens numerically.
 func encodeToken(t uint64) string { return fmt.Sprintf("%020d", t) }
 
-// Fence implements Store. For a term with an etcd guard it only checks the
-// guard; otherwise it raises the fence key to the term's token unless a
-// higher one is stored, in one transaction.
-func (s *EtcdStore) Fence(ctx context.Context, t Term) error {
-	if g, ok := t.(EtcdGuard); ok {
-		resp, err := s.cli.Txn(ctx).If(g.Guard()).Commit()
+// Fence implements Store. For a term with an etcd guard it checks the
+// guard; for any other term, and for a guarded term whose guard key this
+// store cannot see (see Store), it raises the fence key to the term's
+// token unless a higher one is stored, in one transaction.
+func (s *Store) Fence(ctx context.Context, t versiongate.Term) error {
+	if g, ok := t.(Guard); ok {
+		cmp := g.Guard()
+		resp, err := s.cli.Txn(ctx).If(cmp).Else(clientv3.OpGet(string(cmp.KeyBytes()), clientv3.WithKeysOnly())).Commit()
 		if err != nil {
 			return fmt.Errorf("check term: %w", err)
 		}
-		if !resp.Succeeded {
-			return fmt.Errorf("%w: term %d has ended in etcd", ErrLeadershipLost, t.Token())
+		if resp.Succeeded {
+			return nil
 		}
+		ended := fmt.Errorf("%w: term %d has ended in etcd", versiongate.ErrLeadershipLost, t.Token())
+		if len(resp.Responses[0].GetResponseRange().GetKvs()) > 0 {
+			return ended
+		}
+		foreign, err := s.guardOutsideKeyspace(ctx, cmp, t.Context().Err() == nil)
+		if err != nil {
+			return fmt.Errorf("check term: %w", err)
+		}
+		if !foreign {
+			return ended
+		}
+		// The term's key was never in this store's keyspace: its election
+		// runs on another keyspace (a namespaced client on one side) or
+		// another cluster, where etcd cannot compare it in this store's
+		// transactions. Its token fences it instead.
+		logr.FromContextOrDiscard(ctx).Info("The term's etcd guard is outside this store's keyspace (election on another keyspace or cluster); fencing the term by its token",
+			"token", t.Token(), "guardKey", string(cmp.KeyBytes()), "fenceKey", s.cfg.FenceKey)
+		if err := s.fenceToken(ctx, t.Token()); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.byToken = t.Token()
+		s.mu.Unlock()
 		return nil
 	}
-	tok := t.Token()
+	return s.fenceToken(ctx, t.Token())
+}
+
+// guardOutsideKeyspace reports whether the key of a guard that failed was
+// never in this store's keyspace. A guard of the form "create revision of
+// key = rev" (election/etcd's) is judged by history: in the election's own
+// keyspace the key existed at revision rev, created there, so a read at
+// rev that does not find it (or a revision this cluster has not reached)
+// proves the keyspace is another. Only when that history is compacted, or
+// for another form of guard, is the guard judged outside while its term's
+// context is still live.
+func (s *Store) guardOutsideKeyspace(ctx context.Context, guard clientv3.Cmp, live bool) (bool, error) {
+	c := guard.GetCompare()
+	key := string(c.GetKey())
+	if c.GetTarget() == etcdserverpb.Compare_CREATE && c.GetResult() == etcdserverpb.Compare_EQUAL {
+		rev := c.GetCreateRevision()
+		resp, err := s.cli.Get(ctx, key, clientv3.WithRev(rev), clientv3.WithKeysOnly())
+		switch {
+		case err == nil:
+			return len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != rev, nil
+		case errors.Is(err, rpctypes.ErrFutureRev):
+			return true, nil
+		case !errors.Is(err, rpctypes.ErrCompacted):
+			return false, err
+		}
+	}
+	return live, nil
+}
+
+// fencedByToken reports whether the guarded term of token tok fenced this
+// store by its token, its guard being outside the store's keyspace.
+func (s *Store) fencedByToken(tok uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.byToken != 0 && s.byToken == tok
+}
+
+// fenceToken raises the fence key to tok unless a higher token is stored.
+func (s *Store) fenceToken(ctx context.Context, tok uint64) error {
 	if tok == 0 || tok == ^uint64(0) {
 		return fmt.Errorf("versiongate: fence: token %d out of range", tok)
 	}
@@ -317,22 +404,27 @@ func (s *EtcdStore) Fence(ctx context.Context, t Term) error {
 	if inner.GetSucceeded() {
 		return nil
 	}
-	stored := "?"
+	var stored uint64
 	if rr := inner.GetResponses(); len(rr) > 0 {
 		if kvs := rr[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
-			stored = strings.TrimLeft(string(kvs[0].Value), "0")
+			stored, _ = strconv.ParseUint(string(kvs[0].Value), 10, 64)
 		}
 	}
-	return fmt.Errorf("%w: fence key %q holds token %s, above this term's token %d (delete the key to clear it if no later leader exists)", ErrLeadershipLost, fk, stored, tok)
+	return &versiongate.FencedOffError{
+		Fence:  fmt.Sprintf("the fence key %q", fk),
+		Stored: stored,
+		Token:  tok,
+		Clear:  fmt.Sprintf("delete the key (etcdctl del %s, with the store client's namespace prefix if it has one), and the next term fences the store anew", fk),
+	}
 }
 
 // WriteStatus implements Store in one transaction: the term's guard (or
 // the fence key holding at most its token) in the outer If, the nodes
 // prefix's mod revision in the inner one, so that the two failures are
 // told apart without another request.
-func (s *EtcdStore) WriteStatus(ctx context.Context, t Term, value []byte, nodesRev int64) error {
+func (s *Store) WriteStatus(ctx context.Context, t versiongate.Term, value []byte, nodesRev int64) error {
 	var termCmp clientv3.Cmp
-	if g, ok := t.(EtcdGuard); ok {
+	if g, ok := t.(Guard); ok && !s.fencedByToken(t.Token()) {
 		termCmp = g.Guard()
 	} else {
 		tok := t.Token()
@@ -355,10 +447,10 @@ func (s *EtcdStore) WriteStatus(ctx context.Context, t Term, value []byte, nodes
 		return fmt.Errorf("write status: %w", err)
 	}
 	if !resp.Succeeded {
-		return fmt.Errorf("%w: status not written (token %s)", ErrLeadershipLost, strconv.FormatUint(t.Token(), 10))
+		return fmt.Errorf("%w: status not written (token %s)", versiongate.ErrLeadershipLost, strconv.FormatUint(t.Token(), 10))
 	}
 	if !resp.Responses[0].GetResponseTxn().GetSucceeded() {
-		return fmt.Errorf("%w: status not written (nodes revision %d)", ErrNodesChanged, nodesRev)
+		return fmt.Errorf("%w: status not written (nodes revision %d)", versiongate.ErrNodesChanged, nodesRev)
 	}
 	return nil
 }

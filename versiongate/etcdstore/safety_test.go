@@ -1,4 +1,4 @@
-package versiongate
+package etcdstore_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/reconkit/reconkit/election"
 	"github.com/reconkit/reconkit/election/etcd"
 	"github.com/reconkit/reconkit/internal/testenv"
+	"github.com/reconkit/reconkit/versiongate"
 )
 
 // etcdCandidate wires a gate to reconkit's etcd election the way hosts do,
@@ -33,8 +34,8 @@ func newEtcdCandidate(t *testing.T, cli *clientv3.Client, id string) *etcdCandid
 	return &etcdCandidate{e: e}
 }
 
-func (c *etcdCandidate) candidate() Candidate {
-	return CandidateOf(func(ctx context.Context) (*etcd.Leadership, error) {
+func (c *etcdCandidate) candidate() versiongate.Candidate {
+	return versiongate.CandidateOf(func(ctx context.Context) (*etcd.Leadership, error) {
 		l, err := c.e.CampaignEtcd(ctx)
 		if err == nil {
 			c.mu.Lock()
@@ -53,12 +54,12 @@ func (c *etcdCandidate) current() *etcd.Leadership {
 
 // The one vocabulary: an etcd election term is a Term as it is, and the
 // leadership-lost sentinels of both packages are one value.
-var _ Term = (*etcd.Leadership)(nil)
+var _ versiongate.Term = (*etcd.Leadership)(nil)
 
 func TestOneLeadershipLostSentinel(t *testing.T) {
-	err := fmt.Errorf("status not written: %w", ErrLeadershipLost)
+	err := fmt.Errorf("status not written: %w", versiongate.ErrLeadershipLost)
 	require.ErrorIs(t, err, election.ErrLeadershipLost)
-	require.ErrorIs(t, fmt.Errorf("x: %w", election.ErrLeadershipLost), ErrLeadershipLost)
+	require.ErrorIs(t, fmt.Errorf("x: %w", election.ErrLeadershipLost), versiongate.ErrLeadershipLost)
 }
 
 // When a newer release joins while the leader's reconcile runs, the gate
@@ -82,7 +83,7 @@ func TestNewerReleaseDoesNotReleaseWhileReconcileRuns(t *testing.T) {
 	}
 	aEnded := make(chan struct{})
 	var endOnce sync.Once
-	reconcileA := func(rctx context.Context, _ Term) error {
+	reconcileA := func(rctx context.Context, _ versiongate.Term) error {
 		aInside.Add(1)
 		defer aInside.Add(-1)
 		<-rctx.Done()
@@ -105,22 +106,22 @@ func TestNewerReleaseDoesNotReleaseWhileReconcileRuns(t *testing.T) {
 		endOnce.Do(func() { close(aEnded) })
 		return rctx.Err()
 	}
-	reconcileB := func(context.Context, Term) error {
+	reconcileB := func(context.Context, versiongate.Term) error {
 		bStarted.Add(1)
 		if aInside.Load() != 0 {
 			fail("b reconciles while a's reconcile runs")
 		}
 		return nil
 	}
-	ga, err := New(Config{
-		Client: cli, NodeID: "a", Version: ver(t, "1.0.0"),
-		StatusKey: testStatusKey, NodesPrefix: testNodesPrefix, Decode: decodeRegistry,
+	ga, err := versiongate.New(versiongate.Config{
+		Store: etcdStore(t, cli), NodeID: "a", Version: ver(t, "1.0.0"),
+		Decode:    decodeRegistry,
 		Candidate: ca.candidate(), Reconcile: reconcileA,
 	})
 	require.NoError(t, err)
-	gb, err := New(Config{
-		Client: cli, NodeID: "b", Version: ver(t, "1.1.0"),
-		StatusKey: testStatusKey, NodesPrefix: testNodesPrefix, Decode: decodeRegistry,
+	gb, err := versiongate.New(versiongate.Config{
+		Store: etcdStore(t, cli), NodeID: "b", Version: ver(t, "1.1.0"),
+		Decode:    decodeRegistry,
 		Candidate: cb.candidate(), Reconcile: reconcileB,
 	})
 	require.NoError(t, err)
@@ -158,10 +159,10 @@ func TestSecondProcessWithSameNodeIDDoesNotTakeRecord(t *testing.T) {
 
 	// The second process's publication attempt is refused while the
 	// first's record exists.
-	value, err := EncodeNodeRelease("n1", ver(t, "1.0.0"))
+	value, err := versiongate.EncodeNodeRelease("n1", ver(t, "1.0.0"))
 	require.NoError(t, err)
-	_, err = etcdStore(t, cli).PublishRecord(ctx, "n1", value, DefaultRecordTTL)
-	require.ErrorIs(t, err, ErrRecordHeld)
+	_, err = etcdStore(t, cli).PublishRecord(ctx, "n1", value, versiongate.DefaultRecordTTL)
+	require.ErrorIs(t, err, versiongate.ErrRecordHeld)
 	resp, err = cli.Get(ctx, testNodesPrefix+"n1")
 	require.NoError(t, err)
 	require.Len(t, resp.Kvs, 1)
@@ -186,9 +187,9 @@ func TestSecondProcessWithSameNodeIDDoesNotTakeRecord(t *testing.T) {
 }
 
 // waitReadyAfterStatus writes a status that admits everything, then waits.
-func waitReadyAfterStatus(t *testing.T, ctx context.Context, cli *clientv3.Client, g *Gate) <-chan error {
+func waitReadyAfterStatus(t *testing.T, ctx context.Context, cli *clientv3.Client, g *versiongate.Gate) <-chan error {
 	t.Helper()
-	putStatus(t, cli, Status{State: StateDone, Version: ver(t, "1.0.0"), MinimumCompatibleRelease: rel(t, "0.0.0")})
+	putStatus(t, cli, versiongate.Status{State: versiongate.StateDone, Version: ver(t, "1.0.0"), MinimumCompatibleRelease: rel(t, "0.0.0")})
 	return waitReady(t, ctx, g)
 }
 
@@ -216,13 +217,13 @@ func TestRecordLostWhileWaitingAndRunAgain(t *testing.T) {
 	require.NoError(t, err)
 	select {
 	case err := <-ready:
-		require.ErrorIs(t, err, ErrRecordLost, "WaitReady must end when the record is lost")
+		require.ErrorIs(t, err, versiongate.ErrRecordLost, "WaitReady must end when the record is lost")
 	case <-time.After(30 * time.Second):
 		t.Fatal("WaitReady did not end after the record was lost")
 	}
 	select {
 	case err := <-errc:
-		require.ErrorIs(t, err, ErrRecordLost)
+		require.ErrorIs(t, err, versiongate.ErrRecordLost)
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run did not return after the record was lost")
 	}
@@ -230,7 +231,7 @@ func TestRecordLostWhileWaitingAndRunAgain(t *testing.T) {
 
 	// Run again on the same gate: the record is published anew.
 	stop := runGate(t, ctx, g)
-	putStatus(t, cli, Status{State: StateDone, Version: ver(t, "9.0.0"), MinimumCompatibleRelease: rel(t, "0.0.0")})
+	putStatus(t, cli, versiongate.Status{State: versiongate.StateDone, Version: ver(t, "9.0.0"), MinimumCompatibleRelease: rel(t, "0.0.0")})
 	require.NoError(t, <-waitReady(t, ctx, g))
 	require.True(t, g.Ready())
 	require.NoError(t, stop())
@@ -248,22 +249,20 @@ func TestCutOffNodeStopsServingBeforeLeaderReconciles(t *testing.T) {
 	proxy := testenv.Proxy(t, e.Members[0].ClientAddr())
 	oldCli := testenv.NewEtcdClient(t, proxy.Addr())
 
-	putStatus(t, cli, Status{State: StateDone, Version: ver(t, "1.0.0"), MinimumCompatibleRelease: rel(t, "1.0.0")})
-	oldGate, err := New(Config{
-		Client: oldCli, NodeID: "old", Version: ver(t, "1.0.0"),
+	putStatus(t, cli, versiongate.Status{State: versiongate.StateDone, Version: ver(t, "1.0.0"), MinimumCompatibleRelease: rel(t, "1.0.0")})
+	oldGate, err := versiongate.New(versiongate.Config{
+		Store: etcdStore(t, oldCli), NodeID: "old", Version: ver(t, "1.0.0"),
 		MinimumReconcilerRelease: rel(t, "1.0.0"), MinimumCompatibleRelease: rel(t, "1.0.0"),
-		StatusKey: testStatusKey, NodesPrefix: testNodesPrefix,
 		Candidate: newEtcdCandidate(t, oldCli, "old").candidate(),
-		Reconcile: func(context.Context, Term) error { return nil },
+		Reconcile: func(context.Context, versiongate.Term) error { return nil },
 	})
 	require.NoError(t, err)
 	var leaderReconciled atomic.Int64 // unix nanos of the new leader's first reconcile
-	newG, err := New(Config{
-		Client: cli, NodeID: "new", Version: ver(t, "1.1.0"),
+	newG, err := versiongate.New(versiongate.Config{
+		Store: etcdStore(t, cli), NodeID: "new", Version: ver(t, "1.1.0"),
 		MinimumReconcilerRelease: rel(t, "1.0.0"), MinimumCompatibleRelease: rel(t, "1.1.0"),
-		StatusKey: testStatusKey, NodesPrefix: testNodesPrefix,
 		Candidate: newEtcdCandidate(t, cli, "new").candidate(),
-		Reconcile: func(context.Context, Term) error {
+		Reconcile: func(context.Context, versiongate.Term) error {
 			leaderReconciled.CompareAndSwap(0, time.Now().UnixNano())
 			return nil
 		},
@@ -277,7 +276,7 @@ func TestCutOffNodeStopsServingBeforeLeaderReconciles(t *testing.T) {
 	require.NoError(t, <-waitReady(t, ctx, oldGate))
 	require.True(t, oldGate.Ready())
 	runGate(t, ctx, newG)
-	waitPhase(t, newG, PhaseRestricting)
+	waitPhase(t, newG, versiongate.PhaseRestricting)
 
 	// Watch the old node's record from the server's side.
 	deleted := make(chan time.Time, 1)
@@ -304,7 +303,7 @@ func TestCutOffNodeStopsServingBeforeLeaderReconciles(t *testing.T) {
 	select {
 	case err := <-oldErr:
 		stopped = time.Now()
-		require.ErrorIs(t, err, ErrRecordLost)
+		require.ErrorIs(t, err, versiongate.ErrRecordLost)
 	case <-time.After(60 * time.Second):
 		t.Fatal("the cut-off node never learned that its record was lost")
 	}

@@ -1,4 +1,4 @@
-package versiongate
+package etcdstore_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/reconkit/reconkit/election/etcd"
 	"github.com/reconkit/reconkit/internal/testenv"
+	"github.com/reconkit/reconkit/versiongate"
 )
 
 // rollingRelease is one of the releases the harness moves nodes through.
@@ -47,7 +48,7 @@ type rollingHarness struct {
 }
 
 type servingNode struct {
-	release Release
+	release versiongate.Release
 	since   int64 // status revision observed when the node started serving
 }
 
@@ -56,7 +57,7 @@ type rollingNode struct {
 	rel     int // index into rollingReleases
 	running bool
 
-	gate   *Gate
+	gate   *versiongate.Gate
 	cli    *clientv3.Client
 	el     *etcd.Elector
 	cancel context.CancelFunc
@@ -69,6 +70,7 @@ type rollingNode struct {
 func (h *rollingHarness) start(n *rollingNode) {
 	t := h.t
 	r := rollingReleases[n.rel]
+	release := rel(t, r.version)
 	n.cli = testenv.NewEtcdClient(t, h.e.Endpoints()...)
 	// reconkit's etcd election, wired with no adapter: the elector is a
 	// Candidate, its terms are Terms, and the etcd store fences their
@@ -76,17 +78,15 @@ func (h *rollingHarness) start(n *rollingNode) {
 	el, err := etcd.New(etcd.Config{Client: n.cli, Prefix: testElection, Identity: n.id, SessionTTL: 2 * time.Second})
 	require.NoError(t, err)
 	n.el = el
-	g, err := New(Config{
-		Client:                   n.cli,
+	g, err := versiongate.New(versiongate.Config{
+		Store:                    etcdStore(t, n.cli),
 		NodeID:                   n.id,
 		Version:                  ver(t, r.version),
 		MinimumReconcilerRelease: rel(t, r.minReconciler),
 		MinimumCompatibleRelease: rel(t, r.minCompat),
-		StatusKey:                testStatusKey,
-		NodesPrefix:              testNodesPrefix,
 		RecordTTL:                2 * time.Second,
 		Candidate:                el,
-		Reconcile:                func(context.Context, Term) error { return nil },
+		Reconcile:                func(context.Context, versiongate.Term) error { return nil },
 		Clock:                    h.clock,
 	})
 	require.NoError(t, err)
@@ -118,9 +118,8 @@ func (h *rollingHarness) start(n *rollingNode) {
 		}
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		release := g.cfg.Version.Release
 		if len(resp.Kvs) == 1 {
-			if st, err := DecodeStatus(resp.Kvs[0].Value); err == nil && release.Less(st.MinimumCompatibleRelease) {
+			if st, err := versiongate.DecodeStatus(resp.Kvs[0].Value); err == nil && release.Less(st.MinimumCompatibleRelease) {
 				h.violations = append(h.violations, fmt.Sprintf("%s@%s passed WaitReady under %s", n.id, release, st))
 			}
 		}
@@ -156,7 +155,7 @@ func (h *rollingHarness) check(ctx context.Context) {
 			if ev.Type != clientv3.EventTypePut {
 				continue
 			}
-			st, err := DecodeStatus(ev.Kv.Value)
+			st, err := versiongate.DecodeStatus(ev.Kv.Value)
 			h.mu.Lock()
 			if err != nil {
 				h.violations = append(h.violations, "corrupt status written: "+err.Error())
@@ -229,7 +228,7 @@ func TestRollingUpgrade(t *testing.T) {
 			// Let the cluster move for a moment: until some gate leads
 			// and has finished or is waiting for incompatible nodes.
 			deadline := time.Now().Add(2 * time.Second)
-			for time.Now().Before(deadline) && !anyPhase(all, PhaseDone, PhaseRestricting) {
+			for time.Now().Before(deadline) && !anyPhase(all, versiongate.PhaseDone, versiongate.PhaseRestricting) {
 				<-time.After(5 * time.Millisecond)
 			}
 			counts["pause"]++
@@ -248,13 +247,13 @@ func TestRollingUpgrade(t *testing.T) {
 	t.Logf("actions: %v", counts)
 
 	newest := rollingReleases[len(rollingReleases)-1]
-	want := Status{State: StateDone, Version: ver(t, newest.version), MinimumCompatibleRelease: rel(t, newest.minCompat)}
+	want := versiongate.Status{State: versiongate.StateDone, Version: ver(t, newest.version), MinimumCompatibleRelease: rel(t, newest.minCompat)}
 	require.Eventually(t, func() bool {
 		resp, err := h.cli.Get(h.ctx, testStatusKey)
 		if err != nil || len(resp.Kvs) != 1 {
 			return false
 		}
-		st, err := DecodeStatus(resp.Kvs[0].Value)
+		st, err := versiongate.DecodeStatus(resp.Kvs[0].Value)
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		return err == nil && st == want && len(h.serving) == nodes
@@ -266,7 +265,7 @@ func TestRollingUpgrade(t *testing.T) {
 	require.Empty(t, h.violations, "seed %d", seed)
 }
 
-func anyPhase(nodes []*rollingNode, phases ...Phase) bool {
+func anyPhase(nodes []*rollingNode, phases ...versiongate.Phase) bool {
 	for _, n := range nodes {
 		if !n.running {
 			continue

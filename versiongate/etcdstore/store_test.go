@@ -1,4 +1,4 @@
-package versiongate_test
+package etcdstore_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/reconkit/reconkit/election/electiontest"
 	"github.com/reconkit/reconkit/internal/testenv"
 	"github.com/reconkit/reconkit/versiongate"
+	"github.com/reconkit/reconkit/versiongate/etcdstore"
 	"github.com/reconkit/reconkit/versiongate/versiongatetest"
 )
 
@@ -23,7 +24,7 @@ func TestEtcdStoreConformance(t *testing.T) {
 	versiongatetest.RunStoreConformance(t, versiongatetest.StoreHarness{
 		New: func(t *testing.T) func() versiongate.Store {
 			p := fmt.Sprintf("/conformance/%d", n.Add(1))
-			st, err := versiongate.NewEtcdStore(cli, versiongate.EtcdStoreConfig{StatusKey: p + "/status", NodesPrefix: p + "/nodes/"})
+			st, err := etcdstore.New(cli, etcdstore.Config{StatusKey: p + "/status", NodesPrefix: p + "/nodes/"})
 			require.NoError(t, err)
 			return func() versiongate.Store { return st }
 		},
@@ -39,8 +40,8 @@ func TestEtcdStoreFencesTokenTermsThroughTheGate(t *testing.T) {
 	e := testenv.Etcd(t)
 	cli := e.Client(t)
 	ctx := context.Background()
-	cfg := versiongate.EtcdStoreConfig{StatusKey: "/tok/status", NodesPrefix: "/tok/nodes/"}
-	st, err := versiongate.NewEtcdStore(cli, cfg)
+	cfg := etcdstore.Config{StatusKey: "/tok/status", NodesPrefix: "/tok/nodes/"}
+	st, err := etcdstore.New(cli, cfg)
 	require.NoError(t, err)
 	before := versiongate.Status{State: versiongate.StateDone, Version: versiongate.Version{Release: versiongate.Release{Major: 1}},
 		MinimumCompatibleRelease: versiongate.Release{Major: 1}}
@@ -53,7 +54,7 @@ func TestEtcdStoreFencesTokenTermsThroughTheGate(t *testing.T) {
 	_, err = cli.Put(ctx, cfg.NodesPrefix+"old", string(old))
 	require.NoError(t, err)
 
-	rec := &recorder{}
+	rec := &reconcileRecorder{}
 	g, err := versiongate.New(versiongate.Config{
 		Store: st, NodeID: "new", Version: versiongate.Version{Release: versiongate.Release{Major: 2}},
 		MinimumCompatibleRelease: versiongate.Release{Major: 2},
@@ -79,5 +80,23 @@ func TestEtcdStoreFencesTokenTermsThroughTheGate(t *testing.T) {
 	resp, err := cli.Get(ctx, cfg.StatusKey)
 	require.NoError(t, err)
 	require.Equal(t, string(b), string(resp.Kvs[0].Value), "the deposed leader's write reached etcd")
-	require.Empty(t, rec.reconciled())
+	require.Empty(t, rec.calls())
+}
+
+// A fence ahead of a term names the fence key, the stored token, the
+// term's token, and how to clear the key.
+func TestFencedOffErrorNamesTheKey(t *testing.T) {
+	e := testenv.Etcd(t)
+	cli := e.Client(t)
+	ctx := context.Background()
+	st, err := etcdstore.New(cli, etcdstore.Config{StatusKey: "/fo/status", NodesPrefix: "/fo/nodes/"})
+	require.NoError(t, err)
+	require.NoError(t, st.Fence(ctx, versiongatetest.NewTerm("restored", 40)))
+	err = st.Fence(ctx, versiongatetest.NewTerm("new", 3))
+	var fe *versiongate.FencedOffError
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, versiongate.FencedOffError{Fence: `the fence key "/fo/status.fence"`, Stored: 40, Token: 3,
+		Clear: "delete the key (etcdctl del /fo/status.fence, with the store client's namespace prefix if it has one), and the next term fences the store anew"}, *fe)
+	require.ErrorIs(t, err, versiongate.ErrLeadershipLost)
+	require.Contains(t, err.Error(), `the fence key "/fo/status.fence" holds token 40, above this term's token 3`)
 }

@@ -1,0 +1,4 @@
+package etcdstore
+
+// ListPageSize is listPageSize, for the tests of package etcdstore_test.
+const ListPageSize = listPageSize
