@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -53,10 +52,6 @@ func minimumCompatible(r versiongate.Release) versiongate.Release {
 	}
 	return httpsRelease
 }
-
-// errFenced is returned for a write carrying a token below the highest the
-// load balancer's store has seen: a deposed leader's late write.
-var errFenced = errors.New("load balancer: fencing token is stale")
 
 // lbStore is the load balancer as every agent writes to it: the in-memory
 // engine of lbrecontest behind a fence, as a provider with conditional
@@ -115,7 +110,12 @@ func (s *lbStore) applyLocked(token uint64, verb lbrecon.Verb, name string, writ
 		s.logMu.Lock()
 		s.refused = append(s.refused, w)
 		s.logMu.Unlock()
-		return backoff.Permanent(fmt.Errorf("%w: %s %s with token %d, highest seen %d", errFenced, verb, name, token, s.highest))
+		// The reconciler reports a *lbrecon.FenceError once per pass, naming
+		// the fence, both tokens and how to clear it.
+		return backoff.Permanent(fmt.Errorf("%s %s: %w", verb, name, &lbrecon.FenceError{
+			Fence: "the example's load-balancer store", Stored: s.highest, Token: token,
+			Clear: "restart the example (its store is in memory)",
+		}))
 	}
 	err := write()
 	if err == nil {

@@ -86,7 +86,7 @@ func TestLBStoreFence(t *testing.T) {
 	require.NoError(t, s.apply(5, lbrecon.VerbCreate, "b", write))
 	require.NoError(t, s.raise(7))
 	err := s.apply(6, lbrecon.VerbDestroy, "a", func() error { t.Fatal("a stale write reached the engine"); return nil })
-	require.ErrorIs(t, err, errFenced)
+	require.ErrorIs(t, err, lbrecon.ErrFenced)
 	require.True(t, backoff.IsPermanent(err), "a stale token must not be retried")
 	highest, refused := s.state()
 	require.Equal(t, uint64(7), highest)
@@ -146,7 +146,7 @@ func TestPausedWriterRefusedAtApply(t *testing.T) {
 	require.NoError(t, s.raise(6)) // the successor's first write
 	close(release)
 	err = <-done
-	require.ErrorIs(t, err, errFenced)
+	require.ErrorIs(t, err, lbrecon.ErrFenced)
 	require.Empty(t, eng.Objects(), "a write of the deposed leader was applied")
 	applied, refused := s.history()
 	require.Equal(t, []uint64{5, 6}, tokens(applied))
@@ -179,14 +179,14 @@ func TestFencedReconcile(t *testing.T) {
 	objs := eng.Objects()
 	eng.DeleteObject(objs[slices.IndexFunc(objs, func(o lbrecon.Object) bool { return o.Kind == lbrecon.KindBind })].Key())
 	err = r.Reconcile(lbrecon.WithToken(ctx, 8))
-	require.ErrorIs(t, err, errFenced)
+	require.ErrorIs(t, err, lbrecon.ErrFenced)
 
 	g := lbrecon.Guard(s.engine(), allow)
 	obj := eng.Objects()[0]
 	_, err = g.(lbrecon.Updater).Update(lbrecon.WithToken(ctx, 8), obj, obj)
-	require.ErrorIs(t, err, errFenced, "Guard must forward Update to the fenced store")
+	require.ErrorIs(t, err, lbrecon.ErrFenced, "Guard must forward Update to the fenced store")
 	_, err = g.(lbrecon.Repairer).Repair(lbrecon.WithToken(ctx, 8), obj)
-	require.ErrorIs(t, err, errFenced, "Guard must forward Repair to the fenced store")
+	require.ErrorIs(t, err, lbrecon.ErrFenced, "Guard must forward Repair to the fenced store")
 	_, err = g.(lbrecon.Updater).Update(lbrecon.WithToken(ctx, 9), obj, obj)
 	require.NoError(t, err)
 	_, err = g.(lbrecon.Updater).Update(ctx, obj, obj)
@@ -224,7 +224,7 @@ func TestTermEngineRaisesFence(t *testing.T) {
 	highest, _ := e.lb.state()
 	require.Equal(t, uint64(6), highest)
 	_, err = e.lb.engine().Create(lbrecon.WithToken(ctx, 5), lbrecon.Object{Kind: lbrecon.KindBackend, Name: "late"})
-	require.ErrorIs(t, err, errFenced)
+	require.ErrorIs(t, err, lbrecon.ErrFenced)
 }
 
 func TestSnapshotLine(t *testing.T) {
