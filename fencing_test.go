@@ -90,6 +90,11 @@ func TestLeaseDeletedFencesAcceptTheNextLeader(t *testing.T) {
 		t.Fatal("the old leader's term did not end after its Lease was deleted")
 	}
 
+	// The next leader here is a process started after the delete, which
+	// has seen no earlier token: its guarantee rests on the apiserver
+	// creating the new Lease in a later second than the old one (see
+	// election/lease's doc), so wait for that second to begin.
+	require.Eventually(t, func() bool { return time.Now().Unix() > gone.CreationTimestamp.Unix() }, 5*time.Second, 10*time.Millisecond)
 	next := newElector("agent-b")
 	nl, err := next.Campaign(ctx)
 	require.NoError(t, err)
