@@ -45,7 +45,7 @@ func (e *Elector) CampaignEtcd(ctx context.Context) (*Leadership, error) {
 	case e.closed:
 		e.mu.Unlock()
 		return nil, election.ErrClosed
-	case e.campaigning || (e.cur != nil && !e.cur.term.Ended()):
+	case e.campaigning || (e.cur != nil && !e.cur.core.Ended()):
 		e.mu.Unlock()
 		return nil, fmt.Errorf("election: campaign: %s already campaigns or leads", e.identity)
 	}
@@ -75,11 +75,11 @@ func (e *Elector) CampaignEtcd(ctx context.Context) (*Leadership, error) {
 	closed := e.closed
 	if !closed {
 		e.cur = l
-		e.leading.Follow(l.term.Context())
+		e.leading.Follow(l.core.Context())
 	}
 	e.mu.Unlock()
 	if closed {
-		_ = l.term.ReleaseDetached(election.ErrClosed, e.releaseTimeout)
+		_ = l.core.ReleaseDetached(election.ErrClosed, e.releaseTimeout)
 		return nil, election.ErrClosed
 	}
 	now := e.clock.Now()
@@ -87,7 +87,7 @@ func (e *Elector) CampaignEtcd(ctx context.Context) (*Leadership, error) {
 	if !vacated.IsZero() {
 		handover = now.Sub(vacated)
 	}
-	e.report.Acquired(l.term.Token(), now.Sub(begun), handover)
+	e.report.Acquired(l.core.Token(), now.Sub(begun), handover)
 	return l, nil
 }
 
@@ -155,7 +155,7 @@ func (e *Elector) campaignOnce(cctx, parent context.Context) (l *Leadership, vac
 
 	l = &Leadership{e: e, key: key, rev: rev, seen: seen, lease: lease, sess: sess, log: log}
 	l.validUntil = validUntil
-	l.term = term.New(parent, e.identity, election.Token(rev), l.release)
+	l.core = term.New(parent, e.identity, election.Token(rev), l.release)
 	l.renewed = make(chan struct{}, 1)
 	if !e.track(2) {
 		return nil, time.Time{}, election.ErrClosed // the deferred cleanup releases

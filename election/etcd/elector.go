@@ -173,7 +173,7 @@ func (e *Elector) Leading() bool {
 	e.mu.Lock()
 	cur := e.cur
 	e.mu.Unlock()
-	return cur != nil && !cur.term.Ended() && e.clock.Now().Before(cur.ValidUntil())
+	return cur != nil && !cur.core.Ended() && e.clock.Now().Before(cur.ValidUntil())
 }
 
 // LeadingChanged returns a channel that is closed when this candidate next
@@ -200,7 +200,7 @@ func (e *Elector) Close() error {
 	cur := e.cur
 	e.mu.Unlock()
 	if cur != nil {
-		cur.term.Close()
+		cur.core.Close()
 	}
 	e.cancel()
 	e.wg.Wait()

@@ -51,8 +51,8 @@ func (l *Leadership) GuardedTxn(ctx context.Context, cmps []clientv3.Cmp, thenOp
 
 // notLeader returns an error wrapping election.ErrNotLeader if the term has ended.
 func (l *Leadership) notLeader() error {
-	if l.term.Ended() {
-		return fmt.Errorf("%w: term %d of %s ended: %w", election.ErrNotLeader, l.rev, l.Identity(), context.Cause(l.term.Context()))
+	if l.core.Ended() {
+		return fmt.Errorf("%w: term %d of %s ended: %w", election.ErrNotLeader, l.rev, l.Identity(), context.Cause(l.core.Context()))
 	}
 	return nil
 }

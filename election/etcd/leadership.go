@@ -22,7 +22,7 @@ import (
 // offers the comparison and transactions that make etcd itself refuse a
 // write once the term has ended.
 type Leadership struct {
-	term  *term.Term
+	core  *term.Core
 	e     *Elector
 	key   string
 	rev   int64
@@ -59,24 +59,24 @@ func (l *Leadership) ValidUntil() time.Time {
 // Context implements election.Leadership: it ends the moment the term
 // ends; context.Cause tells why (election.ErrLeadershipLost,
 // election.ErrResigned or election.ErrClosed).
-func (l *Leadership) Context() context.Context { return l.term.Context() }
+func (l *Leadership) Context() context.Context { return l.core.Context() }
 
 // Token implements election.Leadership: the term's fencing token, the
 // revision at which the candidate's key was created.
-func (l *Leadership) Token() election.Token { return l.term.Token() }
+func (l *Leadership) Token() election.Token { return l.core.Token() }
 
 // Identity implements election.Leadership.
-func (l *Leadership) Identity() string { return l.term.Identity() }
+func (l *Leadership) Identity() string { return l.core.Identity() }
 
 // Resign implements election.Leadership: it ends the term context, then
 // revokes the term's lease so that a successor takes over at once.
-func (l *Leadership) Resign(ctx context.Context) error { return l.term.Resign(ctx) }
+func (l *Leadership) Resign(ctx context.Context) error { return l.core.Resign(ctx) }
 
 // ValidNow reports whether the term may act at this instant: its context
 // is live and the elector's clock is before ValidUntil. The Kubernetes
 // write gate of package election/lease asks it.
 func (l *Leadership) ValidNow() bool {
-	return !l.term.Ended() && l.e.clock.Now().Before(l.ValidUntil())
+	return !l.core.Ended() && l.e.clock.Now().Before(l.ValidUntil())
 }
 
 var _ term.Validator = (*Leadership)(nil)
@@ -104,18 +104,18 @@ func (l *Leadership) keep() {
 	for {
 		t := e.clock.NewTimer(next)
 		select {
-		case <-l.term.Done():
+		case <-l.core.Done():
 			t.Stop()
 			return
 		case <-t.C():
 		}
 		start := e.clock.Now()
 		slack := l.ValidUntil().Sub(start)
-		ctx, cancel := context.WithDeadline(l.term.Context(), time.Now().Add(slack))
+		ctx, cancel := context.WithDeadline(l.core.Context(), time.Now().Add(slack))
 		validUntil, _, err := e.confirm(ctx, l.key, l.rev, l.lease, start)
 		cancel()
-		if !l.term.Ended() {
-			e.report.Renewed(l.term.Token(), e.clock.Since(start), slack, err)
+		if !l.core.Ended() {
+			e.report.Renewed(l.core.Token(), e.clock.Since(start), slack, err)
 		}
 		switch {
 		case err == nil:
@@ -128,7 +128,7 @@ func (l *Leadership) keep() {
 			}
 			next = interval
 		case errors.Is(err, election.ErrLeadershipLost):
-			l.term.Lose(err)
+			l.core.Lose(err)
 			return
 		default:
 			l.log.V(1).Info("Renewing the term failed; retrying", "error", err)
@@ -181,11 +181,11 @@ func (l *Leadership) monitor() {
 		rewatch = e.clock.NewTimer(wait)
 		rewatchC = rewatch.C()
 	}
-	for !l.term.Ended() {
+	for !l.core.Ended() {
 		select {
-		case <-l.term.Done():
+		case <-l.core.Done():
 		case <-l.sess.Done():
-			l.term.Lose(errors.New("the etcd session ended"))
+			l.core.Lose(errors.New("the etcd session ended"))
 		case wch = <-started:
 			started = nil
 		case <-rewatchC:
@@ -193,7 +193,7 @@ func (l *Leadership) monitor() {
 			rev, err := l.checkKey()
 			switch {
 			case errors.Is(err, errTermKeyDeleted):
-				l.term.Lose(errTermKeyDeleted)
+				l.core.Lose(errTermKeyDeleted)
 			case err != nil:
 				l.log.V(1).Info("Re-establishing the watch on the term's key failed; retrying", "error", err)
 				rewatch = e.clock.NewTimer(rewatchInterval)
@@ -211,7 +211,7 @@ func (l *Leadership) monitor() {
 			default:
 				for _, ev := range wr.Events {
 					if ev.Type == mvccpb.DELETE {
-						l.term.Lose(errTermKeyDeleted)
+						l.core.Lose(errTermKeyDeleted)
 					}
 				}
 			}
@@ -220,16 +220,16 @@ func (l *Leadership) monitor() {
 			expiry = e.clock.NewTimer(l.ValidUntil().Sub(e.clock.Now()))
 		case <-expiry.C():
 			if !e.clock.Now().Before(l.ValidUntil()) {
-				l.term.Lose(fmt.Errorf("lease not renewed for %v (TTL %v less margin)", e.ttl-e.margin, e.ttl))
+				l.core.Lose(fmt.Errorf("lease not renewed for %v (TTL %v less margin)", e.ttl-e.margin, e.ttl))
 			} else {
 				expiry = e.clock.NewTimer(l.ValidUntil().Sub(e.clock.Now()))
 			}
 		}
 	}
 	cancel()
-	cause := context.Cause(l.term.Context())
+	cause := context.Cause(l.core.Context())
 	l.log.V(1).Info("Term ended", "token", l.rev, "cause", cause)
-	e.report.Ended(l.term.Token(), cause)
+	e.report.Ended(l.core.Token(), cause)
 	if errors.Is(cause, election.ErrResigned) || errors.Is(cause, election.ErrClosed) {
 		return // the holder's Resign releases it, after Close as well
 	}
@@ -245,7 +245,7 @@ func (l *Leadership) monitor() {
 // channel once clientv3's Watch returned, and the watch's cancel. The
 // goroutine ends at the latest when the term context ends.
 func (l *Leadership) watchAsync(wg *sync.WaitGroup, rev int64) (<-chan clientv3.WatchChan, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(l.term.Context()))
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(l.core.Context()))
 	ch := make(chan clientv3.WatchChan, 1)
 	wg.Add(1)
 	go func() {
@@ -266,7 +266,7 @@ var errTermKeyDeleted = errors.New("the term's key was deleted")
 // check. It returns errTermKeyDeleted if the key is gone.
 func (l *Leadership) checkKey() (int64, error) {
 	e := l.e
-	ctx, cancel := context.WithDeadline(l.term.Context(), time.Now().Add(max(l.ValidUntil().Sub(e.clock.Now()), 0)))
+	ctx, cancel := context.WithDeadline(l.core.Context(), time.Now().Add(max(l.ValidUntil().Sub(e.clock.Now()), 0)))
 	defer cancel()
 	resp, err := e.client.Get(clientv3.WithRequireLeader(ctx), l.key, clientv3.WithKeysOnly())
 	if err != nil {

@@ -257,11 +257,11 @@ func (e *Elector) Close() error {
 		cur = e.cur
 	}
 	e.mu.Unlock()
-	if cur == nil || cur.term == nil {
+	if cur == nil || cur.core == nil {
 		return nil
 	}
 	cur.leading.Store(false)
-	cur.term.Close()
+	cur.core.Close()
 	<-cur.exited
 	return nil
 }
@@ -373,7 +373,7 @@ func (e *Elector) Campaign(ctx context.Context) (election.Leadership, error) {
 	stop := context.AfterFunc(e.ctx, func() { cancel(election.ErrClosed) })
 	defer stop()
 	if prev := e.current(); prev != nil {
-		if !prev.term.Ended() {
+		if !prev.core.Ended() {
 			return nil, errors.New("election: Campaign while leading; resign first")
 		}
 		select { // the previous term's release must finish first

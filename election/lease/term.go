@@ -20,10 +20,10 @@ import (
 // errValidityExpired is the reason of a loss by ValidUntil.
 var errValidityExpired = errors.New("no successful renewal before ValidUntil")
 
-// leaseTerm is one term on a Lease: the shared term plumbing plus the
+// leaseTerm is one term on a Lease: the shared term Core plus the
 // renewal loop, the validity watchdog and the release.
 type leaseTerm struct {
-	term *term.Term
+	core *term.Core
 	e    *Elector
 
 	// leading is the in-memory leader flag the write gate reads. It is
@@ -72,19 +72,19 @@ func newLeaseTerm(e *Elector, lease *coordinationv1.Lease, start time.Time) *lea
 // returned, since no caller will ever hold it.
 func (lt *leaseTerm) start(wait context.Context) error {
 	rec := recordFromLease(lt.lease)
-	lt.term = term.New(wait, lt.e.cfg.Identity, rec.token(), lt.release)
+	lt.core = term.New(wait, lt.e.cfg.Identity, rec.token(), lt.release)
 	lt.leading.Store(true)
 	lt.e.mu.Lock()
 	lt.e.cur = lt
-	lt.e.leading.Follow(lt.term.Context())
+	lt.e.leading.Follow(lt.core.Context())
 	lt.e.mu.Unlock()
-	log := logr.FromContextOrDiscard(wait).WithValues("lease", lt.e.cfg.Namespace+"/"+lt.e.cfg.Name, "identity", lt.e.cfg.Identity, "token", lt.term.Token())
+	log := logr.FromContextOrDiscard(wait).WithValues("lease", lt.e.cfg.Namespace+"/"+lt.e.cfg.Name, "identity", lt.e.cfg.Identity, "token", lt.core.Token())
 	now := lt.e.clock.Now()
 	var handover time.Duration
 	if !lt.vacated.IsZero() {
 		handover = now.Sub(lt.vacated)
 	}
-	lt.e.report.Acquired(lt.term.Token(), now.Sub(lt.begun), handover)
+	lt.e.report.Acquired(lt.core.Token(), now.Sub(lt.begun), handover)
 	go func() {
 		defer close(lt.exited)
 		var wg sync.WaitGroup
@@ -92,7 +92,7 @@ func (lt *leaseTerm) start(wait context.Context) error {
 		go func() { defer wg.Done(); lt.renewLoop(log) }()
 		go func() { defer wg.Done(); lt.watchdog() }()
 		wg.Wait()
-		lt.e.report.Ended(lt.term.Token(), context.Cause(lt.term.Context()))
+		lt.e.report.Ended(lt.core.Token(), context.Cause(lt.core.Context()))
 		close(lt.loopDone)
 	}()
 	if !lt.e.clock.Now().Before(lt.ValidUntil()) {
@@ -104,7 +104,7 @@ func (lt *leaseTerm) start(wait context.Context) error {
 	}
 	if wait.Err() != nil {
 		lt.leading.Store(false)
-		if err := lt.term.ReleaseDetached(context.Cause(wait), lt.e.cfg.RenewDeadline); err != nil {
+		if err := lt.core.ReleaseDetached(context.Cause(wait), lt.e.cfg.RenewDeadline); err != nil {
 			log.Error(err, "releasing a lease taken as the campaign was cancelled")
 		}
 		<-lt.exited
@@ -114,14 +114,14 @@ func (lt *leaseTerm) start(wait context.Context) error {
 }
 
 // Context implements election.Leadership.
-func (lt *leaseTerm) Context() context.Context { return lt.term.Context() }
+func (lt *leaseTerm) Context() context.Context { return lt.core.Context() }
 
 // Token implements election.Leadership: the Lease's leaseTransitions at
 // the acquisition, plus one.
-func (lt *leaseTerm) Token() election.Token { return lt.term.Token() }
+func (lt *leaseTerm) Token() election.Token { return lt.core.Token() }
 
 // Identity implements election.Leadership.
-func (lt *leaseTerm) Identity() string { return lt.term.Identity() }
+func (lt *leaseTerm) Identity() string { return lt.core.Identity() }
 
 // Resign implements Leadership: the term context ends and the leader flag
 // drops, the renewal loop stops, then holderIdentity is cleared (with
@@ -130,7 +130,7 @@ func (lt *leaseTerm) Identity() string { return lt.term.Identity() }
 // for the term's goroutines to exit, or for ctx.
 func (lt *leaseTerm) Resign(ctx context.Context) error {
 	lt.leading.Store(false)
-	err := lt.term.Resign(ctx)
+	err := lt.core.Resign(ctx)
 	select {
 	case <-lt.exited:
 	case <-ctx.Done():
@@ -154,13 +154,13 @@ func (lt *leaseTerm) ValidUntil() time.Time {
 // ValidNow implements term.Validator: whether the term may act now: flag set, context live,
 // and the clock before ValidUntil.
 func (lt *leaseTerm) ValidNow() bool {
-	return lt.leading.Load() && !lt.term.Ended() && lt.e.clock.Now().Before(lt.ValidUntil())
+	return lt.leading.Load() && !lt.core.Ended() && lt.e.clock.Now().Before(lt.ValidUntil())
 }
 
 // lose drops the flag and ends the term as lost.
 func (lt *leaseTerm) lose(reason error) {
 	lt.leading.Store(false)
-	lt.term.Lose(reason)
+	lt.core.Lose(reason)
 }
 
 // renewLoop renews the lease every RetryPeriod until the term ends.
@@ -178,7 +178,7 @@ func (lt *leaseTerm) renewLoop(log logr.Logger) {
 		slack := lt.ValidUntil().Sub(start)
 		err := lt.renew(ctx)
 		if ctx.Err() == nil {
-			lt.e.report.Renewed(lt.term.Token(), lt.e.clock.Since(start), slack, err)
+			lt.e.report.Renewed(lt.core.Token(), lt.e.clock.Since(start), slack, err)
 		}
 		if err != nil && ctx.Err() == nil {
 			log.V(1).Info("renewing the lease failed; retrying", "err", err, "validUntil", lt.ValidUntil())
@@ -268,18 +268,18 @@ var errPreempted = errors.New("the Lease names another preferred holder (Coordin
 // it the lease simply expires, since renewals stop.
 func (lt *leaseTerm) yieldIfPreempted(l *coordinationv1.Lease) {
 	rec := recordFromLease(l)
-	if rec.PreferredHolder == "" || rec.PreferredHolder == lt.term.Identity() {
+	if rec.PreferredHolder == "" || rec.PreferredHolder == lt.core.Identity() {
 		return
 	}
 	lt.leading.Store(false)
-	lt.term.Yield(fmt.Errorf("%w: %q", errPreempted, rec.PreferredHolder))
+	lt.core.Yield(fmt.Errorf("%w: %q", errPreempted, rec.PreferredHolder))
 }
 
 // owns reports whether l still records this term: our identity as holder
 // and the transition count of our acquisition.
 func (lt *leaseTerm) owns(l *coordinationv1.Lease) bool {
 	rec := recordFromLease(l)
-	return rec.Holder == lt.term.Identity() && rec.token() == lt.term.Token()
+	return rec.Holder == lt.core.Identity() && rec.token() == lt.core.Token()
 }
 
 // extend records a successful renewal sent at start.

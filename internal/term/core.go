@@ -1,6 +1,13 @@
-// Package term holds the machinery the election backends share: the term
-// every backend's Leadership is built on, the cached leader flag, and the
-// reporter that sends observations and events to a configuration's hooks.
+// Package term holds the machinery the election backends share for their
+// terms: the [Core] every backend's Leadership is built on, the cached
+// leader flag, and the reporter that sends observations and events to a
+// configuration's hooks.
+//
+// A term is one span of leadership of one candidate, with one fencing
+// token: what election.Leadership stands for. A Core is the part of a
+// term that does not depend on the backend: its context and cancel cause,
+// token, identity and release hook. Each backend's Leadership holds its
+// Core in a field named core.
 // It imports only the core election package, so neither backend pulls in
 // the other's client.
 package term
@@ -14,8 +21,8 @@ import (
 	"github.com/reconkit/reconkit/election"
 )
 
-// Term is the plumbing every backend's Leadership shares: the term context,
-// its cancel cause, the token, the identity, and a release hook.
+// Core is the part of a term every backend's Leadership shares: the term
+// context, its cancel cause, the token, the identity, and a release hook.
 //
 // A term ends in exactly one of three ways, and the first one wins:
 //   - Resign: the context ends with cause election.ErrResigned, then the release hook
@@ -37,7 +44,7 @@ import (
 // can be retried by the next Resign; one that succeeded is not repeated.
 //
 // All methods are safe for concurrent use.
-type Term struct {
+type Core struct {
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	token    election.Token
@@ -50,16 +57,16 @@ type Term struct {
 	released  chan struct{}               // closed when the release succeeded or was abandoned
 }
 
-// New starts a term. parent's values (a logger) are kept, its
+// New starts the Core of a new term. parent's values (a logger) are kept, its
 // cancellation is not: the term ends only through Resign, lose or the
 // backend's Close. release is run by Resign (or releaseDetached) after the
 // term context has ended; it may be nil when there is nothing to release.
-func New(parent context.Context, identity string, token election.Token, release func(context.Context) error) *Term {
+func New(parent context.Context, identity string, token election.Token, release func(context.Context) error) *Core {
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(parent))
 	if release == nil {
 		release = func(context.Context) error { return nil }
 	}
-	return &Term{
+	return &Core{
 		ctx:      ctx,
 		cancel:   cancel,
 		token:    token,
@@ -70,13 +77,13 @@ func New(parent context.Context, identity string, token election.Token, release 
 }
 
 // Context implements election.Leadership.
-func (t *Term) Context() context.Context { return t.ctx }
+func (t *Core) Context() context.Context { return t.ctx }
 
 // Token implements election.Leadership.
-func (t *Term) Token() election.Token { return t.token }
+func (t *Core) Token() election.Token { return t.token }
 
 // Identity implements election.Leadership.
-func (t *Term) Identity() string { return t.identity }
+func (t *Core) Identity() string { return t.identity }
 
 // Resign implements election.Leadership: it ends the term context with cause
 // election.ErrResigned (unless it already ended) and then runs the release hook. It
@@ -84,7 +91,7 @@ func (t *Term) Identity() string { return t.identity }
 // the one in flight and returns its result, a Resign after a failed release
 // tries again, and one after a successful release, or after the term was
 // lost, returns nil.
-func (t *Term) Resign(ctx context.Context) error {
+func (t *Core) Resign(ctx context.Context) error {
 	t.cancel(election.ErrResigned)
 	return t.runRelease(ctx)
 }
@@ -92,7 +99,7 @@ func (t *Term) Resign(ctx context.Context) error {
 // Lose ends the term with a cause wrapping election.ErrLeadershipLost (reason may be
 // nil) and abandons the release hook: what was lost cannot be released.
 // It reports whether this call ended the term.
-func (t *Term) Lose(reason error) bool {
+func (t *Core) Lose(reason error) bool {
 	if t.ctx.Err() != nil {
 		return false
 	}
@@ -112,7 +119,7 @@ func (t *Term) Lose(reason error) bool {
 // as Lose does, but keeps the release hook pending: the holder's Resign,
 // sent after its own work returned, still releases leadership. A Lease
 // holder preempted by Coordinated Leader Election yields this way.
-func (t *Term) Yield(reason error) {
+func (t *Core) Yield(reason error) {
 	t.cancel(fmt.Errorf("%w: %w", election.ErrLeadershipLost, reason))
 }
 
@@ -120,23 +127,23 @@ func (t *Term) Yield(reason error) {
 // cause) and keeps the release hook pending: the holder's Resign, sent
 // after its own work returned, still releases leadership. An elector's
 // Close calls it for a term a holder may still be acting on.
-func (t *Term) Close() {
+func (t *Core) Close() {
 	t.cancel(election.ErrClosed)
 }
 
 // Ended reports whether the term context has ended.
-func (t *Term) Ended() bool { return t.ctx.Err() != nil }
+func (t *Core) Ended() bool { return t.ctx.Err() != nil }
 
 // Done is closed when the term context ends.
-func (t *Term) Done() <-chan struct{} { return t.ctx.Done() }
+func (t *Core) Done() <-chan struct{} { return t.ctx.Done() }
 
 // Released is closed once the release hook has succeeded or was
 // abandoned.
-func (t *Term) Released() <-chan struct{} { return t.released }
+func (t *Core) Released() <-chan struct{} { return t.released }
 
 // PendingRelease reports whether the release hook has neither succeeded
 // nor been abandoned yet.
-func (t *Term) PendingRelease() bool {
+func (t *Core) PendingRelease() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.release != nil
@@ -146,7 +153,7 @@ func (t *Term) PendingRelease() bool {
 // runs the release hook, if still pending, with a context detached from the
 // term's cancellation and bounded by timeout. It is for a term nobody
 // holds: one won as its Campaign was cancelled or its elector closed.
-func (t *Term) ReleaseDetached(cause error, timeout time.Duration) error {
+func (t *Core) ReleaseDetached(cause error, timeout time.Duration) error {
 	t.cancel(cause)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), timeout)
 	defer cancel()
@@ -156,7 +163,7 @@ func (t *Term) ReleaseDetached(cause error, timeout time.Duration) error {
 // runRelease runs the release hook unless it already succeeded or was
 // abandoned; if another call runs it, it waits for that one (or ctx) and
 // returns its result.
-func (t *Term) runRelease(ctx context.Context) error {
+func (t *Core) runRelease(ctx context.Context) error {
 	for {
 		t.mu.Lock()
 		if t.release == nil {
@@ -198,7 +205,7 @@ func (t *Term) runRelease(ctx context.Context) error {
 	}
 }
 
-func (t *Term) abandonRelease() {
+func (t *Core) abandonRelease() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.release != nil && t.releasing == nil {

@@ -15,7 +15,7 @@ import (
 
 func TestTermResignEndsContextBeforeRelease(t *testing.T) {
 	var calls atomic.Int32
-	var tm *Term
+	var tm *Core
 	tm = New(context.Background(), "a", 7, func(context.Context) error {
 		calls.Add(1)
 		require.Error(t, tm.Context().Err(), "release ran before the term context ended")
