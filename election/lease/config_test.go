@@ -55,7 +55,7 @@ func TestUncoordinatedClearsLeftoverPreferredHolder(t *testing.T) {
 	defer cancel()
 	l, err := f.Campaign(ctx)
 	require.NoError(t, err)
-	lt := l.(*leaseTerm)
+	lt := l.(*leadership)
 	for i := range 5 {
 		before := lt.lastRenew()
 		// Step the fake clock in small steps until the next renewal (its

@@ -20,7 +20,7 @@ import (
 
 // setValidUntil moves a term's ValidUntil without telling its watchdog, as
 // a stuck watchdog or a stopped process would leave it.
-func (lt *leaseTerm) setValidUntil(t time.Time) {
+func (lt *leadership) setValidUntil(t time.Time) {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
 	lt.validUntil = t
@@ -46,7 +46,7 @@ func TestHealthCheckSemantics(t *testing.T) {
 	ctx := context.Background()
 	l, err := f.Campaign(ctx)
 	require.NoError(t, err)
-	lt := l.(*leaseTerm)
+	lt := l.(*leadership)
 	require.NoError(t, hc.Check(nil), "leading within ValidUntil")
 	code, body := serve()
 	require.Equal(t, http.StatusOK, code)

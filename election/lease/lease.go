@@ -128,7 +128,7 @@ type Elector struct {
 	// candidate has seen, deleted ones included: the floor of the next
 	// term's token (see tryAcquire).
 	highest election.Token
-	cur     *leaseTerm // current or last term, nil before the first
+	cur     *leadership // current or last term, nil before the first
 	closed  bool
 
 	campaigning sync.Mutex // one Campaign at a time
@@ -415,8 +415,8 @@ func (e *Elector) campaignErr(cctx context.Context) error {
 }
 
 // campaignOnce follows the Lease until this candidate acquires it.
-func (e *Elector) campaignOnce(ctx context.Context, log logr.Logger) (*leaseTerm, error) {
-	var won *leaseTerm
+func (e *Elector) campaignOnce(ctx context.Context, log logr.Logger) (*leadership, error) {
+	var won *leadership
 	err := e.follow(ctx, func(ctx context.Context, o observation) followAction {
 		now := e.clock.Now()
 		switch {
@@ -463,7 +463,7 @@ func (e *Elector) campaignOnce(ctx context.Context, log logr.Logger) (*leaseTerm
 // when the Lease was recreated within its second), using o's
 // resourceVersion so that a concurrent writer makes one of the two fail
 // with a conflict.
-func (e *Elector) tryAcquire(ctx context.Context, o observation) (*leaseTerm, error) {
+func (e *Elector) tryAcquire(ctx context.Context, o observation) (*leadership, error) {
 	if o.rec.Transitions == math.MaxInt32 {
 		return nil, errors.New("election: Lease leaseTransitions is at its maximum")
 	}
@@ -517,7 +517,7 @@ func (e *Elector) tryAcquire(ctx context.Context, o observation) (*leaseTerm, er
 		return nil, err
 	}
 	e.note(got, got.ResourceVersion)
-	return newLeaseTerm(e, got, start), nil
+	return newLeadership(e, got, start), nil
 }
 
 // highestSeen returns the highest token of any state of the Lease seen.
@@ -534,7 +534,7 @@ func transitionsAbove(floor election.Token) int32 {
 }
 
 // current returns the current or last term.
-func (e *Elector) current() *leaseTerm {
+func (e *Elector) current() *leadership {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.cur

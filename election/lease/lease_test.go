@@ -91,7 +91,7 @@ func newFakeLease(t *testing.T, cs *fake.Clientset, clk *testingclock.FakeClock)
 }
 
 // lastRenew returns the renewTime this term last wrote.
-func (lt *leaseTerm) lastRenew() time.Time {
+func (lt *leadership) lastRenew() time.Time {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
 	return recordFromSpec(&lt.lease.Spec).RenewTime
@@ -108,7 +108,7 @@ func TestLeaseValidUntilCountsFromVisibleRenewals(t *testing.T) {
 	defer cancel()
 	l, err := f.Campaign(ctx)
 	require.NoError(t, err)
-	lt := l.(*leaseTerm)
+	lt := l.(*leadership)
 	require.Equal(t, epoch.Add(2*time.Second), lt.ValidUntil(), "after the acquisition")
 	require.Equal(t, election.Token(1), l.Token(), "first term on a new Lease")
 

@@ -20,9 +20,10 @@ import (
 // errValidityExpired is the reason of a loss by ValidUntil.
 var errValidityExpired = errors.New("no successful renewal before ValidUntil")
 
-// leaseTerm is one term on a Lease: the shared term Core plus the
-// renewal loop, the validity watchdog and the release.
-type leaseTerm struct {
+// leadership is a term on a Lease, this backend's election.Leadership, as
+// etcd's is its Leadership: the shared term Core plus the renewal loop, the
+// validity watchdog and the release.
+type leadership struct {
 	core *term.Core
 	e    *Elector
 
@@ -46,15 +47,15 @@ type leaseTerm struct {
 }
 
 var (
-	_ election.Leadership = (*leaseTerm)(nil)
-	_ election.Expiring   = (*leaseTerm)(nil)
+	_ election.Leadership = (*leadership)(nil)
+	_ election.Expiring   = (*leadership)(nil)
 )
 
-// newLeaseTerm makes the term for a Lease this candidate has just written as
+// newLeadership makes the term for a Lease this candidate has just written as
 // holder; start is the local instant the write was sent.
-func newLeaseTerm(e *Elector, lease *coordinationv1.Lease, start time.Time) *leaseTerm {
+func newLeadership(e *Elector, lease *coordinationv1.Lease, start time.Time) *leadership {
 	rec := recordFromLease(lease)
-	return &leaseTerm{
+	return &leadership{
 		e:          e,
 		lease:      lease,
 		key:        rec.clientGoKey(),
@@ -70,7 +71,7 @@ func newLeaseTerm(e *Elector, lease *coordinationv1.Lease, start time.Time) *lea
 // loop and the watchdog. wait is the Campaign's wait context: if it ended
 // while the lease was taken, the term is released at once and an error
 // returned, since no caller will ever hold it.
-func (lt *leaseTerm) start(wait context.Context) error {
+func (lt *leadership) start(wait context.Context) error {
 	rec := recordFromLease(lt.lease)
 	lt.core = term.New(wait, lt.e.cfg.Identity, rec.token(), lt.release)
 	lt.leading.Store(true)
@@ -114,21 +115,21 @@ func (lt *leaseTerm) start(wait context.Context) error {
 }
 
 // Context implements election.Leadership.
-func (lt *leaseTerm) Context() context.Context { return lt.core.Context() }
+func (lt *leadership) Context() context.Context { return lt.core.Context() }
 
 // Token implements election.Leadership: the Lease's leaseTransitions at
 // the acquisition, plus one.
-func (lt *leaseTerm) Token() election.Token { return lt.core.Token() }
+func (lt *leadership) Token() election.Token { return lt.core.Token() }
 
 // Identity implements election.Leadership.
-func (lt *leaseTerm) Identity() string { return lt.core.Identity() }
+func (lt *leadership) Identity() string { return lt.core.Identity() }
 
 // Resign implements Leadership: the term context ends and the leader flag
 // drops, the renewal loop stops, then holderIdentity is cleared (with
 // leaseDurationSeconds 1, as client-go's ReleaseOnCancel writes) so that
 // any follower, ours or client-go's, may take the lease at once. It waits
 // for the term's goroutines to exit, or for ctx.
-func (lt *leaseTerm) Resign(ctx context.Context) error {
+func (lt *leadership) Resign(ctx context.Context) error {
 	lt.leading.Store(false)
 	err := lt.core.Resign(ctx)
 	select {
@@ -145,7 +146,7 @@ func (lt *leaseTerm) Resign(ctx context.Context) error {
 // can tell apart from the one before, plus RenewDeadline (that is, plus
 // LeaseDuration less a skew margin of LeaseDuration − RenewDeadline), on
 // the local monotonic clock.
-func (lt *leaseTerm) ValidUntil() time.Time {
+func (lt *leadership) ValidUntil() time.Time {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
 	return lt.validUntil
@@ -153,18 +154,18 @@ func (lt *leaseTerm) ValidUntil() time.Time {
 
 // ValidNow implements term.Validator: whether the term may act now: flag set, context live,
 // and the clock before ValidUntil.
-func (lt *leaseTerm) ValidNow() bool {
+func (lt *leadership) ValidNow() bool {
 	return lt.leading.Load() && !lt.core.Ended() && lt.e.clock.Now().Before(lt.ValidUntil())
 }
 
 // lose drops the flag and ends the term as lost.
-func (lt *leaseTerm) lose(reason error) {
+func (lt *leadership) lose(reason error) {
 	lt.leading.Store(false)
 	lt.core.Lose(reason)
 }
 
 // renewLoop renews the lease every RetryPeriod until the term ends.
-func (lt *leaseTerm) renewLoop(log logr.Logger) {
+func (lt *leadership) renewLoop(log logr.Logger) {
 	ctx := lt.Context()
 	t := lt.e.clock.NewTimer(lt.e.cfg.RetryPeriod)
 	defer t.Stop()
@@ -191,7 +192,7 @@ func (lt *leaseTerm) renewLoop(log logr.Logger) {
 // term still holds it (another write of ours landed, or a foreign field
 // changed) it retries with the new resourceVersion, otherwise the term is
 // lost.
-func (lt *leaseTerm) renew(ctx context.Context) error {
+func (lt *leadership) renew(ctx context.Context) error {
 	for range 3 {
 		start := lt.e.clock.Now()
 		lt.mu.Lock()
@@ -234,7 +235,7 @@ func (lt *leaseTerm) renew(ctx context.Context) error {
 
 // reread reads the Lease after a conflict and adopts it if this term still
 // holds it; otherwise it ends the term as lost.
-func (lt *leaseTerm) reread(ctx context.Context) error {
+func (lt *leadership) reread(ctx context.Context) error {
 	cur, err := lt.e.leases.Get(ctx, lt.e.cfg.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		lt.lose(errors.New("the Lease was deleted"))
@@ -266,7 +267,7 @@ var errPreempted = errors.New("the Lease names another preferred holder (Coordin
 // pending: the holder's Resign, sent after its own work returned, clears
 // holderIdentity so the preferred candidate takes over at once; without
 // it the lease simply expires, since renewals stop.
-func (lt *leaseTerm) yieldIfPreempted(l *coordinationv1.Lease) {
+func (lt *leadership) yieldIfPreempted(l *coordinationv1.Lease) {
 	rec := recordFromLease(l)
 	if rec.PreferredHolder == "" || rec.PreferredHolder == lt.core.Identity() {
 		return
@@ -277,13 +278,13 @@ func (lt *leaseTerm) yieldIfPreempted(l *coordinationv1.Lease) {
 
 // owns reports whether l still records this term: our identity as holder
 // and the transition count of our acquisition.
-func (lt *leaseTerm) owns(l *coordinationv1.Lease) bool {
+func (lt *leadership) owns(l *coordinationv1.Lease) bool {
 	rec := recordFromLease(l)
 	return rec.Holder == lt.core.Identity() && rec.token() == lt.core.Token()
 }
 
 // extend records a successful renewal sent at start.
-func (lt *leaseTerm) extend(got *coordinationv1.Lease, start time.Time) {
+func (lt *leadership) extend(got *coordinationv1.Lease, start time.Time) {
 	lt.e.note(got, got.ResourceVersion)
 	key := recordFromLease(got).clientGoKey()
 	lt.mu.Lock()
@@ -301,7 +302,7 @@ func (lt *leaseTerm) extend(got *coordinationv1.Lease, start time.Time) {
 
 // watchdog ends the term as lost once ValidUntil passes, whether or not a
 // renewal answer came back (a hung apiserver answers nothing).
-func (lt *leaseTerm) watchdog() {
+func (lt *leadership) watchdog() {
 	ctx := lt.Context()
 	for {
 		d := lt.ValidUntil().Sub(lt.e.clock.Now())
@@ -325,7 +326,7 @@ func (lt *leaseTerm) watchdog() {
 // that nothing gated acts on a lease about to be given up, waits for the
 // renewal loop to stop, then clears holderIdentity if the Lease still
 // records this term.
-func (lt *leaseTerm) release(ctx context.Context) error {
+func (lt *leadership) release(ctx context.Context) error {
 	lt.leading.Store(false)
 	select {
 	case <-lt.loopDone:
