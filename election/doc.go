@@ -44,7 +44,7 @@
 // system that applies it checks the term at that moment:
 //   - on etcd, a transaction guarded by etcd.Leadership.Guard (or made
 //     with its Txn or GuardedTxn) is applied
-//     only while the term's key exists, decided by etcd itself in the same
+//     only while the holder's candidate key exists, decided by etcd itself in the same
 //     revision as the write;
 //   - elsewhere, a resource that stores the highest [Token] it has seen and
 //     refuses writes that carry a lower one.

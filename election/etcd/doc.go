@@ -15,7 +15,7 @@
 // grants a fresh lease with the session TTL ([DefaultSessionTTL], 10s),
 // keeps it alive with a concurrency.Session, and puts a key under the
 // prefix in the layout of etcd's concurrency.Election, with the identity
-// as its value. The key with the lowest create revision leads; the
+// as its value: the candidate key ([Leadership.Key]). The key with the lowest create revision leads; the
 // leader's token is that create revision. Tokens strictly increase:
 // revisions only grow, a new key's create revision exceeds every existing
 // key's, and a candidate leads only once every key created before its own

@@ -10,9 +10,9 @@ import (
 	"github.com/reconkit/reconkit/election"
 )
 
-// Guard returns the comparison that holds exactly while this term's key
-// exists: CreateRevision(Key()) == Token(). Put it in the If of every
-// leader-only transaction.
+// Guard returns the comparison that holds exactly while this term's
+// candidate key exists: CreateRevision(Key()) == Token(). Put it in the If
+// of every leader-only transaction.
 func (l *Leadership) Guard() clientv3.Cmp {
 	return clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.rev)
 }

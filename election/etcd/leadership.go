@@ -44,7 +44,7 @@ var (
 // Key returns the candidate's key, Prefix + "/" + lease ID in hex.
 func (l *Leadership) Key() string { return l.key }
 
-// Lease returns the etcd lease the term's key is attached to.
+// Lease returns the etcd lease the candidate key is attached to.
 func (l *Leadership) Lease() clientv3.LeaseID { return l.lease }
 
 // ValidUntil implements election.Expiring: the start of the last successful lease
@@ -171,7 +171,7 @@ func (l *Leadership) monitor() {
 		}
 	}()
 	watchLost := func(reason string, err error) {
-		l.log.V(1).Info("Watching the term's key ended; re-establishing it", "reason", reason, "error", err)
+		l.log.V(1).Info("Watching the candidate key ended; re-establishing it", "reason", reason, "error", err)
 		cancel()
 		wch = nil
 		var wait time.Duration
@@ -192,10 +192,10 @@ func (l *Leadership) monitor() {
 			rewatchC = nil
 			rev, err := l.checkKey()
 			switch {
-			case errors.Is(err, errTermKeyDeleted):
-				l.core.Lose(errTermKeyDeleted)
+			case errors.Is(err, errCandidateKeyDeleted):
+				l.core.Lose(errCandidateKeyDeleted)
 			case err != nil:
-				l.log.V(1).Info("Re-establishing the watch on the term's key failed; retrying", "error", err)
+				l.log.V(1).Info("Re-establishing the watch on the candidate key failed; retrying", "error", err)
 				rewatch = e.clock.NewTimer(rewatchInterval)
 				rewatchC = rewatch.C()
 			default:
@@ -211,7 +211,7 @@ func (l *Leadership) monitor() {
 			default:
 				for _, ev := range wr.Events {
 					if ev.Type == mvccpb.DELETE {
-						l.core.Lose(errTermKeyDeleted)
+						l.core.Lose(errCandidateKeyDeleted)
 					}
 				}
 			}
@@ -240,7 +240,7 @@ func (l *Leadership) monitor() {
 	e.revoke(l.log, l.lease)
 }
 
-// watchAsync starts watching the term's key for deletions from rev, on a
+// watchAsync starts watching the candidate key for deletions from rev, on a
 // goroutine tracked by wg, and returns a channel that receives the watch
 // channel once clientv3's Watch returned, and the watch's cancel. The
 // goroutine ends at the latest when the term context ends.
@@ -258,12 +258,12 @@ func (l *Leadership) watchAsync(wg *sync.WaitGroup, rev int64) (<-chan clientv3.
 // rewatchInterval paces attempts to re-establish a term's watch.
 const rewatchInterval = 500 * time.Millisecond
 
-// errTermKeyDeleted is the reason of a term lost because its key went.
-var errTermKeyDeleted = errors.New("the term's key was deleted")
+// errCandidateKeyDeleted is the reason of a term lost because its key went.
+var errCandidateKeyDeleted = errors.New("the candidate key was deleted")
 
-// checkKey checks, within the term's validity, that the term's key still
+// checkKey checks, within the term's validity, that the candidate key still
 // exists with the term's create revision, and returns the revision of the
-// check. It returns errTermKeyDeleted if the key is gone.
+// check. It returns errCandidateKeyDeleted if the key is gone.
 func (l *Leadership) checkKey() (int64, error) {
 	e := l.e
 	ctx, cancel := context.WithDeadline(l.core.Context(), time.Now().Add(max(l.ValidUntil().Sub(e.clock.Now()), 0)))
@@ -273,7 +273,7 @@ func (l *Leadership) checkKey() (int64, error) {
 		return 0, err
 	}
 	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != l.rev {
-		return 0, errTermKeyDeleted
+		return 0, errCandidateKeyDeleted
 	}
 	return resp.Header.Revision, nil
 }

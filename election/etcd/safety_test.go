@@ -37,7 +37,7 @@ func TestEtcdTermWatchReestablishedAfterLeaderLoss(t *testing.T) {
 	srv := testenv.Etcd(t, testenv.Members(3))
 	cli := testenv.NewEtcdClient(t, srv.Members[0].ClientAddr())
 	admin := testenv.NewEtcdClient(t, srv.Members[0].ClientAddr())
-	ctx, watchEnded := logSignal(t, "Watching the term's key ended")
+	ctx, watchEnded := logSignal(t, "Watching the candidate key ended")
 	e := newEtcd(t, cli, "/rewatch", "a", 300*time.Second)
 	lctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -59,7 +59,7 @@ func TestEtcdTermWatchReestablishedAfterLeaderLoss(t *testing.T) {
 		defer dcancel()
 		_, err := admin.Delete(dctx, l.Key())
 		return err == nil
-	}, time.Minute, 100*time.Millisecond, "delete the term's key once the cluster is back")
+	}, time.Minute, 100*time.Millisecond, "delete the candidate key once the cluster is back")
 
 	select {
 	case <-l.Context().Done():
@@ -68,7 +68,7 @@ func TestEtcdTermWatchReestablishedAfterLeaderLoss(t *testing.T) {
 	}
 	cause := context.Cause(l.Context())
 	require.ErrorIs(t, cause, election.ErrLeadershipLost)
-	require.ErrorContains(t, cause, "the term's key was deleted", "the loss must come from the watch, not from a renewal")
+	require.ErrorContains(t, cause, "the candidate key was deleted", "the loss must come from the watch, not from a renewal")
 }
 
 // A Resign that fails (etcd unreachable) returns its error, and can be

@@ -51,7 +51,7 @@ func watchesWhile(clk *testingclock.FakeClock, calls <-chan string, n int, step 
 }
 
 // A server or proxy that ends every watch at once, with no event and no
-// error: neither the term's key watch nor Observe's watch is re-established
+// error: neither the candidate key watch nor Observe's watch is re-established
 // before its retry interval has passed on the elector's clock. Before, a
 // term re-read its key and watched again at once, forever.
 func TestEtcdWatchesThatEndAtOnceDoNotSpin(t *testing.T) {
