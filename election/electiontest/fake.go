@@ -74,7 +74,7 @@ type Election struct {
 
 	mu      sync.Mutex
 	token   election.Token
-	leader  *term
+	leader  *leadership
 	waiting []*waiter     // in arrival order
 	queued  chan struct{} // closed and replaced when waiting changes
 }
@@ -184,7 +184,7 @@ func (e *Election) infoLocked() election.LeaderInfo {
 }
 
 // vacateLocked clears the leader if it is t and fills the vacancy.
-func (e *Election) vacateLocked(t *term) {
+func (e *Election) vacateLocked(t *leadership) {
 	if e.leader != t {
 		return
 	}
@@ -214,7 +214,7 @@ func (e *Election) grantLocked(w *waiter) {
 	// The Campaign context bounds the wait only: the term outlives it and
 	// ends through Resign or a loss, which vacate synchronously.
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(w.ctx))
-	t := &term{e: e, c: w.c, token: e.token, ctx: ctx, cancel: cancel}
+	t := &leadership{e: e, c: w.c, token: e.token, ctx: ctx, cancel: cancel}
 	e.leader = t
 	w.c.term = t
 	w.c.busy = true
@@ -237,7 +237,7 @@ func (e *Election) removeWaiterLocked(w *waiter) bool {
 type waiter struct {
 	c   *Candidate
 	ctx context.Context
-	won chan *term // buffered, receives exactly one term
+	won chan *leadership // buffered, receives exactly one term
 }
 
 // Candidate is a fake candidate in an Election. It implements
@@ -248,7 +248,7 @@ type Candidate struct {
 
 	// guarded by e.mu
 	busy        bool // campaigning or leading
-	term        *term
+	term        *leadership
 	partitioned bool
 	closed      bool
 	closeCh     chan struct{} // closed by Close
@@ -309,7 +309,7 @@ func (c *Candidate) Campaign(ctx context.Context) (election.Leadership, error) {
 		return nil, fmt.Errorf("%w: %s", ErrBusy, c.id)
 	}
 	c.busy = true
-	w := &waiter{c: c, ctx: ctx, won: make(chan *term, 1)}
+	w := &waiter{c: c, ctx: ctx, won: make(chan *leadership, 1)}
 	e.waiting = append(e.waiting, w)
 	e.queueChangedLocked()
 	e.fillLocked()
@@ -486,8 +486,8 @@ func (c *Candidate) Kill() bool {
 	return true
 }
 
-// term is a fake Leadership.
-type term struct {
+// leadership is a fake term, the fake's election.Leadership.
+type leadership struct {
 	e      *Election
 	c      *Candidate
 	token  election.Token
@@ -495,26 +495,26 @@ type term struct {
 	cancel context.CancelCauseFunc
 }
 
-var _ election.Leadership = (*term)(nil)
+var _ election.Leadership = (*leadership)(nil)
 
-func (t *term) Context() context.Context { return t.ctx }
-func (t *term) Token() election.Token    { return t.token }
-func (t *term) Identity() string         { return t.c.id }
+func (t *leadership) Context() context.Context { return t.ctx }
+func (t *leadership) Token() election.Token    { return t.token }
+func (t *leadership) Identity() string         { return t.c.id }
 
 // Resign ends the term context, then releases leadership.
-func (t *term) Resign(context.Context) error {
+func (t *leadership) Resign(context.Context) error {
 	t.cancel(election.ErrResigned)
 	t.release()
 	return nil
 }
 
 // loseLocked ends the term as lost and vacates it at once.
-func (t *term) loseLocked(reason error) {
+func (t *leadership) loseLocked(reason error) {
 	t.cancel(fmt.Errorf("%w: %w", election.ErrLeadershipLost, reason))
 	t.releaseLocked()
 }
 
-func (t *term) release() {
+func (t *leadership) release() {
 	t.e.mu.Lock()
 	defer t.e.mu.Unlock()
 	t.releaseLocked()
@@ -523,7 +523,7 @@ func (t *term) release() {
 // releaseLocked vacates the term if it still leads. Callers end the term
 // context first, so a successor never wins while this term's context is
 // still live.
-func (t *term) releaseLocked() {
+func (t *leadership) releaseLocked() {
 	t.e.vacateLocked(t)
 	if t.c.term == t {
 		t.c.term = nil
