@@ -1,0 +1,215 @@
+package lbrecon_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/reconkit/reconkit/lbrecon"
+	"github.com/reconkit/reconkit/lbrecon/lbrecontest"
+)
+
+// spinLimit is far above what any loop of the reconciler makes in the
+// fake time of these tests, and far below what one that spins makes
+// before the test's deadline.
+const spinLimit = 5000
+
+// hostPause is the host's own pause after an error (a stuck object, the
+// failure budget spent) before it calls again; the reconciler returns
+// such an error after a listing, so each costs the provider a call or two.
+const hostPause = 10 * time.Second
+
+// counting is an engine whose calls take no time, counted; past spinLimit
+// calls it ends the run, so that a loop that spins (and, in a synctest
+// bubble, never lets time advance) fails the test instead of hanging it.
+type counting struct {
+	*lbrecontest.Engine
+	n      atomic.Int64
+	cancel context.CancelFunc
+}
+
+func (c *counting) count() {
+	if c.n.Add(1) == spinLimit {
+		c.cancel()
+	}
+}
+
+func (c *counting) List(ctx context.Context, q lbrecon.Query) ([]lbrecon.Object, error) {
+	c.count()
+	return c.Engine.List(ctx, q)
+}
+
+func (c *counting) Get(ctx context.Context, o lbrecon.Object) (lbrecon.Object, error) {
+	c.count()
+	return c.Engine.Get(ctx, o)
+}
+
+func (c *counting) Create(ctx context.Context, o lbrecon.Object) (lbrecon.Object, error) {
+	c.count()
+	return c.Engine.Create(ctx, o)
+}
+
+func (c *counting) Destroy(ctx context.Context, o lbrecon.Object) error {
+	c.count()
+	return c.Engine.Destroy(ctx, o)
+}
+
+func (c *counting) Tag(ctx context.Context, o lbrecon.Object, tags []string) error {
+	c.count()
+	return c.Engine.Tag(ctx, o, tags)
+}
+
+func (c *counting) Update(ctx context.Context, cur, want lbrecon.Object) (lbrecon.Object, error) {
+	c.count()
+	return c.Engine.Update(ctx, cur, want)
+}
+
+// adversary is a provider that answers every call at once and never lets
+// the reconciler converge.
+type adversary struct {
+	name  string
+	cfg   lbrecontest.Config
+	setup func(t *testing.T, eng *lbrecontest.Engine, lb lbrecon.LoadBalancer)
+	down  bool // the loop under test tears down
+}
+
+// adversaries answer at once: a List refused with a retry-after hint of 0
+// or below, a Create that returns at once with an object pending forever,
+// listings that never show what was created, a Destroy that returns at
+// once while the object never goes.
+func adversaries() []adversary {
+	forever := 1000 * time.Hour
+	return []adversary{
+		{name: "list refused, hint 0", setup: func(_ *testing.T, eng *lbrecontest.Engine, _ lbrecon.LoadBalancer) {
+			eng.RateLimit(lbrecon.VerbList, -1, 0)
+		}},
+		{name: "list refused, negative hint", setup: func(_ *testing.T, eng *lbrecontest.Engine, _ lbrecon.LoadBalancer) {
+			eng.RateLimit(lbrecon.VerbList, -1, -time.Minute)
+		}},
+		{name: "created objects pending forever", cfg: lbrecontest.Config{Pending: forever}},
+		{name: "listings empty forever", cfg: lbrecontest.Config{ListLag: forever}},
+		{name: "destroyed objects never go", cfg: lbrecontest.Config{DeleteDelay: forever}, down: true,
+			setup: func(t *testing.T, eng *lbrecontest.Engine, lb lbrecon.LoadBalancer) {
+				r := newLB(t, eng, lb, nil)
+				require.NoError(t, r.Reconcile(t.Context()))
+			}},
+	}
+}
+
+// TestBlockingLoopsNeverSpin runs Reconcile and Teardown against providers
+// that answer every call at once without ever letting them converge, for
+// an hour of fake time, and bounds the engine calls per minute.
+func TestBlockingLoopsNeverSpin(t *testing.T) {
+	for _, a := range adversaries() {
+		t.Run(a.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(t.Context(), time.Hour)
+				defer cancel()
+				eng := &counting{Engine: lbrecontest.New(a.cfg), cancel: cancel}
+				lb := desc(2, 1, 2)
+				if a.setup != nil {
+					a.setup(t, eng.Engine, lb)
+				}
+				eng.n.Store(0)
+				r := newLB(t, eng, lb, nil)
+				start := time.Now()
+				for ctx.Err() == nil {
+					if a.down {
+						_ = r.Teardown(ctx)
+					} else {
+						_ = r.Reconcile(ctx)
+					}
+					if ctx.Err() == nil {
+						time.Sleep(hostPause)
+					}
+				}
+				requireBounded(t, eng.n.Load(), time.Since(start))
+			})
+		})
+	}
+}
+
+// TestOnceLoopsNeverSpin is the same for a host that calls ReconcileOnce or
+// TeardownOnce again after each RequeueAfter.
+func TestOnceLoopsNeverSpin(t *testing.T) {
+	for _, a := range adversaries() {
+		t.Run(a.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(t.Context(), time.Hour)
+				defer cancel()
+				eng := &counting{Engine: lbrecontest.New(a.cfg), cancel: cancel}
+				lb := desc(2, 1, 2)
+				if a.setup != nil {
+					a.setup(t, eng.Engine, lb)
+				}
+				eng.n.Store(0)
+				r := newLB(t, eng, lb, nil)
+				start := time.Now()
+				for ctx.Err() == nil {
+					once := r.ReconcileOnce
+					if a.down {
+						once = r.TeardownOnce
+					}
+					res, err := once(ctx)
+					if err != nil {
+						time.Sleep(hostPause)
+						continue
+					}
+					require.False(t, res.Converged)
+					require.Positive(t, res.RequeueAfter)
+					time.Sleep(res.RequeueAfter)
+				}
+				requireBounded(t, eng.n.Load(), time.Since(start))
+			})
+		})
+	}
+}
+
+// TestLeftoversNeverSpin is the same for Leftovers, blocking and once, on a
+// provider whose deletions never complete.
+func TestLeftoversNeverSpin(t *testing.T) {
+	for _, blocking := range []bool{true, false} {
+		synctest.Test(t, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Hour)
+			defer cancel()
+			eng := &counting{Engine: lbrecontest.New(lbrecontest.Config{DeleteDelay: 1000 * time.Hour}), cancel: cancel}
+			require.NoError(t, newLB(t, eng.Engine, desc(2, 1, 2), nil).Reconcile(t.Context()))
+			l, err := lbrecon.NewLeftovers(lbrecon.Config{Engine: eng, Tag: owner})
+			require.NoError(t, err)
+			start := time.Now()
+			for ctx.Err() == nil {
+				if blocking {
+					_ = l.Teardown(ctx)
+					time.Sleep(hostPause)
+					continue
+				}
+				res, err := l.TeardownOnce(ctx)
+				if err != nil {
+					time.Sleep(hostPause)
+					continue
+				}
+				require.Positive(t, res.RequeueAfter)
+				time.Sleep(res.RequeueAfter)
+			}
+			requireBounded(t, eng.n.Load(), time.Since(start))
+		})
+	}
+}
+
+// maxPerMinute bounds the engine calls a minute of fake time: polls that
+// grow to MaxPollInterval, retries that double, and the host's pauses make
+// at most about 14 against these adversaries.
+const maxPerMinute = 20
+
+func requireBounded(t *testing.T, calls int64, took time.Duration) {
+	t.Helper()
+	require.Less(t, calls, int64(spinLimit), "the loop spun")
+	require.GreaterOrEqual(t, took, 59*time.Minute, "the loop ran for the hour")
+	rate := float64(calls) / took.Minutes()
+	t.Logf("%d engine calls in %v (%.1f a minute)", calls, took, rate)
+	require.LessOrEqual(t, rate, float64(maxPerMinute), "engine calls per minute of fake time")
+}
