@@ -16,7 +16,7 @@ import (
 // spinLimit is far above what any loop of the reconciler makes in the
 // fake time of these tests, and far below what one that spins makes
 // before the test's deadline.
-const spinLimit = 5000
+const spinLimit = 20000
 
 // hostPause is the host's own pause after an error (a stuck object, the
 // failure budget spent) before it calls again; the reconciler returns
@@ -75,10 +75,14 @@ type adversary struct {
 	cfg   lbrecontest.Config
 	setup func(t *testing.T, eng *lbrecontest.Engine, lb lbrecon.LoadBalancer)
 	down  bool // the loop under test tears down
+	// objects is how many objects the adversary's calls fail for at once,
+	// each retried on its own backoff; zero means one.
+	objects int
 }
 
-// adversaries answer at once: a List refused with a retry-after hint of 0
-// or below, a Create that returns at once with an object pending forever,
+// adversaries answer at once: a List or Create refused with a retry-after
+// hint of 0 or below, a Create that returns at once with an object pending
+// forever, a Destroy that always fails,
 // listings that never show what was created, a Destroy that returns at
 // once while the object never goes.
 func adversaries() []adversary {
@@ -90,6 +94,9 @@ func adversaries() []adversary {
 		{name: "list refused, negative hint", setup: func(_ *testing.T, eng *lbrecontest.Engine, _ lbrecon.LoadBalancer) {
 			eng.RateLimit(lbrecon.VerbList, -1, -time.Minute)
 		}},
+		{name: "create refused, negative hint", setup: func(_ *testing.T, eng *lbrecontest.Engine, _ lbrecon.LoadBalancer) {
+			eng.RateLimit(lbrecon.VerbCreate, -1, -time.Second)
+		}, objects: 2}, // the first wave: two backends
 		{name: "created objects pending forever", cfg: lbrecontest.Config{Pending: forever}},
 		{name: "listings empty forever", cfg: lbrecontest.Config{ListLag: forever}},
 		{name: "destroyed objects never go", cfg: lbrecontest.Config{DeleteDelay: forever}, down: true,
@@ -97,6 +104,12 @@ func adversaries() []adversary {
 				r := newLB(t, eng, lb, nil)
 				require.NoError(t, r.Reconcile(t.Context()))
 			}},
+		{name: "destroy refused", down: true,
+			setup: func(t *testing.T, eng *lbrecontest.Engine, lb lbrecon.LoadBalancer) {
+				r := newLB(t, eng, lb, nil)
+				require.NoError(t, r.Reconcile(t.Context()))
+				eng.FailDestroy(nil, -1)
+			}, objects: 10}, // every object of the load balancer
 	}
 }
 
@@ -127,7 +140,7 @@ func TestBlockingLoopsNeverSpin(t *testing.T) {
 						time.Sleep(hostPause)
 					}
 				}
-				requireBounded(t, eng.n.Load(), time.Since(start))
+				requireBounded(t, eng.n.Load(), time.Since(start), max(a.objects, 1))
 			})
 		})
 	}
@@ -163,7 +176,7 @@ func TestOnceLoopsNeverSpin(t *testing.T) {
 					require.Positive(t, res.RequeueAfter)
 					time.Sleep(res.RequeueAfter)
 				}
-				requireBounded(t, eng.n.Load(), time.Since(start))
+				requireBounded(t, eng.n.Load(), time.Since(start), max(a.objects, 1))
 			})
 		})
 	}
@@ -195,21 +208,22 @@ func TestLeftoversNeverSpin(t *testing.T) {
 				require.Positive(t, res.RequeueAfter)
 				time.Sleep(res.RequeueAfter)
 			}
-			requireBounded(t, eng.n.Load(), time.Since(start))
+			requireBounded(t, eng.n.Load(), time.Since(start), 1)
 		})
 	}
 }
 
-// maxPerMinute bounds the engine calls a minute of fake time: polls that
-// grow to MaxPollInterval, retries that double, and the host's pauses make
-// at most about 14 against these adversaries.
+// maxPerMinute bounds the engine calls a minute of fake time for each
+// object the adversary fails at once: polls that grow to MaxPollInterval,
+// retries that double from RetryInterval, and the host's pauses make at
+// most about 16 against these adversaries.
 const maxPerMinute = 20
 
-func requireBounded(t *testing.T, calls int64, took time.Duration) {
+func requireBounded(t *testing.T, calls int64, took time.Duration, objects int) {
 	t.Helper()
 	require.Less(t, calls, int64(spinLimit), "the loop spun")
 	require.GreaterOrEqual(t, took, 59*time.Minute, "the loop ran for the hour")
 	rate := float64(calls) / took.Minutes()
 	t.Logf("%d engine calls in %v (%.1f a minute)", calls, took, rate)
-	require.LessOrEqual(t, rate, float64(maxPerMinute), "engine calls per minute of fake time")
+	require.LessOrEqual(t, rate, float64(maxPerMinute*objects), "engine calls per minute of fake time")
 }
