@@ -153,7 +153,12 @@ func (g *Gate) waitStatus(ctx context.Context, log logr.Logger, onWait func(reas
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		// A watch that ends at once (an EOF, a store that returns nil)
+		// must not make a read loop.
 		log.Info("Status watch ended, reading status again", "reason", fmt.Sprint(err))
+		if err := g.pause(ctx); err != nil {
+			return err
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package versiongate
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 
@@ -140,6 +141,7 @@ func (t *tracker) blockingNodes() []Node {
 // only when ctx ends.
 func (t *tracker) run(ctx context.Context, st Store, clk clock.Clock) error {
 	log := logr.FromContextOrDiscard(ctx)
+	wait := pauseBase
 	for {
 		err := backoff.Retry(ctx, func(ctx context.Context) error { return t.list(ctx, st) },
 			backoff.WithClock(clk), backoff.WithName("versiongate: list nodes"))
@@ -147,11 +149,25 @@ func (t *tracker) run(ctx context.Context, st Store, clk clock.Clock) error {
 			return err
 		}
 		t.publish()
-		err = t.watch(ctx, log, st)
+		delivered := false
+		err = t.watch(ctx, log, st, &delivered)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		log.Info("Node watch ended, listing nodes again", "reason", err.Error(), "revision", t.rev)
+		// A watch that ends at once (an EOF from a proxy, a store that
+		// returns nil) must not make a listing loop: pause before listing
+		// again, from pauseBase doubling up to pauseMax while watches
+		// deliver nothing.
+		if delivered {
+			wait = pauseBase
+		}
+		log.Info("Node watch ended, listing nodes again", "reason", fmt.Sprint(err), "revision", t.rev, "after", wait.String())
+		select {
+		case <-clk.After(wait):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		wait = min(2*wait, pauseMax)
 	}
 }
 
@@ -171,8 +187,10 @@ func (t *tracker) list(ctx context.Context, st Store) error {
 }
 
 // watch applies the changes after t.rev until the watch fails or ctx ends.
-func (t *tracker) watch(ctx context.Context, log logr.Logger, st Store) error {
+// delivered is set when a batch arrived.
+func (t *tracker) watch(ctx context.Context, log logr.Logger, st Store, delivered *bool) error {
 	return st.WatchRecords(ctx, t.rev, func(changes []Record, rev int64) {
+		*delivered = true
 		for _, r := range changes {
 			t.update(log, r.ID, r.Value)
 		}

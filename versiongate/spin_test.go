@@ -1,0 +1,115 @@
+package versiongate_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/reconkit/reconkit/versiongate"
+	"github.com/reconkit/reconkit/versiongate/versiongatetest"
+)
+
+// Loops whose other side answers at once: each test's adversary returns
+// immediately (a watch that ends with nil, as after an EOF from a proxy; a
+// term that ends as soon as it was used), and the test counts the calls
+// per unit of fake time. A loop that does not wait makes the calls with no
+// fake time passing.
+
+// eofStore is a store whose watches end at once, with nil and no event,
+// and which counts the listings and status reads that follow.
+type eofStore struct {
+	versiongate.Store
+	lists, reads atomic.Int64
+}
+
+func (s *eofStore) ListRecords(ctx context.Context) ([]versiongate.Record, int64, error) {
+	s.lists.Add(1)
+	return s.Store.ListRecords(ctx)
+}
+
+func (s *eofStore) WatchRecords(context.Context, int64, func([]versiongate.Record, int64)) error {
+	return nil
+}
+
+func (s *eofStore) ReadStatus(ctx context.Context) (versiongate.StoredStatus, error) {
+	s.reads.Add(1)
+	return s.Store.ReadStatus(ctx)
+}
+
+func (s *eofStore) WatchStatus(context.Context, int64, func(versiongate.StoredStatus) bool) error {
+	return nil
+}
+
+// notMember is a host-owned decoder for which no record counts.
+func notMember(string, []byte) (versiongate.Release, bool, error) {
+	return versiongate.Release{}, false, nil
+}
+
+// stepCounting steps clk by step n times, each once something waits on
+// it, and checks after each that calls() stayed within perStep calls per
+// step (plus the first call).
+func stepCounting(t *testing.T, clk *clocktesting.FakeClock, step time.Duration, n int, perStep int64, what string, calls func() int64) {
+	t.Helper()
+	for i := range n {
+		stepWhenWaiting(t, clk, step)
+		require.LessOrEqual(t, calls(), 1+perStep*int64(i+1), "%s after %v of fake time", what, step*time.Duration(i+1))
+	}
+}
+
+// The node watch ends at once, with nil: the gate lists again only after a
+// pause that grows while watches deliver nothing.
+func TestNodeWatchEndingAtOnceDoesNotSpin(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	st := &eofStore{Store: versiongatetest.NewStore(versiongatetest.StoreConfig{Clock: clk})}
+	g, err := versiongate.New(versiongate.Config{
+		Store: st, NodeID: "a", Version: ver(t, "1.0.0"), MinimumCompatibleRelease: mustRelease(t, "1.0.0"),
+		Decode: notMember, Clock: clk,
+		// Never wins: only the node watch runs.
+		Candidate: versiongate.CandidateFunc(func(ctx context.Context) (versiongate.Term, error) {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}),
+		Reconcile: func(context.Context, versiongate.Term) error { return nil },
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = g.Run(ctx) }()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+
+	// 100ms, 200ms, 400ms, ...: in 20 steps of 100ms at most 6 listings.
+	stepCounting(t, clk, 100*time.Millisecond, 20, 1, "listings", st.lists.Load)
+	require.LessOrEqual(t, st.lists.Load(), int64(6), "the pause doubles while watches deliver nothing")
+}
+
+// The status watch ends at once, with nil: WaitReady reads the status
+// again only after a pause.
+func TestStatusWatchEndingAtOnceDoesNotSpin(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	st := &eofStore{Store: versiongatetest.NewStore(versiongatetest.StoreConfig{Clock: clk})}
+	g, err := versiongate.New(versiongate.Config{
+		Store: st, NodeID: "a", Version: ver(t, "1.0.0"), MinimumCompatibleRelease: mustRelease(t, "1.0.0"),
+		Decode: notMember, Clock: clk,
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.WaitReady(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	stepCounting(t, clk, 100*time.Millisecond, 10, 1, "status reads", st.reads.Load)
+}
+
+// ver parses a version for the external tests.
+func ver(t *testing.T, s string) versiongate.Version {
+	t.Helper()
+	v, err := versiongate.ParseVersion(s)
+	require.NoError(t, err)
+	return v
+}
