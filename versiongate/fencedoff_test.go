@@ -67,6 +67,13 @@ func TestFenceAheadOfLiveTermIsReportedOnce(t *testing.T) {
 	// A new episode, after a Fence succeeded, is reported again.
 	require.NoError(t, c.store.Fence(ctx, versiongatetest.NewTerm("earlier-fleet", 9)))
 	require.True(t, n.cand.Kill())
+	// The gate pauses on its clock after the term, then campaigns again.
+	for range 20 {
+		if len(events.messages()) == 2 {
+			break
+		}
+		stepWhenWaiting(t, c.clock, time.Second)
+	}
 	require.NoError(t, versiongatetest.Wait(ctx, "a second FencedOff warning", func() bool { return len(events.messages()) == 2 }, nil))
 	require.True(t, strings.Contains(events.messages()[1], "holds token 9"), events.messages()[1])
 

@@ -53,7 +53,8 @@ func (g *Gate) campaignWhileNewest(ctx context.Context) error {
 }
 
 // campaign campaigns, leads, resigns, and campaigns again until ctx ends.
-// Failures of either step are retried with backoff.
+// Failures of either step are retried with backoff, and every term is
+// followed by a pause before the next campaign.
 func (g *Gate) campaign(ctx context.Context) {
 	log := logr.FromContextOrDiscard(ctx)
 	defer g.setPhase(PhaseIdle)
@@ -94,8 +95,16 @@ func (g *Gate) campaign(ctx context.Context) {
 				return
 			}
 		} else {
+			// A term that ended after the status was done (resigned or
+			// lost): pause too, briefly, so that an election that ends
+			// every term at once does not make a term loop.
 			failures = 0
-			log.Info("Reconciler term ended, campaigning again", "reason", fmt.Sprint(err))
+			log.Info("Reconciler term ended, campaigning again", "reason", fmt.Sprint(err), "after", pauseBase.String())
+			select {
+			case <-g.clock.After(pauseBase):
+			case <-ctx.Done():
+				return
+			}
 		}
 	}
 }
@@ -112,6 +121,9 @@ func (g *Gate) campaignOnce(ctx context.Context) (Term, func(), error) {
 		wctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 		stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
 		t, err := g.cfg.Candidate.Campaign(wctx)
+		if err == nil && t == nil {
+			err = errNoTerm
+		}
 		if !stop() || err != nil {
 			// ctx ended while Campaign returned, or it failed: a term won
 			// at that instant is given back, after nothing ran in it.
@@ -134,6 +146,10 @@ func (g *Gate) campaignOnce(ctx context.Context) (Term, func(), error) {
 	}
 	return term, release, nil
 }
+
+// errNoTerm is the failure of a Campaign that returned neither a term nor
+// an error; it is retried with backoff.
+var errNoTerm = errors.New("versiongate: Campaign returned no term and no error")
 
 // Pause between failed terms: pauseBase doubling up to pauseMax.
 const (

@@ -362,8 +362,14 @@ func TestLeadingChanged(t *testing.T) {
 	require.NoError(t, versiongatetest.WaitPhase(context.Background(), n.gate, versiongate.PhaseDone))
 	require.True(t, n.cand.Kill())
 	waitClosed(t, changed, "LeadingChanged when the term is lost")
-	// The gate campaigns again and, alone, wins at once: it may already
-	// lead anew, but it passed through not leading.
+	// The gate pauses on its clock, campaigns again and, alone, wins at
+	// once: it may already lead anew, but it passed through not leading.
+	for range 20 {
+		if len(n.rec.reconciled()) == 2 {
+			break
+		}
+		stepWhenWaiting(t, c.clock, time.Second)
+	}
 	require.NoError(t, versiongatetest.Wait(context.Background(), "a second term's reconcile", func() bool {
 		return len(n.rec.reconciled()) == 2
 	}, nil))

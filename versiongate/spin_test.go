@@ -113,3 +113,74 @@ func ver(t *testing.T, s string) versiongate.Version {
 	require.NoError(t, err)
 	return v
 }
+
+// budgetCandidate hands out live terms with rising tokens, at most budget
+// of them; later calls wait until their context ends, so a spinning
+// caller stops with no fake time passed.
+type budgetCandidate struct {
+	budget int64
+	calls  atomic.Int64
+	// nilTerms makes Campaign return no term and no error.
+	nilTerms bool
+}
+
+func (c *budgetCandidate) Campaign(ctx context.Context) (versiongate.Term, error) {
+	n := c.calls.Add(1)
+	if n > c.budget {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	if c.nilTerms {
+		return nil, nil
+	}
+	return versiongatetest.NewTerm("a", uint64(n)), nil
+}
+
+// A term that ends as soon as its reconcile ran (resigned by the host's
+// election, or lost) after the status was done: the gate pauses before it
+// campaigns again, as after a failed term.
+func TestTermEndingAfterDoneDoesNotSpin(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	store := versiongatetest.NewStore(versiongatetest.StoreConfig{Clock: clk})
+	v := ver(t, "1.0.0")
+	store.SetStatus(encodeStatus(t, versiongate.Status{State: versiongate.StateDone, Version: v, MinimumCompatibleRelease: v.Release}))
+	cand := &budgetCandidate{budget: 50}
+	g, err := versiongate.New(versiongate.Config{
+		Store: store, NodeID: "a", Version: v, MinimumCompatibleRelease: v.Release,
+		Decode: notMember, Clock: clk, SettleTime: -1, Candidate: cand,
+		Reconcile: func(ctx context.Context, l versiongate.Term) error {
+			// The election ends the term while the leader works.
+			return l.Resign(ctx)
+		},
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = g.Run(ctx) }()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+
+	stepCounting(t, clk, 100*time.Millisecond, 10, 2, "campaigns", cand.calls.Load)
+}
+
+// A Campaign that returns neither a term nor an error is retried with
+// backoff, as a failed one: no panic, no spin.
+func TestCampaignReturningNoTermDoesNotSpin(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	store := versiongatetest.NewStore(versiongatetest.StoreConfig{Clock: clk})
+	cand := &budgetCandidate{budget: 50, nilTerms: true}
+	g, err := versiongate.New(versiongate.Config{
+		Store: store, NodeID: "a", Version: ver(t, "1.0.0"), MinimumCompatibleRelease: mustRelease(t, "1.0.0"),
+		Decode: notMember, Clock: clk, Candidate: cand,
+		Reconcile: func(context.Context, versiongate.Term) error { return nil },
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = g.Run(ctx) }()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+
+	stepCounting(t, clk, time.Second, 5, 2, "campaigns", cand.calls.Load)
+	require.False(t, g.Leading())
+}
