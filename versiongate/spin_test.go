@@ -184,3 +184,47 @@ func TestCampaignReturningNoTermDoesNotSpin(t *testing.T) {
 	stepCounting(t, clk, time.Second, 5, 2, "campaigns", cand.calls.Load)
 	require.False(t, g.Leading())
 }
+
+// zeroTTLStore grants record leases of no time at all: each record is
+// lost as soon as it is published.
+type zeroTTLStore struct {
+	versiongate.Store
+	publishes atomic.Int64
+}
+
+func (s *zeroTTLStore) PublishRecord(ctx context.Context, id string, value []byte, ttl time.Duration) (versiongate.RecordLease, error) {
+	s.publishes.Add(1)
+	l, err := s.Store.PublishRecord(ctx, id, value, ttl)
+	if err != nil {
+		return l, err
+	}
+	if err := s.Store.DeleteRecord(ctx, l); err != nil {
+		return versiongate.RecordLease{}, err
+	}
+	l.TTL = 0
+	return l, nil
+}
+
+// With RejoinAfterRecordLoss, a record lost as soon as it is published (a
+// lease of 0s) is published again only after a pause on the gate's clock.
+func TestRejoinAfterZeroTTLDoesNotSpin(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	st := &zeroTTLStore{Store: versiongatetest.NewStore(versiongatetest.StoreConfig{Clock: clocktesting.NewFakeClock(time.Now())})}
+	g, err := versiongate.New(versiongate.Config{
+		Store: st, NodeID: "a", Version: ver(t, "1.0.0"), MinimumCompatibleRelease: mustRelease(t, "1.0.0"),
+		Clock: clk, RecordClock: clocktesting.NewFakeClock(time.Now()), RecordTTL: time.Second, RejoinAfterRecordLoss: true,
+		Candidate: versiongate.CandidateFunc(func(ctx context.Context) (versiongate.Term, error) {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}),
+		Reconcile: func(context.Context, versiongate.Term) error { return nil },
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = g.Run(ctx) }()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+
+	stepCounting(t, clk, 100*time.Millisecond, 10, 1, "record publications", st.publishes.Load)
+}
