@@ -137,7 +137,8 @@ func (t *tracker) blockingNodes() []Node {
 
 // run lists the records, then watches them from the next revision,
 // publishing after every batch. When the watch fails (compaction, a lost
-// leader, a closed channel) it lists again instead of giving up. It returns
+// leader, a closed channel, an end with no error) it lists again, after a
+// pause that doubles while watches deliver nothing, instead of giving up. It returns
 // only when ctx ends.
 func (t *tracker) run(ctx context.Context, st Store, clk clock.Clock) error {
 	log := logr.FromContextOrDiscard(ctx)
