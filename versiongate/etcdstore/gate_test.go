@@ -388,7 +388,7 @@ func TestEtcdStoreGuardTerms(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, fence.Kvs, "a guarded term needs no fence key")
 
-	// The term's key goes (its lease is revoked elsewhere); the term's own
+	// The candidate key goes (its lease is revoked elsewhere); the term's own
 	// context may not have noticed yet, the guard has.
 	_, err = cli.Revoke(ctx, term.(*testTerm).sess.Lease())
 	require.NoError(t, err)

@@ -327,7 +327,7 @@ func (s *Store) Fence(ctx context.Context, t versiongate.Term) error {
 		if !foreign {
 			return ended
 		}
-		// The term's key was never in this store's keyspace: its election
+		// The candidate key was never in this store's keyspace: its election
 		// runs on another keyspace (a namespaced client on one side) or
 		// another cluster, where etcd cannot compare it in this store's
 		// transactions. Its token fences it instead.
