@@ -117,38 +117,41 @@ func adversaries() []adversary {
 // that answer every call at once without ever letting them converge, for
 // an hour of fake time, and bounds the engine calls per minute.
 func TestBlockingLoopsNeverSpin(t *testing.T) {
-	for _, a := range adversaries() {
-		t.Run(a.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				ctx, cancel := context.WithTimeout(t.Context(), time.Hour)
-				defer cancel()
-				eng := &counting{Engine: lbrecontest.New(a.cfg), cancel: cancel}
-				lb := desc(2, 1, 2)
-				if a.setup != nil {
-					a.setup(t, eng.Engine, lb)
-				}
-				eng.n.Store(0)
-				r := newLB(t, eng, lb, nil)
-				start := time.Now()
-				for ctx.Err() == nil {
-					if a.down {
-						_ = r.Teardown(ctx)
-					} else {
-						_ = r.Reconcile(ctx)
-					}
-					if ctx.Err() == nil {
-						time.Sleep(hostPause)
-					}
-				}
-				requireBounded(t, eng.n.Load(), time.Since(start), max(a.objects, 1))
-			})
-		})
-	}
+	runAdversaries(t, func(ctx context.Context, t *testing.T, r *lbrecon.LoadBalancerReconciler, down bool) {
+		if down {
+			_ = r.Teardown(ctx)
+		} else {
+			_ = r.Reconcile(ctx)
+		}
+		if ctx.Err() == nil {
+			time.Sleep(hostPause)
+		}
+	})
 }
 
 // TestOnceLoopsNeverSpin is the same for a host that calls ReconcileOnce or
 // TeardownOnce again after each RequeueAfter.
 func TestOnceLoopsNeverSpin(t *testing.T) {
+	runAdversaries(t, func(ctx context.Context, t *testing.T, r *lbrecon.LoadBalancerReconciler, down bool) {
+		once := r.ReconcileOnce
+		if down {
+			once = r.TeardownOnce
+		}
+		res, err := once(ctx)
+		if err != nil {
+			time.Sleep(hostPause)
+			return
+		}
+		require.False(t, res.Converged)
+		require.Positive(t, res.RequeueAfter)
+		time.Sleep(res.RequeueAfter)
+	})
+}
+
+// runAdversaries calls step, one round of a host's loop, for an hour of
+// fake time against each adversary, and bounds the engine calls per
+// minute.
+func runAdversaries(t *testing.T, step func(ctx context.Context, t *testing.T, r *lbrecon.LoadBalancerReconciler, down bool)) {
 	for _, a := range adversaries() {
 		t.Run(a.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -163,18 +166,7 @@ func TestOnceLoopsNeverSpin(t *testing.T) {
 				r := newLB(t, eng, lb, nil)
 				start := time.Now()
 				for ctx.Err() == nil {
-					once := r.ReconcileOnce
-					if a.down {
-						once = r.TeardownOnce
-					}
-					res, err := once(ctx)
-					if err != nil {
-						time.Sleep(hostPause)
-						continue
-					}
-					require.False(t, res.Converged)
-					require.Positive(t, res.RequeueAfter)
-					time.Sleep(res.RequeueAfter)
+					step(ctx, t, r, a.down)
 				}
 				requireBounded(t, eng.n.Load(), time.Since(start), max(a.objects, 1))
 			})
