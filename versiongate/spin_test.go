@@ -70,18 +70,11 @@ func TestNodeWatchEndingAtOnceDoesNotSpin(t *testing.T) {
 		Store: st, NodeID: "a", Version: ver(t, "1.0.0"), MinimumCompatibleRelease: mustRelease(t, "1.0.0"),
 		Decode: notMember, Clock: clk,
 		// Never wins: only the node watch runs.
-		Candidate: versiongate.CandidateFunc(func(ctx context.Context) (versiongate.Term, error) {
-			<-ctx.Done()
-			return nil, ctx.Err()
-		}),
+		Candidate: neverWins,
 		Reconcile: func(context.Context, versiongate.Term) error { return nil },
 	})
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = g.Run(ctx) }()
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	runInBackground(t, g)
 
 	// 100ms, 200ms, 400ms, ...: in 20 steps of 100ms at most 6 listings.
 	stepCounting(t, clk, 100*time.Millisecond, 20, 1, "listings", st.lists.Load)
@@ -154,11 +147,7 @@ func TestTermEndingAfterDoneDoesNotSpin(t *testing.T) {
 		},
 	})
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = g.Run(ctx) }()
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	runInBackground(t, g)
 
 	stepCounting(t, clk, 100*time.Millisecond, 10, 2, "campaigns", cand.calls.Load)
 }
@@ -175,11 +164,7 @@ func TestCampaignReturningNoTermDoesNotSpin(t *testing.T) {
 		Reconcile: func(context.Context, versiongate.Term) error { return nil },
 	})
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = g.Run(ctx) }()
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	runInBackground(t, g)
 
 	stepCounting(t, clk, time.Second, 5, 2, "campaigns", cand.calls.Load)
 	require.False(t, g.Leading())
@@ -213,18 +198,28 @@ func TestRejoinAfterZeroTTLDoesNotSpin(t *testing.T) {
 	g, err := versiongate.New(versiongate.Config{
 		Store: st, NodeID: "a", Version: ver(t, "1.0.0"), MinimumCompatibleRelease: mustRelease(t, "1.0.0"),
 		Clock: clk, RecordClock: clocktesting.NewFakeClock(time.Now()), RecordTTL: time.Second, RejoinAfterRecordLoss: true,
-		Candidate: versiongate.CandidateFunc(func(ctx context.Context) (versiongate.Term, error) {
-			<-ctx.Done()
-			return nil, ctx.Err()
-		}),
+		Candidate: neverWins,
 		Reconcile: func(context.Context, versiongate.Term) error { return nil },
 	})
 	require.NoError(t, err)
+	runInBackground(t, g)
+
+	stepCounting(t, clk, 100*time.Millisecond, 10, 1, "record publications", st.publishes.Load)
+}
+
+// neverWins is a Candidate whose Campaign waits until its context ends,
+// so only the gate's other loops run.
+var neverWins = versiongate.CandidateFunc(func(ctx context.Context) (versiongate.Term, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+})
+
+// runInBackground runs g until the test ends, and waits for Run to return.
+func runInBackground(t *testing.T, g *versiongate.Gate) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = g.Run(ctx) }()
 	t.Cleanup(func() { cancel(); wg.Wait() })
-
-	stepCounting(t, clk, 100*time.Millisecond, 10, 1, "record publications", st.publishes.Load)
 }
