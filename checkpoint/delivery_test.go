@@ -93,6 +93,36 @@ func (s *chanSource) done() int {
 	return s.returned
 }
 
+// runOnFullDisk runs, until the test ends, a Controller bootstrapped on an
+// FSStore whose disk refuses writes past 64 KiB, fed by a channel source,
+// on a fake clock; it returns once the Controller waits.
+func runOnFullDisk(t *testing.T) (*checkpoint.Controller[agentConfig], *clocktesting.FakeClock, *fullFS, *chanSource) {
+	t.Helper()
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(t0)
+	disk := &fullFS{limit: 64 << 10}
+	store, err := checkpoint.NewFS(checkpoint.FSConfig{Dir: t.TempDir(), FS: disk})
+	require.NoError(t, err)
+	source := &chanSource{deliveries: make(chan delivery)}
+	ctrl, err := checkpoint.New(checkpoint.Config[agentConfig]{
+		Store: store, Parse: parseAgent, Validate: validateAgent, Local: agentConfig{Level: 1},
+		TrialDuration: trial, CheckInterval: interval, Source: source, Clock: clk,
+	})
+	require.NoError(t, err)
+	_, err = ctrl.Bootstrap(ctx)
+	require.NoError(t, err)
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- ctrl.Run(runCtx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+		require.NoError(t, store.Close())
+	})
+	synctest.Wait()
+	return ctrl, clk, disk, source
+}
+
 // TestDeliverySupersedesFailingSave: a delivery whose Save keeps failing
 // (ENOSPC on a large payload) does not hold up the source, is retried
 // with backoff (a bounded number of tries per hour of fake time), is
@@ -100,28 +130,7 @@ func (s *chanSource) done() int {
 // delivery comes; the newer one is taken at once.
 func TestDeliverySupersedesFailingSave(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ctx := context.Background()
-		clk := clocktesting.NewFakeClock(t0)
-		disk := &fullFS{limit: 64 << 10}
-		store, err := checkpoint.NewFS(checkpoint.FSConfig{Dir: t.TempDir(), FS: disk})
-		require.NoError(t, err)
-		defer store.Close()
-		source := &chanSource{deliveries: make(chan delivery)}
-		ctrl, err := checkpoint.New(checkpoint.Config[agentConfig]{
-			Store: store, Parse: parseAgent, Validate: validateAgent, Local: agentConfig{Level: 1},
-			TrialDuration: trial, CheckInterval: interval, Source: source, Clock: clk,
-		})
-		require.NoError(t, err)
-		_, err = ctrl.Bootstrap(ctx)
-		require.NoError(t, err)
-		runCtx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- ctrl.Run(runCtx) }()
-		defer func() {
-			cancel()
-			require.NoError(t, <-done)
-		}()
-		synctest.Wait()
+		ctrl, clk, disk, source := runOnFullDisk(t)
 
 		big := []byte("level=5" + strings.Repeat(" ", 1<<20))
 		source.deliveries <- delivery{big, src("big", "1")}
@@ -177,27 +186,7 @@ func TestDeliverySupersedesFailingSave(t *testing.T) {
 func TestAssignSupersedesRetriedDelivery(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		clk := clocktesting.NewFakeClock(t0)
-		disk := &fullFS{limit: 64 << 10}
-		store, err := checkpoint.NewFS(checkpoint.FSConfig{Dir: t.TempDir(), FS: disk})
-		require.NoError(t, err)
-		defer store.Close()
-		source := &chanSource{deliveries: make(chan delivery)}
-		ctrl, err := checkpoint.New(checkpoint.Config[agentConfig]{
-			Store: store, Parse: parseAgent, Validate: validateAgent, Local: agentConfig{Level: 1},
-			TrialDuration: trial, CheckInterval: interval, Source: source, Clock: clk,
-		})
-		require.NoError(t, err)
-		_, err = ctrl.Bootstrap(ctx)
-		require.NoError(t, err)
-		runCtx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- ctrl.Run(runCtx) }()
-		defer func() {
-			cancel()
-			require.NoError(t, <-done)
-		}()
-		synctest.Wait()
+		ctrl, clk, disk, source := runOnFullDisk(t)
 
 		source.deliveries <- delivery{[]byte("level=5" + strings.Repeat(" ", 1<<20)), src("big", "1")}
 		synctest.Wait()
