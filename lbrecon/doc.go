@@ -107,13 +107,17 @@
 //     timeouts ([OutcomeTimeout]), not as cancellations.
 //   - Non-blocking: ReconcileOnce and TeardownOnce never wait on the clock
 //     and make each engine call once, within [Config.CallTimeout] (which
-//     bounds every attempt of every call, on the clock). What a wait may cure (a transient
+//     bounds every attempt of every call, and every call to the
+//     [Config.Journal], on the clock); no call starts once the pass has
+//     run for CallTimeout (the calls left are the next call's, their names
+//     not held), so a pass returns within two CallTimeouts however the
+//     provider answers. What a wait may cure (a transient
 //     error, a timeout, a 429) is reported in [Result].Transient with a
 //     RequeueAfter that grows while it lasts and honours a retry-after
 //     hint; the host's next call is the retry. A result is converged, or
 //     has a positive RequeueAfter, or comes with an error: a deadline that
 //     passes during the pass (engine calls take time) is acted on by the
-//     next call.
+//     next call. Check and Observe make one List attempt, never retried.
 //   - Bad input is refused without changes: an invalid configuration or
 //     [LoadBalancer] is an [ErrInvalidConfig] error, and an engine answer
 //     that contradicts itself (one kind and ID listed twice, two owned
