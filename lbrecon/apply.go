@@ -262,18 +262,29 @@ func (r *Reconciler) create(ctx context.Context, p *plan) {
 }
 
 // createOne sends one creation: with its idempotency token to an engine
-// that takes one, else with Create.
+// that takes one, else with Create. The error of a creation sent with a
+// token is marked resendable: sending it again cannot create twice.
 func (r *Reconciler) createOne(ctx context.Context, c Object, token string) (Object, error) {
 	if ic, ok := r.cfg.Engine.(IdempotentCreator); ok && r.idempotency.Load() >= 0 {
 		got, err := ic.CreateIdempotent(ctx, c, token)
 		if !errors.Is(err, ErrNotSupported) {
 			r.idempotency.CompareAndSwap(0, 1)
+			if err != nil {
+				err = resendable{err}
+			}
 			return got, err
 		}
 		r.idempotency.Store(-1) // nothing was sent: fall back
 	}
 	return r.cfg.Engine.Create(ctx, c)
 }
+
+// resendable marks the error of a creation sent with an idempotency
+// token: Reconcile retries it like any other call, since the provider
+// creates nothing the second time if the first call did create.
+type resendable struct{ error }
+
+func (e resendable) Unwrap() error { return e.error }
 
 // update updates objects in place through the engine's Updater.
 func (r *Reconciler) update(ctx context.Context, p *plan) {

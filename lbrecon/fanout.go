@@ -87,8 +87,9 @@ func answer(err error) bool {
 // call makes an engine call, retrying transient and rate-limited failures
 // within RetryBudget (and CallAttempts when set). Answers (not found, not
 // supported, already exists, conflict) and permanent errors are final. A
-// Create is retried only when rate limited: after any other failure it may
-// have created the object, and the next listing tells.
+// Create is retried only when rate limited or sent with an idempotency
+// token (resendable): after any other failure it may have created the
+// object, and the next listing tells.
 //
 // Inside one pass of ReconcileOnce or TeardownOnce (see onePass) it makes
 // one attempt: the host's next call is the retry.
@@ -116,7 +117,7 @@ func (r *Reconciler) call(ctx context.Context, verb Verb, fn func(context.Contex
 			// Final, and kept as it is (Retry would strip the marker).
 			final = err
 			return nil
-		case verb == VerbCreate && !errors.As(err, &hint) && !backoff.IsPermanent(err) && ctx.Err() == nil:
+		case verb == VerbCreate && !errors.As(err, &hint) && !errors.As(err, new(resendable)) && !backoff.IsPermanent(err) && ctx.Err() == nil:
 			final = err
 			return nil
 		}

@@ -86,7 +86,8 @@ type Config struct {
 	// writes: every listing that starts ListLag after a call returned
 	// reflects it. With it, a creation whose outcome is unknown (a
 	// transient error, a lost answer) holds its name only until such a
-	// listing, instead of ConfirmTimeout. Zero means unknown.
+	// listing, instead of ConfirmTimeout. Zero takes the lag the engine
+	// declares ([ListLagger]); when it declares none, the lag is unknown.
 	ListLag time.Duration
 	// Journal, when set, records every creation durably before it is sent
 	// (see [Journal], [FileJournal]), so that a reconciler started after a
@@ -220,6 +221,9 @@ func New(cfg Config) (*Reconciler, error) {
 	}
 	if cfg.ListLag < 0 {
 		return bad("ListLag is negative")
+	}
+	if ll, ok := cfg.Engine.(ListLagger); ok && cfg.ListLag == 0 {
+		cfg.ListLag = max(ll.ListLag(), 0) // declared by the provider
 	}
 	if cfg.MaxPollInterval < cfg.PollInterval {
 		return bad("MaxPollInterval %v is below PollInterval %v", cfg.MaxPollInterval, cfg.PollInterval)
