@@ -86,6 +86,27 @@ func TestReconcileOnceUnavailableProviderReturnsAtOnce(t *testing.T) {
 		require.LessOrEqual(t, during, 10, "requeues grow during an outage")
 		require.Equal(t, objectCount(lb), eng.Calls()[lbrecon.VerbCreate], "no duplicates")
 		requireConverged(t, eng, r, lb)
+
+		// The same outage during a teardown.
+		eng.Unavailable(30 * time.Second)
+		start, calls, during = fc.Now(), 0, 0
+		for {
+			calls++
+			require.Less(t, calls, 100, "no teardown")
+			res, err := once(t, fc, r.TeardownOnce)
+			require.NoError(t, err, "an outage is waited out by requeues, not reported as a failure")
+			if res.Converged {
+				break
+			}
+			require.Positive(t, res.RequeueAfter)
+			if fc.Since(start) < 30*time.Second {
+				during++
+				require.ErrorIs(t, res.Transient, lbrecontest.ErrInjected, "the 503 is reported with the requeue")
+			}
+			fc.Step(res.RequeueAfter)
+		}
+		require.LessOrEqual(t, during, 10, "requeues grow during an outage")
+		require.Empty(t, eng.Objects(), "everything torn down")
 	})
 }
 
