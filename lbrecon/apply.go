@@ -19,7 +19,9 @@ func (r *Reconciler) pass(ctx context.Context, listed []Object, listedAt time.Ti
 	if err != nil {
 		return nil, err
 	}
-	r.forgetIntents(ctx)
+	if r.budgetLeft(ctx) {
+		r.forgetIntents(ctx) // else at a later pass: a stale intent only holds a name longer
+	}
 	if p.converged() {
 		return p, nil
 	}
@@ -54,7 +56,7 @@ func (r *Reconciler) repair(ctx context.Context, p *plan) {
 	for i, e := range errs {
 		o := p.repair[i]
 		switch {
-		case p.fenced(e):
+		case p.fenced(e), p.unsent(e):
 		case e == nil:
 			logr.FromContextOrDiscard(ctx).Info("repairing failed object in place", "object", o.String())
 			r.mem.failures[nameOf(o)]++
@@ -83,7 +85,7 @@ func (r *Reconciler) adopt(ctx context.Context, p *plan) {
 	defer r.memMu.Unlock()
 	for i, e := range errs {
 		o := p.Adopt[i].clone()
-		if p.fenced(e) {
+		if p.fenced(e) || p.unsent(e) {
 			continue
 		}
 		if e != nil {
@@ -116,7 +118,7 @@ func (r *Reconciler) destroyNow(ctx context.Context, p *plan) {
 	for i, e := range errs {
 		o := p.Destroy[i]
 		switch {
-		case p.fenced(e):
+		case p.fenced(e), p.unsent(e):
 		case e == nil, errors.Is(e, ErrNotFound):
 			r.mem.destroyed[o.Key()] = now
 			delete(r.mem.written, o.Key())
@@ -176,6 +178,9 @@ func (r *Reconciler) create(ctx context.Context, p *plan) {
 		intents[i] = Intent{Kind: c.Kind, Name: c.Name, Spec: fp, Token: tok, At: now}
 	}
 	r.memMu.Unlock()
+	if !r.budgetLeft(ctx) {
+		return // nothing recorded, nothing sent: the next call creates
+	}
 	if r.cfg.Journal != nil {
 		if err := r.cfg.Journal.Record(ctx, intents); err != nil {
 			// Nothing is sent that a successor could not recognise.
@@ -208,6 +213,9 @@ func (r *Reconciler) create(ctx context.Context, p *plan) {
 		switch {
 		case p.fenced(e):
 			delete(r.mem.intents, nk) // refused before it left the process
+		case p.unsent(e):
+			delete(r.mem.intents, nk) // never sent
+			r.mem.dropJournal(nk)
 		case e == nil:
 			delete(r.mem.intents, nk)
 			delete(r.mem.conflicts, nk)
@@ -254,18 +262,29 @@ func (r *Reconciler) create(ctx context.Context, p *plan) {
 }
 
 // createOne sends one creation: with its idempotency token to an engine
-// that takes one, else with Create.
+// that takes one, else with Create. The error of a creation sent with a
+// token is marked resendable: sending it again cannot create twice.
 func (r *Reconciler) createOne(ctx context.Context, c Object, token string) (Object, error) {
 	if ic, ok := r.cfg.Engine.(IdempotentCreator); ok && r.idempotency.Load() >= 0 {
 		got, err := ic.CreateIdempotent(ctx, c, token)
 		if !errors.Is(err, ErrNotSupported) {
 			r.idempotency.CompareAndSwap(0, 1)
+			if err != nil {
+				err = resendable{err}
+			}
 			return got, err
 		}
 		r.idempotency.Store(-1) // nothing was sent: fall back
 	}
 	return r.cfg.Engine.Create(ctx, c)
 }
+
+// resendable marks the error of a creation sent with an idempotency
+// token: Reconcile retries it like any other call, since the provider
+// creates nothing the second time if the first call did create.
+type resendable struct{ error }
+
+func (e resendable) Unwrap() error { return e.error }
 
 // update updates objects in place through the engine's Updater.
 func (r *Reconciler) update(ctx context.Context, p *plan) {
@@ -288,7 +307,7 @@ func (r *Reconciler) update(ctx context.Context, p *plan) {
 	for i, e := range errs {
 		u := p.Update[i]
 		switch {
-		case p.fenced(e):
+		case p.fenced(e), p.unsent(e):
 		case e == nil:
 			o := got[i]
 			if o.ID == "" {

@@ -33,7 +33,11 @@
 //     outcome is unknown (a transient error, a lost answer) holds the name
 //     until a listing shows the object, a listing started
 //     [Config.ListLag] after the call does not, or [Config.ConfirmTimeout]
-//     passes, so the name is never created twice. A reconciler started
+//     passes, so the name is never created twice. ListLag is zero by
+//     default and then taken from an engine that declares its provider's
+//     lag ([ListLagger]); with neither, nor tokens (below), the hold lasts
+//     ConfirmTimeout (2 min by default), and a transient create failure
+//     costs that much time. A reconciler started
 //     after a crash loads the journal and holds its predecessor's names
 //     the same way (ListLag counted from its start), so a lagging listing
 //     does not make it create them again; [FileJournal] keeps the journal
@@ -41,7 +45,9 @@
 //     fsync of the directory). An engine that implements
 //     [IdempotentCreator] gets the intent's token with the creation, and,
 //     once it has shown it takes tokens, a held creation is sent again
-//     with its token instead of waiting for the listing. An object left
+//     with its token instead of waiting for the listing: Reconcile
+//     retries it within the call like any other, ReconcileOnce on the
+//     next call. An object left
 //     untagged by a crash is found by its exact name and spec and adopted,
 //     never by a pattern.
 //   - Eventual consistency: created, updated, adopted and repaired objects
@@ -103,17 +109,22 @@
 //     RetryAfter() hint are retried after that hint (a hint of 0 falls back
 //     to the backoff), and other errors are retried within
 //     [Config.RetryBudget] — except Create, which is not retried after a
-//     transient error (see above). Per-call timeouts are reported as
+//     transient error unless it was sent with an idempotency token (see
+//     above). Per-call timeouts are reported as
 //     timeouts ([OutcomeTimeout]), not as cancellations.
 //   - Non-blocking: ReconcileOnce and TeardownOnce never wait on the clock
 //     and make each engine call once, within [Config.CallTimeout] (which
-//     bounds every attempt of every call, on the clock). What a wait may cure (a transient
+//     bounds every attempt of every call, and every call to the
+//     [Config.Journal], on the clock); no call starts once the pass has
+//     run for CallTimeout (the calls left are the next call's, their names
+//     not held), so a pass returns within two CallTimeouts however the
+//     provider answers. What a wait may cure (a transient
 //     error, a timeout, a 429) is reported in [Result].Transient with a
 //     RequeueAfter that grows while it lasts and honours a retry-after
 //     hint; the host's next call is the retry. A result is converged, or
 //     has a positive RequeueAfter, or comes with an error: a deadline that
 //     passes during the pass (engine calls take time) is acted on by the
-//     next call.
+//     next call. Check and Observe make one List attempt, never retried.
 //   - Bad input is refused without changes: an invalid configuration or
 //     [LoadBalancer] is an [ErrInvalidConfig] error, and an engine answer
 //     that contradicts itself (one kind and ID listed twice, two owned
@@ -162,8 +173,9 @@
 //     without it: on a provider whose listing lags, it creates again what
 //     its predecessor created just before it died.
 //   - If a listing lags by more than ConfirmTimeout (or ListLag, when
-//     set), a creation of unknown outcome may be made twice; the duplicate
-//     is then reported as [ErrInconsistent] and left for the operator.
+//     set or declared by the engine), a creation of unknown outcome may be
+//     made twice; the duplicate is then reported as [ErrInconsistent] and
+//     left for the operator.
 //   - A journal's intents are matched to listed objects by
 //     [SpecFingerprint], which is exact for specs without pointers or
 //     maps. Two processes must not share one journal.

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Errors an [Engine] returns so the reconciler can branch on them.
@@ -211,6 +212,18 @@ type IdempotentCreator interface {
 	// [ErrNotSupported], having sent nothing, when the provider takes no
 	// token; the reconciler then uses Create.
 	CreateIdempotent(ctx context.Context, obj Object, token string) (Object, error)
+}
+
+// ListLagger is implemented by engines whose provider declares how far its
+// listings may lag behind its writes. [New] takes the declared lag as
+// [Config.ListLag] when that is zero, so that a creation of unknown
+// outcome holds its name only until a listing made that long after the
+// call, instead of ConfirmTimeout.
+type ListLagger interface {
+	// ListLag returns the bound: every listing that starts ListLag after
+	// a call returned reflects it. Zero means the provider declares
+	// none.
+	ListLag() time.Duration
 }
 
 // Repairer is implemented by engines that can retry a failed object in place

@@ -47,6 +47,14 @@ var errCallTimeout = fmt.Errorf("lbrecon: engine call took longer than Config.Ca
 // reports it to the metrics.
 func (r *Reconciler) once(ctx context.Context, verb Verb, fn func(context.Context) error) error {
 	t := r.clock.Now()
+	err := r.bounded(ctx, fn)
+	r.metrics.Observe(verb, classify(err), r.clock.Since(t))
+	return err
+}
+
+// bounded calls fn with a context that ends CallTimeout from now on the
+// clock; an error of a call that ran out of time wraps errCallTimeout.
+func (r *Reconciler) bounded(ctx context.Context, fn func(context.Context) error) error {
 	cctx, cancel := context.WithCancelCause(ctx)
 	timer := r.clock.NewTimer(r.cfg.CallTimeout)
 	ended := make(chan struct{})
@@ -66,7 +74,6 @@ func (r *Reconciler) once(ctx context.Context, verb Verb, fn func(context.Contex
 	if timedOut && err != nil && ctx.Err() == nil {
 		err = fmt.Errorf("%w after %v: %w", errCallTimeout, r.cfg.CallTimeout, err)
 	}
-	r.metrics.Observe(verb, classify(err), r.clock.Since(t))
 	return err
 }
 
@@ -80,8 +87,9 @@ func answer(err error) bool {
 // call makes an engine call, retrying transient and rate-limited failures
 // within RetryBudget (and CallAttempts when set). Answers (not found, not
 // supported, already exists, conflict) and permanent errors are final. A
-// Create is retried only when rate limited: after any other failure it may
-// have created the object, and the next listing tells.
+// Create is retried only when rate limited or sent with an idempotency
+// token (resendable): after any other failure it may have created the
+// object, and the next listing tells.
 //
 // Inside one pass of ReconcileOnce or TeardownOnce (see onePass) it makes
 // one attempt: the host's next call is the retry.
@@ -109,7 +117,7 @@ func (r *Reconciler) call(ctx context.Context, verb Verb, fn func(context.Contex
 			// Final, and kept as it is (Retry would strip the marker).
 			final = err
 			return nil
-		case verb == VerbCreate && !errors.As(err, &hint) && !backoff.IsPermanent(err) && ctx.Err() == nil:
+		case verb == VerbCreate && !errors.As(err, &hint) && !errors.As(err, new(resendable)) && !backoff.IsPermanent(err) && ctx.Err() == nil:
 			final = err
 			return nil
 		}
@@ -123,12 +131,27 @@ func (r *Reconciler) call(ctx context.Context, verb Verb, fn func(context.Contex
 
 type onePassKey struct{}
 
-// onePass marks ctx as the context of one non-blocking pass: engine calls
-// are made once, and a failure a wait may cure is left to the host's next
-// call instead of being retried on the clock.
-func onePass(ctx context.Context) context.Context { return context.WithValue(ctx, onePassKey{}, true) }
+// onePass marks ctx as the context of one non-blocking pass that started
+// at start: engine calls are made once, a failure a wait may cure is left
+// to the host's next call instead of being retried on the clock, and no
+// call starts once the pass has run for CallTimeout (see budgetLeft).
+func onePass(ctx context.Context, start time.Time) context.Context {
+	return context.WithValue(ctx, onePassKey{}, start)
+}
 
 func isOnePass(ctx context.Context) bool { return ctx.Value(onePassKey{}) != nil }
+
+// errNoTime is the result of a call of one pass not sent because the pass
+// had run for CallTimeout: the next call makes it.
+var errNoTime = errors.New("lbrecon: not sent: the pass has run for Config.CallTimeout")
+
+// budgetLeft reports whether a call may still start in ctx: always outside
+// one pass; inside, until the pass has run for CallTimeout. With every
+// call bounded by CallTimeout, one pass thus returns within two.
+func (r *Reconciler) budgetLeft(ctx context.Context) bool {
+	start, ok := ctx.Value(onePassKey{}).(time.Time)
+	return !ok || r.clock.Since(start) < r.cfg.CallTimeout
+}
 
 // retryable reports whether err is a failure a later attempt may not meet:
 // transient, rate limited, or a call that ran out of time.
@@ -183,8 +206,9 @@ var errNotSent = fmt.Errorf("lbrecon: not sent after a refusal: %w", ErrFenced)
 
 // fanOut runs fn over objs on an errgroup limited to Parallelism. Every
 // object gets a result: objects not started when ctx ends get ctx.Err(),
-// and objects not started after a call was refused by a fence
-// ([ErrFenced]) get errNotSent.
+// objects not started after a call was refused by a fence ([ErrFenced])
+// get errNotSent, and objects not started once one pass has run for
+// CallTimeout get errNoTime.
 func (r *Reconciler) fanOut(ctx context.Context, objs []Object, fn func(context.Context, Object) (Object, error)) ([]Object, []error) {
 	out := make([]Object, len(objs))
 	errs := make([]error, len(objs))
@@ -199,6 +223,10 @@ func (r *Reconciler) fanOut(ctx context.Context, objs []Object, fn func(context.
 		g.Go(func() error {
 			if fenced.Load() {
 				errs[i] = errNotSent
+				return nil
+			}
+			if !r.budgetLeft(ctx) {
+				errs[i] = errNoTime
 				return nil
 			}
 			out[i], errs[i] = fn(ctx, o)

@@ -1,6 +1,9 @@
 package lbrecon
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // GuardFunc decides whether a write may reach the provider. It is called
 // before every Create, Destroy, Tag, Update and Repair with the call's
@@ -14,7 +17,8 @@ type GuardFunc func(ctx context.Context, verb Verb, obj Object) error
 // forwards the optional interfaces: it always implements [Repairer],
 // [Updater] and [IdempotentCreator], answering [ErrNotSupported] when e
 // does not, which the reconciler takes as "recreate", "replace" and
-// "create without a token". Reads (List, Get) are not
+// "create without a token", and [ListLagger], answering 0 (none declared)
+// when e does not. Reads (List, Get) are not
 // checked. A nil check lets every write through. [CheckToken] builds a
 // check that compares the fencing token each call's context carries (see
 // [WithToken]).
@@ -34,7 +38,15 @@ var (
 	_ Repairer          = (*guarded)(nil)
 	_ Updater           = (*guarded)(nil)
 	_ IdempotentCreator = (*guarded)(nil)
+	_ ListLagger        = (*guarded)(nil)
 )
+
+func (g *guarded) ListLag() time.Duration {
+	if ll, ok := g.e.(ListLagger); ok {
+		return ll.ListLag()
+	}
+	return 0
+}
 
 func (g *guarded) CreateIdempotent(ctx context.Context, obj Object, token string) (Object, error) {
 	ic, ok := g.e.(IdempotentCreator)

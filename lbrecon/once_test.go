@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -85,6 +86,27 @@ func TestReconcileOnceUnavailableProviderReturnsAtOnce(t *testing.T) {
 		require.LessOrEqual(t, during, 10, "requeues grow during an outage")
 		require.Equal(t, objectCount(lb), eng.Calls()[lbrecon.VerbCreate], "no duplicates")
 		requireConverged(t, eng, r, lb)
+
+		// The same outage during a teardown.
+		eng.Unavailable(30 * time.Second)
+		start, calls, during = fc.Now(), 0, 0
+		for {
+			calls++
+			require.Less(t, calls, 100, "no teardown")
+			res, err := once(t, fc, r.TeardownOnce)
+			require.NoError(t, err, "an outage is waited out by requeues, not reported as a failure")
+			if res.Converged {
+				break
+			}
+			require.Positive(t, res.RequeueAfter)
+			if fc.Since(start) < 30*time.Second {
+				during++
+				require.ErrorIs(t, res.Transient, lbrecontest.ErrInjected, "the 503 is reported with the requeue")
+			}
+			fc.Step(res.RequeueAfter)
+		}
+		require.LessOrEqual(t, during, 10, "requeues grow during an outage")
+		require.Empty(t, eng.Objects(), "everything torn down")
 	})
 }
 
@@ -197,4 +219,158 @@ func TestReconcileOnceBoundedByTheCallTimeout(t *testing.T) {
 		require.ErrorIs(t, res.Transient, context.DeadlineExceeded)
 		require.Positive(t, res.RequeueAfter)
 	})
+}
+
+// Check, Observe and Status against a provider answering 503: each makes
+// one List and returns at once with the error, instead of retrying on the
+// clock for RetryBudget.
+func TestCheckAndObserveListOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fc := clocktesting.NewFakeClock(time.Unix(1000, 0))
+		eng := realistic(func(c *lbrecontest.Config) { c.Clock, c.Latency = fc, 0 })
+		eng.Unavailable(30 * time.Second)
+		r := newLB(t, eng, desc(1, 1, 1), func(c *lbrecon.Config) { c.Clock = fc })
+		for name, call := range map[string]func(context.Context) error{
+			"Check":   func(ctx context.Context) error { _, err := r.Check(ctx); return err },
+			"Observe": func(ctx context.Context) error { _, err := r.Observe(ctx); return err },
+			"Status":  func(ctx context.Context) error { _, err := r.Status(ctx); return err },
+		} {
+			before := eng.Calls()[lbrecon.VerbList]
+			_, err := once(t, fc, func(ctx context.Context) (lbrecon.Result, error) { return lbrecon.Result{}, call(ctx) })
+			require.ErrorIs(t, err, lbrecontest.ErrInjected, name)
+			require.Equal(t, before+1, eng.Calls()[lbrecon.VerbList], "%s lists once", name)
+		}
+	})
+}
+
+// hangingWrites answers List and Get at once and never answers a write:
+// its writes end only with their context.
+type hangingWrites struct {
+	*lbrecontest.Engine
+	writes atomic.Int32
+}
+
+func (h *hangingWrites) hang(ctx context.Context) error {
+	h.writes.Add(1)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (h *hangingWrites) Create(ctx context.Context, _ lbrecon.Object) (lbrecon.Object, error) {
+	return lbrecon.Object{}, h.hang(ctx)
+}
+
+func (h *hangingWrites) Destroy(ctx context.Context, _ lbrecon.Object) error { return h.hang(ctx) }
+
+// A provider that lists at once but never answers a write, with more
+// writes than Parallelism: one ReconcileOnce (and one TeardownOnce) sends
+// one round of writes, returns once they timed out, one CallTimeout after
+// it began, and leaves the writes it did not send free for the next call.
+func TestReconcileOnceSendsNoCallAfterTheCallTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		inner := newEngine(lbrecontest.Config{Latency: time.Nanosecond, Pending: time.Nanosecond})
+		lb := desc(8, 1, 1)
+		for i, p := range lb.Ports { // owned backends, for the teardown
+			if i%2 == 0 {
+				inner.Put(lbrecon.Object{Kind: lbrecon.KindBackend, Name: p.Name + ".svc-1", Tags: []string{owner},
+					Spec: lbrecon.BackendSpec{LoadBalancer: "lb-1"}, State: lbrecon.StateOK})
+			}
+		}
+		eng := &hangingWrites{Engine: inner}
+		r := newLB(t, eng, lb, func(c *lbrecon.Config) { c.CallTimeout, c.Parallelism = 5*time.Second, 2 })
+		before, err := r.Check(t.Context())
+		require.NoError(t, err)
+		require.Greater(t, len(before.Create), 2)
+		start := time.Now()
+		res, err := r.ReconcileOnce(t.Context())
+		require.NoError(t, err)
+		require.LessOrEqual(t, time.Since(start), 5*time.Second+time.Millisecond, "one round of writes, then no more")
+		require.False(t, res.Converged)
+		require.Positive(t, res.RequeueAfter)
+		require.ErrorIs(t, res.Transient, context.DeadlineExceeded, "the writes that timed out are reported")
+		require.EqualValues(t, 2, eng.writes.Load(), "one round of Parallelism writes")
+		p, err := r.Check(t.Context())
+		require.NoError(t, err)
+		require.Len(t, p.Create, len(before.Create)-2, "the creations not sent hold no name; the two timed out are held")
+
+		// The teardown, by a reconciler that holds no creation.
+		r = newLB(t, eng, lb, func(c *lbrecon.Config) { c.CallTimeout, c.Parallelism = 5*time.Second, 2 })
+		start = time.Now()
+		res, err = r.TeardownOnce(t.Context())
+		require.NoError(t, err)
+		require.LessOrEqual(t, time.Since(start), 5*time.Second+time.Millisecond, "one round of destructions, then no more")
+		require.EqualValues(t, 4, eng.writes.Load(), "one round of Parallelism destructions")
+		require.False(t, res.Converged)
+		require.Positive(t, res.RequeueAfter)
+	})
+}
+
+// slowJournal answers the journal call named slow only when its context
+// ends (or after an hour).
+type slowJournal struct {
+	lbrecon.Journal
+	slow string
+}
+
+func (j slowJournal) wait(ctx context.Context, name string) error {
+	if name != j.slow {
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Hour):
+		return nil
+	}
+}
+
+func (j slowJournal) Load(ctx context.Context) ([]lbrecon.Intent, error) {
+	if err := j.wait(ctx, "Load"); err != nil {
+		return nil, err
+	}
+	return j.Journal.Load(ctx)
+}
+
+func (j slowJournal) Record(ctx context.Context, in []lbrecon.Intent) error {
+	if err := j.wait(ctx, "Record"); err != nil {
+		return err
+	}
+	return j.Journal.Record(ctx, in)
+}
+
+func (j slowJournal) Forget(ctx context.Context, in []lbrecon.Intent) error {
+	if err := j.wait(ctx, "Forget"); err != nil {
+		return err
+	}
+	return j.Journal.Forget(ctx, in)
+}
+
+// A journal that does not answer (an annotation on an apiserver that
+// hangs) holds ReconcileOnce no longer than the engine's calls may: each
+// journal call is bounded by CallTimeout.
+func TestReconcileOnceJournalCallsAreBounded(t *testing.T) {
+	for _, slow := range []string{"Load", "Record", "Forget"} {
+		t.Run(slow, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				eng := newEngine(lbrecontest.Config{})
+				j := lbrecon.NewFileJournal(t.TempDir() + "/journal")
+				if slow == "Forget" {
+					// Something to forget: a creation the listing shows.
+					require.NoError(t, j.Record(t.Context(), []lbrecon.Intent{{Kind: lbrecon.KindBackend, Name: "p0.svc-1",
+						Spec: lbrecon.SpecFingerprint(lbrecon.BackendSpec{LoadBalancer: "lb-1"}), At: time.Now()}}))
+					eng.Put(lbrecon.Object{Kind: lbrecon.KindBackend, Name: "p0.svc-1", Tags: []string{owner},
+						Spec: lbrecon.BackendSpec{LoadBalancer: "lb-1"}, State: lbrecon.StateOK})
+				}
+				r := newLB(t, eng, desc(2, 1, 1), func(c *lbrecon.Config) {
+					c.Journal, c.CallTimeout = slowJournal{Journal: j, slow: slow}, 5*time.Second
+				})
+				start := time.Now()
+				res, err := r.ReconcileOnce(t.Context())
+				require.LessOrEqual(t, time.Since(start), 2*5*time.Second, "a journal call is bounded like an engine call")
+				require.NoError(t, err)
+				require.False(t, res.Converged)
+				require.Positive(t, res.RequeueAfter)
+			})
+		})
+	}
 }

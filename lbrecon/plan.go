@@ -78,6 +78,10 @@ func (p *plan) fenced(err error) bool {
 	return true
 }
 
+// unsent reports whether err is the result of a call one pass did not
+// send for lack of time (errNoTime): the next call makes it.
+func (p *plan) unsent(err error) bool { return errors.Is(err, errNoTime) }
+
 // failed records a failed call: in one pass (see onePass), a failure a
 // wait may cure is left to the host's next call; every other is an error
 // of the pass.

@@ -86,7 +86,8 @@ type Config struct {
 	// writes: every listing that starts ListLag after a call returned
 	// reflects it. With it, a creation whose outcome is unknown (a
 	// transient error, a lost answer) holds its name only until such a
-	// listing, instead of ConfirmTimeout. Zero means unknown.
+	// listing, instead of ConfirmTimeout. Zero takes the lag the engine
+	// declares ([ListLagger]); when it declares none, the lag is unknown.
 	ListLag time.Duration
 	// Journal, when set, records every creation durably before it is sent
 	// (see [Journal], [FileJournal]), so that a reconciler started after a
@@ -104,10 +105,12 @@ type Config struct {
 	// and TeardownOnce never retry inside the call: the host's next call
 	// is the retry.
 	RetryBudget time.Duration
-	// CallTimeout bounds each engine call attempt, on Clock: the call's
-	// context ends then, and the attempt counts as a timeout (a Create's
-	// outcome is then unknown). It bounds ReconcileOnce and TeardownOnce,
-	// which make each call once.
+	// CallTimeout bounds each engine call attempt and each Journal call,
+	// on Clock: the call's context ends then, and the attempt counts as a
+	// timeout (a Create's outcome is then unknown). It bounds
+	// ReconcileOnce and TeardownOnce, which make each call once and start
+	// none once the pass has run for CallTimeout: a pass returns within
+	// two CallTimeouts.
 	CallTimeout time.Duration
 	// CallAttempts, when positive, also bounds the attempts of one call.
 	CallAttempts int
@@ -219,6 +222,9 @@ func New(cfg Config) (*Reconciler, error) {
 	if cfg.ListLag < 0 {
 		return bad("ListLag is negative")
 	}
+	if ll, ok := cfg.Engine.(ListLagger); ok && cfg.ListLag == 0 {
+		cfg.ListLag = max(ll.ListLag(), 0) // declared by the provider
+	}
 	if cfg.MaxPollInterval < cfg.PollInterval {
 		return bad("MaxPollInterval %v is below PollInterval %v", cfg.MaxPollInterval, cfg.PollInterval)
 	}
@@ -251,14 +257,18 @@ func New(cfg Config) (*Reconciler, error) {
 	if r.metrics == nil {
 		r.metrics = noMetrics{}
 	}
+	if cfg.Journal != nil {
+		r.cfg.Journal = boundedJournal{j: cfg.Journal, r: r}
+	}
 	return r, nil
 }
 
 // Check lists the provider's objects once and returns the plan for them
 // without changing anything at the provider. An empty plan means a listing
-// confirms the desired state.
+// confirms the desired state. It makes one List attempt, within
+// CallTimeout, and does not retry it: a failed List is its error.
 func (r *Reconciler) Check(ctx context.Context) (Plan, error) {
-	objs, at, err := r.list(ctx)
+	objs, at, err := r.list(onePass(ctx, r.clock.Now()))
 	if err != nil {
 		return Plan{}, err
 	}
@@ -270,9 +280,10 @@ func (r *Reconciler) Check(ctx context.Context) (Plan, error) {
 }
 
 // Observe lists the provider's objects once and returns those the
-// reconciler owns grouped by kind, without changing anything.
+// reconciler owns grouped by kind, without changing anything. Like Check,
+// it makes one List attempt and does not retry it.
 func (r *Reconciler) Observe(ctx context.Context) (*Observation, error) {
-	objs, at, err := r.list(ctx)
+	objs, at, err := r.list(onePass(ctx, r.clock.Now()))
 	if err != nil {
 		return nil, err
 	}
@@ -324,7 +335,10 @@ type Result struct {
 // CallTimeout, and the call takes one List plus at most one round of calls
 // per phase (repair, adopt, destroy, create, update; calls inside a phase
 // run in parallel, within Parallelism); a List that fails or times out
-// ends it at once. A call that fails in a way a wait may cure
+// ends it at once. No call (and no journal write) starts once the pass has
+// run for CallTimeout: the calls left are made by the next call, and a
+// creation not sent holds no name. One call thus returns within two
+// CallTimeouts, however the provider and the journal answer. A call that fails in a way a wait may cure
 // (transient, timed out, rate limited) is not retried inside it: the
 // failure is reported in Result.Transient and the host's next call, after
 // RequeueAfter, is the retry (RetryBudget and CallAttempts do not apply).
@@ -355,7 +369,7 @@ func (r *Reconciler) reconcileOnce(ctx context.Context, down bool) (res Result, 
 	defer r.mu.Unlock()
 	start := r.clock.Now()
 	defer func() { r.metrics.Observe(verbOf(down), classify(err), r.clock.Since(start)) }()
-	ctx = onePass(ctx)
+	ctx = onePass(ctx, start)
 	if err := r.loadJournal(ctx); err != nil {
 		return r.requeueOr(ctx, err)
 	}

@@ -33,6 +33,11 @@ type Config struct {
 	// listed, a destroyed one is still listed (as last seen), and updated
 	// specs and added tags are listed as before, until ListLag has passed.
 	ListLag time.Duration
+	// DeclareListLag makes the engine declare ListLag as its bound
+	// (lbrecon.ListLagger), as a provider documenting its consistency
+	// does. With LagListings, whose lag has no time bound, it declares
+	// none.
+	DeclareListLag bool
 	// LagListings makes List lag by a number of listings rather than a
 	// time: a created object is left out of the next LagListings List
 	// calls (of any caller), on top of ListLag.

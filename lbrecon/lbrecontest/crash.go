@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/reconkit/reconkit/lbrecon"
 )
@@ -41,6 +42,7 @@ var (
 	_ lbrecon.Repairer          = (*Crasher)(nil)
 	_ lbrecon.Updater           = (*Crasher)(nil)
 	_ lbrecon.IdempotentCreator = (*Crasher)(nil)
+	_ lbrecon.ListLagger        = (*Crasher)(nil)
 )
 
 // NewCrasher returns e behind a crash point that is not armed.
@@ -197,4 +199,13 @@ func (c *Crasher) Repair(ctx context.Context, obj lbrecon.Object) (got lbrecon.O
 	}
 	err = c.do(func() error { got, err = r.Repair(ctx, obj); return err })
 	return got, err
+}
+
+// ListLag implements lbrecon.ListLagger: the wrapped engine's declared
+// lag, or 0.
+func (c *Crasher) ListLag() time.Duration {
+	if ll, ok := c.e.(lbrecon.ListLagger); ok {
+		return ll.ListLag()
+	}
+	return 0
 }

@@ -11,7 +11,8 @@
 // within the queried scope; faults (failed, rate-limited with Retry-After,
 // crashed between create and tag, failed tagging, an outage answering 503
 // to everything for a while, one create answer in k lost) can be
-// injected; idempotency tokens can be honoured (Idempotency); a [Crasher]
+// injected; idempotency tokens can be honoured (Idempotency); the list lag
+// can be declared to the reconciler (DeclareListLag); a [Crasher]
 // in front of any engine stops the process at a crash point (before or
 // after its n-th write, or at a time); and calls
 // are counted both as calls and as provider requests under a cost model in

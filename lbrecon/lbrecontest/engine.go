@@ -48,6 +48,7 @@ var (
 	_ lbrecon.Repairer          = (*Engine)(nil)
 	_ lbrecon.Updater           = (*Engine)(nil)
 	_ lbrecon.IdempotentCreator = (*Engine)(nil)
+	_ lbrecon.ListLagger        = (*Engine)(nil)
 )
 
 // New returns an empty engine.

@@ -62,3 +62,12 @@ func (e *Engine) remember(o *object) {
 	}
 	o.listedAt = now.Add(e.cfg.ListLag)
 }
+
+// ListLag implements lbrecon.ListLagger: Config.ListLag with
+// Config.DeclareListLag and no LagListings, else 0 (none declared).
+func (e *Engine) ListLag() time.Duration {
+	if !e.cfg.DeclareListLag || e.cfg.LagListings > 0 {
+		return 0
+	}
+	return e.cfg.ListLag
+}

@@ -6,12 +6,23 @@
 //   - lagging: the same plus list lag and asynchronous deletion;
 //   - realistic: lagging plus a 429 (Retry-After 1 s) on every k-th call;
 //   - failing: lagging plus one create in -fail-every failing transiently
-//     (nothing created; the reconciler cannot know).
+//     (nothing created; the reconciler cannot know);
+//   - lagging/replace and failing/replace: lagging and failing on an
+//     engine that cannot update in place (no lbrecon.Updater), so that a
+//     node-port change replaces the servers (make-before-break) and meets
+//     the failing creates.
 //
-// lbrecon runs twice: as configured by default, and with the provider's
-// list lag given as Config.ListLag ("lbrecon+lag"), which ends the hold of
-// a failed creation's name after one lagging listing instead of
-// ConfirmTimeout.
+// lbrecon runs three times, always with its default configuration
+// (Config{Engine, Tag}), on three kinds of provider:
+//
+//   - lbrecon: the engine declares its list lag (lbrecon.ListLagger), so a
+//     failed creation's name is held until one listing made that long
+//     after the call, not ConfirmTimeout;
+//   - lbrecon+token: the engine declares no lag but takes idempotency
+//     tokens (lbrecon.IdempotentCreator), so a failed creation is sent
+//     again with its token at once;
+//   - lbrecon-nolag: the engine does neither; a failed creation holds its
+//     name for ConfirmTimeout (2 min), the only safe bound left.
 //
 // In every model a List costs 1 + N provider requests (a tag search
 // followed by one GET per object found), every other call 1.
@@ -37,8 +48,10 @@
 // Everything runs inside a testing/synctest bubble, where time only passes
 // while every goroutine is blocked: engine latency, pending periods, lags
 // and backoff waits take no real time, and concurrent calls overlap exactly
-// as they would against a real provider. That is why this program imports
-// testing.
+// as they would against a real provider. "Wall" is that simulated time: the
+// time a host would wait, dominated by waits on the clock (pending periods,
+// lags, polls, holds); the CPU time of the reconciler is not in it. That is
+// why this program imports testing.
 //
 // Usage:
 //
@@ -102,30 +115,82 @@ type counting struct {
 	*lbrecontest.Engine
 	mu      sync.Mutex
 	created map[string]int
+	tokens  map[string]bool // tokens whose creation succeeded
 	dups    int
 }
 
 func (c *counting) Create(ctx context.Context, o lbrecon.Object) (lbrecon.Object, error) {
 	got, err := c.Engine.Create(ctx, o)
 	if err == nil {
-		c.mu.Lock()
-		k := fmt.Sprintf("%s/%s/%v", o.Kind, o.Name, o.Spec)
-		c.created[k]++
-		if c.created[k] > 1 {
-			c.dups++
-		}
-		c.mu.Unlock()
+		c.count(o)
 	}
 	return got, err
+}
+
+// CreateIdempotent counts a creation the first time its token succeeds:
+// the provider creates nothing for a token it has seen.
+func (c *counting) CreateIdempotent(ctx context.Context, o lbrecon.Object, token string) (lbrecon.Object, error) {
+	got, err := c.Engine.CreateIdempotent(ctx, o, token)
+	if err == nil {
+		c.mu.Lock()
+		seen := c.tokens[token]
+		c.tokens[token] = true
+		c.mu.Unlock()
+		if !seen {
+			c.count(o)
+		}
+	}
+	return got, err
+}
+
+func (c *counting) count(o lbrecon.Object) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := fmt.Sprintf("%s/%s/%v", o.Kind, o.Name, o.Spec)
+	c.created[k]++
+	if c.created[k] > 1 {
+		c.dups++
+	}
 }
 
 func (c *counting) reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.created, c.dups = map[string]int{}, 0
+	if c.tokens == nil {
+		c.tokens = map[string]bool{}
+	}
 	c.ResetCalls()
 	c.ResetLow()
 }
+
+// noUpdate is the counting engine without lbrecon.Updater and
+// lbrecon.Repairer: a changed object is replaced.
+type noUpdate struct{ c *counting }
+
+func (n noUpdate) List(ctx context.Context, q lbrecon.Query) ([]lbrecon.Object, error) {
+	return n.c.List(ctx, q)
+}
+
+func (n noUpdate) Get(ctx context.Context, o lbrecon.Object) (lbrecon.Object, error) {
+	return n.c.Get(ctx, o)
+}
+
+func (n noUpdate) Create(ctx context.Context, o lbrecon.Object) (lbrecon.Object, error) {
+	return n.c.Create(ctx, o)
+}
+
+func (n noUpdate) CreateIdempotent(ctx context.Context, o lbrecon.Object, token string) (lbrecon.Object, error) {
+	return n.c.CreateIdempotent(ctx, o, token)
+}
+
+func (n noUpdate) Destroy(ctx context.Context, o lbrecon.Object) error { return n.c.Destroy(ctx, o) }
+
+func (n noUpdate) Tag(ctx context.Context, o lbrecon.Object, tags []string) error {
+	return n.c.Tag(ctx, o, tags)
+}
+
+func (n noUpdate) ListLag() time.Duration { return n.c.ListLag() }
 
 type result struct {
 	calls    map[lbrecon.Verb]int
@@ -145,16 +210,15 @@ type runner interface {
 }
 
 type ours struct {
-	eng     lbrecon.Engine
-	listLag time.Duration // Config.ListLag: the provider's list lag, when known
-	r       *lbrecon.LoadBalancerReconciler
+	eng lbrecon.Engine
+	r   *lbrecon.LoadBalancerReconciler
 }
 
 func (o *ours) run(ctx context.Context, lb lbrecon.LoadBalancer) error {
 	// The host keeps one reconciler per load balancer and gives it each
 	// new description.
 	if o.r == nil {
-		r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: o.eng, Tag: owner, Parallelism: *parallelism, ListLag: o.listLag}, lb)
+		r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: o.eng, Tag: owner, Parallelism: *parallelism}, lb)
 		if err != nil {
 			return err
 		}
@@ -213,7 +277,9 @@ type scenario struct {
 	res     map[string]result
 }
 
-func scenarios() []scenario {
+// scenarios returns the scenarios, with their minimum on an engine that
+// updates in place or (update false) replaces changed objects.
+func scenarios(update bool) []scenario {
 	lb := desc()
 	np, na, nt := len(lb.Ports), len(lb.Addresses), len(lb.Targets)
 	objects := np*2 + np*na + np*nt
@@ -224,13 +290,18 @@ func scenarios() []scenario {
 	nodePort.Ports[0].NodePort = 31000
 	empty := lb
 	empty.Ports = nil
+	// One wave of updates in place; or, replacing, the new servers, then
+	// (once they serve) the old ones.
+	nodePortMin := 1 + nt + 1
+	if !update {
+		nodePortMin = 1 + 2*nt + 2
+	}
 	return []scenario{
 		// Waves: backends; frontends and servers; binds.
 		{name: "converge from empty", lb: lb, minimum: 1 + objects + 3},
 		// Waves: the new servers, then (once they serve) the old ones.
 		{name: "replace one server", lb: replaced, change: true, minimum: 1 + 2*np + 2},
-		// One wave of updates in place.
-		{name: "change one node port", lb: nodePort, change: true, minimum: 1 + nt + 1},
+		{name: "change one node port", lb: nodePort, change: true, minimum: nodePortMin},
 		// Waves: servers and binds; frontends; backends (a parent goes once
 		// its children are gone).
 		{name: "tear down", lb: empty, minimum: 1 + objects + 3},
@@ -241,40 +312,52 @@ type model struct {
 	name      string
 	cfg       lbrecontest.Config
 	k         int
-	failEvery int // every k-th create fails transiently
+	failEvery int  // every k-th create fails transiently
+	replace   bool // the engine cannot update in place
 }
 
 func models() []model {
+	lagging := lbrecontest.Config{Latency: *latency, Pending: *pending, ListLag: *lag, DeleteDelay: *deleteDelay}
 	return []model{
-		{"kind", lbrecontest.Config{Latency: *latency, Pending: *pending}, 0, 0},
-		{"lagging", lbrecontest.Config{Latency: *latency, Pending: *pending, ListLag: *lag, DeleteDelay: *deleteDelay}, 0, 0},
-		{"realistic", lbrecontest.Config{Latency: *latency, Pending: *pending, ListLag: *lag, DeleteDelay: *deleteDelay}, *throttle, 0},
-		{"failing", lbrecontest.Config{Latency: *latency, Pending: *pending, ListLag: *lag, DeleteDelay: *deleteDelay}, 0, *failEvery},
+		{"kind", lbrecontest.Config{Latency: *latency, Pending: *pending}, 0, 0, false},
+		{"lagging", lagging, 0, 0, false},
+		{"realistic", lagging, *throttle, 0, false},
+		{"failing", lagging, 0, *failEvery, false},
+		{"lagging/replace", lagging, 0, 0, true},
+		{"failing/replace", lagging, 0, *failEvery, true},
 	}
 }
 
-var algorithms = []string{"lbrecon", "lbrecon+lag", "seed"}
+var algorithms = []string{"lbrecon", "lbrecon+token", "lbrecon-nolag", "seed"}
 
 func simulate() map[string][]scenario {
 	out := map[string][]scenario{}
 	for _, m := range models() {
-		list := scenarios()
+		list := scenarios(!m.replace)
 		for i := range list {
 			list[i].res = map[string]result{}
 		}
 		for _, a := range algorithms {
-			eng := &counting{Engine: lbrecontest.New(m.cfg)}
+			cfg := m.cfg
+			switch a {
+			case "lbrecon", "seed":
+				cfg.DeclareListLag = true
+			case "lbrecon+token":
+				cfg.Idempotency = true
+			}
+			eng := &counting{Engine: lbrecontest.New(cfg)}
 			eng.RateLimitEvery(m.k, time.Second)
 			if k := m.failEvery; k > 0 {
 				n := 0 // counted under the engine's lock
 				eng.FailCreate(func(lbrecon.Object) bool { n++; return n%k == 0 }, -1, nil)
 			}
+			var ourEng lbrecon.Engine = eng
+			if m.replace {
+				ourEng = noUpdate{eng}
+			}
 			var run runner = &seed{eng: eng}
-			switch a {
-			case "lbrecon":
-				run = &ours{eng: eng}
-			case "lbrecon+lag":
-				run = &ours{eng: eng, listLag: m.cfg.ListLag}
+			if a != "seed" {
+				run = &ours{eng: ourEng}
 			}
 			for i := range list {
 				list[i].res[a] = measure(eng, run, list[i].lb, list[i].change)
@@ -348,30 +431,39 @@ func report(all map[string][]scenario) {
 	// Transient create failures, side by side with the same run without them.
 	fmt.Println()
 	w = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "failing model\tscenario\talgorithm\tcalls/min\twall\twall without failures\twall ratio\tduplicates\terror\tgoals met\t")
-	for i, s := range all["failing"] {
-		if s.name != "converge from empty" && s.name != "change one node port" {
-			continue
-		}
-		for _, a := range []string{"lbrecon", "lbrecon+lag"} {
-			f, base := s.res[a], all["lagging"][i].res[a]
-			callsMin := float64(f.total) / float64(s.minimum)
-			ratio := float64(f.wall) / float64(base.wall)
-			ok := callsMin <= 1.2 && f.dups == 0 && f.err == nil && (s.name != "converge from empty" || ratio <= 2)
-			verdict := "yes"
-			if !ok {
-				verdict = "NO"
+	fmt.Fprintln(w, "model\tscenario\talgorithm\tcalls\tminimum\tcalls/min\twall\twall without failures\twall ratio\tduplicates\terror\tgoals met\t")
+	for _, pair := range [][2]string{{"failing", "lagging"}, {"failing/replace", "lagging/replace"}} {
+		for i, s := range all[pair[0]] {
+			if s.name != "converge from empty" && s.name != "change one node port" {
+				continue
 			}
-			errText := "-"
-			if f.err != nil {
-				errText = "yes"
+			for _, a := range []string{"lbrecon", "lbrecon+token", "lbrecon-nolag"} {
+				f, base := s.res[a], all[pair[1]][i].res[a]
+				callsMin := float64(f.total) / float64(s.minimum)
+				ratio := float64(f.wall) / float64(base.wall)
+				ok := callsMin <= 1.2 && f.dups == 0 && f.err == nil && (s.name != "converge from empty" || ratio <= 2)
+				verdict := "yes"
+				switch {
+				case a == "lbrecon-nolag" && ok:
+					verdict = "(yes)" // informative: a provider that declares nothing
+				case a == "lbrecon-nolag":
+					verdict = "(no)"
+				case !ok:
+					verdict = "NO"
+				}
+				errText := "-"
+				if f.err != nil {
+					errText = "yes"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%.2f\t%v\t%v\t%.2f\t%d\t%s\t%s\t\n", pair[0], s.name, a, f.total, s.minimum, callsMin,
+					f.wall.Round(time.Millisecond), base.wall.Round(time.Millisecond), ratio, f.dups, errText, verdict)
 			}
-			fmt.Fprintf(w, "failing\t%s\t%s\t%.2f\t%v\t%v\t%.2f\t%d\t%s\t%s\t\n", s.name, a, callsMin,
-				f.wall.Round(time.Millisecond), base.wall.Round(time.Millisecond), ratio, f.dups, errText, verdict)
 		}
 	}
 	w.Flush()
-	fmt.Printf("goals (failing model, 1 create in %d failing transiently): converge calls/min <= 1.2 and wall <= 2x the lagging model's; node-port change calls/min <= 1.2\n", *failEvery)
+	fmt.Printf("goals (failing models, 1 create in %d failing transiently, list lag %v): converge calls/min <= 1.2 and wall <= 2x the same run without failures; node-port change calls/min <= 1.2\n", *failEvery, *lag)
+	fmt.Println("(lbrecon-nolag, in brackets, is informative: a provider that neither declares its list lag nor takes tokens leaves ConfirmTimeout as the only safe hold)")
+	fmt.Println("wall = simulated time in the synctest bubble (waits on the clock: latency, pending periods, lags, polls, holds)")
 	fmt.Println("minimum = 1 list + 1 call per object created, updated or destroyed + 1 observation per wave of writes that must be seen before the next;")
 	fmt.Println("the same for both algorithms. calls = every engine call attempt of any verb: Lists and Gets count, and so do attempts refused with a 429 (the minimum has none)")
 }
