@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anishathalye/porcupine"
+	"github.com/stretchr/testify/require"
+
 	"github.com/reconkit/reconkit/election/electiontest"
 	"github.com/reconkit/reconkit/versiongate/internal/storecheck"
 	"github.com/reconkit/reconkit/versiongate/versiongatetest"
@@ -61,4 +64,24 @@ func TestRollingOnMemoryStore(t *testing.T) {
 		cfg.Steps = 12
 	}
 	storecheck.RunRolling(t, memoryBackend(), cfg)
+}
+
+func TestJoinersOnMemoryStore(t *testing.T) {
+	res := storecheck.RunJoiners(t, memoryBackend(), storecheck.JoinersConfig{Seed: seed(t), ListDelay: 50 * time.Millisecond, WatchDelay: 20 * time.Millisecond})
+	require.Zero(t, res.Violations)
+	require.NotZero(t, res.AfterRestrict, "joiners came after the restrict")
+	storecheck.Check(t, res.History)
+}
+
+// The variant that can fail: joiners reading from a cache taken before the
+// restrict serve past it, and the checker rejects their history too.
+func TestJoinersOnStaleCacheFail(t *testing.T) {
+	b := memoryBackend()
+	cache := storecheck.NewStale(b.Observer)
+	res := storecheck.RunJoiners(t, b, storecheck.JoinersConfig{Seed: seed(t), ListDelay: 50 * time.Millisecond, Joiner: cache.Reader})
+	require.NotZero(t, res.Violations)
+	r, path, err := storecheck.Verify(res.History, t.TempDir())
+	require.NoError(t, err)
+	require.Equal(t, porcupine.Illegal, r)
+	t.Logf("history rejected; visualization %s", path)
 }

@@ -137,3 +137,20 @@ func (l *Lag) WatchRecords(ctx context.Context, rev int64, fn func([]versiongate
 		}
 	})
 }
+
+// Reader returns s answering ListRecords and ReadStatus from c's snapshot
+// and everything else itself: several nodes sharing one stale cache.
+func (c *Stale) Reader(s versiongate.Store) versiongate.Store { return staleReader{Store: s, c: c} }
+
+type staleReader struct {
+	versiongate.Store
+	c *Stale
+}
+
+func (r staleReader) ListRecords(ctx context.Context) ([]versiongate.Record, int64, error) {
+	return r.c.ListRecords(ctx)
+}
+
+func (r staleReader) ReadStatus(ctx context.Context) (versiongate.StoredStatus, error) {
+	return r.c.ReadStatus(ctx)
+}
