@@ -154,7 +154,8 @@ func RunJoiners(t *testing.T, b Backend, cfg JoinersConfig) JoinersResult {
 			jctx, cancel := context.WithCancel(ctx)
 			defer cancel()
 			runDone := make(chan struct{})
-			go func() { defer close(runDone); _ = g.Run(jctx) }()
+			var runErr error
+			go func() { defer close(runDone); runErr = g.Run(jctx) }()
 			defer func() { cancel(); <-runDone }()
 			waitc := make(chan error, 1)
 			go func() { waitc <- g.WaitReady(jctx) }()
@@ -178,8 +179,14 @@ func RunJoiners(t *testing.T, b Backend, cfg JoinersConfig) JoinersResult {
 				}
 			case <-settled:
 				readyc <- false
+			case <-runDone:
+				// Its record lost before it served (a loaded machine can
+				// delay a keep-alive past the record's validity): it never
+				// serves, and its record expires.
+				t.Logf("joiners: %s stopped before it served or waited: %v", id, runErr)
+				readyc <- false
 			case <-timeout.C:
-				t.Errorf("joiners: %s neither served nor waited after %v", id, cfg.Timeout)
+				t.Errorf("joiners: %s neither served nor waited after %v (phase %s, ready %v, status error %v)", id, cfg.Timeout, g.Phase(), g.Ready(), g.StatusError())
 				readyc <- false
 			}
 			mu.Lock()
