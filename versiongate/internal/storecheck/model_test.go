@@ -172,6 +172,7 @@ func TestModelCases(t *testing.T) {
 		{"guarded term refused, then writes", seq(op(fence(5, true), lost), op(write(5, true, "x", 0), ok)), porcupine.Illegal},
 		{"guarded term refused without a successor", seq(op(fence(5, true), ok), op(write(5, true, "x", 0), lost)), porcupine.Ok},
 		{"guarded earlier term after a later one", seq(op(fence(6, true), ok), op(write(5, true, "x", 0), ok)), porcupine.Illegal},
+		{"read revision goes back", seq(op(readIn, read("", 5)), op(readIn, read("", 4))), porcupine.Illegal},
 		{"revision goes back", seq(op(publish("a"), published(1, 5)), op(listIn, list(4, "a"))), porcupine.Illegal},
 		{"expired record comes back", seq(op(publish("a"), published(1, 5)), op(listIn, list(6)), op(listIn, list(7, "a"))), porcupine.Illegal},
 		{"record expires unseen and is published again", seq(op(publish("a"), published(1, 5)), op(publish("a"), published(2, 8)), op(listIn, list(9, "a"))), porcupine.Ok},
@@ -187,4 +188,38 @@ func TestModelCases(t *testing.T) {
 			require.Equal(t, tc.want, verify(t, tc.h))
 		})
 	}
+}
+
+// lateWrite answers a status write with an error at once and applies it
+// only when land is called, as a request held by a partition lands after
+// it healed.
+type lateWrite struct {
+	versiongate.Store
+	land func()
+}
+
+func (l *lateWrite) WriteStatus(ctx context.Context, t versiongate.Term, value []byte, nodesRev int64) error {
+	l.land = func() { _ = l.Store.WriteStatus(ctx, t, value, nodesRev) }
+	return context.DeadlineExceeded
+}
+
+// A write whose caller saw an error may land after the call returned: the
+// history stays linearizable, the write's return being open.
+func TestLateLandingWriteAccepted(t *testing.T) {
+	ctx := context.Background()
+	s := versiongatetest.NewStore(versiongatetest.StoreConfig{})
+	r := storecheck.NewRecorder(nil)
+	late := &lateWrite{Store: s}
+	leader, reader := r.Wrap("leader", late), r.Wrap("reader", s)
+	term := versiongatetest.NewTerm("leader", 1)
+	require.NoError(t, leader.Fence(ctx, term))
+	require.Error(t, leader.WriteStatus(ctx, term, status(t, "1.0.0"), 0))
+	st, err := reader.ReadStatus(ctx)
+	require.NoError(t, err)
+	require.Nil(t, st.Value)
+	late.land()
+	st, err = reader.ReadStatus(ctx)
+	require.NoError(t, err)
+	require.NotNil(t, st.Value)
+	require.Equal(t, porcupine.Ok, verify(t, r.History()))
 }
