@@ -99,6 +99,9 @@ func TestProofRollingUpgrade(t *testing.T) {
 func TestProofJoinersRace(t *testing.T) {
 	res := storecheck.RunJoiners(t, etcdBackend(t), storecheck.JoinersConfig{
 		Seed: proofSeed(t), ListDelay: 100 * time.Millisecond, WatchDelay: 30 * time.Millisecond, Context: testContextQuiet(t),
+		// A fresh client dials etcd as a joiner publishes: on a loaded
+		// machine that alone has taken more than a 2s TTL allows.
+		RecordTTL: 5 * time.Second,
 	})
 	require.Zero(t, res.Violations)
 	require.NotZero(t, res.AfterRestrict, "no joiner came after the restrict")
@@ -113,6 +116,7 @@ func TestProofJoinersRaceStaleCacheFails(t *testing.T) {
 	cache := storecheck.NewStale(b.Observer)
 	res := storecheck.RunJoiners(t, b, storecheck.JoinersConfig{
 		Seed: proofSeed(t), ListDelay: 100 * time.Millisecond, Joiner: cache.Reader, Context: testContextQuiet(t), Timeout: 30 * time.Second,
+		RecordTTL: 5 * time.Second,
 	})
 	require.NotZero(t, res.Violations)
 	r, path, err := storecheck.Verify(res.History, t.TempDir())

@@ -237,7 +237,7 @@ func RunJoiners(t *testing.T, b Backend, cfg JoinersConfig) JoinersResult {
 	deadline := time.Now().Add(cfg.Timeout)
 	for after < cfg.After {
 		if time.Now().After(deadline) {
-			t.Errorf("joiners: the leader did not restrict within %v", cfg.Timeout)
+			t.Errorf("joiners: the leader did not restrict within %v (phase %s, leading %v, blocking %v)", cfg.Timeout, lg.Phase(), lg.Leading(), lg.Blocking())
 			break
 		}
 		_, done := restricted()
