@@ -1,0 +1,372 @@
+package storecheck
+
+import (
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// rec is a record as the model knows it. lease and modRev are 0 when
+// unknown (a publish whose answer was lost).
+type rec struct {
+	value  string
+	lease  int64
+	modRev int64
+}
+
+// state is the store as the model knows it: what the operations
+// linearized so far prove. It is never modified once built.
+type state struct {
+	// rev is the highest revision reported so far.
+	rev int64
+	// records holds every record not yet proven gone. A record may have
+	// expired since without any operation showing it: operations that
+	// prove a record gone remove it, none requires it present except those
+	// that observed it (list, keepalive).
+	records map[string]rec
+	status  string
+	exists  bool
+	// fence and fenced: the highest token that fenced the store (terms
+	// fenced by their token).
+	fence  uint64
+	fenced bool
+	// high is the highest token of a guarded term whose fence or write
+	// succeeded; dead holds guarded tokens refused once (their guard
+	// never holds again).
+	high uint64
+	dead []uint64
+	key  string
+}
+
+func (s *state) clone() *state {
+	c := *s
+	c.records = maps.Clone(s.records)
+	c.dead = slices.Clone(s.dead)
+	return &c
+}
+
+// freeze computes s's key, which Equal and Hash compare.
+func (s *state) freeze() *state {
+	var b strings.Builder
+	fmt.Fprintf(&b, "rev=%d status=%t:%q fence=%t:%d high=%d dead=%v records:", s.rev, s.exists, s.status, s.fenced, s.fence, s.high, s.dead)
+	for _, id := range slices.Sorted(maps.Keys(s.records)) {
+		r := s.records[id]
+		fmt.Fprintf(&b, " %s=%q/%x/%d", id, r.value, r.lease, r.modRev)
+	}
+	s.key = b.String()
+	return s
+}
+
+func (s *state) describe() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "rev ≥ %d; status ", s.rev)
+	if s.exists {
+		b.WriteString(short(s.status))
+	} else {
+		b.WriteString("none")
+	}
+	if s.fenced {
+		fmt.Fprintf(&b, "; fence %d", s.fence)
+	}
+	if s.high > 0 || len(s.dead) > 0 {
+		fmt.Fprintf(&b, "; guarded high %d, ended %v", s.high, s.dead)
+	}
+	b.WriteString("; records")
+	for _, id := range slices.Sorted(maps.Keys(s.records)) {
+		r := s.records[id]
+		fmt.Fprintf(&b, " %s(lease %x, rev %d)", id, r.lease, r.modRev)
+	}
+	return b.String()
+}
+
+// termHolds reports whether a fence or write of in's term may succeed now.
+func (s *state) termHolds(in Input, fencing bool) bool {
+	if in.Guarded {
+		return !slices.Contains(s.dead, in.Token) && in.Token >= s.high
+	}
+	if fencing {
+		return !s.fenced || s.fence <= in.Token
+	}
+	return s.fenced && s.fence <= in.Token
+}
+
+// newer reports the records that a write conditioned on nodesRev may have
+// found changed: known to be newer, or of unknown revision.
+func (s *state) newer(nodesRev int64) (known, maybe bool) {
+	for _, r := range s.records {
+		switch {
+		case r.modRev == 0:
+			maybe = true
+		case r.modRev > nodesRev:
+			known = true
+		}
+	}
+	return known, maybe
+}
+
+// step returns every state the store may be in after in returned out from
+// s; none if it could not have.
+func step(s *state, in Input, out Output) []*state {
+	next := s.clone()
+	one := func() []*state { return []*state{next.freeze()} }
+	switch in.Kind {
+	case KindPublish:
+		switch out.Outcome {
+		case OK:
+			// A record with the same ID in the model may have expired
+			// unseen: the new one replaces it.
+			if out.Rev <= s.rev {
+				return nil
+			}
+			next.rev = out.Rev
+			next.records[in.ID] = rec{value: in.Value, lease: out.Lease, modRev: out.Rev}
+			return one()
+		case Held:
+			if _, ok := s.records[in.ID]; !ok {
+				return nil
+			}
+			return one()
+		case Unknown:
+			next.records[in.ID] = rec{value: in.Value}
+			return []*state{s, next.freeze()}
+		}
+	case KindKeepAlive:
+		r, ok := s.records[in.ID]
+		held := ok && r.lease == in.Lease
+		switch out.Outcome {
+		case OK:
+			if !held {
+				return nil
+			}
+			return []*state{s}
+		case Lost:
+			if held {
+				delete(next.records, in.ID)
+			}
+			return one()
+		}
+	case KindDelete:
+		if r, ok := s.records[in.ID]; ok && r.lease == in.Lease {
+			delete(next.records, in.ID)
+		}
+		switch out.Outcome {
+		case OK:
+			return one()
+		case Unknown:
+			return []*state{s, next.freeze()}
+		}
+	case KindList:
+		if out.Rev < s.rev {
+			return nil
+		}
+		next.rev = out.Rev
+		listed := map[string]bool{}
+		for _, r := range out.Records {
+			m, ok := s.records[r.ID]
+			if !ok || m.value != string(r.Value) || m.modRev > out.Rev {
+				return nil
+			}
+			listed[r.ID] = true
+		}
+		for id := range s.records {
+			if !listed[id] {
+				delete(next.records, id) // expired
+			}
+		}
+		return one()
+	case KindRead:
+		if out.Rev < s.rev || out.Exists != s.exists || out.Value != s.status {
+			return nil
+		}
+		next.rev = out.Rev
+		return one()
+	case KindFence:
+		holds := s.termHolds(in, true)
+		apply := func() *state {
+			n := s.clone()
+			if in.Guarded {
+				n.high = in.Token
+			} else {
+				n.fence, n.fenced = in.Token, true
+			}
+			return n.freeze()
+		}
+		switch out.Outcome {
+		case OK:
+			if !holds {
+				return nil
+			}
+			return []*state{apply()}
+		case Lost:
+			if in.Guarded {
+				// A guard fails for good once its term ended, whenever
+				// that was.
+				return []*state{refuse(s, in.Token)}
+			}
+			if holds {
+				return nil
+			}
+			return []*state{s}
+		case Unknown:
+			if holds {
+				return []*state{s, apply()}
+			}
+			return []*state{s}
+		}
+	case KindWrite:
+		return stepWrite(s, in, out)
+	}
+	return nil
+}
+
+// refuse returns s with guarded token tok known to have ended.
+func refuse(s *state, tok uint64) *state {
+	if slices.Contains(s.dead, tok) {
+		return s
+	}
+	n := s.clone()
+	n.dead = append(n.dead, tok)
+	slices.Sort(n.dead)
+	return n.freeze()
+}
+
+// stepWrite is step for a status write: fenced by the term, and when
+// nodesRev > 0 conditioned on no existing record newer than nodesRev.
+func stepWrite(s *state, in Input, out Output) []*state {
+	holds := s.termHolds(in, false)
+	known, maybe := false, false
+	if in.NodesRev > 0 {
+		known, maybe = s.newer(in.NodesRev)
+	}
+	// applied is the state after the write succeeded: every record known
+	// to be newer than nodesRev must have expired before it.
+	applied := func() *state {
+		n := s.clone()
+		for id, r := range n.records {
+			if in.NodesRev > 0 && r.modRev > in.NodesRev {
+				delete(n.records, id)
+			}
+		}
+		n.status, n.exists = in.Value, true
+		if in.Guarded {
+			n.high = max(n.high, in.Token)
+		}
+		return n.freeze()
+	}
+	switch out.Outcome {
+	case OK:
+		if !holds {
+			return nil
+		}
+		return []*state{applied()}
+	case Lost:
+		if in.Guarded {
+			return []*state{refuse(s, in.Token)}
+		}
+		if holds {
+			return nil
+		}
+		return []*state{s}
+	case NodesChanged:
+		// The term is checked first: a refused term is reported as such.
+		if !holds || !(known || maybe) {
+			return nil
+		}
+		return []*state{s}
+	case Unknown:
+		if holds {
+			return []*state{s, applied()}
+		}
+		return []*state{s}
+	}
+	return nil
+}
+
+// Model is the porcupine model of a versiongate.Store's observable
+// semantics, over the Input and Output of the Recorder's operations; the
+// package documentation says what it checks and what it does not.
+func Model() porcupine.Model {
+	nm := porcupine.NondeterministicModel{
+		Init: func() []interface{} {
+			return []interface{}{(&state{records: map[string]rec{}}).freeze()}
+		},
+		Step: func(st, in, out interface{}) []interface{} {
+			next := step(st.(*state), in.(Input), out.(Output))
+			res := make([]interface{}, len(next))
+			for i, n := range next {
+				res[i] = n
+			}
+			return res
+		},
+		Equal: func(a, b interface{}) bool { return a.(*state).key == b.(*state).key },
+		Hash: func(st interface{}) uint64 {
+			h := fnv.New64a()
+			h.Write([]byte(st.(*state).key))
+			return h.Sum64()
+		},
+		DescribeOperation: func(in, out interface{}) string { return describe(in.(Input), out.(Output)) },
+		DescribeState:     func(st interface{}) string { return st.(*state).describe() },
+	}
+	return nm.ToModel()
+}
+
+// operations converts a history for porcupine.
+func operations(history []Op) []porcupine.Operation {
+	ops := make([]porcupine.Operation, len(history))
+	for i, o := range history {
+		ops[i] = porcupine.Operation{ClientId: o.Client, Input: o.Input, Call: int64(o.Call), Output: o.Output, Return: int64(o.Return)}
+	}
+	return ops
+}
+
+// CheckTimeout bounds Check's search. A history it cannot decide in that
+// time fails the test as inconclusive.
+const CheckTimeout = 2 * time.Minute
+
+// Verify checks history against the model. It returns porcupine's result
+// and, when the history is not linearizable, the path of an HTML
+// visualization written into dir.
+func Verify(history []Op, dir string) (porcupine.CheckResult, string, error) {
+	model := Model()
+	res, info := porcupine.CheckOperationsVerbose(model, operations(history), CheckTimeout)
+	if res != porcupine.Illegal {
+		return res, "", nil
+	}
+	path := filepath.Join(dir, "linearizability.html")
+	f, err := os.Create(path)
+	if err != nil {
+		return res, "", err
+	}
+	defer f.Close()
+	if err := porcupine.Visualize(model, info, f); err != nil {
+		return res, "", err
+	}
+	return res, path, f.Close()
+}
+
+// Check fails t unless history is linearizable with respect to the model,
+// logging the path of porcupine's visualization (in t.TempDir()) when it
+// is not.
+func Check(t testing.TB, history []Op) {
+	t.Helper()
+	start := time.Now()
+	res, path, err := Verify(history, t.TempDir())
+	switch {
+	case err != nil:
+		t.Errorf("storecheck: %d operations not linearizable; visualization failed: %v", len(history), err)
+	case res == porcupine.Illegal:
+		t.Errorf("storecheck: %d operations not linearizable against the store model; visualization: %s", len(history), path)
+	case res == porcupine.Unknown:
+		t.Errorf("storecheck: linearizability of %d operations undecided after %v", len(history), CheckTimeout)
+	default:
+		t.Logf("storecheck: %d operations linearizable (checked in %v)", len(history), time.Since(start).Round(time.Millisecond))
+	}
+}

@@ -1,0 +1,225 @@
+package storecheck_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/reconkit/reconkit/versiongate"
+	"github.com/reconkit/reconkit/versiongate/internal/storecheck"
+	"github.com/reconkit/reconkit/versiongate/versiongatetest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func status(t *testing.T, min string) []byte {
+	t.Helper()
+	r, err := versiongate.ParseRelease(min)
+	require.NoError(t, err)
+	b, err := versiongate.Status{State: versiongate.StateDone, Version: versiongate.Version{Release: r}, MinimumCompatibleRelease: r}.Encode()
+	require.NoError(t, err)
+	return b
+}
+
+func verify(t *testing.T, h []storecheck.Op) porcupine.CheckResult {
+	t.Helper()
+	res, path, err := storecheck.Verify(h, t.TempDir())
+	require.NoError(t, err)
+	if res == porcupine.Illegal {
+		_, err := os.Stat(path)
+		require.NoError(t, err, "visualization written")
+		t.Logf("rejected as expected; visualization %s", path)
+	}
+	return res
+}
+
+// script drives a store through a fixed sequence of calls; the conditioned
+// write is made through write, so that a defect can be put under it.
+func script(t *testing.T, store versiongate.Store, write versiongate.Store) []storecheck.Op {
+	ctx := context.Background()
+	r := storecheck.NewRecorder(nil)
+	a, b := r.Wrap("a", store), r.Wrap("b", store)
+	leader := r.Wrap("leader", write)
+	term := versiongatetest.NewTerm("leader", 7)
+
+	la, err := a.PublishRecord(ctx, "a", []byte("a"), time.Minute)
+	require.NoError(t, err)
+	_, rev, err := leader.ListRecords(ctx)
+	require.NoError(t, err)
+	lb, err := b.PublishRecord(ctx, "b", []byte("b"), time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, leader.Fence(ctx, term))
+	_ = leader.WriteStatus(ctx, term, status(t, "2.0.0"), rev) // refused unless defective
+	_, err = b.KeepAlive(ctx, lb)
+	require.NoError(t, err)
+	_, err = a.KeepAlive(ctx, la)
+	require.NoError(t, err)
+	_, _ = leader.ReadStatus(ctx)
+	require.NoError(t, a.DeleteRecord(ctx, la))
+	_, _, err = leader.ListRecords(ctx)
+	require.NoError(t, err)
+	return r.History()
+}
+
+func TestCorrectStoreHistoryAccepted(t *testing.T) {
+	s := versiongatetest.NewStore(versiongatetest.StoreConfig{})
+	h := script(t, s, s)
+	require.Equal(t, porcupine.Ok, verify(t, h))
+	storecheck.Check(t, h)
+}
+
+// The mutation check: a store whose WriteStatus ignores nodesRev writes a
+// status past a record published after the leader's listing, and the
+// checker rejects the history.
+func TestWriteIgnoringNodesRevRejected(t *testing.T) {
+	s := versiongatetest.NewStore(versiongatetest.StoreConfig{})
+	h := script(t, s, storecheck.IgnoreNodesRev(s))
+	require.Equal(t, porcupine.Illegal, verify(t, h))
+}
+
+// A reader answering from a snapshot returns a status older than one a
+// completed write put: rejected.
+func TestStaleReadRejected(t *testing.T) {
+	ctx := context.Background()
+	s := versiongatetest.NewStore(versiongatetest.StoreConfig{})
+	r := storecheck.NewRecorder(nil)
+	stale := storecheck.NewStale(s)
+	require.NoError(t, stale.Refresh(ctx))
+	leader, reader := r.Wrap("leader", s), r.Wrap("reader", stale)
+	term := versiongatetest.NewTerm("leader", 1)
+	require.NoError(t, leader.Fence(ctx, term))
+	require.NoError(t, leader.WriteStatus(ctx, term, status(t, "1.0.0"), 0))
+	_, err := reader.ReadStatus(ctx)
+	require.NoError(t, err)
+	require.Equal(t, porcupine.Illegal, verify(t, r.History()))
+}
+
+// seq builds a history of one client's operations, one after another.
+func seq(ops ...storecheck.Op) []storecheck.Op {
+	for i := range ops {
+		ops[i].Call = time.Duration(2*i+1) * time.Second
+		if ops[i].Output.Outcome == storecheck.Unknown {
+			ops[i].Return = storecheck.Open
+		} else {
+			ops[i].Return = time.Duration(2*i+2) * time.Second
+		}
+	}
+	return ops
+}
+
+func op(in storecheck.Input, out storecheck.Output) storecheck.Op {
+	return storecheck.Op{Input: in, Output: out}
+}
+
+var (
+	ok      = storecheck.Output{Outcome: storecheck.OK}
+	lost    = storecheck.Output{Outcome: storecheck.Lost}
+	unknown = storecheck.Output{Outcome: storecheck.Unknown}
+)
+
+func fence(tok uint64, guarded bool) storecheck.Input {
+	return storecheck.Input{Kind: storecheck.KindFence, Token: tok, Guarded: guarded}
+}
+
+func write(tok uint64, guarded bool, v string, nodesRev int64) storecheck.Input {
+	return storecheck.Input{Kind: storecheck.KindWrite, Token: tok, Guarded: guarded, Value: v, NodesRev: nodesRev}
+}
+
+func read(v string, rev int64) storecheck.Output {
+	return storecheck.Output{Outcome: storecheck.OK, Value: v, Exists: v != "", Rev: rev}
+}
+
+func publish(id string) storecheck.Input {
+	return storecheck.Input{Kind: storecheck.KindPublish, ID: id, Value: id}
+}
+
+func published(lease, rev int64) storecheck.Output {
+	return storecheck.Output{Outcome: storecheck.OK, Lease: lease, Rev: rev}
+}
+
+func list(rev int64, ids ...string) storecheck.Output {
+	out := storecheck.Output{Outcome: storecheck.OK, Rev: rev}
+	for _, id := range ids {
+		out.Records = append(out.Records, versiongate.Record{ID: id, Value: []byte(id)})
+	}
+	return out
+}
+
+var readIn = storecheck.Input{Kind: storecheck.KindRead}
+var listIn = storecheck.Input{Kind: storecheck.KindList}
+
+// The model's precision, case by case: what it must accept (a contract
+// allows it) and what it must reject.
+func TestModelCases(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		h    []storecheck.Op
+		want porcupine.CheckResult
+	}{
+		{"unfenced token write refused", seq(op(write(1, false, "x", 0), lost), op(readIn, read("", 1))), porcupine.Ok},
+		{"unfenced token write applied", seq(op(write(1, false, "x", 0), ok)), porcupine.Illegal},
+		{"earlier token after a later fence", seq(op(fence(2, false), ok), op(write(1, false, "x", 0), ok)), porcupine.Illegal},
+		{"fence refused without a later one", seq(op(fence(2, false), ok), op(fence(3, false), lost)), porcupine.Illegal},
+		{"ambiguous write seen later", seq(op(fence(1, false), ok), op(readIn, read("", 1)), op(write(1, false, "x", 0), unknown), op(readIn, read("x", 2))), porcupine.Ok},
+		{"ambiguous write never seen", seq(op(fence(1, false), ok), op(write(1, false, "x", 0), unknown), op(readIn, read("", 2))), porcupine.Ok},
+		{"ambiguous write seen then unseen", seq(op(fence(1, false), ok), op(write(1, false, "x", 0), unknown), op(readIn, read("x", 2)), op(readIn, read("", 3))), porcupine.Illegal},
+		{"ambiguous write of a fenced-off term", seq(op(fence(2, false), ok), op(write(1, false, "x", 0), unknown), op(readIn, read("x", 2))), porcupine.Illegal},
+		{"guarded term refused, then writes", seq(op(fence(5, true), lost), op(write(5, true, "x", 0), ok)), porcupine.Illegal},
+		{"guarded term refused without a successor", seq(op(fence(5, true), ok), op(write(5, true, "x", 0), lost)), porcupine.Ok},
+		{"guarded earlier term after a later one", seq(op(fence(6, true), ok), op(write(5, true, "x", 0), ok)), porcupine.Illegal},
+		{"read revision goes back", seq(op(readIn, read("", 5)), op(readIn, read("", 4))), porcupine.Illegal},
+		{"revision goes back", seq(op(publish("a"), published(1, 5)), op(listIn, list(4, "a"))), porcupine.Illegal},
+		{"expired record comes back", seq(op(publish("a"), published(1, 5)), op(listIn, list(6)), op(listIn, list(7, "a"))), porcupine.Illegal},
+		{"record expires unseen and is published again", seq(op(publish("a"), published(1, 5)), op(publish("a"), published(2, 8)), op(listIn, list(9, "a"))), porcupine.Ok},
+		{"old lease kept alive after republish", seq(op(publish("a"), published(1, 5)), op(publish("a"), published(2, 8)),
+			op(storecheck.Input{Kind: storecheck.KindKeepAlive, ID: "a", Lease: 1}, ok)), porcupine.Illegal},
+		{"write past a newer record that expired", seq(op(fence(1, false), ok), op(publish("a"), published(1, 5)), op(write(1, false, "x", 4), ok), op(listIn, list(9))), porcupine.Ok},
+		{"write past a newer record still alive", seq(op(fence(1, false), ok), op(publish("a"), published(1, 5)), op(write(1, false, "x", 4), ok), op(listIn, list(9, "a"))), porcupine.Illegal},
+		{"nodes changed with no newer record", seq(op(fence(1, false), ok), op(publish("a"), published(1, 5)), op(write(1, false, "x", 5), storecheck.Output{Outcome: storecheck.NodesChanged})), porcupine.Illegal},
+		{"ambiguous publish, held afterwards", seq(op(publish("a"), unknown), op(publish("a"), storecheck.Output{Outcome: storecheck.Held})), porcupine.Ok},
+		{"held with no record", seq(op(publish("a"), storecheck.Output{Outcome: storecheck.Held})), porcupine.Illegal},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, verify(t, tc.h))
+		})
+	}
+}
+
+// lateWrite answers a status write with an error at once and applies it
+// only when land is called, as a request held by a partition lands after
+// it healed.
+type lateWrite struct {
+	versiongate.Store
+	land func()
+}
+
+func (l *lateWrite) WriteStatus(ctx context.Context, t versiongate.Term, value []byte, nodesRev int64) error {
+	l.land = func() { _ = l.Store.WriteStatus(ctx, t, value, nodesRev) }
+	return context.DeadlineExceeded
+}
+
+// A write whose caller saw an error may land after the call returned: the
+// history stays linearizable, the write's return being open.
+func TestLateLandingWriteAccepted(t *testing.T) {
+	ctx := context.Background()
+	s := versiongatetest.NewStore(versiongatetest.StoreConfig{})
+	r := storecheck.NewRecorder(nil)
+	late := &lateWrite{Store: s}
+	leader, reader := r.Wrap("leader", late), r.Wrap("reader", s)
+	term := versiongatetest.NewTerm("leader", 1)
+	require.NoError(t, leader.Fence(ctx, term))
+	require.Error(t, leader.WriteStatus(ctx, term, status(t, "1.0.0"), 0))
+	st, err := reader.ReadStatus(ctx)
+	require.NoError(t, err)
+	require.Nil(t, st.Value)
+	late.land()
+	st, err = reader.ReadStatus(ctx)
+	require.NoError(t, err)
+	require.NotNil(t, st.Value)
+	require.Equal(t, porcupine.Ok, verify(t, r.History()))
+}

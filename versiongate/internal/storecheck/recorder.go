@@ -1,0 +1,306 @@
+package storecheck
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/reconkit/reconkit/versiongate"
+)
+
+// Kind names a store operation the Recorder logs.
+type Kind string
+
+// The operations the model knows. Watches are not logged (see the package
+// documentation).
+const (
+	KindPublish   Kind = "publish"
+	KindKeepAlive Kind = "keepalive"
+	KindDelete    Kind = "delete"
+	KindList      Kind = "list"
+	KindRead      Kind = "read"
+	KindFence     Kind = "fence"
+	KindWrite     Kind = "write"
+)
+
+// Input is an operation's arguments.
+type Input struct {
+	Kind Kind
+	// ID is the record's ID (publish, keepalive, delete).
+	ID string
+	// Value is the record's (publish) or the status' (write) value.
+	Value string
+	// Lease is the record's lease (keepalive, delete).
+	Lease int64
+	// Token is the term's fencing token (fence, write).
+	Token uint64
+	// Guarded says the store fences the term by a comparison of its own
+	// (an etcd guard) rather than by its token (fence, write).
+	Guarded bool
+	// NodesRev is the write's condition on the records; 0 for none.
+	NodesRev int64
+}
+
+// Outcome classifies how an operation ended.
+type Outcome string
+
+// Outcomes. Unknown is a transient error: the operation may or may not
+// have taken effect, at any time after its call.
+const (
+	OK           Outcome = "ok"
+	Held         Outcome = "held"          // publish: ErrRecordHeld
+	Lost         Outcome = "lost"          // keepalive: ErrRecordLost; fence, write: ErrLeadershipLost
+	NodesChanged Outcome = "nodes-changed" // write: ErrNodesChanged
+	Unknown      Outcome = "unknown"
+)
+
+// Output is an operation's result.
+type Output struct {
+	Outcome Outcome
+	// Err is the error's text, for the log.
+	Err string
+	// Lease is the published record's lease (publish).
+	Lease int64
+	// Rev is the revision the store reported (publish, list, read).
+	Rev int64
+	// Records are the listed records, sorted by ID (list).
+	Records []versiongate.Record
+	// Value and Exists are the status read (read).
+	Value  string
+	Exists bool
+}
+
+// Op is one logged operation. Call and Return are read from one monotonic
+// source (time since the Recorder was made); Return is Open when the
+// operation's outcome is Unknown.
+type Op struct {
+	Client int
+	Name   string
+	Input  Input
+	Output Output
+	Call   time.Duration
+	Return time.Duration
+}
+
+// Open is the return time of an operation whose effect may land at any
+// time after its call.
+const Open = time.Duration(1<<63 - 1)
+
+// String describes the operation for logs and the visualization.
+func (o Op) String() string { return describe(o.Input, o.Output) }
+
+// Recorder logs every operation made through the stores it wraps. It is
+// safe for concurrent use; the zero value is not: use NewRecorder.
+type Recorder struct {
+	start   time.Time
+	guarded func(versiongate.Term) bool
+
+	mu      sync.Mutex
+	ops     []Op
+	clients []string
+}
+
+// NewRecorder returns an empty Recorder. guarded reports whether the store
+// under test fences a term by a comparison of its own instead of its token
+// (for the etcd store: the term implements etcdstore.Guard); nil means
+// every term is fenced by its token.
+func NewRecorder(guarded func(versiongate.Term) bool) *Recorder {
+	if guarded == nil {
+		guarded = func(versiongate.Term) bool { return false }
+	}
+	return &Recorder{start: time.Now(), guarded: guarded}
+}
+
+// Wrap returns s logging every operation as one client named name. Each
+// call makes a new client: give each goroutine that calls the store
+// sequentially (a node, a checker) its own, so the log can be drawn per
+// client.
+func (r *Recorder) Wrap(name string, s versiongate.Store) versiongate.Store {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.clients = append(r.clients, name)
+	return &client{r: r, id: len(r.clients) - 1, name: name, s: s}
+}
+
+// History returns a copy of the operations logged so far, in the order they
+// returned (open ones in the order they were called).
+func (r *Recorder) History() []Op {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.ops)
+}
+
+func (r *Recorder) now() time.Duration { return time.Since(r.start) }
+
+func (r *Recorder) log(o Op) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ops = append(r.ops, o)
+}
+
+// client is one client's view of a wrapped store.
+type client struct {
+	r    *Recorder
+	id   int
+	name string
+	s    versiongate.Store
+}
+
+// done logs in and out, with out classified from err by classes (the
+// sentinel each documented outcome wraps). A read whose outcome is
+// unknown is dropped: it changed nothing and told nothing.
+func (c *client) done(in Input, call time.Duration, err error, out Output, classes map[error]Outcome) {
+	ret := c.r.now()
+	switch {
+	case err == nil:
+		out.Outcome = OK
+	default:
+		out = Output{Outcome: Unknown, Err: err.Error()}
+		for sentinel, o := range classes {
+			if errors.Is(err, sentinel) {
+				out.Outcome = o
+			}
+		}
+	}
+	if out.Outcome == Unknown {
+		switch in.Kind {
+		case KindList, KindRead, KindKeepAlive:
+			return
+		}
+		ret = Open
+	}
+	c.r.log(Op{Client: c.id, Name: c.name, Input: in, Output: out, Call: call, Return: ret})
+}
+
+func (c *client) PublishRecord(ctx context.Context, id string, value []byte, ttl time.Duration) (versiongate.RecordLease, error) {
+	in := Input{Kind: KindPublish, ID: id, Value: string(value)}
+	call := c.r.now()
+	l, err := c.s.PublishRecord(ctx, id, value, ttl)
+	c.done(in, call, err, Output{Lease: l.Lease, Rev: l.Revision}, map[error]Outcome{versiongate.ErrRecordHeld: Held})
+	return l, err
+}
+
+func (c *client) KeepAlive(ctx context.Context, l versiongate.RecordLease) (time.Duration, error) {
+	in := Input{Kind: KindKeepAlive, ID: l.ID, Lease: l.Lease}
+	call := c.r.now()
+	ttl, err := c.s.KeepAlive(ctx, l)
+	c.done(in, call, err, Output{}, map[error]Outcome{versiongate.ErrRecordLost: Lost})
+	return ttl, err
+}
+
+func (c *client) DeleteRecord(ctx context.Context, l versiongate.RecordLease) error {
+	in := Input{Kind: KindDelete, ID: l.ID, Lease: l.Lease}
+	call := c.r.now()
+	err := c.s.DeleteRecord(ctx, l)
+	c.done(in, call, err, Output{}, nil)
+	return err
+}
+
+func (c *client) ListRecords(ctx context.Context) ([]versiongate.Record, int64, error) {
+	call := c.r.now()
+	recs, rev, err := c.s.ListRecords(ctx)
+	sorted := make([]versiongate.Record, len(recs))
+	for i, r := range recs {
+		sorted[i] = versiongate.Record{ID: r.ID, Value: slices.Clone(r.Value)}
+	}
+	slices.SortFunc(sorted, func(a, b versiongate.Record) int {
+		if a.ID < b.ID {
+			return -1
+		}
+		if a.ID > b.ID {
+			return 1
+		}
+		return 0
+	})
+	c.done(Input{Kind: KindList}, call, err, Output{Records: sorted, Rev: rev}, nil)
+	return recs, rev, err
+}
+
+func (c *client) WatchRecords(ctx context.Context, rev int64, fn func([]versiongate.Record, int64)) error {
+	return c.s.WatchRecords(ctx, rev, fn)
+}
+
+func (c *client) ReadStatus(ctx context.Context) (versiongate.StoredStatus, error) {
+	call := c.r.now()
+	st, err := c.s.ReadStatus(ctx)
+	c.done(Input{Kind: KindRead}, call, err, Output{Value: string(st.Value), Exists: st.Value != nil, Rev: st.Revision}, nil)
+	return st, err
+}
+
+func (c *client) WatchStatus(ctx context.Context, rev int64, fn func(versiongate.StoredStatus) bool) error {
+	return c.s.WatchStatus(ctx, rev, fn)
+}
+
+func (c *client) Fence(ctx context.Context, t versiongate.Term) error {
+	in := Input{Kind: KindFence, Token: t.Token(), Guarded: c.r.guarded(t)}
+	call := c.r.now()
+	err := c.s.Fence(ctx, t)
+	c.done(in, call, err, Output{}, map[error]Outcome{versiongate.ErrLeadershipLost: Lost})
+	return err
+}
+
+func (c *client) WriteStatus(ctx context.Context, t versiongate.Term, value []byte, nodesRev int64) error {
+	in := Input{Kind: KindWrite, Token: t.Token(), Guarded: c.r.guarded(t), Value: string(value), NodesRev: nodesRev}
+	call := c.r.now()
+	err := c.s.WriteStatus(ctx, t, value, nodesRev)
+	c.done(in, call, err, Output{}, map[error]Outcome{versiongate.ErrLeadershipLost: Lost, versiongate.ErrNodesChanged: NodesChanged})
+	return err
+}
+
+// describe renders an operation for logs and the visualization.
+func describe(in Input, out Output) string {
+	var args string
+	switch in.Kind {
+	case KindPublish:
+		args = fmt.Sprintf("%s=%s", in.ID, short(in.Value))
+	case KindKeepAlive, KindDelete:
+		args = fmt.Sprintf("%s lease %x", in.ID, in.Lease)
+	case KindFence:
+		args = fmt.Sprintf("token %d%s", in.Token, guardedMark(in.Guarded))
+	case KindWrite:
+		args = fmt.Sprintf("token %d%s, %s, nodesRev %d", in.Token, guardedMark(in.Guarded), short(in.Value), in.NodesRev)
+	}
+	res := string(out.Outcome)
+	if out.Outcome == OK {
+		switch in.Kind {
+		case KindPublish:
+			res = fmt.Sprintf("lease %x rev %d", out.Lease, out.Rev)
+		case KindList:
+			ids := make([]string, len(out.Records))
+			for i, r := range out.Records {
+				ids[i] = r.ID
+			}
+			res = fmt.Sprintf("%v rev %d", ids, out.Rev)
+		case KindRead:
+			res = fmt.Sprintf("%s rev %d", short(out.Value), out.Rev)
+			if !out.Exists {
+				res = fmt.Sprintf("none rev %d", out.Rev)
+			}
+		}
+	}
+	return fmt.Sprintf("%s(%s) -> %s", in.Kind, args, res)
+}
+
+func guardedMark(g bool) string {
+	if g {
+		return " guarded"
+	}
+	return ""
+}
+
+// short renders an encoded status or node record for display.
+func short(v string) string {
+	if st, err := versiongate.DecodeStatus([]byte(v)); err == nil {
+		return st.String()
+	}
+	if id, ver, err := versiongate.DecodeNodeRelease([]byte(v)); err == nil {
+		return id + "@" + ver.String()
+	}
+	if len(v) > 16 {
+		return fmt.Sprintf("%x…", v[:8])
+	}
+	return fmt.Sprintf("%x", v)
+}

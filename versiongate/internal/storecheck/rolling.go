@@ -1,0 +1,379 @@
+package storecheck
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/reconkit/reconkit/versiongate"
+)
+
+// release is one of the releases the rolling driver moves nodes through.
+type release struct {
+	version, minCompat, minReconciler versiongate.Release
+}
+
+func rel(major, minor uint64) versiongate.Release {
+	return versiongate.Release{Major: major, Minor: minor}
+}
+
+var releases = []release{
+	{version: rel(1, 0), minCompat: rel(1, 0), minReconciler: rel(1, 0)},
+	// Compatible with 1.0.0 nodes: no restriction needed.
+	{version: rel(1, 1), minCompat: rel(1, 0), minReconciler: rel(1, 0)},
+	// Breaks 1.0.0 nodes, and needs a 1.1.0 reconciler at least.
+	{version: rel(2, 0), minCompat: rel(1, 1), minReconciler: rel(1, 1)},
+}
+
+// RollingConfig configures RunRolling. Zero values take the defaults.
+type RollingConfig struct {
+	// Nodes is the number of nodes (default 5).
+	Nodes int
+	// Steps is the number of random actions (default 30).
+	Steps int
+	// Seed seeds the actions; logged so a failure can be replayed.
+	Seed uint64
+	// RecordTTL is the gates' RecordTTL (default 2s).
+	RecordTTL time.Duration
+	// Timeout bounds the wait for the upgrade to complete (default 60s).
+	Timeout time.Duration
+	// Context carries the gates' logger; nil means context.Background().
+	Context context.Context
+}
+
+// RollingResult is what RunRolling measured.
+type RollingResult struct {
+	// Actions counts the actions taken, by name.
+	Actions map[string]int
+	// Ready counts the times a node passed WaitReady.
+	Ready int
+	// Checks counts the safety checks made.
+	Checks int
+	// History is every store operation.
+	History []Op
+}
+
+// rollingNode is one node of the rolling driver.
+type rollingNode struct {
+	id      string
+	rel     int
+	running bool
+	cut     bool
+	runs    int
+
+	conn   Conn
+	gate   *versiongate.Gate
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+type rolling struct {
+	t   *testing.T
+	ctx context.Context
+	b   Backend
+	cfg RollingConfig
+	rec *Recorder
+	obs versiongate.Store
+
+	mu         sync.Mutex
+	nodes      []*rollingNode
+	violations []string
+	ready      int
+	checks     atomic.Int64
+}
+
+// RunRolling runs a rolling upgrade of cfg.Nodes nodes from release 1.0.0
+// through 1.1.0 to 2.0.0 (which breaks 1.0.0 nodes) on b: each node runs a
+// real versiongate.Gate on its own connection, with
+// RejoinAfterRecordLoss, and serves whenever WaitReady returned and Ready
+// holds. Seeded random steps upgrade nodes (sometimes skipping a
+// release), crash and restart them, cut and heal their connections (if
+// b.Partition is set) and restart the server (if b.RestartServer is set).
+// After every step, and at every status change, it checks that no serving
+// node's release is below the stored status' minimum compatible release
+// (which never goes down in this upgrade). Then it heals everything,
+// brings every node up at 2.0.0 and waits until the status is DONE at
+// 2.0.0 and every node serves. At the end it checks the recorded history
+// of every store operation for linearizability. Failures are reported
+// on t.
+func RunRolling(t *testing.T, b Backend, cfg RollingConfig) RollingResult {
+	t.Helper()
+	if cfg.Nodes == 0 {
+		cfg.Nodes = 5
+	}
+	if cfg.Steps == 0 {
+		cfg.Steps = 30
+	}
+	if cfg.RecordTTL == 0 {
+		cfg.RecordTTL = 2 * time.Second
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 60 * time.Second
+	}
+	if cfg.Context == nil {
+		cfg.Context = context.Background()
+	}
+	t.Logf("rolling upgrade: seed %d, %d nodes, %d steps", cfg.Seed, cfg.Nodes, cfg.Steps)
+	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
+	rec := NewRecorder(b.Guarded)
+	h := &rolling{t: t, ctx: cfg.Context, b: b, cfg: cfg, rec: rec, obs: rec.Wrap("observer", b.Observer)}
+
+	wctx, stopWatch := context.WithCancel(cfg.Context)
+	watchDone := make(chan struct{})
+	go func() { defer close(watchDone); h.watch(wctx) }()
+
+	for i := range cfg.Nodes {
+		h.nodes = append(h.nodes, &rollingNode{id: fmt.Sprintf("node-%d", i)})
+	}
+	for _, n := range h.nodes {
+		h.start(n)
+	}
+	defer func() {
+		for _, n := range h.nodes {
+			if n.running {
+				h.stop(n, false)
+			}
+		}
+		stopWatch()
+		<-watchDone
+	}()
+
+	counts := map[string]int{}
+	restarts := 0
+	for range cfg.Steps {
+		n := h.nodes[rng.IntN(len(h.nodes))]
+		switch p := rng.IntN(100); {
+		case p < 35 && n.rel < len(releases)-1:
+			if n.running {
+				h.stop(n, false)
+			}
+			n.rel++
+			if rng.IntN(5) == 0 {
+				n.rel = len(releases) - 1 // skip a release
+			}
+			h.start(n)
+			counts["upgrade"]++
+		case p < 50 && n.running:
+			h.stop(n, true)
+			counts["crash"]++
+		case p < 65 && !n.running:
+			h.start(n)
+			counts["restart"]++
+		case p < 80 && b.Partition != nil && n.running:
+			n.cut = !n.cut
+			b.Partition(n.id, n.cut)
+			if n.cut {
+				counts["cut"]++
+			} else {
+				counts["heal"]++
+			}
+		case p < 84 && b.RestartServer != nil && restarts < 2:
+			restarts++
+			b.RestartServer(t)
+			counts["server restart"]++
+		default:
+			h.settle(2 * time.Second)
+			counts["pause"]++
+		}
+		h.check()
+	}
+	// Finish the rollout: everything healed, every node up at the newest
+	// release.
+	for _, n := range h.nodes {
+		if n.cut {
+			n.cut = false
+			b.Partition(n.id, false)
+		}
+		if n.rel != len(releases)-1 || !n.running {
+			if n.running {
+				h.stop(n, false)
+			}
+			n.rel = len(releases) - 1
+			h.start(n)
+		}
+	}
+	t.Logf("rolling upgrade: actions %v", counts)
+
+	newest := releases[len(releases)-1]
+	want := versiongate.Status{State: versiongate.StateDone, Version: versiongate.Version{Release: newest.version}, MinimumCompatibleRelease: newest.minCompat}
+	deadline := time.Now().Add(cfg.Timeout)
+	for {
+		st, err := h.obs.ReadStatus(cfg.Context)
+		done := err == nil && st.Value != nil
+		if done {
+			cur, derr := versiongate.DecodeStatus(st.Value)
+			done = derr == nil && cur == want
+		}
+		for _, n := range h.nodes {
+			done = done && n.gate.Ready()
+		}
+		h.check()
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("rolling upgrade (seed %d): not complete after %v: want status %s and every node serving", cfg.Seed, cfg.Timeout, want)
+			break
+		}
+		<-time.After(20 * time.Millisecond)
+	}
+	for _, n := range h.nodes {
+		h.stop(n, false)
+	}
+	stopWatch()
+	<-watchDone
+
+	h.mu.Lock()
+	res := RollingResult{Actions: counts, Ready: h.ready, Checks: int(h.checks.Load()), History: rec.History()}
+	for _, v := range h.violations {
+		t.Errorf("rolling upgrade (seed %d): %s", cfg.Seed, v)
+	}
+	h.mu.Unlock()
+	t.Logf("rolling upgrade: WaitReady passed %d times; %d safety checks; %d store operations", res.Ready, res.Checks, len(res.History))
+	Check(t, res.History)
+	return res
+}
+
+func (h *rolling) start(n *rollingNode) {
+	t := h.t
+	r := releases[n.rel]
+	n.runs++
+	n.conn = h.b.Connect(t, n.id)
+	rd := newReadiness()
+	g, err := versiongate.New(versiongate.Config{
+		Store:                    h.rec.Wrap(fmt.Sprintf("%s#%d", n.id, n.runs), n.conn.Store),
+		NodeID:                   n.id,
+		Version:                  versiongate.Version{Release: r.version},
+		MinimumReconcilerRelease: r.minReconciler,
+		MinimumCompatibleRelease: r.minCompat,
+		RecordTTL:                h.cfg.RecordTTL,
+		Candidate:                n.conn.Candidate,
+		Reconcile:                noReconcile,
+		SettleTime:               100 * time.Millisecond,
+		RejoinAfterRecordLoss:    true,
+		Conditions:               rd,
+	})
+	if err != nil {
+		t.Fatalf("rolling upgrade: %v", err)
+	}
+	h.mu.Lock()
+	n.gate = g
+	n.running = true
+	h.mu.Unlock()
+	ctx, cancel := context.WithCancel(h.ctx)
+	n.cancel = cancel
+	n.wg.Add(2)
+	go func() {
+		defer n.wg.Done()
+		_ = g.Run(ctx)
+	}()
+	go func() {
+		defer n.wg.Done()
+		for {
+			if err := g.WaitReady(ctx); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				continue // the record was lost: wait for the next one
+			}
+			h.mu.Lock()
+			h.ready++
+			h.mu.Unlock()
+			h.check()
+			waitNotReady(ctx, g, rd)
+			if ctx.Err() != nil {
+				return
+			}
+		}
+	}()
+}
+
+// stop ends the node; a crash closes its connection first.
+func (h *rolling) stop(n *rollingNode, crash bool) {
+	if n.cut {
+		n.cut = false
+		h.b.Partition(n.id, false)
+	}
+	if crash {
+		n.conn.close(true)
+	}
+	n.cancel()
+	n.wg.Wait()
+	if !crash {
+		n.conn.close(false)
+	}
+	h.mu.Lock()
+	n.running = false
+	h.mu.Unlock()
+}
+
+// settle waits up to d for some gate to lead and be done or restricting.
+func (h *rolling) settle(d time.Duration) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		for _, n := range h.nodes {
+			if n.running && (n.gate.Phase() == versiongate.PhaseDone || n.gate.Phase() == versiongate.PhaseRestricting) {
+				return
+			}
+		}
+		<-time.After(10 * time.Millisecond)
+	}
+}
+
+// check reads the status, then checks that no node serving after the
+// read runs a release below its minimum: since the minimum never goes
+// down, such a node serves while the reconciled minimum is above it.
+func (h *rolling) check() {
+	st, err := h.obs.ReadStatus(h.ctx)
+	if err != nil {
+		return
+	}
+	h.judge(st)
+}
+
+func (h *rolling) judge(st versiongate.StoredStatus) {
+	if st.Value == nil {
+		return
+	}
+	h.checks.Add(1)
+	cur, err := versiongate.DecodeStatus(st.Value)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err != nil {
+		h.violations = append(h.violations, fmt.Sprintf("corrupt status at revision %d: %v", st.Revision, err))
+		return
+	}
+	for _, n := range h.nodes {
+		if !n.running {
+			continue
+		}
+		r := releases[n.rel].version
+		if r.Less(cur.MinimumCompatibleRelease) && n.gate.Ready() {
+			h.violations = append(h.violations, fmt.Sprintf("%s@%s serves under %s (revision %d)", n.id, r, cur, st.Revision))
+		}
+	}
+}
+
+// watch judges every status change the observer sees.
+func (h *rolling) watch(ctx context.Context) {
+	var rev int64
+	for ctx.Err() == nil {
+		err := h.b.Observer.WatchStatus(ctx, rev, func(st versiongate.StoredStatus) bool {
+			rev = st.Revision
+			h.judge(st)
+			return false
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		_ = err
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
