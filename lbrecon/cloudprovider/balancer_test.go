@@ -113,7 +113,10 @@ func TestPartialUpdateErrorsAreNotMasked(t *testing.T) {
 		_, _, err := ensure(t, b, svc, nodes(2))
 		require.NoError(t, err)
 
-		isN3 := func(o lbrecon.Object) bool { s, ok := o.Spec.(lbrecon.ServerSpec); return ok && s.Address.String() == "10.0.0.3" }
+		isN3 := func(o lbrecon.Object) bool {
+			s, ok := o.Spec.(lbrecon.ServerSpec)
+			return ok && s.Address.String() == "10.0.0.3"
+		}
 		eng.FailCreate(isN3, 1, backoff.Permanent(errors.New("400 quota exceeded")))
 		err = b.UpdateLoadBalancer(t.Context(), "c", svc, nodes(3))
 		require.Error(t, err)
@@ -217,7 +220,9 @@ func TestRestartWithTheJournal(t *testing.T) {
 		eng := lbrecontest.New(lbrecontest.Config{Pending: time.Second, ListLag: 5 * time.Second, UniqueBinds: true, Integrity: true})
 		dir := t.TempDir()
 		mod := func(c *lbcloud.Config) {
-			c.Journal = func(svc *v1.Service) lbrecon.Journal { return lbrecon.NewFileJournal(filepath.Join(dir, string(svc.UID))) }
+			c.Journal = func(svc *v1.Service) lbrecon.Journal {
+				return lbrecon.NewFileJournal(filepath.Join(dir, string(svc.UID)))
+			}
 			c.Reconciler.ListLag = 5 * time.Second
 		}
 		svc := service("uid-1")

@@ -117,14 +117,14 @@ func (c *cloud) wait() {
 }
 
 func (c *cloud) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {}
-func (c *cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool)                { return (*tracked)(c), true }
-func (c *cloud) Instances() (cloudprovider.Instances, bool)                      { return nil, false }
-func (c *cloud) InstancesV2() (cloudprovider.InstancesV2, bool)                  { return nil, false }
-func (c *cloud) Zones() (cloudprovider.Zones, bool)                              { return nil, false }
-func (c *cloud) Clusters() (cloudprovider.Clusters, bool)                        { return nil, false }
-func (c *cloud) Routes() (cloudprovider.Routes, bool)                            { return nil, false }
-func (c *cloud) ProviderName() string                                            { return "lbrecontest" }
-func (c *cloud) HasClusterID() bool                                              { return true }
+func (c *cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool)                  { return (*tracked)(c), true }
+func (c *cloud) Instances() (cloudprovider.Instances, bool)                        { return nil, false }
+func (c *cloud) InstancesV2() (cloudprovider.InstancesV2, bool)                    { return nil, false }
+func (c *cloud) Zones() (cloudprovider.Zones, bool)                                { return nil, false }
+func (c *cloud) Clusters() (cloudprovider.Clusters, bool)                          { return nil, false }
+func (c *cloud) Routes() (cloudprovider.Routes, bool)                              { return nil, false }
+func (c *cloud) ProviderName() string                                              { return "lbrecontest" }
+func (c *cloud) HasClusterID() bool                                                { return true }
 
 // tracked counts a cloud's load-balancer calls in flight.
 type tracked cloud
@@ -268,7 +268,20 @@ func serverSet(objs []lbrecon.Object, suffix string) map[string]map[string]bool 
 	return out
 }
 
+// The real service controller of k8s.io/cloud-provider v0.37.1, in
+// process, on the real apiserver, over a Balancer on a provider model with
+// list lag and asynchronous deletes.
+//
+// It runs without the race detector only: the controller itself writes
+// cachedService.state (controller.go:339) outside the serviceCache lock
+// that its node sync reads it under (allServices, controller.go:503), a
+// race in the upstream code that -race reports whenever a node changes
+// while a Service is synced. The Balancer's own concurrency is covered by
+// the other tests under -race.
 func TestServiceControllerOnTheRealAPIServer(t *testing.T) {
+	if raceDetector {
+		t.Skip("the service controller of k8s.io/cloud-provider v0.37.1 has a data race of its own (controller.go:339 vs 503); run without -race")
+	}
 	top := t // the processes live as long as the test, not a subtest
 	a := testenv.APIServer(t)
 	cs := kubernetes.NewForConfigOrDie(a.Config())
