@@ -65,9 +65,16 @@ func (r *Reconciler) intentToken(o Object, fp string, at time.Time) string {
 
 // loadJournal loads the journal once per Reconciler: the predecessor's
 // intents hold their names until a listing shows their objects or
-// ConfirmTimeout passes from when they were recorded. Called with mu held.
+// ConfirmTimeout passes from when they were recorded. It runs before any
+// other call of the journal, also when Check comes first: journalMu
+// serialises the loads, and every other journal call follows one.
 func (r *Reconciler) loadJournal(ctx context.Context) error {
-	if r.cfg.Journal == nil || r.journalLoaded {
+	if r.cfg.Journal == nil {
+		return nil
+	}
+	r.journalMu.Lock()
+	defer r.journalMu.Unlock()
+	if r.journalLoaded {
 		return nil
 	}
 	intents, err := r.cfg.Journal.Load(ctx)

@@ -164,3 +164,28 @@ func TestLeftoversLeaveTheJournalAlone(t *testing.T) {
 		require.Len(t, intents, 1)
 	})
 }
+
+// A restarted reconciler's Check knows its predecessor's creations from
+// the journal: on a lagging listing it does not plan to create them again,
+// but reports them as unconfirmed.
+func TestCheckLoadsTheJournal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := newEngine(lbrecontest.Config{ListLag: 5 * time.Second})
+		path := filepath.Join(t.TempDir(), "lb-1.journal")
+		lb := desc(2, 1, 1)
+		mk := func() *lbrecon.LoadBalancerReconciler {
+			return newLB(t, eng, lb, func(c *lbrecon.Config) {
+				c.Journal = lbrecon.NewFileJournal(path)
+				c.ListLag = 5 * time.Second
+			})
+		}
+		_, err := mk().ReconcileOnce(t.Context())
+		require.NoError(t, err)
+		require.Equal(t, 2, eng.Calls()[lbrecon.VerbCreate], "the backends")
+
+		p, err := mk().Check(t.Context())
+		require.NoError(t, err)
+		require.Empty(t, p.Create, "the predecessor's backends are held by the journal")
+		require.Len(t, p.Unconfirmed, 2)
+	})
+}

@@ -157,7 +157,8 @@ type Reconciler struct {
 	requeue time.Duration // next RequeueAfter of ReconcileOnce and TeardownOnce
 	retry   time.Duration // last wait after a pass that met transient failures
 
-	journalLoaded bool         // the journal's intents are in mem (guarded by mu)
+	journalMu     sync.Mutex
+	journalLoaded bool         // the journal's intents are in mem (guarded by journalMu)
 	tokenSeq      uint64       // makes idempotency tokens unique (guarded by mu)
 	idempotency   atomic.Int32 // 1: the engine takes idempotency tokens; -1: it does not; 0: not known yet
 }
@@ -265,9 +266,14 @@ func New(cfg Config) (*Reconciler, error) {
 
 // Check lists the provider's objects once and returns the plan for them
 // without changing anything at the provider. An empty plan means a listing
-// confirms the desired state. It makes one List attempt, within
-// CallTimeout, and does not retry it: a failed List is its error.
+// confirms the desired state. Like a pass, it loads the [Config.Journal]
+// first, so a new process's plan holds its predecessor's creations. It
+// makes one List attempt, within CallTimeout, and does not retry it: a
+// failed List is its error.
 func (r *Reconciler) Check(ctx context.Context) (Plan, error) {
+	if err := r.loadJournal(ctx); err != nil {
+		return Plan{}, err
+	}
 	objs, at, err := r.list(onePass(ctx, r.clock.Now()))
 	if err != nil {
 		return Plan{}, err

@@ -1,0 +1,421 @@
+package cloudprovider_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	cloudprovider "k8s.io/cloud-provider"
+	servicecontroller "k8s.io/cloud-provider/controllers/service"
+	"k8s.io/component-base/featuregate"
+	controllersmetrics "k8s.io/component-base/metrics/prometheus/controllers"
+
+	"github.com/reconkit/reconkit/internal/testenv"
+	"github.com/reconkit/reconkit/lbrecon"
+	lbcloud "github.com/reconkit/reconkit/lbrecon/cloudprovider"
+	"github.com/reconkit/reconkit/lbrecon/lbrecontest"
+)
+
+// sampler watches the provider model at every engine call: it counts
+// duplicates (two objects of one kind, name and spec: one creation made
+// twice) and the fewest servers each backend held.
+type sampler struct {
+	lbrecon.Engine
+	eng *lbrecontest.Engine
+
+	mu    sync.Mutex
+	dups  []string
+	calls int
+}
+
+func (s *sampler) sample() {
+	objs := s.eng.Objects()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	for i, a := range objs {
+		for _, b := range objs[i+1:] {
+			if a.Kind == b.Kind && a.Name == b.Name && lbrecon.SameSpec(a.Spec, b.Spec) {
+				s.dups = append(s.dups, fmt.Sprintf("%v and %v", a, b))
+			}
+		}
+	}
+}
+
+func (s *sampler) duplicates() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.dups...)
+}
+
+func (s *sampler) List(ctx context.Context, q lbrecon.Query) ([]lbrecon.Object, error) {
+	defer s.sample()
+	return s.Engine.List(ctx, q)
+}
+
+func (s *sampler) Get(ctx context.Context, o lbrecon.Object) (lbrecon.Object, error) {
+	defer s.sample()
+	return s.Engine.Get(ctx, o)
+}
+
+func (s *sampler) Create(ctx context.Context, o lbrecon.Object) (lbrecon.Object, error) {
+	defer s.sample()
+	return s.Engine.Create(ctx, o)
+}
+
+func (s *sampler) Destroy(ctx context.Context, o lbrecon.Object) error {
+	defer s.sample()
+	return s.Engine.Destroy(ctx, o)
+}
+
+func (s *sampler) Tag(ctx context.Context, o lbrecon.Object, tags []string) error {
+	defer s.sample()
+	return s.Engine.Tag(ctx, o, tags)
+}
+
+func (s *sampler) Update(ctx context.Context, cur, want lbrecon.Object) (lbrecon.Object, error) {
+	defer s.sample()
+	return s.Engine.(lbrecon.Updater).Update(ctx, cur, want)
+}
+
+// cloud is the smallest cloudprovider.Interface: load balancers only. It
+// counts the calls in flight so a test can wait for a stopped
+// controller's last call to return.
+type cloud struct {
+	lb    cloudprovider.LoadBalancer
+	calls atomic.Int64
+
+	mu       sync.Mutex
+	inFlight int
+	idle     chan struct{} // closed when inFlight drops to 0 after stopping
+	stopping bool
+}
+
+// wait returns once no call is in flight; calls made after it return at once.
+func (c *cloud) wait() {
+	c.mu.Lock()
+	c.stopping = true
+	if c.inFlight == 0 {
+		c.mu.Unlock()
+		return
+	}
+	c.idle = make(chan struct{})
+	idle := c.idle
+	c.mu.Unlock()
+	<-idle
+}
+
+func (c *cloud) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {}
+func (c *cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool)                  { return (*tracked)(c), true }
+func (c *cloud) Instances() (cloudprovider.Instances, bool)                        { return nil, false }
+func (c *cloud) InstancesV2() (cloudprovider.InstancesV2, bool)                    { return nil, false }
+func (c *cloud) Zones() (cloudprovider.Zones, bool)                                { return nil, false }
+func (c *cloud) Clusters() (cloudprovider.Clusters, bool)                          { return nil, false }
+func (c *cloud) Routes() (cloudprovider.Routes, bool)                              { return nil, false }
+func (c *cloud) ProviderName() string                                              { return "lbrecontest" }
+func (c *cloud) HasClusterID() bool                                                { return true }
+
+// tracked counts a cloud's load-balancer calls in flight.
+type tracked cloud
+
+func (t *tracked) enter() func() {
+	t.calls.Add(1)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.inFlight++
+	return func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		t.inFlight--
+		if t.inFlight == 0 && t.idle != nil {
+			close(t.idle)
+			t.idle = nil
+		}
+	}
+}
+
+func (t *tracked) GetLoadBalancer(ctx context.Context, cluster string, svc *v1.Service) (*v1.LoadBalancerStatus, bool, error) {
+	defer t.enter()()
+	return t.lb.GetLoadBalancer(ctx, cluster, svc)
+}
+
+func (t *tracked) GetLoadBalancerName(ctx context.Context, cluster string, svc *v1.Service) string {
+	return t.lb.GetLoadBalancerName(ctx, cluster, svc)
+}
+
+func (t *tracked) EnsureLoadBalancer(ctx context.Context, cluster string, svc *v1.Service, nodes []*v1.Node) (*v1.LoadBalancerStatus, error) {
+	defer t.enter()()
+	return t.lb.EnsureLoadBalancer(ctx, cluster, svc, nodes)
+}
+
+func (t *tracked) UpdateLoadBalancer(ctx context.Context, cluster string, svc *v1.Service, nodes []*v1.Node) error {
+	defer t.enter()()
+	return t.lb.UpdateLoadBalancer(ctx, cluster, svc, nodes)
+}
+
+func (t *tracked) EnsureLoadBalancerDeleted(ctx context.Context, cluster string, svc *v1.Service) error {
+	defer t.enter()()
+	return t.lb.EnsureLoadBalancerDeleted(ctx, cluster, svc)
+}
+
+// testMapping puts every Service on the provider's load balancer "lb-1",
+// its objects named after the Service's UID, at one external address.
+var testMapping = lbcloud.Funcs{LoadBalancerFunc: func(_ context.Context, _ string, svc *v1.Service, nodes []*v1.Node) (lbrecon.LoadBalancer, error) {
+	ports, err := lbcloud.ServicePorts(svc)
+	if err != nil {
+		return lbrecon.LoadBalancer{}, err
+	}
+	return lbrecon.LoadBalancer{ID: "lb-1", Suffix: string(svc.UID), Ports: ports,
+		Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")}, Targets: lbcloud.NodeTargets(nodes)}, nil
+}}
+
+// controllerProcess is one cloud-controller-manager: a Balancer with a
+// fresh reconciler map and the real service controller.
+type controllerProcess struct {
+	cloud  *cloud
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func startController(t *testing.T, cs kubernetes.Interface, engine lbrecon.Engine, fence *lbrecon.Fence, term uint64) *controllerProcess {
+	t.Helper()
+	b, err := lbcloud.New(lbcloud.Config{
+		Engine:  engine,
+		Mapping: testMapping,
+		Token:   func(context.Context) (uint64, error) { return term, nil },
+		Admit:   fence.Admit,
+		Journal: lbcloud.ServiceJournals(cs.CoreV1(), ""),
+		Reconciler: lbrecon.Config{PollInterval: 50 * time.Millisecond, MaxPollInterval: 500 * time.Millisecond,
+			ListLag: testLag, CallTimeout: 5 * time.Second},
+	})
+	require.NoError(t, err)
+	c := &cloud{lb: b}
+	factory := informers.NewSharedInformerFactory(cs, 0)
+	ctrl, err := servicecontroller.New(c, cs, factory.Core().V1().Services(), factory.Core().V1().Nodes(), "test-cluster", featuregate.NewFeatureGate())
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &controllerProcess{cloud: c, cancel: cancel, done: make(chan struct{})}
+	factory.Start(ctx.Done())
+	go func() {
+		defer close(p.done)
+		ctrl.Run(ctx, 2, controllersmetrics.NewControllerManagerMetrics("test"))
+		factory.Shutdown()
+		c.wait() // the workers' last calls
+	}()
+	t.Cleanup(p.stop)
+	return p
+}
+
+func (p *controllerProcess) stop() {
+	p.cancel()
+	<-p.done
+}
+
+const testLag = 300 * time.Millisecond
+
+func readyNode(name, ip string) *v1.Node {
+	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Status: v1.NodeStatus{
+			Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "Test"}},
+			Addresses:  []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: ip}},
+		}}
+}
+
+func createNode(t *testing.T, cs kubernetes.Interface, name, ip string) {
+	t.Helper()
+	ctx := t.Context()
+	n, err := cs.CoreV1().Nodes().Create(ctx, readyNode(name, ip), metav1.CreateOptions{})
+	require.NoError(t, err)
+	n.Status = readyNode(name, ip).Status
+	_, err = cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+	require.NoError(t, err)
+}
+
+// servers returns, per port name of the Service's load balancer, the
+// addresses and ports of its servers not being deleted, as the provider
+// holds them.
+func serverSet(objs []lbrecon.Object, suffix string) map[string]map[string]bool {
+	backends := map[string]string{} // ID -> port name
+	for _, o := range objs {
+		if o.Kind == lbrecon.KindBackend && o.HasTag(lbcloud.DefaultTagKey+"="+suffix) {
+			backends[o.ID] = o.Name
+		}
+	}
+	out := map[string]map[string]bool{}
+	for _, o := range objs {
+		s, ok := o.Spec.(lbrecon.ServerSpec)
+		if !ok || o.Kind != lbrecon.KindServer {
+			continue
+		}
+		if name, ok := backends[s.Backend]; ok {
+			if out[name] == nil {
+				out[name] = map[string]bool{}
+			}
+			out[name][fmt.Sprintf("%v:%d", s.Address, s.Port)] = true
+		}
+	}
+	return out
+}
+
+// The real service controller of k8s.io/cloud-provider v0.37.1, in
+// process, on the real apiserver, over a Balancer on a provider model with
+// list lag and asynchronous deletes.
+//
+// It runs without the race detector only: the controller itself writes
+// cachedService.state (controller.go:339) outside the serviceCache lock
+// that its node sync reads it under (allServices, controller.go:503), a
+// race in the upstream code that -race reports whenever a node changes
+// while a Service is synced. The Balancer's own concurrency is covered by
+// the other tests under -race.
+func TestServiceControllerOnTheRealAPIServer(t *testing.T) {
+	if raceDetector {
+		t.Skip("the service controller of k8s.io/cloud-provider v0.37.1 has a data race of its own (controller.go:339 vs 503); run without -race")
+	}
+	top := t // the processes live as long as the test, not a subtest
+	a := testenv.APIServer(t)
+	cs := kubernetes.NewForConfigOrDie(a.Config())
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+
+	eng := lbrecontest.New(lbrecontest.Config{Pending: 100 * time.Millisecond, ListLag: testLag, DeleteDelay: 200 * time.Millisecond,
+		Integrity: true, UniqueBinds: true})
+	smp := &sampler{Engine: eng, eng: eng}
+	// Foreign objects on the same load balancer: another Service's (its
+	// tag), an operator's (untagged) and another tool's (another key).
+	foreignBackend := eng.Put(lbrecon.Object{Kind: lbrecon.KindBackend, Name: "http.other", Tags: []string{lbcloud.DefaultTagKey + "=other-uid"},
+		Spec: lbrecon.BackendSpec{LoadBalancer: "lb-1"}})
+	foreign := []lbrecon.Object{foreignBackend,
+		eng.Put(lbrecon.Object{Kind: lbrecon.KindServer, Name: "n1.http.other", Tags: []string{lbcloud.DefaultTagKey + "=other-uid"},
+			Spec: lbrecon.ServerSpec{Backend: foreignBackend.ID, Address: netip.MustParseAddr("10.0.0.1"), Port: 30000}}),
+		eng.Put(lbrecon.Object{Kind: lbrecon.KindBackend, Name: "manual", Spec: lbrecon.BackendSpec{LoadBalancer: "lb-1"}}),
+		eng.Put(lbrecon.Object{Kind: lbrecon.KindBackend, Name: "tool", Tags: []string{"managed-by=tool"}, Spec: lbrecon.BackendSpec{LoadBalancer: "lb-1"}}),
+	}
+	fence := lbrecon.NewFence("provider", 0, "")
+
+	createNode(t, cs, "n1", "10.0.0.1")
+	createNode(t, cs, "n2", "10.0.0.2")
+	proc := startController(t, cs, smp, fence, 1)
+
+	svc, err := cs.CoreV1().Services("default").Create(ctx, &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
+		Spec: v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer, Selector: map[string]string{"app": "web"},
+			Ports: []v1.ServicePort{
+				{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: v1.ProtocolTCP},
+				{Name: "https", Port: 443, TargetPort: intstr.FromInt32(8443), Protocol: v1.ProtocolTCP},
+			}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	uid := string(svc.UID)
+	tag := lbcloud.DefaultTagKey + "=" + uid
+	want := func(ips ...string) func([]lbrecon.Object) bool {
+		return func(objs []lbrecon.Object) bool {
+			got := serverSet(objs, uid)
+			cur, err := cs.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+			if err != nil || len(got) != len(cur.Spec.Ports) {
+				return false
+			}
+			for _, p := range cur.Spec.Ports {
+				set := got[p.Name+"."+uid]
+				if len(set) != len(ips) {
+					return false
+				}
+				for _, ip := range ips {
+					if !set[fmt.Sprintf("%s:%d", ip, p.NodePort)] {
+						return false
+					}
+				}
+			}
+			return true
+		}
+	}
+
+	t.Run("ingress", func(t *testing.T) {
+		require.NoError(t, eng.WaitFor(ctx, want("10.0.0.1", "10.0.0.2")))
+		require.Eventually(t, func() bool {
+			cur, err := cs.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+			return err == nil && len(cur.Status.LoadBalancer.Ingress) == 1 && cur.Status.LoadBalancer.Ingress[0].IP == "192.0.2.10"
+		}, time.Minute, 20*time.Millisecond, "status.loadBalancer.ingress")
+	})
+
+	t.Run("nodes", func(t *testing.T) {
+		createNode(t, cs, "n3", "10.0.0.3")
+		require.NoError(t, eng.WaitFor(ctx, want("10.0.0.1", "10.0.0.2", "10.0.0.3")), "a node added")
+		require.NoError(t, cs.CoreV1().Nodes().Delete(ctx, "n1", metav1.DeleteOptions{}))
+		require.NoError(t, eng.WaitFor(ctx, want("10.0.0.2", "10.0.0.3")), "a node removed")
+	})
+
+	t.Run("port change keeps min(old, new) servers", func(t *testing.T) {
+		eng.ResetLow()
+		cur, err := cs.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+		require.NoError(t, err)
+		for i := range cur.Spec.Ports {
+			cur.Spec.Ports[i].NodePort = int32(32000 + i)
+		}
+		_, err = cs.CoreV1().Services("default").Update(ctx, cur, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		require.NoError(t, eng.WaitFor(ctx, want("10.0.0.2", "10.0.0.3")))
+		for id, n := range eng.Low(lbrecon.KindServer) {
+			if id != foreignBackend.ID {
+				require.GreaterOrEqual(t, n, 2, "backend %s held fewer servers than before and after the change", id)
+			}
+		}
+	})
+
+	t.Run("restart mid-change", func(t *testing.T) {
+		cur, err := cs.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+		require.NoError(t, err)
+		cur.Spec.Ports = append(cur.Spec.Ports, v1.ServicePort{Name: "extra", Port: 8081, TargetPort: intstr.FromInt32(8081), Protocol: v1.ProtocolTCP})
+		_, err = cs.CoreV1().Services("default").Update(ctx, cur, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		// Stop the process as soon as it sent the first creation of the
+		// change, while the listing does not show it yet.
+		require.NoError(t, eng.WaitFor(ctx, func(objs []lbrecon.Object) bool {
+			for _, o := range objs {
+				if o.Kind == lbrecon.KindBackend && o.Name == "extra."+uid {
+					return true
+				}
+			}
+			return false
+		}))
+		proc.stop()
+		proc = startController(top, cs, smp, fence, 2)
+		require.NoError(t, eng.WaitFor(ctx, want("10.0.0.2", "10.0.0.3")))
+		require.Empty(t, smp.duplicates())
+	})
+
+	t.Run("delete", func(t *testing.T) {
+		require.NoError(t, cs.CoreV1().Services("default").Delete(ctx, "web", metav1.DeleteOptions{}))
+		require.Eventually(t, func() bool {
+			_, err := cs.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+			// The service controller wraps a deletion's error with %v, so
+			// a RetryError there is backed off exponentially from 5 s:
+			// a teardown of four passes takes 5+10+20+40 s.
+		}, 3*time.Minute, 20*time.Millisecond, "the finalizer removed once the load balancer is gone")
+		var left []lbrecon.Object
+		for _, o := range eng.Objects() {
+			if o.HasTag(tag) {
+				left = append(left, o)
+			}
+		}
+		require.Empty(t, left, "everything the Service owned is gone")
+		for _, f := range foreign {
+			got, err := eng.Get(ctx, f)
+			require.NoError(t, err, "foreign %v", f)
+			require.Equal(t, f.Tags, got.Tags)
+		}
+	})
+	require.Empty(t, smp.duplicates(), "duplicates seen at an engine call")
+	t.Logf("engine calls sampled: %d; load-balancer calls: %d after the restart", smp.calls, proc.cloud.calls.Load())
+}

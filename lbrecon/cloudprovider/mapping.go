@@ -1,0 +1,129 @@
+package cloudprovider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/reconkit/reconkit/lbrecon"
+)
+
+// ErrUnsupportedService is wrapped by the mapping helpers when a Service
+// asks for something the load-balancer plan cannot express.
+var ErrUnsupportedService = errors.New("cloudprovider: service not supported")
+
+// Mapping turns a Service and the nodes the service controller gives into
+// the desired load balancer, and the load balancer into the Service's
+// status. The host implements it; [Funcs] adapts two functions. Its
+// methods are called concurrently, for different Services, from the
+// service controller's workers, and must not block.
+type Mapping interface {
+	// LoadBalancer returns the desired load balancer of svc. nodes is the
+	// service controller's node list as it passes it to EnsureLoadBalancer
+	// and UpdateLoadBalancer (see the package documentation for what it
+	// holds); it is nil when called from GetLoadBalancer and
+	// EnsureLoadBalancerDeleted, where only the ID and Suffix are used.
+	// The ID must not depend on nodes. svc and nodes are read-only.
+	LoadBalancer(ctx context.Context, clusterName string, svc *v1.Service, nodes []*v1.Node) (lbrecon.LoadBalancer, error)
+	// Status returns the status of svc's load balancer lb, given the
+	// external ports bound on each external address.
+	Status(ctx context.Context, svc *v1.Service, lb lbrecon.LoadBalancer, bound map[netip.Addr][]uint16) (*v1.LoadBalancerStatus, error)
+}
+
+// Funcs is a [Mapping] made of two functions. A nil StatusFunc means
+// [IngressStatus].
+type Funcs struct {
+	LoadBalancerFunc func(ctx context.Context, clusterName string, svc *v1.Service, nodes []*v1.Node) (lbrecon.LoadBalancer, error)
+	StatusFunc       func(ctx context.Context, svc *v1.Service, lb lbrecon.LoadBalancer, bound map[netip.Addr][]uint16) (*v1.LoadBalancerStatus, error)
+}
+
+var _ Mapping = Funcs{}
+
+// LoadBalancer implements [Mapping].
+func (f Funcs) LoadBalancer(ctx context.Context, clusterName string, svc *v1.Service, nodes []*v1.Node) (lbrecon.LoadBalancer, error) {
+	if f.LoadBalancerFunc == nil {
+		return lbrecon.LoadBalancer{}, fmt.Errorf("%w: Funcs.LoadBalancerFunc is nil", lbrecon.ErrInvalidConfig)
+	}
+	return f.LoadBalancerFunc(ctx, clusterName, svc, nodes)
+}
+
+// Status implements [Mapping].
+func (f Funcs) Status(ctx context.Context, svc *v1.Service, lb lbrecon.LoadBalancer, bound map[netip.Addr][]uint16) (*v1.LoadBalancerStatus, error) {
+	if f.StatusFunc == nil {
+		return IngressStatus(ctx, svc, lb, bound)
+	}
+	return f.StatusFunc(ctx, svc, lb, bound)
+}
+
+// IngressStatus is the default status: one ingress IP per external
+// address of lb on which every port of lb is bound, in lb's order.
+func IngressStatus(_ context.Context, _ *v1.Service, lb lbrecon.LoadBalancer, bound map[netip.Addr][]uint16) (*v1.LoadBalancerStatus, error) {
+	st := &v1.LoadBalancerStatus{}
+	for _, a := range lb.Addresses {
+		all := true
+		for _, p := range lb.Ports {
+			if !slices.Contains(bound[a], p.ExternalPort) {
+				all = false
+			}
+		}
+		if all {
+			st.Ingress = append(st.Ingress, v1.LoadBalancerIngress{IP: a.String()})
+		}
+	}
+	return st, nil
+}
+
+// ServicePorts returns the ports of svc as the load-balancer plan's ports:
+// named after the Service port (or "<protocol>-<port>" when it has no
+// name), forwarding the port to its node port. The plan has no protocol:
+// a Service with two ports on one port number (TCP and UDP), or a port
+// without a node port (spec.allocateLoadBalancerNodePorts false), is
+// refused with [ErrUnsupportedService].
+func ServicePorts(svc *v1.Service) ([]lbrecon.Port, error) {
+	var out []lbrecon.Port
+	for _, p := range svc.Spec.Ports {
+		name := p.Name
+		if name == "" {
+			name = strings.ToLower(string(p.Protocol)) + "-" + strconv.Itoa(int(p.Port))
+		}
+		if p.NodePort <= 0 || p.NodePort > 65535 || p.Port <= 0 || p.Port > 65535 {
+			return nil, fmt.Errorf("%w: service %s/%s port %q: node port %d and port %d must be set",
+				ErrUnsupportedService, svc.Namespace, svc.Name, name, p.NodePort, p.Port)
+		}
+		for _, q := range out {
+			if q.ExternalPort == uint16(p.Port) {
+				return nil, fmt.Errorf("%w: service %s/%s: port %d used twice (by %q and %q)",
+					ErrUnsupportedService, svc.Namespace, svc.Name, p.Port, q.Name, name)
+			}
+		}
+		out = append(out, lbrecon.Port{Name: name, NodePort: uint16(p.NodePort), ExternalPort: uint16(p.Port)})
+	}
+	return out, nil
+}
+
+// NodeTargets returns one target per node, named after the node, at its
+// first InternalIP address. Every node given is used, whatever the
+// Service's externalTrafficPolicy: the service controller already left out
+// the nodes it excludes (see the package documentation). Nodes without an
+// InternalIP are left out.
+func NodeTargets(nodes []*v1.Node) []lbrecon.Target {
+	out := make([]lbrecon.Target, 0, len(nodes))
+	for _, n := range nodes {
+		for _, a := range n.Status.Addresses {
+			if a.Type != v1.NodeInternalIP {
+				continue
+			}
+			if ip, err := netip.ParseAddr(a.Address); err == nil {
+				out = append(out, lbrecon.Target{Name: n.Name, Address: ip})
+				break
+			}
+		}
+	}
+	return out
+}
