@@ -46,8 +46,8 @@ type NodeController struct {
 	runStart atomic.Pointer[time.Time]
 	lastBeat atomic.Pointer[time.Time]
 	ready    chan struct{}
-	done    chan struct{}
-	err     error // written before done is closed
+	done     chan struct{}
+	err      error // written before done is closed
 }
 
 // New checks cfg, fills its defaults and returns a controller. It has no
