@@ -30,6 +30,11 @@
 //     rollback to the last-known-good configuration.
 //   - [github.com/reconkit/reconkit/backoff]: retry and periodic loops with
 //     quiet start-up logging.
+//   - [github.com/reconkit/reconkit/prommetrics]: Prometheus collectors
+//     for every package's Metrics hook, in one call (Agent) or one
+//     subpackage per hooked package.
+//   - [github.com/reconkit/reconkit/healthz]: the packages' named health
+//     checks served as one /healthz, in the Kubernetes components' format.
 //
 // A typical node agent boots its configuration through checkpoint, registers
 // itself with nodestatus, publishes its release and waits in versiongate,

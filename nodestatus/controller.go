@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -39,9 +40,14 @@ type NodeController struct {
 	jobs jobState
 
 	started atomic.Bool
-	ready   chan struct{}
-	done    chan struct{}
-	err     error // written before done is closed
+	// runStart and lastBeat are when Run started and when the last
+	// heartbeat succeeded, on the controller's clock (nil before), for
+	// HeartbeatCheck and LastHeartbeat.
+	runStart atomic.Pointer[time.Time]
+	lastBeat atomic.Pointer[time.Time]
+	ready    chan struct{}
+	done     chan struct{}
+	err      error // written before done is closed
 }
 
 // New checks cfg, fills its defaults and returns a controller. It has no
@@ -128,6 +134,8 @@ func (c *NodeController) Run(ctx context.Context) (err error) {
 	if !c.started.CompareAndSwap(false, true) {
 		return ErrAlreadyStarted
 	}
+	start := c.clk.Now()
+	c.runStart.Store(&start)
 	defer c.finished(&err)
 	// A shared limiter's unit is taken before anything starts, and handed
 	// to the registration's first attempt, which returns it.

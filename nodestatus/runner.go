@@ -377,6 +377,7 @@ func (r *runner) onLeaseDone(res leaseResult) error {
 			r.statusDirty, r.checkNode = true, true
 		}
 		r.lease, r.lastRenew = res.lease, now
+		r.c.lastBeat.Store(&now)
 		r.arm(deadlineLease, r.renew())
 		if res.recreated {
 			// The lease vanished: most likely with its Node, which may
@@ -426,6 +427,11 @@ func (r *runner) onStatusDone(res statusResult) error {
 	} else if r.leaseAwaitsNode && r.server != nil {
 		r.leaseAwaitsNode = false
 		r.renewNow()
+	}
+	if res.written && r.leaseOff {
+		// Without leases, every status write is a heartbeat.
+		now := r.c.clk.Now()
+		r.c.lastBeat.Store(&now)
 	}
 	if res.written {
 		// The first report after registration is spread over half the

@@ -2,20 +2,32 @@
 // Prometheus collectors registered on a registry the host passes, never
 // the global one.
 //
-// Each constructor ([Election], [Versiongate], [Nodestatus], [Checkpoint],
-// [LBRecon]) registers its collectors on a prometheus.Registerer and
-// returns the package's Metrics hook, to set as that package's
-// Config.Metrics. Every series carries a "name" label with the name the
-// host gives the hook, so several elections, gates, controllers or
-// reconcilers share one registry; hooks for different names share the
-// collectors. A constructor fails if the Registerer is nil, the name is not
-// valid UTF-8, or the registry holds other collectors under the same metric
-// names (the collectors registered before the clash stay registered). The hooks
-// never block and never panic; they are safe for concurrent use, as the
-// hooked packages' threading contracts require.
+// [Agent] is the one call for an agent that uses every package: it
+// registers every package's collectors on a prometheus.Registerer and
+// returns one hook per package ([Hooks]), each to set as that package's
+// Config.Metrics. [Election], [Versiongate], [Nodestatus], [Checkpoint]
+// and [LBRecon] register one package's. Every series carries a "name"
+// label with the name the host gives the hook, so several elections,
+// gates, controllers or reconcilers share one registry; hooks for
+// different names share the collectors. A constructor fails if the
+// Registerer is nil, the name is not valid UTF-8, or the registry holds
+// other collectors under the same metric names (the collectors registered
+// before the clash stay registered). The hooks never block and never
+// panic; they are safe for concurrent use, as the hooked packages'
+// threading contracts require.
+//
+// # Import weight
 //
 // Importing this package compiles every package it hooks (etcd's client
-// and client-go among them).
+// and client-go among them). A host that wants one package's metrics
+// imports that package's hook alone, which compiles only the package it
+// hooks: [github.com/reconkit/reconkit/prommetrics/promelection],
+// [github.com/reconkit/reconkit/prommetrics/promversiongate],
+// [github.com/reconkit/reconkit/prommetrics/promnodestatus],
+// [github.com/reconkit/reconkit/prommetrics/promcheckpoint] and
+// [github.com/reconkit/reconkit/prommetrics/promlbrecon], each with a
+// New of the same signature as the function here. A test holds this
+// with go list -deps.
 //
 // # Metrics
 //

@@ -57,3 +57,23 @@ func Example() {
 	// reconkit_checkpoint_rollbacks_total name=agent,reason=TrialCrashLoop 1
 	// reconkit_election_transitions_total event=acquired,name=agents 1
 }
+
+// An agent that uses every package makes one call, and sets each hook as
+// that package's Config.Metrics.
+func ExampleAgent() {
+	reg := prometheus.NewRegistry()
+	hooks, err := prommetrics.Agent(reg, "node-1", nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	// In a host: election.Config{..., Metrics: hooks.Election},
+	// nodestatus.Config{..., Metrics: hooks.Nodestatus}, and so on.
+	hooks.Election.Observe(election.Observation{Event: election.EventAcquired})
+
+	// A name is hooked once per registry.
+	_, err = prommetrics.Agent(reg, "node-1", nil)
+	fmt.Println(err != nil)
+	// Output:
+	// true
+}

@@ -1,168 +1,104 @@
 package prommetrics
 
 import (
-	"errors"
-	"fmt"
-	"slices"
-	"sync"
-	"unicode/utf8"
-
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
+
+	"github.com/reconkit/reconkit/checkpoint"
+	"github.com/reconkit/reconkit/election"
+	"github.com/reconkit/reconkit/lbrecon"
+	"github.com/reconkit/reconkit/nodestatus"
+	"github.com/reconkit/reconkit/prommetrics/internal/promreg"
+	"github.com/reconkit/reconkit/prommetrics/promcheckpoint"
+	"github.com/reconkit/reconkit/prommetrics/promelection"
+	"github.com/reconkit/reconkit/prommetrics/promlbrecon"
+	"github.com/reconkit/reconkit/prommetrics/promnodestatus"
+	"github.com/reconkit/reconkit/prommetrics/promversiongate"
+	"github.com/reconkit/reconkit/versiongate"
 )
 
-// Namespace prefixes every metric of this package except those whose
-// names the ecosystem fixes (leader_election_master_status).
-const Namespace = "reconkit"
+// Namespace prefixes every metric of the prommetrics packages except those
+// whose names the ecosystem fixes (leader_election_master_status).
+const Namespace = promreg.Namespace
 
 // Label names shared by the collectors.
 const (
 	// LabelName carries the name the host gives a hook, so that several
 	// elections, gates, controllers or reconcilers share a registry.
-	LabelName = "name"
+	LabelName = promreg.LabelName
 )
 
 // ErrInvalidName marks a hook name that is not valid UTF-8, which
-// Prometheus cannot carry as a label value.
-var ErrInvalidName = errors.New("prommetrics: name is not valid UTF-8")
+// Prometheus cannot carry as a label value. Every prommetrics subpackage
+// returns it.
+var ErrInvalidName = promreg.ErrInvalidName
 
-// registrar registers collectors on a Registerer, reusing a collector of
-// the same description registered by an earlier hook, and keeps the first
-// error.
-type registrar struct {
-	reg  prometheus.Registerer
-	name string
-	err  error
+// Hooks are the metrics hooks of one agent, one per package, each ready to
+// set as that package's Config.Metrics.
+type Hooks struct {
+	Election    election.Metrics
+	Versiongate versiongate.Metrics
+	Nodestatus  nodestatus.Metrics
+	Checkpoint  checkpoint.Metrics
+	LBRecon     lbrecon.Metrics
 }
 
-func newRegistrar(reg prometheus.Registerer, name string) *registrar {
-	r := &registrar{reg: reg, name: name}
-	switch {
-	case reg == nil:
-		r.err = errors.New("prommetrics: nil Registerer")
-	case !utf8.ValidString(name):
-		r.err = fmt.Errorf("%w: %q", ErrInvalidName, name)
+// Agent registers the collectors of every package on reg and returns one
+// hook per package, each labelled name=name: the one call an agent that
+// uses every package makes. clk is the clock of the version gate's
+// keep-alive age (nil means the real clock). It fails as the
+// per-package constructors do; the collectors registered before a
+// failure stay registered. A name may be passed to Agent once per
+// registry (the gate's keep-alive age is a collector of its own).
+func Agent(reg prometheus.Registerer, name string, clk clock.PassiveClock) (Hooks, error) {
+	var h Hooks
+	var err error
+	if h.Election, err = promelection.New(reg, name); err != nil {
+		return Hooks{}, err
 	}
-	return r
-}
-
-// register registers c, or returns the equal collector registered before.
-func register[C prometheus.Collector](r *registrar, c C) C {
-	if r.err != nil {
-		return c
+	if h.Versiongate, err = promversiongate.New(reg, name, clk); err != nil {
+		return Hooks{}, err
 	}
-	if err := r.reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		r.err = fmt.Errorf("prommetrics: register collectors for %q: %w", r.name, err)
+	if h.Nodestatus, err = promnodestatus.New(reg, name); err != nil {
+		return Hooks{}, err
 	}
-	return c
-}
-
-// registerOwn registers c, which holds state of one hook and so cannot be
-// shared with an earlier hook.
-func (r *registrar) registerOwn(c prometheus.Collector) {
-	if r.err != nil {
-		return
+	if h.Checkpoint, err = promcheckpoint.New(reg, name); err != nil {
+		return Hooks{}, err
 	}
-	if err := r.reg.Register(c); err != nil {
-		r.err = fmt.Errorf("prommetrics: register collectors for %q (each name once per registry): %w", r.name, err)
+	if h.LBRecon, err = promlbrecon.New(reg, name); err != nil {
+		return Hooks{}, err
 	}
+	return h, nil
 }
 
-func (r *registrar) counterVec(subsystem, name, help string, labels ...string) *prometheus.CounterVec {
-	return register(r, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: Namespace, Subsystem: subsystem, Name: name, Help: help,
-	}, append([]string{LabelName}, labels...)))
+// Election is [promelection.New]: the election collectors on reg and the
+// [election.Metrics] hook that feeds them, labelled name=name.
+func Election(reg prometheus.Registerer, name string) (election.Metrics, error) {
+	return promelection.New(reg, name)
 }
 
-func (r *registrar) gaugeVec(subsystem, name, help string, labels ...string) *prometheus.GaugeVec {
-	return register(r, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: Namespace, Subsystem: subsystem, Name: name, Help: help,
-	}, append([]string{LabelName}, labels...)))
+// Versiongate is [promversiongate.New]: the version-gate collectors on reg
+// and the [versiongate.Metrics] hook that feeds them, labelled name=name,
+// the keep-alive age computed at each scrape on clk (nil means the real
+// clock).
+func Versiongate(reg prometheus.Registerer, name string, clk clock.PassiveClock) (versiongate.Metrics, error) {
+	return promversiongate.New(reg, name, clk)
 }
 
-func (r *registrar) histogramVec(subsystem, name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
-	return register(r, prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: Namespace, Subsystem: subsystem, Name: name, Help: help, Buckets: buckets,
-	}, append([]string{LabelName}, labels...)))
+// Nodestatus is [promnodestatus.New]: the node-status collectors on reg
+// and the [nodestatus.Metrics] hook that feeds them, labelled name=name.
+func Nodestatus(reg prometheus.Registerer, name string) (nodestatus.Metrics, error) {
+	return promnodestatus.New(reg, name)
 }
 
-// Label values come from the hooked packages' own constants and the
-// host's name, which the constructors validate; with a value Prometheus
-// refuses anyway, the observation is dropped rather than panicking.
-
-func inc(v *prometheus.CounterVec, lvs ...string) {
-	if c, err := v.GetMetricWithLabelValues(lvs...); err == nil {
-		c.Inc()
-	}
+// Checkpoint is [promcheckpoint.New]: the checkpoint collectors on reg and
+// the [checkpoint.Metrics] hook that feeds them, labelled name=name.
+func Checkpoint(reg prometheus.Registerer, name string) (checkpoint.Metrics, error) {
+	return promcheckpoint.New(reg, name)
 }
 
-func set(v *prometheus.GaugeVec, x float64, lvs ...string) {
-	if g, err := v.GetMetricWithLabelValues(lvs...); err == nil {
-		g.Set(x)
-	}
+// LBRecon is [promlbrecon.New]: the load-balancer reconciler collectors on
+// reg and the [lbrecon.Metrics] hook that feeds them, labelled name=name.
+func LBRecon(reg prometheus.Registerer, name string) (lbrecon.Metrics, error) {
+	return promlbrecon.New(reg, name)
 }
-
-func observe(v *prometheus.HistogramVec, x float64, lvs ...string) {
-	if h, err := v.GetMetricWithLabelValues(lvs...); err == nil {
-		h.Observe(x)
-	}
-}
-
-// phaseGauge is a one-hot gauge: 1 for the current phase, 0 for every
-// other phase that has a series (the known ones from the start, others
-// once observed).
-type phaseGauge struct {
-	vec  *prometheus.GaugeVec
-	name string
-
-	mu     sync.Mutex
-	phases []string
-}
-
-func newPhaseGauge[P ~string](vec *prometheus.GaugeVec, name string, known []P) *phaseGauge {
-	g := &phaseGauge{vec: vec, name: name}
-	for _, p := range known {
-		g.phases = append(g.phases, string(p))
-	}
-	return g
-}
-
-// init exports every known phase at 0.
-func (g *phaseGauge) init() {
-	for _, p := range g.phases {
-		set(g.vec, 0, g.name, p)
-	}
-}
-
-// set makes phase the current one.
-func (g *phaseGauge) set(phase string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if !slices.Contains(g.phases, phase) {
-		g.phases = append(g.phases, phase)
-	}
-	for _, p := range g.phases {
-		x := 0.0
-		if p == phase {
-			x = 1
-		}
-		set(g.vec, x, g.name, p)
-	}
-}
-
-// Buckets, in seconds.
-var (
-	// requestBuckets suits one API or cloud request: 5 ms to 10 s.
-	requestBuckets = prometheus.DefBuckets
-	// waitBuckets suits waits for leadership: 100 ms to about 3.4 min.
-	waitBuckets = prometheus.ExponentialBuckets(0.1, 2, 12)
-	// slackBuckets suits what is left of a lease: 250 ms to 32 s.
-	slackBuckets = prometheus.ExponentialBuckets(0.25, 2, 8)
-	// trialBuckets suits configuration trials: 10 s to about 2.8 h.
-	trialBuckets = prometheus.ExponentialBuckets(10, 2, 11)
-)

@@ -121,7 +121,7 @@ func (a *agent) start(ctx context.Context) (err error) {
 		Prefix:     electionPrefix,
 		Identity:   a.name,
 		SessionTTL: o.electionTTL,
-		Metrics:    a.hooks.election,
+		Metrics:    a.hooks.Election,
 		Events:     a.events,
 	})
 	if err != nil {
@@ -157,14 +157,14 @@ func (a *agent) start(ctx context.Context) (err error) {
 		OnStatus:      a.onConfigStatus,
 		Source:        source,
 		Conditions:    a.provider,
-		Metrics:       a.hooks.checkpoint,
+		Metrics:       a.hooks.Checkpoint,
 		Events:        a.events,
 	})
 	if err != nil {
 		return err
 	}
 	cfg := nodeControllerConfig(a.env.kube, agentNode(a.name, a.index, a.version.Release, a.env.taint), a.provider, o.nodeLease)
-	cfg.Metrics, cfg.Events = a.hooks.nodestatus, a.events
+	cfg.Metrics, cfg.Events = a.hooks.Nodestatus, a.events
 	if a.nodes, err = nodestatus.New(cfg); err != nil {
 		return err
 	}
@@ -183,7 +183,7 @@ func (a *agent) start(ctx context.Context) (err error) {
 		Reconcile:                a.reconcile,
 		SettleTime:               o.settle,
 		ReconcileInterval:        o.reconcileInterval,
-		Metrics:                  a.hooks.versiongate,
+		Metrics:                  a.hooks.Versiongate,
 		Events:                   a.events,
 	})
 	if err != nil {
@@ -398,7 +398,7 @@ func (a *agent) lbReconciler(lb lbrecon.LoadBalancer) (*lbrecon.LoadBalancerReco
 	r, err := lbrecon.NewLoadBalancer(lbrecon.Config{
 		Engine:          lbrecon.Guard(a.env.lb.engine(), a.checkWrite),
 		Tag:             ownerTag,
-		Metrics:         a.hooks.lbrecon,
+		Metrics:         a.hooks.LBRecon,
 		PollInterval:    50 * time.Millisecond,
 		MaxPollInterval: 500 * time.Millisecond,
 		PendingTimeout:  30 * time.Second,

@@ -21,24 +21,14 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/reconkit/reconkit/checkpoint"
 	"github.com/reconkit/reconkit/election"
 	"github.com/reconkit/reconkit/events"
-	"github.com/reconkit/reconkit/lbrecon"
-	"github.com/reconkit/reconkit/nodestatus"
 	"github.com/reconkit/reconkit/prommetrics"
-	"github.com/reconkit/reconkit/versiongate"
 )
 
 // hooks are the metrics hooks of one agent, every series labelled with
 // the agent's name.
-type hooks struct {
-	election    election.Metrics
-	versiongate versiongate.Metrics
-	nodestatus  nodestatus.Metrics
-	checkpoint  checkpoint.Metrics
-	lbrecon     lbrecon.Metrics
-}
+type hooks = prommetrics.Hooks
 
 // ops is what an operator sees of the run: one Prometheus registry fed by
 // every package of every agent, and each agent's leadership health check.
@@ -73,14 +63,8 @@ func (o *ops) hooksFor(name string) (hooks, error) {
 	if h, ok := o.hooks[name]; ok {
 		return h, nil
 	}
-	var h hooks
-	var errs [5]error
-	h.election, errs[0] = prommetrics.Election(o.reg, name)
-	h.versiongate, errs[1] = prommetrics.Versiongate(o.reg, name, nil)
-	h.nodestatus, errs[2] = prommetrics.Nodestatus(o.reg, name)
-	h.checkpoint, errs[3] = prommetrics.Checkpoint(o.reg, name)
-	h.lbrecon, errs[4] = prommetrics.LBRecon(o.reg, name)
-	if err := errors.Join(errs[:]...); err != nil {
+	h, err := prommetrics.Agent(o.reg, name, nil)
+	if err != nil {
 		return hooks{}, fmt.Errorf("metrics of %s: %w", name, err)
 	}
 	o.hooks[name] = h

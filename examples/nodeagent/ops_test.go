@@ -81,8 +81,8 @@ func TestOpsMetrics(t *testing.T) {
 	h2, err := o.hooksFor("agent-2")
 	require.NoError(t, err)
 
-	h1.election.Observe(election.Observation{Event: election.EventAcquired, Token: 3})
-	h2.nodestatus.Observe(nodestatus.Observation{Call: nodestatus.CallUpdateLease, Outcome: nodestatus.OutcomeOK, Code: 200, Latency: time.Millisecond})
+	h1.Election.Observe(election.Observation{Event: election.EventAcquired, Token: 3})
+	h2.Nodestatus.Observe(nodestatus.Observation{Call: nodestatus.CallUpdateLease, Outcome: nodestatus.OutcomeOK, Code: 200, Latency: time.Millisecond})
 	code, body := get(t, o.handler(), "/metrics")
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, body, `leader_election_master_status{name="agent-1"} 1`)

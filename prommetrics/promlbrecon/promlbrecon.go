@@ -1,4 +1,4 @@
-package prommetrics
+package promlbrecon
 
 import (
 	"time"
@@ -6,23 +6,24 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/reconkit/reconkit/lbrecon"
+	"github.com/reconkit/reconkit/prommetrics/internal/promreg"
 )
 
-// LBRecon registers the load-balancer reconciler collectors on reg and
+// New registers the load-balancer reconciler collectors on reg and
 // returns the [lbrecon.Metrics] hook that feeds them, labelled name=name.
 // Hooks for different names share the collectors; see the package
 // documentation for the metrics.
-func LBRecon(reg prometheus.Registerer, name string) (lbrecon.Metrics, error) {
-	r := newRegistrar(reg, name)
+func New(reg prometheus.Registerer, name string) (lbrecon.Metrics, error) {
+	r := promreg.New(reg, name)
 	m := &lbreconMetrics{
 		name: name,
-		calls: r.counterVec("lbrecon", "calls_total",
+		calls: r.CounterVec("lbrecon", "calls_total",
 			"Engine call attempts (each retry counts) and whole reconciliations (verb=reconcile), by verb and outcome.", "verb", "outcome"),
-		durations: r.histogramVec("lbrecon", "call_duration_seconds",
-			"Duration of engine call attempts and whole reconciliations, by verb.", requestBuckets, "verb"),
+		durations: r.HistogramVec("lbrecon", "call_duration_seconds",
+			"Duration of engine call attempts and whole reconciliations, by verb.", promreg.RequestBuckets, "verb"),
 	}
-	if r.err != nil {
-		return nil, r.err
+	if r.Err != nil {
+		return nil, r.Err
 	}
 	return m, nil
 }
@@ -34,6 +35,6 @@ type lbreconMetrics struct {
 }
 
 func (m *lbreconMetrics) Observe(verb lbrecon.Verb, outcome lbrecon.Outcome, d time.Duration) {
-	inc(m.calls, m.name, string(verb), string(outcome))
-	observe(m.durations, d.Seconds(), m.name, string(verb))
+	promreg.Inc(m.calls, m.name, string(verb), string(outcome))
+	promreg.Observe(m.durations, d.Seconds(), m.name, string(verb))
 }

@@ -1,4 +1,4 @@
-package prommetrics
+package promversiongate
 
 import (
 	"sync"
@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/clock"
 
+	"github.com/reconkit/reconkit/prommetrics/internal/promreg"
 	"github.com/reconkit/reconkit/versiongate"
 )
 
@@ -17,44 +18,44 @@ var versiongatePhases = []versiongate.Phase{
 	versiongate.PhaseSettling, versiongate.PhaseReconciling, versiongate.PhaseDone,
 }
 
-// Versiongate registers the version-gate collectors on reg and returns the
+// New registers the version-gate collectors on reg and returns the
 // [versiongate.Metrics] hook that feeds them, labelled name=name. The
 // keep-alive age is computed at each scrape on clk (nil means the real
 // clock). Hooks for different names share the collectors, but one name
 // may be hooked once per registry (its keep-alive age is a collector of
 // its own). See the package documentation for the metrics.
-func Versiongate(reg prometheus.Registerer, name string, clk clock.PassiveClock) (versiongate.Metrics, error) {
+func New(reg prometheus.Registerer, name string, clk clock.PassiveClock) (versiongate.Metrics, error) {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	r := newRegistrar(reg, name)
+	r := promreg.New(reg, name)
 	m := &versiongateMetrics{
 		name:    name,
 		clock:   clk,
 		created: clk.Now(),
-		phase: newPhaseGauge(r.gaugeVec("versiongate", "phase",
+		phase: promreg.NewPhaseGauge(r.GaugeVec("versiongate", "phase",
 			"1 for the gate's current phase, 0 for the others.", "phase"), name, versiongatePhases),
-		blocking: r.gaugeVec("versiongate", "blocking_nodes",
+		blocking: r.GaugeVec("versiongate", "blocking_nodes",
 			"Nodes that keep the gate from finishing: incompatible nodes still registered."),
-		restricts: r.counterVec("versiongate", "restricts_total",
+		restricts: r.CounterVec("versiongate", "restricts_total",
 			"Restricted statuses written by this node as leader."),
-		dones: r.counterVec("versiongate", "done_total",
+		dones: r.CounterVec("versiongate", "done_total",
 			"Done statuses written by this node as leader after its initial reconcile."),
-		keepAlive: r.histogramVec("versiongate", "keepalive_duration_seconds",
-			"Round trip of each acknowledged keep-alive of this node's record.", requestBuckets),
-		lost: r.counterVec("versiongate", "record_lost_total",
+		keepAlive: r.HistogramVec("versiongate", "keepalive_duration_seconds",
+			"Round trip of each acknowledged keep-alive of this node's record.", promreg.RequestBuckets),
+		lost: r.CounterVec("versiongate", "record_lost_total",
 			"Times this node's record was lost or outlived its local validity deadline."),
 	}
-	r.registerOwn(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: Namespace, Subsystem: "versiongate", Name: "keepalive_age_seconds",
+	r.RegisterOwn(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: promreg.Namespace, Subsystem: "versiongate", Name: "keepalive_age_seconds",
 		Help:        "Time since the server last acknowledged a keep-alive of this node's record (since the hook was created, before the first).",
-		ConstLabels: prometheus.Labels{LabelName: name},
+		ConstLabels: prometheus.Labels{promreg.LabelName: name},
 	}, m.age))
-	if r.err != nil {
-		return nil, r.err
+	if r.Err != nil {
+		return nil, r.Err
 	}
-	m.phase.init()
-	set(m.blocking, 0, name)
+	m.phase.Init()
+	promreg.Set(m.blocking, 0, name)
 	return m, nil
 }
 
@@ -62,7 +63,7 @@ type versiongateMetrics struct {
 	name      string
 	clock     clock.PassiveClock
 	created   time.Time
-	phase     *phaseGauge
+	phase     *promreg.PhaseGauge
 	blocking  *prometheus.GaugeVec
 	restricts *prometheus.CounterVec
 	dones     *prometheus.CounterVec
@@ -86,19 +87,19 @@ func (m *versiongateMetrics) age() float64 {
 func (m *versiongateMetrics) Observe(o versiongate.Observation) {
 	switch o.Event {
 	case versiongate.EventPhase:
-		m.phase.set(string(o.Phase))
+		m.phase.Set(string(o.Phase))
 	case versiongate.EventBlocking:
-		set(m.blocking, float64(o.Blocking), m.name)
+		promreg.Set(m.blocking, float64(o.Blocking), m.name)
 	case versiongate.EventRestrict:
-		inc(m.restricts, m.name)
+		promreg.Inc(m.restricts, m.name)
 	case versiongate.EventDone:
-		inc(m.dones, m.name)
+		promreg.Inc(m.dones, m.name)
 	case versiongate.EventKeepAlive:
 		m.mu.Lock()
 		m.lastAck = m.clock.Now()
 		m.mu.Unlock()
-		observe(m.keepAlive, o.Latency.Seconds(), m.name)
+		promreg.Observe(m.keepAlive, o.Latency.Seconds(), m.name)
 	case versiongate.EventRecordLost:
-		inc(m.lost, m.name)
+		promreg.Inc(m.lost, m.name)
 	}
 }
