@@ -2,6 +2,7 @@ package kubestore_test
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -61,3 +62,5 @@ func testCtx(t *testing.T) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+func base64Decode(s string) ([]byte, error) { return base64.StdEncoding.DecodeString(s) }

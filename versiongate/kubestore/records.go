@@ -272,4 +272,3 @@ func (s *Store) reap(ctx context.Context) map[string]bool {
 	}
 	return gone
 }
-
