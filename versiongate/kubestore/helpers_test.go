@@ -64,3 +64,5 @@ func testCtx(t *testing.T) context.Context {
 }
 
 func base64Decode(s string) ([]byte, error) { return base64.StdEncoding.DecodeString(s) }
+
+func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
