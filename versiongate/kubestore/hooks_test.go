@@ -33,6 +33,7 @@ type hooks struct {
 	beforeGet    func(name string) error
 	afterGet     func(name string, l *coordinationv1.Lease)
 	beforeUpdate func(l *coordinationv1.Lease) error
+	beforeDelete func(name string) error
 	beforeList   func(opts *metav1.ListOptions) error
 	// list, if set, answers a LIST instead of the server when it returns
 	// true (a cache, for example).
@@ -56,7 +57,7 @@ func (h *hooks) set(f func(h *hooks)) {
 func (h *hooks) get() hooks {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return hooks{beforeGet: h.beforeGet, afterGet: h.afterGet, beforeUpdate: h.beforeUpdate, beforeList: h.beforeList, list: h.list, watch: h.watch}
+	return hooks{beforeGet: h.beforeGet, afterGet: h.afterGet, beforeUpdate: h.beforeUpdate, beforeDelete: h.beforeDelete, beforeList: h.beforeList, list: h.list, watch: h.watch}
 }
 
 func (c *hookClient) CoordinationV1() coordclient.CoordinationV1Interface {
@@ -99,6 +100,11 @@ func (l hookLeases) Update(ctx context.Context, o *coordinationv1.Lease, opts me
 func (l hookLeases) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
 	if l.h.cut.Load() {
 		return errCut
+	}
+	if f := l.h.get().beforeDelete; f != nil {
+		if err := f(name); err != nil {
+			return err
+		}
 	}
 	return l.LeaseInterface.Delete(ctx, name, opts)
 }

@@ -148,12 +148,9 @@ func (s *Store) deleteDead(ctx context.Context, d deadRecord) error {
 	err = s.leases.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv, UID: &uid}})
 	switch {
 	case err == nil:
+		// The tracker learns of the deletion as of anything else, from
+		// the watch (which reports it) or the next listing.
 		logr.FromContextOrDiscard(ctx).Info("Deleted a dead node record", "lease", s.ref(name), "resourceVersion", rv)
-		s.mu.Lock()
-		if e := s.seen.recs[d.id]; e != nil && e.uid == d.uid && e.rv == d.rv {
-			e.deleted, e.value = true, nil
-		}
-		s.mu.Unlock()
 		return nil
 	case apierrors.IsNotFound(err) && !apiMissing(err):
 		return nil
