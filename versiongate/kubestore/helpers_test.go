@@ -12,9 +12,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/reconkit/reconkit/internal/testenv"
 	"github.com/reconkit/reconkit/versiongate/kubestore"
@@ -66,3 +70,20 @@ func testCtx(t *testing.T) context.Context {
 func base64Decode(s string) ([]byte, error) { return base64.StdEncoding.DecodeString(s) }
 
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+type (
+	k8stestingAction = k8stesting.Action
+	runtimeObject    = runtime.Object
+)
+
+func apiForbidden(resource, verb string) error {
+	return apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: resource}, "", fmt.Errorf("user cannot %s", verb))
+}
+
+// apiNotServed is the 404 of a resource the server does not serve, as
+// client-go reports it: no object named.
+func apiNotServed() error {
+	return apierrors.NewGenericServerResponse(404, "GET", schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "", "the server could not find the requested resource", 0, true)
+}
+
+func newFakeClock() *clocktesting.FakeClock { return clocktesting.NewFakeClock(time.Now()) }

@@ -37,10 +37,10 @@ type hooks struct {
 	beforeList   func(opts *metav1.ListOptions) error
 	// list, if set, answers a LIST instead of the server when it returns
 	// true (a cache, for example).
-	list func(opts metav1.ListOptions) (*coordinationv1.LeaseList, bool)
-	watch        func(opts metav1.ListOptions) (watch.Interface, error)
-	watches      atomic.Int64
-	lists        atomic.Int64
+	list    func(opts metav1.ListOptions) (*coordinationv1.LeaseList, bool)
+	watch   func(opts metav1.ListOptions) (watch.Interface, error)
+	watches atomic.Int64
+	lists   atomic.Int64
 }
 
 func wrap(cs kubernetes.Interface) (*hookClient, *hooks) {
