@@ -1,0 +1,89 @@
+package kubestore_test
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/reconkit/reconkit/internal/testenv"
+	"github.com/reconkit/reconkit/versiongate/kubestore"
+)
+
+const testNamespace = "gates"
+
+var gateSeq atomic.Int64
+
+// uniqueGate returns a gate name not used before in this test binary.
+func uniqueGate(prefix string) string { return fmt.Sprintf("%s-%d", prefix, gateSeq.Add(1)) }
+
+// apiServer starts a kube-apiserver with the test namespace and returns
+// its client configuration.
+func apiServer(t *testing.T) *rest.Config {
+	t.Helper()
+	a := testenv.APIServer(t)
+	cfg := a.Config()
+	cs := clientFor(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNamespace}}, metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err, "creating the test namespace")
+	}
+	return cfg
+}
+
+func clientFor(t *testing.T, cfg *rest.Config) kubernetes.Interface {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	return cs
+}
+
+func newStore(t *testing.T, cs kubernetes.Interface, gate string, clk clock.WithTicker) *kubestore.Store {
+	t.Helper()
+	st, err := kubestore.New(kubestore.Config{Client: cs, Namespace: testNamespace, Gate: gate, Clock: clk})
+	require.NoError(t, err)
+	return st
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func base64Decode(s string) ([]byte, error) { return base64.StdEncoding.DecodeString(s) }
+
+func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+type (
+	k8stestingAction = k8stesting.Action
+	runtimeObject    = runtime.Object
+)
+
+func apiForbidden(resource, verb string) error {
+	return apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: resource}, "", fmt.Errorf("user cannot %s", verb))
+}
+
+// apiNotServed is the 404 of a resource the server does not serve, as
+// client-go reports it: no object named.
+func apiNotServed() error {
+	return apierrors.NewGenericServerResponse(404, "GET", schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "", "the server could not find the requested resource", 0, true)
+}
+
+func newFakeClock() *clocktesting.FakeClock { return clocktesting.NewFakeClock(time.Now()) }

@@ -1,0 +1,60 @@
+package kubestore_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/reconkit/reconkit/kubefake"
+	"github.com/reconkit/reconkit/versiongate"
+)
+
+// errSpinning stops a watch loop that reopens without waiting, so that a
+// spin fails the test instead of hanging synctest's clock.
+var errSpinning = errors.New("test: watch reopened 1000 times")
+
+// A watch that the server closes at once (an empty watch, as a proxy's
+// EOF gives) is opened again only after a pause that grows while watches
+// deliver nothing: counted over a minute of synctest's time.
+func TestWatchEndingAtOnceDoesNotSpin(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		watch func(ctx context.Context, st versiongate.Store) error
+	}{
+		{"records", func(ctx context.Context, st versiongate.Store) error {
+			return st.WatchRecords(ctx, 1, func([]versiongate.Record, int64) {})
+		}},
+		{"status", func(ctx context.Context, st versiongate.Store) error {
+			return st.WatchStatus(ctx, 1, func(versiongate.StoredStatus) bool { return false })
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				cs, h := wrap(kubefake.NewClientset())
+				h.set(func(h *hooks) {
+					h.watch = func(metav1.ListOptions) (watch.Interface, error) {
+						if h.watches.Load() > 1000 {
+							return nil, errSpinning
+						}
+						return watch.NewEmptyWatch(), nil
+					}
+				})
+				st := newStore(t, cs, "spin", nil)
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				err := tc.watch(ctx, st)
+				require.ErrorIs(t, err, context.DeadlineExceeded)
+				// 100ms doubling to 5s: 0.1+0.2+...+3.2 = 6.3s in 7 watches,
+				// then one every 5s: at most 7 + 54/5 + 1 = 18 in a minute.
+				require.LessOrEqual(t, h.watches.Load(), int64(18), "watches opened in a minute")
+				t.Logf("%d watches in a minute", h.watches.Load())
+			})
+		})
+	}
+}

@@ -1,0 +1,208 @@
+package kubestore
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/reconkit/reconkit/versiongate"
+)
+
+// Labels and annotations the store sets on its Leases.
+const (
+	// LabelGate holds the gate's name on every Lease of the store.
+	LabelGate = "reconkit.io/gate"
+	// LabelRole is RoleRecord on a node record, RoleStatus on the status.
+	LabelRole = "reconkit.io/role"
+	// RoleRecord marks a node record.
+	RoleRecord = "record"
+	// RoleStatus marks the status.
+	RoleStatus = "status"
+	// AnnotationValue holds a record's or the status' encoded value, in
+	// base64.
+	AnnotationValue = "reconkit.io/value"
+	// AnnotationTerm holds, on the status, the highest fencing token that
+	// called Fence, in decimal.
+	AnnotationTerm = "reconkit.io/term"
+	// AnnotationUnvalidated is set on the status by a write conditioned on
+	// the records until the write is validated; it holds the value the
+	// write replaced (base64; empty when there was none). A Fence of a
+	// later term puts that value back (see the package doc).
+	AnnotationUnvalidated = "reconkit.io/unvalidated-previous"
+	// Finalizer is kept on the status, so that a delete leaves it
+	// terminating, visible, instead of absent as on a first boot.
+	Finalizer = "reconkit.io/versiongate-status"
+)
+
+// statusSuffix names the status Lease: <gate>-status. No record may have
+// the ID "status".
+const statusSuffix = "status"
+
+// Config configures New.
+type Config struct {
+	// Client is the Kubernetes client; required.
+	Client kubernetes.Interface
+	// Namespace holds the gate's Leases; required.
+	Namespace string
+	// Gate names the gate: the prefix of its Lease names and the value of
+	// their LabelGate label; required, a DNS-1123 label of at most 48
+	// characters.
+	Gate string
+	// Clock judges record expiry and paces the store's waits; it must run
+	// at the real rate (see the package doc). Nil means the real clock.
+	Clock clock.WithTicker
+}
+
+// Store is the versiongate.Store on the Kubernetes API: node records and
+// the status are coordination.k8s.io/v1 Leases in one namespace. Create it
+// with New; its methods are safe for concurrent use. A Store is one
+// node's view: its record tracker (fed by the listings and watches it
+// delivered) is what WriteStatus validates against, so the gate's
+// WriteStatus must go through the Store whose ListRecords and
+// WatchRecords it follows.
+type Store struct {
+	leases coordclient.LeaseInterface
+	ns     string
+	gate   string
+	clock  clock.WithTicker
+
+	mu sync.Mutex
+	// owned are the records this store published, by RecordLease.Lease.
+	owned     map[int64]*ownedRecord
+	nextLease int64
+	seen      tracker
+}
+
+var _ versiongate.Store = (*Store)(nil)
+
+// New returns the Store described by cfg.
+func New(cfg Config) (*Store, error) {
+	var errs []error
+	if cfg.Client == nil {
+		errs = append(errs, errors.New("Client is nil"))
+	}
+	if cfg.Namespace == "" {
+		errs = append(errs, errors.New("Namespace is empty"))
+	} else if msgs := validation.IsDNS1123Label(cfg.Namespace); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("Namespace %q: %s", cfg.Namespace, strings.Join(msgs, "; ")))
+	}
+	if cfg.Gate == "" {
+		errs = append(errs, errors.New("Gate is empty"))
+	} else if msgs := validation.IsDNS1123Label(cfg.Gate); len(msgs) > 0 || len(cfg.Gate) > 48 {
+		msgs = append(msgs, "at most 48 characters, so that record names fit")
+		errs = append(errs, fmt.Errorf("Gate %q: must be a DNS-1123 label (%s)", cfg.Gate, strings.Join(msgs, "; ")))
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%w: versiongate/kubestore: %w", versiongate.ErrInvalidConfig, errors.Join(errs...))
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	return &Store{
+		leases: cfg.Client.CoordinationV1().Leases(cfg.Namespace),
+		ns:     cfg.Namespace,
+		gate:   cfg.Gate,
+		clock:  cfg.Clock,
+		owned:  map[int64]*ownedRecord{},
+		seen:   newTracker(),
+	}, nil
+}
+
+// recordName is the Lease name of record id, or an error saying why id
+// cannot name one.
+func (s *Store) recordName(id string) (string, error) {
+	if id == statusSuffix {
+		return "", fmt.Errorf("versiongate/kubestore: record ID %q is reserved for the status Lease %s-%s", id, s.gate, statusSuffix)
+	}
+	name := s.gate + "-" + id
+	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+		return "", fmt.Errorf("versiongate/kubestore: record ID %q makes the Lease name %q, which is not a valid object name: %s (use lower-case letters, digits, '-' and '.')", id, name, strings.Join(msgs, "; "))
+	}
+	return name, nil
+}
+
+// recordID is the record ID of a Lease name of this gate.
+func (s *Store) recordID(name string) string { return strings.TrimPrefix(name, s.gate+"-") }
+
+func (s *Store) statusName() string { return s.gate + "-" + statusSuffix }
+
+func (s *Store) recordSelector() string {
+	return LabelGate + "=" + s.gate + "," + LabelRole + "=" + RoleRecord
+}
+
+// ref names a Lease for errors: "Lease ns/name".
+func (s *Store) ref(name string) string { return fmt.Sprintf("Lease %s/%s", s.ns, name) }
+
+// wrap names the verb and object of a failed request, and says what to
+// do about the failures an operator fixes: missing RBAC, a missing API.
+func (s *Store) wrap(verb, name string, err error) error {
+	return s.wrapObj(verb, s.ref(name), err)
+}
+
+// wrapSel is wrap for a request on the Leases a selector selects.
+func (s *Store) wrapSel(verb, sel string, err error) error {
+	return s.wrapObj(verb, fmt.Sprintf("Leases in %s (selector %s)", s.ns, sel), err)
+}
+
+func (s *Store) wrapObj(verb, obj string, err error) error {
+	switch {
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("versiongate/kubestore: %s %s: %w (RBAC: the client needs the verb %q on leases.coordination.k8s.io in namespace %s)", verb, obj, err, verb, s.ns)
+	case apiMissing(err):
+		return fmt.Errorf("versiongate/kubestore: %s %s: %w (the server does not serve coordination.k8s.io/v1 leases)", verb, obj, err)
+	}
+	return fmt.Errorf("versiongate/kubestore: %s %s: %w", verb, obj, err)
+}
+
+// apiMissing reports whether err is the 404 of a resource the server
+// does not serve, rather than of a missing object: such a 404 names no
+// object.
+func apiMissing(err error) bool {
+	if !apierrors.IsNotFound(err) {
+		return false
+	}
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) {
+		return false
+	}
+	d := st.Status().Details
+	return d == nil || d.Name == ""
+}
+
+// revision parses a resourceVersion as a revision.
+func revision(what, rv string) (int64, error) {
+	n, err := strconv.ParseInt(rv, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("versiongate/kubestore: %s has resourceVersion %q, not a positive integer: this store needs an apiserver whose resourceVersions are etcd revisions", what, rv)
+	}
+	return n, nil
+}
+
+// leaseTTL is the TTL an observer judges a record by: its
+// leaseDurationSeconds, or the gate's default when unset.
+func leaseTTL(l *coordinationv1.Lease) time.Duration {
+	if d := l.Spec.LeaseDurationSeconds; d != nil && *d > 0 {
+		return time.Duration(*d) * time.Second
+	}
+	return versiongate.DefaultRecordTTL
+}
+
+// recordMargin is the gate's margin on a record's TTL: a tenth of the
+// TTL, at least 500ms. It repeats versiongate's rule (recordMargin in
+// versiongate/record.go), which fences the node at the start of its last
+// acknowledged keep-alive plus the TTL less this margin; an observer here
+// waits the TTL plus this margin, on its own clock, from when it first saw
+// the record's current resourceVersion. The two must stay equal.
+func recordMargin(ttl time.Duration) time.Duration {
+	return max(ttl/10, 500*time.Millisecond)
+}

@@ -1,0 +1,235 @@
+package kubestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/reconkit/reconkit/versiongate"
+)
+
+// Pauses before a watch that ended without delivering anything is opened
+// again: watchPauseBase doubling up to watchPauseMax, on the store's clock.
+const (
+	watchPauseBase = 100 * time.Millisecond
+	watchPauseMax  = 5 * time.Second
+)
+
+// reapInterval is how often WatchRecords looks for dead records.
+const reapInterval = time.Second
+
+// ErrWatchExpired is wrapped by WatchRecords and WatchStatus when the
+// server no longer has the history to watch from the revision asked (410
+// Gone): the caller reads or lists again.
+var ErrWatchExpired = errors.New("versiongate/kubestore: watch revision expired")
+
+// ListRecords implements versiongate.Store with one LIST of the record
+// Leases, resourceVersion unset: a linearizable read, never a cache. The
+// revision is the listing's. Records dead on this process's clock (no
+// change for their TTL plus the margin since this store first saw their
+// resourceVersion) are deleted, each conditioned on that resourceVersion,
+// and left out when the deletion succeeded.
+func (s *Store) ListRecords(ctx context.Context) ([]versiongate.Record, int64, error) {
+	list, rev, err := s.listRecords(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	now := s.clock.Now()
+	present := make(map[string]bool, len(list))
+	s.mu.Lock()
+	for i := range list {
+		l := &list[i].lease
+		present[list[i].id] = true
+		s.seen.observe(list[i].id, l.UID, list[i].value, list[i].rv, leaseTTL(l), now)
+	}
+	s.seen.listed(present, rev, now)
+	s.mu.Unlock()
+	gone := s.reap(ctx)
+	out := make([]versiongate.Record, 0, len(list))
+	for _, r := range list {
+		if !gone[r.id] {
+			out = append(out, versiongate.Record{ID: r.id, Value: r.value})
+		}
+	}
+	return out, rev, nil
+}
+
+type listedRecord struct {
+	id    string
+	lease coordinationv1.Lease
+	value []byte
+	rv    int64
+}
+
+// listRecords reads every record Lease of the gate, linearizably.
+func (s *Store) listRecords(ctx context.Context) ([]listedRecord, int64, error) {
+	// ResourceVersion unset: a consistent read (etcd's, or the watch
+	// cache's after it caught up with etcd). "0" or an informer would
+	// answer from a cache that may lag.
+	list, err := s.leases.List(ctx, metav1.ListOptions{LabelSelector: s.recordSelector()})
+	if err != nil {
+		return nil, 0, s.wrapSel("list", s.recordSelector(), err)
+	}
+	rev, err := revision("the Lease listing", list.ResourceVersion)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([]listedRecord, 0, len(list.Items))
+	for _, l := range list.Items {
+		rv, err := revision(s.ref(l.Name), l.ResourceVersion)
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, listedRecord{id: s.recordID(l.Name), lease: l, value: recordValue(&l), rv: rv})
+	}
+	return out, rev, nil
+}
+
+// WatchRecords implements versiongate.Store: a watch of the record Leases
+// from rev. Only creations, deletions and value changes are reported; a
+// keep-alive (a new resourceVersion, same object and value) is not. When
+// the server ends the watch it is opened again from the last revision
+// seen, after a pause that grows while watches deliver nothing; 410 Gone
+// returns an error wrapping ErrWatchExpired. The loop also deletes dead
+// records (see ListRecords) every second of the store's clock.
+func (s *Store) WatchRecords(ctx context.Context, rev int64, fn func([]versiongate.Record, int64)) error {
+	tick := s.clock.NewTicker(reapInterval)
+	defer tick.Stop()
+	return s.watchLoop(ctx, rev, metav1.ListOptions{LabelSelector: s.recordSelector()}, tick.C(), func(ctx context.Context) { s.reap(ctx) },
+		func(ev watch.EventType, l *coordinationv1.Lease, evRev int64) (bool, error) {
+			id := s.recordID(l.Name)
+			value := recordValue(l)
+			if ev == watch.Deleted {
+				value = nil
+			}
+			s.mu.Lock()
+			changed := s.seen.observe(id, l.UID, value, evRev, leaseTTL(l), s.clock.Now())
+			s.seen.covered = max(s.seen.covered, evRev)
+			s.mu.Unlock()
+			if changed {
+				fn([]versiongate.Record{{ID: id, Value: value}}, evRev)
+			}
+			return false, nil
+		})
+}
+
+// watchLoop watches the Leases opts selects from rev, calling handle for
+// each event in order until handle returns true (watchLoop returns nil)
+// or an error (returned), ctx ends, or the server answers 410 Gone. A
+// watch the server ends is opened again from the last revision seen,
+// after a pause on the store's clock that doubles while watches deliver
+// nothing. tick, if not nil, calls onTick from the loop.
+func (s *Store) watchLoop(ctx context.Context, rev int64, opts metav1.ListOptions, tick <-chan time.Time, onTick func(context.Context),
+	handle func(watch.EventType, *coordinationv1.Lease, int64) (bool, error)) error {
+	pause := watchPauseBase
+	what := "watch"
+	for {
+		o := opts
+		o.ResourceVersion = strconv.FormatInt(rev, 10)
+		o.AllowWatchBookmarks = true
+		w, err := s.leases.Watch(ctx, o)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return s.watchErr(what, opts, err)
+		}
+		delivered, done, err := s.drain(ctx, w, &rev, tick, onTick, handle)
+		w.Stop()
+		if done || err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		// The server ended the watch (its timeout, a proxy's EOF): open it
+		// again, pausing first so that one ending at once never spins.
+		if delivered {
+			pause = watchPauseBase
+		}
+		t := s.clock.NewTimer(pause)
+		for waiting := true; waiting; {
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-t.C():
+				waiting = false
+			case <-tick:
+				onTick(ctx)
+			}
+		}
+		pause = min(2*pause, watchPauseMax)
+	}
+}
+
+// drain reads one watch until it closes; it advances *rev past every
+// event and bookmark.
+func (s *Store) drain(ctx context.Context, w watch.Interface, rev *int64, tick <-chan time.Time, onTick func(context.Context),
+	handle func(watch.EventType, *coordinationv1.Lease, int64) (bool, error)) (delivered, done bool, err error) {
+	for {
+		select {
+		case <-ctx.Done():
+			return delivered, true, ctx.Err()
+		case <-tick:
+			onTick(ctx)
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return delivered, false, nil
+			}
+			switch ev.Type {
+			case watch.Error:
+				err := apierrors.FromObject(ev.Object)
+				if st, ok := ev.Object.(*metav1.Status); ok && (st.Code == http.StatusGone || st.Reason == metav1.StatusReasonExpired || st.Reason == metav1.StatusReasonGone) {
+					return delivered, true, fmt.Errorf("%w: from %d: %w", ErrWatchExpired, *rev, err)
+				}
+				return delivered, true, fmt.Errorf("versiongate/kubestore: watch Leases in %s: %w", s.ns, err)
+			case watch.Bookmark:
+				if l, ok := ev.Object.(*coordinationv1.Lease); ok {
+					if r, err := revision("a watch bookmark", l.ResourceVersion); err == nil && r > *rev {
+						*rev = r
+					}
+				}
+				continue
+			}
+			l, ok := ev.Object.(*coordinationv1.Lease)
+			if !ok {
+				continue
+			}
+			r, err := revision(s.ref(l.Name), l.ResourceVersion)
+			if err != nil {
+				return delivered, true, err
+			}
+			if r <= *rev {
+				continue // replayed; already seen
+			}
+			*rev = r
+			delivered = true
+			stop, err := handle(ev.Type, l, r)
+			if err != nil || stop {
+				return delivered, true, err
+			}
+		}
+	}
+}
+
+// watchErr wraps the failure to open a watch; 410 Gone wraps
+// ErrWatchExpired.
+func (s *Store) watchErr(what string, opts metav1.ListOptions, err error) error {
+	if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+		return fmt.Errorf("%w: %w", ErrWatchExpired, err)
+	}
+	sel := opts.LabelSelector
+	if opts.FieldSelector != "" {
+		sel = opts.FieldSelector
+	}
+	return s.wrapSel(what, sel, err)
+}
