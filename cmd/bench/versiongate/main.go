@@ -1,0 +1,507 @@
+// Command versiongate compares the cost of versiongate's stores side by
+// side in one run, each on a real server it builds and starts itself: the
+// Kubernetes store (package versiongate/kubestore) on a kube-apiserver,
+// and the etcd store (package versiongate/etcdstore) on that apiserver's
+// own etcd. It measures:
+//
+//   - steady state: requests per node per minute that a fleet of running
+//     gates sends once every node is ready and the leader is done, counted
+//     on the wire (HTTP requests on the Kubernetes side, a watch counting
+//     once when it starts; gRPC calls and stream messages on the etcd side)
+//     and as store calls;
+//   - telling old nodes: the time from a status write returning to every
+//     one of the nodes watching the status having seen it (how long until
+//     every old node is told of a restrict), over several rounds;
+//   - a large gate: the server's CPU time per second and resident memory
+//     while that many gates run (apiserver and its etcd together on the
+//     Kubernetes side, etcd alone on the etcd side).
+//
+// Every gate runs in this process, so on a small machine the process
+// competes with the servers it measures; compare the columns with each
+// other rather than with a production cluster.
+//
+// Usage:
+//
+//	go run ./cmd/bench/versiongate [-nodes 50] [-window 1m] [-watchers 50] [-rounds 20]
+//	    [-big 1000] [-big-window 1m] [-ttl 10s] [-only kube|etcd]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
+
+	"github.com/reconkit/reconkit/internal/servers"
+	"github.com/reconkit/reconkit/versiongate"
+	"github.com/reconkit/reconkit/versiongate/versiongatetest"
+)
+
+var (
+	nodes     = flag.Int("nodes", 50, "gates in the steady-state run")
+	window    = flag.Duration("window", time.Minute, "steady-state window over which requests are counted")
+	watchers  = flag.Int("watchers", 50, "nodes watching the status while it is written")
+	rounds    = flag.Int("rounds", 20, "status writes timed")
+	big       = flag.Int("big", 1000, "gates in the large run")
+	bigWindow = flag.Duration("big-window", time.Minute, "window over which the servers' CPU is measured in the large run")
+	ttl       = flag.Duration("ttl", versiongate.DefaultRecordTTL, "RecordTTL of every gate")
+	only      = flag.String("only", "", "run one backend only: kube or etcd")
+)
+
+func main() {
+	flag.Parse()
+	klog.SetLogger(logr.Discard())
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "versiongate bench:", err)
+		os.Exit(1)
+	}
+}
+
+// backend is one store on its server.
+type backend interface {
+	// name is the column heading.
+	name() string
+	// store returns a store for the node with the given index. Stores
+	// share a few clients; each call is one node's view.
+	store(i int) (versiongate.Store, error)
+	// wire returns the requests sent on the wire so far.
+	wire() int64
+	// stat returns the servers' resource use so far.
+	stat() (servers.ProcStat, error)
+	// reset starts a fresh gate: a new keyspace or namespace.
+	reset(ctx context.Context) error
+}
+
+// result is one backend's figures.
+type result struct {
+	wirePerNodeMin, callsPerNodeMin float64
+	told                            []time.Duration
+	cpuPerSec                       float64
+	rss                             uint64
+	err                             error
+}
+
+func run() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+	bins, err := servers.Build(ctx, servers.BuildOptions{Logf: logf})
+	if err != nil {
+		return err
+	}
+	a, err := servers.StartAPIServer(ctx, servers.APIServerOptions{Binaries: bins})
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+
+	var backends []backend
+	if *only == "" || *only == "kube" {
+		k, err := newKubeBackend(ctx, a)
+		if err != nil {
+			return err
+		}
+		backends = append(backends, k)
+	}
+	if *only == "" || *only == "etcd" {
+		e, err := newEtcdBackend(a)
+		if err != nil {
+			return err
+		}
+		defer e.close()
+		backends = append(backends, e)
+	}
+	if len(backends) == 0 {
+		return fmt.Errorf("-only %q: want kube or etcd", *only)
+	}
+
+	start := time.Now()
+	results := make([]result, len(backends))
+	// The backends run one after the other: side by side they would share
+	// the machine's cores and each would measure the other's load.
+	for i, b := range backends {
+		r := &results[i]
+		logf("%s: steady state of %d gates over %v ...", b.name(), *nodes, *window)
+		if r.wirePerNodeMin, r.callsPerNodeMin, r.err = steady(ctx, b, *nodes, *window); r.err != nil {
+			return fmt.Errorf("%s: steady state: %w", b.name(), r.err)
+		}
+		logf("%s: %d status writes to %d watchers ...", b.name(), *rounds, *watchers)
+		if r.told, r.err = tell(ctx, b, *watchers, *rounds); r.err != nil {
+			return fmt.Errorf("%s: telling nodes: %w", b.name(), r.err)
+		}
+		logf("%s: %d gates over %v ...", b.name(), *big, *bigWindow)
+		if r.cpuPerSec, r.rss, r.err = large(ctx, b, *big, *bigWindow); r.err != nil {
+			return fmt.Errorf("%s: large gate: %w", b.name(), r.err)
+		}
+	}
+
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(w, "\t")
+	for _, b := range backends {
+		fmt.Fprintf(w, "%s\t", b.name())
+	}
+	if len(backends) == 2 {
+		fmt.Fprintf(w, "%s / %s\t", backends[0].name(), backends[1].name())
+	}
+	fmt.Fprintf(w, "\n")
+	row := func(label string, v func(r result) float64, format string) {
+		fmt.Fprintf(w, "%s\t", label)
+		for _, r := range results {
+			fmt.Fprintf(w, format+"\t", v(r))
+		}
+		if len(results) == 2 {
+			fmt.Fprintf(w, "%s\t", ratio(v(results[0]), v(results[1])))
+		}
+		fmt.Fprintf(w, "\n")
+	}
+	row(fmt.Sprintf("steady: wire requests per node per minute (%d nodes, TTL %v)", *nodes, *ttl), func(r result) float64 { return r.wirePerNodeMin }, "%.2f")
+	row("steady: store calls per node per minute", func(r result) float64 { return r.callsPerNodeMin }, "%.2f")
+	row(fmt.Sprintf("status write → all %d watchers told, p50 (ms, n=%d)", *watchers, *rounds), func(r result) float64 { return msf(pct(r.told, 50)) }, "%.1f")
+	row("status write → all watchers told, max (ms)", func(r result) float64 { return msf(pct(r.told, 100)) }, "%.1f")
+	row(fmt.Sprintf("%d gates: server CPU (ms per s)", *big), func(r result) float64 { return r.cpuPerSec * 1000 }, "%.0f")
+	row(fmt.Sprintf("%d gates: server RSS (MiB)", *big), func(r result) float64 { return float64(r.rss) / (1 << 20) }, "%.0f")
+	w.Flush()
+	logf("total %v", time.Since(start).Round(time.Second))
+	return nil
+}
+
+// fleet is a set of running gates: node 0 leads (its candidate wins at
+// once, with token 1), the others never campaign.
+type fleet struct {
+	calls  atomic.Int64
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	gates  []*versiongate.Gate
+	errs   chan error
+}
+
+func startFleet(ctx context.Context, b backend, n int) (*fleet, error) {
+	if err := b.reset(ctx); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	f := &fleet{cancel: cancel, errs: make(chan error, n)}
+	v := versiongate.Version{Release: versiongate.Release{Major: 1, Minor: 4}}
+	for i := range n {
+		st, err := b.store(i)
+		if err != nil {
+			f.stop()
+			return nil, err
+		}
+		cand := versiongate.CandidateFunc(func(ctx context.Context) (versiongate.Term, error) {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		})
+		if i == 0 {
+			var once atomic.Bool
+			cand = func(ctx context.Context) (versiongate.Term, error) {
+				if once.Swap(true) {
+					<-ctx.Done()
+					return nil, ctx.Err()
+				}
+				return versiongatetest.NewTerm("node-0", 1), nil
+			}
+		}
+		g, err := versiongate.New(versiongate.Config{
+			Store:                    &countingStore{Store: st, n: &f.calls},
+			NodeID:                   fmt.Sprintf("node-%d", i),
+			Version:                  v,
+			MinimumCompatibleRelease: v.Release,
+			RecordTTL:                *ttl,
+			SettleTime:               -1,
+			ReconcileInterval:        time.Hour,
+			Candidate:                cand,
+			Reconcile:                func(context.Context, versiongate.Term) error { return nil },
+		})
+		if err != nil {
+			f.stop()
+			return nil, err
+		}
+		f.gates = append(f.gates, g)
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			if err := g.Run(ctx); err != nil && ctx.Err() == nil {
+				f.errs <- fmt.Errorf("node-%d: %w", i, err)
+			}
+		}()
+	}
+	// Ready everywhere, and the leader done: the steady state.
+	for i, g := range f.gates {
+		wctx, wcancel := context.WithTimeout(ctx, 5*time.Minute)
+		err := g.WaitReady(wctx)
+		wcancel()
+		if err != nil {
+			f.stop()
+			return nil, fmt.Errorf("node-%d not ready: %w", i, err)
+		}
+	}
+	for f.gates[0].Phase() != versiongate.PhaseDone {
+		if err := f.failed(); err != nil {
+			f.stop()
+			return nil, err
+		}
+		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+			f.stop()
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+// failed returns the first error a gate's Run returned, if any.
+func (f *fleet) failed() error {
+	select {
+	case err := <-f.errs:
+		return err
+	default:
+		return nil
+	}
+}
+
+func (f *fleet) stop() {
+	f.cancel()
+	f.wg.Wait()
+}
+
+// steady runs n gates to their steady state, then counts the requests over
+// the window.
+func steady(ctx context.Context, b backend, n int, window time.Duration) (wire, calls float64, err error) {
+	f, err := startFleet(ctx, b, n)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.stop()
+	// One TTL for the start-up traffic to end.
+	if err := sleep(ctx, *ttl); err != nil {
+		return 0, 0, err
+	}
+	w0, c0 := b.wire(), f.calls.Load()
+	if err := sleep(ctx, window); err != nil {
+		return 0, 0, err
+	}
+	if err := f.failed(); err != nil {
+		return 0, 0, err
+	}
+	per := float64(n) * window.Minutes()
+	return float64(b.wire()-w0) / per, float64(f.calls.Load()-c0) / per, nil
+}
+
+// tell has the given number of nodes watch the status, then writes it
+// rounds times and times each write until every watcher has seen it.
+func tell(ctx context.Context, b backend, watchers, rounds int) ([]time.Duration, error) {
+	if err := b.reset(ctx); err != nil {
+		return nil, err
+	}
+	writer, err := b.store(0)
+	if err != nil {
+		return nil, err
+	}
+	term := versiongatetest.NewTerm("writer", 1)
+	if err := writer.Fence(ctx, term); err != nil {
+		return nil, err
+	}
+	encode := func(minor uint64) []byte {
+		v := versiongate.Version{Release: versiongate.Release{Major: 1, Minor: minor}}
+		b, _ := versiongate.Status{State: versiongate.StateDone, Version: v, MinimumCompatibleRelease: v.Release}.Encode()
+		return b
+	}
+	if err := writer.WriteStatus(ctx, term, encode(0), 0); err != nil {
+		return nil, err
+	}
+	st, err := writer.ReadStatus(ctx)
+	if err != nil {
+		return nil, err
+	}
+
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// seen[i] is the newest minor version watcher i has seen.
+	seen := make([]atomic.Uint64, watchers)
+	kick := make(chan struct{}, 1)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	started := make(chan struct{}, watchers)
+	for i := range watchers {
+		s, err := b.store(i + 1)
+		if err != nil {
+			return nil, err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			started <- struct{}{}
+			for wctx.Err() == nil {
+				_ = s.WatchStatus(wctx, st.Revision, func(cur versiongate.StoredStatus) bool {
+					if d, err := versiongate.DecodeStatus(cur.Value); err == nil {
+						seen[i].Store(d.Version.Release.Minor)
+						select {
+						case kick <- struct{}{}:
+						default:
+						}
+					}
+					return false
+				})
+			}
+		}()
+	}
+	for range watchers {
+		<-started
+	}
+	// Give every watch time to be established on the server.
+	if err := sleep(ctx, time.Second); err != nil {
+		return nil, err
+	}
+	var told []time.Duration
+	for r := 1; r <= rounds; r++ {
+		if err := writer.WriteStatus(ctx, term, encode(uint64(r)), 0); err != nil {
+			return nil, err
+		}
+		t1 := time.Now()
+		deadline := time.After(time.Minute)
+		for !allSeen(seen, uint64(r)) {
+			select {
+			case <-kick:
+			case <-deadline:
+				return nil, fmt.Errorf("round %d: not every watcher saw the status within a minute", r)
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		// Timed from the write's return, when the leader goes on.
+		told = append(told, time.Since(t1))
+	}
+	return told, nil
+}
+
+func allSeen(seen []atomic.Uint64, minor uint64) bool {
+	for i := range seen {
+		if seen[i].Load() < minor {
+			return false
+		}
+	}
+	return true
+}
+
+// large runs n gates and measures the servers' CPU per second over the
+// window and their RSS at its end.
+func large(ctx context.Context, b backend, n int, window time.Duration) (cpuPerSec float64, rss uint64, err error) {
+	f, err := startFleet(ctx, b, n)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.stop()
+	if err := sleep(ctx, *ttl); err != nil {
+		return 0, 0, err
+	}
+	s0, err := b.stat()
+	if err != nil {
+		return 0, 0, err
+	}
+	t0 := time.Now()
+	if err := sleep(ctx, window); err != nil {
+		return 0, 0, err
+	}
+	s1, err := b.stat()
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := f.failed(); err != nil {
+		return 0, 0, err
+	}
+	return (s1.CPU - s0.CPU).Seconds() / time.Since(t0).Seconds(), s1.RSS, nil
+}
+
+// countingStore counts the store calls a gate makes (a watch counts once,
+// when it starts).
+type countingStore struct {
+	versiongate.Store
+	n *atomic.Int64
+}
+
+func (s *countingStore) PublishRecord(ctx context.Context, id string, value []byte, ttl time.Duration) (versiongate.RecordLease, error) {
+	s.n.Add(1)
+	return s.Store.PublishRecord(ctx, id, value, ttl)
+}
+
+func (s *countingStore) KeepAlive(ctx context.Context, l versiongate.RecordLease) (time.Duration, error) {
+	s.n.Add(1)
+	return s.Store.KeepAlive(ctx, l)
+}
+
+func (s *countingStore) DeleteRecord(ctx context.Context, l versiongate.RecordLease) error {
+	s.n.Add(1)
+	return s.Store.DeleteRecord(ctx, l)
+}
+
+func (s *countingStore) ListRecords(ctx context.Context) ([]versiongate.Record, int64, error) {
+	s.n.Add(1)
+	return s.Store.ListRecords(ctx)
+}
+
+func (s *countingStore) WatchRecords(ctx context.Context, rev int64, fn func([]versiongate.Record, int64)) error {
+	s.n.Add(1)
+	return s.Store.WatchRecords(ctx, rev, fn)
+}
+
+func (s *countingStore) ReadStatus(ctx context.Context) (versiongate.StoredStatus, error) {
+	s.n.Add(1)
+	return s.Store.ReadStatus(ctx)
+}
+
+func (s *countingStore) WatchStatus(ctx context.Context, rev int64, fn func(versiongate.StoredStatus) bool) error {
+	s.n.Add(1)
+	return s.Store.WatchStatus(ctx, rev, fn)
+}
+
+func (s *countingStore) Fence(ctx context.Context, t versiongate.Term) error {
+	s.n.Add(1)
+	return s.Store.Fence(ctx, t)
+}
+
+func (s *countingStore) WriteStatus(ctx context.Context, t versiongate.Term, value []byte, nodesRev int64) error {
+	s.n.Add(1)
+	return s.Store.WriteStatus(ctx, t, value, nodesRev)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func ratio(a, b float64) string {
+	if b == 0 {
+		if a == 0 {
+			return "1.00×"
+		}
+		return "∞"
+	}
+	return fmt.Sprintf("%.2f×", a/b)
+}
+
+func pct(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := (len(s)*p + 99) / 100
+	return s[max(i-1, 0)]
+}
