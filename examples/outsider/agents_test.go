@@ -15,7 +15,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,8 +30,8 @@ import (
 
 const (
 	namespace = "kube-system"
-	settings  = `{"id": "lb-1", "suffix": "outsider", "addresses": ["192.0.2.10"],
-		"ports": [{"name": "http", "nodePort": 30080, "externalPort": 80}]}`
+	tag       = "owner=outsider"
+	settings  = `{"addresses": ["192.0.2.10"], "ports": [{"name": "http", "nodePort": 30080, "externalPort": 80}]}`
 )
 
 // agent is one agent of the test and what the test follows it by.
@@ -84,12 +83,12 @@ func onlyLeader(t *testing.T, agents []*agent) *agent {
 // balancer is the load balancer the settings describe over agents' nodes.
 func balancer(t *testing.T, agents ...*agent) lbrecon.LoadBalancer {
 	t.Helper()
-	lb := lbrecon.LoadBalancer{ID: "lb-1", Suffix: "outsider", Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")},
-		Ports: []lbrecon.Port{{Name: "http", NodePort: 30080, ExternalPort: 80}}}
+	var targets []lbrecon.Target
 	for _, a := range agents {
-		lb.Targets = append(lb.Targets, lbrecon.Target{Name: a.name, Address: netip.MustParseAddr(a.ip)})
+		targets = append(targets, lbrecon.Target{Name: a.name, Address: netip.MustParseAddr(a.ip)})
 	}
-	return lb
+	return Settings{Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")},
+		Ports: []lbrecon.Port{{Name: "http", NodePort: 30080, ExternalPort: 80}}}.LoadBalancer(targets)
 }
 
 // filterListsByName makes cs apply a List's metadata.name and
@@ -138,7 +137,7 @@ func TestThreeAgents(t *testing.T) {
 		defer cancel()
 		ctx = logr.NewContext(ctx, testr.New(t))
 		kube := kubefake.NewClientset(&corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: ConfigMap},
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "outsider"},
 			Data:       map[string]string{"settings.json": settings},
 		})
 		filterListsByName(&kube.Fake)
@@ -161,7 +160,7 @@ func TestThreeAgents(t *testing.T) {
 			a := &agent{name: name, ip: fmt.Sprintf("10.0.0.%d", i+1), mux: http.NewServeMux(), stop: stop, done: make(chan error, 1)}
 			agents = append(agents, a)
 			d := Deps{Kube: kube, Node: a.name, IP: a.ip, Namespace: namespace, Store: &checkpoint.MemStore{},
-				Engine: fenced, Registry: prometheus.NewRegistry(), Mux: a.mux}
+				Engine: fenced, Mux: a.mux}
 			go func() { a.done <- Run(runCtx, d) }()
 		}
 		stopAll := func(agents []*agent) {
@@ -173,7 +172,7 @@ func TestThreeAgents(t *testing.T) {
 			}
 		}
 
-		if err := engine.WaitConverged(ctx, balancer(t, agents...), Tag); err != nil {
+		if err := engine.WaitConverged(ctx, balancer(t, agents...), tag); err != nil {
 			t.Fatal(err)
 		}
 		first := onlyLeader(t, agents)
@@ -193,7 +192,7 @@ func TestThreeAgents(t *testing.T) {
 			}
 		}
 		stopAll([]*agent{first})
-		if err := engine.WaitConverged(ctx, balancer(t, rest...), Tag); err != nil {
+		if err := engine.WaitConverged(ctx, balancer(t, rest...), tag); err != nil {
 			t.Fatal(err)
 		}
 		second := onlyLeader(t, rest)

@@ -1,10 +1,10 @@
 // Command outsider is a node agent on the Kubernetes API alone, built on
 // reconkit from outside its module, the way a new user builds one. Each
 // agent registers and heartbeats its Node (with the ConfigOK and
-// ReleaseReady conditions), keeps a last-known-good load-balancer
-// description from a ConfigMap, and campaigns on a Lease through a version
-// gate kept in Leases; the leader converges the load balancer over the
-// healthy Nodes. Each agent serves /metrics and an aggregated /healthz.
+// ReleaseReady conditions), keeps a last-known-good Settings from a
+// ConfigMap, and campaigns on a Lease through a version gate kept in Leases;
+// the leader converges the load balancer over the healthy Nodes. Each agent
+// serves /metrics and an aggregated /healthz.
 package main
 
 import (
@@ -12,8 +12,9 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
-	"fmt"
+	"log"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"syscall"
@@ -29,7 +30,6 @@ import (
 
 	"github.com/reconkit/reconkit/checkpoint"
 	"github.com/reconkit/reconkit/checkpoint/configmapsource"
-	"github.com/reconkit/reconkit/election"
 	"github.com/reconkit/reconkit/election/lease"
 	"github.com/reconkit/reconkit/healthz"
 	"github.com/reconkit/reconkit/lbrecon"
@@ -44,15 +44,23 @@ import (
 // Release is this build's release, which the version gate compares.
 var Release = versiongate.Version{Release: versiongate.Release{Major: 1}}
 
-// The agents' shared names: the ConfigMap (its key settings.json holds the
-// load balancer as JSON, targets aside; no ID means none), the label on
-// their Nodes, which picks the load balancer's targets, and the tag on the
-// load balancer's objects.
-const (
-	ConfigMap = "outsider"
-	NodeLabel = "example.com/agent"
-	Tag       = "owner=outsider"
-)
+// Settings is what the ConfigMap "outsider" assigns, as JSON in its key
+// settings.json: the load balancer's ports and external addresses. Its
+// targets are the healthy Nodes labelled NodeLabel.
+type Settings struct {
+	Ports     []lbrecon.Port
+	Addresses []netip.Addr
+}
+
+// LoadBalancer is the load balancer s describes over targets; its objects
+// carry the tag "owner=outsider".
+func (s Settings) LoadBalancer(targets []lbrecon.Target) lbrecon.LoadBalancer {
+	return lbrecon.LoadBalancer{ID: "outsider", Suffix: "outsider", Ports: s.Ports, Addresses: s.Addresses,
+		Targets: targets}
+}
+
+// NodeLabel marks the agents' Nodes.
+const NodeLabel = "example.com/outsider"
 
 // Deps is what an agent runs on: a cluster in main, kubefake in the test.
 type Deps struct {
@@ -60,92 +68,61 @@ type Deps struct {
 	Node, IP, Namespace string // Namespace holds the ConfigMap and the Leases of the election and the gate
 	Store               checkpoint.LKGStore
 	Engine              lbrecon.Engine // the load-balancer provider
-	Registry            *prometheus.Registry
 	Mux                 *http.ServeMux // gets /metrics and /healthz
 }
 
-// Run runs one node's agent until ctx ends; it returns nil then.
+// Run runs one node's agent until ctx ends; it returns nil then. The
+// constructors' errors, all about their configuration, are reported together.
 func Run(ctx context.Context, d Deps) error {
-	hooks, err := prommetrics.Agent(d.Registry, d.Node, nil)
-	if err != nil {
-		return err
-	}
-	source, err := configmapsource.New(configmapsource.Config{Client: d.Kube, Namespace: d.Namespace, Name: ConfigMap, Key: "settings.json"})
-	if err != nil {
-		return err
-	}
-	provider := nodestatus.NewProvider(nodestatus.ProviderConfig{})
-	configs, err := checkpoint.New(checkpoint.Config[lbrecon.LoadBalancer]{
-		Store: d.Store, Source: source, Conditions: provider, Metrics: hooks.Checkpoint,
-		Parse: func(b []byte) (lb lbrecon.LoadBalancer, err error) { return lb, json.Unmarshal(b, &lb) },
-		Validate: func(lb lbrecon.LoadBalancer) error {
-			if lb.ID == "" {
-				return nil
-			}
-			return lb.Validate()
-		},
-	})
-	if err != nil {
-		return err
-	}
-	nodes, err := nodestatus.New(nodestatus.Config{Client: d.Kube, Provider: provider, Metrics: hooks.Nodestatus, Node: &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: d.Node, Labels: map[string]string{NodeLabel: "outsider"}},
-		Status:     corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: d.IP}}},
-	}})
-	if err != nil {
-		return err
-	}
-	elector, err := lease.New(lease.Config{Client: d.Kube, Namespace: d.Namespace, Name: "outsider-leader", Identity: d.Node, Metrics: hooks.Election})
-	if err != nil {
+	reg := prometheus.NewRegistry()
+	hooks, err1 := prommetrics.Agent(reg, d.Node, nil)
+	source, err2 := configmapsource.New(configmapsource.Config{Client: d.Kube, Namespace: d.Namespace,
+		Name: "outsider", Key: "settings.json"})
+	elector, err3 := lease.New(lease.Config{Client: d.Kube, Namespace: d.Namespace, Name: "outsider-leader",
+		Identity: d.Node, Metrics: hooks.Election})
+	store, err4 := kubestore.New(kubestore.Config{Client: d.Kube, Namespace: d.Namespace, Gate: "outsider"})
+	lb, err5 := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: d.Engine, Tag: "owner=outsider", Metrics: hooks.LBRecon},
+		Settings{}.LoadBalancer(nil)) // kept across reconciles and terms
+	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
 		return err
 	}
 	defer elector.Close()
-	store, err := kubestore.New(kubestore.Config{Client: d.Kube, Namespace: d.Namespace, Gate: "outsider"})
-	if err != nil {
-		return err
-	}
+	provider := nodestatus.NewProvider(nodestatus.ProviderConfig{})
+	provider.SetAddresses(corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: d.IP})
+	configs, err1 := checkpoint.New(checkpoint.Config[Settings]{
+		Store: d.Store, Source: source, Conditions: provider, Metrics: hooks.Checkpoint,
+		Parse:    func(b []byte) (s Settings, err error) { return s, json.Unmarshal(b, &s) },
+		Validate: func(s Settings) error { return s.LoadBalancer(nil).Validate() }})
+	nodes, err2 := nodestatus.New(nodestatus.Config{Client: d.Kube, Provider: provider, Metrics: hooks.Nodestatus,
+		Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: d.Node, Labels: map[string]string{NodeLabel: "true"}}}})
 	health := nodestatus.NewNodeHealth(nodestatus.HealthRule{Conditions: []corev1.NodeConditionType{
 		corev1.NodeReady, checkpoint.ConditionConfigOK, versiongate.ConditionReleaseReady}})
-	lbConfig := lbrecon.Config{Engine: d.Engine, Tag: Tag, Metrics: hooks.LBRecon}
-	var lb *lbrecon.LoadBalancerReconciler // kept across calls and terms while the ID stays
-	var lbID string
-	// The leader's work, called by the gate at each term's start, then periodically.
-	reconcile := func(ctx context.Context, term election.Leadership) error {
-		want := configs.Status().Config
-		ctx = lbrecon.WithToken(ctx, term.Token()) // every provider write carries the term's token
-		if err := lbrecon.TeardownExcept(ctx, lbConfig, want.ID); err != nil || want.ID == "" {
-			return err
-		}
+	// The leader's work, called by the gate at each term's start, then every 30s.
+	reconcile := func(ctx context.Context, term versiongate.Term) error {
 		healthy, err := health.List(ctx, d.Kube, metav1.ListOptions{LabelSelector: NodeLabel})
 		if err != nil {
 			return err
 		}
-		if want.Targets = nodetargets.From(healthy); lb == nil || lbID != want.ID {
-			lb, err = lbrecon.NewLoadBalancer(lbConfig, want)
-			lbID = want.ID
-		} else {
-			err = lb.SetLoadBalancer(want)
-		}
-		if err != nil {
+		if err := lb.SetLoadBalancer(configs.Status().Config.LoadBalancer(nodetargets.From(healthy))); err != nil {
 			return err
 		}
-		return lb.Reconcile(ctx)
+		return lb.Reconcile(lbrecon.WithToken(ctx, term.Token())) // every provider write carries the term's token
 	}
-	gate, err := versiongate.New(versiongate.Config{Store: store, NodeID: d.Node, Version: Release,
+	gate, err3 := versiongate.New(versiongate.Config{Store: store, NodeID: d.Node, Version: Release,
 		MinimumCompatibleRelease: Release.Release, Candidate: elector, Reconcile: reconcile,
 		Conditions: provider, Metrics: hooks.Versiongate, RejoinAfterRecordLoss: true})
-	if err != nil {
+	if err := errors.Join(err1, err2, err3); err != nil {
 		return err
 	}
-	checks, err := healthz.New(
-		healthz.Check{Name: election.DefaultHealthCheckName, Checker: elector.HealthCheck(20 * time.Second).Check},
+	leadership := elector.HealthCheck(20 * time.Second)
+	checks, err := healthz.New(healthz.Check{Name: leadership.Name(), Checker: leadership.Check},
 		healthz.Check{Name: nodestatus.HeartbeatCheckName, Checker: nodes.HeartbeatCheck(0)},
 		healthz.Check{Name: versiongate.RecordCheckName, Checker: gate.RecordCheck(time.Minute)},
 		healthz.Check{Name: checkpoint.TrialCheckName, Checker: configs.TrialCheck(time.Minute)})
 	if err != nil {
 		return err
 	}
-	d.Mux.Handle("GET /metrics", promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{}))
+	d.Mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	d.Mux.Handle("GET /healthz", checks)
 	if _, err := configs.Bootstrap(ctx); err != nil {
 		return err
@@ -159,7 +136,7 @@ func Run(ctx context.Context, d Deps) error {
 
 func main() {
 	host, _ := os.Hostname()
-	d := Deps{Registry: prometheus.NewRegistry(), Mux: http.NewServeMux(), Engine: lbrecontest.New(lbrecontest.Config{})} // no provider: in memory
+	d := Deps{Mux: http.NewServeMux(), Engine: lbrecontest.New(lbrecontest.Config{})} // no provider: in memory
 	flag.StringVar(&d.Node, "node", host, "this node's name")
 	flag.StringVar(&d.IP, "node-ip", "", "this node's InternalIP, its address in the load balancer")
 	flag.StringVar(&d.Namespace, "namespace", "kube-system", "namespace of the ConfigMap and of the Leases")
@@ -169,12 +146,13 @@ func main() {
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, d, *kubeconfig, *stateDir, *listen); err != nil {
-		fmt.Fprintln(os.Stderr, "outsider:", err)
-		os.Exit(1)
+	if err := run(ctx, d, *kubeconfig, *stateDir, *listen); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Fatal("outsider: ", err)
 	}
 }
 
+// run serves d.Mux on listen until Run, on a cluster's client and a
+// checkpoint directory, has returned.
 func run(ctx context.Context, d Deps, kubeconfig, stateDir, listen string) error {
 	restConfig, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -191,13 +169,7 @@ func run(ctx context.Context, d Deps, kubeconfig, stateDir, listen string) error
 	d.Store = store
 	srv := &http.Server{Addr: listen, Handler: d.Mux}
 	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { <-ctx.Done(); return srv.Close() })
-	g.Go(func() error {
-		if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
-			return err
-		}
-		return nil
-	})
-	g.Go(func() error { return Run(ctx, d) })
+	g.Go(srv.ListenAndServe) // http.ErrServerClosed once Run returned
+	g.Go(func() error { defer srv.Close(); return Run(ctx, d) })
 	return g.Wait()
 }

@@ -61,3 +61,10 @@ func TestMainCodeLines(t *testing.T) {
 		t.Errorf("main code has %d non-blank, non-comment lines, more than %d", total, maxLines)
 	}
 }
+
+func TestCodeLinesCounting(t *testing.T) {
+	src := "package p\n\n// doc\n/* a\n   b */\nvar s = `x\n\ny` // tail\n\t/* c */ var z int\n"
+	if got, want := codeLines(t, "p.go", []byte(src)), 5; got != want {
+		t.Errorf("codeLines = %d, want %d (package, the three lines of the raw string, var z)", got, want)
+	}
+}
