@@ -133,7 +133,7 @@ func filterListsByName(cs *k8stesting.Fake) {
 // no agent wrote after a successor did.
 func TestThreeAgents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute) // of fake time
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // of fake time
 		defer cancel()
 		ctx = logr.NewContext(ctx, testr.New(t))
 		kube := kubefake.NewClientset(&corev1.ConfigMap{
