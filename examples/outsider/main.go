@@ -1,115 +1,175 @@
+// Command outsider is a node agent on the Kubernetes API alone, built on
+// reconkit from outside its module, the way a new user builds one. Each
+// agent registers and heartbeats its Node (with the ConfigOK and
+// ReleaseReady conditions), keeps a last-known-good Settings from a
+// ConfigMap, and campaigns on a Lease through a version gate kept in Leases;
+// the leader converges the load balancer over the healthy Nodes. Each agent
+// serves /metrics and an aggregated /healthz.
 package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
-	"fmt"
+	"log"
+	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"strings"
 	"syscall"
+	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/reconkit/reconkit/checkpoint"
-	"github.com/reconkit/reconkit/election"
-	"github.com/reconkit/reconkit/election/etcd"
+	"github.com/reconkit/reconkit/checkpoint/configmapsource"
 	"github.com/reconkit/reconkit/election/lease"
+	"github.com/reconkit/reconkit/healthz"
+	"github.com/reconkit/reconkit/lbrecon"
 	"github.com/reconkit/reconkit/lbrecon/lbrecontest"
+	"github.com/reconkit/reconkit/lbrecon/nodetargets"
+	"github.com/reconkit/reconkit/nodestatus"
+	"github.com/reconkit/reconkit/prommetrics"
 	"github.com/reconkit/reconkit/versiongate"
-	"github.com/reconkit/reconkit/versiongate/etcdstore"
+	"github.com/reconkit/reconkit/versiongate/kubestore"
 )
 
+// Release is this build's release, which the version gate compares.
+var Release = versiongate.Version{Release: versiongate.Release{Major: 1}}
+
+// Settings is what the ConfigMap "outsider" assigns, as JSON in its key
+// settings.json: the load balancer's ports and external addresses. Its
+// targets are the healthy Nodes labelled NodeLabel.
+type Settings struct {
+	Ports     []lbrecon.Port
+	Addresses []netip.Addr
+}
+
+// LoadBalancer is the load balancer s describes over targets; its objects
+// carry the tag "owner=outsider".
+func (s Settings) LoadBalancer(targets []lbrecon.Target) lbrecon.LoadBalancer {
+	return lbrecon.LoadBalancer{ID: "outsider", Suffix: "outsider", Ports: s.Ports, Addresses: s.Addresses,
+		Targets: targets}
+}
+
+// NodeLabel marks the agents' Nodes.
+const NodeLabel = "example.com/outsider"
+
+// Deps is what an agent runs on: a cluster in main, kubefake in the test.
+type Deps struct {
+	Kube                kubernetes.Interface
+	Node, IP, Namespace string // Namespace holds the ConfigMap and the Leases of the election and the gate
+	Store               checkpoint.LKGStore
+	Engine              lbrecon.Engine // the load-balancer provider
+	Mux                 *http.ServeMux // gets /metrics and /healthz
+}
+
+// Run runs one node's agent until ctx ends; it returns nil then. The
+// constructors' errors, all about their configuration, are reported together.
+func Run(ctx context.Context, d Deps) error {
+	reg := prometheus.NewRegistry()
+	hooks, err1 := prommetrics.Agent(reg, d.Node, nil)
+	source, err2 := configmapsource.New(configmapsource.Config{Client: d.Kube, Namespace: d.Namespace,
+		Name: "outsider", Key: "settings.json"})
+	elector, err3 := lease.New(lease.Config{Client: d.Kube, Namespace: d.Namespace, Name: "outsider-leader",
+		Identity: d.Node, Metrics: hooks.Election})
+	store, err4 := kubestore.New(kubestore.Config{Client: d.Kube, Namespace: d.Namespace, Gate: "outsider"})
+	lb, err5 := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: d.Engine, Tag: "owner=outsider", Metrics: hooks.LBRecon},
+		Settings{}.LoadBalancer(nil)) // kept across reconciles and terms
+	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
+		return err
+	}
+	defer elector.Close()
+	provider := nodestatus.NewProvider(nodestatus.ProviderConfig{})
+	provider.SetAddresses(corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: d.IP})
+	configs, err1 := checkpoint.New(checkpoint.Config[Settings]{
+		Store: d.Store, Source: source, Conditions: provider, Metrics: hooks.Checkpoint,
+		Parse:    func(b []byte) (s Settings, err error) { return s, json.Unmarshal(b, &s) },
+		Validate: func(s Settings) error { return s.LoadBalancer(nil).Validate() }})
+	nodes, err2 := nodestatus.New(nodestatus.Config{Client: d.Kube, Provider: provider, Metrics: hooks.Nodestatus,
+		Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: d.Node, Labels: map[string]string{NodeLabel: "true"}}}})
+	health := nodestatus.NewNodeHealth(nodestatus.HealthRule{Conditions: []corev1.NodeConditionType{
+		corev1.NodeReady, checkpoint.ConditionConfigOK, versiongate.ConditionReleaseReady}})
+	// The leader's work, called by the gate at each term's start, then every 30s.
+	reconcile := func(ctx context.Context, term versiongate.Term) error {
+		healthy, err := health.List(ctx, d.Kube, metav1.ListOptions{LabelSelector: NodeLabel})
+		if err != nil {
+			return err
+		}
+		if err := lb.SetLoadBalancer(configs.Status().Config.LoadBalancer(nodetargets.From(healthy))); err != nil {
+			return err
+		}
+		return lb.Reconcile(lbrecon.WithToken(ctx, term.Token())) // every provider write carries the term's token
+	}
+	gate, err3 := versiongate.New(versiongate.Config{Store: store, NodeID: d.Node, Version: Release,
+		MinimumCompatibleRelease: Release.Release, Candidate: elector, Reconcile: reconcile,
+		Conditions: provider, Metrics: hooks.Versiongate, RejoinAfterRecordLoss: true})
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return err
+	}
+	leadership := elector.HealthCheck(20 * time.Second)
+	checks, err := healthz.New(healthz.Check{Name: leadership.Name(), Checker: leadership.Check},
+		healthz.Check{Name: nodestatus.HeartbeatCheckName, Checker: nodes.HeartbeatCheck(0)},
+		healthz.Check{Name: versiongate.RecordCheckName, Checker: gate.RecordCheck(time.Minute)},
+		healthz.Check{Name: checkpoint.TrialCheckName, Checker: configs.TrialCheck(time.Minute)})
+	if err != nil {
+		return err
+	}
+	d.Mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	d.Mux.Handle("GET /healthz", checks)
+	if _, err := configs.Bootstrap(ctx); err != nil {
+		return err
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return configs.Run(ctx) })
+	g.Go(func() error { return nodes.Run(ctx) })
+	g.Go(func() error { return gate.Run(ctx) })
+	return g.Wait()
+}
+
 func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "outsider:", err)
-		os.Exit(1)
+	host, _ := os.Hostname()
+	d := Deps{Mux: http.NewServeMux(), Engine: lbrecontest.New(lbrecontest.Config{})} // no provider: in memory
+	flag.StringVar(&d.Node, "node", host, "this node's name")
+	flag.StringVar(&d.IP, "node-ip", "", "this node's InternalIP, its address in the load balancer")
+	flag.StringVar(&d.Namespace, "namespace", "kube-system", "namespace of the ConfigMap and of the Leases")
+	kubeconfig := flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig; empty means in-cluster")
+	stateDir := flag.String("state-dir", "/var/lib/outsider", "checkpoint directory")
+	listen := flag.String("listen", ":8080", "address serving /metrics and /healthz")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, d, *kubeconfig, *stateDir, *listen); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Fatal("outsider: ", err)
 	}
 }
 
-func run() error {
-	host, _ := os.Hostname()
-	var (
-		kubeconfig = flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster")
-		endpoints  = flag.String("etcd", "http://127.0.0.1:2379", "etcd endpoints, comma-separated")
-		backend    = flag.String("election", "etcd", "election backend: etcd or lease")
-		node       = flag.String("node", host, "node name")
-		nodeIP     = flag.String("node-ip", "10.0.0.1", "the node's internal IP")
-		release    = flag.String("release", "1.0.0", "this agent's release")
-		stateDir   = flag.String("state-dir", "/var/lib/outsider", "checkpoint directory")
-		namespace  = flag.String("namespace", "kube-system", "namespace of the settings ConfigMap and the election Lease")
-		configMap  = flag.String("configmap", "outsider", "name of the settings ConfigMap (key settings.json)")
-	)
-	flag.Parse()
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
-	version, err := versiongate.ParseVersion(*release)
+// run serves d.Mux on listen until Run, on a cluster's client and a
+// checkpoint directory, has returned.
+func run(ctx context.Context, d Deps, kubeconfig, stateDir, listen string) error {
+	restConfig, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return err
 	}
-	restCfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
-	if err != nil {
+	if d.Kube, err = kubernetes.NewForConfig(restConfig); err != nil {
 		return err
 	}
-	kube, err := kubernetes.NewForConfig(restCfg)
-	if err != nil {
-		return err
-	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(*endpoints, ",")})
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
-
-	var elector election.Elector
-	switch *backend {
-	case "etcd":
-		e, err := etcd.New(etcd.Config{Client: cli, Prefix: "/outsider/leader", Identity: *node})
-		if err != nil {
-			return err
-		}
-		defer e.Close()
-		elector = e
-	case "lease":
-		e, err := lease.New(lease.Config{Client: kube, Namespace: *namespace, Name: "outsider-leader", Identity: *node})
-		if err != nil {
-			return err
-		}
-		defer e.Close()
-		elector = e
-	default:
-		return fmt.Errorf("unknown election backend %q", *backend)
-	}
-	gateStore, err := etcdstore.New(cli, etcdstore.Config{StatusKey: "/outsider/gate/status", NodesPrefix: "/outsider/gate/nodes/"})
-	if err != nil {
-		return err
-	}
-	store, err := checkpoint.NewFS(checkpoint.FSConfig{Dir: filepath.Join(*stateDir, "checkpoints")})
+	store, err := checkpoint.NewFS(checkpoint.FSConfig{Dir: stateDir})
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-
-	agent, err := New(Deps{
-		NodeName:  *node,
-		NodeIP:    *nodeIP,
-		Version:   version,
-		Kube:      kube,
-		Namespace: *namespace,
-		ConfigMap: *configMap,
-		Store:     store,
-		Elector:   elector,
-		GateStore: gateStore,
-		// No load-balancer provider here: the in-memory engine stands in.
-		Engine: lbrecontest.New(lbrecontest.Config{}),
-	})
-	if err != nil {
-		return err
-	}
-	return agent.Run(ctx)
+	d.Store = store
+	srv := &http.Server{Addr: listen, Handler: d.Mux}
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(srv.ListenAndServe) // http.ErrServerClosed once Run returned
+	g.Go(func() error { defer srv.Close(); return Run(ctx, d) })
+	return g.Wait()
 }
