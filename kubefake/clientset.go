@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -308,10 +309,37 @@ func (s *server) list(a k8stesting.ListActionImpl) (bool, runtime.Object, error)
 	if err != nil {
 		return true, nil, err
 	}
+	if err := filterFields(obj, a.GetListRestrictions().Fields); err != nil {
+		return true, nil, err
+	}
 	if lm, lerr := meta.ListAccessor(obj); lerr == nil {
 		lm.SetResourceVersion(strconv.FormatUint(s.rv, 10))
 	}
 	return true, obj, nil
+}
+
+// filterFields keeps the items of list that match sel on metadata.name
+// and metadata.namespace, as the apiserver does for every resource;
+// client-go's tracker applies no field selector on List.
+func filterFields(list runtime.Object, sel fields.Selector) error {
+	if sel == nil || sel.Empty() {
+		return nil
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return err
+	}
+	kept := items[:0]
+	for _, it := range items {
+		m, err := meta.Accessor(it)
+		if err != nil {
+			return err
+		}
+		if sel.Matches(fields.Set{"metadata.name": m.GetName(), "metadata.namespace": m.GetNamespace()}) {
+			kept = append(kept, it)
+		}
+	}
+	return meta.SetList(list, kept)
 }
 
 func (s *server) current(gvr schema.GroupVersionResource, ns, name string) (metav1.Object, error) {

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,11 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
-	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/reconkit/reconkit/checkpoint"
 	"github.com/reconkit/reconkit/kubefake"
@@ -91,37 +86,6 @@ func balancer(t *testing.T, agents ...*agent) lbrecon.LoadBalancer {
 		Ports: []lbrecon.Port{{Name: "http", NodePort: 30080, ExternalPort: 80}}}.LoadBalancer(targets)
 }
 
-// filterListsByName makes cs apply a List's metadata.name and
-// metadata.namespace field selectors, as the apiserver does. kubefake, like
-// client-go's fake, ignores field selectors on List (it applies them on
-// Watch only); the lease elector lists its Lease by metadata.name, and
-// without this it would take the first Lease of its namespace (a version
-// gate's record) for its own.
-func filterListsByName(cs *k8stesting.Fake) {
-	chain := slices.Clone(cs.ReactionChain)
-	cs.PrependReactor("list", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		for _, r := range chain {
-			if !r.Handles(a) {
-				continue
-			}
-			handled, obj, err := r.React(a)
-			if !handled {
-				continue
-			}
-			sel := a.(k8stesting.ListAction).GetListRestrictions().Fields
-			if items, lerr := meta.ExtractList(obj); err == nil && lerr == nil && !sel.Empty() {
-				items = slices.DeleteFunc(items, func(o runtime.Object) bool {
-					m, _ := meta.Accessor(o)
-					return !sel.Matches(fields.Set{"metadata.name": m.GetName(), "metadata.namespace": m.GetNamespace()})
-				})
-				err = meta.SetList(obj, items)
-			}
-			return true, obj, err
-		}
-		return false, nil, nil
-	})
-}
-
 // TestThreeAgents runs three agents on kubefake, whose Leases are written
 // with resourceVersion preconditions as on the apiserver, in a synctest
 // bubble (every lease duration, heartbeat and reconcile interval is at its
@@ -140,7 +104,6 @@ func TestThreeAgents(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "outsider"},
 			Data:       map[string]string{"settings.json": settings},
 		})
-		filterListsByName(&kube.Fake)
 		engine := lbrecontest.New(lbrecontest.Config{})
 		// The provider's side of fencing: every write carries its term's
 		// token, never one older than a write before it.
