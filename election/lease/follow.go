@@ -132,11 +132,14 @@ func (f *follower) read() (observation, error) {
 		return observation{}, fmt.Errorf("listing Lease: %w", err)
 	}
 	f.rv = list.ResourceVersion
-	if len(list.Items) == 0 {
-		return f.e.note(nil, list.ResourceVersion), nil
+	// Only the Lease of that name counts, whatever else a server (or a
+	// fake that ignores field selectors) returns.
+	for i := range list.Items {
+		if l := &list.Items[i]; l.Name == f.e.cfg.Name {
+			return f.e.note(l, l.ResourceVersion), nil
+		}
 	}
-	l := &list.Items[0]
-	return f.e.note(l, l.ResourceVersion), nil
+	return f.e.note(nil, list.ResourceVersion), nil
 }
 
 // ensureWatch starts the watch if it is not running; if that fails, it arms
