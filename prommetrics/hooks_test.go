@@ -30,7 +30,9 @@ func TestHooksNeverPanicOnLabelValues(t *testing.T) {
 	})
 	vg, err := prommetrics.Versiongate(reg, "agent", clocktesting.NewFakeClock(time.Now()))
 	require.NoError(t, err)
-	require.NotPanics(t, func() { vg.Observe(versiongate.Observation{Event: versiongate.EventPhase, Phase: versiongate.Phase(bad)}) })
+	require.NotPanics(t, func() {
+		vg.Observe(versiongate.Observation{Event: versiongate.EventPhase, Phase: versiongate.Phase(bad)})
+	})
 	lb, err := prommetrics.LBRecon(reg, "agent")
 	require.NoError(t, err)
 	require.NotPanics(t, func() { lb.Observe(lbrecon.Verb(bad), lbrecon.Outcome(bad), time.Second) })
