@@ -83,26 +83,37 @@ type Elector interface {
 }
 
 // Leadership is one term of leadership: its context, fencing token,
-// holder identity and Resign (see the methods' documentation on
-// internal/leadership.Term, repeated here).
+// holder identity and Resign. Methods may be called from any goroutine.
 //
-//   - Context ends the moment the term ends: lost, resigned, or the elector
-//     closed. context.Cause tells which (ErrLeadershipLost, ErrResigned or
-//     ErrClosed).
-//   - Token returns the term's fencing token.
-//   - Identity returns the leader's identity.
-//   - Resign ends the term and releases leadership so that a successor can
-//     take over at once. The term context ends before the release is sent,
-//     and Resign returns only after the release completed or failed: a nil
-//     error means the server has let leadership go. A failed Resign can be
-//     called again to retry the release; concurrent calls wait for the one
-//     in flight. Resign after a lost term, or after a completed release,
-//     returns nil.
-//
-// It is an alias of one interface shared by every reconkit package, so a
-// function written for election.Run, func(context.Context, Leadership)
-// error, has the same type wherever a package takes leader work.
-type Leadership = leadership.Term
+// It is an alias of an interface type literal rather than a defined
+// type, and versiongate.Term is an alias of the identical literal: Go
+// treats identical unnamed interface types as one type, so a term of any
+// reconkit elector is a versiongate.Term as it is, and a function written
+// for Run, func(context.Context, Leadership) error, has the same type
+// wherever a reconkit package takes leader work, with neither package
+// importing the other.
+type Leadership = interface {
+	// Context ends the moment the term ends: lost, resigned, or the
+	// elector closed. context.Cause tells which (ErrLeadershipLost,
+	// ErrResigned or ErrClosed).
+	Context() context.Context
+
+	// Token returns the term's fencing token: it strictly increases
+	// from term to term of one election, and is never zero.
+	Token() Token
+
+	// Identity returns the leader's identity, the Elector's Identity.
+	Identity() string
+
+	// Resign ends the term and releases leadership so that a successor
+	// can take over at once. The term context ends before the release is
+	// sent, and Resign returns only after the release completed or
+	// failed: a nil error means the server has let leadership go. A
+	// failed Resign can be called again to retry the release; concurrent
+	// calls wait for the one in flight. Resign after a lost term, or
+	// after a completed release, returns nil.
+	Resign(ctx context.Context) error
+}
 
 // Expiring is implemented by a Leadership whose validity is bounded in
 // time, such as a Lease term: past ValidUntil the term is treated as lost

@@ -42,8 +42,9 @@
 //     labels and annotations, then to the conditions alone, so the Ready
 //     condition, a failing ping and the heartbeat are still written. What
 //     was refused is remembered: until the provider's status changes,
-//     every later write (reports, heartbeats, recoveries) starts from the
-//     form the API server accepted, with no new ErrorHandler call or
+//     every later write (reports, heartbeats, recoveries, and a
+//     registration, which falls back the same way) starts from the form
+//     the API server accepted, with no new ErrorHandler call or
 //     Warning event; a changed status is tried in full again. Transient
 //     failures (5xx, timeouts, 429 after its Retry-After) are retried with
 //     backoff, each attempt computed from the provider's newest status.

@@ -23,7 +23,7 @@ const (
 )
 
 func (l patchLevel) String() string {
-	return [...]string{"full", "status only", "conditions only"}[l]
+	return [...]string{levelFull: "full", levelStatus: "status only", levelConditions: "conditions only"}[l]
 }
 
 // reduce returns d cut down to level: what it leaves out is taken from rec,

@@ -12,9 +12,10 @@ import (
 
 // getOrCreate reads the Node (from the apiserver's cache unless fresh) or,
 // when it is missing, registers it from the provider's newest node.
-func (c *NodeController) getOrCreate(ctx, rctx context.Context, want *corev1.Node, job statusJob, fresh bool) (*corev1.Node, bool, error) {
+func (s *statusSync) getOrCreate(ctx, rctx context.Context, want *corev1.Node, src *packedNode, ping pingState) (*corev1.Node, bool, error) {
+	c := s.c
 	opts := metav1.GetOptions{}
-	if !fresh {
+	if !s.fresh {
 		opts.ResourceVersion = "0"
 	}
 	start := c.clk.Now()
@@ -24,10 +25,10 @@ func (c *NodeController) getOrCreate(ctx, rctx context.Context, want *corev1.Nod
 	case err == nil:
 		return n, false, nil
 	case apierrors.IsNotFound(err) && !isStop(err):
-		if job.registered && !c.cfg.ReRegister {
+		if s.job.registered && !c.cfg.ReRegister {
 			return nil, false, permanent(fmt.Errorf("%w: %s", ErrNodeDeleted, c.name))
 		}
-		n, err := c.createNode(ctx, rctx, want)
+		n, err := s.createNode(ctx, rctx, want, src, ping)
 		if err != nil {
 			return nil, false, err
 		}
@@ -36,11 +37,22 @@ func (c *NodeController) getOrCreate(ctx, rctx context.Context, want *corev1.Nod
 	return nil, false, fmt.Errorf("get node: %w", err)
 }
 
-func (c *NodeController) createNode(ctx, rctx context.Context, want *corev1.Node) (*corev1.Node, error) {
-	src := c.provided(c.latest.Load())
+// errRefusedAsIs is the error of a registration whose every form the API
+// server refused for the provider's current node and ping result.
+var errRefusedAsIs = errors.New("every form of the node was refused; waiting for the provider's node or the ping result to change")
+
+// createNode registers the Node, falling back to reduced forms when the
+// API server refuses one for good, as status writes do, and sharing their
+// memory of refusals: a form refused (as a create or as a status patch)
+// is not sent again until the provider's node changes, so a Node deleted
+// and registered again, or a registration retried, starts from the form
+// the API server accepted.
+func (s *statusSync) createNode(ctx, rctx context.Context, want *corev1.Node, src *packedNode, ping pingState) (*corev1.Node, error) {
+	c := s.c
+	provided := c.provided(src)
 	build := func(level patchLevel) (*corev1.Node, error) {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: c.name}}
-		src.Spec.DeepCopyInto(&n.Spec)
+		provided.Spec.DeepCopyInto(&n.Spec)
 		d := reduce(want, nil, level)
 		stampTimes(d, nil, c.clk.Now(), true)
 		rec, err := newLastApplied(d).encode()
@@ -56,14 +68,18 @@ func (c *NodeController) createNode(ctx, rctx context.Context, want *corev1.Node
 		n.Status = d.Status
 		return n, nil
 	}
-	var rejected error
-	for _, level := range []patchLevel{levelFull, levelStatus} {
+	first, ok := s.res.refused.start(src, ping)
+	if !ok {
+		return nil, fmt.Errorf("create node: %w", errRefusedAsIs)
+	}
+	for level := first; level <= levelConditions; level++ {
 		n, err := build(level)
 		if errors.Is(err, errRecordTooLarge) {
 			var stop error
-			if rejected, stop = c.rejectLocal(ctx, err); stop != nil {
+			if s.res.rejected, stop = c.rejectLocal(ctx, err); stop != nil {
 				return nil, stop
 			}
+			s.refuse(src, ping, level)
 			continue
 		}
 		if err != nil {
@@ -74,9 +90,13 @@ func (c *NodeController) createNode(ctx, rctx context.Context, want *corev1.Node
 		err = c.observe(ctx, CallCreateNode, start, err)
 		switch {
 		case err == nil:
+			if level == levelFull {
+				s.res.refused, s.res.rejected = nil, nil
+			}
 			return created, nil
 		case errors.Is(err, ErrRejected) && !isStop(err):
-			rejected = err
+			s.res.rejected = err
+			s.refuse(src, ping, level)
 			continue
 		case apierrors.IsAlreadyExists(err):
 			return nil, fmt.Errorf("create node: raced with another writer: %w", err)
@@ -85,5 +105,5 @@ func (c *NodeController) createNode(ctx, rctx context.Context, want *corev1.Node
 	}
 	// Retried with backoff: each attempt starts from the provider's newest
 	// node, which may have been corrected meanwhile.
-	return nil, fmt.Errorf("create node: %w", rejected)
+	return nil, fmt.Errorf("create node: %w", s.res.rejected)
 }

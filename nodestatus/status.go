@@ -32,7 +32,7 @@ type statusResult struct {
 	server   *packedNode // new server copy (nil if unchanged), encoded on the worker
 	written  bool        // a write reached the server
 	created  bool
-	rejected error    // the newest desired status was refused for good; what was written is reduced
+	rejected error    // the newest desired status was refused for good during the job (by a status patch or a registration); what was written is reduced
 	refused  *refusal // the refusal the next job starts from
 	failures int      // attempts that failed before the job ended
 	err      error    // fatal: Run stops
@@ -116,7 +116,7 @@ func (s *statusSync) attempt(ctx context.Context) error {
 	src, ping := c.latest.Load(), *c.ping.Load()
 	want := c.want(src, ping)
 	if s.server == nil {
-		if err := s.read(ctx, rctx, want); err != nil {
+		if err := s.read(ctx, rctx, want, src, ping); err != nil {
 			return err
 		}
 	}
@@ -129,8 +129,8 @@ func (s *statusSync) attempt(ctx context.Context) error {
 }
 
 // read reads the Node, or registers it when it is missing.
-func (s *statusSync) read(ctx, rctx context.Context, want *corev1.Node) error {
-	n, created, err := s.c.getOrCreate(ctx, rctx, want, s.job, s.fresh)
+func (s *statusSync) read(ctx, rctx context.Context, want *corev1.Node, src *packedNode, ping pingState) error {
+	n, created, err := s.getOrCreate(ctx, rctx, want, src, ping)
 	if apierrors.IsAlreadyExists(err) {
 		s.fresh, s.stale = true, true // registered meanwhile: adopt it
 	}
@@ -180,12 +180,7 @@ func (s *statusSync) write(ctx, rctx context.Context, want *corev1.Node, src *pa
 	if recErr != nil {
 		c.log(ctx).Info("Ignoring the unreadable last-applied annotation; nothing of it will be deleted", "error", recErr.Error())
 	}
-	refuse := func(level patchLevel) {
-		if src.raw != nil {
-			s.res.refused = &refusal{src: src.raw, level: level + 1, ping: ping}
-		}
-	}
-	s.res.rejected = nil
+	refuse := func(level patchLevel) { s.refuse(src, ping, level) }
 	first, ok := s.res.refused.start(src, ping)
 	if !ok {
 		return nil // refused as it is: wait for a change
@@ -205,7 +200,7 @@ func (s *statusSync) write(ctx, rctx context.Context, want *corev1.Node, src *pa
 		}
 		if p == nil {
 			if level == levelFull {
-				s.res.refused = nil
+				s.res.refused, s.res.rejected = nil, nil
 			}
 			return nil
 		}
@@ -217,7 +212,7 @@ func (s *statusSync) write(ctx, rctx context.Context, want *corev1.Node, src *pa
 			s.took(n)
 			s.res.written = true
 			if level == levelFull {
-				s.res.refused = nil
+				s.res.refused, s.res.rejected = nil, nil
 			} else if s.res.rejected != nil {
 				c.log(ctx).Info("Wrote a reduced status; the provider's full status was rejected", "written", level.String(), "error", s.res.rejected.Error())
 			}
@@ -239,6 +234,14 @@ func (s *statusSync) write(ctx, rctx context.Context, want *corev1.Node, src *pa
 	// the provider's status or the ping result changes.
 	c.log(ctx).Info("The API server rejected every form of the status; waiting for the next change", "error", s.res.rejected.Error())
 	return nil
+}
+
+// refuse records that the API server refused src with ping, written at
+// level, for good: later writes and registrations start past it.
+func (s *statusSync) refuse(src *packedNode, ping pingState, level patchLevel) {
+	if src.raw != nil {
+		s.res.refused = &refusal{src: src.raw, level: level + 1, ping: ping}
+	}
 }
 
 // patchFor stamps a copy of d against server and returns the patch (nil

@@ -52,17 +52,38 @@ var (
 )
 
 // Term is one term of leadership the host's election granted: its
-// context, fencing token, identity and Resign. It is an alias of the one
-// term interface every reconkit package shares, so a term of any reconkit
-// elector (election.Leadership: etcd, Kubernetes Lease, or the in-memory
+// context, fencing token, identity and Resign. Methods may be called from
+// any goroutine.
+//
+// It is the same type as election.Leadership, spelled here because
+// versiongate imports no other reconkit package: both are aliases of
+// identical interface type literals, which Go treats as one type. So a
+// term of any reconkit elector (etcd, Kubernetes Lease, or the in-memory
 // electiontest fake) is a Term as it is, and an election.Elector is a
-// Candidate as it is.
+// Candidate as it is. election.Leadership's documentation is the
+// reference for the methods' contract.
 //
 // Every status write is fenced by the term at the moment the store applies
 // it (see Store): a term that also implements etcdstore.Guard is fenced by
-// its etcd comparison on the etcd store, any other by its token. Methods
-// may be called from any goroutine.
-type Term = leadership.Term
+// its etcd comparison on the etcd store, any other by its token.
+type Term = interface {
+	// Context ends the moment the term ends (lost, resigned, or the
+	// elector closed); context.Cause tells which.
+	Context() context.Context
+
+	// Token returns the term's fencing token: it strictly increases
+	// from term to term of one election, and is never zero.
+	Token() uint64
+
+	// Identity returns the leader's identity.
+	Identity() string
+
+	// Resign ends the term and releases leadership so that a successor
+	// can take over at once. It returns only after the release completed
+	// or failed, can be called again after a failure, and returns nil
+	// after a lost term or a completed release.
+	Resign(ctx context.Context) error
+}
 
 // Candidate runs for leadership on the host's election. Every
 // election.Elector (etcd, Kubernetes Lease, electiontest's fake) is a

@@ -50,52 +50,85 @@ func watchesWhile(clk *testingclock.FakeClock, calls <-chan string, n int, step 
 	return count
 }
 
+// spinDeadline bounds, in real time, every wait of the spin tests for
+// something the code under test must do, so that a missed step fails with
+// a message instead of hanging until the test binary's timeout.
+const spinDeadline = 30 * time.Second
+
+// receive returns the next value of ch, failing the test if none comes
+// within spinDeadline.
+func receive[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(spinDeadline):
+		require.FailNowf(t, "timed out", "waiting %v for %s", spinDeadline, what)
+		var zero T
+		return zero
+	}
+}
+
+// endingElector starts an etcd of its own and returns an elector on it,
+// on a fake clock of its own, whose every watch ends at once and is
+// reported on the returned channel. Nothing is shared with another test.
+func endingElector(t *testing.T, id string) (*etcd.Elector, *testingclock.FakeClock, <-chan string) {
+	t.Helper()
+	srv := testenv.Etcd(t)
+	clk := testingclock.NewFakeClock(time.Now())
+	cli := testenv.NewEtcdClient(t, srv.Members[0].ClientAddr())
+	w := &endingWatcher{Watcher: cli.Watcher, calls: make(chan string)}
+	cli.Watcher = w
+	e, err := etcd.New(etcd.Config{Client: cli, Prefix: "/spin", Identity: id, SessionTTL: 10 * time.Second, Clock: clk})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Close() })
+	return e, clk, w.calls
+}
+
 // A server or proxy that ends every watch at once, with no event and no
 // error: neither the candidate key watch nor Observe's watch is re-established
 // before its retry interval has passed on the elector's clock. Before, a
 // term re-read its key and watched again at once, forever.
 func TestEtcdWatchesThatEndAtOnceDoNotSpin(t *testing.T) {
-	srv := testenv.Etcd(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	clk := testingclock.NewFakeClock(time.Now())
-	newElector := func(id string) (*etcd.Elector, chan string) {
-		cli := testenv.NewEtcdClient(t, srv.Members[0].ClientAddr())
-		w := &endingWatcher{Watcher: cli.Watcher, calls: make(chan string)}
-		cli.Watcher = w
-		e, err := etcd.New(etcd.Config{Client: cli, Prefix: "/spin", Identity: id, SessionTTL: 10 * time.Second, Clock: clk})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = e.Close() })
-		return e, w.calls
-	}
-
 	t.Run("term key", func(t *testing.T) {
-		e, calls := newElector("leader")
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		e, clk, calls := endingElector(t, "leader")
 		l, err := e.Campaign(ctx)
 		require.NoError(t, err)
-		<-calls // the term's first watch, which ends at once
+		receive(t, calls, "the term's first watch, which ends at once")
+		start := clk.Now()
 		// 20 steps of 10ms: the re-watch waits 500ms of the elector's clock.
 		require.Zero(t, watchesWhile(clk, calls, 20, 10*time.Millisecond), "watches re-established within 200ms of fake time")
-		clk.Step(300 * time.Millisecond)
-		select {
-		case <-calls: // and then it is re-established
-		case <-ctx.Done():
-			require.FailNow(t, "the term's watch was not re-established")
+		// Then it is re-established, though not before 500ms: the timer
+		// for it is armed once the term has seen its watch end, which a
+		// busy machine may delay past a step, so step until it comes.
+		deadline := time.After(spinDeadline)
+		for rewatched := false; !rewatched; {
+			clk.Step(100 * time.Millisecond)
+			select {
+			case <-calls:
+				rewatched = true
+			case <-time.After(50 * time.Millisecond):
+			case <-deadline:
+				require.FailNow(t, "the term's watch was not re-established")
+			}
 		}
+		require.GreaterOrEqual(t, clk.Since(start), 500*time.Millisecond, "fake time before the watch was re-established")
 		require.NoError(t, l.Context().Err(), "the term ended")
 		require.NoError(t, l.Resign(ctx))
 	})
 
 	t.Run("observe", func(t *testing.T) {
-		e, calls := newElector("observer")
-		octx, ocancel := context.WithCancel(ctx)
-		defer ocancel()
-		ch := e.Observe(octx)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		e, clk, calls := endingElector(t, "observer")
+		ch := e.Observe(ctx)
 		go func() {
 			for range ch {
 			}
 		}()
-		<-calls // the first watch, which ends at once
+		receive(t, calls, "Observe's first watch, which ends at once")
 		// Observe backs off from 100ms, growing: at most two watches in
 		// 200ms of fake time.
 		require.LessOrEqual(t, watchesWhile(clk, calls, 20, 10*time.Millisecond), 2, "watches within 200ms of fake time")
