@@ -340,7 +340,7 @@ func stepWrite(s *state, in Input, out Output) []*state {
 
 // setStatus changes the status, after every revision reported so far.
 func (s *state) setStatus(value string, exists bool) {
-	s.status, s.exists, s.statusMin = value, exists, s.rev+1
+	s.status, s.exists = value, exists
 }
 
 // undo puts back the status an unvalidated write replaced.
