@@ -24,11 +24,10 @@
 //   - List: its revision is at least every one reported before; every
 //     listed record exists with that value and no newer revision; records
 //     not listed are gone from then on (expired) and may not reappear.
-//   - Read: the status is the last one written (or put back, below), at
-//     a revision at which it is current, as the Store contract says: at
-//     or after its last change (above every revision reported before
-//     that change), not necessarily the newest; the Kubernetes store
-//     reports the status object's resourceVersion.
+//   - Read: the status is the last one written (or put back, below). Its
+//     revision, one at which the value is current as the Store contract
+//     says, is not necessarily the newest (the Kubernetes store reports
+//     the status object's resourceVersion); the model does not check it.
 //   - Fence and write of a term fenced by its token (every term on the
 //     in-memory store, and on etcd a term without an etcd guard): a fence
 //     succeeds exactly when no higher token fenced; a write exactly when
