@@ -28,6 +28,18 @@ type Backend struct {
 	RestartServer func(t testing.TB)
 	// Guarded is passed to NewRecorder.
 	Guarded func(versiongate.Term) bool
+	// ValidatedAfterWrite passes the option of that name to NewRecorder:
+	// the store validates a conditioned status write after applying it.
+	ValidatedAfterWrite bool
+}
+
+// recorder returns a Recorder for a run on b.
+func (b Backend) recorder() *Recorder {
+	var opts []RecorderOption
+	if b.ValidatedAfterWrite {
+		opts = append(opts, ValidatedAfterWrite())
+	}
+	return NewRecorder(b.Guarded, opts...)
 }
 
 // Conn is one node's connection, for one run of its gate.

@@ -24,8 +24,10 @@
 //   - List: its revision is at least every one reported before; every
 //     listed record exists with that value and no newer revision; records
 //     not listed are gone from then on (expired) and may not reappear.
-//   - Read: the status is the last one written, at a revision at least
-//     every one reported before.
+//   - Read: the status is the last one written (or put back, below). Its
+//     revision, one at which the value is current as the Store contract
+//     says, is not necessarily the newest (the Kubernetes store reports
+//     the status object's resourceVersion); the model does not check it.
 //   - Fence and write of a term fenced by its token (every term on the
 //     in-memory store, and on etcd a term without an etcd guard): a fence
 //     succeeds exactly when no higher token fenced; a write exactly when
@@ -38,7 +40,28 @@
 //     is granted only after every earlier term's guard stopped holding.
 //   - A write conditioned on nodesRev succeeds only if every record known
 //     to be newer than nodesRev is gone (it must have expired first);
-//     ErrNodesChanged needs a record that is newer or of unknown revision.
+//     ErrNodesChanged needs a record that is newer or of unknown revision
+//     (unless a later term fenced meanwhile).
+//
+// # Writes validated after they are applied
+//
+// A store that cannot make a write conditional on the records (the
+// Kubernetes store; ValidatedAfterWrite, Backend.ValidatedAfterWrite)
+// applies a conditioned write, marked unvalidated with the status it
+// replaced, then lists the records: it drops the mark if they pass, and
+// puts the replaced status back if not (ErrNodesChanged); a later term's
+// Fence puts back a status still marked. Readers see the write meanwhile.
+// For such a store the model checks a conditioned write that did not
+// succeed (refused, deposed, or unknown) as two halves over the same
+// interval: an apply, which shows the value, marked, if the term holds
+// (or does nothing), and an outcome, which puts the replaced status back
+// if this write's value is still the newest (a refusal), and for an
+// unknown outcome may also keep it, or leave it marked. A read between
+// call and return may so see a write that was then refused; after the
+// return it may not, unless the outcome is unknown, when the value may
+// stay until it is validated or a later term fences. A Fence that raises
+// the token puts back a marked status; a successful write drops the mark.
+// On other stores such writes are atomic: a refused one is never seen.
 //
 // Ambiguity: an operation that returned an error other than the
 // documented ones may or may not have taken effect, at any time after

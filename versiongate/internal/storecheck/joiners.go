@@ -94,7 +94,7 @@ func RunJoiners(t *testing.T, b Backend, cfg JoinersConfig) JoinersResult {
 	ctx := cfg.Context
 	t.Logf("joiners: seed %d, list delay %v, watch delay %v", cfg.Seed, cfg.ListDelay, cfg.WatchDelay)
 	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
-	rec := NewRecorder(b.Guarded)
+	rec := b.recorder()
 	obs := rec.Wrap("observer", b.Observer)
 	lag := func(s versiongate.Store) versiongate.Store {
 		return &Lag{Store: s, List: cfg.ListDelay, Watch: cfg.WatchDelay}
@@ -115,6 +115,12 @@ func RunJoiners(t *testing.T, b Backend, cfg JoinersConfig) JoinersResult {
 	seedDone := make(chan struct{})
 	go func() { defer close(seedDone); _ = g.Run(sctx) }()
 	err = g.WaitReady(sctx)
+	if err == nil {
+		// WaitReady may return on a status write still in progress (a
+		// store that validates after writing shows it first): stop only
+		// once the write returned and stood.
+		waitPhase(sctx, g, versiongate.PhaseDone, cfg.Timeout)
+	}
 	stopSeed()
 	<-seedDone
 	seed.close(false)

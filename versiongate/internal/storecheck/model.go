@@ -43,20 +43,49 @@ type state struct {
 	// never holds again).
 	high uint64
 	dead []uint64
-	key  string
+	// marked: the status holds a write not yet validated (stores that
+	// validate after writing, Input.Tentative), applied by the write
+	// markBy (an operation's index), which replaced the status markPrev
+	// (markPrevExists false: none). A refusal of that write, or a Fence of
+	// a later term, puts markPrev back.
+	marked         bool
+	markPrev       string
+	markPrevExists bool
+	markBy         int
+	// halves tracks the two halves of a tentative write (see call) while
+	// only one has been linearized: halfApplied or halfSettled.
+	halves map[int]byte
+	key    string
 }
+
+// The values of state.halves.
+const (
+	halfApplied byte = 'a'
+	halfSettled byte = 's'
+)
 
 func (s *state) clone() *state {
 	c := *s
 	c.records = maps.Clone(s.records)
 	c.dead = slices.Clone(s.dead)
+	c.halves = maps.Clone(s.halves)
+	if c.halves == nil {
+		c.halves = map[int]byte{}
+	}
 	return &c
 }
 
 // freeze computes s's key, which Equal and Hash compare.
 func (s *state) freeze() *state {
 	var b strings.Builder
-	fmt.Fprintf(&b, "rev=%d status=%t:%q fence=%t:%d high=%d dead=%v records:", s.rev, s.exists, s.status, s.fenced, s.fence, s.high, s.dead)
+	fmt.Fprintf(&b, "rev=%d status=%t:%q fence=%t:%d high=%d dead=%v", s.rev, s.exists, s.status, s.fenced, s.fence, s.high, s.dead)
+	if s.marked {
+		fmt.Fprintf(&b, " mark=%d:%t:%q", s.markBy, s.markPrevExists, s.markPrev)
+	}
+	for _, id := range slices.Sorted(maps.Keys(s.halves)) {
+		fmt.Fprintf(&b, " half%d=%c", id, s.halves[id])
+	}
+	b.WriteString(" records:")
 	for _, id := range slices.Sorted(maps.Keys(s.records)) {
 		r := s.records[id]
 		fmt.Fprintf(&b, " %s=%q/%x/%d", id, r.value, r.lease, r.modRev)
@@ -75,6 +104,13 @@ func (s *state) describe() string {
 	}
 	if s.fenced {
 		fmt.Fprintf(&b, "; fence %d", s.fence)
+	}
+	if s.marked {
+		prev := "none"
+		if s.markPrevExists {
+			prev = short(s.markPrev)
+		}
+		fmt.Fprintf(&b, "; unvalidated (replaced %s)", prev)
 	}
 	if s.high > 0 || len(s.dead) > 0 {
 		fmt.Fprintf(&b, "; guarded high %d, ended %v", s.high, s.dead)
@@ -183,10 +219,15 @@ func step(s *state, in Input, out Output) []*state {
 		}
 		return one()
 	case KindRead:
-		if out.Rev < s.rev || out.Exists != s.exists || out.Value != s.status {
+		// The revision is one at which the value is current (the
+		// contract), not necessarily the newest: the Kubernetes store
+		// reports the status object's resourceVersion. It is not checked
+		// (a lower bound from the status' last write multiplied the
+		// states to explore past the checker's time limit).
+		if out.Exists != s.exists || out.Value != s.status {
 			return nil
 		}
-		next.rev = out.Rev
+		next.rev = max(s.rev, out.Rev)
 		return one()
 	case KindFence:
 		holds := s.termHolds(in, true)
@@ -195,6 +236,9 @@ func step(s *state, in Input, out Output) []*state {
 			if in.Guarded {
 				n.high = in.Token
 			} else {
+				if !s.fenced || s.fence < in.Token {
+					n.undo() // a later term undoes a write never validated
+				}
 				n.fence, n.fenced = in.Token, true
 			}
 			return n.freeze()
@@ -255,7 +299,8 @@ func stepWrite(s *state, in Input, out Output) []*state {
 				delete(n.records, id)
 			}
 		}
-		n.status, n.exists = in.Value, true
+		n.setStatus(in.Value, true)
+		n.marked = false // validated, or written unconditioned: it stands
 		if in.Guarded {
 			n.high = max(n.high, in.Token)
 		}
@@ -290,16 +335,138 @@ func stepWrite(s *state, in Input, out Output) []*state {
 	return nil
 }
 
+// setStatus changes the status, after every revision reported so far.
+func (s *state) setStatus(value string, exists bool) {
+	s.status, s.exists = value, exists
+}
+
+// undo puts back the status an unvalidated write replaced.
+func (s *state) undo() {
+	if s.marked {
+		s.setStatus(s.markPrev, s.markPrevExists)
+		s.marked, s.markPrev, s.markPrevExists, s.markBy = false, "", false, 0
+	}
+}
+
+// part is the half of an operation a call stands for.
+type part uint8
+
+const (
+	whole  part = iota
+	apply       // a tentative write's apply: it may show
+	settle      // a tentative write's outcome: validated, undone or refused
+)
+
+// call is what the model steps on: an operation, or one half of a
+// tentative write, identified by its index in the history.
+type call struct {
+	Input
+	id   int
+	part part
+}
+
+// tentative reports whether an operation is checked as two halves: a
+// status write conditioned on the records, of a term fenced by its token,
+// on a store that validates after writing (Input.Tentative), that did not
+// succeed. The store applied it (if the term held) and then undid it, or
+// may still undo it: readers between its call and its return (any time
+// after, if its outcome is unknown) may have seen it.
+func tentative(in Input, out Output) bool {
+	return in.Kind == KindWrite && in.Tentative && !in.Guarded && in.NodesRev > 0 && out.Outcome != OK
+}
+
+// stepApply is the first half of a tentative write: it applies the value
+// if the term holds, marked unvalidated, or does nothing (a refused term,
+// or a write that failed before it reached the store). If its second half
+// came first, it does nothing.
+func stepApply(s *state, c call) []*state {
+	if s.halves[c.id] == halfSettled {
+		n := s.clone()
+		delete(n.halves, c.id)
+		return []*state{n.freeze()}
+	}
+	none := s.clone()
+	none.halves[c.id] = halfApplied
+	res := []*state{none.freeze()}
+	if s.termHolds(c.Input, false) {
+		n := s.clone()
+		n.halves[c.id] = halfApplied
+		if !n.marked {
+			// A mark already there (an earlier unvalidated write of the
+			// term) keeps the status from before both.
+			n.marked, n.markPrev, n.markPrevExists = true, s.status, s.exists
+		}
+		n.markBy = c.id
+		n.setStatus(c.Value, true)
+		res = append(res, n.freeze())
+	}
+	return res
+}
+
+// stepSettle is the second half of a tentative write: the outcome the
+// caller saw. A refusal undoes the write if it is still the status'
+// newest (the store's undo is conditioned on it); an unknown outcome may
+// also have validated it, or left it marked.
+func stepSettle(s *state, c call, out Output) []*state {
+	n := s.clone()
+	if s.halves[c.id] == halfApplied {
+		delete(n.halves, c.id)
+	} else {
+		n.halves[c.id] = halfSettled
+	}
+	ours := s.marked && s.markBy == c.id
+	holds := s.termHolds(c.Input, false)
+	switch out.Outcome {
+	case NodesChanged:
+		// A record newer than nodesRev (or of unknown revision) showed,
+		// unless a later term fenced meanwhile (and undid the write).
+		if known, maybe := s.newer(c.NodesRev); holds && !known && !maybe {
+			return nil
+		}
+		if ours {
+			n.undo()
+		}
+		return []*state{n.freeze()}
+	case Lost:
+		if holds {
+			return nil
+		}
+		if ours {
+			n.undo()
+		}
+		return []*state{n.freeze()}
+	case Unknown:
+		res := []*state{n.freeze()} // left as it is, marked or not applied
+		if ours {
+			undone := n.clone()
+			undone.undo()
+			kept := n.clone()
+			kept.marked, kept.markPrev, kept.markPrevExists, kept.markBy = false, "", false, 0
+			res = append(res, undone.freeze(), kept.freeze())
+		}
+		return res
+	}
+	return nil
+}
+
 // Model is the porcupine model of a versiongate.Store's observable
 // semantics, over the Input and Output of the Recorder's operations; the
 // package documentation says what it checks and what it does not.
 func Model() porcupine.Model {
 	nm := porcupine.NondeterministicModel{
 		Init: func() []interface{} {
-			return []interface{}{(&state{records: map[string]rec{}}).freeze()}
+			return []interface{}{(&state{records: map[string]rec{}, halves: map[int]byte{}}).freeze()}
 		},
 		Step: func(st, in, out interface{}) []interface{} {
-			next := step(st.(*state), in.(Input), out.(Output))
+			var next []*state
+			switch c := in.(call); c.part {
+			case apply:
+				next = stepApply(st.(*state), c)
+			case settle:
+				next = stepSettle(st.(*state), c, out.(Output))
+			default:
+				next = step(st.(*state), c.Input, out.(Output))
+			}
 			res := make([]interface{}, len(next))
 			for i, n := range next {
 				res[i] = n
@@ -312,17 +479,34 @@ func Model() porcupine.Model {
 			h.Write([]byte(st.(*state).key))
 			return h.Sum64()
 		},
-		DescribeOperation: func(in, out interface{}) string { return describe(in.(Input), out.(Output)) },
-		DescribeState:     func(st interface{}) string { return st.(*state).describe() },
+		DescribeOperation: func(in, out interface{}) string {
+			c := in.(call)
+			d := describe(c.Input, out.(Output))
+			switch c.part {
+			case apply:
+				d = "apply of " + d
+			case settle:
+				d = "outcome of " + d
+			}
+			return d
+		},
+		DescribeState: func(st interface{}) string { return st.(*state).describe() },
 	}
 	return nm.ToModel()
 }
 
-// operations converts a history for porcupine.
+// operations converts a history for porcupine, a tentative write as two
+// operations spanning the same interval.
 func operations(history []Op) []porcupine.Operation {
-	ops := make([]porcupine.Operation, len(history))
+	ops := make([]porcupine.Operation, 0, len(history))
 	for i, o := range history {
-		ops[i] = porcupine.Operation{ClientId: o.Client, Input: o.Input, Call: int64(o.Call), Output: o.Output, Return: int64(o.Return)}
+		parts := []part{whole}
+		if tentative(o.Input, o.Output) {
+			parts = []part{apply, settle}
+		}
+		for _, p := range parts {
+			ops = append(ops, porcupine.Operation{ClientId: o.Client, Input: call{Input: o.Input, id: i, part: p}, Call: int64(o.Call), Output: o.Output, Return: int64(o.Return)})
+		}
 	}
 	return ops
 }
@@ -353,12 +537,17 @@ func Verify(history []Op, dir string) (porcupine.CheckResult, string, error) {
 }
 
 // Check fails t unless history is linearizable with respect to the model,
-// logging the path of porcupine's visualization (in t.TempDir()) when it
-// is not.
+// logging the path of porcupine's visualization when it is not: in the
+// directory $STORECHECK_DIR if set (kept after the test), else in
+// t.TempDir().
 func Check(t testing.TB, history []Op) {
 	t.Helper()
 	start := time.Now()
-	res, path, err := Verify(history, t.TempDir())
+	dir := os.Getenv("STORECHECK_DIR")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	res, path, err := Verify(history, dir)
 	switch {
 	case err != nil:
 		t.Errorf("storecheck: %d operations not linearizable; visualization failed: %v", len(history), err)

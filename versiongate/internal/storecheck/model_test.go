@@ -172,7 +172,10 @@ func TestModelCases(t *testing.T) {
 		{"guarded term refused, then writes", seq(op(fence(5, true), lost), op(write(5, true, "x", 0), ok)), porcupine.Illegal},
 		{"guarded term refused without a successor", seq(op(fence(5, true), ok), op(write(5, true, "x", 0), lost)), porcupine.Ok},
 		{"guarded earlier term after a later one", seq(op(fence(6, true), ok), op(write(5, true, "x", 0), ok)), porcupine.Illegal},
-		{"read revision goes back", seq(op(readIn, read("", 5)), op(readIn, read("", 4))), porcupine.Illegal},
+		// A read's revision is one at which its value is current, not
+		// necessarily the newest.
+		{"read revision of an unchanged status goes back", seq(op(readIn, read("", 5)), op(readIn, read("", 4))), porcupine.Ok},
+		{"read revision after the status' write", seq(op(fence(1, false), ok), op(publish("a"), published(1, 5)), op(write(1, false, "x", 0), ok), op(readIn, read("x", 6))), porcupine.Ok},
 		{"revision goes back", seq(op(publish("a"), published(1, 5)), op(listIn, list(4, "a"))), porcupine.Illegal},
 		{"expired record comes back", seq(op(publish("a"), published(1, 5)), op(listIn, list(6)), op(listIn, list(7, "a"))), porcupine.Illegal},
 		{"record expires unseen and is published again", seq(op(publish("a"), published(1, 5)), op(publish("a"), published(2, 8)), op(listIn, list(9, "a"))), porcupine.Ok},
@@ -183,6 +186,89 @@ func TestModelCases(t *testing.T) {
 		{"nodes changed with no newer record", seq(op(fence(1, false), ok), op(publish("a"), published(1, 5)), op(write(1, false, "x", 5), storecheck.Output{Outcome: storecheck.NodesChanged})), porcupine.Illegal},
 		{"ambiguous publish, held afterwards", seq(op(publish("a"), unknown), op(publish("a"), storecheck.Output{Outcome: storecheck.Held})), porcupine.Ok},
 		{"held with no record", seq(op(publish("a"), storecheck.Output{Outcome: storecheck.Held})), porcupine.Illegal},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, verify(t, tc.h))
+		})
+	}
+}
+
+func tentativeWrite(tok uint64, v string, nodesRev int64) storecheck.Input {
+	in := write(tok, false, v, nodesRev)
+	in.Tentative = true
+	return in
+}
+
+// at sets an operation's interval, in seconds.
+func at(o storecheck.Op, call, ret int) storecheck.Op {
+	o.Call = time.Duration(call) * time.Second
+	o.Return = time.Duration(ret) * time.Second
+	if ret < 0 {
+		o.Return = storecheck.Open
+	}
+	return o
+}
+
+// A store that validates a conditioned write after applying it shows the
+// write to readers until it undoes it: the model accepts that while the
+// write is in progress (or, its outcome unknown, until a later term
+// fences), and nowhere else; an atomic store may never show it.
+func TestModelTentativeWrites(t *testing.T) {
+	nodesChanged := storecheck.Output{Outcome: storecheck.NodesChanged}
+	// A record newer than nodesRev 4 exists: the write is refused.
+	before := func(ops ...storecheck.Op) []storecheck.Op {
+		return append([]storecheck.Op{
+			at(op(fence(1, false), ok), 1, 2),
+			at(op(publish("a"), published(1, 5)), 3, 4),
+		}, ops...)
+	}
+	for _, tc := range []struct {
+		name string
+		h    []storecheck.Op
+		want porcupine.CheckResult
+	}{
+		{"refused write seen while in progress", before(
+			at(op(tentativeWrite(1, "x", 4), nodesChanged), 5, 10),
+			at(op(readIn, read("x", 7)), 6, 7),
+			at(op(readIn, read("", 9)), 11, 12)), porcupine.Ok},
+		{"refused atomic write seen while in progress", before(
+			at(op(write(1, false, "x", 4), nodesChanged), 5, 10),
+			at(op(readIn, read("x", 7)), 6, 7)), porcupine.Illegal},
+		{"refused write seen after it returned", before(
+			at(op(tentativeWrite(1, "x", 4), nodesChanged), 5, 10),
+			at(op(readIn, read("x", 7)), 11, 12)), porcupine.Illegal},
+		{"refused write seen, undone, seen again", before(
+			at(op(tentativeWrite(1, "x", 4), nodesChanged), 5, 20),
+			at(op(readIn, read("x", 7)), 6, 7),
+			at(op(readIn, read("", 8)), 8, 9),
+			at(op(readIn, read("x", 9)), 10, 11)), porcupine.Illegal},
+		{"refused with no newer record", []storecheck.Op{
+			at(op(fence(1, false), ok), 1, 2),
+			at(op(publish("a"), published(1, 5)), 3, 4),
+			at(op(tentativeWrite(1, "x", 5), nodesChanged), 5, 10)}, porcupine.Illegal},
+		{"refused write of an unfenced term seen", []storecheck.Op{
+			at(op(publish("a"), published(1, 5)), 3, 4),
+			at(op(tentativeWrite(1, "x", 4), lost), 5, 10),
+			at(op(readIn, read("x", 7)), 6, 7)}, porcupine.Illegal},
+		{"write deposed before its validation, seen", before(
+			at(op(tentativeWrite(1, "x", 4), lost), 5, 10),
+			at(op(readIn, read("x", 7)), 6, 7),
+			at(op(fence(2, false), ok), 7, 8),
+			at(op(readIn, read("", 9)), 11, 12)), porcupine.Ok},
+		{"unknown write undone by a later term's fence", before(
+			at(op(tentativeWrite(1, "x", 4), unknown), 5, -1),
+			at(op(readIn, read("x", 7)), 6, 7),
+			at(op(fence(2, false), ok), 8, 9),
+			at(op(readIn, read("", 9)), 10, 11)), porcupine.Ok},
+		{"unknown atomic write undone", before(
+			at(op(write(1, false, "x", 4), unknown), 5, -1),
+			at(op(readIn, read("x", 7)), 6, 7),
+			at(op(fence(2, false), ok), 8, 9),
+			at(op(readIn, read("", 9)), 10, 11)), porcupine.Illegal},
+		{"validated write undone", before(
+			at(op(tentativeWrite(1, "x", 4), ok), 5, 6),
+			at(op(fence(2, false), ok), 8, 9),
+			at(op(readIn, read("", 9)), 10, 11)), porcupine.Illegal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, tc.want, verify(t, tc.h))

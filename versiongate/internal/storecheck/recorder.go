@@ -42,6 +42,9 @@ type Input struct {
 	Guarded bool
 	// NodesRev is the write's condition on the records; 0 for none.
 	NodesRev int64
+	// Tentative says the store validates a conditioned write after
+	// applying it (write). See ValidatedAfterWrite.
+	Tentative bool
 }
 
 // Outcome classifies how an operation ended.
@@ -95,8 +98,9 @@ func (o Op) String() string { return describe(o.Input, o.Output) }
 // Recorder logs every operation made through the stores it wraps. It is
 // safe for concurrent use; the zero value is not: use NewRecorder.
 type Recorder struct {
-	start   time.Time
-	guarded func(versiongate.Term) bool
+	start     time.Time
+	guarded   func(versiongate.Term) bool
+	tentative bool
 
 	mu      sync.Mutex
 	ops     []Op
@@ -107,12 +111,26 @@ type Recorder struct {
 // under test fences a term by a comparison of its own instead of its token
 // (for the etcd store: the term implements etcdstore.Guard); nil means
 // every term is fenced by its token.
-func NewRecorder(guarded func(versiongate.Term) bool) *Recorder {
+func NewRecorder(guarded func(versiongate.Term) bool, opts ...RecorderOption) *Recorder {
 	if guarded == nil {
 		guarded = func(versiongate.Term) bool { return false }
 	}
-	return &Recorder{start: time.Now(), guarded: guarded}
+	r := &Recorder{start: time.Now(), guarded: guarded}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
 }
+
+// RecorderOption configures NewRecorder.
+type RecorderOption func(*Recorder)
+
+// ValidatedAfterWrite tells the model that the store under test applies a
+// status write conditioned on the records first and validates it after
+// (the Kubernetes store): such a write may be seen by readers before it
+// returns, and undone if it is refused, and a later term's Fence undoes
+// one never validated. See the package documentation.
+func ValidatedAfterWrite() RecorderOption { return func(r *Recorder) { r.tentative = true } }
 
 // Wrap returns s logging every operation as one client named name. Each
 // call makes a new client: give each goroutine that calls the store
@@ -243,7 +261,7 @@ func (c *client) Fence(ctx context.Context, t versiongate.Term) error {
 }
 
 func (c *client) WriteStatus(ctx context.Context, t versiongate.Term, value []byte, nodesRev int64) error {
-	in := Input{Kind: KindWrite, Token: t.Token(), Guarded: c.r.guarded(t), Value: string(value), NodesRev: nodesRev}
+	in := Input{Kind: KindWrite, Token: t.Token(), Guarded: c.r.guarded(t), Value: string(value), NodesRev: nodesRev, Tentative: c.r.tentative}
 	call := c.r.now()
 	err := c.s.WriteStatus(ctx, t, value, nodesRev)
 	c.done(in, call, err, Output{}, map[error]Outcome{versiongate.ErrLeadershipLost: Lost, versiongate.ErrNodesChanged: NodesChanged})

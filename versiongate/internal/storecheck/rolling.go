@@ -119,7 +119,7 @@ func RunRolling(t *testing.T, b Backend, cfg RollingConfig) RollingResult {
 	}
 	t.Logf("rolling upgrade: seed %d, %d nodes, %d steps", cfg.Seed, cfg.Nodes, cfg.Steps)
 	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
-	rec := NewRecorder(b.Guarded)
+	rec := b.recorder()
 	h := &rolling{t: t, ctx: cfg.Context, b: b, cfg: cfg, rec: rec, obs: rec.Wrap("observer", b.Observer)}
 
 	wctx, stopWatch := context.WithCancel(cfg.Context)
