@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -310,6 +311,23 @@ func (s *server) list(a k8stesting.ListActionImpl) (bool, runtime.Object, error)
 	}
 	if lm, lerr := meta.ListAccessor(obj); lerr == nil {
 		lm.SetResourceVersion(strconv.FormatUint(s.rv, 10))
+	}
+	// The typed fakes filter by label only; apply the field selector
+	// (metadata.name, metadata.namespace) as the apiserver and watches do.
+	if f := a.GetListRestrictions().Fields; f != nil && !f.Empty() {
+		items, err := meta.ExtractList(obj)
+		if err != nil {
+			return true, nil, apierrors.NewInternalError(err)
+		}
+		kept := items[:0]
+		for _, it := range items {
+			if m, err := meta.Accessor(it); err == nil && f.Matches(fields.Set{"metadata.name": m.GetName(), "metadata.namespace": m.GetNamespace()}) {
+				kept = append(kept, it)
+			}
+		}
+		if err := meta.SetList(obj, kept); err != nil {
+			return true, nil, apierrors.NewInternalError(err)
+		}
 	}
 	return true, obj, nil
 }

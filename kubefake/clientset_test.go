@@ -288,3 +288,20 @@ func TestInitialObjectsKeepTheirResourceVersion(t *testing.T) {
 		t.Fatalf("b has rv %s, want 42 (after a's 41)", b.ResourceVersion)
 	}
 }
+
+// A List with a field selector on metadata.name returns that object only,
+// as the apiserver does: an elector that lists its Lease by name must not
+// see the other Leases of its namespace.
+func TestListAppliesFieldSelector(t *testing.T) {
+	cs := kubefake.NewClientset(cm("a", nil), cm("b", nil))
+	list, err := cs.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "metadata.name=b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 || list.Items[0].Name != "b" {
+		t.Fatalf("listed %d objects, want only b: %v", len(list.Items), list.Items)
+	}
+	if list.ResourceVersion == "" {
+		t.Fatal("no resourceVersion on the list")
+	}
+}

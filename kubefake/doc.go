@@ -23,7 +23,9 @@
 //   - Delete with Preconditions (resourceVersion, uid): 409 on mismatch;
 //   - finalizers: deleting an object that has some sets its
 //     deletionTimestamp; the write that removes the last one deletes it;
-//   - List returns the current resourceVersion in its ListMeta;
+//   - List returns the current resourceVersion in its ListMeta, and
+//     applies field selectors on metadata.name and metadata.namespace
+//     (client-go's typed fakes apply label selectors only);
 //   - Watch from a resourceVersion replays every change after it, in order,
 //     with label and field (metadata.name, metadata.namespace) selectors
 //     applied; a watch from before the kept history ([Config.WatchHistory])
