@@ -80,7 +80,12 @@ type Store struct {
 	// owned are the records this store published, by RecordLease.Lease.
 	owned     map[int64]*ownedRecord
 	nextLease int64
-	seen      tracker
+	// seen is what this store delivered through ListRecords and
+	// WatchRecords: what the gate's summary was built from, and what
+	// WriteStatus validates against. ages is everything this store saw
+	// of the records, its own writes included: what expiry is judged on.
+	seen tracker
+	ages tracker
 }
 
 var _ versiongate.Store = (*Store)(nil)
@@ -115,6 +120,7 @@ func New(cfg Config) (*Store, error) {
 		clock:  cfg.Clock,
 		owned:  map[int64]*ownedRecord{},
 		seen:   newTracker(),
+		ages:   newTracker(),
 	}, nil
 }
 
