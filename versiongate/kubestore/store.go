@@ -93,19 +93,20 @@ var _ versiongate.Store = (*Store)(nil)
 // New returns the Store described by cfg.
 func New(cfg Config) (*Store, error) {
 	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if cfg.Client == nil {
-		errs = append(errs, errors.New("Client is nil"))
+		bad("Client is nil")
 	}
 	if cfg.Namespace == "" {
-		errs = append(errs, errors.New("Namespace is empty"))
+		bad("Namespace is empty")
 	} else if msgs := validation.IsDNS1123Label(cfg.Namespace); len(msgs) > 0 {
-		errs = append(errs, fmt.Errorf("Namespace %q: %s", cfg.Namespace, strings.Join(msgs, "; ")))
+		bad("Namespace %q: %s", cfg.Namespace, strings.Join(msgs, "; "))
 	}
 	if cfg.Gate == "" {
-		errs = append(errs, errors.New("Gate is empty"))
+		bad("Gate is empty")
 	} else if msgs := validation.IsDNS1123Label(cfg.Gate); len(msgs) > 0 || len(cfg.Gate) > 48 {
 		msgs = append(msgs, "at most 48 characters, so that record names fit")
-		errs = append(errs, fmt.Errorf("Gate %q: must be a DNS-1123 label (%s)", cfg.Gate, strings.Join(msgs, "; ")))
+		bad("Gate %q: must be a DNS-1123 label (%s)", cfg.Gate, strings.Join(msgs, "; "))
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%w: versiongate/kubestore: %w", versiongate.ErrInvalidConfig, errors.Join(errs...))
