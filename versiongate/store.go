@@ -86,9 +86,13 @@ type StoredStatus struct {
 // status writes fenced by the leader's term.
 //
 // etcdstore.New (package versiongate/etcdstore) is the implementation on
-// etcd; versiongatetest.Store is an in-memory one with knobs for
-// adversity. Both pass versiongatetest.RunStoreConformance, which is the
-// executable form of this contract.
+// etcd, kubestore.New (package versiongate/kubestore) the one on the
+// Kubernetes API alone; versiongatetest.Store is an in-memory one with
+// knobs for adversity. All pass versiongatetest.RunStoreConformance, which
+// is the executable form of this contract.
+//
+// A record "changes" when it is created, deleted, or its value changes; a
+// keep-alive is no change, and a store does not report one.
 //
 // Revisions are one counter per store that every change of a record or
 // of the status raises; they order record changes and let a write be
@@ -148,6 +152,11 @@ type Store interface {
 	// (see Fencing above; a token term must have called Fence) and, when
 	// nodesRev > 0, no existing record changed after revision nodesRev. It
 	// returns an error wrapping ErrLeadershipLost or ErrNodesChanged when
-	// the respective condition fails; nothing is written then.
+	// the respective condition fails; nothing is written then. A store
+	// that cannot check the records in the write's own transaction (the
+	// Kubernetes store) writes, then validates: on ErrNodesChanged it has
+	// reverted the write before returning, and readers may have seen the
+	// value in between, which only makes them wait. nodesRev must come
+	// from this store's own ListRecords or WatchRecords.
 	WriteStatus(ctx context.Context, t Term, value []byte, nodesRev int64) error
 }

@@ -3,21 +3,110 @@
 // namespace, every write carries a resourceVersion precondition, and every
 // read a decision rests on is linearizable (GET or LIST with
 // resourceVersion unset, never "0", never an informer cache). It compiles
-// no etcd client and no gRPC.
+// no etcd client and no gRPC (TestNoEtcdDependencies).
 //
 // [New] builds a [Store] from a client, a namespace and a gate name:
 //   - each node's record is the Lease <gate>-<nodeID>, labelled
 //     reconkit.io/gate=<gate> and reconkit.io/role=record, its value in the
-//     annotation reconkit.io/value, with holderIdentity,
-//     leaseDurationSeconds and renewTime set;
+//     annotation reconkit.io/value (base64), with holderIdentity,
+//     leaseDurationSeconds and renewTime set. Node IDs must make valid
+//     object names; "status" is reserved;
 //   - the status is the Lease <gate>-status (role=status): its value in
 //     reconkit.io/value, the fencing term in reconkit.io/term, and the
 //     finalizer reconkit.io/versiongate-status.
 //
 // Revisions are the Leases' resourceVersions, one counter for records and
-// status alike since they are the same resource.
+// status alike since they are one resource. The client needs get, list,
+// watch, create, update and delete on leases.coordination.k8s.io in the
+// namespace; an error for a missing permission names the verb, one for a
+// server without the API says so, and every error names the verb and the
+// object (TestErrorsNameVerbAndObject).
 //
-// The client needs get, list, watch, create, update and delete on
-// leases.coordination.k8s.io in the namespace; an error for a missing
-// permission names the verb, and one for a server without the API says so.
+// # How it differs from etcd
+//
+// The apiserver has no lease that deletes a record, and no transaction
+// across objects. So:
+//
+// Expiry is an observer's judgement. Every Store judges every record it
+// lists or watches by its own monotonic clock: a record whose
+// resourceVersion has not changed for its leaseDurationSeconds plus the
+// gate's margin (max(TTL/10, 500ms)) since this process first saw that
+// resourceVersion is dead, and is deleted with a precondition on that
+// resourceVersion and UID (a renewal in between makes the delete fail).
+// ListRecords leaves out a record it deleted; WatchRecords reports the
+// deletion. PublishRecord judges a record in its way the same way.
+//
+// The restrict is write, then validate. WriteStatus(t, v, nodesRev)
+// writes v (marked reconkit.io/unvalidated-previous, holding the value it
+// replaced) with a resourceVersion precondition, then LISTs the records.
+// Each listed record must be one this Store delivered through ListRecords
+// or WatchRecords, with the value delivered, set at or before nodesRev.
+// If one is not, the write is reverted (conditioned on the resourceVersion
+// it wrote) and ErrNodesChanged returned; if all are, the mark is dropped.
+// The argument: a joiner writes its record J, then reads the status R
+// (both linearizable); the leader writes W, then lists L. If L misses J,
+// then L precedes J, so W precedes R and the joiner reads the restricted
+// status and waits. If L shows J, the write is reverted. One always sees
+// the other; a joiner that briefly sees a write later reverted only waits.
+// A write whose validation never finished (the leader died or was cut off
+// after W) stays marked; the next term's Fence puts the replaced value
+// back in the same update that raises the term, so no leader takes an
+// unvalidated restriction for an established one.
+//
+// # Guarantees
+//
+//   - A deposed leader's status write is refused by the apiserver: the
+//     term is read from the status Lease and the update carries the
+//     resourceVersion read, so a Fence in between fails it with 409
+//     (TestDeposedWriteRefusedByServer, TestTwoLeadersRaceTheFence).
+//   - A joiner never serves on a status that excludes it and stands: see
+//     the argument above (TestJoinerRacesRestrictInterleavings,
+//     TestJoinersRaceRestrictAPIServer, TestJoinerRaceStaleCacheNotUsed,
+//     TestUnvalidatedWriteUndoneByNextFence).
+//   - A record is deleted by an observer only as the object and
+//     resourceVersion it judged dead (TestReapConditionedOnJudgedVersion).
+//   - A cut-off node stops serving before any observer can delete its
+//     record, at default settings: its gate fences itself at the start of
+//     its last acknowledged keep-alive plus TTL − margin; an observer first
+//     saw that keep-alive's resourceVersion after it started, and waits
+//     TTL + margin from then (TestCutOffNodeStopsBeforeObserverDeletes:
+//     with the default 10s TTL, stopped 7.3s after the cut, deleted at 10s).
+//   - A deleted status is never a first boot: the finalizer keeps it,
+//     terminating; every status operation then fails with ErrStatusDeleted,
+//     naming the Lease and how to clear it, and the gate waits
+//     (TestStatusDeletedIsUnreadable, TestGateWaitsOnDeletedStatus).
+//   - A watch the server ends is reopened from the last revision seen,
+//     after a pause that grows while watches deliver nothing; 410 Gone
+//     returns ErrWatchExpired and the caller lists again
+//     (TestWatchEndingAtOnceDoesNotSpin). A keep-alive is not reported as a
+//     change.
+//
+// # Limits
+//
+//   - Clocks and pauses: the cut-off guarantee assumes the node's and the
+//     observers' clocks run at rates that differ by less than the margin
+//     over a TTL, and that no process pause (GC, SIGSTOP, a frozen VM)
+//     exceeds 2 × margin minus the observer's detection delay; a node
+//     paused longer can serve after its record is deleted, as with any
+//     lease. etcd's server-side expiry is independent of the client's
+//     clock; here the deleting observer's clock counts.
+//   - A dead node's record stays until some Store lists or watches it for
+//     TTL + margin: with no gate running, nothing is deleted (liveness
+//     only).
+//   - A Store's validation knows only what that Store delivered: the
+//     gate's WriteStatus must go through the Store whose ListRecords and
+//     WatchRecords built its summary (the gate does this).
+//   - A status write that failed validation briefly stood: joiners that
+//     read it wait until the revert (safe direction). One whose revert
+//     failed stays, restricted and marked, until the same term writes again
+//     or the next term fences (liveness only).
+//   - The fence lives on the status Lease. Removing the finalizer of a
+//     deleted status, or the term annotation, resets it: an operator does
+//     so only when no deposed leader may still write. Tokens must never go
+//     back; if they do, Fence returns a *versiongate.FencedOffError naming
+//     the annotation and how to clear it.
+//   - Listings are one LIST, not paginated: fine for thousands of records;
+//     each is a consistent read, which the apiserver serves from its watch
+//     cache only after catching up with etcd.
+//   - Not Byzantine-tolerant: a node can publish any value.
 package kubestore

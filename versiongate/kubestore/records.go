@@ -85,7 +85,7 @@ func (s *Store) PublishRecord(ctx context.Context, id string, value []byte, ttl 
 	s.nextLease++
 	lid := s.nextLease
 	s.owned[lid] = &ownedRecord{id: id, lease: created, ttl: granted}
-	s.seen.observe(id, created.UID, value, rev, granted, now)
+	s.ages.observe(id, created.UID, value, rev, granted, now)
 	s.mu.Unlock()
 	return versiongate.RecordLease{ID: id, Lease: lid, TTL: granted, Revision: rev}, nil
 }
@@ -110,8 +110,8 @@ func (s *Store) judgeHeld(ctx context.Context, id, name string) error {
 	}
 	now := s.clock.Now()
 	s.mu.Lock()
-	s.seen.observe(id, cur.UID, recordValue(cur), rv, leaseTTL(cur), now)
-	e := s.seen.recs[id]
+	s.ages.observe(id, cur.UID, recordValue(cur), rv, leaseTTL(cur), now)
+	e := s.ages.recs[id]
 	dead := e != nil && !e.deleted && e.uid == cur.UID && e.rv == rv && now.Sub(e.at) >= e.ttl+recordMargin(e.ttl)
 	var unchanged time.Duration
 	if e != nil {
@@ -193,7 +193,7 @@ func (s *Store) KeepAlive(ctx context.Context, l versiongate.RecordLease) (time.
 			}
 			s.mu.Lock()
 			o.lease = updated
-			s.seen.observe(o.id, updated.UID, recordValue(updated), rev, o.ttl, now)
+			s.ages.observe(o.id, updated.UID, recordValue(updated), rev, o.ttl, now)
 			s.mu.Unlock()
 			return o.ttl, nil
 		case apierrors.IsNotFound(err) && !apiMissing(err):
@@ -252,7 +252,7 @@ func (s *Store) DeleteRecord(ctx context.Context, l versiongate.RecordLease) err
 // it deleted.
 func (s *Store) reap(ctx context.Context) map[string]bool {
 	s.mu.Lock()
-	dead := s.seen.dead(s.clock.Now())
+	dead := s.ages.dead(s.clock.Now())
 	s.mu.Unlock()
 	var gone map[string]bool
 	for _, d := range dead {

@@ -80,7 +80,12 @@ type Store struct {
 	// owned are the records this store published, by RecordLease.Lease.
 	owned     map[int64]*ownedRecord
 	nextLease int64
-	seen      tracker
+	// seen is what this store delivered through ListRecords and
+	// WatchRecords: what the gate's summary was built from, and what
+	// WriteStatus validates against. ages is everything this store saw
+	// of the records, its own writes included: what expiry is judged on.
+	seen tracker
+	ages tracker
 }
 
 var _ versiongate.Store = (*Store)(nil)
@@ -88,19 +93,20 @@ var _ versiongate.Store = (*Store)(nil)
 // New returns the Store described by cfg.
 func New(cfg Config) (*Store, error) {
 	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if cfg.Client == nil {
-		errs = append(errs, errors.New("Client is nil"))
+		bad("Client is nil")
 	}
 	if cfg.Namespace == "" {
-		errs = append(errs, errors.New("Namespace is empty"))
+		bad("Namespace is empty")
 	} else if msgs := validation.IsDNS1123Label(cfg.Namespace); len(msgs) > 0 {
-		errs = append(errs, fmt.Errorf("Namespace %q: %s", cfg.Namespace, strings.Join(msgs, "; ")))
+		bad("Namespace %q: %s", cfg.Namespace, strings.Join(msgs, "; "))
 	}
 	if cfg.Gate == "" {
-		errs = append(errs, errors.New("Gate is empty"))
+		bad("Gate is empty")
 	} else if msgs := validation.IsDNS1123Label(cfg.Gate); len(msgs) > 0 || len(cfg.Gate) > 48 {
 		msgs = append(msgs, "at most 48 characters, so that record names fit")
-		errs = append(errs, fmt.Errorf("Gate %q: must be a DNS-1123 label (%s)", cfg.Gate, strings.Join(msgs, "; ")))
+		bad("Gate %q: must be a DNS-1123 label (%s)", cfg.Gate, strings.Join(msgs, "; "))
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%w: versiongate/kubestore: %w", versiongate.ErrInvalidConfig, errors.Join(errs...))
@@ -115,6 +121,7 @@ func New(cfg Config) (*Store, error) {
 		clock:  cfg.Clock,
 		owned:  map[int64]*ownedRecord{},
 		seen:   newTracker(),
+		ages:   newTracker(),
 	}, nil
 }
 

@@ -49,8 +49,10 @@ func (s *Store) ListRecords(ctx context.Context) ([]versiongate.Record, int64, e
 		l := &list[i].lease
 		present[list[i].id] = true
 		s.seen.observe(list[i].id, l.UID, list[i].value, list[i].rv, leaseTTL(l), now)
+		s.ages.observe(list[i].id, l.UID, list[i].value, list[i].rv, leaseTTL(l), now)
 	}
 	s.seen.listed(present, rev, now)
+	s.ages.listed(present, rev, now)
 	s.mu.Unlock()
 	gone := s.reap(ctx)
 	out := make([]versiongate.Record, 0, len(list))
@@ -111,8 +113,10 @@ func (s *Store) WatchRecords(ctx context.Context, rev int64, fn func([]versionga
 				value = nil
 			}
 			s.mu.Lock()
-			changed := s.seen.observe(id, l.UID, value, evRev, leaseTTL(l), s.clock.Now())
+			now := s.clock.Now()
+			changed := s.seen.observe(id, l.UID, value, evRev, leaseTTL(l), now)
 			s.seen.covered = max(s.seen.covered, evRev)
+			s.ages.observe(id, l.UID, value, evRev, leaseTTL(l), now)
 			s.mu.Unlock()
 			if changed {
 				fn([]versiongate.Record{{ID: id, Value: value}}, evRev)

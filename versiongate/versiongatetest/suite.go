@@ -187,6 +187,35 @@ func RunStoreConformance(t *testing.T, h StoreHarness) {
 		require.Empty(t, got[1].Value, "a deletion has no value")
 	})
 
+	t.Run("OwnRecordAndNoKeepAliveInWatch", func(t *testing.T) {
+		// A connection reports its own record like any other, and a
+		// keep-alive is no change: the next change after it is the next
+		// record.
+		st := h.New(t)()
+		c := ctx(t)
+		_, rev, err := st.ListRecords(c)
+		require.NoError(t, err)
+		l1, err := st.PublishRecord(c, "n1", value("1"), 10*time.Second)
+		require.NoError(t, err)
+		_, err = st.KeepAlive(c, l1)
+		require.NoError(t, err)
+		_, err = st.PublishRecord(c, "n2", value("2"), 10*time.Second)
+		require.NoError(t, err)
+		wctx, cancel := context.WithCancel(c)
+		defer cancel()
+		var got []string
+		err = st.WatchRecords(wctx, rev, func(changes []versiongate.Record, _ int64) {
+			for _, ch := range changes {
+				got = append(got, ch.ID+"="+string(ch.Value))
+			}
+			if len(got) >= 2 {
+				cancel()
+			}
+		})
+		require.ErrorIs(t, err, context.Canceled)
+		require.Equal(t, []string{"n1=1", "n2=2"}, got)
+	})
+
 	t.Run("StatusReadAndWatch", func(t *testing.T) {
 		connect := h.New(t)
 		a, w := connect(), connect()
