@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,12 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	cloudprovider "k8s.io/cloud-provider"
-	servicecontroller "k8s.io/cloud-provider/controllers/service"
-	"k8s.io/component-base/featuregate"
-	controllersmetrics "k8s.io/component-base/metrics/prometheus/controllers"
 
 	"github.com/reconkit/reconkit/internal/testenv"
 	"github.com/reconkit/reconkit/lbrecon"
@@ -89,86 +83,6 @@ func (s *sampler) Update(ctx context.Context, cur, want lbrecon.Object) (lbrecon
 	return s.Engine.(lbrecon.Updater).Update(ctx, cur, want)
 }
 
-// cloud is the smallest cloudprovider.Interface: load balancers only. It
-// counts the calls in flight so a test can wait for a stopped
-// controller's last call to return.
-type cloud struct {
-	lb    cloudprovider.LoadBalancer
-	calls atomic.Int64
-
-	mu       sync.Mutex
-	inFlight int
-	idle     chan struct{} // closed when inFlight drops to 0 after stopping
-	stopping bool
-}
-
-// wait returns once no call is in flight; calls made after it return at once.
-func (c *cloud) wait() {
-	c.mu.Lock()
-	c.stopping = true
-	if c.inFlight == 0 {
-		c.mu.Unlock()
-		return
-	}
-	c.idle = make(chan struct{})
-	idle := c.idle
-	c.mu.Unlock()
-	<-idle
-}
-
-func (c *cloud) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {}
-func (c *cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool)                  { return (*tracked)(c), true }
-func (c *cloud) Instances() (cloudprovider.Instances, bool)                        { return nil, false }
-func (c *cloud) InstancesV2() (cloudprovider.InstancesV2, bool)                    { return nil, false }
-func (c *cloud) Zones() (cloudprovider.Zones, bool)                                { return nil, false }
-func (c *cloud) Clusters() (cloudprovider.Clusters, bool)                          { return nil, false }
-func (c *cloud) Routes() (cloudprovider.Routes, bool)                              { return nil, false }
-func (c *cloud) ProviderName() string                                              { return "lbrecontest" }
-func (c *cloud) HasClusterID() bool                                                { return true }
-
-// tracked counts a cloud's load-balancer calls in flight.
-type tracked cloud
-
-func (t *tracked) enter() func() {
-	t.calls.Add(1)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.inFlight++
-	return func() {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		t.inFlight--
-		if t.inFlight == 0 && t.idle != nil {
-			close(t.idle)
-			t.idle = nil
-		}
-	}
-}
-
-func (t *tracked) GetLoadBalancer(ctx context.Context, cluster string, svc *v1.Service) (*v1.LoadBalancerStatus, bool, error) {
-	defer t.enter()()
-	return t.lb.GetLoadBalancer(ctx, cluster, svc)
-}
-
-func (t *tracked) GetLoadBalancerName(ctx context.Context, cluster string, svc *v1.Service) string {
-	return t.lb.GetLoadBalancerName(ctx, cluster, svc)
-}
-
-func (t *tracked) EnsureLoadBalancer(ctx context.Context, cluster string, svc *v1.Service, nodes []*v1.Node) (*v1.LoadBalancerStatus, error) {
-	defer t.enter()()
-	return t.lb.EnsureLoadBalancer(ctx, cluster, svc, nodes)
-}
-
-func (t *tracked) UpdateLoadBalancer(ctx context.Context, cluster string, svc *v1.Service, nodes []*v1.Node) error {
-	defer t.enter()()
-	return t.lb.UpdateLoadBalancer(ctx, cluster, svc, nodes)
-}
-
-func (t *tracked) EnsureLoadBalancerDeleted(ctx context.Context, cluster string, svc *v1.Service) error {
-	defer t.enter()()
-	return t.lb.EnsureLoadBalancerDeleted(ctx, cluster, svc)
-}
-
 // testMapping puts every Service on the provider's load balancer "lb-1",
 // its objects named after the Service's UID, at one external address.
 var testMapping = lbcloud.Funcs{LoadBalancerFunc: func(_ context.Context, _ string, svc *v1.Service, nodes []*v1.Node) (lbrecon.LoadBalancer, error) {
@@ -179,48 +93,6 @@ var testMapping = lbcloud.Funcs{LoadBalancerFunc: func(_ context.Context, _ stri
 	return lbrecon.LoadBalancer{ID: "lb-1", Suffix: string(svc.UID), Ports: ports,
 		Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")}, Targets: lbcloud.NodeTargets(nodes)}, nil
 }}
-
-// controllerProcess is one cloud-controller-manager: a Balancer with a
-// fresh reconciler map and the real service controller.
-type controllerProcess struct {
-	cloud  *cloud
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-func startController(t *testing.T, cs kubernetes.Interface, engine lbrecon.Engine, fence *lbrecon.Fence, term uint64) *controllerProcess {
-	t.Helper()
-	b, err := lbcloud.New(lbcloud.Config{
-		Engine:  engine,
-		Mapping: testMapping,
-		Token:   func(context.Context) (uint64, error) { return term, nil },
-		Admit:   fence.Admit,
-		Journal: lbcloud.ServiceJournals(cs.CoreV1(), ""),
-		Reconciler: lbrecon.Config{PollInterval: 50 * time.Millisecond, MaxPollInterval: 500 * time.Millisecond,
-			ListLag: testLag, CallTimeout: 5 * time.Second},
-	})
-	require.NoError(t, err)
-	c := &cloud{lb: b}
-	factory := informers.NewSharedInformerFactory(cs, 0)
-	ctrl, err := servicecontroller.New(c, cs, factory.Core().V1().Services(), factory.Core().V1().Nodes(), "test-cluster", featuregate.NewFeatureGate())
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	p := &controllerProcess{cloud: c, cancel: cancel, done: make(chan struct{})}
-	factory.Start(ctx.Done())
-	go func() {
-		defer close(p.done)
-		ctrl.Run(ctx, 2, controllersmetrics.NewControllerManagerMetrics("test"))
-		factory.Shutdown()
-		c.wait() // the workers' last calls
-	}()
-	t.Cleanup(p.stop)
-	return p
-}
-
-func (p *controllerProcess) stop() {
-	p.cancel()
-	<-p.done
-}
 
 const testLag = 300 * time.Millisecond
 
@@ -268,29 +140,39 @@ func serverSet(objs []lbrecon.Object, suffix string) map[string]map[string]bool 
 	return out
 }
 
-// The real service controller of k8s.io/cloud-provider v0.37.1, in
-// process, on the real apiserver, over a Balancer on a provider model with
-// list lag and asynchronous deletes.
-//
-// It runs without the race detector only: the controller itself writes
-// cachedService.state (controller.go:339) outside the serviceCache lock
-// that its node sync reads it under (allServices, controller.go:503), a
-// race in the upstream code that -race reports whenever a node changes
-// while a Service is synced. The Balancer's own concurrency is covered by
-// the other tests under -race.
+// The real service controller of k8s.io/cloud-provider v0.37.1, in a
+// process of its own (see controllerprocess_test.go), on the real
+// apiserver, over a Balancer in this process on a provider model with list
+// lag and asynchronous deletes. The restart is a crash: SIGKILL.
 func TestServiceControllerOnTheRealAPIServer(t *testing.T) {
-	if raceDetector {
-		t.Skip("the service controller of k8s.io/cloud-provider v0.37.1 has a data race of its own (controller.go:339 vs 503); run without -race")
-	}
-	top := t // the processes live as long as the test, not a subtest
+	start := time.Now()
+	built := buildServiceController(t) // while the apiserver starts
 	a := testenv.APIServer(t)
 	cs := kubernetes.NewForConfigOrDie(a.Config())
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	kubeconfig := writeKubeconfig(t, a.Config())
+	bin := built()
+	ctx, fail := context.WithCancelCause(t.Context())
+	defer fail(nil)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
+	phase := func(name string) func() {
+		begin := time.Now()
+		return func() { t.Logf("%s: %v", name, time.Since(begin).Round(100*time.Millisecond)) }
+	}
+	t.Logf("setup: %v", time.Since(start).Round(100*time.Millisecond))
+	top := t // the processes live as long as the test, not a subtest
 
 	eng := lbrecontest.New(lbrecontest.Config{Pending: 100 * time.Millisecond, ListLag: testLag, DeleteDelay: 200 * time.Millisecond,
 		Integrity: true, UniqueBinds: true})
 	smp := &sampler{Engine: eng, eng: eng}
+	// waitFor waits for cond on the provider model; when the controller
+	// process died, the failure says why.
+	waitFor := func(t *testing.T, cond func([]lbrecon.Object) bool, msgAndArgs ...any) {
+		t.Helper()
+		if err := eng.WaitFor(ctx, cond); err != nil {
+			require.NoError(t, fmt.Errorf("%w (cause: %w)", err, context.Cause(ctx)), msgAndArgs...)
+		}
+	}
 	// Foreign objects on the same load balancer: another Service's (its
 	// tag), an operator's (untagged) and another tool's (another key).
 	foreignBackend := eng.Put(lbrecon.Object{Kind: lbrecon.KindBackend, Name: "http.other", Tags: []string{lbcloud.DefaultTagKey + "=other-uid"},
@@ -305,7 +187,7 @@ func TestServiceControllerOnTheRealAPIServer(t *testing.T) {
 
 	createNode(t, cs, "n1", "10.0.0.1")
 	createNode(t, cs, "n2", "10.0.0.2")
-	proc := startController(t, cs, smp, fence, 1)
+	proc := startController(t, bin, kubeconfig, cs, smp, fence, 1, fail)
 
 	svc, err := cs.CoreV1().Services("default").Create(ctx, &v1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
@@ -341,7 +223,8 @@ func TestServiceControllerOnTheRealAPIServer(t *testing.T) {
 	}
 
 	t.Run("ingress", func(t *testing.T) {
-		require.NoError(t, eng.WaitFor(ctx, want("10.0.0.1", "10.0.0.2")))
+		defer phase("ingress")()
+		waitFor(t, want("10.0.0.1", "10.0.0.2"))
 		require.Eventually(t, func() bool {
 			cur, err := cs.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
 			return err == nil && len(cur.Status.LoadBalancer.Ingress) == 1 && cur.Status.LoadBalancer.Ingress[0].IP == "192.0.2.10"
@@ -349,13 +232,15 @@ func TestServiceControllerOnTheRealAPIServer(t *testing.T) {
 	})
 
 	t.Run("nodes", func(t *testing.T) {
+		defer phase("nodes")()
 		createNode(t, cs, "n3", "10.0.0.3")
-		require.NoError(t, eng.WaitFor(ctx, want("10.0.0.1", "10.0.0.2", "10.0.0.3")), "a node added")
+		waitFor(t, want("10.0.0.1", "10.0.0.2", "10.0.0.3"), "a node added")
 		require.NoError(t, cs.CoreV1().Nodes().Delete(ctx, "n1", metav1.DeleteOptions{}))
-		require.NoError(t, eng.WaitFor(ctx, want("10.0.0.2", "10.0.0.3")), "a node removed")
+		waitFor(t, want("10.0.0.2", "10.0.0.3"), "a node removed")
 	})
 
 	t.Run("port change keeps min(old, new) servers", func(t *testing.T) {
+		defer phase("port change keeps min(old, new) servers")()
 		eng.ResetLow()
 		cur, err := cs.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
 		require.NoError(t, err)
@@ -364,7 +249,7 @@ func TestServiceControllerOnTheRealAPIServer(t *testing.T) {
 		}
 		_, err = cs.CoreV1().Services("default").Update(ctx, cur, metav1.UpdateOptions{})
 		require.NoError(t, err)
-		require.NoError(t, eng.WaitFor(ctx, want("10.0.0.2", "10.0.0.3")))
+		waitFor(t, want("10.0.0.2", "10.0.0.3"))
 		for id, n := range eng.Low(lbrecon.KindServer) {
 			if id != foreignBackend.ID {
 				require.GreaterOrEqual(t, n, 2, "backend %s held fewer servers than before and after the change", id)
@@ -373,28 +258,30 @@ func TestServiceControllerOnTheRealAPIServer(t *testing.T) {
 	})
 
 	t.Run("restart mid-change", func(t *testing.T) {
+		defer phase("restart mid-change")()
 		cur, err := cs.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
 		require.NoError(t, err)
 		cur.Spec.Ports = append(cur.Spec.Ports, v1.ServicePort{Name: "extra", Port: 8081, TargetPort: intstr.FromInt32(8081), Protocol: v1.ProtocolTCP})
 		_, err = cs.CoreV1().Services("default").Update(ctx, cur, metav1.UpdateOptions{})
 		require.NoError(t, err)
-		// Stop the process as soon as it sent the first creation of the
+		// Kill the process as soon as it sent the first creation of the
 		// change, while the listing does not show it yet.
-		require.NoError(t, eng.WaitFor(ctx, func(objs []lbrecon.Object) bool {
+		waitFor(t, func(objs []lbrecon.Object) bool {
 			for _, o := range objs {
 				if o.Kind == lbrecon.KindBackend && o.Name == "extra."+uid {
 					return true
 				}
 			}
 			return false
-		}))
-		proc.stop()
-		proc = startController(top, cs, smp, fence, 2)
-		require.NoError(t, eng.WaitFor(ctx, want("10.0.0.2", "10.0.0.3")))
+		})
+		proc.kill()
+		proc = startController(top, bin, kubeconfig, cs, smp, fence, 2, fail)
+		waitFor(t, want("10.0.0.2", "10.0.0.3"))
 		require.Empty(t, smp.duplicates())
 	})
 
 	t.Run("delete", func(t *testing.T) {
+		defer phase("delete")()
 		require.NoError(t, cs.CoreV1().Services("default").Delete(ctx, "web", metav1.DeleteOptions{}))
 		require.Eventually(t, func() bool {
 			_, err := cs.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
@@ -417,5 +304,6 @@ func TestServiceControllerOnTheRealAPIServer(t *testing.T) {
 		}
 	})
 	require.Empty(t, smp.duplicates(), "duplicates seen at an engine call")
-	t.Logf("engine calls sampled: %d; load-balancer calls: %d after the restart", smp.calls, proc.cloud.calls.Load())
+	t.Logf("engine calls sampled: %d; load-balancer calls: %d after the restart; total %v",
+		smp.calls, proc.lb.calls.Load(), time.Since(start).Round(100*time.Millisecond))
 }
