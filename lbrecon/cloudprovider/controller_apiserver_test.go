@@ -286,10 +286,14 @@ func TestServiceControllerOnTheRealAPIServer(t *testing.T) {
 		require.Eventually(t, func() bool {
 			_, err := cs.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
 			return apierrors.IsNotFound(err)
-			// The service controller wraps a deletion's error with %v, so
-			// a RetryError there is backed off exponentially from 5 s:
-			// a teardown of four passes takes 5+10+20+40 s.
 		}, 3*time.Minute, 20*time.Millisecond, "the finalizer removed once the load balancer is gone")
+		// The service controller wraps a deletion's error with %v, so it
+		// backs a RetryError off exponentially from 5 s: the teardown's
+		// passes (servers, then binds and frontends, then backends, each
+		// once the deletes show) run within one call when they fit in
+		// CallTimeout (5 s here); a second call is the margin for a
+		// slow machine, five calls (5+10+20+40 s) was the cost without.
+		require.LessOrEqual(t, proc.lb.deletes.Load(), int64(2), "EnsureLoadBalancerDeleted calls")
 		var left []lbrecon.Object
 		for _, o := range eng.Objects() {
 			if o.HasTag(tag) {
@@ -304,6 +308,6 @@ func TestServiceControllerOnTheRealAPIServer(t *testing.T) {
 		}
 	})
 	require.Empty(t, smp.duplicates(), "duplicates seen at an engine call")
-	t.Logf("engine calls sampled: %d; load-balancer calls: %d after the restart; total %v",
-		smp.calls, proc.lb.calls.Load(), time.Since(start).Round(100*time.Millisecond))
+	t.Logf("engine calls sampled: %d; load-balancer calls after the restart: %d, of them EnsureLoadBalancerDeleted: %d; total %v",
+		smp.calls, proc.lb.calls.Load(), proc.lb.deletes.Load(), time.Since(start).Round(100*time.Millisecond))
 }

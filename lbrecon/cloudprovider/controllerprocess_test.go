@@ -79,8 +79,9 @@ func writeKubeconfig(t *testing.T, cfg *rest.Config) string {
 // tracked is a Balancer that counts its calls and those in flight, so a
 // test can wait for a killed controller's last calls to return.
 type tracked struct {
-	lb    cloudprovider.LoadBalancer
-	calls atomic.Int64
+	lb      cloudprovider.LoadBalancer
+	calls   atomic.Int64
+	deletes atomic.Int64 // EnsureLoadBalancerDeleted calls
 
 	mu       sync.Mutex
 	inFlight int
@@ -140,6 +141,7 @@ func (t *tracked) UpdateLoadBalancer(ctx context.Context, cluster string, svc *v
 }
 
 func (t *tracked) EnsureLoadBalancerDeleted(ctx context.Context, cluster string, svc *v1.Service) error {
+	t.deletes.Add(1)
 	defer t.enter()()
 	return t.lb.EnsureLoadBalancerDeleted(ctx, cluster, svc)
 }

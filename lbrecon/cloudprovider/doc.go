@@ -12,10 +12,19 @@
 //
 // # Guarantees
 //
-//   - Non-blocking: every call makes one lbrecon pass (ReconcileOnce or
-//     TeardownOnce: one List and at most one round of calls per phase,
-//     each call within Reconciler.CallTimeout) and never waits on the
-//     clock. While the load balancer is not confirmed by a listing,
+//   - Non-blocking: every call but EnsureLoadBalancerDeleted makes one
+//     lbrecon pass (ReconcileOnce: one List and at most one round of calls
+//     per phase, each call within Reconciler.CallTimeout) and never waits
+//     on the clock. EnsureLoadBalancerDeleted makes TeardownOnce passes,
+//     waiting each pass's RequeueAfter between them, while the teardown
+//     only waits for the provider (no failure a wait may cure, objects to
+//     destroy or deletions to see) and the next pass fits, at the last
+//     pass's duration, before Reconciler.CallTimeout from the call's
+//     start: it starts no pass after that, so it returns within
+//     CallTimeout unless its last pass takes longer than the one before
+//     (then within that pass's own bound, two CallTimeouts, past it). A
+//     pass that meets a transient failure ends the call at once. See
+//     Limits for why. While the load balancer is not confirmed by a listing,
 //     EnsureLoadBalancer and UpdateLoadBalancer return an api.RetryError
 //     with the pass's RequeueAfter (always positive), which the service
 //     controller honours for EnsureLoadBalancer. A call that finds another
@@ -77,9 +86,17 @@
 // # Limits
 //
 //   - The service controller wraps EnsureLoadBalancerDeleted's error with
-//     %v, so it does not see a RetryError there: a teardown that needs k
-//     passes (children, then parents, each after asynchronous deletes
-//     show) takes about 5·(2^(k-1)) s of its exponential backoff.
+//     %v, so it does not see a RetryError there and backs it off
+//     exponentially (5 s, 10 s, 20 s, ...). A teardown needs several
+//     passes (children, then parents, each once a listing shows
+//     asynchronous deletes done), so EnsureLoadBalancerDeleted runs them
+//     within one call, for up to CallTimeout: a teardown that fits
+//     converges in one call (against the real service controller, a
+//     four-pass teardown with 200 ms deletes and 300 ms list lag took 2 s
+//     instead of about 110 s), one that does not, or meets a transient
+//     failure, still takes the controller's backoff for each further call,
+//     and the call holds a worker for up to CallTimeout. A shorter
+//     CallTimeout bounds the worker's time and lengthens such teardowns.
 //   - The plan has no protocol: a Service with TCP and UDP on one port is
 //     refused by [ServicePorts].
 //   - A Service's annotations are bounded to 256 KiB by the apiserver:
