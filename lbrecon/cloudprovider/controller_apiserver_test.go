@@ -34,17 +34,24 @@ type sampler struct {
 }
 
 func (s *sampler) sample() {
-	objs := s.eng.Objects()
+	dups := duplicatesIn(s.eng.Objects())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
+	s.dups = append(s.dups, dups...)
+}
+
+// duplicatesIn returns the pairs of objects of one kind, name and spec.
+func duplicatesIn(objs []lbrecon.Object) []string {
+	var out []string
 	for i, a := range objs {
 		for _, b := range objs[i+1:] {
 			if a.Kind == b.Kind && a.Name == b.Name && lbrecon.SameSpec(a.Spec, b.Spec) {
-				s.dups = append(s.dups, fmt.Sprintf("%v and %v", a, b))
+				out = append(out, fmt.Sprintf("%v and %v", a, b))
 			}
 		}
 	}
+	return out
 }
 
 func (s *sampler) duplicates() []string {
@@ -153,8 +160,15 @@ func TestServiceControllerOnTheRealAPIServer(t *testing.T) {
 	bin := built()
 	ctx, fail := context.WithCancelCause(t.Context())
 	defer fail(nil)
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
+	// run runs one step; the steps build on each other, so the first
+	// that fails ends the test.
+	run := func(name string, step func(t *testing.T)) {
+		if !t.Run(name, step) {
+			t.FailNow()
+		}
+	}
 	phase := func(name string) func() {
 		begin := time.Now()
 		return func() { t.Logf("%s: %v", name, time.Since(begin).Round(100*time.Millisecond)) }
@@ -165,13 +179,20 @@ func TestServiceControllerOnTheRealAPIServer(t *testing.T) {
 	eng := lbrecontest.New(lbrecontest.Config{Pending: 100 * time.Millisecond, ListLag: testLag, DeleteDelay: 200 * time.Millisecond,
 		Integrity: true, UniqueBinds: true})
 	smp := &sampler{Engine: eng, eng: eng}
-	// waitFor waits for cond on the provider model; when the controller
-	// process died, the failure says why.
+	// waitFor waits for cond on the provider model, failing at once when
+	// it holds a duplicate; when the controller process died, the failure
+	// says why.
 	waitFor := func(t *testing.T, cond func([]lbrecon.Object) bool, msgAndArgs ...any) {
 		t.Helper()
-		if err := eng.WaitFor(ctx, cond); err != nil {
+		var dups []string
+		err := eng.WaitFor(ctx, func(objs []lbrecon.Object) bool {
+			dups = duplicatesIn(objs)
+			return len(dups) > 0 || cond(objs)
+		})
+		if err != nil {
 			require.NoError(t, fmt.Errorf("%w (cause: %w)", err, context.Cause(ctx)), msgAndArgs...)
 		}
+		require.Empty(t, dups, "duplicates at the provider")
 	}
 	// Foreign objects on the same load balancer: another Service's (its
 	// tag), an operator's (untagged) and another tool's (another key).
@@ -222,7 +243,7 @@ func TestServiceControllerOnTheRealAPIServer(t *testing.T) {
 		}
 	}
 
-	t.Run("ingress", func(t *testing.T) {
+	run("ingress", func(t *testing.T) {
 		defer phase("ingress")()
 		waitFor(t, want("10.0.0.1", "10.0.0.2"))
 		require.Eventually(t, func() bool {
@@ -231,7 +252,7 @@ func TestServiceControllerOnTheRealAPIServer(t *testing.T) {
 		}, time.Minute, 20*time.Millisecond, "status.loadBalancer.ingress")
 	})
 
-	t.Run("nodes", func(t *testing.T) {
+	run("nodes", func(t *testing.T) {
 		defer phase("nodes")()
 		createNode(t, cs, "n3", "10.0.0.3")
 		waitFor(t, want("10.0.0.1", "10.0.0.2", "10.0.0.3"), "a node added")
@@ -239,7 +260,7 @@ func TestServiceControllerOnTheRealAPIServer(t *testing.T) {
 		waitFor(t, want("10.0.0.2", "10.0.0.3"), "a node removed")
 	})
 
-	t.Run("port change keeps min(old, new) servers", func(t *testing.T) {
+	run("port change keeps min(old, new) servers", func(t *testing.T) {
 		defer phase("port change keeps min(old, new) servers")()
 		eng.ResetLow()
 		cur, err := cs.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
@@ -257,7 +278,7 @@ func TestServiceControllerOnTheRealAPIServer(t *testing.T) {
 		}
 	})
 
-	t.Run("restart mid-change", func(t *testing.T) {
+	run("restart mid-change", func(t *testing.T) {
 		defer phase("restart mid-change")()
 		cur, err := cs.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
 		require.NoError(t, err)
@@ -280,7 +301,7 @@ func TestServiceControllerOnTheRealAPIServer(t *testing.T) {
 		require.Empty(t, smp.duplicates())
 	})
 
-	t.Run("delete", func(t *testing.T) {
+	run("delete", func(t *testing.T) {
 		defer phase("delete")()
 		require.NoError(t, cs.CoreV1().Services("default").Delete(ctx, "web", metav1.DeleteOptions{}))
 		require.Eventually(t, func() bool {
