@@ -2,9 +2,11 @@ package cloudprovider_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,6 +29,8 @@ import (
 type sampler struct {
 	lbrecon.Engine
 	eng *lbrecontest.Engine
+
+	injected atomic.Int64 // creations failed by an injected fault
 
 	mu    sync.Mutex
 	dups  []string
@@ -72,7 +76,11 @@ func (s *sampler) Get(ctx context.Context, o lbrecon.Object) (lbrecon.Object, er
 
 func (s *sampler) Create(ctx context.Context, o lbrecon.Object) (lbrecon.Object, error) {
 	defer s.sample()
-	return s.Engine.Create(ctx, o)
+	got, err := s.Engine.Create(ctx, o)
+	if errors.Is(err, lbrecontest.ErrInjected) {
+		s.injected.Add(1)
+	}
+	return got, err
 }
 
 func (s *sampler) Destroy(ctx context.Context, o lbrecon.Object) error {
@@ -102,6 +110,11 @@ var testMapping = lbcloud.Funcs{LoadBalancerFunc: func(_ context.Context, _ stri
 }}
 
 const testLag = 300 * time.Millisecond
+
+// stepTimeout bounds each wait of the service-controller proof: each takes
+// a few seconds at most; a step that fails to happen fails the test by
+// then rather than at the overall deadline.
+const stepTimeout = time.Minute
 
 func readyNode(name, ip string) *v1.Node {
 	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -185,6 +198,8 @@ func TestServiceControllerOnTheRealAPIServer(t *testing.T) {
 	waitFor := func(t *testing.T, cond func([]lbrecon.Object) bool, msgAndArgs ...any) {
 		t.Helper()
 		var dups []string
+		ctx, cancel := context.WithTimeout(ctx, stepTimeout)
+		defer cancel()
 		err := eng.WaitFor(ctx, func(objs []lbrecon.Object) bool {
 			dups = duplicatesIn(objs)
 			return len(dups) > 0 || cond(objs)
@@ -254,8 +269,19 @@ func TestServiceControllerOnTheRealAPIServer(t *testing.T) {
 
 	run("nodes", func(t *testing.T) {
 		defer phase("nodes")()
+		// The node sync's UpdateLoadBalancer fails part-way: one of the
+		// new node's servers is not created, and the node is served all
+		// the same. (Not a check of the error reaching the controller:
+		// the journal's writes to the Service's annotations make the
+		// controller sync the Service again anyway; balancer_test.go
+		// checks that the error is not masked.)
+		eng.FailCreate(func(o lbrecon.Object) bool {
+			s, ok := o.Spec.(lbrecon.ServerSpec)
+			return ok && s.Address == netip.MustParseAddr("10.0.0.3")
+		}, 1, nil)
 		createNode(t, cs, "n3", "10.0.0.3")
 		waitFor(t, want("10.0.0.1", "10.0.0.2", "10.0.0.3"), "a node added")
+		require.Equal(t, int64(1), smp.injected.Load(), "the injected failure happened")
 		require.NoError(t, cs.CoreV1().Nodes().Delete(ctx, "n1", metav1.DeleteOptions{}))
 		waitFor(t, want("10.0.0.2", "10.0.0.3"), "a node removed")
 	})
