@@ -111,8 +111,12 @@
 // This package imports k8s.io/cloud-provider's root and api packages. The
 // root package imports client-go's informers, every API group's: go list
 // -deps counts 723 packages here, against 478 for lbrecon with client-go's
-// typed core client alone. Its tests run the service controller, which
-// adds k8s.io/component-base (Prometheus metrics, feature gates) to the
+// typed core client alone. Its tests run the real service controller in a
+// process of their own (internal/cmd/servicecontroller, built without the
+// race detector: the controller has a data race of its own), its load
+// balancer calls forwarded over HTTP (internal/lbwire) to a Balancer in
+// the test process, which runs under the race detector; that program adds
+// k8s.io/component-base (Prometheus metrics, feature gates) to the
 // module's requirements. lbrecon and lbrecontest compile no k8s.io package
 // beyond k8s.io/utils; a test keeps it so.
 package cloudprovider
