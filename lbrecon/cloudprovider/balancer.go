@@ -49,6 +49,12 @@ type Config struct {
 	// TagKey is the key of the ownership tag "<TagKey>=<Service UID>".
 	// Empty means DefaultTagKey.
 	TagKey string
+	// TeardownWait bounds how long one EnsureLoadBalancerDeleted call may
+	// go on making teardown passes, waiting on Reconciler.Clock between
+	// them (see the package documentation). Zero means
+	// Reconciler.CallTimeout; negative means one pass per call. With a
+	// fake clock, nothing but stepping it ends that wait.
+	TeardownWait time.Duration
 	// Reconciler is the template of every Service's reconciler
 	// configuration (timeouts, ListLag, Parallelism, Clock, Metrics).
 	// Engine, Steps, Scope, Tag and Journal are set by the Balancer.
@@ -190,7 +196,7 @@ func (b *Balancer) UpdateLoadBalancer(ctx context.Context, clusterName string, s
 // EnsureLoadBalancerDeleted implements cloudprovider.LoadBalancer:
 // TeardownOnce passes of the Service's load balancer, then of the load
 // balancers of any other ID the Service's tag is found on, for up to
-// Reconciler.CallTimeout while the teardown only waits for the provider
+// Config.TeardownWait while the teardown only waits for the provider
 // (see the package documentation). Only objects
 // carrying the Service's tag are destroyed, children before parents; it
 // returns nil once a listing shows none left, a RetryError until then. A
@@ -213,8 +219,10 @@ func (b *Balancer) EnsureLoadBalancerDeleted(ctx context.Context, clusterName st
 	}
 	defer e.mu.Unlock()
 	e.active = true
-	clk := b.clock()
-	deadline := clk.Now().Add(b.callTimeout())
+	var deadline time.Time // one pass
+	if wait := b.teardownWait(); wait > 0 {
+		deadline = b.clock().Now().Add(wait)
+	}
 	res, err := b.passes(ctx, deadline, e.r.TeardownOnce)
 	if err != nil {
 		return b.errorf(svc, "delete load balancer %s: %w", e.id, err)
@@ -337,8 +345,11 @@ func (b *Balancer) clock() clock.Clock {
 	return clock.RealClock{}
 }
 
-func (b *Balancer) callTimeout() time.Duration {
-	if b.cfg.Reconciler.CallTimeout > 0 {
+func (b *Balancer) teardownWait() time.Duration {
+	switch {
+	case b.cfg.TeardownWait != 0:
+		return b.cfg.TeardownWait
+	case b.cfg.Reconciler.CallTimeout > 0:
 		return b.cfg.Reconciler.CallTimeout
 	}
 	return lbrecon.DefaultCallTimeout

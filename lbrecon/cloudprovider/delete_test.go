@@ -63,6 +63,21 @@ func TestDeleteCallEndsWithinCallTimeout(t *testing.T) {
 	})
 }
 
+// A negative TeardownWait makes one pass per call.
+func TestDeleteOnePassPerCallWithNegativeTeardownWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := lbrecontest.New(lbrecontest.Config{Pending: time.Second, ListLag: time.Second, DeleteDelay: time.Second, Integrity: true})
+		b := newBalancer(t, eng, func(c *lbcloud.Config) { c.TeardownWait = -1 })
+		svc := service("uid-1")
+		_, _, err := ensure(t, b, svc, nodes(2))
+		require.NoError(t, err)
+		start := time.Now()
+		var re *api.RetryError
+		require.ErrorAs(t, b.EnsureLoadBalancerDeleted(t.Context(), "c", svc), &re)
+		require.Zero(t, time.Since(start), "no wait on the clock")
+	})
+}
+
 // A pass that meets a failure a wait may cure ends the call at once: the
 // service controller's backoff is the wait, not the worker.
 func TestDeleteCallStopsAtATransientFailure(t *testing.T) {

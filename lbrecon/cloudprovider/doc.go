@@ -19,12 +19,13 @@
 //     waiting each pass's RequeueAfter between them, while the teardown
 //     only waits for the provider (no failure a wait may cure, objects to
 //     destroy or deletions to see) and the next pass fits, at the last
-//     pass's duration, before Reconciler.CallTimeout from the call's
-//     start: it starts no pass after that, so it returns within
-//     CallTimeout unless its last pass takes longer than the one before
-//     (then within that pass's own bound, two CallTimeouts, past it). A
-//     pass that meets a transient failure ends the call at once. See
-//     Limits for why. While the load balancer is not confirmed by a listing,
+//     pass's duration, before Config.TeardownWait (default
+//     Reconciler.CallTimeout) from the call's start: it starts no pass
+//     after that, so it returns within TeardownWait unless its last pass
+//     takes longer than the one before (then within that pass's own
+//     bound, two CallTimeouts, past it). A pass that meets a transient
+//     failure ends the call at once; a negative TeardownWait makes one
+//     pass per call. See Limits for why. While the load balancer is not confirmed by a listing,
 //     EnsureLoadBalancer and UpdateLoadBalancer return an api.RetryError
 //     with the pass's RequeueAfter (always positive), which the service
 //     controller honours for EnsureLoadBalancer. A call that finds another
@@ -90,13 +91,13 @@
 //     exponentially (5 s, 10 s, 20 s, ...). A teardown needs several
 //     passes (children, then parents, each once a listing shows
 //     asynchronous deletes done), so EnsureLoadBalancerDeleted runs them
-//     within one call, for up to CallTimeout: a teardown that fits
+//     within one call, for up to TeardownWait: a teardown that fits
 //     converges in one call (against the real service controller, a
 //     four-pass teardown with 200 ms deletes and 300 ms list lag took 2 s
 //     instead of about 110 s), one that does not, or meets a transient
 //     failure, still takes the controller's backoff for each further call,
-//     and the call holds a worker for up to CallTimeout. A shorter
-//     CallTimeout bounds the worker's time and lengthens such teardowns.
+//     and the call holds a worker for up to TeardownWait. A shorter
+//     TeardownWait bounds the worker's time and lengthens such teardowns.
 //   - The plan has no protocol: a Service with TCP and UDP on one port is
 //     refused by [ServicePorts].
 //   - A Service's annotations are bounded to 256 KiB by the apiserver:
