@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/api"
+	"k8s.io/utils/clock"
 
 	"github.com/reconkit/reconkit/lbrecon"
 )
@@ -48,6 +49,12 @@ type Config struct {
 	// TagKey is the key of the ownership tag "<TagKey>=<Service UID>".
 	// Empty means DefaultTagKey.
 	TagKey string
+	// TeardownWait bounds how long one EnsureLoadBalancerDeleted call may
+	// go on making teardown passes, waiting on Reconciler.Clock between
+	// them (see the package documentation). Zero means
+	// Reconciler.CallTimeout; negative means one pass per call. With a
+	// fake clock, nothing but stepping it ends that wait.
+	TeardownWait time.Duration
 	// Reconciler is the template of every Service's reconciler
 	// configuration (timeouts, ListLag, Parallelism, Clock, Metrics).
 	// Engine, Steps, Scope, Tag and Journal are set by the Balancer.
@@ -186,9 +193,11 @@ func (b *Balancer) UpdateLoadBalancer(ctx context.Context, clusterName string, s
 	return b.reconcile(ctx, svc, lb, "update")
 }
 
-// EnsureLoadBalancerDeleted implements cloudprovider.LoadBalancer: one
-// TeardownOnce pass of the Service's load balancer, then of the load
-// balancers of any other ID the Service's tag is found on. Only objects
+// EnsureLoadBalancerDeleted implements cloudprovider.LoadBalancer:
+// TeardownOnce passes of the Service's load balancer, then of the load
+// balancers of any other ID the Service's tag is found on, for up to
+// Config.TeardownWait while the teardown only waits for the provider
+// (see the package documentation). Only objects
 // carrying the Service's tag are destroyed, children before parents; it
 // returns nil once a listing shows none left, a RetryError until then. A
 // later call finds nothing and returns nil.
@@ -210,14 +219,18 @@ func (b *Balancer) EnsureLoadBalancerDeleted(ctx context.Context, clusterName st
 	}
 	defer e.mu.Unlock()
 	e.active = true
-	res, err := e.r.TeardownOnce(ctx)
+	var deadline time.Time // one pass
+	if wait := b.teardownWait(); wait > 0 {
+		deadline = b.clock().Now().Add(wait)
+	}
+	res, err := b.passes(ctx, deadline, e.r.TeardownOnce)
 	if err != nil {
 		return b.errorf(svc, "delete load balancer %s: %w", e.id, err)
 	}
 	if !res.Converged {
 		return retry(e, "delete", res)
 	}
-	if err := b.sweep(ctx, svc, e, ""); err != nil {
+	if err := b.sweep(ctx, svc, e, "", deadline); err != nil {
 		return err
 	}
 	e.active = false
@@ -260,13 +273,13 @@ func (b *Balancer) reconcile(ctx context.Context, svc *v1.Service, lb lbrecon.Lo
 	if !res.Converged {
 		return retry(e, verb, res)
 	}
-	return b.sweep(ctx, svc, e, e.id)
+	return b.sweep(ctx, svc, e, e.id, time.Time{})
 }
 
-// sweep makes one teardown pass of the load balancers other than keep
-// that carry the Service's tag: left by an ID change, in this process or
-// before a restart. Called with e.mu held.
-func (b *Balancer) sweep(ctx context.Context, svc *v1.Service, e *entry, keep string) error {
+// sweep makes teardown passes (see passes) of the load
+// balancers other than keep that carry the Service's tag: left by an ID
+// change, in this process or before a restart. Called with e.mu held.
+func (b *Balancer) sweep(ctx context.Context, svc *v1.Service, e *entry, keep string, deadline time.Time) error {
 	if e.swept && e.sweepID == keep {
 		return nil
 	}
@@ -277,7 +290,7 @@ func (b *Balancer) sweep(ctx context.Context, svc *v1.Service, e *entry, keep st
 		}
 		e.sweep, e.sweepID = l, keep
 	}
-	res, err := e.sweep.TeardownOnce(ctx)
+	res, err := b.passes(ctx, deadline, e.sweep.TeardownOnce)
 	if err != nil {
 		return b.errorf(svc, "delete load balancers other than %q: %w", keep, err)
 	}
@@ -286,6 +299,60 @@ func (b *Balancer) sweep(ctx context.Context, svc *v1.Service, e *entry, keep st
 	}
 	e.swept = true
 	return nil
+}
+
+// passes makes one teardown pass, then more while the teardown is only
+// waiting for the provider and the wait fits before deadline: the pass met
+// no failure a wait may cure, it has objects to destroy or deletions to
+// see, and waiting its RequeueAfter, then running as long as it did, ends
+// before deadline. It waits on the clock between passes only, and starts
+// none after deadline; a zero deadline makes one pass.
+//
+// The service controller wraps EnsureLoadBalancerDeleted's error with %v,
+// so it backs a RetryError off exponentially (5 s, 10 s, 20 s, ...): a
+// teardown that needs several passes (children, then parents, each once a
+// listing shows their children gone) costs far less time done here.
+func (b *Balancer) passes(ctx context.Context, deadline time.Time, once func(context.Context) (lbrecon.Result, error)) (lbrecon.Result, error) {
+	clk := b.clock()
+	for {
+		start := clk.Now()
+		res, err := once(ctx)
+		if err != nil || res.Converged || res.Transient != nil || deadline.IsZero() {
+			return res, err
+		}
+		p := res.Plan
+		if len(p.Destroy)+len(p.Deferred)+len(p.Pending)+len(p.Unconfirmed) == 0 {
+			return res, nil // failed objects, nothing a wait here cures
+		}
+		took := clk.Since(start)
+		if clk.Now().Add(res.RequeueAfter + took).After(deadline) {
+			return res, nil
+		}
+		t := clk.NewTimer(res.RequeueAfter)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return res, nil // the RetryError of the last pass
+		case <-t.C():
+		}
+	}
+}
+
+func (b *Balancer) clock() clock.Clock {
+	if b.cfg.Reconciler.Clock != nil {
+		return b.cfg.Reconciler.Clock
+	}
+	return clock.RealClock{}
+}
+
+func (b *Balancer) teardownWait() time.Duration {
+	switch {
+	case b.cfg.TeardownWait != 0:
+		return b.cfg.TeardownWait
+	case b.cfg.Reconciler.CallTimeout > 0:
+		return b.cfg.Reconciler.CallTimeout
+	}
+	return lbrecon.DefaultCallTimeout
 }
 
 // entry returns the Service's entry, made for lb's ID when there is none;

@@ -12,10 +12,20 @@
 //
 // # Guarantees
 //
-//   - Non-blocking: every call makes one lbrecon pass (ReconcileOnce or
-//     TeardownOnce: one List and at most one round of calls per phase,
-//     each call within Reconciler.CallTimeout) and never waits on the
-//     clock. While the load balancer is not confirmed by a listing,
+//   - Non-blocking: every call but EnsureLoadBalancerDeleted makes one
+//     lbrecon pass (ReconcileOnce: one List and at most one round of calls
+//     per phase, each call within Reconciler.CallTimeout) and never waits
+//     on the clock. EnsureLoadBalancerDeleted makes TeardownOnce passes,
+//     waiting each pass's RequeueAfter between them, while the teardown
+//     only waits for the provider (no failure a wait may cure, objects to
+//     destroy or deletions to see) and the next pass fits, at the last
+//     pass's duration, before Config.TeardownWait (default
+//     Reconciler.CallTimeout) from the call's start: it starts no pass
+//     after that, so it returns within TeardownWait unless its last pass
+//     takes longer than the one before (then within that pass's own
+//     bound, two CallTimeouts, past it). A pass that meets a transient
+//     failure ends the call at once; a negative TeardownWait makes one
+//     pass per call. See Limits for why. While the load balancer is not confirmed by a listing,
 //     EnsureLoadBalancer and UpdateLoadBalancer return an api.RetryError
 //     with the pass's RequeueAfter (always positive), which the service
 //     controller honours for EnsureLoadBalancer. A call that finds another
@@ -77,9 +87,17 @@
 // # Limits
 //
 //   - The service controller wraps EnsureLoadBalancerDeleted's error with
-//     %v, so it does not see a RetryError there: a teardown that needs k
-//     passes (children, then parents, each after asynchronous deletes
-//     show) takes about 5·(2^(k-1)) s of its exponential backoff.
+//     %v, so it does not see a RetryError there and backs it off
+//     exponentially (5 s, 10 s, 20 s, ...). A teardown needs several
+//     passes (children, then parents, each once a listing shows
+//     asynchronous deletes done), so EnsureLoadBalancerDeleted runs them
+//     within one call, for up to TeardownWait: a teardown that fits
+//     converges in one call (against the real service controller, a
+//     four-pass teardown with 200 ms deletes and 300 ms list lag took 2 s
+//     instead of about 110 s), one that does not, or meets a transient
+//     failure, still takes the controller's backoff for each further call,
+//     and the call holds a worker for up to TeardownWait. A shorter
+//     TeardownWait bounds the worker's time and lengthens such teardowns.
 //   - The plan has no protocol: a Service with TCP and UDP on one port is
 //     refused by [ServicePorts].
 //   - A Service's annotations are bounded to 256 KiB by the apiserver:
@@ -94,8 +112,12 @@
 // This package imports k8s.io/cloud-provider's root and api packages. The
 // root package imports client-go's informers, every API group's: go list
 // -deps counts 723 packages here, against 478 for lbrecon with client-go's
-// typed core client alone. Its tests run the service controller, which
-// adds k8s.io/component-base (Prometheus metrics, feature gates) to the
+// typed core client alone. Its tests run the real service controller in a
+// process of their own (internal/cmd/servicecontroller, built without the
+// race detector: the controller has a data race of its own), its load
+// balancer calls forwarded over HTTP (internal/lbwire) to a Balancer in
+// the test process, which runs under the race detector; that program adds
+// k8s.io/component-base (Prometheus metrics, feature gates) to the
 // module's requirements. lbrecon and lbrecontest compile no k8s.io package
 // beyond k8s.io/utils; a test keeps it so.
 package cloudprovider

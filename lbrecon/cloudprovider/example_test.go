@@ -44,6 +44,10 @@ func Example() {
 		Token: func(context.Context) (uint64, error) { return term, nil },
 		// Journal: lbcloud.ServiceJournals(clientset.CoreV1(), ""),
 		Reconciler: lbrecon.Config{Clock: clk, ListLag: time.Second},
+		// A real CCM leaves TeardownWait 0: EnsureLoadBalancerDeleted then
+		// waits between teardown passes for up to CallTimeout. On this
+		// fake clock nothing would end that wait, so: one pass per call.
+		TeardownWait: -1,
 	})
 	if err != nil {
 		fmt.Println(err)
