@@ -67,6 +67,7 @@ import (
 type options struct {
 	agents     int
 	scenario   string
+	store      string
 	kube       string
 	kubeconfig string
 	taint      bool
@@ -93,6 +94,12 @@ type options struct {
 
 var scenarios = []string{"failover", "upgrade", "bad-config", "fence"}
 
+// What the agents elect on and keep the version gate in.
+const (
+	storeKube = "kube" // a Lease election and the gate's Lease store: no etcd
+	storeEtcd = "etcd" // an etcd election and the gate's etcd store
+)
+
 // Where the Kubernetes API comes from.
 const (
 	kubeLocal    = "local"    // a kube-apiserver this run builds and starts
@@ -114,21 +121,22 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	fs.IntVar(&o.agents, "agents", 3, "number of node agents (2 to 9)")
 	fs.StringVar(&o.scenario, "scenario", "", "scenario to play, then exit: "+strings.Join(scenarios, ", ")+" (empty: run until Ctrl-C)")
+	fs.StringVar(&o.store, "store", storeKube, "what the agents elect on and keep the version gate in: kube (a Lease election and versiongate/kubestore, on the Kubernetes API alone) or etcd (an etcd election and versiongate/etcdstore, on an etcd of its own)")
 	fs.StringVar(&o.kube, "kube", kubeLocal, "Kubernetes API when --kubeconfig is empty: local (a real kube-apiserver, built from internal/tools on the first run, then cached) or memory (client-go's fake clientset, which does not behave as a server does)")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of a real cluster to use instead of --kube")
 	fs.BoolVar(&o.taint, "taint", true, "register the Nodes with the taint "+taintKey+"="+taintValue+":NoSchedule, as virtual-kubelet does, so that DaemonSets and the scheduler place no pods on them")
-	fs.StringVar(&o.etcd, "etcd", "", "comma-separated endpoints of a real etcd (empty: start a local etcd)")
-	fs.StringVar(&o.etcdPrefix, "etcd-prefix", "/reconkit-nodeagent/", "etcd key prefix; each run uses a fresh sub-prefix and deletes it at exit")
-	fs.StringVar(&o.http, "http", "", "address to serve /metrics (Prometheus) and /healthz (leadership health of every agent; /healthz/<agent> for one) on, such as 127.0.0.1:9090 (empty: none)")
-	fs.StringVar(&o.namespace, "namespace", "default", "namespace of the nodeagent-config ConfigMap")
+	fs.StringVar(&o.etcd, "etcd", "", "with --store etcd: comma-separated endpoints of a real etcd (empty: start a local etcd)")
+	fs.StringVar(&o.etcdPrefix, "etcd-prefix", "/reconkit-nodeagent/", "with --store etcd: etcd key prefix; each run uses a fresh sub-prefix and deletes it at exit")
+	fs.StringVar(&o.http, "http", "", "address to serve /metrics (Prometheus) and /healthz (every agent's checks: election, Node heartbeat, release record, configuration trial; /healthz/<agent> for one) on, such as 127.0.0.1:9090 (empty: none)")
+	fs.StringVar(&o.namespace, "namespace", "default", "namespace of the nodeagent-config ConfigMap and, with --store kube, of the election's and the gate's Leases")
 	fs.StringVar(&o.stateDir, "state-dir", "", "directory for the agents' checkpoints, kept at exit (empty: a temporary directory, removed at exit)")
 	fs.IntVar(&o.verbosity, "v", 0, "log verbosity on stderr: 0 errors only, 1 info, 2 and up more detail")
 	fs.StringVar(&o.release, "release", "1.0.0", "release the agents start with")
 	fs.StringVar(&o.upgradeTo, "upgrade-to", "1.1.0", "release the upgrade scenario rolls out; 1.1.0 and later add an https port to the load balancer")
 	fs.DurationVar(&o.pause, "pause", time.Second, "pause between the steps of a scenario, to follow the live view")
 	fs.DurationVar(&o.deadline, "deadline", 90*time.Second, "a scenario that has not finished by then fails")
-	fs.DurationVar(&o.electionTTL, "election-ttl", 2*time.Second, "etcd session TTL of the election (whole seconds): how long a crashed leader holds on")
-	fs.DurationVar(&o.recordTTL, "record-ttl", 3*time.Second, "lease TTL of each agent's release record (whole seconds)")
+	fs.DurationVar(&o.electionTTL, "election-ttl", 2*time.Second, "how long a crashed leader holds on (whole seconds): the election Lease's duration, or the etcd session's TTL")
+	fs.DurationVar(&o.recordTTL, "record-ttl", 3*time.Second, "TTL of each agent's release record (whole seconds): its Lease's duration, or its etcd lease's TTL")
 	fs.DurationVar(&o.nodeLease, "node-lease", 4*time.Second, "Node heartbeat lease duration (whole seconds); renewed every quarter of it")
 	fs.DurationVar(&o.trial, "trial", 3*time.Second, "trial period of an assigned configuration")
 	fs.DurationVar(&o.reconcileInterval, "reconcile-interval", 2*time.Second, "period of the leader's load-balancer reconcile")
@@ -137,8 +145,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.lbPending, "lb-pending", 300*time.Millisecond, "how long a new load-balancer object stays pending")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: nodeagent [flags]\n\n"+
-			"Runs a small cluster of node agents on a local etcd and a local kube-apiserver,\n"+
-			"and plays a scenario (%s) or runs until Ctrl-C.\n\nFlags:\n", strings.Join(scenarios, ", "))
+			"Runs a small cluster of node agents on a local kube-apiserver (and, with\n"+
+			"--store etcd, a local etcd), and plays a scenario (%s) or runs until Ctrl-C.\n\nFlags:\n", strings.Join(scenarios, ", "))
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -156,10 +164,22 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.kube != kubeLocal && o.kube != kubeMemory {
 		return o, fmt.Errorf("--kube %q: want %s or %s", o.kube, kubeLocal, kubeMemory)
 	}
-	kubeSet := false
-	fs.Visit(func(f *flag.Flag) { kubeSet = kubeSet || f.Name == "kube" })
-	if kubeSet && o.kubeconfig != "" {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["kube"] && o.kubeconfig != "" {
 		return o, errors.New("--kube and --kubeconfig exclude each other")
+	}
+	switch o.store {
+	case storeKube:
+		if set["etcd"] || set["etcd-prefix"] {
+			return o, errors.New("--etcd and --etcd-prefix need --store etcd; --store kube uses no etcd")
+		}
+		if o.scenario == "fence" && o.kubeMode() == kubeMemory {
+			return o, errors.New("--scenario fence cuts the deposed leader's traffic to the Kubernetes API, which --kube memory has none of: use --kube local, --kubeconfig or --store etcd")
+		}
+	case storeEtcd:
+	default:
+		return o, fmt.Errorf("--store %q: want %s or %s", o.store, storeKube, storeEtcd)
 	}
 	for name, d := range map[string]time.Duration{"election-ttl": o.electionTTL, "record-ttl": o.recordTTL, "node-lease": o.nodeLease} {
 		if d < time.Second || d%time.Second != 0 {
