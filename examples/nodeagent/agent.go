@@ -104,10 +104,15 @@ func (a *agent) start(ctx context.Context) (err error) {
 		}
 	}()
 	a.elector = a.member.elector
-	// A Node takes traffic while Ready and VersionGateReady are True and
-	// its heartbeat Lease was seen renewing within its duration.
+	// A Node takes traffic while Ready and VersionGateReady are True, its
+	// heartbeat Lease was seen renewing within its duration, and it is
+	// neither unreachable nor about to be removed. The rule's default
+	// taints also hold node.kubernetes.io/not-ready, which admission puts
+	// on every new Node and only the node lifecycle controller takes off:
+	// the local apiserver runs none, and Ready=True says as much.
 	a.targets = nodestatus.NewNodeHealth(nodestatus.HealthRule{
-		Conditions: []corev1.NodeConditionType{corev1.NodeReady, conditionGated},
+		Conditions:    []corev1.NodeConditionType{corev1.NodeReady, conditionGated},
+		ExcludeTaints: []string{corev1.TaintNodeUnreachable, nodestatus.TaintToBeDeletedByClusterAutoscaler},
 	})
 
 	a.provider = nodestatus.NewProvider(nodestatus.ProviderConfig{})
