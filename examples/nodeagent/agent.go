@@ -503,9 +503,7 @@ func (a *agent) stop() {
 // kill ends the agent as a crash would, and returns at once: its election
 // and gate traffic (to etcd, or to the Kubernetes API) is cut first, so
 // its term and release record are never released and expire only after
-// their TTLs, and its Node's heartbeat stops. On the in-memory API there
-// is nothing to cut, and the agent resigns and deletes its record as it
-// stops. Its goroutines wind down in the background (the releases they
+// their TTLs, and its Node's heartbeat stops. Its goroutines wind down in the background (the releases they
 // still try time out); wait waits for them.
 func (a *agent) kill() {
 	a.setState(func(s *agentState) { s.Stopped, s.Running, s.Ready, s.Leading = "killed", false, false, false })

@@ -15,9 +15,9 @@ import (
 // is the same on both.
 type coordination interface {
 	// join connects agent name: an elector of its own and a gate store
-	// of its own, both reaching the server through links of their own
-	// (none on the in-memory API), so that a scenario can cut the agent
-	// off as a crash or a partition would.
+	// of its own, both reaching the server through links of their own, so
+	// that a scenario can cut the agent off as a crash or a partition
+	// would.
 	join(name string, hooks hooks, events election.EventRecorder) (*member, error)
 	// observer is the view's elector: it observes and never campaigns.
 	observer() election.Elector

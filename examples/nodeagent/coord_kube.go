@@ -32,8 +32,7 @@ const (
 type kubeCoordination struct {
 	opts options
 	kube kubernetes.Interface // the view's and the operator's client
-	// cfg configures a real apiserver's clients; nil on the in-memory API,
-	// where every agent shares kube and nothing can be cut.
+	// cfg configures the agents' clients, each through a proxy of its own.
 	cfg  *rest.Config
 	desc string
 
@@ -83,15 +82,14 @@ func (c *kubeCoordination) join(name string, h hooks, events election.EventRecor
 			closeLinks(m.links)
 		}
 	}()
-	kube := c.kube
-	if c.cfg != nil {
-		var cfg *rest.Config
-		if cfg, m.links, err = proxiedConfig(c.cfg); err != nil {
-			return nil, err
-		}
-		if kube, err = kubernetes.NewForConfig(cfg); err != nil {
-			return nil, fmt.Errorf("kubernetes client of %s: %w", name, err)
-		}
+	cfg, links, err := proxiedConfig(c.cfg)
+	if err != nil {
+		return nil, err
+	}
+	m.links = links
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client of %s: %w", name, err)
 	}
 	if m.store, err = c.store(kube); err != nil {
 		return nil, err
@@ -138,9 +136,6 @@ func (c *kubeCoordination) where() string {
 }
 
 func (c *kubeCoordination) traffic() string {
-	if c.cfg == nil {
-		return "nothing (the in-memory Kubernetes API cannot be cut)"
-	}
 	return "its election and gate traffic to the Kubernetes API"
 }
 

@@ -151,9 +151,10 @@ func skipShort(t *testing.T) {
 // Kubernetes store (the default: a Lease election and versiongate/kubestore,
 // no etcd for the agents) and the failover and fence scenarios on the etcd
 // store, all on a local kube-apiserver, then an interrupted run and an
-// operated one, as a person would. The in-memory API (--kube memory) is
-// left to TestParseFlags: it runs the same code on kubefake, and what it
-// cannot show (a cut, a real server's answers) is what these runs are for.
+// operated one, as a person would. No run uses the in-memory API
+// (--kube memory, which needs --store etcd): its wiring is that of the
+// etcd runs here, on a fake, and a real apiserver is what these runs are
+// for.
 func TestNodeAgent(t *testing.T) {
 	skipShort(t)
 	bin := buildBinary(t, t.TempDir())

@@ -78,7 +78,7 @@ func newEnv(ctx context.Context, opts options, log logr.Logger, say func(string,
 
 	e.kubeMode = opts.kubeMode()
 	if e.kubeMode == kubeLocal {
-		say("setup: Kubernetes API: a local kube-apiserver (its first build takes minutes, then it is cached; --kube memory starts at once on an in-memory API)")
+		say("setup: Kubernetes API: a local kube-apiserver (its first build takes minutes, then it is cached; --kube memory --store etcd runs on an in-memory API instead)")
 	}
 	withEtcd := opts.store == storeEtcd && opts.etcd == ""
 	e.local, err = startLocal(ctx, withEtcd, e.kubeMode == kubeLocal, say)
@@ -92,7 +92,7 @@ func newEnv(ctx context.Context, opts options, log logr.Logger, say func(string,
 	case kubeMemory:
 		e.kube = kubefake.NewClientset()
 		kubeDesc = "the in-memory Kubernetes API"
-		say("setup: Kubernetes API is IN-MEMORY (reconkit's kubefake: client-go's fake clientset with resourceVersions and their preconditions, but no admission, no validation and no network to cut); --kube local runs a real one")
+		say("setup: Kubernetes API is IN-MEMORY (reconkit's kubefake: client-go's fake clientset with resourceVersions and their preconditions, but no admission and no validation); --kube local runs a real one")
 	case kubeLocal:
 		kubeCfg = e.local.kubeConfig()
 		e.kube, err = kubernetes.NewForConfig(kubeCfg)
@@ -137,7 +137,7 @@ func newEnv(ctx context.Context, opts options, log logr.Logger, say func(string,
 			return e, err
 		}
 		say("setup: the agents elect on etcd (election/etcd) and keep the version gate in etcd (versiongate/etcdstore); each term's etcd guard fences the gate's status writes")
-	default:
+	default: // parseFlags refused the in-memory API: kubeCfg is set
 		if e.coord, err = newKubeCoordination(opts, e.kube, kubeCfg, kubeDesc); err != nil {
 			return e, err
 		}

@@ -4,15 +4,24 @@
 //	go run ./examples/nodeagent                       # run until Ctrl-C
 //	go run ./examples/nodeagent --scenario failover   # or upgrade, bad-config, fence
 //
-// With no flags it needs nothing installed: it starts a local etcd and a
-// local kube-apiserver (both built from internal/tools on the first run,
-// with progress shown, then cached; the apiserver takes minutes to build
-// once), so no cluster of yours is touched. --kube memory uses client-go's
-// fake clientset instead, which starts at once but does not behave as a
-// server does (no resource versions, no conflicts). --etcd and
-// --kubeconfig point it at real servers of your own; it then behaves the
-// same. The load balancer it reconciles is always the in-memory engine of
-// lbrecon/lbrecontest, behind a store that refuses stale fencing tokens.
+// With no flags it needs nothing installed and no etcd for the agents: it
+// starts a local kube-apiserver (built from internal/tools on the first
+// run, with progress shown, then cached; it takes minutes to build once,
+// and keeps its own storage in an etcd of its own), so no cluster of yours
+// is touched. --kubeconfig points it at a real cluster of your own; it
+// then behaves the same.
+//
+// --store says what the agents elect on and keep the version gate in. kube
+// (the default): a Lease election (election/lease) and the gate's Lease
+// store (versiongate/kubestore), on the Kubernetes API alone; the gate
+// fences its status writes by the Lease term's token. etcd: an etcd
+// election (election/etcd) and the gate's etcd store
+// (versiongate/etcdstore), whose status writes carry the term's etcd
+// guard, on a local etcd or, with --etcd, on yours. --kube memory runs on
+// reconkit's in-memory Kubernetes API (kubefake), which starts at once,
+// with --store etcd only. The load balancer it reconciles is always the
+// in-memory engine of lbrecon/lbrecontest, behind a store that refuses
+// stale fencing tokens.
 //
 // The Nodes it registers carry the NoSchedule taint
 // reconkit.io/nodeagent=true, as virtual-kubelet's do, so that DaemonSets
@@ -22,16 +31,19 @@
 // a ConfigMap, with a trial and rollback to last-known-good), registers its
 // Node and heartbeats it with nodestatus (reporting the ConfigOK
 // condition), publishes its release and waits with versiongate.WaitReady,
-// and campaigns on an etcd election; the leader runs the version-gated
-// reconcile, which converges the load balancer with lbrecon: one
-// reconciler per agent for its load balancer, built on its first term and
-// kept across terms, each term's fencing token carried in the context of
-// its calls.
+// and campaigns on the election; the leader runs the version-gated
+// reconcile, which converges the load balancer with lbrecon over the
+// healthy Nodes (nodestatus.NodeHealth: Ready and VersionGateReady True,
+// heartbeat Lease seen renewing; nodetargets.From): one reconciler per
+// agent for its load balancer, built on its first term and kept across
+// terms, each term's fencing token carried in the context of its calls.
 //
 // With --http ADDR it serves /metrics, the Prometheus metrics of every
 // package of every agent (labelled name=<agent>) from one registry, and
-// /healthz, the leadership health check of every agent (500 naming the
-// agents that are unhealthy), and /healthz/<agent>. Each agent records
+// /healthz (package healthz, in the Kubernetes components' format): one
+// check per agent, failing with the agent's failed checks, and
+// /healthz/<agent> with that agent's four: its elector, its Node's
+// heartbeat, its gate's release record and its configuration trial. Each agent records
 // Kubernetes events (leadership, configuration trials and rollbacks, the
 // version gate, registration) on its Node.
 //
@@ -174,8 +186,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		if set["etcd"] || set["etcd-prefix"] {
 			return o, errors.New("--etcd and --etcd-prefix need --store etcd; --store kube uses no etcd")
 		}
-		if o.scenario == "fence" && o.kubeMode() == kubeMemory {
-			return o, errors.New("--scenario fence cuts the deposed leader's traffic to the Kubernetes API, which --kube memory has none of: use --kube local, --kubeconfig or --store etcd")
+		if o.kubeMode() == kubeMemory {
+			// kubefake's List ignores field selectors, and the Lease
+			// elector lists its Lease by name: it would take the gate's
+			// Leases for its own and no agent would lead. There is no
+			// network to cut either.
+			return o, errors.New("--kube memory needs --store etcd: on the in-memory API (kubefake) a List ignores its field selector, so the Lease elector would read the gate's Leases as the election's, and nothing can be cut")
 		}
 	case storeEtcd:
 	default:

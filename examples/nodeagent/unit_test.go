@@ -46,9 +46,9 @@ func TestParseFlags(t *testing.T) {
 		{"--kube", "remote"},
 		{"--kube", "memory", "--kubeconfig", "kc"},
 		{"--store", "zookeeper"},
-		{"--etcd", "127.0.0.1:2379"},                // etcd endpoints without the etcd store
-		{"--etcd-prefix", "/x/"},                    // likewise
-		{"--kube", "memory", "--scenario", "fence"}, // nothing to cut on the in-memory API
+		{"--etcd", "127.0.0.1:2379"}, // etcd endpoints without the etcd store
+		{"--etcd-prefix", "/x/"},     // likewise
+		{"--kube", "memory"},         // the in-memory API needs the etcd store
 		{"extra"},
 	} {
 		_, err := parseFlags(args, io.Discard)
