@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,18 +19,12 @@ import (
 	"github.com/reconkit/reconkit/checkpoint"
 	"github.com/reconkit/reconkit/checkpoint/configmapsource"
 	"github.com/reconkit/reconkit/election"
-	"github.com/reconkit/reconkit/election/etcd"
 	"github.com/reconkit/reconkit/events"
+	"github.com/reconkit/reconkit/healthz"
 	"github.com/reconkit/reconkit/lbrecon"
+	"github.com/reconkit/reconkit/lbrecon/nodetargets"
 	"github.com/reconkit/reconkit/nodestatus"
 	"github.com/reconkit/reconkit/versiongate"
-	"github.com/reconkit/reconkit/versiongate/etcdstore"
-)
-
-// Keys of the version gate, under the run's etcd prefix.
-const (
-	gateStatusKey   = "gate/status"
-	gateNodesPrefix = "gate/nodes/"
 )
 
 // agentState is what the live view shows of one agent.
@@ -51,8 +44,8 @@ type agentState struct {
 	Reconcile string // last reconcile result, on the leader
 }
 
-// agent is one node agent: checkpoint, nodestatus, versiongate and the
-// election, wired together.
+// agent is one node agent: checkpoint, nodestatus, versiongate, the
+// election and lbrecon, wired together.
 type agent struct {
 	name    string
 	index   int
@@ -60,15 +53,15 @@ type agent struct {
 	env     *env
 	log     logr.Logger
 
-	cli      *clientv3.Client
-	links    []link // the client's way to etcd, cut by kill and by the fence scenario
-	hooks    hooks  // metrics, labelled with the agent's name
+	member   *member // elector and gate store; its links are cut by kill and by the fence scenario
+	hooks    hooks   // metrics, labelled with the agent's name
 	events   events.Recorder
-	elector  *etcd.Elector
+	elector  agentElector
 	ctrl     *checkpoint.Controller[agentConfig]
 	provider *nodestatus.Provider // the Node's conditions: ConfigOK and VersionGateReady
 	nodes    *nodestatus.NodeController
 	gate     *versiongate.Gate
+	targets  *nodestatus.NodeHealth // which Nodes take traffic, judged on this agent's clock
 
 	ctx    context.Context // ends when the agent stops or is killed
 	cancel context.CancelFunc
@@ -98,38 +91,29 @@ func newAgent(e *env, index int, version versiongate.Version) *agent {
 // kill is called.
 func (a *agent) start(ctx context.Context) (err error) {
 	o := a.env.opts
-	cli, links, err := a.env.newAgentClient()
-	if err != nil {
-		return err
-	}
-	a.cli, a.links = cli, links
-	defer func() {
-		if err != nil {
-			if a.elector != nil {
-				_ = a.elector.Close()
-			}
-			cli.Close()
-			closeLinks(links)
-		}
-	}()
 	if a.hooks, err = a.env.ops.hooksFor(a.name); err != nil {
 		return err
 	}
 	a.events = a.env.events.forNode(a.name)
-	a.elector, err = etcd.New(etcd.Config{
-		Client:     cli,
-		Prefix:     electionPrefix,
-		Identity:   a.name,
-		SessionTTL: o.electionTTL,
-		Metrics:    a.hooks.Election,
-		Events:     a.events,
-	})
-	if err != nil {
+	if a.member, err = a.env.coord.join(a.name, a.hooks, a.events); err != nil {
 		return err
 	}
-	// A term held past its ValidUntil by more than one TTL means the
-	// elector failed to end it: a wedged agent.
-	a.env.ops.setHealth(a.name, a.elector.HealthCheck(o.electionTTL))
+	defer func() {
+		if err != nil {
+			_ = a.member.close()
+		}
+	}()
+	a.elector = a.member.elector
+	// A Node takes traffic while Ready and VersionGateReady are True, its
+	// heartbeat Lease was seen renewing within its duration, and it is
+	// neither unreachable nor about to be removed. The rule's default
+	// taints also hold node.kubernetes.io/not-ready, which admission puts
+	// on every new Node and only the node lifecycle controller takes off:
+	// the local apiserver runs none, and Ready=True says as much.
+	a.targets = nodestatus.NewNodeHealth(nodestatus.HealthRule{
+		Conditions:    []corev1.NodeConditionType{corev1.NodeReady, conditionGated},
+		ExcludeTaints: []string{corev1.TaintNodeUnreachable, nodestatus.TaintToBeDeletedByClusterAutoscaler},
+	})
 
 	a.provider = nodestatus.NewProvider(nodestatus.ProviderConfig{})
 	a.provider.SetCondition(gatedCondition(false, "WaitingForReconciler", "waiting for a reconciler status that admits release "+a.version.Release.String()))
@@ -168,12 +152,8 @@ func (a *agent) start(ctx context.Context) (err error) {
 	if a.nodes, err = nodestatus.New(cfg); err != nil {
 		return err
 	}
-	gateStore, err := etcdstore.New(a.cli, etcdstore.Config{StatusKey: gateStatusKey, NodesPrefix: gateNodesPrefix})
-	if err != nil {
-		return err
-	}
 	a.gate, err = versiongate.New(versiongate.Config{
-		Store:                    gateStore,
+		Store:                    a.member.store,
 		NodeID:                   a.name,
 		Version:                  a.version,
 		MinimumReconcilerRelease: versiongate.Release{Major: 1},
@@ -187,6 +167,9 @@ func (a *agent) start(ctx context.Context) (err error) {
 		Events:                   a.events,
 	})
 	if err != nil {
+		return err
+	}
+	if err := a.serveHealth(); err != nil {
 		return err
 	}
 
@@ -207,6 +190,34 @@ func (a *agent) start(ctx context.Context) (err error) {
 			}
 		})
 	}()
+	return nil
+}
+
+// Names of an agent's health checks, besides the elector's
+// election.DefaultHealthCheckName.
+const (
+	checkHeartbeat = "nodeHeartbeat"
+	checkRecord    = "releaseRecord"
+	checkTrial     = "configTrial"
+)
+
+// serveHealth makes the agent's /healthz: its elector (a term held past
+// its ValidUntil by more than one election TTL: the elector failed to end
+// it), its Node's heartbeat (no renewal within the Lease's duration), its
+// gate's release record (not valid for longer than a record TTL) and its
+// configuration trial (undecided half a trial past its end).
+func (a *agent) serveHealth() error {
+	o := a.env.opts
+	h, err := healthz.New(
+		healthz.Check{Name: election.DefaultHealthCheckName, Checker: a.elector.HealthCheck(o.electionTTL).Check},
+		healthz.Check{Name: checkHeartbeat, Checker: a.nodes.HeartbeatCheck(0)},
+		healthz.Check{Name: checkRecord, Checker: a.gate.RecordCheck(o.recordTTL)},
+		healthz.Check{Name: checkTrial, Checker: a.ctrl.TrialCheck(o.trial / 2)},
+	)
+	if err != nil {
+		return err
+	}
+	a.env.ops.setHealth(a.name, h)
 	return nil
 }
 
@@ -276,8 +287,8 @@ func agentNode(name string, index int, release versiongate.Release, taint bool, 
 }
 
 // runGate publishes the agent's release, campaigns while it is the
-// newest, and serves once WaitReady lets it. When the release record's
-// lease is lost (etcd unreachable or stalled for longer than its TTL), the
+// newest, and serves once WaitReady lets it. When the release record is
+// lost (its store unreachable or stalled for longer than its TTL), the
 // leader may no longer count this node: the agent stops serving and runs
 // the gate again, which publishes the record anew.
 func (a *agent) runGate(ctx context.Context) error {
@@ -357,11 +368,11 @@ func (a *agent) reconcileLB(ctx context.Context, token uint64) error {
 	a.lbMu.Lock()
 	defer a.lbMu.Unlock()
 	cfg := a.ctrl.Status().Config
-	targets, err := liveTargets(ctx, a.env.kube, time.Now())
+	nodes, err := a.targets.List(ctx, a.env.kube, metav1.ListOptions{LabelSelector: nodeLabel})
 	if err != nil {
 		return err
 	}
-	lb, err := cfg.loadBalancer(releasePorts(a.version.Release), targets)
+	lb, err := cfg.loadBalancer(releasePorts(a.version.Release), nodetargets.From(nodes, corev1.NodeInternalIP))
 	if err != nil {
 		return err
 	}
@@ -489,10 +500,10 @@ func (a *agent) stop() {
 	a.wait()
 }
 
-// kill ends the agent as a crash would, and returns at once: its traffic
-// to etcd is cut first, so its election session and release record are
-// never revoked and expire only after their TTLs, and its Node's heartbeat
-// stops. Its goroutines wind down in the background (the releases they
+// kill ends the agent as a crash would, and returns at once: its election
+// and gate traffic (to etcd, or to the Kubernetes API) is cut first, so
+// its term and release record are never released and expire only after
+// their TTLs, and its Node's heartbeat stops. Its goroutines wind down in the background (the releases they
 // still try time out); wait waits for them.
 func (a *agent) kill() {
 	a.setState(func(s *agentState) { s.Stopped, s.Running, s.Ready, s.Leading = "killed", false, false, false })
@@ -504,23 +515,20 @@ func (a *agent) kill() {
 // client and its proxies.
 func (a *agent) wait() {
 	<-a.done
-	// A failed release (a killed agent's traffic is cut) is no loss: the
-	// term's lease expires by its TTL.
-	_ = a.elector.Close()
-	_ = a.cli.Close()
-	closeLinks(a.links)
+	_ = a.member.close()
 }
 
-// cut holds the agent's traffic to etcd, as a partition would; restore
-// lets it pass again.
+// cut holds the agent's election and gate traffic, as a partition would;
+// restore lets it pass again. Its Node's heartbeat, configuration and
+// events go on through the shared Kubernetes client.
 func (a *agent) cut() {
-	for _, l := range a.links {
+	for _, l := range a.member.links {
 		l.Cut()
 	}
 }
 
 func (a *agent) restore() {
-	for _, l := range a.links {
+	for _, l := range a.member.links {
 		l.Restore()
 	}
 }

@@ -90,14 +90,21 @@ var (
 	stateDirRE = regexp.MustCompile(`checkpoints in (\S+)`)
 )
 
-// checkNothingLeft checks that the run stopped its etcd and, with a local
+// checkNothingLeft checks that the run stopped the agents' etcd when it
+// had one (agentEtcd) and none otherwise, and, with a local
 // kube-apiserver, the apiserver and its etcd (no process runs with their
 // directories), and removed their directories and the state directory.
-func checkNothingLeft(t *testing.T, stdout string, localKube bool) {
+func checkNothingLeft(t *testing.T, stdout string, localKube, agentEtcd bool) {
 	t.Helper()
+	dirs := map[string]string{}
 	m := dataDirRE.FindStringSubmatch(stdout)
-	require.NotNil(t, m, "no etcd data dir in the output")
-	dirs := map[string]string{"etcd": filepath.Dir(m[1])}
+	if agentEtcd {
+		require.NotNil(t, m, "no etcd data dir in the output")
+		dirs["etcd"] = filepath.Dir(m[1])
+	} else {
+		require.Nil(t, m, "an etcd was started for the agents")
+		require.Contains(t, stdout, "no etcd for the agents")
+	}
 	m = kubeDirRE.FindStringSubmatch(stdout)
 	if localKube {
 		require.NotNil(t, m, "no kube-apiserver state dir in the output")
@@ -140,31 +147,36 @@ func skipShort(t *testing.T) {
 	}
 }
 
-// TestNodeAgent builds the example and runs each scenario on a local
-// kube-apiserver (the default), one on the in-memory API, then an
-// interrupted run, as a person would.
+// TestNodeAgent builds the example and runs every scenario on the
+// Kubernetes store (the default: a Lease election and versiongate/kubestore,
+// no etcd for the agents) and the failover and fence scenarios on the etcd
+// store, all on a local kube-apiserver, then an interrupted run and an
+// operated one, as a person would. No run uses the in-memory API
+// (--kube memory, which needs --store etcd): its wiring is that of the
+// etcd runs here, on a fake, and a real apiserver is what these runs are
+// for.
 func TestNodeAgent(t *testing.T) {
 	skipShort(t)
 	bin := buildBinary(t, t.TempDir())
 	for _, tc := range []struct {
 		scenario string
-		kube     string
+		store    string
 		verdict  *regexp.Regexp
 	}{
-		{"failover", kubeLocal, failoverRE},
-		{"upgrade", kubeLocal, regexp.MustCompile(`^VERDICT upgrade: PASS release=1\.1\.0 leader=agent-\d restricted-steps=2 status=done@1\.1\.0/min1\.1\.0 binds=192\.0\.2\.10:443,192\.0\.2\.10:80 took=[\d.]+s$`)},
-		{"bad-config", kubeLocal, badConfigRE},
-		{"fence", kubeLocal, regexp.MustCompile(`^VERDICT fence: PASS deposed=(agent-\d) token=(\d+) successor=(agent-\d) token=(\d+) refused=create:\S+ stale-writes-applied=0 writes=\d+ binds=192\.0\.2\.10:80$`)},
-		{"failover", kubeMemory, failoverRE},
-		{"bad-config", kubeMemory, badConfigRE},
+		{"failover", storeKube, failoverRE},
+		{"upgrade", storeKube, upgradeRE},
+		{"bad-config", storeKube, badConfigRE},
+		{"fence", storeKube, fenceRE},
+		{"failover", storeEtcd, failoverRE},
+		{"fence", storeEtcd, fenceRE},
 	} {
-		t.Run(tc.scenario+"/"+tc.kube, func(t *testing.T) {
+		t.Run(tc.scenario+"/"+tc.store, func(t *testing.T) {
 			// The deadlines only bound a run that went wrong: a starved
 			// machine takes several times as long as an idle one.
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
 			began := time.Now()
-			_, _, done := start(t, ctx, bin, "--scenario", tc.scenario, "--kube", tc.kube, "--pause", "200ms", "--deadline", "8m")
+			_, _, done := start(t, ctx, bin, "--scenario", tc.scenario, "--store", tc.store, "--pause", "200ms", "--deadline", "8m")
 			r := <-done
 			t.Logf("%s finished in %v", tc.scenario, time.Since(began).Round(100*time.Millisecond))
 			require.NoError(t, r.err, "exit status\nstdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
@@ -188,7 +200,7 @@ func TestNodeAgent(t *testing.T) {
 				require.NotEqual(t, deposed, successor)
 				require.Less(t, mustAtoi(t, old), mustAtoi(t, next))
 			}
-			checkNothingLeft(t, r.stdout, tc.kube == kubeLocal)
+			checkNothingLeft(t, r.stdout, true, tc.store == storeEtcd)
 		})
 	}
 	t.Run("interrupt", func(t *testing.T) { testInterrupt(t, bin) })
@@ -258,11 +270,21 @@ func testOperate(t *testing.T, bin string) {
 	require.Len(t, leaders, 1, "agents leading, by their metrics:\n%s", metrics)
 	require.Regexp(t, `(?m)^reconkit_versiongate_phase\{name="agent-\d",phase="\w+"\} 1$`, metrics)
 	require.Regexp(t, `(?m)^reconkit_nodestatus_requests_total\{call="\w+",code="\d+",name="agent-\d",outcome="\w+"\} \d+$`, metrics)
-	code, body := getBody("/healthz")
+	code, body := getBody("/healthz?verbose")
 	require.Equal(t, http.StatusOK, code, body)
-	require.Equal(t, "ok: agent-1, agent-2, agent-3\n", body)
-	code, _ = getBody("/healthz/" + leaders[0][1])
-	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "[+]agent-1 ok\n[+]agent-2 ok\n[+]agent-3 ok\nhealthz check passed\n", body)
+	code, body = getBody("/healthz/" + leaders[0][1] + "?verbose")
+	require.Equal(t, http.StatusOK, code, body)
+	require.Equal(t, "[+]leaderElection ok\n[+]nodeHeartbeat ok\n[+]releaseRecord ok\n[+]configTrial ok\nhealthz check passed\n", body)
+
+	// No etcd: the election and the gate are Leases in the namespace.
+	leases, err := kube.CoordinationV1().Leases("default").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	var names []string
+	for _, l := range leases.Items {
+		names = append(names, l.Name)
+	}
+	require.ElementsMatch(t, []string{"nodeagent-election", "nodeagent-gate-status", "nodeagent-gate-agent-1", "nodeagent-gate-agent-2", "nodeagent-gate-agent-3"}, names)
 
 	// The broadcaster sends events in the background: they reach the
 	// API a little after the leader took its term.
@@ -289,11 +311,17 @@ func testOperate(t *testing.T, bin string) {
 	require.NoError(t, r.err, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
 	_, err = web.Get(base + "/healthz")
 	require.Error(t, err, "the HTTP server outlived the program")
-	checkNothingLeft(t, r.stdout, false)
+	checkNothingLeft(t, r.stdout, false, false)
+	// The cluster outlives the run: its Leases are gone, the gate status'
+	// finalizer removed first.
+	leases, err = kube.CoordinationV1().Leases("default").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Empty(t, leases.Items, "the run left Leases behind")
 }
 
-// testInterrupt runs without a scenario until the cluster is steady, then
-// sends SIGINT: the program must stop cleanly and leave nothing behind.
+// testInterrupt runs with no flags at all, as the README's first command
+// does (so on the Kubernetes store, with no etcd for the agents), until
+// the cluster is steady, then sends SIGINT: the program must stop cleanly and leave nothing behind.
 func testInterrupt(t *testing.T, bin string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -319,10 +347,12 @@ func testInterrupt(t *testing.T, bin string) {
 	}
 	require.NoError(t, r.err)
 	require.Contains(t, r.stdout, "interrupted: stopping every agent")
-	checkNothingLeft(t, r.stdout, true)
+	checkNothingLeft(t, r.stdout, true, false)
 }
 
 var (
+	upgradeRE   = regexp.MustCompile(`^VERDICT upgrade: PASS release=1\.1\.0 leader=agent-\d restricted-steps=2 status=done@1\.1\.0/min1\.1\.0 binds=192\.0\.2\.10:443,192\.0\.2\.10:80 took=[\d.]+s$`)
+	fenceRE     = regexp.MustCompile(`^VERDICT fence: PASS deposed=(agent-\d) token=(\d+) successor=(agent-\d) token=(\d+) refused=create:\S+ stale-writes-applied=0 writes=\d+ binds=192\.0\.2\.10:80$`)
 	failoverRE  = regexp.MustCompile(`^VERDICT failover: PASS killed=(agent-\d) successor=(agent-\d) took=([\d.]+)s token=(\d+)->(\d+) targets=(\S+)$`)
 	badConfigRE = regexp.MustCompile(`^VERDICT bad-config: PASS rejected=AssignedValidateFailed rolled-back=TrialProbeFailed running=(\S+) reason="health probe failed .*maxConnections 10 is below.*"$`)
 )

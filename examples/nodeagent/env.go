@@ -10,33 +10,28 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/namespace"
-	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/reconkit/reconkit/election/etcd"
+	"github.com/reconkit/reconkit/kubefake"
 	"github.com/reconkit/reconkit/lbrecon/lbrecontest"
 	"github.com/reconkit/reconkit/versiongate"
 )
 
-// env is what the agents share: etcd, the Kubernetes API, the load
-// balancer, the state directory, and the list of agents for the view.
+// env is what the agents share: the coordination (election and gate
+// store), the Kubernetes API, the load balancer, the state directory, and
+// the list of agents for the view.
 type env struct {
 	opts options
 	log  logr.Logger
 	say  func(format string, args ...any) // narrative lines on stdout
 
-	local     *localServers // what this run started: etcd unless --etcd, an apiserver with --kube local
-	endpoints []string
-	prefix    string           // this run's etcd key prefix
-	cli       *clientv3.Client // the view's and the operator's client
-	observer  *etcd.Elector
+	local *localServers // what this run started: an apiserver with --kube local, an etcd with --store etcd unless --etcd
+	coord coordination  // what the agents elect on and keep the gate in
 
 	kube     kubernetes.Interface
 	kubeMode string // kubeLocal, kubeMemory or kubeExternal
@@ -56,8 +51,9 @@ type env struct {
 	agents []*agent // by index-1: the current agent of each slot
 }
 
-// newEnv sets up etcd, the Kubernetes API, the state directory and the
-// load balancer. On error everything made so far is undone.
+// newEnv sets up the Kubernetes API, the coordination (etcd only with
+// --store etcd), the state directory and the load balancer. On error
+// everything made so far is undone.
 func newEnv(ctx context.Context, opts options, log logr.Logger, say func(string, ...any)) (e *env, err error) {
 	e = &env{opts: opts, log: log, say: say, ops: newOps(), changes: make(chan struct{}, 1), agents: make([]*agent, opts.agents)}
 	defer func() {
@@ -82,57 +78,72 @@ func newEnv(ctx context.Context, opts options, log logr.Logger, say func(string,
 
 	e.kubeMode = opts.kubeMode()
 	if e.kubeMode == kubeLocal {
-		say("setup: Kubernetes API: a local kube-apiserver (its first build takes minutes, then it is cached; --kube memory starts at once on client-go's fake clientset)")
+		say("setup: Kubernetes API: a local kube-apiserver (its first build takes minutes, then it is cached; --kube memory --store etcd runs on an in-memory API instead)")
 	}
-	e.local, err = startLocal(ctx, opts.etcd == "", e.kubeMode == kubeLocal, say)
-	if err != nil {
-		return e, err
-	}
-	if opts.etcd == "" {
-		e.endpoints = e.local.etcdEndpoints()
-		say("setup: local etcd at %s (data dir %s)", strings.Join(e.endpoints, ","), e.local.etcdDataDir())
-	} else {
-		e.endpoints = strings.Split(opts.etcd, ",")
-		say("setup: etcd at %s", opts.etcd)
-	}
-	e.prefix = fmt.Sprintf("%srun-%x/", opts.etcdPrefix, time.Now().UnixNano())
-	e.cli, err = e.newEtcdClient(e.endpoints)
-	if err != nil {
-		return e, err
-	}
-	e.observer, err = etcd.New(etcd.Config{Client: e.cli, Prefix: electionPrefix, Identity: "observer", SessionTTL: opts.electionTTL})
+	withEtcd := opts.store == storeEtcd && opts.etcd == ""
+	e.local, err = startLocal(ctx, withEtcd, e.kubeMode == kubeLocal, say)
 	if err != nil {
 		return e, err
 	}
 
+	var kubeCfg *rest.Config // of a real apiserver; nil on the in-memory API
+	var kubeDesc string
 	switch e.kubeMode {
 	case kubeMemory:
-		e.kube = fake.NewClientset()
-		say("setup: Kubernetes API is IN-MEMORY (client-go fake clientset, which keeps no resource versions and admits what a server refuses); --kube local runs a real one")
+		e.kube = kubefake.NewClientset()
+		kubeDesc = "the in-memory Kubernetes API"
+		say("setup: Kubernetes API is IN-MEMORY (reconkit's kubefake: client-go's fake clientset with resourceVersions and their preconditions, but no admission and no validation); --kube local runs a real one")
 	case kubeLocal:
-		cfg := e.local.kubeConfig()
-		e.kube, err = kubernetes.NewForConfig(cfg)
+		kubeCfg = e.local.kubeConfig()
+		e.kube, err = kubernetes.NewForConfig(kubeCfg)
 		if err != nil {
 			return e, fmt.Errorf("kubernetes client: %w", err)
 		}
-		say("setup: local kube-apiserver at %s (state dir %s)", cfg.Host, e.local.kubeDir())
+		kubeDesc = "the local kube-apiserver"
+		say("setup: local kube-apiserver at %s (state dir %s)", kubeCfg.Host, e.local.kubeDir())
 	default:
-		cfg, err := clientcmd.BuildConfigFromFlags("", opts.kubeconfig)
+		kubeCfg, err = clientcmd.BuildConfigFromFlags("", opts.kubeconfig)
 		if err != nil {
 			return e, fmt.Errorf("kubeconfig: %w", err)
 		}
 		// Every agent and the view share this client: client-go's default
 		// 5 requests per second would delay heartbeats past their timeout.
-		cfg.QPS, cfg.Burst = 100, 200
-		e.kube, err = kubernetes.NewForConfig(cfg)
+		kubeCfg.QPS, kubeCfg.Burst = 100, 200
+		e.kube, err = kubernetes.NewForConfig(kubeCfg)
 		if err != nil {
 			return e, fmt.Errorf("kubernetes client: %w", err)
 		}
-		say("setup: Kubernetes API at %s (Nodes agent-1..%d and ConfigMap %s/%s are created, and deleted at exit)", cfg.Host, opts.agents, opts.namespace, configMapName)
+		kubeDesc = "Kubernetes at " + kubeCfg.Host
+		what := fmt.Sprintf("Nodes agent-1..%d and ConfigMap %s/%s", opts.agents, opts.namespace, configMapName)
+		if opts.store == storeKube {
+			what += fmt.Sprintf(", and Leases %s and %s-* in %s,", electionLease, gateName, opts.namespace)
+		}
+		say("setup: Kubernetes API at %s (%s are created, and deleted at exit)", kubeCfg.Host, what)
 		if err := e.deleteKubeObjects(ctx); err != nil {
 			return e, err
 		}
 	}
+
+	switch opts.store {
+	case storeEtcd:
+		endpoints := strings.Split(opts.etcd, ",")
+		if withEtcd {
+			endpoints = e.local.etcdEndpoints()
+			say("setup: local etcd at %s (data dir %s)", strings.Join(endpoints, ","), e.local.etcdDataDir())
+		} else {
+			say("setup: etcd at %s", opts.etcd)
+		}
+		if e.coord, err = newEtcdCoordination(opts, endpoints); err != nil {
+			return e, err
+		}
+		say("setup: the agents elect on etcd (election/etcd) and keep the version gate in etcd (versiongate/etcdstore); each term's etcd guard fences the gate's status writes")
+	default: // parseFlags refused the in-memory API: kubeCfg is set
+		if e.coord, err = newKubeCoordination(opts, e.kube, kubeCfg, kubeDesc); err != nil {
+			return e, err
+		}
+		say("setup: no etcd for the agents: they elect on the Lease %s/%s (election/lease) and keep the version gate in Leases %s-* (versiongate/kubestore); the Lease term's token fences the gate's status writes (--store etcd uses etcd instead)", opts.namespace, electionLease, gateName)
+	}
+
 	e.taint = opts.taint
 	if e.taint {
 		say("setup: Nodes carry the taint %s=%s:NoSchedule, so DaemonSets and the scheduler place no pods on them (--taint=false leaves it off)", taintKey, taintValue)
@@ -145,52 +156,10 @@ func newEnv(ctx context.Context, opts options, log logr.Logger, say func(string,
 	return e, nil
 }
 
-// newAgentClient returns an etcd client for one agent that reaches etcd
-// through loopback proxies of its own, so that killing the agent can cut
-// its traffic as a crash would.
-func (e *env) newAgentClient() (*clientv3.Client, []link, error) {
-	var links []link
-	var eps []string
-	for _, ep := range e.endpoints {
-		scheme, hostPort, ok := strings.Cut(ep, "://")
-		if !ok {
-			scheme, hostPort = "http", ep
-		}
-		l, err := startLink(hostPort)
-		if err != nil {
-			closeLinks(links)
-			return nil, nil, err
-		}
-		links = append(links, l)
-		eps = append(eps, scheme+"://"+l.Addr())
-	}
-	cli, err := e.newEtcdClient(eps)
-	if err != nil {
-		closeLinks(links)
-		return nil, nil, err
-	}
-	return cli, links, nil
-}
-
 func closeLinks(ls []link) {
 	for _, l := range ls {
 		_ = l.Close()
 	}
-}
-
-// newEtcdClient returns a client whose keys live under the run's prefix.
-//
-// Close it only after every goroutine using it has returned: the
-// namespace wrapper's Watch races with its Close.
-func (e *env) newEtcdClient(endpoints []string) (*clientv3.Client, error) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		return nil, fmt.Errorf("etcd client: %w", err)
-	}
-	cli.KV = namespace.NewKV(cli.KV, e.prefix)
-	cli.Watcher = namespace.NewWatcher(cli.Watcher, e.prefix)
-	cli.Lease = namespace.NewLease(cli.Lease, e.prefix)
-	return cli, nil
 }
 
 // changed tells the view to look again. It never blocks.
@@ -256,17 +225,8 @@ func (e *env) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var errs []error
-	if e.observer != nil {
-		errs = append(errs, e.observer.Close())
-	}
-	if e.cli != nil {
-		if e.opts.etcd != "" {
-			// A real etcd keeps the run's keys; delete them.
-			if _, err := e.cli.Delete(ctx, "", clientv3.WithPrefix()); err != nil {
-				errs = append(errs, fmt.Errorf("delete etcd prefix %s: %w", e.prefix, err))
-			}
-		}
-		errs = append(errs, e.cli.Close())
+	if e.coord != nil {
+		errs = append(errs, e.coord.close(ctx))
 	}
 	if e.kube != nil && e.kubeMode == kubeExternal {
 		errs = append(errs, e.deleteKubeObjects(ctx))
@@ -285,7 +245,8 @@ func (e *env) close() {
 }
 
 // deleteKubeObjects removes this program's Nodes, their Leases and the
-// ConfigMap from a real cluster.
+// ConfigMap from a real cluster, and with --store kube the election's and
+// the gate's Leases.
 func (e *env) deleteKubeObjects(ctx context.Context) error {
 	var errs []error
 	ignore := func(err error) {
@@ -308,5 +269,8 @@ func (e *env) deleteKubeObjects(ctx context.Context) error {
 		ignore(e.kube.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(ctx, name, metav1.DeleteOptions{}))
 	}
 	ignore(e.kube.CoreV1().ConfigMaps(e.opts.namespace).Delete(ctx, configMapName, metav1.DeleteOptions{}))
+	if e.opts.store == storeKube {
+		errs = append(errs, deleteGateLeases(ctx, e.kube, e.opts.namespace))
+	}
 	return errors.Join(errs...)
 }

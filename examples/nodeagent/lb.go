@@ -1,20 +1,12 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
 	"sync"
-	"time"
-
-	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/reconkit/reconkit/backoff"
 	"github.com/reconkit/reconkit/lbrecon"
@@ -223,59 +215,6 @@ func (e *termEngine) Repair(ctx context.Context, o lbrecon.Object) (out lbrecon.
 		return err
 	})
 	return out, err
-}
-
-// liveTargets lists this program's Nodes whose heartbeat lease is fresh
-// and whose Ready and VersionGateReady conditions are True: the nodes that
-// can take traffic.
-func liveTargets(ctx context.Context, kube kubernetes.Interface, now time.Time) ([]lbrecon.Target, error) {
-	nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: nodeLabel})
-	if err != nil {
-		return nil, fmt.Errorf("list nodes: %w", err)
-	}
-	var out []lbrecon.Target
-	for _, n := range nodes.Items {
-		if !conditionTrue(n.Status.Conditions, corev1.NodeReady) || !conditionTrue(n.Status.Conditions, conditionGated) {
-			continue
-		}
-		lease, err := kube.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, n.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("get lease of %s: %w", n.Name, err)
-		}
-		if !leaseFresh(lease, now) {
-			continue
-		}
-		for _, a := range n.Status.Addresses {
-			if a.Type != corev1.NodeInternalIP {
-				continue
-			}
-			if addr, err := netip.ParseAddr(a.Address); err == nil {
-				out = append(out, lbrecon.Target{Name: n.Name, Address: addr})
-				break
-			}
-		}
-	}
-	slices.SortFunc(out, func(a, b lbrecon.Target) int { return cmp.Compare(a.Name, b.Name) })
-	return out, nil
-}
-
-func leaseFresh(l *coordinationv1.Lease, now time.Time) bool {
-	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
-		return false
-	}
-	return now.Sub(l.Spec.RenewTime.Time) < time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second
-}
-
-func conditionTrue(conds []corev1.NodeCondition, t corev1.NodeConditionType) bool {
-	for _, c := range conds {
-		if c.Type == t {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // lbSummary is what the live view shows of the load balancer.

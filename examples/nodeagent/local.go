@@ -1,9 +1,9 @@
 package main
 
 // This is the only file of the program that uses reconkit's server harness
-// (internal/servers): it builds a real etcd and kube-apiserver from
+// (internal/servers): it builds a real kube-apiserver and etcd from
 // internal/tools on the first run (cached afterwards), starts them on free
-// loopback ports, and puts loopback proxies in front of etcd so that a
+// loopback ports, and puts loopback proxies in front of them so that a
 // scenario can cut an agent's traffic. The harness is internal to the
 // reconkit module. Outside this module a host points --etcd and
 // --kubeconfig at its own servers, and needs none of this.
@@ -19,8 +19,9 @@ import (
 	"github.com/reconkit/reconkit/internal/servers"
 )
 
-// localServers are the servers this run started: an etcd for the agents
-// and, with --kube local, a kube-apiserver on an etcd of its own.
+// localServers are the servers this run started: with --kube local, a
+// kube-apiserver on an etcd of its own, and, with --store etcd and no
+// --etcd, an etcd for the agents.
 type localServers struct {
 	etcd *servers.Etcd
 	api  *servers.APIServer
@@ -45,7 +46,14 @@ func startLocal(ctx context.Context, withEtcd, withKube bool, say func(string, .
 	if err != nil {
 		return l, fmt.Errorf("build the local servers: %w", err)
 	}
-	say("setup: etcd binary %s (built from internal/tools on the first run, then cached)", bins.Etcd)
+	use := "the kube-apiserver's storage only: no etcd for the agents"
+	if withEtcd {
+		use = "for the agents' etcd"
+		if withKube {
+			use += " and the kube-apiserver's storage"
+		}
+	}
+	say("setup: etcd binary %s (%s; built from internal/tools on the first run, then cached)", bins.Etcd, use)
 	if withKube {
 		say("setup: kube-apiserver binary %s (built from internal/tools on the first run, then cached)", bins.KubeAPIServer)
 	}
@@ -93,8 +101,9 @@ func (l *localServers) close() error {
 	return errors.Join(errs...)
 }
 
-// link is an agent's own way to etcd: a loopback TCP proxy that a scenario
-// cuts (bytes are held, as in a partition) and restores.
+// link is an agent's own way to etcd or to the kube-apiserver: a loopback
+// TCP proxy that a scenario cuts (bytes are held, as in a partition) and
+// restores.
 type link interface {
 	Addr() string
 	Cut()
@@ -105,7 +114,7 @@ type link interface {
 func startLink(target string) (link, error) {
 	p, err := servers.StartProxy(target)
 	if err != nil {
-		return nil, fmt.Errorf("proxy to etcd: %w", err)
+		return nil, fmt.Errorf("proxy to %s: %w", target, err)
 	}
 	return p, nil
 }

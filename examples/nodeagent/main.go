@@ -4,15 +4,24 @@
 //	go run ./examples/nodeagent                       # run until Ctrl-C
 //	go run ./examples/nodeagent --scenario failover   # or upgrade, bad-config, fence
 //
-// With no flags it needs nothing installed: it starts a local etcd and a
-// local kube-apiserver (both built from internal/tools on the first run,
-// with progress shown, then cached; the apiserver takes minutes to build
-// once), so no cluster of yours is touched. --kube memory uses client-go's
-// fake clientset instead, which starts at once but does not behave as a
-// server does (no resource versions, no conflicts). --etcd and
-// --kubeconfig point it at real servers of your own; it then behaves the
-// same. The load balancer it reconciles is always the in-memory engine of
-// lbrecon/lbrecontest, behind a store that refuses stale fencing tokens.
+// With no flags it needs nothing installed and no etcd for the agents: it
+// starts a local kube-apiserver (built from internal/tools on the first
+// run, with progress shown, then cached; it takes minutes to build once,
+// and keeps its own storage in an etcd of its own), so no cluster of yours
+// is touched. --kubeconfig points it at a real cluster of your own; it
+// then behaves the same.
+//
+// --store says what the agents elect on and keep the version gate in. kube
+// (the default): a Lease election (election/lease) and the gate's Lease
+// store (versiongate/kubestore), on the Kubernetes API alone; the gate
+// fences its status writes by the Lease term's token. etcd: an etcd
+// election (election/etcd) and the gate's etcd store
+// (versiongate/etcdstore), whose status writes carry the term's etcd
+// guard, on a local etcd or, with --etcd, on yours. --kube memory runs on
+// reconkit's in-memory Kubernetes API (kubefake), which starts at once,
+// with --store etcd only. The load balancer it reconciles is always the
+// in-memory engine of lbrecon/lbrecontest, behind a store that refuses
+// stale fencing tokens.
 //
 // The Nodes it registers carry the NoSchedule taint
 // reconkit.io/nodeagent=true, as virtual-kubelet's do, so that DaemonSets
@@ -22,16 +31,19 @@
 // a ConfigMap, with a trial and rollback to last-known-good), registers its
 // Node and heartbeats it with nodestatus (reporting the ConfigOK
 // condition), publishes its release and waits with versiongate.WaitReady,
-// and campaigns on an etcd election; the leader runs the version-gated
-// reconcile, which converges the load balancer with lbrecon: one
-// reconciler per agent for its load balancer, built on its first term and
-// kept across terms, each term's fencing token carried in the context of
-// its calls.
+// and campaigns on the election; the leader runs the version-gated
+// reconcile, which converges the load balancer with lbrecon over the
+// healthy Nodes (nodestatus.NodeHealth: Ready and VersionGateReady True,
+// heartbeat Lease seen renewing; nodetargets.From): one reconciler per
+// agent for its load balancer, built on its first term and kept across
+// terms, each term's fencing token carried in the context of its calls.
 //
 // With --http ADDR it serves /metrics, the Prometheus metrics of every
 // package of every agent (labelled name=<agent>) from one registry, and
-// /healthz, the leadership health check of every agent (500 naming the
-// agents that are unhealthy), and /healthz/<agent>. Each agent records
+// /healthz (package healthz, in the Kubernetes components' format): one
+// check per agent, failing with the agent's failed checks, and
+// /healthz/<agent> with that agent's four: its elector, its Node's
+// heartbeat, its gate's release record and its configuration trial. Each agent records
 // Kubernetes events (leadership, configuration trials and rollbacks, the
 // version gate, registration) on its Node.
 //
@@ -67,6 +79,7 @@ import (
 type options struct {
 	agents     int
 	scenario   string
+	store      string
 	kube       string
 	kubeconfig string
 	taint      bool
@@ -93,6 +106,12 @@ type options struct {
 
 var scenarios = []string{"failover", "upgrade", "bad-config", "fence"}
 
+// What the agents elect on and keep the version gate in.
+const (
+	storeKube = "kube" // a Lease election and the gate's Lease store: no etcd
+	storeEtcd = "etcd" // an etcd election and the gate's etcd store
+)
+
 // Where the Kubernetes API comes from.
 const (
 	kubeLocal    = "local"    // a kube-apiserver this run builds and starts
@@ -114,21 +133,22 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	fs.IntVar(&o.agents, "agents", 3, "number of node agents (2 to 9)")
 	fs.StringVar(&o.scenario, "scenario", "", "scenario to play, then exit: "+strings.Join(scenarios, ", ")+" (empty: run until Ctrl-C)")
+	fs.StringVar(&o.store, "store", storeKube, "what the agents elect on and keep the version gate in: kube (a Lease election and versiongate/kubestore, on the Kubernetes API alone) or etcd (an etcd election and versiongate/etcdstore, on an etcd of its own)")
 	fs.StringVar(&o.kube, "kube", kubeLocal, "Kubernetes API when --kubeconfig is empty: local (a real kube-apiserver, built from internal/tools on the first run, then cached) or memory (client-go's fake clientset, which does not behave as a server does)")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of a real cluster to use instead of --kube")
 	fs.BoolVar(&o.taint, "taint", true, "register the Nodes with the taint "+taintKey+"="+taintValue+":NoSchedule, as virtual-kubelet does, so that DaemonSets and the scheduler place no pods on them")
-	fs.StringVar(&o.etcd, "etcd", "", "comma-separated endpoints of a real etcd (empty: start a local etcd)")
-	fs.StringVar(&o.etcdPrefix, "etcd-prefix", "/reconkit-nodeagent/", "etcd key prefix; each run uses a fresh sub-prefix and deletes it at exit")
-	fs.StringVar(&o.http, "http", "", "address to serve /metrics (Prometheus) and /healthz (leadership health of every agent; /healthz/<agent> for one) on, such as 127.0.0.1:9090 (empty: none)")
-	fs.StringVar(&o.namespace, "namespace", "default", "namespace of the nodeagent-config ConfigMap")
+	fs.StringVar(&o.etcd, "etcd", "", "with --store etcd: comma-separated endpoints of a real etcd (empty: start a local etcd)")
+	fs.StringVar(&o.etcdPrefix, "etcd-prefix", "/reconkit-nodeagent/", "with --store etcd: etcd key prefix; each run uses a fresh sub-prefix and deletes it at exit")
+	fs.StringVar(&o.http, "http", "", "address to serve /metrics (Prometheus) and /healthz (every agent's checks: election, Node heartbeat, release record, configuration trial; /healthz/<agent> for one) on, such as 127.0.0.1:9090 (empty: none)")
+	fs.StringVar(&o.namespace, "namespace", "default", "namespace of the nodeagent-config ConfigMap and, with --store kube, of the election's and the gate's Leases")
 	fs.StringVar(&o.stateDir, "state-dir", "", "directory for the agents' checkpoints, kept at exit (empty: a temporary directory, removed at exit)")
 	fs.IntVar(&o.verbosity, "v", 0, "log verbosity on stderr: 0 errors only, 1 info, 2 and up more detail")
 	fs.StringVar(&o.release, "release", "1.0.0", "release the agents start with")
 	fs.StringVar(&o.upgradeTo, "upgrade-to", "1.1.0", "release the upgrade scenario rolls out; 1.1.0 and later add an https port to the load balancer")
 	fs.DurationVar(&o.pause, "pause", time.Second, "pause between the steps of a scenario, to follow the live view")
 	fs.DurationVar(&o.deadline, "deadline", 90*time.Second, "a scenario that has not finished by then fails")
-	fs.DurationVar(&o.electionTTL, "election-ttl", 2*time.Second, "etcd session TTL of the election (whole seconds): how long a crashed leader holds on")
-	fs.DurationVar(&o.recordTTL, "record-ttl", 3*time.Second, "lease TTL of each agent's release record (whole seconds)")
+	fs.DurationVar(&o.electionTTL, "election-ttl", 2*time.Second, "how long a crashed leader holds on (whole seconds): the election Lease's duration, or the etcd session's TTL")
+	fs.DurationVar(&o.recordTTL, "record-ttl", 3*time.Second, "TTL of each agent's release record (whole seconds): its Lease's duration, or its etcd lease's TTL")
 	fs.DurationVar(&o.nodeLease, "node-lease", 4*time.Second, "Node heartbeat lease duration (whole seconds); renewed every quarter of it")
 	fs.DurationVar(&o.trial, "trial", 3*time.Second, "trial period of an assigned configuration")
 	fs.DurationVar(&o.reconcileInterval, "reconcile-interval", 2*time.Second, "period of the leader's load-balancer reconcile")
@@ -137,8 +157,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.lbPending, "lb-pending", 300*time.Millisecond, "how long a new load-balancer object stays pending")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: nodeagent [flags]\n\n"+
-			"Runs a small cluster of node agents on a local etcd and a local kube-apiserver,\n"+
-			"and plays a scenario (%s) or runs until Ctrl-C.\n\nFlags:\n", strings.Join(scenarios, ", "))
+			"Runs a small cluster of node agents on a local kube-apiserver (and, with\n"+
+			"--store etcd, a local etcd), and plays a scenario (%s) or runs until Ctrl-C.\n\nFlags:\n", strings.Join(scenarios, ", "))
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -156,10 +176,26 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.kube != kubeLocal && o.kube != kubeMemory {
 		return o, fmt.Errorf("--kube %q: want %s or %s", o.kube, kubeLocal, kubeMemory)
 	}
-	kubeSet := false
-	fs.Visit(func(f *flag.Flag) { kubeSet = kubeSet || f.Name == "kube" })
-	if kubeSet && o.kubeconfig != "" {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["kube"] && o.kubeconfig != "" {
 		return o, errors.New("--kube and --kubeconfig exclude each other")
+	}
+	switch o.store {
+	case storeKube:
+		if set["etcd"] || set["etcd-prefix"] {
+			return o, errors.New("--etcd and --etcd-prefix need --store etcd; --store kube uses no etcd")
+		}
+		if o.kubeMode() == kubeMemory {
+			// kubefake's List ignores field selectors, and the Lease
+			// elector lists its Lease by name: it would take the gate's
+			// Leases for its own and no agent would lead. There is no
+			// network to cut either.
+			return o, errors.New("--kube memory needs --store etcd: on the in-memory API (kubefake) a List ignores its field selector, so the Lease elector would read the gate's Leases as the election's, and nothing can be cut")
+		}
+	case storeEtcd:
+	default:
+		return o, fmt.Errorf("--store %q: want %s or %s", o.store, storeKube, storeEtcd)
 	}
 	for name, d := range map[string]time.Duration{"election-ttl": o.electionTTL, "record-ttl": o.recordTTL, "node-lease": o.nodeLease} {
 		if d < time.Second || d%time.Second != 0 {

@@ -129,3 +129,12 @@ func affinityNodes(p *corev1.Pod) []string {
 	}
 	return out
 }
+
+func conditionTrue(conds []corev1.NodeCondition, t corev1.NodeConditionType) bool {
+	for _, c := range conds {
+		if c.Type == t {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -21,8 +20,8 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/reconkit/reconkit/election"
 	"github.com/reconkit/reconkit/events"
+	"github.com/reconkit/reconkit/healthz"
 	"github.com/reconkit/reconkit/prommetrics"
 )
 
@@ -31,26 +30,18 @@ import (
 type hooks = prommetrics.Hooks
 
 // ops is what an operator sees of the run: one Prometheus registry fed by
-// every package of every agent, and each agent's leadership health check.
-// It serves them over HTTP with --http.
+// every package of every agent, and each agent's health checks. It serves
+// them over HTTP with --http.
 type ops struct {
 	reg *prometheus.Registry
 
 	mu     sync.Mutex
-	hooks  map[string]hooks         // by agent name, made once
-	health map[string]healthChecker // the current agent of each name
+	hooks  map[string]hooks            // by agent name, made once
+	health map[string]*healthz.Handler // the current agent of each name
 }
-
-// healthChecker is a leadership health check: *election.HealthCheck.
-type healthChecker interface {
-	Check(*http.Request) error
-	http.Handler
-}
-
-var _ healthChecker = (*election.HealthCheck)(nil)
 
 func newOps() *ops {
-	return &ops{reg: prometheus.NewRegistry(), hooks: map[string]hooks{}, health: map[string]healthChecker{}}
+	return &ops{reg: prometheus.NewRegistry(), hooks: map[string]hooks{}, health: map[string]*healthz.Handler{}}
 }
 
 // hooksFor returns the metrics hooks of the agent called name. They are
@@ -71,51 +62,44 @@ func (o *ops) hooksFor(name string) (hooks, error) {
 	return h, nil
 }
 
-// setHealth makes hc the health check of the agent called name.
-func (o *ops) setHealth(name string, hc healthChecker) {
+// setHealth makes h the health checks of the agent called name.
+func (o *ops) setHealth(name string, h *healthz.Handler) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.health[name] = hc
+	o.health[name] = h
 }
 
-// handler serves /metrics from the registry, /healthz from every agent's
-// health check (200 while all are healthy, 500 naming those that are
-// not) and /healthz/<agent> from that agent's.
+// handler serves /metrics from the registry, /healthz with one check per
+// agent, which fails naming that agent's failed checks (the format of the
+// Kubernetes components' /healthz: 200 "ok", or 500 with a line per
+// agent; ?verbose and ?exclude=agent-N work), and /healthz/<agent> with
+// that agent's checks, one line each.
 func (o *ops) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(o.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		o.mu.Lock()
-		names := slices.Sorted(maps.Keys(o.health))
-		checks := make([]healthChecker, len(names))
-		for i, n := range names {
-			checks[i] = o.health[n]
+		var checks []healthz.Check
+		for _, name := range slices.Sorted(maps.Keys(o.health)) {
+			checks = append(checks, healthz.Check{Name: name, Checker: o.health[name].Check})
 		}
 		o.mu.Unlock()
-		var bad []string
-		for i, hc := range checks {
-			if err := hc.Check(r); err != nil {
-				bad = append(bad, fmt.Sprintf("%s: %v", names[i], err))
-			}
-		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		if len(bad) > 0 {
-			w.WriteHeader(http.StatusInternalServerError)
-			fmt.Fprintf(w, "unhealthy: %s\n", strings.Join(bad, "; "))
+		h, err := healthz.New(checks...)
+		if err != nil { // agent names are valid check names
+			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
-		fmt.Fprintf(w, "ok: %s\n", strings.Join(names, ", "))
+		h.ServeHTTP(w, r)
 	})
 	mux.HandleFunc("GET /healthz/{agent}", func(w http.ResponseWriter, r *http.Request) {
 		o.mu.Lock()
-		hc := o.health[r.PathValue("agent")]
+		h := o.health[r.PathValue("agent")]
 		o.mu.Unlock()
-		if hc == nil {
+		if h == nil {
 			http.NotFound(w, r)
 			return
 		}
-		hc.ServeHTTP(w, r)
+		h.ServeHTTP(w, r)
 	})
 	return mux
 }

@@ -13,21 +13,28 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reconkit/reconkit/election"
+	"github.com/reconkit/reconkit/healthz"
 	"github.com/reconkit/reconkit/nodestatus"
 )
 
-// fakeHealth is a health check whose verdict the test sets. It models
-// nothing of an election: only the two answers a check gives.
-type fakeHealth struct{ err error }
+// fakeCheck is a check whose verdict the test sets.
+type fakeCheck struct{ err error }
 
-func (f *fakeHealth) Check(*http.Request) error { return f.err }
+func (f *fakeCheck) check(*http.Request) error { return f.err }
 
-func (f *fakeHealth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if f.err != nil {
-		http.Error(w, f.err.Error(), http.StatusInternalServerError)
-		return
+// agentHealth is an agent's checks as the program makes them, with
+// verdicts the test sets.
+func agentHealth(t *testing.T) (*healthz.Handler, map[string]*fakeCheck) {
+	t.Helper()
+	fakes := map[string]*fakeCheck{}
+	var checks []healthz.Check
+	for _, n := range []string{election.DefaultHealthCheckName, checkHeartbeat, checkRecord, checkTrial} {
+		fakes[n] = &fakeCheck{}
+		checks = append(checks, healthz.Check{Name: n, Checker: fakes[n].check})
 	}
-	_, _ = io.WriteString(w, "ok\n")
+	h, err := healthz.New(checks...)
+	require.NoError(t, err)
+	return h, fakes
 }
 
 func get(t *testing.T, h http.Handler, path string) (int, string) {
@@ -37,33 +44,42 @@ func get(t *testing.T, h http.Handler, path string) (int, string) {
 	return rec.Code, rec.Body.String()
 }
 
-// /healthz is 200 while every agent's check passes and 500 naming the
-// agents whose check fails; /healthz/<agent> is that agent's check alone.
+// /healthz is 200 while every agent's checks pass and 500 naming the
+// agents and the checks that fail; /healthz/<agent> is that agent's
+// checks alone.
 func TestOpsHealthz(t *testing.T) {
 	o := newOps()
-	a1, a2 := &fakeHealth{}, &fakeHealth{}
-	o.setHealth("agent-1", a1)
-	o.setHealth("agent-2", a2)
+	h1, _ := agentHealth(t)
+	h2, f2 := agentHealth(t)
+	o.setHealth("agent-1", h1)
+	o.setHealth("agent-2", h2)
 	h := o.handler()
 
 	code, body := get(t, h, "/healthz")
 	require.Equal(t, http.StatusOK, code, body)
-	require.Equal(t, "ok: agent-1, agent-2\n", body)
+	require.Equal(t, "ok", body)
+	code, body = get(t, h, "/healthz?verbose")
+	require.Equal(t, http.StatusOK, code, body)
+	require.Equal(t, "[+]agent-1 ok\n[+]agent-2 ok\nhealthz check passed\n", body)
 
-	a2.err = errors.New("leader past its ValidUntil")
+	f2[checkHeartbeat].err = errors.New("no heartbeat for 5s")
+	f2[checkRecord].err = errors.New("release record lost")
 	code, body = get(t, h, "/healthz")
 	require.Equal(t, http.StatusInternalServerError, code)
-	require.Equal(t, "unhealthy: agent-2: leader past its ValidUntil\n", body)
+	require.Equal(t, "[+]agent-1 ok\n[-]agent-2 failed: nodeHeartbeat: no heartbeat for 5s releaseRecord: release record lost\nhealthz check failed\n", body)
+	code, _ = get(t, h, "/healthz?exclude=agent-2")
+	require.Equal(t, http.StatusOK, code)
 	code, _ = get(t, h, "/healthz/agent-1")
 	require.Equal(t, http.StatusOK, code)
 	code, body = get(t, h, "/healthz/agent-2")
 	require.Equal(t, http.StatusInternalServerError, code)
-	require.Contains(t, body, "ValidUntil")
+	require.Equal(t, "[+]leaderElection ok\n[-]nodeHeartbeat failed: no heartbeat for 5s\n[-]releaseRecord failed: release record lost\n[+]configTrial ok\nhealthz check failed\n", body)
 	code, _ = get(t, h, "/healthz/agent-9")
 	require.Equal(t, http.StatusNotFound, code)
 
-	// A restarted agent's check replaces its predecessor's.
-	o.setHealth("agent-2", &fakeHealth{})
+	// A restarted agent's checks replace its predecessor's.
+	h2, _ = agentHealth(t)
+	o.setHealth("agent-2", h2)
 	code, _ = get(t, h, "/healthz")
 	require.Equal(t, http.StatusOK, code)
 }
@@ -97,7 +113,8 @@ func TestOpsMetrics(t *testing.T) {
 // and returns nil; the port is closed after it returned.
 func TestOpsServe(t *testing.T) {
 	o := newOps()
-	o.setHealth("agent-1", &fakeHealth{})
+	h1, _ := agentHealth(t)
+	o.setHealth("agent-1", h1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ln, err := o.listen(ctx, "127.0.0.1:0")

@@ -54,7 +54,7 @@ func run(ctx context.Context, opts options, stdout, stderr io.Writer) (err error
 		g.Go(func() error { return e.ops.serve(httpCtx, ln) })
 	}
 
-	v := &view{env: e, p: p}
+	v := newView(e, p)
 	viewCtx, stopView := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { v.run(viewCtx) })

@@ -93,7 +93,7 @@ func (sc *scenario) failover(ctx context.Context) (string, error) {
 	if victim == nil {
 		return "", fmt.Errorf("leader %q is not one of the agents", old.Identity)
 	}
-	sc.p.say("SCENARIO failover: killing the leader %s; its etcd connection is cut first, so its session (TTL %v) is never revoked", victim.name, sc.env.opts.electionTTL)
+	sc.p.say("SCENARIO failover: killing the leader %s; %s is cut first, so its term (TTL %v) is never released", victim.name, sc.env.coord.traffic(), sc.env.opts.electionTTL)
 	killed := time.Now()
 	victim.kill()
 
@@ -278,8 +278,9 @@ func (sc *scenario) badConfig(ctx context.Context) (string, error) {
 
 // fence shows a deposed leader's late write refused by the load
 // balancer's store. The leader passes its check before a write and pauses
-// there; meanwhile its etcd traffic is cut, so its session expires on the
-// server and another agent leads with a higher token and writes. Then the
+// there; meanwhile its election traffic is cut, so its term expires (its
+// etcd session on the server, or its Lease unrenewed) and another agent
+// leads with a higher token and writes. Then the
 // old leader resumes: its write reaches the store, which refuses it by its
 // token, in the same critical section as the write.
 func (sc *scenario) fence(ctx context.Context) (string, error) {
@@ -311,7 +312,7 @@ func (sc *scenario) fence(ctx context.Context) (string, error) {
 		victim.hold.CompareAndSwap(hold, nil)
 		return "", fmt.Errorf("waiting for %s to write: %w", victim.name, ctx.Err())
 	}
-	sc.p.say("fence: %s passed its check and paused before %s %s; cutting its etcd traffic so its session (TTL %v) expires", victim.name, hold.verb, hold.obj.Name, e.opts.electionTTL)
+	sc.p.say("fence: %s passed its check and paused before %s %s; cutting %s so its term (TTL %v) expires", victim.name, hold.verb, hold.obj.Name, e.coord.traffic(), e.opts.electionTTL)
 	victim.cut()
 	resumed := false
 	resume := func() {
@@ -362,7 +363,7 @@ func (sc *scenario) fence(ctx context.Context) (string, error) {
 	}
 
 	victim.restore()
-	sc.p.say("fence: %s's etcd traffic restored; waiting for the cluster to settle with one bind per address and port", victim.name)
+	sc.p.say("fence: %s's traffic restored; waiting for the cluster to settle with one bind per address and port", victim.name)
 	s, err = sc.waitFor(ctx, "a steady cluster under "+next.Identity+", "+victim.name+" serving again and no longer leading", func(s snapshot) bool {
 		v := victim.snapshot()
 		return steady(s) && s.Leader.Identity == next.Identity && v.Running && v.Ready && !v.Leading

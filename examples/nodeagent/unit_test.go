@@ -28,6 +28,11 @@ func TestParseFlags(t *testing.T) {
 	require.Empty(t, o.scenario)
 	require.Equal(t, kubeLocal, o.kubeMode(), "a real apiserver by default")
 	require.True(t, o.taint, "tainted Nodes by default")
+	require.Equal(t, storeKube, o.store, "no etcd for the agents by default")
+
+	o, err = parseFlags([]string{"--store", "etcd", "--etcd", "127.0.0.1:2379", "--kube", "memory", "--scenario", "fence"}, io.Discard)
+	require.NoError(t, err, "the fence scenario cuts etcd traffic on the in-memory API")
+	require.Equal(t, storeEtcd, o.store)
 
 	o, err = parseFlags([]string{"--kubeconfig", "kc", "--taint=false"}, io.Discard)
 	require.NoError(t, err)
@@ -40,6 +45,10 @@ func TestParseFlags(t *testing.T) {
 		{"--election-ttl", "1500ms"},
 		{"--kube", "remote"},
 		{"--kube", "memory", "--kubeconfig", "kc"},
+		{"--store", "zookeeper"},
+		{"--etcd", "127.0.0.1:2379"}, // etcd endpoints without the etcd store
+		{"--etcd-prefix", "/x/"},     // likewise
+		{"--kube", "memory"},         // the in-memory API needs the etcd store
 		{"extra"},
 	} {
 		_, err := parseFlags(args, io.Discard)

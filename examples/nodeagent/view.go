@@ -14,6 +14,7 @@ import (
 
 	"github.com/reconkit/reconkit/checkpoint"
 	"github.com/reconkit/reconkit/election"
+	"github.com/reconkit/reconkit/nodestatus"
 	"github.com/reconkit/reconkit/versiongate"
 )
 
@@ -73,18 +74,33 @@ type snapshot struct {
 // nodeView is one Node as the Kubernetes API has it.
 type nodeView struct {
 	Ready, ConfigOK, Gated string // status/reason of each condition
-	LeaseFresh             bool
-	LeaseAge               time.Duration
+	// LeaseFresh: the view saw the Node's heartbeat Lease renewed within
+	// its duration, on the view's clock.
+	LeaseFresh bool
+	// LeaseAge is the time since the Lease's renewTime, as written by
+	// the agent's clock (the same machine's here): shown, not judged.
+	LeaseAge time.Duration
 }
 
 // view collects snapshots and shows them.
 type view struct {
 	env *env
 	p   *printer
+	// leases judges the Nodes' heartbeat Leases alone (no condition,
+	// taint or label): the view's LeaseFresh.
+	leases *nodestatus.NodeHealth
 
 	mu       sync.Mutex
 	leader   election.LeaderInfo
 	leaderCh chan struct{} // closed and replaced when leader changes
+}
+
+func newView(e *env, p *printer) *view {
+	return &view{env: e, p: p, leases: nodestatus.NewNodeHealth(nodestatus.HealthRule{
+		Conditions:    []corev1.NodeConditionType{},
+		ExcludeTaints: []string{},
+		ExcludeLabels: []string{},
+	})}
 }
 
 // currentLeader returns the leader the election shows, and a channel
@@ -102,7 +118,7 @@ func (v *view) currentLeader() (election.LeaderInfo, <-chan struct{}) {
 func (v *view) run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		for info := range v.env.observer.Observe(ctx) {
+		for info := range v.env.coord.observer().Observe(ctx) {
 			v.mu.Lock()
 			v.leader = info
 			if v.leaderCh != nil {
@@ -158,10 +174,10 @@ func (v *view) collect(ctx context.Context) snapshot {
 	v.mu.Unlock()
 
 	s.Status = "none"
-	if resp, err := e.cli.Get(ctx, gateStatusKey); err != nil {
+	if st, err := e.coord.status().ReadStatus(ctx); err != nil {
 		s.Status = "unreadable"
-	} else if len(resp.Kvs) == 1 {
-		if st, err := versiongate.DecodeStatus(resp.Kvs[0].Value); err != nil {
+	} else if st.Value != nil {
+		if st, err := versiongate.DecodeStatus(st.Value); err != nil {
 			s.Status = "corrupt"
 		} else {
 			s.Status = fmt.Sprintf("%s@%s/min%s", st.State, st.Version.Release, st.MinimumCompatibleRelease)
@@ -180,6 +196,7 @@ func (v *view) collect(ctx context.Context) snapshot {
 	}
 	leases := map[string]*coordinationv1.Lease{}
 	if ls, err := e.kube.CoordinationV1().Leases(corev1.NamespaceNodeLease).List(ctx, metav1.ListOptions{}); err == nil {
+		v.leases.ObserveLeases(ls.Items)
 		for i := range ls.Items {
 			leases[ls.Items[i].Name] = &ls.Items[i]
 		}
@@ -191,11 +208,9 @@ func (v *view) collect(ctx context.Context) snapshot {
 			ConfigOK: conditionText(n.Status.Conditions, checkpoint.ConditionConfigOK),
 			Gated:    conditionText(n.Status.Conditions, conditionGated),
 		}
-		if l := leases[n.Name]; l != nil {
-			nv.LeaseFresh = leaseFresh(l, now)
-			if l.Spec.RenewTime != nil {
-				nv.LeaseAge = now.Sub(l.Spec.RenewTime.Time)
-			}
+		nv.LeaseFresh, _ = v.leases.Healthy(&n)
+		if l := leases[n.Name]; l != nil && l.Spec.RenewTime != nil {
+			nv.LeaseAge = now.Sub(l.Spec.RenewTime.Time)
 		}
 		s.Nodes[n.Name] = nv
 	}
@@ -283,17 +298,14 @@ func (v *view) draw(s snapshot) {
 	e := v.env
 	var b strings.Builder
 	b.WriteString("\x1b[H\x1b[2J")
-	etcd, kube := "local etcd", "local kube-apiserver"
-	if e.opts.etcd != "" {
-		etcd = "etcd " + e.opts.etcd
-	}
+	kube := "local kube-apiserver"
 	switch e.kubeMode {
 	case kubeMemory:
-		kube = "IN-MEMORY Kubernetes API (fake clientset)"
+		kube = "IN-MEMORY Kubernetes API (kubefake)"
 	case kubeExternal:
 		kube = "Kubernetes " + e.opts.kubeconfig
 	}
-	fmt.Fprintf(&b, "nodeagent · %d agents · %s · %s · in-memory load balancer · %s\n\n", len(s.Agents), etcd, kube, v.p.stamp())
+	fmt.Fprintf(&b, "nodeagent · %d agents · %s · %s · in-memory load balancer · %s\n\n", len(s.Agents), kube, e.coord.where(), v.p.stamp())
 	leader := "none"
 	if !s.Leader.IsZero() {
 		leader = fmt.Sprintf("%s (fencing token %d)", s.Leader.Identity, s.Leader.Token)
