@@ -1,0 +1,122 @@
+package lbrecon_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/reconkit/reconkit/lbrecon"
+)
+
+// calls is an engine that records which of its methods were called, and
+// takes every Engine method, Repairer, Updater and IdempotentCreator.
+type calls struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (e *calls) note(m string) { e.mu.Lock(); e.seen = append(e.seen, m); e.mu.Unlock() }
+
+func (e *calls) got() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.seen...)
+}
+
+func (e *calls) List(context.Context, lbrecon.Query) ([]lbrecon.Object, error) {
+	e.note("List")
+	return nil, nil
+}
+
+func (e *calls) Get(_ context.Context, o lbrecon.Object) (lbrecon.Object, error) {
+	e.note("Get")
+	return o, nil
+}
+
+func (e *calls) Create(_ context.Context, o lbrecon.Object) (lbrecon.Object, error) {
+	e.note("Create")
+	return o, nil
+}
+
+func (e *calls) CreateIdempotent(_ context.Context, o lbrecon.Object, _ string) (lbrecon.Object, error) {
+	e.note("CreateIdempotent")
+	return o, nil
+}
+
+func (e *calls) Destroy(context.Context, lbrecon.Object) error { e.note("Destroy"); return nil }
+
+func (e *calls) Tag(context.Context, lbrecon.Object, []string) error { e.note("Tag"); return nil }
+
+func (e *calls) Repair(_ context.Context, o lbrecon.Object) (lbrecon.Object, error) {
+	e.note("Repair")
+	return o, nil
+}
+
+func (e *calls) Update(_ context.Context, _, d lbrecon.Object) (lbrecon.Object, error) {
+	e.note("Update")
+	return d, nil
+}
+
+// Guard runs its check before every write (Create, Destroy, Tag, Update,
+// Repair, and a creation with an idempotency token) and lets reads
+// through unchecked; a write its check refuses never reaches the engine.
+func TestGuardChecksEveryWriteBeforeIt(t *testing.T) {
+	inner := &calls{}
+	errNo := errors.New("refused")
+	var checked []lbrecon.Verb
+	g := lbrecon.Guard(inner, func(_ context.Context, v lbrecon.Verb, _ lbrecon.Object) error {
+		checked = append(checked, v)
+		return errNo
+	})
+	ctx := t.Context()
+	o := lbrecon.Object{Kind: "backend", Name: "b"}
+	_, err := g.Create(ctx, o)
+	require.ErrorIs(t, err, errNo)
+	require.ErrorIs(t, g.Destroy(ctx, o), errNo)
+	require.ErrorIs(t, g.Tag(ctx, o, []string{"k=v"}), errNo)
+	rep, ok := g.(lbrecon.Repairer)
+	require.True(t, ok, "Guard forwards Repairer")
+	_, err = rep.Repair(ctx, o)
+	require.ErrorIs(t, err, errNo)
+	up, ok := g.(lbrecon.Updater)
+	require.True(t, ok, "Guard forwards Updater")
+	_, err = up.Update(ctx, o, o)
+	require.ErrorIs(t, err, errNo)
+	ic, ok := g.(lbrecon.IdempotentCreator)
+	require.True(t, ok, "Guard forwards IdempotentCreator")
+	_, err = ic.CreateIdempotent(ctx, o, "tok")
+	require.ErrorIs(t, err, errNo)
+	require.Empty(t, inner.got(), "no refused write reaches the engine")
+	require.ElementsMatch(t, []lbrecon.Verb{lbrecon.VerbCreate, lbrecon.VerbDestroy, lbrecon.VerbTag, lbrecon.VerbRepair, lbrecon.VerbUpdate, lbrecon.VerbCreate}, checked)
+
+	checked = nil
+	_, err = g.List(ctx, lbrecon.Query{})
+	require.NoError(t, err)
+	_, err = g.Get(ctx, o)
+	require.NoError(t, err)
+	require.Empty(t, checked, "reads are not checked")
+	require.Equal(t, []string{"List", "Get"}, inner.got())
+}
+
+// A Fence admits the token it holds and higher ones (raising itself), and
+// refuses a lower one with a *FenceError naming both tokens, which is
+// ErrFenced; Reset lowers it.
+func TestFenceAdmitsEqualAndHigherRefusesLower(t *testing.T) {
+	f := lbrecon.NewFence("f", 5, "reset it")
+	require.NoError(t, f.Admit(5), "the token the fence holds writes again")
+	require.NoError(t, f.Admit(6))
+	require.Equal(t, uint64(6), f.Highest())
+	err := f.Admit(5)
+	require.ErrorIs(t, err, lbrecon.ErrFenced)
+	var fe *lbrecon.FenceError
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, uint64(6), fe.Stored)
+	require.Equal(t, uint64(5), fe.Token)
+	require.Contains(t, err.Error(), "reset it")
+	require.Equal(t, uint64(6), f.Highest(), "a refusal leaves the fence")
+	f.Reset(1)
+	require.NoError(t, f.Admit(2))
+}
