@@ -1,0 +1,43 @@
+package nodestatus_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	testclock "k8s.io/utils/clock/testing"
+
+	"github.com/reconkit/reconkit/kubefake"
+)
+
+// A lease deleted under the controller is created again owned by the Node
+// as it is now: the Node is read through the lease's client (renewals never
+// queue behind status traffic), linearizably (resourceVersion unset, never
+// the apiserver's cache, which may still serve a Node deleted and
+// registered again under a new UID).
+func TestVanishedLeaseOwnerReadLinearizablyThroughLeaseClient(t *testing.T) {
+	cs := kubefake.NewClientset()
+	statusReads, leaseReads := readsOf(cs), readsOf(cs)
+	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	cfg := fakeConfig(cs, clk, nil)
+	cfg.Client, cfg.LeaseClient = statusReads, leaseReads
+	c := start(t, cfg)
+	waitReady(t, c)
+	idle(t, clk)
+	before := len(leaseReads.reads())
+
+	ctx := context.Background()
+	require.NoError(t, cs.CoordinationV1().Leases("kube-node-lease").Delete(ctx, "vk-0", metav1.DeleteOptions{}))
+	step(t, clk, 10500*time.Millisecond) // the renewal finds it gone
+	require.Eventually(t, func() bool {
+		_, err := cs.CoordinationV1().Leases("kube-node-lease").Get(ctx, "vk-0", metav1.GetOptions{})
+		return err == nil
+	}, waitFor, time.Millisecond, "the lease is created again")
+	got := leaseReads.reads()[before:]
+	require.NotEmpty(t, got, "the Node is read through the lease client before the lease is created again")
+	for _, rv := range got {
+		require.Equal(t, "", rv, "a linearizable read, not the apiserver's cache")
+	}
+}
