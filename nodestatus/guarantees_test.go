@@ -2,11 +2,15 @@ package nodestatus_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 	testclock "k8s.io/utils/clock/testing"
 
 	"github.com/reconkit/reconkit/kubefake"
@@ -39,5 +43,41 @@ func TestVanishedLeaseOwnerReadLinearizablyThroughLeaseClient(t *testing.T) {
 	require.NotEmpty(t, got, "the Node is read through the lease client before the lease is created again")
 	for _, rv := range got {
 		require.Equal(t, "", rv, "a linearizable read, not the apiserver's cache")
+	}
+}
+
+// A 429's Retry-After is honoured only up to the 5s the doc promises
+// between attempts, jitter included: a hint of a minute does not hold a
+// renewal back for a minute.
+func TestRetryAfterHintCappedAtFiveSeconds(t *testing.T) {
+	cs := kubefake.NewClientset()
+	var mu sync.Mutex
+	throttled, attempts := false, 0
+	cs.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		attempts++
+		if throttled {
+			return true, nil, apierrors.NewTooManyRequests("slow down", 60)
+		}
+		return false, nil, nil
+	})
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return attempts
+	}
+	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	c := start(t, fakeConfig(cs, clk, nil))
+	waitReady(t, c)
+	mu.Lock()
+	throttled = true
+	mu.Unlock()
+	step(t, clk, 10500*time.Millisecond) // the renewal that is throttled
+	for i := range 10 {
+		before := count()
+		step(t, clk, 5*time.Second)
+		idle(t, clk)
+		require.Greater(t, count(), before, "retry %d came within 5s of a 60s hint", i+1)
 	}
 }
