@@ -5,10 +5,12 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"testing/synctest"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/reconkit/reconkit/lbrecon"
+	"github.com/reconkit/reconkit/lbrecon/lbrecontest"
 )
 
 // calls is an engine that records which of its methods were called, and
@@ -119,4 +121,42 @@ func TestFenceAdmitsEqualAndHigherRefusesLower(t *testing.T) {
 	require.Equal(t, uint64(6), f.Highest(), "a refusal leaves the fence")
 	f.Reset(1)
 	require.NoError(t, f.Admit(2))
+}
+
+// listsAll is an engine whose List answers every object it holds, another
+// owner's included, as a provider that cannot filter by tag does.
+type listsAll struct{ *lbrecontest.Engine }
+
+func (e listsAll) List(ctx context.Context, q lbrecon.Query) ([]lbrecon.Object, error) {
+	got, err := e.Engine.List(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	seen := make(map[lbrecon.Key]bool, len(got))
+	for _, o := range got {
+		seen[o.Key()] = true
+	}
+	for _, o := range e.Objects() {
+		if !seen[o.Key()] {
+			got = append(got, o)
+		}
+	}
+	return got, nil
+}
+
+// Objects with another value of the tag's key are never touched, even
+// when the engine lists them: neither destroyed as unwanted, nor taken
+// for one of ours, nor torn down.
+func TestOtherValueOfTheTagKeyNeverTouched(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := newEngine(lbrecontest.Config{})
+		other := eng.Put(lbrecon.Object{Kind: lbrecon.KindBackend, Name: "p9.svc-1", Tags: []string{"owner=svc-2"}, Spec: lbrecon.BackendSpec{LoadBalancer: "lb-1"}})
+		r := newLB(t, listsAll{eng}, desc(1, 1, 1), nil)
+		require.NoError(t, r.Reconcile(t.Context()))
+		require.NoError(t, r.Teardown(t.Context()))
+		objs := eng.Objects()
+		require.Len(t, objs, 1, "only the other owner's object is left")
+		require.Equal(t, other.Key(), objs[0].Key())
+		require.Equal(t, []string{"owner=svc-2"}, objs[0].Tags)
+	})
 }
