@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -14,6 +15,8 @@ import (
 	testclock "k8s.io/utils/clock/testing"
 
 	"github.com/reconkit/reconkit/kubefake"
+	"github.com/reconkit/reconkit/nodestatus"
+	"github.com/reconkit/reconkit/nodestatus/nodestatustest"
 )
 
 // A lease deleted under the controller is created again owned by the Node
@@ -80,4 +83,33 @@ func TestRetryAfterHintCappedAtFiveSeconds(t *testing.T) {
 		idle(t, clk)
 		require.Greater(t, count(), before, "retry %d came within 5s of a 60s hint", i+1)
 	}
+}
+
+// A Node deleted by someone else is not registered again without
+// ReRegister: Run returns an error wrapping ErrNodeDeleted and the Node
+// stays deleted.
+func TestNodeDeletedWithoutReRegisterStopsRun(t *testing.T) {
+	cs := kubefake.NewClientset()
+	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	p := nodestatustest.NewProvider(testNode("vk-0"))
+	c := start(t, fakeConfig(cs, clk, p))
+	waitReady(t, c)
+	idle(t, clk)
+	ctx := context.Background()
+	require.NoError(t, cs.CoreV1().Nodes().Delete(ctx, "vk-0", metav1.DeleteOptions{}))
+	p.UpdateStatus(func(n *corev1.Node) { n.Labels["gen"] = "2" })
+	// Whichever comes first: Run stops, or the Node is registered again.
+	require.Eventually(t, func() bool {
+		select {
+		case <-c.Done():
+			return true
+		default:
+		}
+		_, err := cs.CoreV1().Nodes().Get(ctx, "vk-0", metav1.GetOptions{})
+		return err == nil
+	}, waitFor, time.Millisecond)
+	_, err := cs.CoreV1().Nodes().Get(ctx, "vk-0", metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "the Node is not registered again: %v", err)
+	<-c.Done()
+	require.ErrorIs(t, c.Err(), nodestatus.ErrNodeDeleted)
 }
