@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -158,5 +159,33 @@ func TestOtherValueOfTheTagKeyNeverTouched(t *testing.T) {
 		require.Len(t, objs, 1, "only the other owner's object is left")
 		require.Equal(t, other.Key(), objs[0].Key())
 		require.Equal(t, []string{"owner=svc-2"}, objs[0].Tags)
+	})
+}
+
+// Once the engine has shown it takes idempotency tokens, a creation of
+// unknown outcome is sent again with its token at ReconcileOnce's next
+// call, rather than held until a lagging listing shows it.
+func TestReconcileOnceResendsHeldCreationWithItsToken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := newEngine(lbrecontest.Config{ListLag: time.Hour, Idempotency: true})
+		isBackend := func(o lbrecon.Object) bool { return o.Kind == lbrecon.KindBackend }
+		eng.FailCreate(isBackend, 1, nil)
+		r := newLB(t, eng, desc(1, 1, 1), nil)
+		res, err := r.ReconcileOnce(t.Context())
+		require.NoError(t, err)
+		require.False(t, res.Converged)
+		backends := func() int {
+			n := 0
+			for _, o := range eng.Objects() {
+				if isBackend(o) {
+					n++
+				}
+			}
+			return n
+		}
+		require.Zero(t, backends(), "the first creation failed")
+		_, err = r.ReconcileOnce(t.Context()) // no time passes: the listing still lags
+		require.NoError(t, err)
+		require.Equal(t, 1, backends(), "the held creation is sent again with its token at the next call")
 	})
 }
