@@ -3,6 +3,7 @@ package lbrecon_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -187,5 +188,33 @@ func TestReconcileOnceResendsHeldCreationWithItsToken(t *testing.T) {
 		_, err = r.ReconcileOnce(t.Context()) // no time passes: the listing still lags
 		require.NoError(t, err)
 		require.Equal(t, 1, backends(), "the held creation is sent again with its token at the next call")
+	})
+}
+
+// goneOnDestroy answers every destruction with not-found, as a provider
+// does when the object went away between the listing and the call.
+type goneOnDestroy struct{ *lbrecontest.Engine }
+
+func (e goneOnDestroy) Destroy(ctx context.Context, o lbrecon.Object) error {
+	if err := e.Engine.Destroy(ctx, o); err != nil {
+		return err
+	}
+	return fmt.Errorf("destroy %v: %w", o, lbrecon.ErrNotFound)
+}
+
+// A not-found answer to a destruction is final: the object is gone, which
+// is what the destruction wanted, so teardown succeeds without retrying it.
+func TestDestroyAnsweredNotFoundIsDone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := newEngine(lbrecontest.Config{})
+		lb := desc(1, 1, 2)
+		require.NoError(t, newLB(t, eng, lb, nil).Reconcile(t.Context()))
+		n := len(eng.Objects())
+		require.NotZero(t, n)
+		eng.ResetCalls()
+		r := newLB(t, goneOnDestroy{eng}, lb, nil)
+		require.NoError(t, r.Teardown(t.Context()))
+		require.Empty(t, eng.Objects())
+		require.Equal(t, n, eng.Calls()[lbrecon.VerbDestroy], "each object destroyed once, not retried")
 	})
 }
