@@ -113,3 +113,41 @@ func TestNodeDeletedWithoutReRegisterStopsRun(t *testing.T) {
 	<-c.Done()
 	require.ErrorIs(t, c.Err(), nodestatus.ErrNodeDeleted)
 }
+
+// An unreadable last-applied record is ignored: the next write upserts
+// what the provider reports, deletes nothing of others', and writes a
+// good record back.
+func TestUnreadableRecordIgnoredOnTheFake(t *testing.T) {
+	cs := kubefake.NewClientset()
+	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	p := nodestatustest.NewProvider(testNode("vk-0"))
+	c := start(t, fakeConfig(cs, clk, p))
+	waitReady(t, c)
+	idle(t, clk)
+	ctx := context.Background()
+	n, err := cs.CoreV1().Nodes().Get(ctx, "vk-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	n.Annotations[nodestatus.AnnotationLastApplied] = `{"v":1,"labels":{"bad key!":"x"}}`
+	n.Labels["theirs"] = "kept"
+	_, err = cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	p.UpdateStatus(func(n *corev1.Node) { n.Labels["gen"] = "2" })
+	stepUntil(t, clk, 10500*time.Millisecond, func() bool {
+		select {
+		case <-c.Done(): // stopped: fail below, without waiting
+			return true
+		default:
+		}
+		n, err := cs.CoreV1().Nodes().Get(ctx, "vk-0", metav1.GetOptions{})
+		return err == nil && n.Labels["gen"] == "2"
+	})
+	select {
+	case <-c.Done():
+		t.Fatalf("Run stopped: %v", c.Err())
+	default:
+	}
+	n, err = cs.CoreV1().Nodes().Get(ctx, "vk-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "kept", n.Labels["theirs"], "nothing of others' is deleted")
+	require.NotContains(t, n.Annotations[nodestatus.AnnotationLastApplied], "bad key!", "a good record is written back")
+}
