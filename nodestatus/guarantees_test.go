@@ -151,3 +151,31 @@ func TestUnreadableRecordIgnoredOnTheFake(t *testing.T) {
 	require.Equal(t, "kept", n.Labels["theirs"], "nothing of others' is deleted")
 	require.NotContains(t, n.Annotations[nodestatus.AnnotationLastApplied], "bad key!", "a good record is written back")
 }
+
+// Conditions the provider does not report (MemoryPressure, DiskPressure,
+// PIDPressure by default) are reported False by the controller, and
+// restored after the node lifecycle controller marked them Unknown.
+func TestDefaultConditionsReportedFalse(t *testing.T) {
+	cs := kubefake.NewClientset()
+	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	p := nodestatustest.NewProvider(testNode("vk-0"))
+	c := start(t, fakeConfig(cs, clk, p))
+	waitReady(t, c)
+	defaultsFalse := func(n *corev1.Node) bool {
+		for _, ct := range []corev1.NodeConditionType{corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure} {
+			if !nodestatustest.ConditionIs(ct, corev1.ConditionFalse, "")(n) {
+				return false
+			}
+		}
+		return true
+	}
+	waitNode(t, cs, "vk-0", defaultsFalse, "default conditions False")
+	idle(t, clk)
+	markUnknown(t, cs, "vk-0")
+	p.UpdateStatus(func(n *corev1.Node) { n.Labels["gen"] = "2" })
+	stepUntil(t, clk, 10500*time.Millisecond, func() bool {
+		n, err := cs.CoreV1().Nodes().Get(context.Background(), "vk-0", metav1.GetOptions{})
+		return err == nil && n.Labels["gen"] == "2"
+	})
+	waitNode(t, cs, "vk-0", defaultsFalse, "default conditions False again after Unknown")
+}
