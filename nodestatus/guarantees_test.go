@@ -179,3 +179,31 @@ func TestDefaultConditionsReportedFalse(t *testing.T) {
 	})
 	waitNode(t, cs, "vk-0", defaultsFalse, "default conditions False again after Unknown")
 }
+
+// After the lease vanished and was created again, the Node is read back at
+// once, linearizably, and a heartbeat is written against that copy: what
+// happened to the Node meanwhile (marked Unknown) is restored without
+// waiting for the next status report.
+func TestVanishedLeaseFollowedByNodeCheck(t *testing.T) {
+	cs := kubefake.NewClientset()
+	statusReads := readsOf(cs)
+	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	cfg := fakeConfig(cs, clk, nil)
+	cfg.Client = statusReads
+	c := start(t, cfg)
+	waitReady(t, c)
+	idle(t, clk)
+	before := len(statusReads.reads())
+
+	ctx := context.Background()
+	markUnknown(t, cs, "vk-0")
+	require.NoError(t, cs.CoordinationV1().Leases("kube-node-lease").Delete(ctx, "vk-0", metav1.DeleteOptions{}))
+	step(t, clk, 10500*time.Millisecond) // the renewal finds it gone
+	// The clock stands still from here.
+	waitNode(t, cs, "vk-0", readyTrue, "Ready=True at once after the lease was created again")
+	got := statusReads.reads()[before:]
+	require.NotEmpty(t, got, "the Node is read back")
+	for _, rv := range got {
+		require.Equal(t, "", rv, "a linearizable read, not the apiserver's cache")
+	}
+}
