@@ -207,3 +207,43 @@ func TestVanishedLeaseFollowedByNodeCheck(t *testing.T) {
 		require.Equal(t, "", rv, "a linearizable read, not the apiserver's cache")
 	}
 }
+
+// slowStop is a provider whose Ping, once its context ends, takes until
+// release is closed to return.
+type slowStop struct {
+	*nodestatustest.Provider
+	ended   chan struct{} // closed when a Ping saw its context end
+	release chan struct{}
+	once    sync.Once
+}
+
+func (p *slowStop) Ping(ctx context.Context) error {
+	<-ctx.Done()
+	p.once.Do(func() { close(p.ended) })
+	<-p.release
+	return ctx.Err()
+}
+
+// Run blocks until every goroutine it started has returned: a Ping still
+// running when the context ends holds Run until it returns, and Run then
+// returns nil.
+func TestRunWaitsForItsGoroutines(t *testing.T) {
+	cs := kubefake.NewClientset()
+	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	p := &slowStop{Provider: nodestatustest.NewProvider(testNode("vk-0")), ended: make(chan struct{}), release: make(chan struct{})}
+	c := start(t, fakeConfig(cs, clk, p))
+	waitReady(t, c)
+	c.cancel()
+	<-p.ended
+	require.Never(t, func() bool {
+		select {
+		case <-c.Done():
+			return true
+		default:
+			return false
+		}
+	}, 200*time.Millisecond, time.Millisecond, "Run returned while its Ping was still running")
+	close(p.release)
+	<-c.Done()
+	require.NoError(t, c.Err(), "the end of the context is a clean stop")
+}
