@@ -186,7 +186,12 @@ func TestRecoveryOverwritesUnknownWrittenAfterRead(t *testing.T) {
 	reads := len(client.reads())
 	setFailing(false)
 	step(t, clk, 5*time.Second) // the retry that succeeds: the heal
-	require.NoError(t, <-injected)
+	select {
+	case err := <-injected:
+		require.NoError(t, err)
+	case <-time.After(waitFor):
+		t.Fatal("the recovery read the Node never came")
+	}
 	// The clock stands still from here.
 	waitNode(t, cs, "vk-0", readyTrue, "Ready=True after the late Unknown")
 	got := client.reads()[reads:]
