@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/reconkit/reconkit/election"
 	"github.com/reconkit/reconkit/election/etcd"
 	"github.com/reconkit/reconkit/internal/testenv"
 )
@@ -74,7 +75,12 @@ func receive[T any](t *testing.T, ch <-chan T, what string) T {
 // reported on the returned channel. Nothing is shared with another test.
 func endingElector(t *testing.T, id string) (*etcd.Elector, *testingclock.FakeClock, <-chan string) {
 	t.Helper()
-	srv := testenv.Etcd(t)
+	return endingElectorOn(t, testenv.Etcd(t), id)
+}
+
+// endingElectorOn is endingElector on srv, with the prefix "/spin".
+func endingElectorOn(t *testing.T, srv *testenv.EtcdCluster, id string) (*etcd.Elector, *testingclock.FakeClock, <-chan string) {
+	t.Helper()
 	clk := testingclock.NewFakeClock(time.Now())
 	cli := testenv.NewEtcdClient(t, srv.Members[0].ClientAddr())
 	w := &endingWatcher{Watcher: cli.Watcher, calls: make(chan string)}
@@ -116,6 +122,76 @@ func TestEtcdWatchesThatEndAtOnceDoNotSpin(t *testing.T) {
 		}
 		require.GreaterOrEqual(t, clk.Since(start), 500*time.Millisecond, "fake time before the watch was re-established")
 		require.NoError(t, l.Context().Err(), "the term ended")
+		require.NoError(t, l.Resign(ctx))
+	})
+
+	t.Run("candidate waiting for its predecessor", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		srv := testenv.Etcd(t)
+		admin := srv.Client(t)
+		leader := newEtcd(t, testenv.NewEtcdClient(t, srv.Members[0].ClientAddr()), "/spin", "leader", 10*time.Second)
+		held, err := leader.Campaign(ctx)
+		require.NoError(t, err)
+		e, clk, calls := endingElectorOn(t, srv, "waiting")
+		won := make(chan election.Leadership, 1)
+		failed := make(chan error, 1)
+		go func() {
+			l, err := e.Campaign(ctx)
+			if err != nil {
+				failed <- err
+				return
+			}
+			won <- l
+		}()
+		receive(t, calls, "the candidate's first watch of its predecessor's key, which ends at once")
+		keys, err := admin.Get(ctx, "/spin/", clientv3.WithPrefix())
+		require.NoError(t, err)
+		require.Len(t, keys.Kvs, 2, "candidate keys")
+		ours := keys.Kvs[1]
+		// The watch is re-established after a pause growing from 100ms
+		// (about 6 times in the first 2s), never at once.
+		n := watchesWhile(clk, calls, 40, 50*time.Millisecond)
+		require.LessOrEqual(t, n, 8, "watches within 2s of fake time")
+		select {
+		case err := <-failed:
+			require.FailNow(t, "Campaign gave up its key", "%v", err)
+		default:
+		}
+		// Its key is the one it put first: it kept its place in the queue.
+		keys, err = admin.Get(ctx, "/spin/", clientv3.WithPrefix())
+		require.NoError(t, err)
+		require.Len(t, keys.Kvs, 2, "candidate keys")
+		require.Equal(t, ours.Key, keys.Kvs[1].Key, "the waiting candidate's key")
+		require.Equal(t, ours.CreateRevision, keys.Kvs[1].CreateRevision, "the waiting candidate's key")
+		// Once the leader resigns, the next read after a pause finds no
+		// key ahead and the candidate leads on the key it put first.
+		require.NoError(t, held.Resign(ctx))
+		var l election.Leadership
+		for l == nil {
+			clk.Step(500 * time.Millisecond)
+			select {
+			case l = <-won:
+			case err := <-failed:
+				require.FailNow(t, "Campaign failed", "%v", err)
+			case <-calls:
+			case <-time.After(50 * time.Millisecond):
+			case <-ctx.Done():
+				require.FailNow(t, "the candidate did not lead after its predecessor resigned")
+			}
+		}
+		require.Equal(t, string(ours.Key), l.(*etcd.Leadership).Key())
+		drained := make(chan struct{})
+		defer close(drained)
+		go func() {
+			for {
+				select {
+				case <-calls:
+				case <-drained:
+					return
+				}
+			}
+		}()
 		require.NoError(t, l.Resign(ctx))
 	})
 
