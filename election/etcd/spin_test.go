@@ -39,6 +39,12 @@ func (w *endingWatcher) Watch(ctx context.Context, key string, _ ...clientv3.OpO
 // step or not at all, which can only flatter the code under test, never
 // fail it.
 func watchesWhile(clk *testingclock.FakeClock, calls <-chan string, n int, step time.Duration) int {
+	return countWhile(clk, calls, n, step)
+}
+
+// countWhile steps clk n times by step and counts the values received on
+// calls meanwhile, giving each 50ms after its step, as watchesWhile does.
+func countWhile[T any](clk *testingclock.FakeClock, calls <-chan T, n int, step time.Duration) int {
 	count := 0
 	for range n {
 		clk.Step(step)
@@ -267,4 +273,59 @@ func TestEtcdRenewalFailingAtOnceDoesNotSpin(t *testing.T) {
 	}
 	require.LessOrEqual(t, n, 4, "renewal attempts within 2s of fake time")
 	require.NoError(t, l.Resign(ctx))
+}
+
+// deadKeepAlives is an etcd that grants leases but whose keepalive streams
+// close at once, as when a proxy ends them; each grant is reported on
+// grants.
+type deadKeepAlives struct {
+	clientv3.Lease
+	grants chan struct{}
+}
+
+func (d *deadKeepAlives) Grant(ctx context.Context, ttl int64) (*clientv3.LeaseGrantResponse, error) {
+	select {
+	case d.grants <- struct{}{}:
+	case <-ctx.Done():
+	}
+	return d.Lease.Grant(ctx, ttl)
+}
+
+func (d *deadKeepAlives) KeepAlive(context.Context, clientv3.LeaseID) (<-chan *clientv3.LeaseKeepAliveResponse, error) {
+	ch := make(chan *clientv3.LeaseKeepAliveResponse)
+	close(ch)
+	return ch, nil
+}
+
+// A session whose lease is granted but whose keepalives end at once ends
+// each term (or campaign) at once; Run grants the next lease only after a
+// pause on its clock, so the grants do not spin.
+func TestEtcdSessionEndingAtOnceDoesNotSpin(t *testing.T) {
+	srv := testenv.Etcd(t)
+	clk := testingclock.NewFakeClock(time.Now())
+	cli := testenv.NewEtcdClient(t, srv.Members[0].ClientAddr())
+	d := &deadKeepAlives{Lease: cli.Lease, grants: make(chan struct{})}
+	cli.Lease = d
+	e, err := etcd.New(etcd.Config{Client: cli, Prefix: "/spin-session", Identity: "candidate", SessionTTL: 10 * time.Second, Clock: clk})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- election.Run(ctx, e, func(ctx context.Context, _ election.Leadership) error {
+			<-ctx.Done()
+			return nil
+		}, election.WithRunClock(clk))
+	}()
+	defer func() {
+		cancel() // also ends a grant waiting to be counted
+		receive(t, done, "Run's return")
+		require.NoError(t, e.Close())
+	}()
+	receive(t, d.grants, "the first grant")
+	// 40 steps of 50ms: Run pauses at least its initial retry interval
+	// (100ms) between campaigns, growing by half each time, so at most 6
+	// grants in 2s of fake time even at the shortest jitter.
+	n := countWhile(clk, d.grants, 40, 50*time.Millisecond)
+	t.Logf("%d grants within 2s of fake time", n)
+	require.LessOrEqual(t, n, 7, "lease grants within 2s of fake time")
 }
