@@ -67,6 +67,9 @@ func TestUncoordinatedClearsLeftoverPreferredHolder(t *testing.T) {
 		defer cancel()
 		l, err := e.Campaign(ctx)
 		require.NoError(t, err)
+		got, err := cs.CoordinationV1().Leases("ns").Get(ctx, "lease", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Nil(t, got.Spec.PreferredHolder, "after the acquisition")
 		lt := l.(*leadership)
 		acquired := lt.lastRenew()
 		for i := range 5 {
@@ -75,9 +78,9 @@ func TestUncoordinatedClearsLeftoverPreferredHolder(t *testing.T) {
 			require.NoError(t, l.Context().Err(), "the term ended at renewal %d: %v", i+1, context.Cause(l.Context()))
 			require.Equal(t, acquired.Add(time.Duration(i+1)*300*time.Millisecond), lt.lastRenew(), "renewal %d", i+1)
 		}
-		got, err := cs.CoordinationV1().Leases("ns").Get(ctx, "lease", metav1.GetOptions{})
+		got, err = cs.CoordinationV1().Leases("ns").Get(ctx, "lease", metav1.GetOptions{})
 		require.NoError(t, err)
-		require.Nil(t, got.Spec.PreferredHolder)
+		require.Nil(t, got.Spec.PreferredHolder, "after the renewals")
 		require.NoError(t, l.Resign(ctx))
 	})
 }
