@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
+	"github.com/reconkit/reconkit/backoff"
 	"github.com/reconkit/reconkit/election"
 	"github.com/reconkit/reconkit/internal/term"
 )
@@ -195,26 +196,46 @@ func (e *Elector) confirm(ctx context.Context, key string, rev int64, lease clie
 // waitDeletes waits until no key under the prefix has a create revision
 // up to maxRev (the keys of the candidates ahead). It returns when it saw
 // the last of them deleted, zero if there was none.
+//
+// A watch that fails or ends without the delete (a proxy or load balancer
+// that closes streams, an etcd member that lost its leader, a compaction)
+// is re-established after a pause on the elector's clock, growing from
+// 100ms to at most 2s, after reading the prefix again: the candidate keeps
+// its key, and so its place in the queue, for as long as ctx (which ends
+// with the session) lives. A failed read ends the wait.
 func (e *Elector) waitDeletes(ctx context.Context, maxRev int64) (time.Time, error) {
 	opts := append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(maxRev), clientv3.WithKeysOnly())
 	var vacated time.Time
-	for {
-		resp, err := e.client.Get(ctx, e.keyPrefix, opts...)
-		if err != nil {
-			return time.Time{}, err
+	err := backoff.Retry(ctx, func(ctx context.Context) error {
+		for {
+			resp, err := e.client.Get(ctx, e.keyPrefix, opts...)
+			if err != nil {
+				return backoff.Permanent(err)
+			}
+			if len(resp.Kvs) == 0 {
+				return nil
+			}
+			// Watch from the next revision: a watch that starts at or
+			// below the current one is served by etcd's catch-up loop,
+			// every 100ms.
+			if err := e.waitDelete(ctx, string(resp.Kvs[0].Key), resp.Header.Revision+1); err != nil {
+				return err
+			}
+			vacated = e.clock.Now()
 		}
-		if len(resp.Kvs) == 0 {
-			return vacated, nil
-		}
-		// Watch from the next revision: a watch that starts at or below
-		// the current one is served by etcd's catch-up loop, every 100ms.
-		if err := e.waitDelete(ctx, string(resp.Kvs[0].Key), resp.Header.Revision+1); err != nil {
-			return time.Time{}, err
-		}
-		vacated = e.clock.Now()
+	}, backoff.WithMaxInterval(maxRewatchInterval), backoff.WithClock(e.clock), backoff.WithName("election campaign watch"))
+	if err != nil {
+		return time.Time{}, err
 	}
+	return vacated, nil
 }
 
+// maxRewatchInterval caps the pause before a campaign watches its
+// predecessor's key again.
+const maxRewatchInterval = 2 * time.Second
+
+// waitDelete watches key from revision rev until it is deleted. It returns
+// an error if the watch fails or ends first.
 func (e *Elector) waitDelete(ctx context.Context, key string, rev int64) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()

@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/reconkit/reconkit/election"
 	"github.com/reconkit/reconkit/election/etcd"
 	"github.com/reconkit/reconkit/internal/testenv"
 )
@@ -38,6 +39,12 @@ func (w *endingWatcher) Watch(ctx context.Context, key string, _ ...clientv3.OpO
 // step or not at all, which can only flatter the code under test, never
 // fail it.
 func watchesWhile(clk *testingclock.FakeClock, calls <-chan string, n int, step time.Duration) int {
+	return countWhile(clk, calls, n, step)
+}
+
+// countWhile steps clk n times by step and counts the values received on
+// calls meanwhile, giving each 50ms after its step, as watchesWhile does.
+func countWhile[T any](clk *testingclock.FakeClock, calls <-chan T, n int, step time.Duration) int {
 	count := 0
 	for range n {
 		clk.Step(step)
@@ -74,7 +81,12 @@ func receive[T any](t *testing.T, ch <-chan T, what string) T {
 // reported on the returned channel. Nothing is shared with another test.
 func endingElector(t *testing.T, id string) (*etcd.Elector, *testingclock.FakeClock, <-chan string) {
 	t.Helper()
-	srv := testenv.Etcd(t)
+	return endingElectorOn(t, testenv.Etcd(t), id)
+}
+
+// endingElectorOn is endingElector on srv, with the prefix "/spin".
+func endingElectorOn(t *testing.T, srv *testenv.EtcdCluster, id string) (*etcd.Elector, *testingclock.FakeClock, <-chan string) {
+	t.Helper()
 	clk := testingclock.NewFakeClock(time.Now())
 	cli := testenv.NewEtcdClient(t, srv.Members[0].ClientAddr())
 	w := &endingWatcher{Watcher: cli.Watcher, calls: make(chan string)}
@@ -116,6 +128,76 @@ func TestEtcdWatchesThatEndAtOnceDoNotSpin(t *testing.T) {
 		}
 		require.GreaterOrEqual(t, clk.Since(start), 500*time.Millisecond, "fake time before the watch was re-established")
 		require.NoError(t, l.Context().Err(), "the term ended")
+		require.NoError(t, l.Resign(ctx))
+	})
+
+	t.Run("candidate waiting for its predecessor", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		srv := testenv.Etcd(t)
+		admin := srv.Client(t)
+		leader := newEtcd(t, testenv.NewEtcdClient(t, srv.Members[0].ClientAddr()), "/spin", "leader", 10*time.Second)
+		held, err := leader.Campaign(ctx)
+		require.NoError(t, err)
+		e, clk, calls := endingElectorOn(t, srv, "waiting")
+		won := make(chan election.Leadership, 1)
+		failed := make(chan error, 1)
+		go func() {
+			l, err := e.Campaign(ctx)
+			if err != nil {
+				failed <- err
+				return
+			}
+			won <- l
+		}()
+		receive(t, calls, "the candidate's first watch of its predecessor's key, which ends at once")
+		keys, err := admin.Get(ctx, "/spin/", clientv3.WithPrefix())
+		require.NoError(t, err)
+		require.Len(t, keys.Kvs, 2, "candidate keys")
+		ours := keys.Kvs[1]
+		// The watch is re-established after a pause growing from 100ms
+		// (about 6 times in the first 2s), never at once.
+		n := watchesWhile(clk, calls, 40, 50*time.Millisecond)
+		require.LessOrEqual(t, n, 8, "watches within 2s of fake time")
+		select {
+		case err := <-failed:
+			require.FailNow(t, "Campaign gave up its key", "%v", err)
+		default:
+		}
+		// Its key is the one it put first: it kept its place in the queue.
+		keys, err = admin.Get(ctx, "/spin/", clientv3.WithPrefix())
+		require.NoError(t, err)
+		require.Len(t, keys.Kvs, 2, "candidate keys")
+		require.Equal(t, ours.Key, keys.Kvs[1].Key, "the waiting candidate's key")
+		require.Equal(t, ours.CreateRevision, keys.Kvs[1].CreateRevision, "the waiting candidate's key")
+		// Once the leader resigns, the next read after a pause finds no
+		// key ahead and the candidate leads on the key it put first.
+		require.NoError(t, held.Resign(ctx))
+		var l election.Leadership
+		for l == nil {
+			clk.Step(500 * time.Millisecond)
+			select {
+			case l = <-won:
+			case err := <-failed:
+				require.FailNow(t, "Campaign failed", "%v", err)
+			case <-calls:
+			case <-time.After(50 * time.Millisecond):
+			case <-ctx.Done():
+				require.FailNow(t, "the candidate did not lead after its predecessor resigned")
+			}
+		}
+		require.Equal(t, string(ours.Key), l.(*etcd.Leadership).Key())
+		drained := make(chan struct{})
+		defer close(drained)
+		go func() {
+			for {
+				select {
+				case <-calls:
+				case <-drained:
+					return
+				}
+			}
+		}()
 		require.NoError(t, l.Resign(ctx))
 	})
 
@@ -191,4 +273,59 @@ func TestEtcdRenewalFailingAtOnceDoesNotSpin(t *testing.T) {
 	}
 	require.LessOrEqual(t, n, 4, "renewal attempts within 2s of fake time")
 	require.NoError(t, l.Resign(ctx))
+}
+
+// deadKeepAlives is an etcd that grants leases but whose keepalive streams
+// close at once, as when a proxy ends them; each grant is reported on
+// grants.
+type deadKeepAlives struct {
+	clientv3.Lease
+	grants chan struct{}
+}
+
+func (d *deadKeepAlives) Grant(ctx context.Context, ttl int64) (*clientv3.LeaseGrantResponse, error) {
+	select {
+	case d.grants <- struct{}{}:
+	case <-ctx.Done():
+	}
+	return d.Lease.Grant(ctx, ttl)
+}
+
+func (d *deadKeepAlives) KeepAlive(context.Context, clientv3.LeaseID) (<-chan *clientv3.LeaseKeepAliveResponse, error) {
+	ch := make(chan *clientv3.LeaseKeepAliveResponse)
+	close(ch)
+	return ch, nil
+}
+
+// A session whose lease is granted but whose keepalives end at once ends
+// each term (or campaign) at once; Run grants the next lease only after a
+// pause on its clock, so the grants do not spin.
+func TestEtcdSessionEndingAtOnceDoesNotSpin(t *testing.T) {
+	srv := testenv.Etcd(t)
+	clk := testingclock.NewFakeClock(time.Now())
+	cli := testenv.NewEtcdClient(t, srv.Members[0].ClientAddr())
+	d := &deadKeepAlives{Lease: cli.Lease, grants: make(chan struct{})}
+	cli.Lease = d
+	e, err := etcd.New(etcd.Config{Client: cli, Prefix: "/spin-session", Identity: "candidate", SessionTTL: 10 * time.Second, Clock: clk})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- election.Run(ctx, e, func(ctx context.Context, _ election.Leadership) error {
+			<-ctx.Done()
+			return nil
+		}, election.WithRunClock(clk))
+	}()
+	defer func() {
+		cancel() // also ends a grant waiting to be counted
+		receive(t, done, "Run's return")
+		require.NoError(t, e.Close())
+	}()
+	receive(t, d.grants, "the first grant")
+	// 40 steps of 50ms: Run pauses at least its initial retry interval
+	// (100ms) between campaigns, growing by half each time, so at most 6
+	// grants in 2s of fake time even at the shortest jitter.
+	n := countWhile(clk, d.grants, 40, 50*time.Millisecond)
+	t.Logf("%d grants within 2s of fake time", n)
+	require.LessOrEqual(t, n, 7, "lease grants within 2s of fake time")
 }

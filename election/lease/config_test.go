@@ -3,11 +3,13 @@ package lease
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
@@ -45,36 +47,42 @@ func TestNewWrapsErrInvalidConfig(t *testing.T) {
 // uncoordinated candidate yield at its first renewal, which made a new term
 // every RetryPeriod: the candidate clears it, as client-go's does.
 func TestUncoordinatedClearsLeftoverPreferredHolder(t *testing.T) {
-	clk := testingclock.NewFakeClock(epoch)
-	cs := kubefake.NewClientset(&coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "lease"},
-		Spec:       coordinationv1.LeaseSpec{PreferredHolder: ptr.To("gone")},
+	// In a synctest bubble the elector's real clock is virtual: it moves
+	// only once every goroutine waits, so renewals land at their instants
+	// however slow the machine, and a fake clock stepped ahead of them
+	// cannot end the term.
+	synctest.Test(t, func(t *testing.T) {
+		cs := kubefake.NewClientset(&coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "lease"},
+			Spec:       coordinationv1.LeaseSpec{PreferredHolder: ptr.To("gone")},
+		})
+		e, err := New(Config{
+			Client: cs, Namespace: "ns", Name: "lease", Identity: "me",
+			LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond,
+			Clock: clock.RealClock{},
+		})
+		require.NoError(t, err)
+		defer func() { require.NoError(t, e.Close()) }()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		l, err := e.Campaign(ctx)
+		require.NoError(t, err)
+		got, err := cs.CoordinationV1().Leases("ns").Get(ctx, "lease", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Nil(t, got.Spec.PreferredHolder, "after the acquisition")
+		lt := l.(*leadership)
+		acquired := lt.lastRenew()
+		for i := range 5 {
+			time.Sleep(300 * time.Millisecond)
+			synctest.Wait()
+			require.NoError(t, l.Context().Err(), "the term ended at renewal %d: %v", i+1, context.Cause(l.Context()))
+			require.Equal(t, acquired.Add(time.Duration(i+1)*300*time.Millisecond), lt.lastRenew(), "renewal %d", i+1)
+		}
+		got, err = cs.CoordinationV1().Leases("ns").Get(ctx, "lease", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Nil(t, got.Spec.PreferredHolder, "after the renewals")
+		require.NoError(t, l.Resign(ctx))
 	})
-	f := newFakeLease(t, cs, clk)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	l, err := f.Campaign(ctx)
-	require.NoError(t, err)
-	lt := l.(*leadership)
-	for i := range 5 {
-		before := lt.lastRenew()
-		// Step the fake clock in small steps until the next renewal (its
-		// wait is jittered) has been written.
-		require.Eventually(t, func() bool {
-			if lt.lastRenew().After(before) || l.Context().Err() != nil {
-				return true
-			}
-			if clk.HasWaiters() {
-				clk.Step(50 * time.Millisecond)
-			}
-			return false
-		}, 10*time.Second, time.Millisecond, "renewal %d", i+1)
-		require.NoError(t, l.Context().Err(), "the term ended at renewal %d: %v", i+1, context.Cause(l.Context()))
-	}
-	got, err := cs.CoordinationV1().Leases("ns").Get(ctx, "lease", metav1.GetOptions{})
-	require.NoError(t, err)
-	require.Nil(t, got.Spec.PreferredHolder)
-	require.NoError(t, l.Resign(ctx))
 }
 
 // The token carries the Lease's creation second above its transitions:

@@ -103,8 +103,15 @@
 // (its release as binaryVersion) and lets the apiserver's election
 // controller pick the holder, adopting the Lease only when named, and a
 // term left under its own identity (by a predecessor with the same pod
-// name) only once it expired (see [Coordinated] for what that rests on). In Kubernetes 1.37 the feature is
-// beta and off by default.
+// name) only once it expired (see [Coordinated] for what that rests on).
+// That rule reads the acquireTime our candidates write: a client-go
+// candidate keeps the controller's empty one while it holds, so a
+// candidate of ours that replaces a client-go candidate under the same
+// identity adopts its term at once, and the two may overlap for up to
+// RenewDeadline if the old one is alive but cut off. Where client-go
+// candidates take part, give each process an identity of its own (as
+// election.DefaultIdentity does). In Kubernetes 1.37 the feature is beta
+// and off by default.
 //
 // # Mixed with client-go on one Lease
 //

@@ -20,6 +20,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/reconkit/reconkit/election"
 )
@@ -353,4 +354,23 @@ func TestLeaseKeepsCLEFieldsAndYieldsToPreferredHolder(t *testing.T) {
 	require.NotNil(t, lease.Spec.Strategy)
 	require.NotNil(t, lease.Spec.PreferredHolder)
 	require.Equal(t, other, *lease.Spec.PreferredHolder)
+}
+
+// Resign writes the release client-go's ReleaseOnCancel writes: no holder
+// and leaseDurationSeconds 1, so that any follower, ours or client-go's,
+// takes the Lease at once.
+func TestResignClearsHolderWithDurationOne(t *testing.T) {
+	clk := testingclock.NewFakeClock(epoch)
+	cs := fake.NewClientset()
+	f := newFakeLease(t, cs, clk)
+	t.Cleanup(func() { _ = f.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	l, err := f.Campaign(ctx)
+	require.NoError(t, err)
+	require.NoError(t, l.Resign(ctx))
+	got, err := cs.CoordinationV1().Leases("ns").Get(ctx, "lease", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Empty(t, ptr.Deref(got.Spec.HolderIdentity, ""), "holderIdentity after Resign")
+	require.Equal(t, int32(1), ptr.Deref(got.Spec.LeaseDurationSeconds, 0), "leaseDurationSeconds after Resign")
 }

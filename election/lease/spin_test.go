@@ -2,14 +2,18 @@ package lease
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -103,4 +107,61 @@ func TestLeaseCandidateWatchEndingAtOnceDoesNotSpin(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	require.Equal(t, "watch", <-calls) // ends at once
 	require.LessOrEqual(t, callsWhile(clk, calls, 20, 30*time.Millisecond), 2, "LeaseCandidate watches within 600ms of fake time")
+}
+
+// A leader whose every renewal is answered at once (a success that
+// changes nothing, a conflict although the Lease is still ours, a 5xx)
+// renews once per RetryPeriod of its clock; a conflict is retried at most
+// three times within one renewal, not at once forever.
+func TestRenewalAnsweredAtOnceDoesNotSpin(t *testing.T) {
+	gvr := coordinationv1.SchemeGroupVersion.WithResource("leases")
+	for _, tc := range []struct {
+		name      string
+		answer    func(cs *fake.Clientset) (runtime.Object, error)
+		perPeriod int // updates one renewal may send
+	}{
+		{"success with no change", func(cs *fake.Clientset) (runtime.Object, error) {
+			return cs.Tracker().Get(gvr, "ns", "lease")
+		}, 1},
+		{"conflict", func(*fake.Clientset) (runtime.Object, error) {
+			return nil, apierrors.NewConflict(gvr.GroupResource(), "lease", errors.New("the object has been modified"))
+		}, 3},
+		{"5xx", func(*fake.Clientset) (runtime.Object, error) {
+			return nil, apierrors.NewInternalError(errors.New("etcdserver: request timed out"))
+		}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := testingclock.NewFakeClock(epoch)
+			cs := kubefake.Config{Clock: clk}.NewClientset()
+			quit := make(chan struct{})
+			calls := make(chan string)
+			var armed atomic.Bool
+			cs.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+				if !armed.Load() {
+					return false, nil, nil
+				}
+				select {
+				case calls <- "update":
+				case <-quit:
+				}
+				obj, err := tc.answer(cs)
+				return true, obj, err
+			})
+			f := newFakeLease(t, cs, clk)
+			t.Cleanup(func() { _ = f.Close() })
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			_, err := f.Campaign(ctx)
+			require.NoError(t, err)
+			armed.Store(true)
+			defer close(quit)
+			// 40 steps of 30ms: four RetryPeriods (300ms) within the
+			// RenewDeadline (2s), so at most four renewals and one more
+			// that a late step may let through.
+			n := callsWhile(clk, calls, 40, 30*time.Millisecond)
+			require.LessOrEqual(t, n, 5*tc.perPeriod, "updates within 1.2s of fake time")
+			require.Positive(t, n, "no renewal was tried")
+			t.Logf("%d updates within 1.2s of fake time", n)
+		})
+	}
 }

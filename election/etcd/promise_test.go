@@ -1,0 +1,91 @@
+package etcd_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/reconkit/reconkit/election"
+	"github.com/reconkit/reconkit/internal/testenv"
+)
+
+// The token is the create revision of the candidate key, which is also
+// what Leader reports for the term, even when the revision moved on while
+// the candidate waited (here by its predecessor's resignation).
+func TestEtcdTokenIsKeyCreateRevision(t *testing.T) {
+	srv := testenv.Etcd(t)
+	admin := srv.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	leader := newEtcd(t, testenv.NewEtcdClient(t, srv.Members[0].ClientAddr()), "/token", "leader", 5*time.Second)
+	held, err := leader.Campaign(ctx)
+	require.NoError(t, err)
+	e := newEtcd(t, testenv.NewEtcdClient(t, srv.Members[0].ClientAddr()), "/token", "next", 5*time.Second)
+	won := make(chan election.Leadership, 1)
+	go func() {
+		l, err := e.Campaign(ctx)
+		if err != nil {
+			t.Errorf("Campaign: %v", err)
+			close(won)
+			return
+		}
+		won <- l
+	}()
+	require.Eventually(t, func() bool {
+		resp, err := admin.Get(ctx, "/token/", clientv3.WithPrefix())
+		return err == nil && len(resp.Kvs) == 2
+	}, spinDeadline, 10*time.Millisecond, "the second candidate's key")
+	require.NoError(t, held.Resign(ctx))
+	l := receive(t, won, "the second candidate's term")
+	require.NotNil(t, l)
+	resp, err := admin.Get(ctx, "/token/", clientv3.WithPrefix())
+	require.NoError(t, err)
+	require.Len(t, resp.Kvs, 1)
+	require.Less(t, resp.Kvs[0].CreateRevision, resp.Header.Revision, "the revision moved on after the key was put")
+	require.Equal(t, election.Token(resp.Kvs[0].CreateRevision), l.Token(), "token")
+	info, err := e.Leader(ctx)
+	require.NoError(t, err)
+	require.Equal(t, l.Token(), info.Token, "Leader's token")
+	require.NoError(t, l.Resign(ctx))
+}
+
+// A candidate whose key was deleted while it waited (by an operator, say,
+// with its lease still alive) gets no term when its turn comes: Campaign
+// checks the key before it returns.
+func TestEtcdCampaignChecksItsKeyBeforeReturning(t *testing.T) {
+	srv := testenv.Etcd(t)
+	admin := srv.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	leader := newEtcd(t, testenv.NewEtcdClient(t, srv.Members[0].ClientAddr()), "/check", "leader", 5*time.Second)
+	held, err := leader.Campaign(ctx)
+	require.NoError(t, err)
+	e := newEtcd(t, testenv.NewEtcdClient(t, srv.Members[0].ClientAddr()), "/check", "waiting", 5*time.Second)
+	failed := make(chan error, 1)
+	go func() {
+		l, err := e.Campaign(ctx)
+		if err == nil {
+			_ = l.Resign(ctx)
+		}
+		failed <- err
+	}()
+	// Wait for the waiting candidate's key, then delete it.
+	var key string
+	require.Eventually(t, func() bool {
+		resp, err := admin.Get(ctx, "/check/", clientv3.WithPrefix())
+		if err != nil || len(resp.Kvs) < 2 {
+			return false
+		}
+		key = string(resp.Kvs[1].Key)
+		return true
+	}, spinDeadline, 10*time.Millisecond, "the waiting candidate's key")
+	_, err = admin.Delete(ctx, key)
+	require.NoError(t, err)
+	require.NoError(t, held.Resign(ctx))
+	err = receive(t, failed, "Campaign's return")
+	require.True(t, errors.Is(err, election.ErrLeadershipLost), "Campaign returned %v", err)
+}
