@@ -230,7 +230,22 @@ func TestLeaseFollowerTakesExpiredLeaseAtExpiryInstant(t *testing.T) {
 	}
 	require.Eventually(t, clk.HasWaiters, 5*time.Second, time.Millisecond)
 	clk.SetTime(epoch.Add(5 * time.Second))
-	r := <-won
+	// The expiry timer may be armed after the clock got there (the waiter
+	// seen above can be another timer): setting the same instant again
+	// fires a timer that is due, without moving time past the expiry.
+	var r result
+	deadline := time.After(time.Minute)
+wait:
+	for {
+		select {
+		case r = <-won:
+			break wait
+		case <-time.After(10 * time.Millisecond):
+			clk.SetTime(epoch.Add(5 * time.Second))
+		case <-deadline:
+			t.Fatal("the follower did not take the expired lease within a minute")
+		}
+	}
 	require.NoError(t, r.err)
 	require.Equal(t, election.Token(6), r.l.Token(), "leaseTransitions 4 → 5, token = transitions + 1")
 	var lists, watches int
