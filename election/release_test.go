@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/reconkit/reconkit/election"
 	"github.com/reconkit/reconkit/election/electiontest"
@@ -93,23 +94,24 @@ func TestRunReleasesWithALiveContextAfterCancel(t *testing.T) {
 }
 
 // The pause after each short term grows by half up to the maximum: 1s,
-// 1.5s, 2.25s, then 3s. Measured on synctest's clock, where a check after
-// a sleep sees everything the sleep made due.
+// 1.5s, 2.25s, then 3s. Measured on a fake clock in a synctest bubble, so
+// a check after a step sees everything the step made due.
 func TestRunStepDownPauseGrows(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := electiontest.NewElection()
 		c := e.NewCandidate("a")
+		clk := testingclock.NewFakeClock(time.Unix(1_800_000_000, 0))
 		var terms atomic.Int32
 		ctx, cancel := context.WithCancel(context.Background())
 		done := runAsync(ctx, c, func(context.Context, election.Leadership) error { terms.Add(1); return nil },
-			election.WithRetryJitter(0), election.WithRetryInterval(time.Second, 3*time.Second))
+			election.WithRetryJitter(0), election.WithRetryInterval(time.Second, 3*time.Second), election.WithRunClock(clk))
 		synctest.Wait()
 		require.Equal(t, int32(1), terms.Load())
 		for i, pause := range []time.Duration{time.Second, 1500 * time.Millisecond, 2250 * time.Millisecond, 3 * time.Second, 3 * time.Second} {
-			time.Sleep(pause - time.Millisecond)
+			clk.Step(pause - time.Millisecond)
 			synctest.Wait()
 			require.Equal(t, int32(i+1), terms.Load(), "campaigned before pause %d (%v) ended", i+1, pause)
-			time.Sleep(time.Millisecond)
+			clk.Step(time.Millisecond)
 			synctest.Wait()
 			require.Equal(t, int32(i+2), terms.Load(), "no term after pause %d (%v)", i+1, pause)
 		}
