@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
@@ -52,6 +51,7 @@ func TestUncoordinatedClearsLeftoverPreferredHolder(t *testing.T) {
 	// however slow the machine, and a fake clock stepped ahead of them
 	// cannot end the term.
 	synctest.Test(t, func(t *testing.T) {
+		clk := testingclock.NewFakeClock(epoch)
 		cs := kubefake.NewClientset(&coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "lease"},
 			Spec:       coordinationv1.LeaseSpec{PreferredHolder: ptr.To("gone")},
@@ -59,7 +59,7 @@ func TestUncoordinatedClearsLeftoverPreferredHolder(t *testing.T) {
 		e, err := New(Config{
 			Client: cs, Namespace: "ns", Name: "lease", Identity: "me",
 			LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond,
-			Clock: clock.RealClock{},
+			Clock: clk,
 		})
 		require.NoError(t, err)
 		defer func() { require.NoError(t, e.Close()) }()
@@ -72,8 +72,9 @@ func TestUncoordinatedClearsLeftoverPreferredHolder(t *testing.T) {
 		require.Nil(t, got.Spec.PreferredHolder, "after the acquisition")
 		lt := l.(*leadership)
 		acquired := lt.lastRenew()
+		synctest.Wait() // the renewal timer is armed
 		for i := range 5 {
-			time.Sleep(300 * time.Millisecond)
+			clk.Step(300 * time.Millisecond)
 			synctest.Wait()
 			require.NoError(t, l.Context().Err(), "the term ended at renewal %d: %v", i+1, context.Cause(l.Context()))
 			require.Equal(t, acquired.Add(time.Duration(i+1)*300*time.Millisecond), lt.lastRenew(), "renewal %d", i+1)
