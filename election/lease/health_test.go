@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -30,7 +31,14 @@ func (lt *leadership) setValidUntil(t time.Time) {
 // a fake clock: a non-leader and a leader within ValidUntil + grace are
 // healthy; a live term past ValidUntil + grace is not, through Check and
 // through ServeHTTP; an ended term is healthy again.
+//
+// It runs in a synctest bubble so that the term's watchdog and renewal
+// loop are parked on the fake clock before ValidUntil is moved under them.
 func TestHealthCheckSemantics(t *testing.T) {
+	synctest.Test(t, testHealthCheckSemantics)
+}
+
+func testHealthCheckSemantics(t *testing.T) {
 	clk := testingclock.NewFakeClock(epoch)
 	f := newFakeLease(t, fake.NewClientset(), clk)
 	const grace = time.Second
@@ -47,6 +55,7 @@ func TestHealthCheckSemantics(t *testing.T) {
 	l, err := f.Campaign(ctx)
 	require.NoError(t, err)
 	lt := l.(*leadership)
+	synctest.Wait()
 	require.NoError(t, hc.Check(nil), "leading within ValidUntil")
 	code, body := serve()
 	require.Equal(t, http.StatusOK, code)
@@ -71,6 +80,7 @@ func TestHealthCheckSemantics(t *testing.T) {
 	require.NoError(t, hc.Check(nil), "after the term ended")
 	code, _ = serve()
 	require.Equal(t, http.StatusOK, code)
+	require.NoError(t, f.Close())
 }
 
 // TestLeaseRenewFailedObserved: a renewal that fails is reported with its
