@@ -2,13 +2,10 @@ package etcdstore_test
 
 import (
 	"context"
-	"os"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/anishathalye/porcupine"
 	"github.com/stretchr/testify/require"
 
 	"github.com/reconkit/reconkit/election/etcd"
@@ -70,26 +67,13 @@ func etcdBackend(t *testing.T) storecheck.Backend {
 	}
 }
 
-// proofSeed is the drivers' seed: VERSIONGATE_SEED, or the time.
-func proofSeed(t *testing.T) uint64 {
-	t.Helper()
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("VERSIONGATE_SEED"); s != "" {
-		var err error
-		seed, err = strconv.ParseUint(s, 10, 64)
-		require.NoError(t, err)
-	}
-	t.Logf("seed %d (rerun with VERSIONGATE_SEED=%d)", seed, seed)
-	return seed
-}
-
 // A rolling upgrade of 5 gates on real etcd with the etcd election:
 // crashes, restarts, partitions through cut proxies and etcd restarts; no
 // node serves below the reconciled minimum at any step, the upgrade
 // completes, and every store operation is linearizable.
 func TestProofRollingUpgrade(t *testing.T) {
 	storecheck.RunRolling(t, etcdBackend(t), storecheck.RollingConfig{
-		Seed: proofSeed(t), Nodes: 5, Steps: 24, Context: testContextQuiet(t),
+		Seed: storecheck.Seed(t), Nodes: 5, Steps: 24, Context: testContextQuiet(t),
 	})
 }
 
@@ -97,30 +81,20 @@ func TestProofRollingUpgrade(t *testing.T) {
 // late and every record watch batch 30ms late: none serves past the
 // restricted status, and the history is linearizable.
 func TestProofJoinersRace(t *testing.T) {
-	res := storecheck.RunJoiners(t, etcdBackend(t), storecheck.JoinersConfig{
-		Seed: proofSeed(t), ListDelay: 100 * time.Millisecond, WatchDelay: 30 * time.Millisecond, Context: testContextQuiet(t),
+	storecheck.ProveJoiners(t, etcdBackend(t), storecheck.JoinersConfig{
+		Seed: storecheck.Seed(t), ListDelay: 100 * time.Millisecond, WatchDelay: 30 * time.Millisecond, Context: testContextQuiet(t),
 		// A fresh client dials etcd as a joiner publishes: on a loaded
 		// machine that alone has taken more than a 2s TTL allows.
 		RecordTTL: 5 * time.Second,
 	})
-	require.Zero(t, res.Violations)
-	require.NotZero(t, res.AfterRestrict, "no joiner came after the restrict")
-	storecheck.Check(t, res.History)
 }
 
 // The same race with joiners that read the records and the status from a
 // cache taken before the restrict: joiners serve past it, so the race can
 // fail, and the checker rejects the history.
 func TestProofJoinersRaceStaleCacheFails(t *testing.T) {
-	b := etcdBackend(t)
-	cache := storecheck.NewStale(b.Observer)
-	res := storecheck.RunJoiners(t, b, storecheck.JoinersConfig{
-		Seed: proofSeed(t), ListDelay: 100 * time.Millisecond, Joiner: cache.Reader, Context: testContextQuiet(t), Timeout: 30 * time.Second,
+	storecheck.ProveStaleCacheFails(t, etcdBackend(t), storecheck.JoinersConfig{
+		Seed: storecheck.Seed(t), ListDelay: 100 * time.Millisecond, Context: testContextQuiet(t), Timeout: 30 * time.Second,
 		RecordTTL: 5 * time.Second,
 	})
-	require.NotZero(t, res.Violations)
-	r, path, err := storecheck.Verify(res.History, t.TempDir())
-	require.NoError(t, err)
-	require.Equal(t, porcupine.Illegal, r)
-	t.Logf("history rejected; visualization %s", path)
 }

@@ -3,14 +3,12 @@ package kubestore_test
 import (
 	"context"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/anishathalye/porcupine"
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/require"
@@ -119,19 +117,6 @@ func proofStore(t testing.TB, cs kubernetes.Interface, gate string) versiongate.
 	return st
 }
 
-// proofSeed is the drivers' seed: VERSIONGATE_SEED, or the time.
-func proofSeed(t *testing.T) uint64 {
-	t.Helper()
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("VERSIONGATE_SEED"); s != "" {
-		var err error
-		seed, err = strconv.ParseUint(s, 10, 64)
-		require.NoError(t, err)
-	}
-	t.Logf("seed %d (rerun with VERSIONGATE_SEED=%d)", seed, seed)
-	return seed
-}
-
 // proofContext carries a logger that passes the gates' and stores' error
 // logs (every log with VERSIONGATE_LOG=all) to the test log while the
 // test runs.
@@ -165,7 +150,7 @@ func TestProofRollingUpgrade(t *testing.T) {
 		// whether the store or the model of write-then-validate is at
 		// fault is not yet known. Until it is, the verdict is logged.
 		HistoryAdvisory: "the model's fit for write-then-validate across crashes is unconfirmed",
-		Seed:            proofSeed(t), Nodes: 5, Steps: 24, Context: proofContext(t),
+		Seed:            storecheck.Seed(t), Nodes: 5, Steps: 24, Context: proofContext(t),
 		// Observers reap a record TTL plus 500ms after they last saw it
 		// change: a 3s TTL keeps crashed nodes' records from holding the
 		// upgrade long, and leaves a keep-alive room on a loaded machine.
@@ -177,13 +162,10 @@ func TestProofRollingUpgrade(t *testing.T) {
 // late and every record watch batch 30ms late: none serves past the
 // restricted status, and the history is linearizable.
 func TestProofJoinersRace(t *testing.T) {
-	res := storecheck.RunJoiners(t, kubeBackend(t), storecheck.JoinersConfig{
-		Seed: proofSeed(t), ListDelay: 100 * time.Millisecond, WatchDelay: 30 * time.Millisecond, Context: proofContext(t),
+	storecheck.ProveJoiners(t, kubeBackend(t), storecheck.JoinersConfig{
+		Seed: storecheck.Seed(t), ListDelay: 100 * time.Millisecond, WatchDelay: 30 * time.Millisecond, Context: proofContext(t),
 		RecordTTL: 5 * time.Second,
 	})
-	require.Zero(t, res.Violations)
-	require.NotZero(t, res.AfterRestrict, "no joiner came after the restrict")
-	storecheck.Check(t, res.History)
 }
 
 // The same race with joiners that read the records and the status from a
@@ -191,15 +173,8 @@ func TestProofJoinersRace(t *testing.T) {
 // serve past it, so the race can fail, and the checker rejects the
 // history.
 func TestProofJoinersRaceStaleCacheFails(t *testing.T) {
-	b := kubeBackend(t)
-	cache := storecheck.NewStale(b.Observer)
-	res := storecheck.RunJoiners(t, b, storecheck.JoinersConfig{
-		Seed: proofSeed(t), ListDelay: 100 * time.Millisecond, Joiner: cache.Reader, Context: proofContext(t), Timeout: 30 * time.Second,
+	storecheck.ProveStaleCacheFails(t, kubeBackend(t), storecheck.JoinersConfig{
+		Seed: storecheck.Seed(t), ListDelay: 100 * time.Millisecond, Context: proofContext(t), Timeout: 30 * time.Second,
 		RecordTTL: 5 * time.Second,
 	})
-	require.NotZero(t, res.Violations)
-	r, path, err := storecheck.Verify(res.History, t.TempDir())
-	require.NoError(t, err)
-	require.Equal(t, porcupine.Illegal, r)
-	t.Logf("history rejected; visualization %s", path)
 }
