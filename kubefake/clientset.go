@@ -1,29 +1,48 @@
 package kubefake
 
 import (
-	"strconv"
+	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
 )
 
-// DefaultWatchHistory is how many changes a clientset keeps for watches
+// DefaultWatchHistory is how many changes a server keeps for watches
 // that start from an older resourceVersion when Config.WatchHistory is 0.
 const DefaultWatchHistory = 1000
 
-// Config configures a clientset. The zero value is ready to use.
+// Config configures a server and its clients. The zero value is ready to
+// use and models no adversity: every knob is off when zero.
 type Config struct {
 	// Clock stamps creationTimestamp and deletionTimestamp (truncated to
 	// the second, as the apiserver stores them); nil means the real clock.
+	// When it is a clock.Clock (a FakeClock, or the real clock inside a
+	// synctest bubble), Latency and WatchLifetime are waited out on it;
+	// otherwise on the real clock.
 	Clock clock.PassiveClock
 	// WatchHistory is how many changes are kept for watches started from
 	// an older resourceVersion; a watch from before the oldest kept change
 	// fails with 410 Gone, as it does when the apiserver's watch cache has
 	// moved on. 0 means DefaultWatchHistory.
 	WatchHistory int
+	// Latency is how long every request waits on the clock before the
+	// server serves it, as a round trip to the apiserver takes. A request
+	// cannot be cancelled while it waits (a reactor sees no context). 0
+	// means none.
+	Latency time.Duration
+	// CacheLag is how many changes of a resource the watch cache trails
+	// the store by. Reads with resourceVersion "0", reads with an older
+	// resourceVersion than the cache holds, and every watch are served
+	// from the cache, as the apiserver serves them; reads with no
+	// resourceVersion are served from the store. 0 means the cache keeps
+	// up with the store (Server.PauseCache stops it anyway).
+	CacheLag int
+	// WatchLifetime ends every watch this long after it started, as the
+	// apiserver ends watches after its --min-request-timeout (there, a
+	// random duration between 1 and 2 times 1800s). 0 means watches end
+	// only when stopped, cut or ended by Server.EndWatches.
+	WatchLifetime time.Duration
 }
 
 // NewClientset returns client-go's fake clientset holding objects, with
@@ -39,36 +58,13 @@ func NewClientset(objects ...runtime.Object) *fake.Clientset {
 // modelled). Reactors a test prepends afterwards run before these, so
 // fault injection composes as usual.
 //
+// It is the one-client shortcut for c.NewServer(objects...).NewClient():
+// the clientset's Tracker is the server's store. Tests that need a second
+// client, a partition or injected faults use NewServer.
+//
 // The objects get resourceVersions in the order given; an object that
 // carries a numeric resourceVersion keeps it and raises the counter past
 // it.
 func (c Config) NewClientset(objects ...runtime.Object) *fake.Clientset {
-	// The counter starts at 1, so that no list answers "0", which means
-	// "any" to a watch.
-	s := &server{clock: c.Clock, keep: c.WatchHistory, rv: 1}
-	if s.clock == nil {
-		s.clock = clock.RealClock{}
-	}
-	if s.keep <= 0 {
-		s.keep = DefaultWatchHistory
-	}
-	stamped := make([]runtime.Object, 0, len(objects))
-	for _, o := range objects {
-		o = o.DeepCopyObject()
-		if m, err := meta.Accessor(o); err == nil {
-			if n, err := strconv.ParseUint(m.GetResourceVersion(), 10, 64); err == nil && n > 0 {
-				s.rv = max(s.rv, n)
-			} else {
-				m.SetResourceVersion(s.next())
-			}
-			s.stampNew(m)
-		}
-		stamped = append(stamped, o)
-	}
-	cs := fake.NewClientset(stamped...)
-	s.tracker = cs.Tracker()
-	s.react = k8stesting.ObjectReaction(s.tracker)
-	cs.PrependReactor("*", "*", s.handle)
-	cs.PrependWatchReactor("*", s.watch)
-	return cs
+	return c.NewServer(objects...).NewClient().Clientset
 }

@@ -3,42 +3,25 @@ package kubefake
 import (
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/utils/clock"
 )
 
-// server is the state behind one clientset's reactors.
-type server struct {
-	clock   clock.PassiveClock
-	keep    int // changes kept in history
-	tracker k8stesting.ObjectTracker
-	react   k8stesting.ReactionFunc
-
-	mu       sync.Mutex // orders every write, as etcd orders revisions
-	rv       uint64     // the last resourceVersion handed out, across all resources
-	history  []change   // the newest changes, oldest first
-	compact  uint64     // a watch must start at or after this resourceVersion
-	watchers map[*watcher]struct{}
-}
-
-func (s *server) next() string {
+func (s *Server) next() string {
 	s.rv++
 	return strconv.FormatUint(s.rv, 10)
 }
 
 // stampNew sets what the apiserver sets on every new object.
-func (s *server) stampNew(m metav1.Object) {
+func (s *Server) stampNew(m metav1.Object) {
 	if m.GetUID() == "" {
 		m.SetUID(uuid.NewUUID())
 	}
@@ -47,30 +30,11 @@ func (s *server) stampNew(m metav1.Object) {
 	}
 }
 
-func (s *server) now() metav1.Time {
+func (s *Server) now() metav1.Time {
 	return metav1.NewTime(s.clock.Now().Truncate(time.Second))
 }
 
-func (s *server) handle(action k8stesting.Action) (bool, runtime.Object, error) {
-	switch a := action.(type) {
-	case k8stesting.CreateActionImpl:
-		if a.GetSubresource() != "" {
-			return false, nil, nil // eviction, token requests and the like: the tracker's behaviour
-		}
-		return s.create(a)
-	case k8stesting.UpdateActionImpl:
-		return s.update(a)
-	case k8stesting.PatchActionImpl:
-		return s.patch(a)
-	case k8stesting.DeleteActionImpl:
-		return s.delete(a)
-	case k8stesting.ListActionImpl:
-		return s.list(a)
-	}
-	return false, nil, nil
-}
-
-func (s *server) create(a k8stesting.CreateActionImpl) (bool, runtime.Object, error) {
+func (s *Server) create(a k8stesting.CreateActionImpl) (bool, runtime.Object, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	obj := a.Object.DeepCopyObject()
@@ -93,10 +57,10 @@ func (s *server) create(a k8stesting.CreateActionImpl) (bool, runtime.Object, er
 	s.stampNew(m)
 	m.SetResourceVersion(s.next())
 	a.Object = obj
-	return s.commit(a, a.GetResource(), a.GetNamespace(), "ADDED", obj)
+	return s.commit(a, a.GetResource(), a.GetNamespace(), "ADDED", obj, nil)
 }
 
-func (s *server) update(a k8stesting.UpdateActionImpl) (bool, runtime.Object, error) {
+func (s *Server) update(a k8stesting.UpdateActionImpl) (bool, runtime.Object, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	obj := a.Object.DeepCopyObject()
@@ -104,17 +68,21 @@ func (s *server) update(a k8stesting.UpdateActionImpl) (bool, runtime.Object, er
 	if err != nil {
 		return true, nil, apierrors.NewBadRequest(err.Error())
 	}
-	cur, err := s.current(a.GetResource(), a.GetNamespace(), m.GetName())
+	stored, err := s.tracker.Get(a.GetResource(), a.GetNamespace(), m.GetName())
 	if err != nil {
 		return true, nil, err
+	}
+	cur, err := meta.Accessor(stored)
+	if err != nil {
+		return true, nil, apierrors.NewBadRequest(err.Error())
 	}
 	if rv := m.GetResourceVersion(); rv != "" && rv != cur.GetResourceVersion() {
 		return true, nil, conflict(a.GetResource(), m.GetName())
 	}
-	return s.write(a.GetResource(), a.GetNamespace(), a.GetSubresource(), obj, cur)
+	return s.write(a.GetResource(), a.GetNamespace(), a.GetSubresource(), obj, stored)
 }
 
-func (s *server) patch(a k8stesting.PatchActionImpl) (bool, runtime.Object, error) {
+func (s *Server) patch(a k8stesting.PatchActionImpl) (bool, runtime.Object, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	stored, err := s.tracker.Get(a.GetResource(), a.GetNamespace(), a.GetName())
@@ -138,7 +106,7 @@ func (s *server) patch(a k8stesting.PatchActionImpl) (bool, runtime.Object, erro
 		if err != nil {
 			return true, nil, err
 		}
-		return s.write(a.GetResource(), a.GetNamespace(), a.GetSubresource(), applied, cur)
+		return s.write(a.GetResource(), a.GetNamespace(), a.GetSubresource(), applied, stored)
 	}
 	obj, err := applyPatch(stored, a.GetPatchType(), a.GetPatch())
 	if err != nil {
@@ -151,11 +119,11 @@ func (s *server) patch(a k8stesting.PatchActionImpl) (bool, runtime.Object, erro
 	if m.GetResourceVersion() != cur.GetResourceVersion() {
 		return true, nil, conflict(a.GetResource(), a.GetName())
 	}
-	return s.write(a.GetResource(), a.GetNamespace(), a.GetSubresource(), obj, cur)
+	return s.write(a.GetResource(), a.GetNamespace(), a.GetSubresource(), obj, stored)
 }
 
 // applyCreate creates an object by server-side apply.
-func (s *server) applyCreate(a k8stesting.PatchActionImpl) (bool, runtime.Object, error) {
+func (s *Server) applyCreate(a k8stesting.PatchActionImpl) (bool, runtime.Object, error) {
 	if _, _, err := s.react(a); err != nil {
 		return true, nil, err
 	}
@@ -172,14 +140,18 @@ func (s *server) applyCreate(a k8stesting.PatchActionImpl) (bool, runtime.Object
 	return s.commit(k8stesting.UpdateActionImpl{
 		ActionImpl: k8stesting.ActionImpl{Namespace: a.GetNamespace(), Verb: "update", Resource: a.GetResource()},
 		Object:     obj,
-	}, a.GetResource(), a.GetNamespace(), "ADDED", obj)
+	}, a.GetResource(), a.GetNamespace(), "ADDED", obj, nil)
 }
 
-// write stores obj over cur with a new resourceVersion, keeping what a
-// client cannot change, and finishes a deletion whose last finalizer the
-// write removed.
-func (s *server) write(gvr schema.GroupVersionResource, ns, sub string, obj runtime.Object, cur metav1.Object) (bool, runtime.Object, error) {
+// write stores obj over prev, the stored object, with a new
+// resourceVersion, keeping what a client cannot change, and finishes a
+// deletion whose last finalizer the write removed.
+func (s *Server) write(gvr schema.GroupVersionResource, ns, sub string, obj, prev runtime.Object) (bool, runtime.Object, error) {
 	m, _ := meta.Accessor(obj)
+	cur, err := meta.Accessor(prev)
+	if err != nil {
+		return true, nil, apierrors.NewBadRequest(err.Error())
+	}
 	m.SetUID(cur.GetUID())
 	m.SetCreationTimestamp(cur.GetCreationTimestamp())
 	m.SetDeletionTimestamp(cur.GetDeletionTimestamp())
@@ -188,16 +160,16 @@ func (s *server) write(gvr schema.GroupVersionResource, ns, sub string, obj runt
 		if err := s.tracker.Delete(gvr, ns, m.GetName()); err != nil {
 			return true, nil, err
 		}
-		s.record(gvr, ns, "DELETED", obj)
+		s.record(gvr, ns, "DELETED", obj, prev)
 		return true, obj, nil
 	}
 	return s.commit(k8stesting.UpdateActionImpl{
 		ActionImpl: k8stesting.ActionImpl{Namespace: ns, Verb: "update", Resource: gvr, Subresource: sub},
 		Object:     obj,
-	}, gvr, ns, "MODIFIED", obj)
+	}, gvr, ns, "MODIFIED", obj, prev)
 }
 
-func (s *server) delete(a k8stesting.DeleteActionImpl) (bool, runtime.Object, error) {
+func (s *Server) delete(a k8stesting.DeleteActionImpl) (bool, runtime.Object, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	stored, err := s.tracker.Get(a.GetResource(), a.GetNamespace(), a.GetName())
@@ -216,6 +188,7 @@ func (s *server) delete(a k8stesting.DeleteActionImpl) (bool, runtime.Object, er
 			return true, nil, conflict(a.GetResource(), a.GetName())
 		}
 	}
+	prev := stored.DeepCopyObject()
 	if len(cur.GetFinalizers()) > 0 {
 		if cur.GetDeletionTimestamp() != nil {
 			return true, stored, nil // deletion already under way
@@ -226,7 +199,7 @@ func (s *server) delete(a k8stesting.DeleteActionImpl) (bool, runtime.Object, er
 		return s.commit(k8stesting.UpdateActionImpl{
 			ActionImpl: k8stesting.ActionImpl{Namespace: a.GetNamespace(), Verb: "update", Resource: a.GetResource()},
 			Object:     stored,
-		}, a.GetResource(), a.GetNamespace(), "MODIFIED", stored)
+		}, a.GetResource(), a.GetNamespace(), "MODIFIED", stored, prev)
 	}
 	if err := s.tracker.Delete(a.GetResource(), a.GetNamespace(), a.GetName()); err != nil {
 		return true, nil, err
@@ -234,66 +207,18 @@ func (s *server) delete(a k8stesting.DeleteActionImpl) (bool, runtime.Object, er
 	// A deletion is a change with its own resourceVersion, which the
 	// DELETED event carries.
 	cur.SetResourceVersion(s.next())
-	s.record(a.GetResource(), a.GetNamespace(), "DELETED", stored)
+	s.record(a.GetResource(), a.GetNamespace(), "DELETED", stored, prev)
 	return true, nil, nil
 }
 
-func (s *server) list(a k8stesting.ListActionImpl) (bool, runtime.Object, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, obj, err := s.react(a)
-	if err != nil {
-		return true, nil, err
-	}
-	if err := filterFields(obj, a.GetListRestrictions().Fields); err != nil {
-		return true, nil, err
-	}
-	if lm, lerr := meta.ListAccessor(obj); lerr == nil {
-		lm.SetResourceVersion(strconv.FormatUint(s.rv, 10))
-	}
-	return true, obj, nil
-}
-
-// filterFields keeps the items of list that match sel on metadata.name
-// and metadata.namespace, as the apiserver does for every resource;
-// client-go's tracker applies no field selector on List.
-func filterFields(list runtime.Object, sel fields.Selector) error {
-	if sel == nil || sel.Empty() {
-		return nil
-	}
-	items, err := meta.ExtractList(list)
-	if err != nil {
-		return err
-	}
-	kept := items[:0]
-	for _, it := range items {
-		m, err := meta.Accessor(it)
-		if err != nil {
-			return err
-		}
-		if sel.Matches(fields.Set{"metadata.name": m.GetName(), "metadata.namespace": m.GetNamespace()}) {
-			kept = append(kept, it)
-		}
-	}
-	return meta.SetList(list, kept)
-}
-
-func (s *server) current(gvr schema.GroupVersionResource, ns, name string) (metav1.Object, error) {
-	obj, err := s.tracker.Get(gvr, ns, name)
-	if err != nil {
-		return nil, err
-	}
-	return meta.Accessor(obj)
-}
-
-// commit hands the stamped action to the tracker and records the change
-// for watches.
-func (s *server) commit(a k8stesting.Action, gvr schema.GroupVersionResource, ns, typ string, obj runtime.Object) (bool, runtime.Object, error) {
+// commit hands the stamped action to the tracker and records the change,
+// whose previous state was prev (nil for a creation), for the watch cache.
+func (s *Server) commit(a k8stesting.Action, gvr schema.GroupVersionResource, ns, typ string, obj, prev runtime.Object) (bool, runtime.Object, error) {
 	handled, ret, err := s.react(a)
 	if err != nil {
 		return handled, ret, err
 	}
-	s.record(gvr, ns, typ, obj)
+	s.record(gvr, ns, typ, obj, prev)
 	return handled, ret, nil
 }
 
