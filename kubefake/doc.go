@@ -20,8 +20,13 @@
 //     create, update, patch and delete, as etcd's revision is; uid and
 //     creationTimestamp set on create (from [Config.Clock]);
 //   - Update carrying a resourceVersion other than the stored one: 409
-//     Conflict (an empty one is an unconditional update, as for most
-//     built-in resources); Create carrying one: 400;
+//     Conflict; Update carrying none is unconditional where the resource
+//     allows it (configmaps, secrets, nodes, pods and most others) and
+//     422 Invalid ("metadata.resourceVersion: ... must be specified for
+//     an update") where it does not: leases, leasecandidates,
+//     poddisruptionbudgets, some storage.k8s.io, node.k8s.io and
+//     certificates.k8s.io resources, and admissionregistration.k8s.io;
+//     Create carrying a resourceVersion: 400;
 //   - merge and strategic merge patches that set metadata.resourceVersion,
 //     and JSON patches that test it: the precondition is checked on the
 //     patched object, as the apiserver does (409, or 422 for a failed

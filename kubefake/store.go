@@ -76,7 +76,11 @@ func (s *Server) update(a k8stesting.UpdateActionImpl) (bool, runtime.Object, er
 	if err != nil {
 		return true, nil, apierrors.NewBadRequest(err.Error())
 	}
-	if rv := m.GetResourceVersion(); rv != "" && rv != cur.GetResourceVersion() {
+	rv := m.GetResourceVersion()
+	if rv == "" && !allowsUnconditionalUpdate(a.GetResource().GroupResource()) {
+		return true, nil, mustSpecifyResourceVersion(a.GetResource().GroupResource(), m.GetName())
+	}
+	if rv != "" && rv != cur.GetResourceVersion() {
 		return true, nil, conflict(a.GetResource(), m.GetName())
 	}
 	return s.write(a.GetResource(), a.GetNamespace(), a.GetSubresource(), obj, stored)
