@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
+	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
@@ -60,6 +61,19 @@ func TestFaultMatchesAndIsSpent(t *testing.T) {
 			t.Fatal("a refused update was stored")
 		}
 	}
+
+	// A predicate and a subresource narrow a fault further.
+	srv.Inject(kubefake.Fault{Verb: "get", Subresource: "status", Answer: kubefake.Unavailable()})
+	srv.Inject(kubefake.Fault{Namespace: ns, Match: func(a k8stesting.Action) bool {
+		return a.GetVerb() == "list"
+	}, Answer: kubefake.Conflict(), Times: 1})
+	if _, err := cms.Get(ctx, "a", metav1.GetOptions{}); err != nil {
+		t.Fatalf("get of the main resource with a fault on status: %v", err)
+	}
+	if _, err := cms.List(ctx, metav1.ListOptions{}); !apierrors.IsConflict(err) {
+		t.Fatalf("list matched by a predicate: %v, want 409", err)
+	}
+	srv.ClearFaults()
 
 	srv.Inject(kubefake.Fault{Resource: "configmaps"})
 	if _, err := cms.Get(ctx, "a", metav1.GetOptions{}); !apierrors.IsInternalError(err) {

@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -22,6 +23,8 @@ type Client struct {
 	srv *Server
 	cut bool // guarded by srv.mu
 }
+
+var _ kubernetes.Interface = (*Client)(nil)
 
 // Server returns the server the client talks to.
 func (c *Client) Server() *Server { return c.srv }
