@@ -1,38 +1,48 @@
 package kubefake
 
 import (
-	"fmt"
-	"strconv"
-	"sync"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
 )
 
-// DefaultWatchHistory is how many changes a clientset keeps for watches
+// DefaultWatchHistory is how many changes a server keeps for watches
 // that start from an older resourceVersion when Config.WatchHistory is 0.
 const DefaultWatchHistory = 1000
 
-// Config configures a clientset. The zero value is ready to use.
+// Config configures a server and its clients. The zero value is ready to
+// use and models no adversity: every knob is off when zero.
 type Config struct {
 	// Clock stamps creationTimestamp and deletionTimestamp (truncated to
 	// the second, as the apiserver stores them); nil means the real clock.
+	// When it is a clock.Clock (a FakeClock, or the real clock inside a
+	// synctest bubble), Latency and WatchLifetime are waited out on it;
+	// otherwise on the real clock.
 	Clock clock.PassiveClock
 	// WatchHistory is how many changes are kept for watches started from
 	// an older resourceVersion; a watch from before the oldest kept change
 	// fails with 410 Gone, as it does when the apiserver's watch cache has
 	// moved on. 0 means DefaultWatchHistory.
 	WatchHistory int
+	// Latency is how long every request waits on the clock before the
+	// server serves it, as a round trip to the apiserver takes. A request
+	// cannot be cancelled while it waits (a reactor sees no context). 0
+	// means none.
+	Latency time.Duration
+	// CacheLag is how many changes of a resource the watch cache trails
+	// the store by. Reads with resourceVersion "0", reads with an older
+	// resourceVersion than the cache holds, and every watch are served
+	// from the cache, as the apiserver serves them; reads with no
+	// resourceVersion are served from the store. 0 means the cache keeps
+	// up with the store (Server.PauseCache stops it anyway).
+	CacheLag int
+	// WatchLifetime ends every watch this long after it started, as the
+	// apiserver ends watches after its --min-request-timeout (there, a
+	// random duration between 1 and 2 times 1800s). 0 means watches end
+	// only when stopped, cut or ended by Server.EndWatches.
+	WatchLifetime time.Duration
 }
 
 // NewClientset returns client-go's fake clientset holding objects, with
@@ -48,320 +58,13 @@ func NewClientset(objects ...runtime.Object) *fake.Clientset {
 // modelled). Reactors a test prepends afterwards run before these, so
 // fault injection composes as usual.
 //
+// It is the one-client shortcut for c.NewServer(objects...).NewClient():
+// the clientset's Tracker is the server's store. Tests that need a second
+// client, a partition or injected faults use NewServer.
+//
 // The objects get resourceVersions in the order given; an object that
 // carries a numeric resourceVersion keeps it and raises the counter past
 // it.
 func (c Config) NewClientset(objects ...runtime.Object) *fake.Clientset {
-	// The counter starts at 1, so that no list answers "0", which means
-	// "any" to a watch.
-	s := &server{clock: c.Clock, keep: c.WatchHistory, rv: 1}
-	if s.clock == nil {
-		s.clock = clock.RealClock{}
-	}
-	if s.keep <= 0 {
-		s.keep = DefaultWatchHistory
-	}
-	stamped := make([]runtime.Object, 0, len(objects))
-	for _, o := range objects {
-		o = o.DeepCopyObject()
-		if m, err := meta.Accessor(o); err == nil {
-			if n, err := strconv.ParseUint(m.GetResourceVersion(), 10, 64); err == nil && n > 0 {
-				s.rv = max(s.rv, n)
-			} else {
-				m.SetResourceVersion(s.next())
-			}
-			s.stampNew(m)
-		}
-		stamped = append(stamped, o)
-	}
-	cs := fake.NewClientset(stamped...)
-	s.tracker = cs.Tracker()
-	s.react = k8stesting.ObjectReaction(s.tracker)
-	cs.PrependReactor("*", "*", s.handle)
-	cs.PrependWatchReactor("*", s.watch)
-	return cs
-}
-
-// server is the state behind one clientset's reactors.
-type server struct {
-	clock   clock.PassiveClock
-	keep    int // changes kept in history
-	tracker k8stesting.ObjectTracker
-	react   k8stesting.ReactionFunc
-
-	mu       sync.Mutex // orders every write, as etcd orders revisions
-	rv       uint64     // the last resourceVersion handed out, across all resources
-	history  []change   // the newest changes, oldest first
-	compact  uint64     // a watch must start at or after this resourceVersion
-	watchers map[*watcher]struct{}
-}
-
-func (s *server) next() string {
-	s.rv++
-	return strconv.FormatUint(s.rv, 10)
-}
-
-// stampNew sets what the apiserver sets on every new object.
-func (s *server) stampNew(m metav1.Object) {
-	if m.GetUID() == "" {
-		m.SetUID(uuid.NewUUID())
-	}
-	if ts := m.GetCreationTimestamp(); ts.IsZero() {
-		m.SetCreationTimestamp(s.now())
-	}
-}
-
-func (s *server) now() metav1.Time {
-	return metav1.NewTime(s.clock.Now().Truncate(time.Second))
-}
-
-func (s *server) handle(action k8stesting.Action) (bool, runtime.Object, error) {
-	switch a := action.(type) {
-	case k8stesting.CreateActionImpl:
-		if a.GetSubresource() != "" {
-			return false, nil, nil // eviction, token requests and the like: the tracker's behaviour
-		}
-		return s.create(a)
-	case k8stesting.UpdateActionImpl:
-		return s.update(a)
-	case k8stesting.PatchActionImpl:
-		return s.patch(a)
-	case k8stesting.DeleteActionImpl:
-		return s.delete(a)
-	case k8stesting.ListActionImpl:
-		return s.list(a)
-	}
-	return false, nil, nil
-}
-
-func (s *server) create(a k8stesting.CreateActionImpl) (bool, runtime.Object, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	obj := a.Object.DeepCopyObject()
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return true, nil, apierrors.NewBadRequest(err.Error())
-	}
-	if m.GetResourceVersion() != "" {
-		return true, nil, apierrors.NewBadRequest("resourceVersion should not be set on objects to be created")
-	}
-	if m.GetName() == "" && m.GetGenerateName() != "" {
-		m.SetName(m.GetGenerateName() + string(uuid.NewUUID())[:5])
-	}
-	if _, err := s.tracker.Get(a.GetResource(), a.GetNamespace(), m.GetName()); err == nil {
-		return true, nil, apierrors.NewAlreadyExists(a.GetResource().GroupResource(), m.GetName())
-	}
-	m.SetUID("")
-	m.SetCreationTimestamp(metav1.Time{})
-	m.SetDeletionTimestamp(nil)
-	s.stampNew(m)
-	m.SetResourceVersion(s.next())
-	a.Object = obj
-	return s.commit(a, a.GetResource(), a.GetNamespace(), "ADDED", obj)
-}
-
-func (s *server) update(a k8stesting.UpdateActionImpl) (bool, runtime.Object, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	obj := a.Object.DeepCopyObject()
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return true, nil, apierrors.NewBadRequest(err.Error())
-	}
-	cur, err := s.current(a.GetResource(), a.GetNamespace(), m.GetName())
-	if err != nil {
-		return true, nil, err
-	}
-	if rv := m.GetResourceVersion(); rv != "" && rv != cur.GetResourceVersion() {
-		return true, nil, conflict(a.GetResource(), m.GetName())
-	}
-	return s.write(a.GetResource(), a.GetNamespace(), a.GetSubresource(), obj, cur)
-}
-
-func (s *server) patch(a k8stesting.PatchActionImpl) (bool, runtime.Object, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	stored, err := s.tracker.Get(a.GetResource(), a.GetNamespace(), a.GetName())
-	if apierrors.IsNotFound(err) && a.GetPatchType() == types.ApplyPatchType {
-		return s.applyCreate(a)
-	}
-	if err != nil {
-		return true, nil, err
-	}
-	cur, err := meta.Accessor(stored)
-	if err != nil {
-		return true, nil, apierrors.NewBadRequest(err.Error())
-	}
-	if a.GetPatchType() == types.ApplyPatchType {
-		// Server-side apply: the tracker's field management, with no
-		// precondition; the result gets a resourceVersion like any write.
-		if _, _, err := s.react(a); err != nil {
-			return true, nil, err
-		}
-		applied, err := s.tracker.Get(a.GetResource(), a.GetNamespace(), a.GetName())
-		if err != nil {
-			return true, nil, err
-		}
-		return s.write(a.GetResource(), a.GetNamespace(), a.GetSubresource(), applied, cur)
-	}
-	obj, err := applyPatch(stored, a.GetPatchType(), a.GetPatch())
-	if err != nil {
-		return true, nil, err
-	}
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return true, nil, apierrors.NewBadRequest(err.Error())
-	}
-	if m.GetResourceVersion() != cur.GetResourceVersion() {
-		return true, nil, conflict(a.GetResource(), a.GetName())
-	}
-	return s.write(a.GetResource(), a.GetNamespace(), a.GetSubresource(), obj, cur)
-}
-
-// applyCreate creates an object by server-side apply.
-func (s *server) applyCreate(a k8stesting.PatchActionImpl) (bool, runtime.Object, error) {
-	if _, _, err := s.react(a); err != nil {
-		return true, nil, err
-	}
-	obj, err := s.tracker.Get(a.GetResource(), a.GetNamespace(), a.GetName())
-	if err != nil {
-		return true, nil, err
-	}
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return true, nil, apierrors.NewBadRequest(err.Error())
-	}
-	s.stampNew(m)
-	m.SetResourceVersion(s.next())
-	return s.commit(k8stesting.UpdateActionImpl{
-		ActionImpl: k8stesting.ActionImpl{Namespace: a.GetNamespace(), Verb: "update", Resource: a.GetResource()},
-		Object:     obj,
-	}, a.GetResource(), a.GetNamespace(), "ADDED", obj)
-}
-
-// write stores obj over cur with a new resourceVersion, keeping what a
-// client cannot change, and finishes a deletion whose last finalizer the
-// write removed.
-func (s *server) write(gvr schema.GroupVersionResource, ns, sub string, obj runtime.Object, cur metav1.Object) (bool, runtime.Object, error) {
-	m, _ := meta.Accessor(obj)
-	m.SetUID(cur.GetUID())
-	m.SetCreationTimestamp(cur.GetCreationTimestamp())
-	m.SetDeletionTimestamp(cur.GetDeletionTimestamp())
-	m.SetResourceVersion(s.next())
-	if cur.GetDeletionTimestamp() != nil && len(m.GetFinalizers()) == 0 {
-		if err := s.tracker.Delete(gvr, ns, m.GetName()); err != nil {
-			return true, nil, err
-		}
-		s.record(gvr, ns, "DELETED", obj)
-		return true, obj, nil
-	}
-	return s.commit(k8stesting.UpdateActionImpl{
-		ActionImpl: k8stesting.ActionImpl{Namespace: ns, Verb: "update", Resource: gvr, Subresource: sub},
-		Object:     obj,
-	}, gvr, ns, "MODIFIED", obj)
-}
-
-func (s *server) delete(a k8stesting.DeleteActionImpl) (bool, runtime.Object, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	stored, err := s.tracker.Get(a.GetResource(), a.GetNamespace(), a.GetName())
-	if err != nil {
-		return true, nil, err
-	}
-	cur, err := meta.Accessor(stored)
-	if err != nil {
-		return true, nil, apierrors.NewBadRequest(err.Error())
-	}
-	if p := a.DeleteOptions.Preconditions; p != nil {
-		if p.ResourceVersion != nil && *p.ResourceVersion != cur.GetResourceVersion() {
-			return true, nil, conflict(a.GetResource(), a.GetName())
-		}
-		if p.UID != nil && *p.UID != cur.GetUID() {
-			return true, nil, conflict(a.GetResource(), a.GetName())
-		}
-	}
-	if len(cur.GetFinalizers()) > 0 {
-		if cur.GetDeletionTimestamp() != nil {
-			return true, stored, nil // deletion already under way
-		}
-		now := s.now()
-		cur.SetDeletionTimestamp(&now)
-		cur.SetResourceVersion(s.next())
-		return s.commit(k8stesting.UpdateActionImpl{
-			ActionImpl: k8stesting.ActionImpl{Namespace: a.GetNamespace(), Verb: "update", Resource: a.GetResource()},
-			Object:     stored,
-		}, a.GetResource(), a.GetNamespace(), "MODIFIED", stored)
-	}
-	if err := s.tracker.Delete(a.GetResource(), a.GetNamespace(), a.GetName()); err != nil {
-		return true, nil, err
-	}
-	// A deletion is a change with its own resourceVersion, which the
-	// DELETED event carries.
-	cur.SetResourceVersion(s.next())
-	s.record(a.GetResource(), a.GetNamespace(), "DELETED", stored)
-	return true, nil, nil
-}
-
-func (s *server) list(a k8stesting.ListActionImpl) (bool, runtime.Object, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, obj, err := s.react(a)
-	if err != nil {
-		return true, nil, err
-	}
-	if err := filterFields(obj, a.GetListRestrictions().Fields); err != nil {
-		return true, nil, err
-	}
-	if lm, lerr := meta.ListAccessor(obj); lerr == nil {
-		lm.SetResourceVersion(strconv.FormatUint(s.rv, 10))
-	}
-	return true, obj, nil
-}
-
-// filterFields keeps the items of list that match sel on metadata.name
-// and metadata.namespace, as the apiserver does for every resource;
-// client-go's tracker applies no field selector on List.
-func filterFields(list runtime.Object, sel fields.Selector) error {
-	if sel == nil || sel.Empty() {
-		return nil
-	}
-	items, err := meta.ExtractList(list)
-	if err != nil {
-		return err
-	}
-	kept := items[:0]
-	for _, it := range items {
-		m, err := meta.Accessor(it)
-		if err != nil {
-			return err
-		}
-		if sel.Matches(fields.Set{"metadata.name": m.GetName(), "metadata.namespace": m.GetNamespace()}) {
-			kept = append(kept, it)
-		}
-	}
-	return meta.SetList(list, kept)
-}
-
-func (s *server) current(gvr schema.GroupVersionResource, ns, name string) (metav1.Object, error) {
-	obj, err := s.tracker.Get(gvr, ns, name)
-	if err != nil {
-		return nil, err
-	}
-	return meta.Accessor(obj)
-}
-
-// commit hands the stamped action to the tracker and records the change
-// for watches.
-func (s *server) commit(a k8stesting.Action, gvr schema.GroupVersionResource, ns, typ string, obj runtime.Object) (bool, runtime.Object, error) {
-	handled, ret, err := s.react(a)
-	if err != nil {
-		return handled, ret, err
-	}
-	s.record(gvr, ns, typ, obj)
-	return handled, ret, nil
-}
-
-func conflict(gvr schema.GroupVersionResource, name string) error {
-	return apierrors.NewConflict(gvr.GroupResource(), name,
-		fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
+	return c.NewServer(objects...).NewClient().Clientset
 }

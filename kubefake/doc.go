@@ -1,6 +1,7 @@
 // Package kubefake is client-go's fake clientset with the apiserver's
-// optimistic concurrency: resourceVersions that change on every write and
-// preconditions that are enforced.
+// optimistic concurrency, and with the adversities of a real apiserver
+// behind a real network: partitions, injected answers, rate limits, a
+// lagging watch cache, watches that end, latency.
 //
 // client-go's fake clientset (k8s.io/client-go/kubernetes/fake) keeps no
 // resourceVersion on the objects it stores: an Update from a stale read
@@ -8,13 +9,24 @@
 // on it can both take the same Lease and both lead, and a compare-and-swap
 // store passes its tests with or without its compare. [NewClientset]
 // returns that same clientset, so every typed client, reactor and tracker
-// call works as before, with reactors in front of its tracker that model:
+// call works as before, with reactors in front of its tracker. It is the
+// one-client shortcut of [Config.NewServer] and [Server.NewClient]: a
+// [Server] is one store that any number of [Client]s share, each a fake
+// clientset over a network of its own.
+//
+// # What it models
+//
 //   - one resourceVersion counter across all resources, raised by every
 //     create, update, patch and delete, as etcd's revision is; uid and
 //     creationTimestamp set on create (from [Config.Clock]);
 //   - Update carrying a resourceVersion other than the stored one: 409
-//     Conflict (an empty one is an unconditional update, as for most
-//     built-in resources); Create carrying one: 400;
+//     Conflict; Update carrying none is unconditional where the resource
+//     allows it (configmaps, secrets, nodes, pods and most others) and
+//     422 Invalid ("metadata.resourceVersion: ... must be specified for
+//     an update") where it does not: leases, leasecandidates,
+//     poddisruptionbudgets, some storage.k8s.io, node.k8s.io and
+//     certificates.k8s.io resources, and admissionregistration.k8s.io;
+//     Create carrying a resourceVersion: 400;
 //   - merge and strategic merge patches that set metadata.resourceVersion,
 //     and JSON patches that test it: the precondition is checked on the
 //     patched object, as the apiserver does (409, or 422 for a failed
@@ -23,22 +35,73 @@
 //   - Delete with Preconditions (resourceVersion, uid): 409 on mismatch;
 //   - finalizers: deleting an object that has some sets its
 //     deletionTimestamp; the write that removes the last one deletes it;
-//   - List returns the current resourceVersion in its ListMeta, and
-//     applies label and field (metadata.name, metadata.namespace)
+//   - List returns the resourceVersion it was served at in its ListMeta,
+//     and applies label and field (metadata.name, metadata.namespace)
 //     selectors, where client-go's fake applies labels only;
+//   - reads as the apiserver serves them: a Get or List with no
+//     resourceVersion is linearizable (the store); with "0" it is served
+//     from the watch cache, whatever that holds; with a number it is not
+//     older than that number (the cache, caught up to it if it must);
 //   - Watch from a resourceVersion replays every change after it, in order,
 //     with label and field (metadata.name, metadata.namespace) selectors
-//     applied; a watch from before the kept history ([Config.WatchHistory])
-//     fails with 410 Gone; a DELETED event carries the deletion's own
-//     resourceVersion; a slow reader never blocks writers.
+//     applied, served from the watch cache; a watch from before the kept
+//     history ([Config.WatchHistory]) fails with 410 Gone; a DELETED event
+//     carries the deletion's own resourceVersion; a slow reader never
+//     blocks writers.
 //
-// What it does not model, and where tests need a real apiserver
-// (internal/testenv in this repository) instead: admission, validation and
-// defaulting; the status subresource's separation (an update of the main
-// resource may change status, as on client-go's fake); generation;
-// resourceVersion "0" or cached reads (every read is linearizable here);
-// watch bookmarks and initial events; a watch ending by itself (prepend a
-// watch reactor to inject one); list pagination; and the latency, lag and
-// timeouts of a real server (prepend reactors to inject them). A watch's
-// goroutine runs until the watch is stopped.
+// # Knobs
+//
+//   - Partitions: [Client.Cut] refuses every request of one client, as a
+//     refused connection does (a *url.Error wrapping ECONNREFUSED, for
+//     which utilnet.IsConnectionRefused is true), and ends its open
+//     watches; [Client.Heal] ends the partition. Other clients go on.
+//   - Injected answers: [Server.Inject] a [Fault] by verb, resource,
+//     subresource, namespace, name or predicate, for a number of
+//     requests or until [Server.ClearFaults]: [TooManyRequests] (429 with
+//     Retry-After), [InternalError] (500), [Unavailable] (503),
+//     [Conflict] (409), [Timeout] (504), [ServerTimeout], [ConnectionReset],
+//     [Fail] with any error, and [RateLimit], a token bucket on a clock.
+//     Fault.AfterWrite, and [LostAnswer], apply the write and lose its
+//     answer, which makes a writer's idempotency testable.
+//   - Lag: [Config.CacheLag] keeps each resource's watch cache that many
+//     changes behind the store; [Server.PauseCache] stops it until
+//     [Server.SyncCache]. Cached reads then see older objects, and
+//     watches deliver late, never out of order; a read not older than a
+//     resourceVersion the paused cache has not reached fails with 504
+//     (Too large resource version), as the apiserver's does after its wait.
+//   - Watch endings: [Server.EndWatches] ends every open watch, as an
+//     apiserver restart does; [Config.WatchLifetime] ends each watch that
+//     long after it began, as --min-request-timeout does. Clients must
+//     watch again from the last resourceVersion they saw.
+//   - Latency: [Config.Latency] makes every request wait on the clock
+//     ([Config.Clock] when it is a clock.Clock, so that fake clocks and
+//     synctest bubbles see the time pass) before it is served.
+//
+// Every knob is off in the zero Config, and a Server with none set
+// behaves as the clientset of NewClientset always has. Reactors a test
+// prepends on a client still run before the server, for what the knobs
+// do not cover.
+//
+// # What it does not model
+//
+// Tests that need these use a real apiserver (internal/testenv in this
+// repository): admission, validation and defaulting; the status
+// subresource's separation (an update of the main resource may change
+// status, as on client-go's fake); generation; create on update (the
+// apiserver's Lease strategy allows a PUT to create a missing Lease;
+// here an Update of a missing object answers 404);
+// resourceVersionMatch=Exact (served as NotOlderThan); watch bookmarks, progress notifications and initial
+// events (a watch from "" or "0" starts where the cache is and sends no
+// synthetic ADDED events); list pagination; DeleteCollection's changes
+// (they reach neither the watch cache nor the watches); client-go's own
+// retries (its REST client waits out a 429's or 5xx's Retry-After up to
+// ten times before the caller sees it; here the caller sees it at once);
+// a cache that lags in time rather than in changes; a request cancelled
+// while it waits out its latency (reactors see no context); a
+// partitioned request whose write reached the server (a cut refuses it
+// whole; use AfterWrite for lost answers); a different latency per
+// client or verb; priority levels and fairness between clients; the
+// apiserver's randomness (WatchLifetime is exact). Objects added through
+// a Tracker directly get no resourceVersion and reach no watch. A watch's
+// goroutine runs until the watch is stopped or ended.
 package kubefake

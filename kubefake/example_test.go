@@ -7,6 +7,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/utils/ptr"
 
 	"github.com/reconkit/reconkit/kubefake"
@@ -34,4 +35,43 @@ func Example() {
 	// Output:
 	// node-a takes the lease: true
 	// node-b is refused with a conflict: true
+}
+
+// Two agents, each with its own client of one server. Both read the
+// Lease; the first takes it, and the second's write from its stale read
+// is refused. Then the first agent's network is cut: its renewal fails
+// as a refused connection does, while the second agent, which still
+// reaches the server, sees the Lease as the first left it.
+func Example_partition() {
+	ctx := context.Background()
+	srv := kubefake.Config{}.NewServer(&coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "agent"},
+	})
+	nodeA, nodeB := srv.NewClient(), srv.NewClient()
+
+	a, _ := nodeA.CoordinationV1().Leases("kube-system").Get(ctx, "agent", metav1.GetOptions{})
+	b, _ := nodeB.CoordinationV1().Leases("kube-system").Get(ctx, "agent", metav1.GetOptions{})
+
+	a.Spec.HolderIdentity = ptr.To("node-a")
+	a, err := nodeA.CoordinationV1().Leases("kube-system").Update(ctx, a, metav1.UpdateOptions{})
+	fmt.Println("node-a takes the lease:", err == nil)
+	b.Spec.HolderIdentity = ptr.To("node-b")
+	_, err = nodeB.CoordinationV1().Leases("kube-system").Update(ctx, b, metav1.UpdateOptions{})
+	fmt.Println("node-b's stale write is refused:", apierrors.IsConflict(err))
+
+	nodeA.Cut()
+	_, err = nodeA.CoordinationV1().Leases("kube-system").Update(ctx, a, metav1.UpdateOptions{})
+	fmt.Println("node-a, cut off, cannot renew:", utilnet.IsConnectionRefused(err))
+	seen, _ := nodeB.CoordinationV1().Leases("kube-system").Get(ctx, "agent", metav1.GetOptions{})
+	fmt.Println("node-b sees the holder:", *seen.Spec.HolderIdentity)
+
+	nodeA.Heal()
+	_, err = nodeA.CoordinationV1().Leases("kube-system").Update(ctx, a, metav1.UpdateOptions{})
+	fmt.Println("node-a, healed, renews:", err == nil)
+	// Output:
+	// node-a takes the lease: true
+	// node-b's stale write is refused: true
+	// node-a, cut off, cannot renew: true
+	// node-b sees the holder: node-a
+	// node-a, healed, renews: true
 }

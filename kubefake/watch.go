@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -13,42 +14,63 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/clock"
 )
 
 // change is one write, as a watch delivers it.
 type change struct {
-	gvr schema.GroupVersionResource
-	ns  string
-	rv  uint64
-	ev  watch.Event
+	gvr  schema.GroupVersionResource
+	ns   string
+	name string
+	rv   uint64
+	ev   watch.Event
+	prev runtime.Object // the object before the write; nil for a creation
 }
 
-// record keeps a change for later watches and hands it to the open ones.
-// The caller holds s.mu.
-func (s *server) record(gvr schema.GroupVersionResource, ns, typ string, obj runtime.Object) {
+// record keeps a change for later watches and for the watch cache, which
+// hands it to the open watches when it applies it. The caller holds s.mu.
+func (s *Server) record(gvr schema.GroupVersionResource, ns, typ string, obj, prev runtime.Object) {
 	c := change{gvr: gvr, ns: ns, rv: s.rv, ev: watch.Event{Type: watch.EventType(typ), Object: obj.DeepCopyObject()}}
+	if m, err := meta.Accessor(obj); err == nil {
+		c.name = m.GetName()
+	}
+	if prev != nil {
+		c.prev = prev.DeepCopyObject()
+	}
 	s.history = append(s.history, c)
 	if over := len(s.history) - s.keep; over > 0 {
 		s.compact = s.history[over-1].rv
 		s.history = append(s.history[:0:0], s.history[over:]...)
 	}
-	for w := range s.watchers {
-		w.offer(c)
-	}
+	s.pending[gvr] = append(s.pending[gvr], c)
+	s.follow(gvr)
 }
 
-// watch serves a watch from the change history: from the requested
-// resourceVersion, or from now when none is given (the fake has no
-// initial-events list; a client lists first, as informers do).
-func (s *server) watch(action k8stesting.Action) (bool, watch.Interface, error) {
+// watch serves a watch of one client from the watch cache: from the
+// requested resourceVersion, or from where the cache is when none is
+// given (the fake has no initial-events list; a client lists first, as
+// informers do).
+func (c *Client) watch(action k8stesting.Action) (bool, watch.Interface, error) {
 	a, ok := action.(k8stesting.WatchActionImpl)
 	if !ok {
 		return false, nil, nil
 	}
+	s := c.srv
+	s.delay()
+	if err := c.refused(action); err != nil {
+		return true, nil, err
+	}
+	if f, err := s.fault(action); f != nil {
+		return true, nil, err
+	}
 	r := a.GetWatchRestrictions()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	from := s.rv
+	if c.cut {
+		return true, nil, refused(action)
+	}
+	cached := s.cacheRV(a.GetResource())
+	from := cached
 	if rv := r.ResourceVersion; rv != "" && rv != "0" {
 		n, err := strconv.ParseUint(rv, 10, 64)
 		if err != nil {
@@ -61,6 +83,8 @@ func (s *server) watch(action k8stesting.Action) (bool, watch.Interface, error) 
 	}
 	w := &watcher{
 		srv:    s,
+		client: c,
+		from:   from,
 		gvr:    a.GetResource(),
 		ns:     a.GetNamespace(),
 		labels: r.Labels,
@@ -69,24 +93,40 @@ func (s *server) watch(action k8stesting.Action) (bool, watch.Interface, error) 
 		wake:   make(chan struct{}, 1),
 		done:   make(chan struct{}),
 	}
-	for _, c := range s.history {
-		if c.rv > from {
-			w.offer(c)
+	for _, ch := range s.history {
+		if ch.rv <= cached {
+			w.offer(ch)
 		}
 	}
-	if s.watchers == nil {
-		s.watchers = map[*watcher]struct{}{}
-	}
 	s.watchers[w] = struct{}{}
-	go w.run()
+	var expire <-chan time.Time
+	if d := s.cfg.WatchLifetime; d > 0 {
+		w.timer = s.timer.NewTimer(d)
+		expire = w.timer.C()
+	}
+	go w.run(expire)
 	return true, w, nil
+}
+
+// EndWatches ends every open watch, as an apiserver restart does: each
+// result channel is closed, and clients must watch again from the last
+// resourceVersion they saw.
+func (s *Server) EndWatches() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for w := range s.watchers {
+		w.end()
+	}
 }
 
 // watcher is one open watch. Its queue has no bound, so a slow reader
 // never blocks a writer (client-go's fake watcher panics at 100 unread
 // events instead).
 type watcher struct {
-	srv    *server
+	srv    *Server
+	client *Client
+	from   uint64 // changes at or before it are not delivered
+	timer  clock.Timer
 	gvr    schema.GroupVersionResource
 	ns     string
 	labels labels.Selector
@@ -105,7 +145,7 @@ var _ watch.Interface = (*watcher)(nil)
 
 // offer queues c if the watch selects it. The caller holds srv.mu.
 func (w *watcher) offer(c change) {
-	if c.gvr != w.gvr || (w.ns != "" && c.ns != w.ns) || !w.selects(c.ev.Object) {
+	if c.rv <= w.from || c.gvr != w.gvr || (w.ns != "" && c.ns != w.ns) || !w.selects(c.ev.Object) {
 		return
 	}
 	w.mu.Lock()
@@ -134,7 +174,9 @@ func (w *watcher) selects(obj runtime.Object) bool {
 	return true
 }
 
-func (w *watcher) run() {
+// run delivers the queued events in order until the watch ends or
+// expire fires.
+func (w *watcher) run(expire <-chan time.Time) {
 	defer close(w.out)
 	for {
 		w.mu.Lock()
@@ -146,11 +188,17 @@ func (w *watcher) run() {
 			case w.out <- ev:
 			case <-w.done:
 				return
+			case <-expire:
+				w.Stop()
+				return
 			}
 		}
 		select {
 		case <-w.wake:
 		case <-w.done:
+			return
+		case <-expire:
+			w.Stop()
 			return
 		}
 	}
@@ -161,10 +209,18 @@ func (w *watcher) ResultChan() <-chan watch.Event { return w.out }
 
 // Stop ends the watch.
 func (w *watcher) Stop() {
+	w.srv.mu.Lock()
+	defer w.srv.mu.Unlock()
+	w.end()
+}
+
+// end ends the watch from the server's side. The caller holds srv.mu.
+func (w *watcher) end() {
 	w.stopOnce.Do(func() {
-		w.srv.mu.Lock()
 		delete(w.srv.watchers, w)
-		w.srv.mu.Unlock()
+		if w.timer != nil {
+			w.timer.Stop()
+		}
 		close(w.done)
 	})
 }

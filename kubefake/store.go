@@ -1,0 +1,232 @@
+package kubefake
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+func (s *Server) next() string {
+	s.rv++
+	return strconv.FormatUint(s.rv, 10)
+}
+
+// stampNew sets what the apiserver sets on every new object.
+func (s *Server) stampNew(m metav1.Object) {
+	if m.GetUID() == "" {
+		m.SetUID(uuid.NewUUID())
+	}
+	if ts := m.GetCreationTimestamp(); ts.IsZero() {
+		m.SetCreationTimestamp(s.now())
+	}
+}
+
+func (s *Server) now() metav1.Time {
+	return metav1.NewTime(s.clock.Now().Truncate(time.Second))
+}
+
+func (s *Server) create(a k8stesting.CreateActionImpl) (bool, runtime.Object, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	obj := a.Object.DeepCopyObject()
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return true, nil, apierrors.NewBadRequest(err.Error())
+	}
+	if m.GetResourceVersion() != "" {
+		return true, nil, apierrors.NewBadRequest("resourceVersion should not be set on objects to be created")
+	}
+	if m.GetName() == "" && m.GetGenerateName() != "" {
+		m.SetName(m.GetGenerateName() + string(uuid.NewUUID())[:5])
+	}
+	if _, err := s.tracker.Get(a.GetResource(), a.GetNamespace(), m.GetName()); err == nil {
+		return true, nil, apierrors.NewAlreadyExists(a.GetResource().GroupResource(), m.GetName())
+	}
+	m.SetUID("")
+	m.SetCreationTimestamp(metav1.Time{})
+	m.SetDeletionTimestamp(nil)
+	s.stampNew(m)
+	m.SetResourceVersion(s.next())
+	a.Object = obj
+	return s.commit(a, a.GetResource(), a.GetNamespace(), "ADDED", obj, nil)
+}
+
+func (s *Server) update(a k8stesting.UpdateActionImpl) (bool, runtime.Object, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	obj := a.Object.DeepCopyObject()
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return true, nil, apierrors.NewBadRequest(err.Error())
+	}
+	stored, err := s.tracker.Get(a.GetResource(), a.GetNamespace(), m.GetName())
+	if err != nil {
+		return true, nil, err
+	}
+	cur, err := meta.Accessor(stored)
+	if err != nil {
+		return true, nil, apierrors.NewBadRequest(err.Error())
+	}
+	rv := m.GetResourceVersion()
+	if rv == "" && !allowsUnconditionalUpdate(a.GetResource().GroupResource()) {
+		return true, nil, mustSpecifyResourceVersion(a.GetResource().GroupResource(), m.GetName())
+	}
+	if rv != "" && rv != cur.GetResourceVersion() {
+		return true, nil, conflict(a.GetResource(), m.GetName())
+	}
+	return s.write(a.GetResource(), a.GetNamespace(), a.GetSubresource(), obj, stored)
+}
+
+func (s *Server) patch(a k8stesting.PatchActionImpl) (bool, runtime.Object, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	stored, err := s.tracker.Get(a.GetResource(), a.GetNamespace(), a.GetName())
+	if apierrors.IsNotFound(err) && a.GetPatchType() == types.ApplyPatchType {
+		return s.applyCreate(a)
+	}
+	if err != nil {
+		return true, nil, err
+	}
+	cur, err := meta.Accessor(stored)
+	if err != nil {
+		return true, nil, apierrors.NewBadRequest(err.Error())
+	}
+	if a.GetPatchType() == types.ApplyPatchType {
+		// Server-side apply: the tracker's field management, with no
+		// precondition; the result gets a resourceVersion like any write.
+		if _, _, err := s.react(a); err != nil {
+			return true, nil, err
+		}
+		applied, err := s.tracker.Get(a.GetResource(), a.GetNamespace(), a.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		return s.write(a.GetResource(), a.GetNamespace(), a.GetSubresource(), applied, stored)
+	}
+	obj, err := applyPatch(stored, a.GetPatchType(), a.GetPatch())
+	if err != nil {
+		return true, nil, err
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return true, nil, apierrors.NewBadRequest(err.Error())
+	}
+	if m.GetResourceVersion() != cur.GetResourceVersion() {
+		return true, nil, conflict(a.GetResource(), a.GetName())
+	}
+	return s.write(a.GetResource(), a.GetNamespace(), a.GetSubresource(), obj, stored)
+}
+
+// applyCreate creates an object by server-side apply.
+func (s *Server) applyCreate(a k8stesting.PatchActionImpl) (bool, runtime.Object, error) {
+	if _, _, err := s.react(a); err != nil {
+		return true, nil, err
+	}
+	obj, err := s.tracker.Get(a.GetResource(), a.GetNamespace(), a.GetName())
+	if err != nil {
+		return true, nil, err
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return true, nil, apierrors.NewBadRequest(err.Error())
+	}
+	s.stampNew(m)
+	m.SetResourceVersion(s.next())
+	return s.commit(k8stesting.UpdateActionImpl{
+		ActionImpl: k8stesting.ActionImpl{Namespace: a.GetNamespace(), Verb: "update", Resource: a.GetResource()},
+		Object:     obj,
+	}, a.GetResource(), a.GetNamespace(), "ADDED", obj, nil)
+}
+
+// write stores obj over prev, the stored object, with a new
+// resourceVersion, keeping what a client cannot change, and finishes a
+// deletion whose last finalizer the write removed.
+func (s *Server) write(gvr schema.GroupVersionResource, ns, sub string, obj, prev runtime.Object) (bool, runtime.Object, error) {
+	m, _ := meta.Accessor(obj)
+	cur, err := meta.Accessor(prev)
+	if err != nil {
+		return true, nil, apierrors.NewBadRequest(err.Error())
+	}
+	m.SetUID(cur.GetUID())
+	m.SetCreationTimestamp(cur.GetCreationTimestamp())
+	m.SetDeletionTimestamp(cur.GetDeletionTimestamp())
+	m.SetResourceVersion(s.next())
+	if cur.GetDeletionTimestamp() != nil && len(m.GetFinalizers()) == 0 {
+		if err := s.tracker.Delete(gvr, ns, m.GetName()); err != nil {
+			return true, nil, err
+		}
+		s.record(gvr, ns, "DELETED", obj, prev)
+		return true, obj, nil
+	}
+	return s.commit(k8stesting.UpdateActionImpl{
+		ActionImpl: k8stesting.ActionImpl{Namespace: ns, Verb: "update", Resource: gvr, Subresource: sub},
+		Object:     obj,
+	}, gvr, ns, "MODIFIED", obj, prev)
+}
+
+func (s *Server) delete(a k8stesting.DeleteActionImpl) (bool, runtime.Object, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	stored, err := s.tracker.Get(a.GetResource(), a.GetNamespace(), a.GetName())
+	if err != nil {
+		return true, nil, err
+	}
+	cur, err := meta.Accessor(stored)
+	if err != nil {
+		return true, nil, apierrors.NewBadRequest(err.Error())
+	}
+	if p := a.DeleteOptions.Preconditions; p != nil {
+		if p.ResourceVersion != nil && *p.ResourceVersion != cur.GetResourceVersion() {
+			return true, nil, conflict(a.GetResource(), a.GetName())
+		}
+		if p.UID != nil && *p.UID != cur.GetUID() {
+			return true, nil, conflict(a.GetResource(), a.GetName())
+		}
+	}
+	prev := stored.DeepCopyObject()
+	if len(cur.GetFinalizers()) > 0 {
+		if cur.GetDeletionTimestamp() != nil {
+			return true, stored, nil // deletion already under way
+		}
+		now := s.now()
+		cur.SetDeletionTimestamp(&now)
+		cur.SetResourceVersion(s.next())
+		return s.commit(k8stesting.UpdateActionImpl{
+			ActionImpl: k8stesting.ActionImpl{Namespace: a.GetNamespace(), Verb: "update", Resource: a.GetResource()},
+			Object:     stored,
+		}, a.GetResource(), a.GetNamespace(), "MODIFIED", stored, prev)
+	}
+	if err := s.tracker.Delete(a.GetResource(), a.GetNamespace(), a.GetName()); err != nil {
+		return true, nil, err
+	}
+	// A deletion is a change with its own resourceVersion, which the
+	// DELETED event carries.
+	cur.SetResourceVersion(s.next())
+	s.record(a.GetResource(), a.GetNamespace(), "DELETED", stored, prev)
+	return true, nil, nil
+}
+
+// commit hands the stamped action to the tracker and records the change,
+// whose previous state was prev (nil for a creation), for the watch cache.
+func (s *Server) commit(a k8stesting.Action, gvr schema.GroupVersionResource, ns, typ string, obj, prev runtime.Object) (bool, runtime.Object, error) {
+	handled, ret, err := s.react(a)
+	if err != nil {
+		return handled, ret, err
+	}
+	s.record(gvr, ns, typ, obj, prev)
+	return handled, ret, nil
+}
+
+func conflict(gvr schema.GroupVersionResource, name string) error {
+	return apierrors.NewConflict(gvr.GroupResource(), name,
+		fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
+}
