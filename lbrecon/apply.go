@@ -184,6 +184,9 @@ func (r *Reconciler) create(ctx context.Context, p *plan) {
 	if r.cfg.Journal != nil {
 		if err := r.cfg.Journal.Record(ctx, intents); err != nil {
 			// Nothing is sent that a successor could not recognise.
+			if errors.Is(err, errNoTime) {
+				return // the next call records and creates
+			}
 			p.failed(ctx, fmt.Errorf("lbrecon: record %d intents before creating: %w", len(intents), err))
 			return
 		}

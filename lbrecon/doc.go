@@ -115,10 +115,14 @@
 //   - Non-blocking: ReconcileOnce and TeardownOnce never wait on the clock
 //     and make each engine call once, within [Config.CallTimeout] (which
 //     bounds every attempt of every call, and every call to the
-//     [Config.Journal], on the clock); no call starts once the pass has
-//     run for CallTimeout (the calls left are the next call's, their names
-//     not held), so a pass returns within two CallTimeouts however the
-//     provider answers. What a wait may cure (a transient
+//     [Config.Journal], on the clock); every call of a pass ends by the
+//     time the pass has run for CallTimeout, and none starts with less
+//     than a tenth of it left (the calls left are the next call's, their
+//     names not held), so a pass returns within one CallTimeout however
+//     the provider answers, provided the engine and journal honour their
+//     context. A creation cut short by the pass's end is of unknown
+//     outcome and held like one whose answer was lost (see Crash
+//     mid-create). What a wait may cure (a transient
 //     error, a timeout, a 429) is reported in [Result].Transient with a
 //     RequeueAfter that grows while it lasts and honours a retry-after
 //     hint; the host's next call is the retry. A result is converged, or

@@ -107,10 +107,11 @@ type Config struct {
 	RetryBudget time.Duration
 	// CallTimeout bounds each engine call attempt and each Journal call,
 	// on Clock: the call's context ends then, and the attempt counts as a
-	// timeout (a Create's outcome is then unknown). It bounds
-	// ReconcileOnce and TeardownOnce, which make each call once and start
-	// none once the pass has run for CallTimeout: a pass returns within
-	// two CallTimeouts.
+	// timeout (a Create's outcome is then unknown). It also bounds each
+	// pass of ReconcileOnce and TeardownOnce as a whole: every call of a
+	// pass ends by the time the pass has run for CallTimeout, and none
+	// starts with less than a tenth of it left, so a pass returns within
+	// one CallTimeout.
 	CallTimeout time.Duration
 	// CallAttempts, when positive, also bounds the attempts of one call.
 	CallAttempts int
@@ -341,10 +342,15 @@ type Result struct {
 // CallTimeout, and the call takes one List plus at most one round of calls
 // per phase (repair, adopt, destroy, create, update; calls inside a phase
 // run in parallel, within Parallelism); a List that fails or times out
-// ends it at once. No call (and no journal write) starts once the pass has
-// run for CallTimeout: the calls left are made by the next call, and a
-// creation not sent holds no name. One call thus returns within two
-// CallTimeouts, however the provider and the journal answer. A call that fails in a way a wait may cure
+// ends it at once. The pass as a whole is bounded by CallTimeout: every
+// engine and journal call ends by the time the pass has run for
+// CallTimeout (a call still running then is cut short and counts as
+// timed out: a creation's outcome is unknown and holds its name, as after
+// a lost answer), and no call starts with less than a tenth of
+// CallTimeout left (the calls left are made by the next call, and a
+// creation not sent holds no name). One call thus returns within one
+// CallTimeout, however the provider and the journal answer, provided
+// they honour their context. A call that fails in a way a wait may cure
 // (transient, timed out, rate limited) is not retried inside it: the
 // failure is reported in Result.Transient and the host's next call, after
 // RequeueAfter, is the retry (RetryBudget and CallAttempts do not apply).
