@@ -32,14 +32,16 @@
 //     sent until the journal returned — and in memory; a Create whose
 //     outcome is unknown (a transient error, a lost answer) holds the name
 //     until a listing shows the object, a listing started
-//     [Config.ListLag] after the call does not, or [Config.ConfirmTimeout]
-//     passes, so the name is never created twice. ListLag is zero by
-//     default and then taken from an engine that declares its provider's
-//     lag ([ListLagger]); with neither, nor tokens (below), the hold lasts
-//     ConfirmTimeout (2 min by default), and a transient create failure
-//     costs that much time. A reconciler started
+//     [Config.ListLag] after the call does not, nor does the reconciler's
+//     [Config.ListLagListings]+1-th listing started after the call, or
+//     [Config.ConfirmTimeout] passes, so the name is never created twice.
+//     ListLag and ListLagListings are zero by default and then taken from
+//     an engine that declares its provider's lag, in time ([ListLagger])
+//     or in listings ([ListingLagger]); with none, nor tokens (below),
+//     the hold lasts ConfirmTimeout (2 min by default), and a transient
+//     create failure costs that much time. A reconciler started
 //     after a crash loads the journal and holds its predecessor's names
-//     the same way (ListLag counted from its start), so a lagging listing
+//     the same way (the lag counted from its start), so a lagging listing
 //     does not make it create them again; [FileJournal] keeps the journal
 //     in a file, replaced crash-safely (temporary file, fsync, rename,
 //     fsync of the directory). An engine that implements
@@ -176,10 +178,13 @@
 //     set of objects. Without a [Config.Journal], a new process starts
 //     without it: on a provider whose listing lags, it creates again what
 //     its predecessor created just before it died.
-//   - If a listing lags by more than ConfirmTimeout (or ListLag, when
-//     set or declared by the engine), a creation of unknown outcome may be
-//     made twice; the duplicate is then reported as [ErrInconsistent] and
-//     left for the operator.
+//   - If a listing lags by more than ConfirmTimeout (or ListLag or
+//     ListLagListings, when set or declared by the engine), a creation of
+//     unknown outcome may be made twice; the duplicate is then reported as
+//     [ErrInconsistent] and left for the operator. Both lags count from
+//     when the call returned: a provider that may still carry out a call
+//     its client gave up on (cut short by CallTimeout) must declare a lag
+//     that covers that too.
 //   - A journal's intents are matched to listed objects by
 //     [SpecFingerprint], which is exact for specs without pointers or
 //     maps. Two processes must not share one journal.

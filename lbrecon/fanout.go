@@ -13,10 +13,12 @@ import (
 )
 
 // engineList lists the owned objects once; ErrNotFound from the engine
-// means nothing matched. It also returns when the call started: the
-// listing shows every write made ListLag before then.
-func (r *Reconciler) engineList(ctx context.Context) ([]Object, time.Time, error) {
-	at := r.clock.Now()
+// means nothing matched. It also returns when the call started and its
+// number: the listing shows every write made ListLag before then, and
+// every write that returned before the listing numbered ListLagListings
+// below it started.
+func (r *Reconciler) engineList(ctx context.Context) ([]Object, listing, error) {
+	at := listing{at: r.clock.Now(), n: r.listings.Add(1)}
 	objs, err := r.cfg.Engine.List(ctx, Query{Tag: r.cfg.Tag, Scope: r.cfg.Scope})
 	if errors.Is(err, ErrNotFound) {
 		return nil, at, nil
@@ -25,17 +27,17 @@ func (r *Reconciler) engineList(ctx context.Context) ([]Object, time.Time, error
 }
 
 // list calls Engine.List with retries, and returns the listing and when
-// its successful call started.
-func (r *Reconciler) list(ctx context.Context) ([]Object, time.Time, error) {
+// its successful call started (see engineList).
+func (r *Reconciler) list(ctx context.Context) ([]Object, listing, error) {
 	var objs []Object
-	var at time.Time
+	var at listing
 	err := r.call(ctx, VerbList, func(ctx context.Context) error {
 		var err error
 		objs, at, err = r.engineList(ctx)
 		return err
 	})
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("lbrecon: list: %w", err)
+		return nil, listing{}, fmt.Errorf("lbrecon: list: %w", err)
 	}
 	return objs, at, nil
 }

@@ -89,6 +89,16 @@ type Config struct {
 	// listing, instead of ConfirmTimeout. Zero takes the lag the engine
 	// declares ([ListLagger]); when it declares none, the lag is unknown.
 	ListLag time.Duration
+	// ListLagListings bounds the provider's lag in listings instead of
+	// time: of the listings that start after a call returned, the
+	// (ListLagListings+1)-th and later reflect it, whoever made the ones
+	// before. With it, a creation of unknown outcome holds its name only
+	// until this reconciler's (ListLagListings+1)-th listing started after
+	// the call, instead of ConfirmTimeout. Zero takes the count the engine
+	// declares ([ListingLagger]); when it declares none, that lag is
+	// unknown. With both ListLag and ListLagListings, whichever listing
+	// comes first ends the hold.
+	ListLagListings int
 	// Journal, when set, records every creation durably before it is sent
 	// (see [Journal], [FileJournal]), so that a reconciler started after a
 	// crash holds the names its predecessor may have created until a
@@ -159,9 +169,10 @@ type Reconciler struct {
 	retry   time.Duration // last wait after a pass that met transient failures
 
 	journalMu     sync.Mutex
-	journalLoaded bool         // the journal's intents are in mem (guarded by journalMu)
-	tokenSeq      uint64       // makes idempotency tokens unique (guarded by mu)
-	idempotency   atomic.Int32 // 1: the engine takes idempotency tokens; -1: it does not; 0: not known yet
+	journalLoaded bool          // the journal's intents are in mem (guarded by journalMu)
+	tokenSeq      uint64        // makes idempotency tokens unique (guarded by mu)
+	idempotency   atomic.Int32  // 1: the engine takes idempotency tokens; -1: it does not; 0: not known yet
+	listings      atomic.Uint64 // List calls started, for ListLagListings
 }
 
 // New validates cfg, fills its defaults and returns a Reconciler.
@@ -226,6 +237,12 @@ func New(cfg Config) (*Reconciler, error) {
 	}
 	if ll, ok := cfg.Engine.(ListLagger); ok && cfg.ListLag == 0 {
 		cfg.ListLag = max(ll.ListLag(), 0) // declared by the provider
+	}
+	if cfg.ListLagListings < 0 {
+		return bad("ListLagListings is negative")
+	}
+	if ll, ok := cfg.Engine.(ListingLagger); ok && cfg.ListLagListings == 0 {
+		cfg.ListLagListings = max(ll.ListLagListings(), 0) // declared by the provider
 	}
 	if cfg.MaxPollInterval < cfg.PollInterval {
 		return bad("MaxPollInterval %v is below PollInterval %v", cfg.MaxPollInterval, cfg.PollInterval)
@@ -407,7 +424,7 @@ func (r *Reconciler) reconcileOnce(ctx context.Context, down bool) (res Result, 
 	res.RequeueAfter = r.requeue
 	r.memMu.Lock()
 	settled := r.mem.settled()
-	newest, unconfirmed := r.mem.newestWrite()
+	newest, unconfirmed := r.mem.newestWrite(r.listings.Load())
 	r.memMu.Unlock()
 	now := r.clock.Now()
 	if !settled.IsZero() {
@@ -493,7 +510,7 @@ func (r *Reconciler) converge(ctx context.Context, down bool) (err error) {
 		return err
 	}
 	var listed []Object
-	var listedAt time.Time
+	var listedAt listing
 	fresh := false // listed is the last poll's listing
 	for pass := 1; ; pass++ {
 		if !fresh {
