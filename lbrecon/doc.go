@@ -16,7 +16,9 @@
 // wires the steps of a [LoadBalancer] description: per port a backend and a
 // frontend, per frontend a bind per external address, per backend a server
 // per target; [LoadBalancerReconciler.Status] maps external addresses to the
-// ports bound on them.
+// ports bound on them. [Moving] is a load-balancer reconciler whose load
+// balancer may change its ID: it builds the new one, then tears the old
+// ones down.
 //
 // # Guarantees
 //
@@ -190,10 +192,12 @@
 //     maps. Two processes must not share one journal.
 //   - A child whose parent is missing from the listing stops the plan
 //     ([ErrInconsistent]) until the listing is consistent again.
-//   - Moving an owner to another load balancer leaves its objects on the
-//     old one (backends and frontends of other load balancers are ignored)
-//     until the host calls Teardown on the old load balancer's reconciler,
-//     or TeardownExcept with the IDs it keeps.
+//   - Moving an owner to another load balancer with a new
+//     [LoadBalancerReconciler] leaves its objects on the old one (backends
+//     and frontends of other load balancers are ignored) until the host
+//     calls Teardown on the old load balancer's reconciler, or
+//     TeardownExcept with the IDs it keeps; [Moving] does both, after the
+//     new load balancer converged, and keeps no journal.
 //   - [Leftovers] knows a bind or server's load balancer only through its
 //     parent: one whose parent is not listed with the tag is left alone.
 //   - Teardown never destroys an untagged object, so an object left
