@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
@@ -32,36 +31,6 @@ import (
 // it under (controller.go:503), which -race reports. Its load balancer
 // forwards every call over lbwire to a Balancer in the test process, which
 // -race does cover, as it covers the checks.
-
-// buildServiceController builds internal/cmd/servicecontroller without
-// -race into a temporary directory, in the background: wait returns the
-// binary's path, or fails the test with the build's output. The go build
-// cache makes every build after the first a link.
-func buildServiceController(t *testing.T) (wait func() string) {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "servicecontroller")
-	goBin, err := exec.LookPath("go") // go test puts its toolchain first on PATH
-	require.NoError(t, err)
-	cmd := exec.CommandContext(t.Context(), goBin, "build", "-ldflags=-s -w", "-o", bin, "./internal/cmd/servicecontroller")
-	cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false") // never -race from the environment
-	type result struct {
-		out []byte
-		err error
-	}
-	done := make(chan result, 1)
-	start := time.Now()
-	go func() {
-		out, err := cmd.CombinedOutput()
-		done <- result{out, err}
-	}()
-	return func() string {
-		t.Helper()
-		r := recv(t, done, 15*time.Minute, "go build ./internal/cmd/servicecontroller")
-		require.NoError(t, r.err, "go build ./internal/cmd/servicecontroller:\n%s", r.out)
-		t.Logf("servicecontroller built in %v", time.Since(start).Round(100*time.Millisecond))
-		return bin
-	}
-}
 
 // writeKubeconfig writes a kubeconfig with cfg's server and bearer token.
 func writeKubeconfig(t *testing.T, cfg *rest.Config) string {
