@@ -187,6 +187,10 @@
 //     when the call returned: a provider that may still carry out a call
 //     its client gave up on (cut short by CallTimeout) must declare a lag
 //     that covers that too.
+//   - ReconcileOnce and TeardownOnce get a write done only if a List and
+//     that write fit in one CallTimeout: with a slower provider every
+//     write is cut short (its outcome unknown, a creation held) or not
+//     started. Set CallTimeout above a List plus one write.
 //   - A journal's intents are matched to listed objects by
 //     [SpecFingerprint], which is exact for specs without pointers or
 //     maps. Two processes must not share one journal.
