@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/go-logr/logr"
 )
@@ -14,7 +13,7 @@ import (
 // the plan allows now. Writes are recorded in the memory
 // before and after each call, so that the next listing is read against
 // them.
-func (r *Reconciler) pass(ctx context.Context, listed []Object, listedAt time.Time, down bool) (*plan, error) {
+func (r *Reconciler) pass(ctx context.Context, listed []Object, listedAt listing, down bool) (*plan, error) {
 	p, err := r.planFor(ctx, listed, listedAt, down)
 	if err != nil {
 		return nil, err
@@ -60,7 +59,7 @@ func (r *Reconciler) repair(ctx context.Context, p *plan) {
 		case e == nil:
 			logr.FromContextOrDiscard(ctx).Info("repairing failed object in place", "object", o.String())
 			r.mem.failures[nameOf(o)]++
-			r.mem.written[o.Key()] = &write{obj: withTags(got[i], o), at: now}
+			r.mem.written[o.Key()] = &write{obj: withTags(got[i], o), at: now, resolveAfter: r.dueListing()}
 			p.changed = true
 		case errors.Is(e, ErrNotSupported):
 			// Not an error: the next pass recreates it.
@@ -93,7 +92,7 @@ func (r *Reconciler) adopt(ctx context.Context, p *plan) {
 			continue
 		}
 		o.Tags = append(o.Tags, r.cfg.Tag)
-		r.mem.written[o.Key()] = &write{obj: o, at: now}
+		r.mem.written[o.Key()] = &write{obj: o, at: now, resolveAfter: r.dueListing()}
 		p.changed = true
 	}
 	logr.FromContextOrDiscard(ctx).Info("adopted untagged objects", "objects", describe(p.Adopt))
@@ -184,6 +183,9 @@ func (r *Reconciler) create(ctx context.Context, p *plan) {
 	if r.cfg.Journal != nil {
 		if err := r.cfg.Journal.Record(ctx, intents); err != nil {
 			// Nothing is sent that a successor could not recognise.
+			if errors.Is(err, errNoTime) {
+				return // the next call records and creates
+			}
 			p.failed(ctx, fmt.Errorf("lbrecon: record %d intents before creating: %w", len(intents), err))
 			return
 		}
@@ -223,7 +225,7 @@ func (r *Reconciler) create(ctx context.Context, p *plan) {
 				failed = append(failed, fmt.Errorf("%v: %w: the engine returned no ID", c, ErrInconsistent))
 				continue
 			}
-			r.mem.written[got[i].Key()] = &write{obj: withTags(got[i], c), at: now}
+			r.mem.written[got[i].Key()] = &write{obj: withTags(got[i], c), at: now, resolveAfter: r.dueListing()}
 			p.changed = true
 		case errors.Is(e, ErrAlreadyExists):
 			// The name is taken: look again; if our own old object holds
@@ -238,8 +240,8 @@ func (r *Reconciler) create(ctx context.Context, p *plan) {
 			// The object may exist: the intent holds the name.
 			err := fmt.Errorf("%v: outcome unknown, waiting for a listing: %w", c, e)
 			p.changed = true
-			if w, ok := r.mem.intents[nk]; ok && r.cfg.ListLag > 0 {
-				w.resolveAt = now.Add(r.cfg.ListLag)
+			if w, ok := r.mem.intents[nk]; ok {
+				r.resolveLater(w, now)
 			}
 			if isOnePass(ctx) && ctx.Err() == nil && retryable(e) {
 				p.failed(ctx, fmt.Errorf("lbrecon: create %w", err))
@@ -314,7 +316,7 @@ func (r *Reconciler) update(ctx context.Context, p *plan) {
 				o = u.Current.clone()
 				o.Spec = u.Desired.Spec
 			}
-			r.mem.written[o.Key()] = &write{obj: withTags(o, u.Current), at: now}
+			r.mem.written[o.Key()] = &write{obj: withTags(o, u.Current), at: now, resolveAfter: r.dueListing()}
 			p.changed = true
 		case errors.Is(e, ErrNotSupported):
 			r.mem.noUpdate[u.Current.Key()] = true

@@ -29,6 +29,7 @@ type crashSetup struct {
 	journal    bool // a FileJournal, and the provider's list lag as ListLag
 	idempotent bool // the provider takes idempotency tokens
 	oneListing bool // the provider lags by one listing instead of 3 s (no ListLag bound)
+	declared   bool // the provider declares its lag (in listings with oneListing)
 }
 
 type crashOutcome struct {
@@ -47,7 +48,8 @@ func crashRun(t *testing.T, s crashSetup, n int, after bool, at time.Duration) c
 	var out crashOutcome
 	synctest.Test(t, func(t *testing.T) {
 		cfg := lbrecontest.Config{Latency: 20 * time.Millisecond, Pending: time.Second,
-			ListLag: crashLag, DeleteDelay: 2 * time.Second, Integrity: true, UniqueBinds: true, Idempotency: s.idempotent}
+			ListLag: crashLag, DeleteDelay: 2 * time.Second, Integrity: true, UniqueBinds: true, Idempotency: s.idempotent,
+			DeclareListLag: s.declared}
 		if s.oneListing {
 			cfg.ListLag, cfg.LagListings = 0, 1
 		}
@@ -149,6 +151,7 @@ var crashSetups = []crashSetup{
 	{name: "file journal and idempotency tokens", journal: true, idempotent: true},
 	{name: "one-listing lag, memory only", oneListing: true},
 	{name: "one-listing lag, file journal", journal: true, oneListing: true},
+	{name: "one-listing lag declared, file journal", journal: true, oneListing: true, declared: true},
 }
 
 // Every crash point of a converge: before and after each write.

@@ -16,7 +16,9 @@
 // wires the steps of a [LoadBalancer] description: per port a backend and a
 // frontend, per frontend a bind per external address, per backend a server
 // per target; [LoadBalancerReconciler.Status] maps external addresses to the
-// ports bound on them.
+// ports bound on them. [Moving] is a load-balancer reconciler whose load
+// balancer may change its ID: it builds the new one, then tears the old
+// ones down.
 //
 // # Guarantees
 //
@@ -32,14 +34,16 @@
 //     sent until the journal returned — and in memory; a Create whose
 //     outcome is unknown (a transient error, a lost answer) holds the name
 //     until a listing shows the object, a listing started
-//     [Config.ListLag] after the call does not, or [Config.ConfirmTimeout]
-//     passes, so the name is never created twice. ListLag is zero by
-//     default and then taken from an engine that declares its provider's
-//     lag ([ListLagger]); with neither, nor tokens (below), the hold lasts
-//     ConfirmTimeout (2 min by default), and a transient create failure
-//     costs that much time. A reconciler started
+//     [Config.ListLag] after the call does not, nor does the reconciler's
+//     [Config.ListLagListings]+1-th listing started after the call, or
+//     [Config.ConfirmTimeout] passes, so the name is never created twice.
+//     ListLag and ListLagListings are zero by default and then taken from
+//     an engine that declares its provider's lag, in time ([ListLagger])
+//     or in listings ([ListingLagger]); with none, nor tokens (below),
+//     the hold lasts ConfirmTimeout (2 min by default), and a transient
+//     create failure costs that much time. A reconciler started
 //     after a crash loads the journal and holds its predecessor's names
-//     the same way (ListLag counted from its start), so a lagging listing
+//     the same way (the lag counted from its start), so a lagging listing
 //     does not make it create them again; [FileJournal] keeps the journal
 //     in a file, replaced crash-safely (temporary file, fsync, rename,
 //     fsync of the directory). An engine that implements
@@ -115,10 +119,14 @@
 //   - Non-blocking: ReconcileOnce and TeardownOnce never wait on the clock
 //     and make each engine call once, within [Config.CallTimeout] (which
 //     bounds every attempt of every call, and every call to the
-//     [Config.Journal], on the clock); no call starts once the pass has
-//     run for CallTimeout (the calls left are the next call's, their names
-//     not held), so a pass returns within two CallTimeouts however the
-//     provider answers. What a wait may cure (a transient
+//     [Config.Journal], on the clock); every call of a pass ends by the
+//     time the pass has run for CallTimeout, and none starts with less
+//     than a tenth of it left (the calls left are the next call's, their
+//     names not held), so a pass returns within one CallTimeout however
+//     the provider answers, provided the engine and journal honour their
+//     context. A creation cut short by the pass's end is of unknown
+//     outcome and held like one whose answer was lost (see Crash
+//     mid-create). What a wait may cure (a transient
 //     error, a timeout, a 429) is reported in [Result].Transient with a
 //     RequeueAfter that grows while it lasts and honours a retry-after
 //     hint; the host's next call is the retry. A result is converged, or
@@ -172,19 +180,28 @@
 //     set of objects. Without a [Config.Journal], a new process starts
 //     without it: on a provider whose listing lags, it creates again what
 //     its predecessor created just before it died.
-//   - If a listing lags by more than ConfirmTimeout (or ListLag, when
-//     set or declared by the engine), a creation of unknown outcome may be
-//     made twice; the duplicate is then reported as [ErrInconsistent] and
-//     left for the operator.
+//   - If a listing lags by more than ConfirmTimeout (or ListLag or
+//     ListLagListings, when set or declared by the engine), a creation of
+//     unknown outcome may be made twice; the duplicate is then reported as
+//     [ErrInconsistent] and left for the operator. Both lags count from
+//     when the call returned: a provider that may still carry out a call
+//     its client gave up on (cut short by CallTimeout) must declare a lag
+//     that covers that too.
+//   - ReconcileOnce and TeardownOnce get a write done only if a List and
+//     that write fit in one CallTimeout: with a slower provider every
+//     write is cut short (its outcome unknown, a creation held) or not
+//     started. Set CallTimeout above a List plus one write.
 //   - A journal's intents are matched to listed objects by
 //     [SpecFingerprint], which is exact for specs without pointers or
 //     maps. Two processes must not share one journal.
 //   - A child whose parent is missing from the listing stops the plan
 //     ([ErrInconsistent]) until the listing is consistent again.
-//   - Moving an owner to another load balancer leaves its objects on the
-//     old one (backends and frontends of other load balancers are ignored)
-//     until the host calls Teardown on the old load balancer's reconciler,
-//     or TeardownExcept with the IDs it keeps.
+//   - Moving an owner to another load balancer with a new
+//     [LoadBalancerReconciler] leaves its objects on the old one (backends
+//     and frontends of other load balancers are ignored) until the host
+//     calls Teardown on the old load balancer's reconciler, or
+//     TeardownExcept with the IDs it keeps; [Moving] does both, after the
+//     new load balancer converged, and keeps no journal.
 //   - [Leftovers] knows a bind or server's load balancer only through its
 //     parent: one whose parent is not listed with the tag is left alone.
 //   - Teardown never destroys an untagged object, so an object left

@@ -226,6 +226,17 @@ type ListLagger interface {
 	ListLag() time.Duration
 }
 
+// ListingLagger is implemented by engines whose provider declares its
+// listing lag as a number of listings rather than a time. [New] takes the
+// declared count as [Config.ListLagListings] when that is zero.
+type ListingLagger interface {
+	// ListLagListings returns the bound: of the listings that start after
+	// a call returned, the (ListLagListings+1)-th and every later one
+	// reflects it, whoever made the earlier ones. Zero means the provider
+	// declares none.
+	ListLagListings() int
+}
+
 // Repairer is implemented by engines that can retry a failed object in place
 // (for example by applying its spec again). The reconciler tries Repair once
 // before it destroys and recreates a failed object.

@@ -112,6 +112,8 @@ func (n noUpdater) Tag(ctx context.Context, o lbrecon.Object, tags []string) err
 
 func (n noUpdater) ListLag() time.Duration { return n.e.ListLag() }
 
+func (n noUpdater) ListLagListings() int { return n.e.ListLagListings() }
+
 // The cost goals of cmd/bench/lbrecon's failing models, held on fake
 // time: with 1 create in 7 failing transiently and a 3 s list lag, the
 // default configuration converges 4 ports x 2 addresses x 50 targets in

@@ -39,11 +39,19 @@ var (
 	_ Updater           = (*guarded)(nil)
 	_ IdempotentCreator = (*guarded)(nil)
 	_ ListLagger        = (*guarded)(nil)
+	_ ListingLagger     = (*guarded)(nil)
 )
 
 func (g *guarded) ListLag() time.Duration {
 	if ll, ok := g.e.(ListLagger); ok {
 		return ll.ListLag()
+	}
+	return 0
+}
+
+func (g *guarded) ListLagListings() int {
+	if ll, ok := g.e.(ListingLagger); ok {
+		return ll.ListLagListings()
 	}
 	return 0
 }

@@ -88,11 +88,9 @@ func (r *Reconciler) loadJournal(ctx context.Context) error {
 		r.mem.journal[nk] = &journaled{Intent: in, restored: true}
 		if _, ok := r.mem.intents[nk]; !ok {
 			w := &write{obj: Object{Kind: in.Kind, Name: in.Name}, at: in.At, fp: in.Spec, token: in.Token}
-			if r.cfg.ListLag > 0 {
-				// The predecessor's calls ended before this reconciler
-				// started: a listing ListLag from now shows their effect.
-				w.resolveAt = r.clock.Now().Add(r.cfg.ListLag)
-			}
+			// The predecessor's calls ended before this reconciler
+			// started: a listing the lag after now shows their effect.
+			r.resolveLater(w, r.clock.Now())
 			r.mem.intents[nk] = w
 		}
 	}
@@ -123,6 +121,28 @@ func (r *Reconciler) forgetIntents(ctx context.Context) {
 		r.mem.forget = append(r.mem.forget, gone...)
 		r.memMu.Unlock()
 	}
+}
+
+// resolveLater sets when a listing that does not show intent w's object
+// proves it was not created, for a call that returned at end: a listing
+// started ListLag after end, or this reconciler's ListLagListings+1-th
+// listing started after end. With neither bound, w is held until
+// ConfirmTimeout.
+func (r *Reconciler) resolveLater(w *write, end time.Time) {
+	if r.cfg.ListLag > 0 {
+		w.resolveAt = end.Add(r.cfg.ListLag)
+	}
+	w.resolveAfter = r.dueListing()
+}
+
+// dueListing returns the number of the first listing that reflects a call
+// returning now under ListLagListings (0 without it): listings numbered
+// up to listings.Load() started before now.
+func (r *Reconciler) dueListing() uint64 {
+	if n := r.cfg.ListLagListings; n > 0 {
+		return r.listings.Load() + uint64(n) + 1
+	}
+	return 0
 }
 
 // matches reports whether listed object o is the creation of intent w.

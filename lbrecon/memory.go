@@ -17,11 +17,28 @@ type write struct {
 	at  time.Time // when the call was made
 	// For intents: the spec's fingerprint (obj.Spec is nil for an intent
 	// loaded from the journal), the idempotency token, and when a listing
-	// that does not show the object proves it was not created (zero: at
-	// ConfirmTimeout).
-	fp        string
-	token     string
-	resolveAt time.Time
+	// that does not show the object proves it was not created: one started
+	// at resolveAt or later (ListLag), or one whose number is resolveAfter
+	// or more (ListLagListings); zero for neither: at ConfirmTimeout.
+	// For written objects, resolveAfter is the first listing that must
+	// show the write (ListLagListings), for pacing polls only.
+	fp           string
+	token        string
+	resolveAt    time.Time
+	resolveAfter uint64
+}
+
+// listing identifies one List call: when it started, and its number
+// among this reconciler's List calls (counted from 1 as they start).
+type listing struct {
+	at time.Time
+	n  uint64
+}
+
+// resolvedBy reports whether listing l reflects a call that returned when
+// intent w's resolveAt or resolveAfter were set.
+func (w *write) resolvedBy(l listing) bool {
+	return (!w.resolveAt.IsZero() && !l.at.Before(w.resolveAt)) || (w.resolveAfter > 0 && l.n >= w.resolveAfter)
 }
 
 // memory is what the reconciler keeps between passes and calls, so that a
@@ -97,7 +114,7 @@ func (v *view) observation() *Observation {
 
 // merge folds a listing into the memory and returns the view to plan
 // from. Called with memMu held.
-func (r *Reconciler) merge(listed []Object, listedAt time.Time) (*view, error) {
+func (r *Reconciler) merge(listed []Object, listedAt listing) (*view, error) {
 	now := r.clock.Now()
 	m := &r.mem
 	v := &view{listed: make(map[Key]bool, len(listed)), held: make(map[nameKey]bool), now: now}
@@ -153,9 +170,9 @@ func (r *Reconciler) merge(listed []Object, listedAt time.Time) (*view, error) {
 		switch {
 		case shown(w):
 			delete(m.intents, nk) // the journal's entry goes below
-		case now.Sub(w.at) >= r.cfg.ConfirmTimeout, !w.resolveAt.IsZero() && !listedAt.Before(w.resolveAt):
-			// Not created (a listing made after the list lag does not
-			// show it), or given up on.
+		case now.Sub(w.at) >= r.cfg.ConfirmTimeout, w.resolvedBy(listedAt):
+			// Not created (a listing made after the list lag, in time or
+			// in listings, does not show it), or given up on.
 			delete(m.intents, nk)
 			m.dropJournal(nk)
 		default:
@@ -279,14 +296,21 @@ func (m *memory) settled() time.Time {
 }
 
 // newestWrite returns when the most recent write no listing has confirmed
-// yet was made. Called with memMu held.
-func (m *memory) newestWrite() (time.Time, bool) {
+// yet was made, leaving out the writes and intents that the listings
+// made so far (listings) cannot show yet under ListLagListings: more
+// listings, not more time, show them, so they are no reason to space the
+// polls out. Called with memMu held.
+func (m *memory) newestWrite(listings uint64) (time.Time, bool) {
 	var t time.Time
 	for _, w := range m.written {
-		t = later(t, w.at)
+		if w.resolveAfter <= listings {
+			t = later(t, w.at)
+		}
 	}
 	for _, w := range m.intents {
-		t = later(t, w.at)
+		if w.resolveAfter <= listings {
+			t = later(t, w.at)
+		}
 	}
 	for _, at := range m.destroyed {
 		t = later(t, at)

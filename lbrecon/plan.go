@@ -110,7 +110,7 @@ func (p *plan) deadlineBefore(t time.Time) {
 
 // planFor merges a listing into the memory and computes the plan: for the
 // steps' desired state, or with down for a teardown.
-func (r *Reconciler) planFor(ctx context.Context, listed []Object, listedAt time.Time, down bool) (*plan, error) {
+func (r *Reconciler) planFor(ctx context.Context, listed []Object, listedAt listing, down bool) (*plan, error) {
 	r.memMu.Lock()
 	defer r.memMu.Unlock()
 	v, err := r.merge(listed, listedAt)

@@ -89,6 +89,16 @@ type Config struct {
 	// listing, instead of ConfirmTimeout. Zero takes the lag the engine
 	// declares ([ListLagger]); when it declares none, the lag is unknown.
 	ListLag time.Duration
+	// ListLagListings bounds the provider's lag in listings instead of
+	// time: of the listings that start after a call returned, the
+	// (ListLagListings+1)-th and later reflect it, whoever made the ones
+	// before. With it, a creation of unknown outcome holds its name only
+	// until this reconciler's (ListLagListings+1)-th listing started after
+	// the call, instead of ConfirmTimeout. Zero takes the count the engine
+	// declares ([ListingLagger]); when it declares none, that lag is
+	// unknown. With both ListLag and ListLagListings, whichever listing
+	// comes first ends the hold.
+	ListLagListings int
 	// Journal, when set, records every creation durably before it is sent
 	// (see [Journal], [FileJournal]), so that a reconciler started after a
 	// crash holds the names its predecessor may have created until a
@@ -107,10 +117,11 @@ type Config struct {
 	RetryBudget time.Duration
 	// CallTimeout bounds each engine call attempt and each Journal call,
 	// on Clock: the call's context ends then, and the attempt counts as a
-	// timeout (a Create's outcome is then unknown). It bounds
-	// ReconcileOnce and TeardownOnce, which make each call once and start
-	// none once the pass has run for CallTimeout: a pass returns within
-	// two CallTimeouts.
+	// timeout (a Create's outcome is then unknown). It also bounds each
+	// pass of ReconcileOnce and TeardownOnce as a whole: every call of a
+	// pass ends by the time the pass has run for CallTimeout, and none
+	// starts with less than a tenth of it left, so a pass returns within
+	// one CallTimeout.
 	CallTimeout time.Duration
 	// CallAttempts, when positive, also bounds the attempts of one call.
 	CallAttempts int
@@ -158,9 +169,10 @@ type Reconciler struct {
 	retry   time.Duration // last wait after a pass that met transient failures
 
 	journalMu     sync.Mutex
-	journalLoaded bool         // the journal's intents are in mem (guarded by journalMu)
-	tokenSeq      uint64       // makes idempotency tokens unique (guarded by mu)
-	idempotency   atomic.Int32 // 1: the engine takes idempotency tokens; -1: it does not; 0: not known yet
+	journalLoaded bool          // the journal's intents are in mem (guarded by journalMu)
+	tokenSeq      uint64        // makes idempotency tokens unique (guarded by mu)
+	idempotency   atomic.Int32  // 1: the engine takes idempotency tokens; -1: it does not; 0: not known yet
+	listings      atomic.Uint64 // List calls started, for ListLagListings
 }
 
 // New validates cfg, fills its defaults and returns a Reconciler.
@@ -225,6 +237,12 @@ func New(cfg Config) (*Reconciler, error) {
 	}
 	if ll, ok := cfg.Engine.(ListLagger); ok && cfg.ListLag == 0 {
 		cfg.ListLag = max(ll.ListLag(), 0) // declared by the provider
+	}
+	if cfg.ListLagListings < 0 {
+		return bad("ListLagListings is negative")
+	}
+	if ll, ok := cfg.Engine.(ListingLagger); ok && cfg.ListLagListings == 0 {
+		cfg.ListLagListings = max(ll.ListLagListings(), 0) // declared by the provider
 	}
 	if cfg.MaxPollInterval < cfg.PollInterval {
 		return bad("MaxPollInterval %v is below PollInterval %v", cfg.MaxPollInterval, cfg.PollInterval)
@@ -341,10 +359,15 @@ type Result struct {
 // CallTimeout, and the call takes one List plus at most one round of calls
 // per phase (repair, adopt, destroy, create, update; calls inside a phase
 // run in parallel, within Parallelism); a List that fails or times out
-// ends it at once. No call (and no journal write) starts once the pass has
-// run for CallTimeout: the calls left are made by the next call, and a
-// creation not sent holds no name. One call thus returns within two
-// CallTimeouts, however the provider and the journal answer. A call that fails in a way a wait may cure
+// ends it at once. The pass as a whole is bounded by CallTimeout: every
+// engine and journal call ends by the time the pass has run for
+// CallTimeout (a call still running then is cut short and counts as
+// timed out: a creation's outcome is unknown and holds its name, as after
+// a lost answer), and no call starts with less than a tenth of
+// CallTimeout left (the calls left are made by the next call, and a
+// creation not sent holds no name). One call thus returns within one
+// CallTimeout, however the provider and the journal answer, provided
+// they honour their context. A call that fails in a way a wait may cure
 // (transient, timed out, rate limited) is not retried inside it: the
 // failure is reported in Result.Transient and the host's next call, after
 // RequeueAfter, is the retry (RetryBudget and CallAttempts do not apply).
@@ -401,7 +424,7 @@ func (r *Reconciler) reconcileOnce(ctx context.Context, down bool) (res Result, 
 	res.RequeueAfter = r.requeue
 	r.memMu.Lock()
 	settled := r.mem.settled()
-	newest, unconfirmed := r.mem.newestWrite()
+	newest, unconfirmed := r.mem.newestWrite(r.listings.Load())
 	r.memMu.Unlock()
 	now := r.clock.Now()
 	if !settled.IsZero() {
@@ -487,7 +510,7 @@ func (r *Reconciler) converge(ctx context.Context, down bool) (err error) {
 		return err
 	}
 	var listed []Object
-	var listedAt time.Time
+	var listedAt listing
 	fresh := false // listed is the last poll's listing
 	for pass := 1; ; pass++ {
 		if !fresh {

@@ -20,7 +20,7 @@ const pollMultiplier = 1.3
 // confirmation timeout) has come. The first poll comes one PollInterval
 // after the call. It returns the last listing, and fresh, when the last
 // poll was a List, for the next pass to use.
-func (r *Reconciler) wait(ctx context.Context, p *plan, down bool) (listed []Object, listedAt time.Time, fresh bool, err error) {
+func (r *Reconciler) wait(ctx context.Context, p *plan, down bool) (listed []Object, listedAt listing, fresh bool, err error) {
 	timeout := r.cfg.PendingTimeout
 	if d, ok := p.deadlineAt(); ok {
 		timeout = max(d.Sub(r.clock.Now()), r.cfg.PollInterval)
@@ -41,7 +41,7 @@ func (r *Reconciler) wait(ctx context.Context, p *plan, down bool) (listed []Obj
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, time.Time{}, false, fmt.Errorf("lbrecon: wait for pending and unconfirmed objects: %w", ctx.Err())
+			return nil, listing{}, false, fmt.Errorf("lbrecon: wait for pending and unconfirmed objects: %w", ctx.Err())
 		case <-t.C():
 		}
 		timeout = max(timeout-early, r.cfg.PollInterval)
@@ -89,7 +89,7 @@ func (r *Reconciler) wait(ctx context.Context, p *plan, down bool) (listed []Obj
 			return true, nil
 		}
 		var objs []Object
-		var at time.Time
+		var at listing
 		if err := r.once(ctx, VerbList, func(ctx context.Context) error {
 			var err error
 			objs, at, err = r.engineList(ctx)
@@ -106,7 +106,7 @@ func (r *Reconciler) wait(ctx context.Context, p *plan, down bool) (listed []Obj
 		done := work || next.converged() || len(next.waiting) == 0
 		if !done {
 			r.memMu.Lock()
-			at, ok := r.mem.newestWrite()
+			at, ok := r.mem.newestWrite(r.listings.Load())
 			settled := r.mem.settled()
 			r.memMu.Unlock()
 			if now := r.clock.Now(); ok && settled.After(at) && !now.Before(settled) {
@@ -126,12 +126,12 @@ func (r *Reconciler) wait(ctx context.Context, p *plan, down bool) (listed []Obj
 	case err == nil:
 		return listed, listedAt, fresh, nil
 	case ctx.Err() != nil:
-		return nil, time.Time{}, false, fmt.Errorf("lbrecon: wait for pending and unconfirmed objects: %w", ctx.Err())
+		return nil, listing{}, false, fmt.Errorf("lbrecon: wait for pending and unconfirmed objects: %w", ctx.Err())
 	case errors.Is(err, backoff.ErrGaveUp):
 		// A deadline came: the next pass reports what is stuck.
-		return nil, time.Time{}, false, nil
+		return nil, listing{}, false, nil
 	case errors.Is(err, ErrInconsistent):
-		return nil, time.Time{}, false, err
+		return nil, listing{}, false, err
 	}
-	return nil, time.Time{}, false, fmt.Errorf("lbrecon: wait for pending and unconfirmed objects: %w", err)
+	return nil, listing{}, false, fmt.Errorf("lbrecon: wait for pending and unconfirmed objects: %w", err)
 }

@@ -93,7 +93,8 @@ func balancer(t *testing.T, agents ...*agent) lbrecon.LoadBalancer {
 // balancer's servers are the three healthy Nodes. When the leader's context
 // ends, another agent leads with a higher token, and once the stopped
 // agent's Node heartbeat goes stale the load balancer's servers are the two
-// live Nodes. No write to the load balancer is ever refused by the fence:
+// live Nodes. When the ConfigMap gives the load balancer another ID, the
+// new one is built and the old one torn down. No write to the load balancer is ever refused by the fence:
 // no agent wrote after a successor did.
 func TestThreeAgents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -162,6 +163,25 @@ func TestThreeAgents(t *testing.T) {
 		t.Logf("%s led with token %#x, then %s with %#x", first.name, firstToken, second.name, fence.Highest())
 		if fence.Highest() <= firstToken {
 			t.Errorf("after the failover writes carry token %#x, want above %#x", fence.Highest(), firstToken)
+		}
+
+		// The ConfigMap moves the load balancer to another ID: the new one
+		// is built and the old one torn down, nothing else left.
+		cm, err := kube.CoreV1().ConfigMaps(namespace).Get(ctx, "outsider", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm.Data["settings.json"] = strings.Replace(settings, "{", `{"id": "moved", `, 1)
+		if _, err := kube.CoreV1().ConfigMaps(namespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		movedLB := balancer(t, rest...)
+		movedLB.ID = "moved"
+		onlyMoved := lbrecontest.Converged(movedLB, tag)
+		if err := engine.WaitFor(ctx, func(objs []lbrecon.Object) bool {
+			return onlyMoved(objs) && len(objs) == 2+1+len(rest) // backend, frontend, bind, servers
+		}); err != nil {
+			t.Fatal(err)
 		}
 		if n := refused.Load(); n != 0 {
 			t.Errorf("the fence refused %d writes: an agent wrote after its successor", n)

@@ -8,6 +8,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -45,9 +46,10 @@ import (
 var Release = versiongate.Version{Release: versiongate.Release{Major: 1}}
 
 // Settings is what the ConfigMap "outsider" assigns, as JSON in its key
-// settings.json: the load balancer's ports and external addresses. Its
+// settings.json: the load balancer's ID, ports and external addresses. Its
 // targets are the healthy Nodes labelled NodeLabel.
 type Settings struct {
+	ID        string // "outsider" when empty; a new ID is built, then the old one torn down
 	Ports     []lbrecon.Port
 	Addresses []netip.Addr
 }
@@ -55,7 +57,7 @@ type Settings struct {
 // LoadBalancer is the load balancer s describes over targets; its objects
 // carry the tag "owner=outsider".
 func (s Settings) LoadBalancer(targets []lbrecon.Target) lbrecon.LoadBalancer {
-	return lbrecon.LoadBalancer{ID: "outsider", Suffix: "outsider", Ports: s.Ports, Addresses: s.Addresses,
+	return lbrecon.LoadBalancer{ID: cmp.Or(s.ID, "outsider"), Suffix: "outsider", Ports: s.Ports, Addresses: s.Addresses,
 		Targets: targets}
 }
 
@@ -81,7 +83,7 @@ func Run(ctx context.Context, d Deps) error {
 	elector, err3 := lease.New(lease.Config{Client: d.Kube, Namespace: d.Namespace, Name: "outsider-leader",
 		Identity: d.Node, Metrics: hooks.Election})
 	store, err4 := kubestore.New(kubestore.Config{Client: d.Kube, Namespace: d.Namespace, Gate: "outsider"})
-	lb, err5 := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: d.Engine, Tag: "owner=outsider", Metrics: hooks.LBRecon},
+	lb, err5 := lbrecon.NewMoving(lbrecon.Config{Engine: d.Engine, Tag: "owner=outsider", Metrics: hooks.LBRecon},
 		Settings{}.LoadBalancer(nil)) // kept across reconciles and terms
 	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
 		return err

@@ -321,7 +321,7 @@ func TestServiceControllerOnTheRealAPIServer(t *testing.T) {
 			}
 			return false
 		})
-		proc.kill()
+		proc.kill(t)
 		proc = startController(top, bin, kubeconfig, cs, smp, fence, 2, fail)
 		waitFor(t, want("10.0.0.2", "10.0.0.3"))
 		require.Empty(t, smp.duplicates())

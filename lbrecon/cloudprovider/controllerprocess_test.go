@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
@@ -32,36 +31,6 @@ import (
 // it under (controller.go:503), which -race reports. Its load balancer
 // forwards every call over lbwire to a Balancer in the test process, which
 // -race does cover, as it covers the checks.
-
-// buildServiceController builds internal/cmd/servicecontroller without
-// -race into a temporary directory, in the background: wait returns the
-// binary's path, or fails the test with the build's output. The go build
-// cache makes every build after the first a link.
-func buildServiceController(t *testing.T) (wait func() string) {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "servicecontroller")
-	goBin, err := exec.LookPath("go") // go test puts its toolchain first on PATH
-	require.NoError(t, err)
-	cmd := exec.CommandContext(t.Context(), goBin, "build", "-ldflags=-s -w", "-o", bin, "./internal/cmd/servicecontroller")
-	cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false") // never -race from the environment
-	type result struct {
-		out []byte
-		err error
-	}
-	done := make(chan result, 1)
-	start := time.Now()
-	go func() {
-		out, err := cmd.CombinedOutput()
-		done <- result{out, err}
-	}()
-	return func() string {
-		t.Helper()
-		r := <-done
-		require.NoError(t, r.err, "go build ./internal/cmd/servicecontroller:\n%s", r.out)
-		t.Logf("servicecontroller built in %v", time.Since(start).Round(100*time.Millisecond))
-		return bin
-	}
-}
 
 // writeKubeconfig writes a kubeconfig with cfg's server and bearer token.
 func writeKubeconfig(t *testing.T, cfg *rest.Config) string {
@@ -90,8 +59,10 @@ type tracked struct {
 
 var _ cloudprovider.LoadBalancer = (*tracked)(nil)
 
-// wait returns once no call is in flight.
-func (t *tracked) wait() {
+// wait returns once no call is in flight, and fails tb if calls are
+// still in flight after d.
+func (t *tracked) wait(tb testing.TB, d time.Duration) {
+	tb.Helper()
 	t.mu.Lock()
 	if t.inFlight == 0 {
 		t.mu.Unlock()
@@ -102,7 +73,23 @@ func (t *tracked) wait() {
 	}
 	idle := t.idle
 	t.mu.Unlock()
-	<-idle
+	recv(tb, idle, d, "the killed controller's calls in flight")
+}
+
+// recv returns the next value of ch (or its zero value once ch is
+// closed), and fails tb if none comes within d.
+func recv[T any](tb testing.TB, ch <-chan T, d time.Duration, what string) T {
+	tb.Helper()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-timer.C:
+		tb.Fatalf("%s: nothing within %v", what, d)
+		var zero T
+		return zero
+	}
 }
 
 func (t *tracked) enter() func() {
@@ -216,7 +203,7 @@ func startController(t *testing.T, bin, kubeconfig string, cs kubernetes.Interfa
 	require.NoError(t, err)
 	if err := p.cmd.Start(); err != nil {
 		p.srv.Close()
-		<-p.served
+		recv(t, p.served, time.Minute, "the closed server's Serve")
 		t.Fatalf("starting the service controller: %v", err)
 	}
 	go func() {
@@ -227,7 +214,7 @@ func startController(t *testing.T, bin, kubeconfig string, cs kubernetes.Interfa
 		}
 	}()
 	t.Cleanup(func() {
-		p.kill()
+		p.kill(t)
 		if t.Failed() {
 			t.Logf("service controller of term %d, its log's tail:\n%s", term, lastLines(p.log.String(), 60))
 		}
@@ -239,14 +226,15 @@ func startController(t *testing.T, bin, kubeconfig string, cs kubernetes.Interfa
 // which ends the contexts of the calls it had in flight, and waits for
 // them to return: what a crashed cloud-controller-manager leaves is what
 // its calls had sent.
-func (p *controllerProcess) kill() {
+func (p *controllerProcess) kill(t testing.TB) {
+	t.Helper()
 	p.killOnce.Do(func() {
 		p.killed.Store(true)
 		_ = p.cmd.Process.Kill()
-		<-p.exited
+		recv(t, p.exited, time.Minute, "the killed controller's exit")
 		p.srv.Close()
-		<-p.served
-		p.lb.wait()
+		recv(t, p.served, time.Minute, "the closed server's Serve")
+		p.lb.wait(t, 2*time.Minute)
 	})
 }
 

@@ -23,7 +23,7 @@
 //     Reconciler.CallTimeout) from the call's start: it starts no pass
 //     after that, so it returns within TeardownWait unless its last pass
 //     takes longer than the one before (then within that pass's own
-//     bound, two CallTimeouts, past it). A pass that meets a transient
+//     bound, one CallTimeout, past it). A pass that meets a transient
 //     failure ends the call at once; a negative TeardownWait makes one
 //     pass per call. See Limits for why. While the load balancer is not confirmed by a listing,
 //     EnsureLoadBalancer and UpdateLoadBalancer return an api.RetryError

@@ -36,7 +36,8 @@ type Config struct {
 	// DeclareListLag makes the engine declare ListLag as its bound
 	// (lbrecon.ListLagger), as a provider documenting its consistency
 	// does. With LagListings, whose lag has no time bound, it declares
-	// none.
+	// no time but, without ListLag, LagListings as its bound in listings
+	// (lbrecon.ListingLagger).
 	DeclareListLag bool
 	// LagListings makes List lag by a number of listings rather than a
 	// time: a created object is left out of the next LagListings List

@@ -43,6 +43,7 @@ var (
 	_ lbrecon.Updater           = (*Crasher)(nil)
 	_ lbrecon.IdempotentCreator = (*Crasher)(nil)
 	_ lbrecon.ListLagger        = (*Crasher)(nil)
+	_ lbrecon.ListingLagger     = (*Crasher)(nil)
 )
 
 // NewCrasher returns e behind a crash point that is not armed.
@@ -199,6 +200,15 @@ func (c *Crasher) Repair(ctx context.Context, obj lbrecon.Object) (got lbrecon.O
 	}
 	err = c.do(func() error { got, err = r.Repair(ctx, obj); return err })
 	return got, err
+}
+
+// ListLagListings implements lbrecon.ListingLagger: the wrapped engine's
+// declared count, or 0.
+func (c *Crasher) ListLagListings() int {
+	if ll, ok := c.e.(lbrecon.ListingLagger); ok {
+		return ll.ListLagListings()
+	}
+	return 0
 }
 
 // ListLag implements lbrecon.ListLagger: the wrapped engine's declared

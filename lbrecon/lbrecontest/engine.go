@@ -49,6 +49,7 @@ var (
 	_ lbrecon.Updater           = (*Engine)(nil)
 	_ lbrecon.IdempotentCreator = (*Engine)(nil)
 	_ lbrecon.ListLagger        = (*Engine)(nil)
+	_ lbrecon.ListingLagger     = (*Engine)(nil)
 )
 
 // New returns an empty engine.

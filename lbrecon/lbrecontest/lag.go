@@ -63,6 +63,17 @@ func (e *Engine) remember(o *object) {
 	o.listedAt = now.Add(e.cfg.ListLag)
 }
 
+// ListLagListings implements lbrecon.ListingLagger: Config.LagListings
+// with Config.DeclareListLag and no ListLag, else 0 (none declared: with
+// a ListLag too, an object shows only after both, so the count alone is
+// no bound).
+func (e *Engine) ListLagListings() int {
+	if !e.cfg.DeclareListLag || e.cfg.ListLag > 0 {
+		return 0
+	}
+	return e.cfg.LagListings
+}
+
 // ListLag implements lbrecon.ListLagger: Config.ListLag with
 // Config.DeclareListLag and no LagListings, else 0 (none declared).
 func (e *Engine) ListLag() time.Duration {

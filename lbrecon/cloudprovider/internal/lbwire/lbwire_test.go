@@ -118,9 +118,18 @@ func TestCallerGoneCancelsTheCall(t *testing.T) {
 	c := &lbwire.Client{URL: srv.URL, HTTP: srv.Client()}
 	done := make(chan error, 1)
 	go func() { done <- c.EnsureLoadBalancerDeleted(ctx, "c", svc()) }()
-	<-started
+	select {
+	case <-started:
+	case <-time.After(time.Minute):
+		t.Fatal("the handler was not called")
+	}
 	cancel()
-	require.ErrorIs(t, <-done, context.Canceled)
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, context.Canceled)
+	case <-time.After(time.Minute):
+		t.Fatal("the client's call did not end when its context did")
+	}
 	select {
 	case err := <-ended:
 		require.ErrorIs(t, err, context.Canceled)

@@ -1,0 +1,139 @@
+package cloudprovider_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/reconkit/reconkit/lbrecon"
+	lbcloud "github.com/reconkit/reconkit/lbrecon/cloudprovider"
+	"github.com/reconkit/reconkit/lbrecon/lbrecontest"
+)
+
+// movingMapping is testMapping with a load-balancer ID per Service UID
+// that the test changes.
+type movingMapping struct {
+	mu  sync.Mutex
+	ids map[string]string
+}
+
+func (m *movingMapping) set(uid, id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ids[uid] = id
+}
+
+func (m *movingMapping) mapping() lbcloud.Mapping {
+	return lbcloud.Funcs{LoadBalancerFunc: func(ctx context.Context, cluster string, svc *v1.Service, nodes []*v1.Node) (lbrecon.LoadBalancer, error) {
+		lb, err := testMapping.LoadBalancer(ctx, cluster, svc, nodes)
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		lb.ID = m.ids[string(svc.UID)]
+		return lb, err
+	}}
+}
+
+// onBalancer returns the objects on load balancer id carrying the tag of
+// Service uid: backends and frontends by their spec, binds and servers by
+// their parent.
+func onBalancer(eng *lbrecontest.Engine, id, uid string) []lbrecon.Object {
+	objs := eng.Objects()
+	byKey := map[lbrecon.Key]lbrecon.Object{}
+	for _, o := range objs {
+		byKey[o.Key()] = o
+	}
+	var lbOf func(o lbrecon.Object) string
+	lbOf = func(o lbrecon.Object) string {
+		switch s := o.Spec.(type) {
+		case lbrecon.BackendSpec:
+			return s.LoadBalancer
+		case lbrecon.FrontendSpec:
+			return s.LoadBalancer
+		case lbrecon.BindSpec:
+			return lbOf(byKey[lbrecon.Key{Kind: lbrecon.KindFrontend, ID: s.Frontend}])
+		case lbrecon.ServerSpec:
+			return lbOf(byKey[lbrecon.Key{Kind: lbrecon.KindBackend, ID: s.Backend}])
+		}
+		return ""
+	}
+	var out []lbrecon.Object
+	for _, o := range objs {
+		if lbOf(o) == id && o.HasTag(lbcloud.DefaultTagKey+"="+uid) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// A Service moved to another load-balancer ID: the new load balancer
+// converges while the old one still serves (nothing destroyed until the
+// new one is confirmed), then the old ID's objects of the Service are torn
+// down, and only those: another Service's on the old ID stay. Nothing is
+// created twice. After a restart (a new Balancer, knowing nothing of the
+// old ID), a move tears down the load balancer the previous process left.
+func TestServiceMovesToAnotherLoadBalancerID(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := lbrecontest.New(lbrecontest.Config{Latency: 10 * time.Millisecond, Pending: time.Second, ListLag: time.Second,
+			DeleteDelay: time.Second, Integrity: true})
+		mm := &movingMapping{ids: map[string]string{"uid-1": "lb-1", "uid-2": "lb-1"}}
+		mod := func(c *lbcloud.Config) { c.Mapping = mm.mapping() }
+		b := newBalancer(t, eng, mod)
+		svc, other := service("uid-1"), service("uid-2")
+		other.Name = "api"
+		for _, s := range []*v1.Service{svc, other} {
+			_, _, err := ensure(t, b, s, nodes(2))
+			require.NoError(t, err)
+		}
+		const perService = 2 + 2 + 2 + 2*2
+		otherObjs := onBalancer(eng, "lb-1", "uid-2")
+		require.Len(t, otherObjs, perService)
+		require.Len(t, onBalancer(eng, "lb-1", "uid-1"), perService)
+
+		eng.ResetCalls()
+		mm.set("uid-1", "lb-2")
+		// ensure, checking that nothing is destroyed before the new load
+		// balancer is confirmed.
+		confirmed := false
+		for calls := 0; ; calls++ {
+			require.Less(t, calls, 200)
+			_, err := b.EnsureLoadBalancer(t.Context(), "c", svc, nodes(2))
+			if err == nil {
+				break
+			}
+			if !confirmed {
+				r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: eng, Tag: lbcloud.DefaultTagKey + "=uid-1"},
+					lbrecon.LoadBalancer{ID: "lb-2", Suffix: "uid-1"})
+				require.NoError(t, err)
+				obs, err := r.Observe(t.Context())
+				require.NoError(t, err)
+				confirmed = len(obs.Objects(lbrecon.KindBind)) > 0 && len(onBalancer(eng, "lb-2", "uid-1")) == perService
+				if !confirmed {
+					require.Zero(t, eng.Calls()[lbrecon.VerbDestroy], "nothing destroyed before the new load balancer is built")
+				}
+			}
+			time.Sleep(time.Second)
+		}
+		require.Empty(t, onBalancer(eng, "lb-1", "uid-1"), "the old ID's objects of the Service torn down")
+		require.Len(t, onBalancer(eng, "lb-2", "uid-1"), perService)
+		require.Equal(t, otherObjs, onBalancer(eng, "lb-1", "uid-2"), "another Service's objects on the old ID untouched")
+		require.Equal(t, perService, eng.Calls()[lbrecon.VerbCreate], "nothing created twice")
+		require.Equal(t, perService, eng.Calls()[lbrecon.VerbDestroy], "each old object destroyed once")
+
+		// A restart, then a move: the new process knows nothing of lb-2.
+		mm.set("uid-1", "lb-3")
+		b = newBalancer(t, eng, mod)
+		_, _, err := ensure(t, b, svc, nodes(2))
+		require.NoError(t, err)
+		require.Empty(t, onBalancer(eng, "lb-2", "uid-1"), "the load balancer left before the restart torn down")
+		require.Len(t, onBalancer(eng, "lb-3", "uid-1"), perService)
+		require.Equal(t, otherObjs, onBalancer(eng, "lb-1", "uid-2"))
+		_, exists, err := b.GetLoadBalancer(t.Context(), "c", svc)
+		require.NoError(t, err)
+		require.True(t, exists)
+	})
+}

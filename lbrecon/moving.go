@@ -1,0 +1,185 @@
+package lbrecon
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// Moving is a [LoadBalancerReconciler] whose load balancer may change its
+// ID: [Moving.SetLoadBalancer] takes a description with another ID, and
+// the next calls build the new load balancer first, then tear down what
+// the owner (cfg.Tag) has on every other ID, so traffic moves before the
+// old load balancer goes (make-before-break, as for servers).
+//
+// The old ID's reconciler, with its memory of unconfirmed writes and
+// creations of unknown outcome, tears its own objects down first; then,
+// once per ID, a [Leftovers] pass finds by the tag the load balancers a
+// previous process left (a restart during a move). Only objects carrying
+// the tag are destroyed, children before parents; objects of other
+// owners and untagged objects on the old load balancer are never touched.
+//
+// A provider that refuses one external address on two load balancers at
+// once cannot converge the new one while the old one holds the address:
+// such a host tears the old one down first ([TeardownExcept] with the new
+// ID) and accepts the gap. A Moving keeps no [Config.Journal] (a journal
+// belongs to one load balancer's reconciler).
+type Moving struct {
+	cfg Config
+
+	mu    sync.Mutex
+	cur   *LoadBalancerReconciler
+	old   []*LoadBalancerReconciler // reconcilers of previous IDs, not yet torn down
+	sweep *Leftovers                // the leftovers of every ID but cur's
+	swept bool                      // sweep converged since cur's ID was set
+}
+
+// NewMoving validates cfg and lb and returns a Moving for them; cfg is
+// used as for [NewLoadBalancer], and must have no Journal.
+func NewMoving(cfg Config, lb LoadBalancer) (*Moving, error) {
+	if cfg.Journal != nil {
+		return nil, fmt.Errorf("%w: a Moving keeps no journal: its reconcilers change with the load balancer's ID", ErrInvalidConfig)
+	}
+	r, err := NewLoadBalancer(cfg, lb)
+	if err != nil {
+		return nil, err
+	}
+	return &Moving{cfg: cfg, cur: r}, nil
+}
+
+// Current returns the reconciler of the current ID, for Check, Status,
+// Observe and Teardown.
+func (m *Moving) Current() *LoadBalancerReconciler {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.cur
+}
+
+// SetLoadBalancer replaces the desired description. With the current ID
+// it is [LoadBalancerReconciler.SetLoadBalancer]; with another, the next
+// calls build lb on a new reconciler, then tear the other IDs down. A
+// description with an ID set before, not yet torn down, gets that ID's
+// reconciler back, with its memory.
+func (m *Moving) SetLoadBalancer(lb LoadBalancer) error {
+	if err := lb.Validate(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if lb.ID == m.cur.current().ID {
+		return m.cur.SetLoadBalancer(lb)
+	}
+	next := -1
+	for i, o := range m.old {
+		if o.current().ID == lb.ID {
+			next = i
+		}
+	}
+	var r *LoadBalancerReconciler
+	if next >= 0 {
+		r = m.old[next]
+		m.old = slices.Delete(m.old, next, next+1)
+		if err := r.SetLoadBalancer(lb); err != nil {
+			return err
+		}
+	} else {
+		var err error
+		if r, err = NewLoadBalancer(m.cfg, lb); err != nil {
+			return err
+		}
+	}
+	m.old = append(m.old, m.cur)
+	m.cur, m.sweep, m.swept = r, nil, false
+	return nil
+}
+
+// Reconcile converges the current load balancer (see
+// [Reconciler.Reconcile]), then tears down the reconcilers of previous
+// IDs and, once per ID, the leftovers of every other ID found by the tag,
+// waiting until listings confirm each. It returns nil once all is done.
+func (m *Moving) Reconcile(ctx context.Context) error {
+	cur, old, sweep, err := m.state()
+	if err != nil {
+		return err
+	}
+	if err := cur.Reconcile(ctx); err != nil {
+		return err
+	}
+	for _, o := range old {
+		if err := o.Teardown(ctx); err != nil {
+			return fmt.Errorf("lbrecon: tear down load balancer %s after the move to %s: %w", o.current().ID, cur.current().ID, err)
+		}
+		m.done(o)
+	}
+	if sweep != nil {
+		if err := sweep.Teardown(ctx); err != nil {
+			return fmt.Errorf("lbrecon: tear down load balancers other than %s: %w", cur.current().ID, err)
+		}
+		m.sweptFor(sweep)
+	}
+	return nil
+}
+
+// ReconcileOnce is the non-blocking [Moving.Reconcile]: one pass of the
+// first thing not yet done (the current load balancer, a previous ID's
+// teardown, the leftovers' teardown), whose Result it returns; Converged
+// once everything is. See [Reconciler.ReconcileOnce].
+func (m *Moving) ReconcileOnce(ctx context.Context) (Result, error) {
+	cur, old, sweep, err := m.state()
+	if err != nil {
+		return Result{}, err
+	}
+	res, err := cur.ReconcileOnce(ctx)
+	if err != nil || !res.Converged {
+		return res, err
+	}
+	for _, o := range old {
+		if res, err = o.TeardownOnce(ctx); err != nil || !res.Converged {
+			return res, err
+		}
+		m.done(o)
+	}
+	if sweep != nil {
+		if res, err = sweep.TeardownOnce(ctx); err != nil || !res.Converged {
+			return res, err
+		}
+		m.sweptFor(sweep)
+	}
+	return res, nil
+}
+
+// state returns what a call works on, making the sweep of cur's ID when
+// it has not converged yet (nil once it has).
+func (m *Moving) state() (*LoadBalancerReconciler, []*LoadBalancerReconciler, *Leftovers, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.sweep == nil && !m.swept {
+		l, err := NewLeftovers(m.cfg, m.cur.current().ID)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		m.sweep = l
+	}
+	sweep := m.sweep
+	if m.swept {
+		sweep = nil
+	}
+	return m.cur, slices.Clone(m.old), sweep, nil
+}
+
+// done forgets o, torn down.
+func (m *Moving) done(o *LoadBalancerReconciler) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.old = slices.DeleteFunc(m.old, func(x *LoadBalancerReconciler) bool { return x == o })
+}
+
+// sweptFor records that sweep converged, unless the ID changed since.
+func (m *Moving) sweptFor(sweep *Leftovers) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.sweep == sweep {
+		m.swept = true
+	}
+}
