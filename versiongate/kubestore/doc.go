@@ -33,8 +33,9 @@
 // gate's margin (max(TTL/10, 500ms)) since this process first saw that
 // resourceVersion is dead, and is deleted with a precondition on that
 // resourceVersion and UID (a renewal in between makes the delete fail).
-// ListRecords leaves out a record it deleted; WatchRecords reports the
-// deletion. PublishRecord judges a record in its way the same way.
+// A listing is one LIST's snapshot, a record reaped after it included
+// (TestListAfterReapIsOneSnapshot); the watch from its revision, and
+// WatchRecords, report the deletion. PublishRecord judges a record in its way the same way.
 //
 // The restrict is write, then validate. WriteStatus(t, v, nodesRev)
 // writes v (marked reconkit.io/unvalidated-previous, holding the value it

@@ -33,10 +33,13 @@ var ErrWatchExpired = errors.New("versiongate/kubestore: watch revision expired"
 
 // ListRecords implements versiongate.Store with one LIST of the record
 // Leases, resourceVersion unset: a linearizable read, never a cache. The
-// revision is the listing's. Records dead on this process's clock (no
-// change for their TTL plus the margin since this store first saw their
-// resourceVersion) are deleted, each conditioned on that resourceVersion,
-// and left out when the deletion succeeded.
+// revision is the listing's, and the records are exactly the listing's:
+// one snapshot. Records dead on this process's clock (no change for their
+// TTL plus the margin since this store first saw their resourceVersion)
+// are then deleted, each conditioned on that resourceVersion; a watch from
+// the listing's revision reports each deletion. (Leaving a reaped record
+// out would report it gone at a revision at which it still existed, which
+// a listing by another store at a later revision contradicts.)
 func (s *Store) ListRecords(ctx context.Context) ([]versiongate.Record, int64, error) {
 	list, rev, err := s.listRecords(ctx)
 	if err != nil {
@@ -54,12 +57,10 @@ func (s *Store) ListRecords(ctx context.Context) ([]versiongate.Record, int64, e
 	s.seen.listed(present, rev, now)
 	s.ages.listed(present, rev, now)
 	s.mu.Unlock()
-	gone := s.reap(ctx)
+	s.reap(ctx)
 	out := make([]versiongate.Record, 0, len(list))
 	for _, r := range list {
-		if !gone[r.id] {
-			out = append(out, versiongate.Record{ID: r.id, Value: r.value})
-		}
+		out = append(out, versiongate.Record{ID: r.id, Value: r.value})
 	}
 	return out, rev, nil
 }
