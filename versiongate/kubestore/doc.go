@@ -106,8 +106,12 @@
 //     so only when no deposed leader may still write. Tokens must never go
 //     back; if they do, Fence returns a *versiongate.FencedOffError naming
 //     the annotation and how to clear it.
-//   - Listings are one LIST, not paginated: fine for thousands of records;
-//     each is a consistent read, which the apiserver serves from its watch
-//     cache only after catching up with etcd.
+//   - A listing is a LIST in pages of Config.ListPageSize (500 by
+//     default): the first page, resourceVersion unset, is a consistent
+//     read, and the continue token keeps the later pages at its revision,
+//     so the pages are one snapshot; a token expired between pages starts
+//     the listing again, at most three times
+//     (TestListRecordsPagesAreOneSnapshot). A listing of more records than
+//     the server can page through before it compacts fails then.
 //   - Not Byzantine-tolerant: a node can publish any value.
 package kubestore

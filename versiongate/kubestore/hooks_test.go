@@ -41,9 +41,9 @@ type hooks struct {
 	// cachedGet, if set, answers a GET instead of the server when it
 	// returns true.
 	cachedGet func(name string, opts metav1.GetOptions) (*coordinationv1.Lease, bool)
-	watch   func(opts metav1.ListOptions) (watch.Interface, error)
-	watches atomic.Int64
-	lists   atomic.Int64
+	watch     func(opts metav1.ListOptions) (watch.Interface, error)
+	watches   atomic.Int64
+	lists     atomic.Int64
 }
 
 func wrap(cs kubernetes.Interface) (*hookClient, *hooks) {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -72,28 +73,59 @@ type listedRecord struct {
 	rv    int64
 }
 
-// listRecords reads every record Lease of the gate, linearizably.
+// listAttempts bounds the listings started again because a continue
+// token expired (the server compacted the snapshot between two pages).
+const listAttempts = 3
+
+// listRecords reads every record Lease of the gate, linearizably, in
+// pages of s.page: the first page, resourceVersion unset, is a consistent
+// read at the newest revision, and the continue token keeps every later
+// page at that revision, so the pages are one snapshot. A token that
+// expired between pages (410) starts the listing again.
 func (s *Store) listRecords(ctx context.Context) ([]listedRecord, int64, error) {
+	for attempt := 1; ; attempt++ {
+		out, rev, err := s.listPages(ctx)
+		if err != nil && attempt < listAttempts && apierrors.IsResourceExpired(err) && ctx.Err() == nil {
+			logr.FromContextOrDiscard(ctx).Info("Listing the node records again: the snapshot expired between pages", "attempt", attempt, "err", err.Error())
+			continue
+		}
+		return out, rev, err
+	}
+}
+
+func (s *Store) listPages(ctx context.Context) ([]listedRecord, int64, error) {
 	// ResourceVersion unset: a consistent read (etcd's, or the watch
 	// cache's after it caught up with etcd). "0" or an informer would
 	// answer from a cache that may lag.
-	list, err := s.leases.List(ctx, metav1.ListOptions{LabelSelector: s.recordSelector()})
-	if err != nil {
-		return nil, 0, s.wrapSel("list", s.recordSelector(), err)
-	}
-	rev, err := revision("the Lease listing", list.ResourceVersion)
-	if err != nil {
-		return nil, 0, err
-	}
-	out := make([]listedRecord, 0, len(list.Items))
-	for _, l := range list.Items {
-		rv, err := revision(s.ref(l.Name), l.ResourceVersion)
+	opts := metav1.ListOptions{LabelSelector: s.recordSelector(), Limit: s.page}
+	var out []listedRecord
+	var rev int64
+	for {
+		list, err := s.leases.List(ctx, opts)
+		if err != nil {
+			return nil, 0, s.wrapSel("list", s.recordSelector(), err)
+		}
+		r, err := revision("the Lease listing", list.ResourceVersion)
 		if err != nil {
 			return nil, 0, err
 		}
-		out = append(out, listedRecord{id: s.recordID(l.Name), lease: l, value: recordValue(&l), rv: rv})
+		if rev == 0 {
+			rev = r
+		} else if r != rev {
+			return nil, 0, fmt.Errorf("versiongate/kubestore: a page of the Lease listing is at resourceVersion %d, its first page at %d: the server does not keep a paginated LIST at one snapshot", r, rev)
+		}
+		for _, l := range list.Items {
+			rv, err := revision(s.ref(l.Name), l.ResourceVersion)
+			if err != nil {
+				return nil, 0, err
+			}
+			out = append(out, listedRecord{id: s.recordID(l.Name), lease: l, value: recordValue(&l), rv: rv})
+		}
+		if list.Continue == "" {
+			return out, rev, nil
+		}
+		opts.Continue = list.Continue
 	}
-	return out, rev, nil
 }
 
 // WatchRecords implements versiongate.Store: a watch of the record Leases
