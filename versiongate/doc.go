@@ -68,7 +68,10 @@
 //     summary that showed none, as it writes a restricted status. When
 //     other nodes have records it says so with a StatusMissing warning
 //     (event and error log), so that a deleted status does not pass for a
-//     first boot.
+//     first boot, unless the store proves no status was deleted
+//     (StoredStatus.FirstBoot: the Kubernetes store, whose finalizer keeps
+//     a deleted status visible), when it logs the first boot at info
+//     level (TestFirstBootAmongRecordsIsInfo).
 //   - The etcd store reads and writes with linearizable requests; no clock
 //     comparisons between nodes are made. SettleTime and the reconcile
 //     period run on Config.Clock.

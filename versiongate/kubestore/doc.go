@@ -75,7 +75,12 @@
 //   - A deleted status is never a first boot: the finalizer keeps it,
 //     terminating; every status operation then fails with ErrStatusDeleted,
 //     naming the Lease and how to clear it, and the gate waits
-//     (TestStatusDeletedIsUnreadable, TestGateWaitsOnDeletedStatus).
+//     (TestStatusDeletedIsUnreadable, TestGateWaitsOnDeletedStatus). So
+//     a status Lease without a value proves a first boot
+//     (StoredStatus.FirstBoot), which the leader logs at info level, not
+//     as a deleted status (TestFirstBootAmongRecordsIsInfo). An operator
+//     who removes the finalizer of a deleted status makes the next one a
+//     first boot too.
 //   - A watch the server ends is reopened from the last revision seen,
 //     after a pause that grows while watches deliver nothing; 410 Gone
 //     returns ErrWatchExpired and the caller lists again
