@@ -126,7 +126,7 @@ func TestListRecordsPagesAreOneSnapshot(t *testing.T) {
 			}
 		})
 	}()
-	<-watched // WatchRecords returns when wctx ends: at the latest, with the test's context
+	await(t, watched, "the watch's two changes")
 	require.ElementsMatch(t, []string{"n5:true", "n0:false"}, delivered, "the watch from the listing's revision reports the changes made between its pages")
 
 	pages = nil

@@ -144,7 +144,7 @@ func RunRolling(t *testing.T, b Backend, cfg RollingConfig) RollingResult {
 			}
 		}
 		stopWatch()
-		<-watchDone
+		await(t, watchDone, "the status watch")
 	}()
 
 	counts := map[string]int{}
@@ -243,7 +243,7 @@ func RunRolling(t *testing.T, b Backend, cfg RollingConfig) RollingResult {
 		h.stop(n, false)
 	}
 	stopWatch()
-	<-watchDone
+	await(t, watchDone, "the status watch")
 
 	h.mu.Lock()
 	res := RollingResult{Actions: counts, Ready: h.ready, Checks: int(h.checks.Load()), History: rec.History()}
