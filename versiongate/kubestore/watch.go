@@ -224,6 +224,11 @@ func (s *Store) drain(ctx context.Context, w watch.Interface, rev *int64, tick <
 			}
 			switch ev.Type {
 			case watch.Error:
+				if ctx.Err() != nil {
+					// client-go reports the end of ctx as a decoding error
+					// event: the watch ended because ctx did.
+					return delivered, true, ctx.Err()
+				}
 				err := apierrors.FromObject(ev.Object)
 				if st, ok := ev.Object.(*metav1.Status); ok && (st.Code == http.StatusGone || st.Reason == metav1.StatusReasonExpired || st.Reason == metav1.StatusReasonGone) {
 					return delivered, true, fmt.Errorf("%w: from %d: %w", ErrWatchExpired, *rev, err)
