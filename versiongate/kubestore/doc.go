@@ -63,7 +63,7 @@
 //   - A joiner never serves on a status that excludes it and stands: see
 //     the argument above (TestJoinerRacesRestrictInterleavings,
 //     TestJoinersRaceRestrictAPIServer, TestJoinerRaceStaleCacheNotUsed,
-//     TestUnvalidatedWriteUndoneByNextFence).
+//     TestStatusReadNotFromCache, TestUnvalidatedWriteUndoneByNextFence).
 //   - A record is deleted by an observer only as the object and
 //     resourceVersion it judged dead (TestReapConditionedOnJudgedVersion).
 //   - A cut-off node stops serving before any observer can delete its
