@@ -68,10 +68,101 @@
 //     summary that showed none, as it writes a restricted status. When
 //     other nodes have records it says so with a StatusMissing warning
 //     (event and error log), so that a deleted status does not pass for a
-//     first boot.
+//     first boot, unless the store proves no status was deleted
+//     (StoredStatus.FirstBoot: the Kubernetes store, whose finalizer keeps
+//     a deleted status visible), when it logs the first boot at info
+//     level (TestFirstBootAmongRecordsIsInfo).
 //   - The etcd store reads and writes with linearizable requests; no clock
 //     comparisons between nodes are made. SettleTime and the reconcile
 //     period run on Config.Clock.
+//
+// # The two stores side by side
+//
+// Each guarantee below names how each store keeps it and the test that
+// fails when it is broken; each limit names the window of unsafety, or of
+// lost liveness, and the test that bounds it. Tests are in etcdstore
+// (etcd), kubestore (Kubernetes) and this package (both, on the in-memory
+// store).
+//
+// Guarantees:
+//
+//   - A joiner never serves on a status that excludes its release.
+//     etcd: the restricted status is written in one transaction that
+//     compares the records' modification revisions with the summary's
+//     (TestRestrictAbortedByConcurrentNodeChange, TestProofJoinersRace).
+//     Kubernetes: the write is applied, then validated by a LIST with
+//     resourceVersion unset, and reverted on a change
+//     (TestJoinerRacesRestrictInterleavings,
+//     TestJoinersRaceRestrictAPIServer, TestProofJoinersRace); no decision
+//     reads a cache (TestJoinerRaceStaleCacheNotUsed,
+//     TestStatusReadNotFromCache). On both, the same race with joiners
+//     reading a stale cache must fail (TestProofJoinersRaceStaleCacheFails).
+//   - A deposed leader's status write is refused when the store applies
+//     it. etcd: the term's guard, or the fence key, is compared in the
+//     write's transaction (TestEtcdStoreGuardTerms,
+//     TestEtcdStoreFencesTokenTermsThroughTheGate,
+//     TestEndedGuardedTermInTheStoresKeyspaceIsRefused). Kubernetes: the
+//     update of the status Lease carries the resourceVersion at which its
+//     term annotation was read, so a Fence in between gets it a 409
+//     (TestDeposedWriteRefusedByServer, TestTwoLeadersRaceTheFence). Both:
+//     TestDeposedLeaderWriteRefusedAtApplyTime.
+//   - A missing or corrupt status is no licence to reconcile: the leader
+//     waits until no incompatible record is alive and writes conditioned
+//     on the records (TestMissingStatusWaitsForIncompatibleRecords,
+//     TestMissingStatusWriteConditionedOnRecords). etcd cannot tell a
+//     deleted status from a first boot, and warns
+//     (TestLeaderStatusDeletedWhileOldNodeServes,
+//     TestStatusAfterMissingOneConditionedOnRecords). Kubernetes keeps a
+//     deleted status visible with a finalizer: it is unreadable, never
+//     absent, and the gate waits (TestStatusDeletedIsUnreadable,
+//     TestGateWaitsOnDeletedStatus).
+//   - A dead record goes only as the record judged dead. etcd: the
+//     server's lease expiry deletes it. Kubernetes: an observer deletes it
+//     conditioned on the resourceVersion and UID it judged
+//     (TestReapConditionedOnJudgedVersion), and a listing stays one
+//     snapshot (TestListAfterReapIsOneSnapshot).
+//   - A node cut off stops serving before its record can be judged dead
+//     (etcd: TestCutOffNodeStopsServingBeforeLeaderReconciles; Kubernetes:
+//     TestCutOffNodeStopsBeforeObserverDeletes; both:
+//     TestRecordLostBeforeStoreExpiresIt).
+//   - End to end: a rolling upgrade of 5 gates with crashes, restarts,
+//     partitions and server restarts serves no node below the minimum and
+//     completes, and every store operation is linearizable against a model
+//     of the store (TestProofRollingUpgrade, on each store).
+//
+// Limits:
+//
+//   - The reconcile's own writes are not fenced by the gate: a deposed
+//     leader's requests still in flight can land after its successor's
+//     first reconcile. SettleTime makes that unlikely, not impossible, on
+//     both stores; only a target that checks the term's token closes the
+//     window (TestNewerReleaseDoesNotReleaseWhileReconcileRuns bounds the
+//     part the gate controls: a term is resigned only after its reconcile
+//     returned).
+//   - Clocks and pauses. etcd expires a record on the server's clock; a
+//     node stops at its own deadline, TTL less the margin after the start
+//     of its last acknowledged keep-alive, so its clock must not run slower
+//     than the server's by more than the margin over a TTL, and no pause
+//     may exceed the margin. Kubernetes: the deleting observer's clock
+//     counts, judged from when it first saw the record's resourceVersion
+//     (TTL plus margin), so the window is twice the margin less the
+//     observer's detection delay. TestCutOffNodeStopsServingBeforeLeaderReconciles
+//     and TestCutOffNodeStopsBeforeObserverDeletes measure the slack at
+//     default settings; a longer pause can make a node serve after its
+//     record is deleted, as with any lease.
+//   - Kubernetes only: a restricted status that fails validation is seen
+//     until it is reverted; a joiner that reads it only waits (safe). One
+//     whose revert failed stays, marked, until the next term's Fence puts
+//     back the value it replaced (TestUnvalidatedWriteUndoneByNextFence):
+//     liveness, not safety. A first status that was reverted so leaves the
+//     status absent, which the next leader treats as missing (above).
+//   - Kubernetes only: expiry needs an observer; with no gate running, a
+//     dead record stays (liveness only).
+//   - The linearizability check of a history with a server restart may
+//     run out of time; it is then logged as undecided, not failed, and
+//     the safety checks of the run still hold it.
+//   - Neither store is Byzantine-tolerant: a node can publish any
+//     release.
 //
 // # Leadership
 //

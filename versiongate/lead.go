@@ -224,7 +224,7 @@ func (g *Gate) lead(ctx context.Context, term Term, reachedDone *bool) error {
 		// once no node below its minimum compatible release has a record,
 		// and writes the status conditioned on the records (below).
 		log.Info("No valid status; reconciling once no incompatible node has a record, then creating it")
-		if err := g.waitStatusMissing(ctx, existed); err != nil {
+		if err := g.waitStatusMissing(ctx, existed, !existed && stored.FirstBoot); err != nil {
 			return err
 		}
 	case ActionLeave:
@@ -373,10 +373,11 @@ func (g *Gate) restrict(ctx context.Context, term Term, restricted Status) error
 // waitStatusMissing is the leader's answer to a status that is absent
 // (existed false) or does not decode: when other nodes have records it
 // warns that the status may have been deleted or damaged under serving
-// nodes, and it returns only once no member node is below the local
-// minimum compatible release, so that the reconcile that follows breaks
-// no node that may be serving.
-func (g *Gate) waitStatusMissing(ctx context.Context, existed bool) error {
+// nodes (at info level only, without the warning, when the store proves
+// a first boot), and it returns only once no member node is below the
+// local minimum compatible release, so that the reconcile that follows
+// breaks no node that may be serving.
+func (g *Gate) waitStatusMissing(ctx context.Context, existed, firstBoot bool) error {
 	log := logr.FromContextOrDiscard(ctx)
 	need := g.cfg.MinimumCompatibleRelease
 	r, _ := g.releases.Load()
@@ -385,7 +386,10 @@ func (g *Gate) waitStatusMissing(ctx context.Context, existed bool) error {
 	if existed {
 		what = "a corrupt status"
 	}
-	if r.Nodes > 1 || len(blocking) > 0 {
+	switch {
+	case firstBoot:
+		log.Info("No status was ever written (the store proves none was deleted): a first boot", "nodes", r.Nodes, "blocking", blocking)
+	case r.Nodes > 1 || len(blocking) > 0:
 		msg := fmt.Sprintf("Leader %s found %s while %d node records exist: if the status was deleted or damaged, nodes may still serve on the state it admitted", g.cfg.NodeID, what, r.Nodes)
 		if len(blocking) > 0 {
 			msg += fmt.Sprintf("; it reconciles only once no node below %s has a record (blocking: %v)", need, blocking)

@@ -80,6 +80,14 @@ type StoredStatus struct {
 	// Revision is a store revision at which Value is current: a watch from
 	// it misses no later change.
 	Revision int64
+	// FirstBoot, with Value nil, says the store proves that no status was
+	// deleted: the status is absent because none was ever written (the
+	// Kubernetes store keeps a deleted status visible with a finalizer,
+	// so its empty status object is such a proof). A store that cannot
+	// tell (etcd) leaves it false. The leader then reports a missing
+	// status among other nodes' records at info level instead of with an
+	// error and a StatusMissing warning; it waits the same way either way.
+	FirstBoot bool
 }
 
 // Store is the storage under a Gate: the node records, the status, and

@@ -72,7 +72,7 @@ func BenchmarkReleasesWatcherEtcd(b *testing.B) {
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = g.Run(rctx) }()
-	defer func() { cancel(); <-done }()
+	defer func() { cancel(); recv(b, done, "Run's return") }()
 	if err := versiongatetest.WaitNodes(ctx, g, benchNodes); err != nil {
 		b.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func BenchmarkReleasesWatcherEtcd(b *testing.B) {
 	b.ResetTimer()
 	last := write(0, b.N, 1)
 	for st.rev.Load() < last {
-		<-st.kick
+		recv(b, st.kick, "the next event")
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
@@ -120,14 +120,14 @@ func BenchmarkWaitReadyLatency(b *testing.B) {
 		}
 		errc := make(chan error, 1)
 		go func() { errc <- g.WaitReady(ctx) }()
-		<-blocked
+		recv(b, blocked, "WaitReady blocking")
 		b.StartTimer()
 		start := time.Now()
 		if _, err := cli.Put(ctx, testStatusKey, string(ok)); err != nil {
 			b.Fatal(err)
 		}
 		putTime += time.Since(start)
-		if err := <-errc; err != nil {
+		if err := recv(b, errc, "WaitReady's return"); err != nil {
 			b.Fatal(err)
 		}
 		total += time.Since(start)

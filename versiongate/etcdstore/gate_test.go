@@ -338,7 +338,7 @@ func TestPublishedRecord(t *testing.T) {
 	t.Cleanup(func() {
 		cancel()
 		if errc != nil {
-			<-errc
+			recv(t, errc, "Run's return")
 		}
 	})
 	stopOther := runGate(t, ctx, other)

@@ -263,7 +263,7 @@ func runGate(t testing.TB, ctx context.Context, g *versiongate.Gate) (stop func(
 	stop = func() error {
 		once.Do(func() {
 			cancel()
-			err = <-errc
+			err = recv(t, errc, "Run's return")
 		})
 		return err
 	}
@@ -278,7 +278,7 @@ func waitReady(t testing.TB, ctx context.Context, g *versiongate.Gate) <-chan er
 	errc := make(chan error, 1)
 	done := make(chan struct{})
 	go func() { defer close(done); errc <- g.WaitReady(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { cancel(); recv(t, done, "the goroutine's end") })
 	return errc
 }
 
@@ -303,7 +303,7 @@ func pumpClock(t testing.TB, c *clocktesting.FakeClock, step time.Duration) {
 			}
 		}
 	}()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { cancel(); recv(t, done, "the goroutine's end") })
 }
 
 // stepWhenWaiting waits until something waits on c, then steps it by d.
@@ -388,4 +388,19 @@ func (l *eventLog) list() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]string(nil), l.events...)
+}
+
+// recv returns what ch delivers, failing t after a minute.
+func recv[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	tm := time.NewTimer(time.Minute)
+	defer tm.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-tm.C:
+		t.Fatalf("%s did not happen within a minute", what)
+		var zero T
+		return zero
+	}
 }

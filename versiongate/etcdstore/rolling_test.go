@@ -189,7 +189,7 @@ func TestRollingUpgrade(t *testing.T) {
 	checkCtx, stopCheck := context.WithCancel(h.ctx)
 	checkDone := make(chan struct{})
 	go func() { defer close(checkDone); h.check(checkCtx) }()
-	defer func() { stopCheck(); <-checkDone }()
+	defer func() { stopCheck(); recv(t, checkDone, "the checker's end") }()
 
 	all := make([]*rollingNode, nodes)
 	for i := range all {

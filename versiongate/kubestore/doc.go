@@ -33,8 +33,9 @@
 // gate's margin (max(TTL/10, 500ms)) since this process first saw that
 // resourceVersion is dead, and is deleted with a precondition on that
 // resourceVersion and UID (a renewal in between makes the delete fail).
-// ListRecords leaves out a record it deleted; WatchRecords reports the
-// deletion. PublishRecord judges a record in its way the same way.
+// A listing is one LIST's snapshot, a record reaped after it included
+// (TestListAfterReapIsOneSnapshot); the watch from its revision, and
+// WatchRecords, report the deletion. PublishRecord judges a record in its way the same way.
 //
 // The restrict is write, then validate. WriteStatus(t, v, nodesRev)
 // writes v (marked reconkit.io/unvalidated-previous, holding the value it
@@ -62,7 +63,7 @@
 //   - A joiner never serves on a status that excludes it and stands: see
 //     the argument above (TestJoinerRacesRestrictInterleavings,
 //     TestJoinersRaceRestrictAPIServer, TestJoinerRaceStaleCacheNotUsed,
-//     TestUnvalidatedWriteUndoneByNextFence).
+//     TestStatusReadNotFromCache, TestUnvalidatedWriteUndoneByNextFence).
 //   - A record is deleted by an observer only as the object and
 //     resourceVersion it judged dead (TestReapConditionedOnJudgedVersion).
 //   - A cut-off node stops serving before any observer can delete its
@@ -74,7 +75,12 @@
 //   - A deleted status is never a first boot: the finalizer keeps it,
 //     terminating; every status operation then fails with ErrStatusDeleted,
 //     naming the Lease and how to clear it, and the gate waits
-//     (TestStatusDeletedIsUnreadable, TestGateWaitsOnDeletedStatus).
+//     (TestStatusDeletedIsUnreadable, TestGateWaitsOnDeletedStatus). So
+//     a status Lease without a value proves a first boot
+//     (StoredStatus.FirstBoot), which the leader logs at info level, not
+//     as a deleted status (TestFirstBootAmongRecordsIsInfo). An operator
+//     who removes the finalizer of a deleted status makes the next one a
+//     first boot too.
 //   - A watch the server ends is reopened from the last revision seen,
 //     after a pause that grows while watches deliver nothing; 410 Gone
 //     returns ErrWatchExpired and the caller lists again
@@ -105,8 +111,12 @@
 //     so only when no deposed leader may still write. Tokens must never go
 //     back; if they do, Fence returns a *versiongate.FencedOffError naming
 //     the annotation and how to clear it.
-//   - Listings are one LIST, not paginated: fine for thousands of records;
-//     each is a consistent read, which the apiserver serves from its watch
-//     cache only after catching up with etcd.
+//   - A listing is a LIST in pages of Config.ListPageSize (500 by
+//     default): the first page, resourceVersion unset, is a consistent
+//     read, and the continue token keeps the later pages at its revision,
+//     so the pages are one snapshot; a token expired between pages starts
+//     the listing again, at most three times
+//     (TestListRecordsPagesAreOneSnapshot). A listing of more records than
+//     the server can page through before it compacts fails then.
 //   - Not Byzantine-tolerant: a node can publish any value.
 package kubestore

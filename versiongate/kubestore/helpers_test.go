@@ -87,3 +87,15 @@ func apiNotServed() error {
 }
 
 func newFakeClock() *clocktesting.FakeClock { return clocktesting.NewFakeClock(time.Now()) }
+
+// await waits for ch to deliver or close, failing t after a minute.
+func await[T any](t testing.TB, ch <-chan T, what string) {
+	t.Helper()
+	tm := time.NewTimer(time.Minute)
+	defer tm.Stop()
+	select {
+	case <-ch:
+	case <-tm.C:
+		t.Fatalf("%s did not happen within a minute", what)
+	}
+}

@@ -37,10 +37,13 @@ type hooks struct {
 	beforeList   func(opts *metav1.ListOptions) error
 	// list, if set, answers a LIST instead of the server when it returns
 	// true (a cache, for example).
-	list    func(opts metav1.ListOptions) (*coordinationv1.LeaseList, bool)
-	watch   func(opts metav1.ListOptions) (watch.Interface, error)
-	watches atomic.Int64
-	lists   atomic.Int64
+	list func(opts metav1.ListOptions) (*coordinationv1.LeaseList, bool)
+	// cachedGet, if set, answers a GET instead of the server when it
+	// returns true.
+	cachedGet func(name string, opts metav1.GetOptions) (*coordinationv1.Lease, bool)
+	watch     func(opts metav1.ListOptions) (watch.Interface, error)
+	watches   atomic.Int64
+	lists     atomic.Int64
 }
 
 func wrap(cs kubernetes.Interface) (*hookClient, *hooks) {
@@ -57,7 +60,7 @@ func (h *hooks) set(f func(h *hooks)) {
 func (h *hooks) get() hooks {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return hooks{beforeGet: h.beforeGet, afterGet: h.afterGet, beforeUpdate: h.beforeUpdate, beforeDelete: h.beforeDelete, beforeList: h.beforeList, list: h.list, watch: h.watch}
+	return hooks{beforeGet: h.beforeGet, afterGet: h.afterGet, beforeUpdate: h.beforeUpdate, beforeDelete: h.beforeDelete, beforeList: h.beforeList, list: h.list, cachedGet: h.cachedGet, watch: h.watch}
 }
 
 func (c *hookClient) CoordinationV1() coordclient.CoordinationV1Interface {
@@ -117,6 +120,11 @@ func (l hookLeases) Get(ctx context.Context, name string, opts metav1.GetOptions
 	if hk.beforeGet != nil {
 		if err := hk.beforeGet(name); err != nil {
 			return nil, err
+		}
+	}
+	if hk.cachedGet != nil {
+		if out, ok := hk.cachedGet(name, opts); ok {
+			return out, nil
 		}
 	}
 	got, err := l.LeaseInterface.Get(ctx, name, opts)

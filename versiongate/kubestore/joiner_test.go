@@ -168,6 +168,32 @@ func TestJoinerRaceStaleCacheNotUsed(t *testing.T) {
 	require.ErrorIs(t, werr, versiongate.ErrNodesChanged, "the joiner's record was missed: it serves on the open status while the restricted one stands")
 }
 
+// A cache in front of the status GET (what resourceVersion "0" reads)
+// answers with the status as it was before the restrict: a joiner must
+// not read from it, or it serves on the open status after the restricted
+// one stands.
+func TestStatusReadNotFromCache(t *testing.T) {
+	ctx := testCtx(t)
+	cs := kubefake.NewClientset()
+	r := newRound(t, ctx, cs, "cached")
+	before, err := cs.CoordinationV1().Leases(testNamespace).Get(ctx, "cached-status", metav1.GetOptions{})
+	require.NoError(t, err)
+	jcs, jh := wrap(cs)
+	jh.set(func(h *hooks) {
+		h.cachedGet = func(name string, opts metav1.GetOptions) (*coordinationv1.Lease, bool) {
+			if opts.ResourceVersion == "0" {
+				return before.DeepCopy(), true
+			}
+			return nil, false
+		}
+	})
+	joiner := newStore(t, jcs, "cached", nil)
+	require.NoError(t, r.leader.WriteStatus(ctx, r.term, []byte(restricted), r.rev))
+	st, err := joiner.ReadStatus(ctx)
+	require.NoError(t, err)
+	require.Equal(t, restricted, string(st.Value), "the joiner read the status from a cache")
+}
+
 // Rounds of a real race on a real apiserver: the joiner and the leader
 // start together; in a third of the rounds the leader's validating LIST
 // is held until the joiner has published (injected LIST latency), widening

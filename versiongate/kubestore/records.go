@@ -248,24 +248,14 @@ func (s *Store) DeleteRecord(ctx context.Context, l versiongate.RecordLease) err
 }
 
 // reap deletes the records dead on this process's clock, each
-// conditioned on the resourceVersion and UID judged, and returns the IDs
-// it deleted.
-func (s *Store) reap(ctx context.Context) map[string]bool {
+// conditioned on the resourceVersion and UID judged.
+func (s *Store) reap(ctx context.Context) {
 	s.mu.Lock()
 	dead := s.ages.dead(s.clock.Now())
 	s.mu.Unlock()
-	var gone map[string]bool
 	for _, d := range dead {
-		if err := s.deleteDead(ctx, d); err != nil {
-			if !errors.Is(err, errRecordAlive) {
-				logr.FromContextOrDiscard(ctx).Info("Could not delete a dead node record", "id", d.id, "err", err.Error())
-			}
-			continue
+		if err := s.deleteDead(ctx, d); err != nil && !errors.Is(err, errRecordAlive) {
+			logr.FromContextOrDiscard(ctx).Info("Could not delete a dead node record", "id", d.id, "err", err.Error())
 		}
-		if gone == nil {
-			gone = map[string]bool{}
-		}
-		gone[d.id] = true
 	}
-	return gone
 }

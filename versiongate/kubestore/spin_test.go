@@ -58,3 +58,37 @@ func TestWatchEndingAtOnceDoesNotSpin(t *testing.T) {
 		})
 	}
 }
+
+// A watch whose context ends returns ctx.Err(), even when client-go
+// reports the end as an error event (its decoder's "context canceled"),
+// as the Store contract says; the event and ctx.Done are ready together,
+// so the rounds cover both orders.
+func TestWatchEndedByContextReturnsContextError(t *testing.T) {
+	cs, h := wrap(kubefake.NewClientset())
+	st := newStore(t, cs, "ctxend", nil)
+	for range 20 {
+		fw := watch.NewRaceFreeFake()
+		h.set(func(h *hooks) {
+			h.watch = func(metav1.ListOptions) (watch.Interface, error) { return fw, nil }
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- st.WatchRecords(ctx, 1, func([]versiongate.Record, int64) {}) }()
+		cancel()
+		fw.Error(&metav1.Status{Status: metav1.StatusFailure, Message: "unable to decode an event from the watch stream: context canceled", Reason: metav1.StatusReasonInternalError, Code: 500})
+		require.ErrorIs(t, recvErr(t, errc), context.Canceled)
+	}
+}
+
+func recvErr(t *testing.T, ch <-chan error) error {
+	t.Helper()
+	tm := time.NewTimer(time.Minute)
+	defer tm.Stop()
+	select {
+	case err := <-ch:
+		return err
+	case <-tm.C:
+		t.Fatal("WatchRecords did not return within a minute")
+		return nil
+	}
+}

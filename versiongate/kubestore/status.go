@@ -62,7 +62,11 @@ func (s *Store) stored(l *coordinationv1.Lease) (versiongate.StoredStatus, error
 	if err != nil {
 		return versiongate.StoredStatus{}, err
 	}
-	return versiongate.StoredStatus{Value: v, Revision: rev}, nil
+	// A status Lease without a value, not being deleted, was created by a
+	// Fence and never held a status that stood: a deleted one would be
+	// terminating (the finalizer), and a write is taken back only while
+	// unvalidated.
+	return versiongate.StoredStatus{Value: v, Revision: rev, FirstBoot: v == nil}, nil
 }
 
 // checkLive returns an error wrapping ErrStatusDeleted if the status Lease

@@ -61,7 +61,15 @@ type Config struct {
 	// Clock judges record expiry and paces the store's waits; it must run
 	// at the real rate (see the package doc). Nil means the real clock.
 	Clock clock.WithTicker
+	// ListPageSize is the number of records a LIST asks for per page
+	// (limit); the pages of one listing are one snapshot. 0 means
+	// DefaultListPageSize.
+	ListPageSize int64
 }
+
+// DefaultListPageSize is Config.ListPageSize's default, kubectl's page
+// size.
+const DefaultListPageSize = 500
 
 // Store is the versiongate.Store on the Kubernetes API: node records and
 // the status are coordination.k8s.io/v1 Leases in one namespace. Create it
@@ -75,6 +83,7 @@ type Store struct {
 	ns     string
 	gate   string
 	clock  clock.WithTicker
+	page   int64
 
 	mu sync.Mutex
 	// owned are the records this store published, by RecordLease.Lease.
@@ -108,17 +117,24 @@ func New(cfg Config) (*Store, error) {
 		msgs = append(msgs, "at most 48 characters, so that record names fit")
 		bad("Gate %q: must be a DNS-1123 label (%s)", cfg.Gate, strings.Join(msgs, "; "))
 	}
+	if cfg.ListPageSize < 0 {
+		bad("ListPageSize %d is negative", cfg.ListPageSize)
+	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%w: versiongate/kubestore: %w", versiongate.ErrInvalidConfig, errors.Join(errs...))
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
+	if cfg.ListPageSize == 0 {
+		cfg.ListPageSize = DefaultListPageSize
+	}
 	return &Store{
 		leases: cfg.Client.CoordinationV1().Leases(cfg.Namespace),
 		ns:     cfg.Namespace,
 		gate:   cfg.Gate,
 		clock:  cfg.Clock,
+		page:   cfg.ListPageSize,
 		owned:  map[int64]*ownedRecord{},
 		seen:   newTracker(),
 		ages:   newTracker(),

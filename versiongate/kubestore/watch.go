@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,10 +34,13 @@ var ErrWatchExpired = errors.New("versiongate/kubestore: watch revision expired"
 
 // ListRecords implements versiongate.Store with one LIST of the record
 // Leases, resourceVersion unset: a linearizable read, never a cache. The
-// revision is the listing's. Records dead on this process's clock (no
-// change for their TTL plus the margin since this store first saw their
-// resourceVersion) are deleted, each conditioned on that resourceVersion,
-// and left out when the deletion succeeded.
+// revision is the listing's, and the records are exactly the listing's:
+// one snapshot. Records dead on this process's clock (no change for their
+// TTL plus the margin since this store first saw their resourceVersion)
+// are then deleted, each conditioned on that resourceVersion; a watch from
+// the listing's revision reports each deletion. (Leaving a reaped record
+// out would report it gone at a revision at which it still existed, which
+// a listing by another store at a later revision contradicts.)
 func (s *Store) ListRecords(ctx context.Context) ([]versiongate.Record, int64, error) {
 	list, rev, err := s.listRecords(ctx)
 	if err != nil {
@@ -54,12 +58,10 @@ func (s *Store) ListRecords(ctx context.Context) ([]versiongate.Record, int64, e
 	s.seen.listed(present, rev, now)
 	s.ages.listed(present, rev, now)
 	s.mu.Unlock()
-	gone := s.reap(ctx)
+	s.reap(ctx)
 	out := make([]versiongate.Record, 0, len(list))
 	for _, r := range list {
-		if !gone[r.id] {
-			out = append(out, versiongate.Record{ID: r.id, Value: r.value})
-		}
+		out = append(out, versiongate.Record{ID: r.id, Value: r.value})
 	}
 	return out, rev, nil
 }
@@ -71,28 +73,59 @@ type listedRecord struct {
 	rv    int64
 }
 
-// listRecords reads every record Lease of the gate, linearizably.
+// listAttempts bounds the listings started again because a continue
+// token expired (the server compacted the snapshot between two pages).
+const listAttempts = 3
+
+// listRecords reads every record Lease of the gate, linearizably, in
+// pages of s.page: the first page, resourceVersion unset, is a consistent
+// read at the newest revision, and the continue token keeps every later
+// page at that revision, so the pages are one snapshot. A token that
+// expired between pages (410) starts the listing again.
 func (s *Store) listRecords(ctx context.Context) ([]listedRecord, int64, error) {
+	for attempt := 1; ; attempt++ {
+		out, rev, err := s.listPages(ctx)
+		if err != nil && attempt < listAttempts && apierrors.IsResourceExpired(err) && ctx.Err() == nil {
+			logr.FromContextOrDiscard(ctx).Info("Listing the node records again: the snapshot expired between pages", "attempt", attempt, "err", err.Error())
+			continue
+		}
+		return out, rev, err
+	}
+}
+
+func (s *Store) listPages(ctx context.Context) ([]listedRecord, int64, error) {
 	// ResourceVersion unset: a consistent read (etcd's, or the watch
 	// cache's after it caught up with etcd). "0" or an informer would
 	// answer from a cache that may lag.
-	list, err := s.leases.List(ctx, metav1.ListOptions{LabelSelector: s.recordSelector()})
-	if err != nil {
-		return nil, 0, s.wrapSel("list", s.recordSelector(), err)
-	}
-	rev, err := revision("the Lease listing", list.ResourceVersion)
-	if err != nil {
-		return nil, 0, err
-	}
-	out := make([]listedRecord, 0, len(list.Items))
-	for _, l := range list.Items {
-		rv, err := revision(s.ref(l.Name), l.ResourceVersion)
+	opts := metav1.ListOptions{LabelSelector: s.recordSelector(), Limit: s.page}
+	var out []listedRecord
+	var rev int64
+	for {
+		list, err := s.leases.List(ctx, opts)
+		if err != nil {
+			return nil, 0, s.wrapSel("list", s.recordSelector(), err)
+		}
+		r, err := revision("the Lease listing", list.ResourceVersion)
 		if err != nil {
 			return nil, 0, err
 		}
-		out = append(out, listedRecord{id: s.recordID(l.Name), lease: l, value: recordValue(&l), rv: rv})
+		if rev == 0 {
+			rev = r
+		} else if r != rev {
+			return nil, 0, fmt.Errorf("versiongate/kubestore: a page of the Lease listing is at resourceVersion %d, its first page at %d: the server does not keep a paginated LIST at one snapshot", r, rev)
+		}
+		for _, l := range list.Items {
+			rv, err := revision(s.ref(l.Name), l.ResourceVersion)
+			if err != nil {
+				return nil, 0, err
+			}
+			out = append(out, listedRecord{id: s.recordID(l.Name), lease: l, value: recordValue(&l), rv: rv})
+		}
+		if list.Continue == "" {
+			return out, rev, nil
+		}
+		opts.Continue = list.Continue
 	}
-	return out, rev, nil
 }
 
 // WatchRecords implements versiongate.Store: a watch of the record Leases
@@ -191,6 +224,11 @@ func (s *Store) drain(ctx context.Context, w watch.Interface, rev *int64, tick <
 			}
 			switch ev.Type {
 			case watch.Error:
+				if ctx.Err() != nil {
+					// client-go reports the end of ctx as a decoding error
+					// event: the watch ended because ctx did.
+					return delivered, true, ctx.Err()
+				}
 				err := apierrors.FromObject(ev.Object)
 				if st, ok := ev.Object.(*metav1.Status); ok && (st.Code == http.StatusGone || st.Reason == metav1.StatusReasonExpired || st.Reason == metav1.StatusReasonGone) {
 					return delivered, true, fmt.Errorf("%w: from %d: %w", ErrWatchExpired, *rev, err)

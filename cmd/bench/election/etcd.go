@@ -8,8 +8,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
-	"google.golang.org/grpc"
 
+	"github.com/reconkit/reconkit/cmd/bench/internal/benchutil"
 	"github.com/reconkit/reconkit/election/etcd"
 	"github.com/reconkit/reconkit/internal/servers"
 )
@@ -19,31 +19,9 @@ import (
 func etcdClient(addr string, c *counter) (*clientv3.Client, error) {
 	cfg := clientv3.Config{Endpoints: []string{addr}, DialTimeout: 10 * time.Second, Logger: zap.NewNop()}
 	if c != nil {
-		cfg.DialOptions = []grpc.DialOption{
-			grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-				c.n.Add(1)
-				return invoker(ctx, method, req, reply, cc, opts...)
-			}),
-			grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-				s, err := streamer(ctx, desc, cc, method, opts...)
-				if err != nil {
-					return nil, err
-				}
-				return countingStream{ClientStream: s, c: c}, nil
-			}),
-		}
+		cfg.DialOptions = benchutil.CountGRPC(&c.n)
 	}
 	return clientv3.New(cfg)
-}
-
-type countingStream struct {
-	grpc.ClientStream
-	c *counter
-}
-
-func (s countingStream) SendMsg(m any) error {
-	s.c.n.Add(1)
-	return s.ClientStream.SendMsg(m)
 }
 
 func (b *bench) etcdAddr() string { return b.a.Etcd.Members[0].ClientAddr() }

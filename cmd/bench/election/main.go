@@ -31,9 +31,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
@@ -49,6 +47,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 
+	"github.com/reconkit/reconkit/cmd/bench/internal/benchutil"
 	"github.com/reconkit/reconkit/election"
 	"github.com/reconkit/reconkit/election/etcd"
 	"github.com/reconkit/reconkit/election/lease"
@@ -164,29 +163,29 @@ func run() error {
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(w, "Kubernetes Lease\tLease backend\tclient-go\tclient-go / ours\t\n")
 	row := func(name string, o, c time.Duration) {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t\n", name, ms(o), ms(c), ratio(float64(c), float64(o)))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t\n", name, ms(o), ms(c), benchutil.Ratio(float64(c), float64(o)))
 	}
-	row(fmt.Sprintf("handover p50 (n=%d)", len(oursHand)), pct(oursHand, 50), pct(cgHand, 50))
-	row("handover p99", pct(oursHand, 99), pct(cgHand, 99))
-	row("handover max", pct(oursHand, 100), pct(cgHand, 100))
-	row(fmt.Sprintf("crash failover p50 (n=%d)", len(oursCrash)), pct(oursCrash, 50), pct(cgCrash, 50))
-	row("crash failover max", pct(oursCrash, 100), pct(cgCrash, 100))
+	row(fmt.Sprintf("handover p50 (n=%d)", len(oursHand)), benchutil.Pct(oursHand, 50), benchutil.Pct(cgHand, 50))
+	row("handover p99", benchutil.Pct(oursHand, 99), benchutil.Pct(cgHand, 99))
+	row("handover max", benchutil.Pct(oursHand, 100), benchutil.Pct(cgHand, 100))
+	row(fmt.Sprintf("crash failover p50 (n=%d)", len(oursCrash)), benchutil.Pct(oursCrash, 50), benchutil.Pct(cgCrash, 50))
+	row("crash failover max", benchutil.Pct(oursCrash, 100), benchutil.Pct(cgCrash, 100))
 	fmt.Fprintf(w, "crash failover bound (LeaseDuration + RTT)\t%s\t%s\t\t\n", ms(bound), ms(bound))
-	fmt.Fprintf(w, "follower requests/s while a leader holds\t%.3f\t%.3f\t%s\t\n", oursIdle, cgIdle, ratio(cgIdle, oursIdle))
-	row(fmt.Sprintf("partition: cut → leader's context ends p50 (n=%d)", len(oursDetect)), pct(oursDetect, 50), pct(cgDetect, 50))
-	row("partition: cut → leader's context ends max", pct(oursDetect, 100), pct(cgDetect, 100))
-	row("partition: cut → follower leads (client-go: ReleaseOnCancel) p50", pct(oursCrash, 50), pct(cgCutFailover, 50))
+	fmt.Fprintf(w, "follower requests/s while a leader holds\t%.3f\t%.3f\t%s\t\n", oursIdle, cgIdle, benchutil.Ratio(cgIdle, oursIdle))
+	row(fmt.Sprintf("partition: cut → leader's context ends p50 (n=%d)", len(oursDetect)), benchutil.Pct(oursDetect, 50), benchutil.Pct(cgDetect, 50))
+	row("partition: cut → leader's context ends max", benchutil.Pct(oursDetect, 100), benchutil.Pct(cgDetect, 100))
+	row("partition: cut → follower leads (client-go: ReleaseOnCancel) p50", benchutil.Pct(oursCrash, 50), benchutil.Pct(cgCutFailover, 50))
 	fmt.Fprintf(w, "\t\t\t\t\n")
 	o, c := etcdRes[0], etcdRes[1]
 	fmt.Fprintf(w, "etcd\tetcd backend\tconcurrency\tconcurrency / ours\t\n")
-	row(fmt.Sprintf("handover p50 (n=%d)", len(o.handover)), pct(o.handover, 50), pct(c.handover, 50))
-	row("handover p99", pct(o.handover, 99), pct(c.handover, 99))
-	row(fmt.Sprintf("crash failover p50 (n=%d)", len(o.failover)), pct(o.failover, 50), pct(c.failover, 50))
-	row("crash failover max", pct(o.failover, 100), pct(c.failover, 100))
+	row(fmt.Sprintf("handover p50 (n=%d)", len(o.handover)), benchutil.Pct(o.handover, 50), benchutil.Pct(c.handover, 50))
+	row("handover p99", benchutil.Pct(o.handover, 99), benchutil.Pct(c.handover, 99))
+	row(fmt.Sprintf("crash failover p50 (n=%d)", len(o.failover)), benchutil.Pct(o.failover, 50), benchutil.Pct(c.failover, 50))
+	row("crash failover max", benchutil.Pct(o.failover, 100), benchutil.Pct(c.failover, 100))
 	fmt.Fprintf(w, "crash failover bound (TTL + RTT)\t%s\t%s\t\t\n", ms(*ttl+rtt), ms(*ttl+rtt))
-	fmt.Fprintf(w, "follower requests/s while a leader holds\t%.3f\t%.3f\t%s\t\n", o.idle, c.idle, ratio(c.idle, o.idle))
-	row(fmt.Sprintf("partition: cut → leader's context ends p50 (n=%d)", len(o.detect)), pct(o.detect, 50), pct(c.detect, 50))
-	row("partition: cut → leader's context ends max", pct(o.detect, 100), pct(c.detect, 100))
+	fmt.Fprintf(w, "follower requests/s while a leader holds\t%.3f\t%.3f\t%s\t\n", o.idle, c.idle, benchutil.Ratio(c.idle, o.idle))
+	row(fmt.Sprintf("partition: cut → leader's context ends p50 (n=%d)", len(o.detect)), benchutil.Pct(o.detect, 50), benchutil.Pct(c.detect, 50))
+	row("partition: cut → leader's context ends max", benchutil.Pct(o.detect, 100), benchutil.Pct(c.detect, 100))
 	w.Flush()
 	logf("total %v", time.Since(start).Round(time.Second))
 	return nil
@@ -200,27 +199,6 @@ type etcdResult struct {
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
-
-func ratio(c, o float64) string {
-	if o == 0 {
-		if c == 0 {
-			return "-"
-		}
-		return "∞"
-	}
-	return fmt.Sprintf("%.1f×", c/o)
-}
-
-// pct returns the p-th percentile (nearest rank) of ds.
-func pct(ds []time.Duration, p int) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := (p*len(s)+99)/100 - 1
-	return s[max(i, 0)]
-}
 
 type bench struct {
 	a     *servers.APIServer
@@ -243,26 +221,14 @@ func (b *bench) roundTrip(ctx context.Context) (time.Duration, error) {
 		}
 		ds = append(ds, time.Since(t0))
 	}
-	return pct(ds, 50), nil
+	return benchutil.Pct(ds, 50), nil
 }
 
 // counter counts the requests a client sends (a watch counts once, when
 // it starts).
 type counter struct{ n atomic.Int64 }
 
-func (c *counter) wrap(cfg *rest.Config) *rest.Config {
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			c.n.Add(1)
-			return rt.RoundTrip(r)
-		})
-	})
-	return cfg
-}
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+func (c *counter) wrap(cfg *rest.Config) *rest.Config { return benchutil.CountRequests(cfg, &c.n) }
 
 func (b *bench) clientset(cfg *rest.Config) kubernetes.Interface {
 	return kubernetes.NewForConfigOrDie(cfg)
@@ -654,13 +620,4 @@ func (c *counter) countIdle(ctx context.Context) (int64, error) {
 	return c.n.Load() - n0, nil
 }
 
-func wait(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func wait(ctx context.Context, d time.Duration) error { return benchutil.Sleep(ctx, d) }

@@ -8,8 +8,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-	"google.golang.org/grpc"
 
+	"github.com/reconkit/reconkit/cmd/bench/internal/benchutil"
 	"github.com/reconkit/reconkit/internal/servers"
 	"github.com/reconkit/reconkit/versiongate"
 	"github.com/reconkit/reconkit/versiongate/etcdstore"
@@ -70,28 +70,6 @@ func (b *etcdBackend) client() (*clientv3.Client, error) {
 		Endpoints:   []string{b.member.ClientURL()},
 		DialTimeout: 10 * time.Second,
 		Logger:      zap.NewNop(),
-		DialOptions: []grpc.DialOption{
-			grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-				b.n.Add(1)
-				return invoker(ctx, method, req, reply, cc, opts...)
-			}),
-			grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-				s, err := streamer(ctx, desc, cc, method, opts...)
-				if err != nil {
-					return nil, err
-				}
-				return countingStream{ClientStream: s, n: &b.n}, nil
-			}),
-		},
+		DialOptions: benchutil.CountGRPC(&b.n),
 	})
-}
-
-type countingStream struct {
-	grpc.ClientStream
-	n *atomic.Int64
-}
-
-func (s countingStream) SendMsg(m any) error {
-	s.n.Add(1)
-	return s.ClientStream.SendMsg(m)
 }

@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/reconkit/reconkit/cmd/bench/internal/benchutil"
 	"github.com/reconkit/reconkit/internal/servers"
 	"github.com/reconkit/reconkit/versiongate"
 	"github.com/reconkit/reconkit/versiongate/kubestore"
@@ -66,13 +66,7 @@ func (b *kubeBackend) store(i int) (versiongate.Store, error) {
 		// The gates' own rate, not client-go's default client-side limit
 		// of 5 requests per second per client, is what is measured.
 		cfg.QPS, cfg.Burst = -1, 0
-		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-			return roundTripFunc(func(r *http.Request) (*http.Response, error) {
-				b.n.Add(1)
-				return rt.RoundTrip(r)
-			})
-		})
-		cli, err := kubernetes.NewForConfig(cfg)
+		cli, err := kubernetes.NewForConfig(benchutil.CountRequests(cfg, &b.n))
 		if err != nil {
 			return nil, err
 		}
@@ -80,7 +74,3 @@ func (b *kubeBackend) store(i int) (versiongate.Store, error) {
 	}
 	return kubestore.New(kubestore.Config{Client: b.clients[c], Namespace: b.ns, Gate: "bench"})
 }
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

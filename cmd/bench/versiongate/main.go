@@ -31,7 +31,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
@@ -40,6 +39,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
 
+	"github.com/reconkit/reconkit/cmd/bench/internal/benchutil"
 	"github.com/reconkit/reconkit/internal/servers"
 	"github.com/reconkit/reconkit/versiongate"
 	"github.com/reconkit/reconkit/versiongate/versiongatetest"
@@ -158,14 +158,14 @@ func run() error {
 			fmt.Fprintf(w, format+"\t", v(r))
 		}
 		if len(results) == 2 {
-			fmt.Fprintf(w, "%s\t", ratio(v(results[0]), v(results[1])))
+			fmt.Fprintf(w, "%s\t", benchutil.Ratio(v(results[0]), v(results[1])))
 		}
 		fmt.Fprintf(w, "\n")
 	}
 	row(fmt.Sprintf("steady: wire requests per node per minute (%d nodes, TTL %v)", *nodes, *ttl), func(r result) float64 { return r.wirePerNodeMin }, "%.2f")
 	row("steady: store calls per node per minute", func(r result) float64 { return r.callsPerNodeMin }, "%.2f")
-	row(fmt.Sprintf("status write → all %d watchers told, p50 (ms, n=%d)", *watchers, *rounds), func(r result) float64 { return msf(pct(r.told, 50)) }, "%.1f")
-	row("status write → all watchers told, max (ms)", func(r result) float64 { return msf(pct(r.told, 100)) }, "%.1f")
+	row(fmt.Sprintf("status write → all %d watchers told, p50 (ms, n=%d)", *watchers, *rounds), func(r result) float64 { return benchutil.Ms(benchutil.Pct(r.told, 50)) }, "%.1f")
+	row("status write → all watchers told, max (ms)", func(r result) float64 { return benchutil.Ms(benchutil.Pct(r.told, 100)) }, "%.1f")
 	row(fmt.Sprintf("%d gates: server CPU (ms per s)", *big), func(r result) float64 { return r.cpuPerSec * 1000 }, "%.0f")
 	row(fmt.Sprintf("%d gates: server RSS (MiB)", *big), func(r result) float64 { return float64(r.rss) / (1 << 20) }, "%.0f")
 	w.Flush()
@@ -249,7 +249,7 @@ func startFleet(ctx context.Context, b backend, n int) (*fleet, error) {
 			f.stop()
 			return nil, err
 		}
-		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+		if err := benchutil.Sleep(ctx, 100*time.Millisecond); err != nil {
 			f.stop()
 			return nil, err
 		}
@@ -281,11 +281,11 @@ func steady(ctx context.Context, b backend, n int, window time.Duration) (wire, 
 	}
 	defer f.stop()
 	// One TTL for the start-up traffic to end.
-	if err := sleep(ctx, *ttl); err != nil {
+	if err := benchutil.Sleep(ctx, *ttl); err != nil {
 		return 0, 0, err
 	}
 	w0, c0 := b.wire(), f.calls.Load()
-	if err := sleep(ctx, window); err != nil {
+	if err := benchutil.Sleep(ctx, window); err != nil {
 		return 0, 0, err
 	}
 	if err := f.failed(); err != nil {
@@ -358,7 +358,7 @@ func tell(ctx context.Context, b backend, watchers, rounds int) ([]time.Duration
 		<-started
 	}
 	// Give every watch time to be established on the server.
-	if err := sleep(ctx, time.Second); err != nil {
+	if err := benchutil.Sleep(ctx, time.Second); err != nil {
 		return nil, err
 	}
 	var told []time.Duration
@@ -400,7 +400,7 @@ func large(ctx context.Context, b backend, n int, window time.Duration) (cpuPerS
 		return 0, 0, err
 	}
 	defer f.stop()
-	if err := sleep(ctx, *ttl); err != nil {
+	if err := benchutil.Sleep(ctx, *ttl); err != nil {
 		return 0, 0, err
 	}
 	s0, err := b.stat()
@@ -408,7 +408,7 @@ func large(ctx context.Context, b backend, n int, window time.Duration) (cpuPerS
 		return 0, 0, err
 	}
 	t0 := time.Now()
-	if err := sleep(ctx, window); err != nil {
+	if err := benchutil.Sleep(ctx, window); err != nil {
 		return 0, 0, err
 	}
 	s1, err := b.stat()
@@ -471,37 +471,4 @@ func (s *countingStore) Fence(ctx context.Context, t versiongate.Term) error {
 func (s *countingStore) WriteStatus(ctx context.Context, t versiongate.Term, value []byte, nodesRev int64) error {
 	s.n.Add(1)
 	return s.Store.WriteStatus(ctx, t, value, nodesRev)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-func ratio(a, b float64) string {
-	if b == 0 {
-		if a == 0 {
-			return "1.00×"
-		}
-		return "∞"
-	}
-	return fmt.Sprintf("%.2f×", a/b)
-}
-
-func pct(ds []time.Duration, p int) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := (len(s)*p + 99) / 100
-	return s[max(i-1, 0)]
 }

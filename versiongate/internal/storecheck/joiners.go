@@ -122,7 +122,7 @@ func RunJoiners(t *testing.T, b Backend, cfg JoinersConfig) JoinersResult {
 		waitPhase(sctx, g, versiongate.PhaseDone, cfg.Timeout)
 	}
 	stopSeed()
-	<-seedDone
+	await(t, seedDone, "the first node's gate")
 	seed.close(false)
 	if err != nil {
 		t.Fatalf("joiners: the first node never passed WaitReady: %v", err)
@@ -162,10 +162,10 @@ func RunJoiners(t *testing.T, b Backend, cfg JoinersConfig) JoinersResult {
 			runDone := make(chan struct{})
 			var runErr error
 			go func() { defer close(runDone); runErr = g.Run(jctx) }()
-			defer func() { cancel(); <-runDone }()
+			defer func() { cancel(); await(t, runDone, "a joiner's gate") }()
 			waitc := make(chan error, 1)
 			go func() { waitc <- g.WaitReady(jctx) }()
-			defer func() { cancel(); <-waitc }()
+			defer func() { cancel(); await(t, waitc, "a joiner's WaitReady") }()
 			j := joiner{id: id, started: started}
 			timeout := time.NewTimer(cfg.Timeout)
 			defer timeout.Stop()
@@ -228,7 +228,7 @@ func RunJoiners(t *testing.T, b Backend, cfg JoinersConfig) JoinersResult {
 	lctx, stopLeader := context.WithCancel(ctx)
 	leaderDone := make(chan struct{})
 	go func() { defer close(leaderDone); _ = lg.Run(lctx) }()
-	defer func() { stopLeader(); <-leaderDone; lconn.close(false) }()
+	defer func() { stopLeader(); await(t, leaderDone, "the leader's gate"); lconn.close(false) }()
 	leader <- lg
 
 	holdFor := func(d time.Duration) func(context.Context) {

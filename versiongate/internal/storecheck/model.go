@@ -519,7 +519,8 @@ const CheckTimeout = 30 * time.Second
 
 // Verify checks history against the model. It returns porcupine's result
 // and, when the history is not linearizable, the path of an HTML
-// visualization written into dir.
+// visualization written into dir, beside the history as text
+// (history.txt, one operation a line).
 func Verify(history []Op, dir string) (porcupine.CheckResult, string, error) {
 	model := Model()
 	res, info := porcupine.CheckOperationsVerbose(model, operations(history), CheckTimeout)
@@ -527,6 +528,9 @@ func Verify(history []Op, dir string) (porcupine.CheckResult, string, error) {
 		return res, "", nil
 	}
 	path := filepath.Join(dir, "linearizability.html")
+	if err := os.WriteFile(filepath.Join(dir, "history.txt"), []byte(dump(history)), 0o644); err != nil {
+		return res, "", err
+	}
 	f, err := os.Create(path)
 	if err != nil {
 		return res, "", err
@@ -563,4 +567,21 @@ func Check(t testing.TB, history []Op) {
 	default:
 		t.Logf("storecheck: %d operations linearizable (checked in %v)", len(history), time.Since(start).Round(time.Millisecond))
 	}
+}
+
+// dump renders history one operation a line: call and return times,
+// client, operation and outcome.
+func dump(history []Op) string {
+	var b strings.Builder
+	for _, o := range history {
+		ret := "open"
+		if o.Return != Open {
+			ret = o.Return.String()
+		}
+		fmt.Fprintf(&b, "%v\t%s\t%s\t%s\n", o.Call, ret, o.Name, o)
+		if o.Output.Err != "" {
+			fmt.Fprintf(&b, "\t\t\terror: %s\n", o.Output.Err)
+		}
+	}
+	return b.String()
 }
