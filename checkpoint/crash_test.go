@@ -181,7 +181,13 @@ func observe(t *testing.T, dir string, next string) crashState {
 	return st
 }
 
+// crashLanes is how many independent stores TestCrashSafety crashes at
+// once. A kill costs a process start and a few fsyncs, mostly waiting, so
+// the kills are spread over stores checked side by side.
+const crashLanes = 4
+
 func TestCrashSafety(t *testing.T) {
+	t.Parallel()
 	kills := 300
 	if testing.Short() {
 		kills = 30
@@ -191,9 +197,24 @@ func TestCrashSafety(t *testing.T) {
 		require.NoError(t, err, crashKillsEnv)
 		kills = n
 	}
-	dir := filepath.Join(t.TempDir(), "store")
 	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	t.Logf("seed %d (lane i uses seed+i); %d SIGKILLs over %d stores", seed, kills, crashLanes)
+	for lane := range crashLanes {
+		n := kills / crashLanes
+		if lane < kills%crashLanes {
+			n++
+		}
+		t.Run(fmt.Sprintf("store%d", lane), func(t *testing.T) {
+			t.Parallel()
+			crashLane(t, seed+uint64(lane), n)
+		})
+	}
+}
+
+// crashLane kills a child working on one store kills times, checking the
+// store after each kill.
+func crashLane(t *testing.T, seed uint64, kills int) {
+	dir := filepath.Join(t.TempDir(), "store")
 	rng := rand.New(rand.NewPCG(seed, 7))
 	step := 0
 	for kill := range kills {

@@ -114,19 +114,39 @@ func ctrlChild() int {
 	}
 }
 
+// ctrlLanes is how many independent stores TestControllerCrashSafety
+// crashes at once: a child's life is mostly trials waiting on the clock.
+const ctrlLanes = 2
+
 func TestControllerCrashSafety(t *testing.T) {
+	t.Parallel()
 	kills := 100
 	if testing.Short() {
-		kills = 15
+		kills = 16
 	}
 	if v := os.Getenv(ctrlKillsEnv); v != "" {
 		n, err := strconv.Atoi(v)
 		require.NoError(t, err, ctrlKillsEnv)
 		kills = n
 	}
-	dir := t.TempDir() + "/store"
 	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	t.Logf("seed %d (lane i uses seed+i); %d SIGKILLs over %d stores", seed, kills, ctrlLanes)
+	for lane := range ctrlLanes {
+		n := kills / ctrlLanes
+		if lane < kills%ctrlLanes {
+			n++
+		}
+		t.Run(fmt.Sprintf("store%d", lane), func(t *testing.T) {
+			t.Parallel()
+			ctrlLane(t, seed+uint64(lane), n)
+		})
+	}
+}
+
+// ctrlLane kills a controller child working on one store kills times,
+// judging the store after each kill.
+func ctrlLane(t *testing.T, seed uint64, kills int) {
+	dir := t.TempDir() + "/store"
 	rng := rand.New(rand.NewPCG(seed, 11))
 	var events, graduations, rollbacks int
 	lkg := ""

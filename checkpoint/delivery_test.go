@@ -132,7 +132,7 @@ func TestDeliverySupersedesFailingSave(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctrl, clk, disk, source := runOnFullDisk(t)
 
-		big := []byte("level=5" + strings.Repeat(" ", 1<<20))
+		big := []byte("level=5" + strings.Repeat(" ", 128<<10)) // twice what the disk takes
 		source.deliveries <- delivery{big, src("big", "1")}
 		synctest.Wait()
 		require.Equal(t, 1, source.done(), "the source is not held up by a failing Save")

@@ -82,7 +82,11 @@ wait:
 		}
 	}
 	cancel()
-	<-done
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		fmt.Println("Run did not return within a minute of its context ending")
+	}
 	fmt.Println(st.Phase, st.Config.Workers, st.Condition.Status, st.Condition.Reason)
 	fmt.Println(st.Condition.Message)
 	store.Close()

@@ -24,8 +24,11 @@
 // "[-]name failed: reason") and "healthz check failed" when any fails.
 // "?verbose" lists every check on success too; "?exclude=name" (repeatable)
 // skips a check, and names that match no check are reported on a "warn:"
-// line, as Kubernetes does. The reason of a failure is shown: mount the
-// handler where those who may see it can reach it.
+// line, as Kubernetes does. [Handler.Install] serves the handler on a
+// ServeMux at a path and each check at path/<name> alone, as the
+// Kubernetes components serve /healthz/<name> (404 for a name no check
+// has), so a probe can watch one check. The reason of a failure is shown:
+// mount the handler where those who may see it can reach it.
 //
 // Checks run on the request's goroutine, one after the other, and get the
 // request (its context ends when the client goes away); a check must not

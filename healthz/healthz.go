@@ -76,9 +76,53 @@ func (h *Handler) Check(req *http.Request) error {
 var _ Checker = (*Handler)(nil).Check
 
 // ServeHTTP runs the checks not excluded by ?exclude= and writes the
-// result: 200 "ok\n" (or every check's line with ?verbose) when all pass,
+// result: 200 "ok" (or every check's line with ?verbose) when all pass,
 // 500 with every check's line when any fails.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	serve(w, req, h.checks)
+}
+
+var _ http.Handler = (*Handler)(nil)
+
+// ErrInvalidPath is wrapped by the error of Install for a path it cannot
+// serve, or one that mux already serves.
+var ErrInvalidPath = errors.New("healthz: invalid path")
+
+// Install serves h on mux for GET requests: path (for example "/healthz")
+// runs every check, as ServeHTTP does, and path/<name> runs the check
+// called name alone, in the same format (?verbose works), answering 404
+// for a name no check has. path must begin with a slash and not end with
+// one. Install returns an error wrapping ErrInvalidPath for a path it
+// cannot use or one that conflicts with a pattern mux already has, in which
+// case it may have registered the first of its two patterns.
+func (h *Handler) Install(mux *http.ServeMux, path string) (err error) {
+	if !strings.HasPrefix(path, "/") || strings.HasSuffix(path, "/") || strings.ContainsAny(path, "{} \t\r\n") {
+		return fmt.Errorf("%w: %q must begin with a slash, not end with one, and hold no braces or spaces", ErrInvalidPath, path)
+	}
+	defer func() {
+		if r := recover(); r != nil { // ServeMux panics on a conflicting pattern
+			err = fmt.Errorf("%w: %v", ErrInvalidPath, r)
+		}
+	}()
+	mux.Handle("GET "+path, h)
+	mux.HandleFunc("GET "+path+"/{check}", h.serveOne)
+	return nil
+}
+
+// serveOne serves the check named by the request's {check} path value.
+func (h *Handler) serveOne(w http.ResponseWriter, req *http.Request) {
+	name := req.PathValue("check")
+	for _, c := range h.checks {
+		if c.Name == name {
+			serve(w, req, []Check{c})
+			return
+		}
+	}
+	http.Error(w, fmt.Sprintf("healthz: no check named %q", name), http.StatusNotFound)
+}
+
+// serve runs checks and writes the result; see ServeHTTP.
+func serve(w http.ResponseWriter, req *http.Request, checks []Check) {
 	q := req.URL.Query()
 	_, verbose := q["verbose"]
 	excluded := map[string]bool{}
@@ -91,7 +135,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	var b strings.Builder
 	failed := false
-	for _, c := range h.checks {
+	for _, c := range checks {
 		if excluded[c.Name] {
 			fmt.Fprintf(&b, "[+]%s excluded: ok\n", c.Name)
 			delete(excluded, c.Name)
@@ -126,8 +170,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		_, _ = fmt.Fprint(w, "ok")
 	}
 }
-
-var _ http.Handler = (*Handler)(nil)
 
 // oneLine keeps a reason on its check's line.
 func oneLine(s string) string {

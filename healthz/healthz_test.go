@@ -70,3 +70,41 @@ func TestNewRejects(t *testing.T) {
 	require.Equal(t, 200, code)
 	require.Equal(t, "ok", body)
 }
+
+func TestInstall(t *testing.T) {
+	broken := errors.New("lease not renewed")
+	h, err := healthz.New(
+		healthz.Check{Name: "ping", Checker: healthz.Ping},
+		healthz.Check{Name: "heartbeat", Checker: func(*http.Request) error { return broken }},
+	)
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	require.NoError(t, h.Install(mux, "/healthz"))
+	for _, tc := range []struct {
+		target string
+		code   int
+		body   string
+	}{
+		{"/healthz", 500, "[+]ping ok\n[-]heartbeat failed: lease not renewed\nhealthz check failed\n"},
+		{"/healthz?exclude=heartbeat", 200, "ok"},
+		{"/healthz/ping", 200, "ok"},
+		{"/healthz/ping?verbose", 200, "[+]ping ok\nhealthz check passed\n"},
+		{"/healthz/heartbeat", 500, "[-]heartbeat failed: lease not renewed\nhealthz check failed\n"},
+		{"/healthz/nope", 404, "healthz: no check named \"nope\"\n"},
+		{"/healthz/ping/more", 404, "404 page not found\n"},
+	} {
+		t.Run(tc.target, func(t *testing.T) {
+			code, body := serve(t, mux, tc.target)
+			require.Equal(t, tc.code, code)
+			require.Equal(t, tc.body, body)
+		})
+	}
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/healthz/ping", nil))
+	require.Equal(t, http.StatusMethodNotAllowed, rec.Code, "GET only")
+
+	for _, bad := range []string{"", "healthz", "/healthz/", "/{x}", "/a b"} {
+		require.ErrorIs(t, h.Install(http.NewServeMux(), bad), healthz.ErrInvalidPath, "path %q", bad)
+	}
+	require.ErrorIs(t, h.Install(mux, "/healthz"), healthz.ErrInvalidPath, "a path mux already serves")
+}

@@ -30,19 +30,26 @@ import (
 	"github.com/reconkit/reconkit/internal/testenv"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// runMainEnv makes the test binary run the program's main instead of the
+// tests: the end-to-end tests run the program as this binary re-executed,
+// with the race detector when the tests have it, so that a data race in
+// the program fails its run, and without linking a second binary.
+const runMainEnv = "NODEAGENT_TEST_RUN_MAIN"
 
-// buildBinary builds the example into dir, with the race detector when
-// the tests run with it, so that a data race in the program fails its run.
-func buildBinary(t *testing.T, dir string) string {
-	t.Helper()
-	bin := filepath.Join(dir, "nodeagent")
-	args := []string{"build", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race")
+func TestMain(m *testing.M) {
+	if os.Getenv(runMainEnv) == "1" {
+		main()
+		os.Exit(0)
 	}
-	out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
-	require.NoError(t, err, "go build:\n%s", out)
+	goleak.VerifyTestMain(m)
+}
+
+// programBinary is the program to run: this test binary, which runs main
+// when runMainEnv is set (start sets it).
+func programBinary(t *testing.T) string {
+	t.Helper()
+	bin, err := os.Executable()
+	require.NoError(t, err)
 	return bin
 }
 
@@ -57,7 +64,7 @@ type result struct {
 func start(t *testing.T, ctx context.Context, bin string, args ...string) (*exec.Cmd, <-chan string, <-chan result) {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = append(os.Environ(), "GORACE=halt_on_error=1")
+	cmd.Env = append(os.Environ(), "GORACE=halt_on_error=1", runMainEnv+"=1")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
@@ -147,17 +154,21 @@ func skipShort(t *testing.T) {
 	}
 }
 
-// TestNodeAgent builds the example and runs every scenario on the
-// Kubernetes store (the default: a Lease election and versiongate/kubestore,
-// no etcd for the agents) and the failover and fence scenarios on the etcd
-// store, all on a local kube-apiserver, then an interrupted run and an
-// operated one, as a person would. No run uses the in-memory API
+// TestNodeAgent runs the example program (see runMainEnv) through every
+// scenario on the Kubernetes store (the default: a Lease election and
+// versiongate/kubestore, no etcd for the agents) and the failover and fence
+// scenarios on the etcd store, all on a local kube-apiserver, then an
+// interrupted run and an operated one, as a person would. No run uses the in-memory API
 // (--kube memory, which needs --store etcd): its wiring is that of the
 // etcd runs here, on a fake, and a real apiserver is what these runs are
 // for.
+//
+// Each run starts servers of its own and spends most of its time waiting on
+// leases and timers, so the runs are parallel subtests (as many at once as
+// -parallel allows).
 func TestNodeAgent(t *testing.T) {
 	skipShort(t)
-	bin := buildBinary(t, t.TempDir())
+	bin := programBinary(t)
 	for _, tc := range []struct {
 		scenario string
 		store    string
@@ -171,13 +182,15 @@ func TestNodeAgent(t *testing.T) {
 		{"fence", storeEtcd, fenceRE},
 	} {
 		t.Run(tc.scenario+"/"+tc.store, func(t *testing.T) {
+			t.Parallel()
 			// The deadlines only bound a run that went wrong: a starved
-			// machine takes several times as long as an idle one.
+			// machine takes several times as long as an idle one. The
+			// context kills the program, which ends the run.
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
 			began := time.Now()
 			_, _, done := start(t, ctx, bin, "--scenario", tc.scenario, "--store", tc.store, "--pause", "200ms", "--deadline", "8m")
-			r := <-done
+			r := recv(t, done, 11*time.Minute, "end of the run")
 			t.Logf("%s finished in %v", tc.scenario, time.Since(began).Round(100*time.Millisecond))
 			require.NoError(t, r.err, "exit status\nstdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
 			var verdicts []string
@@ -203,8 +216,14 @@ func TestNodeAgent(t *testing.T) {
 			checkNothingLeft(t, r.stdout, true, tc.store == storeEtcd)
 		})
 	}
-	t.Run("interrupt", func(t *testing.T) { testInterrupt(t, bin) })
-	t.Run("operate", func(t *testing.T) { testOperate(t, bin) })
+	t.Run("interrupt", func(t *testing.T) {
+		t.Parallel()
+		testInterrupt(t, bin)
+	})
+	t.Run("operate", func(t *testing.T) {
+		t.Parallel()
+		testOperate(t, bin)
+	})
 }
 
 var httpAddrRE = regexp.MustCompile(`serving /metrics and /healthz on (http://\S+)`)
@@ -237,7 +256,7 @@ func testOperate(t *testing.T, bin string) {
 	defer func() {
 		if !stopped {
 			_ = cmd.Process.Kill()
-			<-done
+			recv(t, done, time.Minute, "end of the killed program")
 		}
 	}()
 	var base string

@@ -151,10 +151,10 @@ func TestPausedWriterRefusedAtApply(t *testing.T) {
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- r.Reconcile(lbrecon.WithToken(ctx, 5)) }()
-	<-held
+	recv(t, held, time.Minute, "pause of the old leader's write")
 	require.NoError(t, s.raise(6)) // the successor's first write
 	close(release)
-	err = <-done
+	err = recv(t, done, time.Minute, "end of the old leader's Reconcile")
 	require.ErrorIs(t, err, lbrecon.ErrFenced)
 	require.Empty(t, eng.Objects(), "a write of the deposed leader was applied")
 	applied, refused := s.history()

@@ -26,29 +26,46 @@ func (l Logf) printf(format string, args ...any) {
 	}
 }
 
-// tool describes one server binary built from a module under internal/tools.
+// tool describes a module under internal/tools and the server binaries
+// built from it, all in one go build so that they share the compile of
+// what they have in common.
 type tool struct {
-	name    string // binary and directory name
-	version string // upstream release, for messages and the cache key
-	ldflags string
-	expect  string // what a cold build costs, for the progress message
+	name     string            // directory under internal/tools
+	version  string            // upstream release, for messages and the cache key
+	binaries map[string]string // binary name -> package path in the module
+	ldflags  string
+	expect   string // what a cold build costs, for the progress message
 }
+
+const (
+	etcdBinary              = "etcd"
+	apiserverBinary         = "kube-apiserver"
+	controllerManagerBinary = "kube-controller-manager"
+)
 
 var (
 	etcdTool = tool{
-		name:    "etcd",
-		version: "v3.7.3",
-		ldflags: "-s -w",
-		expect:  "about 30 seconds",
+		name:     "etcd",
+		version:  "v3.7.3",
+		binaries: map[string]string{etcdBinary: "."},
+		ldflags:  "-s -w",
+		expect:   "about 30 seconds",
 	}
-	apiserverTool = tool{
-		name:    "kube-apiserver",
+	// kubeTool builds kube-apiserver and kube-controller-manager from one
+	// module: asked for both, one go build compiles k8s.io/kubernetes'
+	// shared packages once and links the two binaries side by side.
+	kubeTool = tool{
+		name:    "kube",
 		version: "v1.37.1",
+		binaries: map[string]string{
+			apiserverBinary:         "./kube-apiserver",
+			controllerManagerBinary: "./kube-controller-manager",
+		},
 		ldflags: "-s -w" +
 			" -X k8s.io/component-base/version.gitVersion=v1.37.1" +
 			" -X k8s.io/component-base/version.gitMajor=1" +
 			" -X k8s.io/component-base/version.gitMinor=37",
-		expect: "about 4 minutes on 2 cores, once",
+		expect: "about 4 minutes on 2 cores for the apiserver, 5 to 6 for both; once",
 	}
 )
 
@@ -56,21 +73,27 @@ var (
 type Binaries struct {
 	Etcd          string
 	KubeAPIServer string
+	// KubeControllerManager is set when BuildOptions.ControllerManager
+	// asked for it.
+	KubeControllerManager string
 }
 
 // BuildOptions configure Build.
 type BuildOptions struct {
 	// Logf receives progress while a binary is built or waited for.
 	Logf Logf
-	// CacheDir is where binaries are kept. Empty means
-	// os.UserCacheDir()/reconkit/testenv.
+	// CacheDir is where binaries are kept. Empty means $RECONKIT_TESTENV_CACHE
+	// if set, else os.UserCacheDir()/reconkit/testenv.
 	CacheDir string
-	// ToolsDir is the directory holding the etcd and kube-apiserver tool
-	// modules. Empty means internal/tools of the reconkit checkout this
-	// package was compiled from, or of the module in the working directory.
+	// ToolsDir is the directory holding the etcd and kube tool modules.
+	// Empty means internal/tools of the reconkit checkout this package was
+	// compiled from, or of the module in the working directory.
 	ToolsDir string
 	// SkipAPIServer builds only etcd.
 	SkipAPIServer bool
+	// ControllerManager builds kube-controller-manager too, in the same go
+	// build as the apiserver (unless SkipAPIServer).
+	ControllerManager bool
 }
 
 // Build makes sure the server binaries exist, building them if needed, and
@@ -81,26 +104,44 @@ func Build(ctx context.Context, opts BuildOptions) (Binaries, error) {
 	if err != nil {
 		return Binaries{}, err
 	}
-	cacheDir := opts.CacheDir
-	if cacheDir == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			return Binaries{}, fmt.Errorf("servers: no cache directory for binaries: %w", err)
-		}
-		cacheDir = filepath.Join(base, "reconkit", "testenv")
-	}
-	var bins Binaries
-	bins.Etcd, err = ensure(ctx, etcdTool, toolsDir, cacheDir, opts.Logf)
+	cacheDir, err := cacheDirOf(opts)
 	if err != nil {
 		return Binaries{}, err
 	}
+	var bins Binaries
+	built, err := ensure(ctx, etcdTool, toolsDir, cacheDir, opts.Logf, etcdBinary)
+	if err != nil {
+		return Binaries{}, err
+	}
+	bins.Etcd = built[etcdBinary]
+	want := []string{apiserverBinary}
+	if opts.ControllerManager {
+		want = append(want, controllerManagerBinary)
+	}
 	if !opts.SkipAPIServer {
-		bins.KubeAPIServer, err = ensure(ctx, apiserverTool, toolsDir, cacheDir, opts.Logf)
+		built, err = ensure(ctx, kubeTool, toolsDir, cacheDir, opts.Logf, want...)
 		if err != nil {
 			return Binaries{}, err
 		}
+		bins.KubeAPIServer = built[apiserverBinary]
+		bins.KubeControllerManager = built[controllerManagerBinary]
 	}
 	return bins, nil
+}
+
+// cacheDirOf is where Build keeps binaries for opts.
+func cacheDirOf(opts BuildOptions) (string, error) {
+	if opts.CacheDir != "" {
+		return opts.CacheDir, nil
+	}
+	if env := os.Getenv("RECONKIT_TESTENV_CACHE"); env != "" {
+		return env, nil
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("servers: no cache directory for binaries: %w", err)
+	}
+	return filepath.Join(base, "reconkit", "testenv"), nil
 }
 
 // findToolsDir locates internal/tools.
@@ -130,7 +171,7 @@ func findToolsDir(explicit string) (string, error) {
 }
 
 func checkToolsDir(dir string) error {
-	for _, t := range []tool{etcdTool, apiserverTool} {
+	for _, t := range []tool{etcdTool, kubeTool} {
 		if _, err := os.Stat(filepath.Join(dir, t.name, "go.mod")); err != nil {
 			return fmt.Errorf("servers: %s is not the tools directory: %w", dir, err)
 		}
@@ -182,41 +223,73 @@ func cacheKey(t tool, srcDir string) (string, error) {
 	return t.name + "-" + t.version + "-" + hex.EncodeToString(h.Sum(nil))[:12], nil
 }
 
-func ensure(ctx context.Context, t tool, toolsDir, cacheDir string, logf Logf) (string, error) {
+// ensure makes sure the binaries want of t are in the cache, building the
+// missing ones with one go build under the cache entry's lock, and returns
+// their paths.
+func ensure(ctx context.Context, t tool, toolsDir, cacheDir string, logf Logf, want ...string) (map[string]string, error) {
 	srcDir := filepath.Join(toolsDir, t.name)
 	key, err := cacheKey(t, srcDir)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	dir := filepath.Join(cacheDir, key)
-	bin := filepath.Join(dir, t.name)
-	if isExecutable(bin) {
-		return bin, nil
+	paths := map[string]string{}
+	for _, name := range want {
+		if _, ok := t.binaries[name]; !ok {
+			return nil, fmt.Errorf("servers: %s builds no binary %s", t.name, name)
+		}
+		paths[name] = filepath.Join(dir, name)
+	}
+	missing := func() []string {
+		var m []string
+		for _, name := range want {
+			if !isExecutable(paths[name]) {
+				m = append(m, name)
+			}
+		}
+		sort.Strings(m)
+		return m
+	}
+	if len(missing()) == 0 {
+		return paths, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("servers: creating %s: %w", dir, err)
+		return nil, fmt.Errorf("servers: creating %s: %w", dir, err)
 	}
 	unlock, err := lockFile(ctx, filepath.Join(dir, ".lock"), func() {
-		logf.printf("servers: waiting for another process that is building %s %s", t.name, t.version)
+		logf.printf("servers: waiting for another process that is building %s %s", strings.Join(missing(), " and "), t.version)
 	})
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer unlock()
-	if isExecutable(bin) { // built by the process we waited for
-		return bin, nil
+	build := missing() // some may have been built by the process we waited for
+	if len(build) == 0 {
+		return paths, nil
 	}
-
-	logf.printf("servers: building %s %s into %s (%s)", t.name, t.version, dir, t.expect)
+	what := strings.Join(build, " and ")
+	if len(build) > 1 {
+		what += " (one go build)"
+	}
+	logf.printf("servers: building %s %s into %s (%s)", what, t.version, dir, t.expect)
 	start := time.Now()
-	tmp := filepath.Join(dir, "."+t.name+".tmp")
+	// go build -o <dir>/ names each binary after its package's last path
+	// element; the binaries keys are those names.
+	tmp := filepath.Join(dir, ".build")
+	if err := os.RemoveAll(tmp); err != nil {
+		return nil, fmt.Errorf("servers: clearing %s: %w", tmp, err)
+	}
+	args := []string{"build", "-trimpath", "-ldflags", t.ldflags, "-o", tmp + string(filepath.Separator)}
+	for _, name := range build {
+		args = append(args, t.binaries[name])
+	}
 	out := newLogBuffer(64 << 10)
-	cmd := exec.CommandContext(ctx, goBinary(), "build", "-trimpath", "-ldflags", t.ldflags, "-o", tmp, ".")
+	cmd := exec.CommandContext(ctx, goBinary(), args...)
 	cmd.Dir = srcDir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=readonly", "GOWORK=off")
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
-		return "", fmt.Errorf("servers: starting the build of %s: %w", t.name, err)
+		return nil, fmt.Errorf("servers: starting the build of %s: %w", what, err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -225,17 +298,19 @@ func ensure(ctx context.Context, t tool, toolsDir, cacheDir string, logf Logf) (
 	for {
 		select {
 		case err := <-done:
+			defer os.RemoveAll(tmp)
 			if err != nil {
-				os.Remove(tmp)
-				return "", fmt.Errorf("servers: building %s %s in %s failed: %w\n%s", t.name, t.version, srcDir, err, out.Tail(30))
+				return nil, fmt.Errorf("servers: building %s %s in %s failed: %w\n%s", what, t.version, srcDir, err, out.Tail(30))
 			}
-			if err := os.Rename(tmp, bin); err != nil {
-				return "", fmt.Errorf("servers: installing %s: %w", t.name, err)
+			for _, name := range build {
+				if err := os.Rename(filepath.Join(tmp, name), paths[name]); err != nil {
+					return nil, fmt.Errorf("servers: installing %s: %w", name, err)
+				}
 			}
-			logf.printf("servers: built %s in %s", t.name, time.Since(start).Round(time.Second))
-			return bin, nil
+			logf.printf("servers: built %s in %s", what, time.Since(start).Round(time.Second))
+			return paths, nil
 		case <-tick.C:
-			logf.printf("servers: still building %s (%s so far)", t.name, time.Since(start).Round(time.Second))
+			logf.printf("servers: still building %s (%s so far)", what, time.Since(start).Round(time.Second))
 		}
 	}
 }

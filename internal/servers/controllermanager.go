@@ -13,21 +13,10 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
-// controllerManagerTool is kube-controller-manager, built from
-// internal/tools/kube-controller-manager like the apiserver.
-var controllerManagerTool = tool{
-	name:    "kube-controller-manager",
-	version: "v1.37.1",
-	ldflags: "-s -w" +
-		" -X k8s.io/component-base/version.gitVersion=v1.37.1" +
-		" -X k8s.io/component-base/version.gitMajor=1" +
-		" -X k8s.io/component-base/version.gitMinor=37",
-	expect: "a few minutes on 2 cores once the apiserver is built, once",
-}
-
 // BuildControllerManager makes sure the kube-controller-manager binary
-// exists, building it if needed, and returns its path. Build does not build
-// it: few tests need it. Like Build, it is safe to call from several
+// exists, building it if needed, and returns its path. Build builds it only
+// when asked (BuildOptions.ControllerManager), in the same go build as the
+// apiserver; few tests need it. Like Build, it is safe to call from several
 // processes at once.
 func BuildControllerManager(ctx context.Context, opts BuildOptions) (string, error) {
 	toolsDir, err := findToolsDir(opts.ToolsDir)
@@ -38,7 +27,11 @@ func BuildControllerManager(ctx context.Context, opts BuildOptions) (string, err
 	if err != nil {
 		return "", err
 	}
-	return ensure(ctx, controllerManagerTool, toolsDir, cacheDir, opts.Logf)
+	built, err := ensure(ctx, kubeTool, toolsDir, cacheDir, opts.Logf, controllerManagerBinary)
+	if err != nil {
+		return "", err
+	}
+	return built[controllerManagerBinary], nil
 }
 
 // ControllerManagerOptions configure StartControllerManager.
@@ -160,16 +153,4 @@ func (m *ControllerManager) Close() error {
 		return fmt.Errorf("servers: removing %s: %w", m.dir, err)
 	}
 	return nil
-}
-
-// cacheDirOf is where Build keeps binaries for opts.
-func cacheDirOf(opts BuildOptions) (string, error) {
-	if opts.CacheDir != "" {
-		return opts.CacheDir, nil
-	}
-	base, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("servers: no cache directory for binaries: %w", err)
-	}
-	return filepath.Join(base, "reconkit", "testenv"), nil
 }

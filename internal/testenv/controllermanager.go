@@ -2,9 +2,6 @@ package testenv
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,29 +14,18 @@ type ControllerManagerInstance struct {
 	*servers.ControllerManager
 }
 
-// controllerManager builds kube-controller-manager once per test binary,
-// with no time limit of its own, as binaries does.
-var controllerManager = sync.OnceValues(func() (string, error) {
-	return servers.BuildControllerManager(context.Background(), servers.BuildOptions{Logf: func(format string, args ...any) {
-		fmt.Fprintf(os.Stderr, "testenv: "+format+"\n", args...)
-	}})
-})
-
 // ControllerManager starts kube-controller-manager against a, with only the
 // node lifecycle controller unless extraArgs choose others with
 // --controllers, and stops it when the test ends. extraArgs are appended to
 // its command line (for example --node-monitor-grace-period=20s). The
-// binary is built on first use. It skips the test under -short.
+// binary is built on first use, with the apiserver. It skips the test under
+// -short.
 func ControllerManager(t testing.TB, a *APIServerInstance, extraArgs ...string) *ControllerManagerInstance {
 	t.Helper()
-	skipShort(t)
-	bin, err := controllerManager()
-	if err != nil {
-		t.Fatalf("testenv: %v", err)
-	}
+	bins := Binaries(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	m, err := servers.StartControllerManager(ctx, servers.ControllerManagerOptions{Binary: bin, APIServer: a.APIServer, ExtraArgs: extraArgs})
+	m, err := servers.StartControllerManager(ctx, servers.ControllerManagerOptions{Binary: bins.KubeControllerManager, APIServer: a.APIServer, ExtraArgs: extraArgs})
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
 	}

@@ -3,9 +3,11 @@
 //
 // Every helper skips its test under go test -short, and stops and removes
 // what it started in t.Cleanup. The first use on a machine builds the server
-// binaries into the user cache directory (etcd in about half a minute, the
-// apiserver in about four minutes on two cores); progress goes to standard
-// error, and later runs reuse the binaries.
+// binaries into the user cache directory ($RECONKIT_TESTENV_CACHE if set):
+// etcd in about half a minute, then kube-apiserver and
+// kube-controller-manager in one go build, which compiles what they share
+// once (five to six minutes on two cores). Progress goes to standard error,
+// and later runs reuse the binaries.
 //
 //	e := testenv.Etcd(t)                      // one member
 //	e := testenv.Etcd(t, testenv.Members(3))  // a three-member cluster

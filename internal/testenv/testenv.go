@@ -23,12 +23,14 @@ type Member = servers.Member
 type ProxyServer = servers.Proxy
 
 // binaries builds the servers once per test binary; other test binaries
-// wait on the build lock instead of building again. No time limit of its
-// own: a cold build took from 4 to 26 minutes on the same kind of machine,
-// depending on what else ran, and the test binary's -timeout already bounds
-// a build that hangs.
+// wait on the build lock instead of building again. It builds
+// kube-controller-manager too, in the same go build as the apiserver: the
+// suite needs both, and one build compiles what they share once. No time
+// limit of its own: a cold build took from 4 to 26 minutes on the same kind
+// of machine, depending on what else ran, and the test binary's -timeout
+// already bounds a build that hangs.
 var binaries = sync.OnceValues(func() (servers.Binaries, error) {
-	return servers.Build(context.Background(), servers.BuildOptions{Logf: func(format string, args ...any) {
+	return servers.Build(context.Background(), servers.BuildOptions{ControllerManager: true, Logf: func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "testenv: "+format+"\n", args...)
 	}})
 })

@@ -259,7 +259,7 @@ func TestBuildFailureIsClear(t *testing.T) {
 		t.Skip("runs the go toolchain; skipped under -short")
 	}
 	tools := t.TempDir()
-	for _, name := range []string{"etcd", "kube-apiserver"} {
+	for _, name := range []string{"etcd", "kube"} {
 		dir := filepath.Join(tools, name)
 		require.NoError(t, os.MkdirAll(dir, 0o755))
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module broken\n\ngo 1.22\n"), 0o644))

@@ -1,4 +1,4 @@
-module github.com/reconkit/reconkit/internal/tools/kube-controller-manager
+module github.com/reconkit/reconkit/internal/tools/kube
 
 go 1.26.0
 
