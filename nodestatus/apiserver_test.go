@@ -277,6 +277,7 @@ func newClock() *testclock.FakeClock {
 }
 
 func TestAPIServer(t *testing.T) {
+	t.Parallel() // a server of its own: next to the other real-server tests
 	a := testenv.APIServer(t)
 	admin, err := kubernetes.NewForConfig(a.Config())
 	require.NoError(t, err)
