@@ -37,8 +37,8 @@ func Example() {
 	go func() { _ = nc.Run(ctx) }()
 	select {
 	case <-nc.Ready():
-	case <-time.After(time.Minute):
-		fmt.Println("not ready within a minute")
+	case <-time.After(5 * time.Minute):
+		fmt.Println("not ready within five minutes")
 		cancel()
 		return
 	}
@@ -53,8 +53,8 @@ func Example() {
 	cancel()
 	select {
 	case <-nc.Done():
-	case <-time.After(time.Minute):
-		fmt.Println("Run did not return within a minute")
+	case <-time.After(5 * time.Minute):
+		fmt.Println("Run did not return within five minutes")
 		return
 	}
 	got, _ = client.CoreV1().Nodes().Get(context.Background(), "edge-1", metav1.GetOptions{})
@@ -91,12 +91,12 @@ func ExampleLimiter() {
 		ctrls = append(ctrls, nc)
 		wg.Go(func() { _ = nc.Run(ctx) })
 	}
-	deadline := time.After(time.Minute)
+	deadline := time.After(5 * time.Minute)
 	for _, nc := range ctrls {
 		select {
 		case <-nc.Ready():
 		case <-deadline:
-			fmt.Println("not every node ready within a minute")
+			fmt.Println("not every node ready within five minutes")
 			cancel()
 			wg.Wait()
 			return
