@@ -277,6 +277,7 @@ func newClock() *testclock.FakeClock {
 }
 
 func TestAPIServer(t *testing.T) {
+	t.Parallel() // a server of its own: next to the other real-server tests
 	a := testenv.APIServer(t)
 	admin, err := kubernetes.NewForConfig(a.Config())
 	require.NoError(t, err)
@@ -803,6 +804,42 @@ func TestAPIServer(t *testing.T) {
 		require.True(t, e.node(t, "admincordon").Spec.Unschedulable, "the administrator's cordon is kept")
 	})
 
+	t.Run("CordonWithoutMarkIsKept", func(t *testing.T) {
+		// Our cordon, whose mark an administrator removed to keep the
+		// node cordoned: this controller still owns spec.unschedulable,
+		// but without the mark the cordon is no longer its own.
+		cs, _ := countedClient(t, a.Config())
+		cfg := nodestatus.Config{Client: cs, Node: testNode("unmarked"), Clock: newClock(), OnShutdown: nodestatus.ShutdownCordon}
+		c := start(t, cfg)
+		waitReady(t, c)
+		require.NoError(t, c.stop(t), "Run returns nil when its context ends")
+		_, err := admin.CoreV1().Nodes().Patch(ctx, "unmarked", types.StrategicMergePatchType,
+			fmt.Appendf(nil, `{"metadata":{"annotations":{%q:null}}}`, nodestatus.AnnotationCordoned), metav1.PatchOptions{FieldManager: "kubectl-annotate"})
+		require.NoError(t, err)
+		require.True(t, e.node(t, "unmarked").Spec.Unschedulable)
+
+		c2 := start(t, cfg)
+		waitReady(t, c2) // after the first status job, which undoes our own cordon
+		require.True(t, e.node(t, "unmarked").Spec.Unschedulable, "a cordon without the mark is kept")
+	})
+
+	t.Run("AdminCordonGetsNoMark", func(t *testing.T) {
+		// An administrator cordons the node while the controller runs:
+		// the shutdown cordon leaves it alone, and marks nothing.
+		cs, _ := countedClient(t, a.Config())
+		cfg := nodestatus.Config{Client: cs, Node: testNode("admin-first"), Clock: newClock(), OnShutdown: nodestatus.ShutdownCordon}
+		c := start(t, cfg)
+		waitReady(t, c)
+		_, err := admin.CoreV1().Nodes().Patch(ctx, "admin-first", types.StrategicMergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{FieldManager: "kubectl-cordon"})
+		require.NoError(t, err)
+		require.NoError(t, c.stop(t), "Run returns nil when its context ends")
+		require.NotContains(t, e.node(t, "admin-first").Annotations, nodestatus.AnnotationCordoned, "no mark on the administrator's cordon")
+
+		c2 := start(t, cfg)
+		waitReady(t, c2)
+		require.True(t, e.node(t, "admin-first").Spec.Unschedulable, "the administrator's cordon is kept")
+	})
+
 	t.Run("StatusRestoredAtOnceAfterFailedHeartbeats", func(t *testing.T) {
 		px := testenv.Proxy(t, a.Addr())
 		cs, _ := countedClient(t, a.ConfigFor(px.Addr()))
@@ -940,7 +977,7 @@ func TestAPIServer(t *testing.T) {
 		// A renewal while the server restarts fails and is retried with
 		// backoff, on the fake clock that eventually keeps stepping.
 		step(t, clk, 10500*time.Millisecond)
-		require.NoError(t, <-errc)
+		require.NoError(t, recv(t, errc, "the apiserver restarts"))
 		eventually(t, clk, func() bool { return e.lease(t, "restart").Spec.RenewTime.After(before) }, "lease renewed after restart")
 		r := condition(e.node(t, "restart"), corev1.NodeReady)
 		require.Equal(t, corev1.ConditionTrue, r.Status)

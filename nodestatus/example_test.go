@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/semaphore"
 	corev1 "k8s.io/api/core/v1"
@@ -34,7 +35,13 @@ func Example() {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { _ = nc.Run(ctx) }()
-	<-nc.Ready()
+	select {
+	case <-nc.Ready():
+	case <-time.After(5 * time.Minute):
+		fmt.Println("not ready within five minutes")
+		cancel()
+		return
+	}
 
 	got, _ := client.CoreV1().Nodes().Get(ctx, "edge-1", metav1.GetOptions{})
 	for _, c := range got.Status.Conditions {
@@ -44,7 +51,12 @@ func Example() {
 	fmt.Println("lease held by", *lease.Spec.HolderIdentity, "for", *lease.Spec.LeaseDurationSeconds, "seconds")
 
 	cancel()
-	<-nc.Done()
+	select {
+	case <-nc.Done():
+	case <-time.After(5 * time.Minute):
+		fmt.Println("Run did not return within five minutes")
+		return
+	}
 	got, _ = client.CoreV1().Nodes().Get(context.Background(), "edge-1", metav1.GetOptions{})
 	fmt.Println("unschedulable after shutdown:", got.Spec.Unschedulable, nc.Err())
 	// Output:
@@ -79,8 +91,16 @@ func ExampleLimiter() {
 		ctrls = append(ctrls, nc)
 		wg.Go(func() { _ = nc.Run(ctx) })
 	}
+	deadline := time.After(5 * time.Minute)
 	for _, nc := range ctrls {
-		<-nc.Ready()
+		select {
+		case <-nc.Ready():
+		case <-deadline:
+			fmt.Println("not every node ready within five minutes")
+			cancel()
+			wg.Wait()
+			return
+		}
 	}
 	nodes, _ := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	fmt.Println(len(nodes.Items), "nodes registered")

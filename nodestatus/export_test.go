@@ -18,11 +18,17 @@ func Quiet(c *NodeController, wait time.Duration) bool {
 	defer t.Stop()
 	select {
 	case c.probe <- reply:
-		return <-reply
 	case <-c.done:
+		return false
 	case <-t.C:
+		return false
 	}
-	return false
+	select {
+	case q := <-reply: // the loop answers as it takes the probe
+		return q
+	case <-t.C:
+		return false
+	}
 }
 
 // State describes what Quiet reports on, for a test's failure message.

@@ -59,6 +59,58 @@ func fakeConfig(cs *fake.Clientset, clk *testclock.FakeClock, p nodestatus.NodeP
 	return nodestatus.Config{Client: cs, Node: testNode("vk-0"), Provider: p, Clock: clk}
 }
 
+// newFakeClock is the fake clock tests on the fake clientset start from.
+func newFakeClock() *testclock.FakeClock {
+	return testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+}
+
+// leaseFaults makes a fake clientset's lease updates fail with err while it
+// is set, and counts them.
+type leaseFaults struct {
+	mu       sync.Mutex
+	err      error
+	attempts int
+}
+
+func failLeaseUpdates(cs *fake.Clientset) *leaseFaults {
+	f := &leaseFaults{}
+	cs.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.attempts++
+		if f.err != nil {
+			return true, nil, f.err
+		}
+		return false, nil, nil
+	})
+	return f
+}
+
+// set makes the updates from now fail with err, or succeed when nil.
+func (f *leaseFaults) set(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.err = err
+}
+
+func (f *leaseFaults) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.attempts
+}
+
+// retriesWithin checks, n times, that another lease update is attempted
+// within d of fake time once the controllers on clk are idle.
+func retriesWithin(t *testing.T, clk *testclock.FakeClock, f *leaseFaults, n int, d time.Duration) {
+	t.Helper()
+	for i := range n {
+		before := f.count()
+		step(t, clk, d)
+		idle(t, clk)
+		require.Greater(t, f.count(), before, "retry %d came within %v", i+1, d)
+	}
+}
+
 // step advances the fake clock by d once the controllers on it are idle:
 // what they started has finished and nothing is due until a timer fires.
 func step(t *testing.T, clk *testclock.FakeClock, d time.Duration) {
@@ -153,9 +205,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 func TestLeaseRenewedEveryQuarterDuration(t *testing.T) {
 	cs := fake.NewClientset()
 	v := countVerbs(cs)
-	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	c := start(t, fakeConfig(cs, clk, nil))
-	waitReady(t, c)
+	clk := newFakeClock()
+	startReady(t, fakeConfig(cs, clk, nil))
 
 	l, err := cs.CoordinationV1().Leases("kube-node-lease").Get(context.Background(), "vk-0", metav1.GetOptions{})
 	require.NoError(t, err)
@@ -186,12 +237,11 @@ func TestLeaseRenewedEveryQuarterDuration(t *testing.T) {
 func TestStatusReportedEveryReportInterval(t *testing.T) {
 	cs := fake.NewClientset()
 	v := countVerbs(cs)
-	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clk := newFakeClock()
 	cfg := fakeConfig(cs, clk, nil)
 	cfg.RenewInterval = 10 * time.Second
 	cfg.StatusReportInterval = time.Minute
-	c := start(t, cfg)
-	waitReady(t, c)
+	startReady(t, cfg)
 	n0, err := cs.CoreV1().Nodes().Get(context.Background(), "vk-0", metav1.GetOptions{})
 	require.NoError(t, err)
 	hb0 := condition(n0, corev1.NodeReady).LastHeartbeatTime
@@ -211,10 +261,9 @@ func TestStatusReportedEveryReportInterval(t *testing.T) {
 
 func TestNotifyNeverBlocksAndCoalesces(t *testing.T) {
 	cs := fake.NewClientset()
-	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clk := newFakeClock()
 	p := nodestatustest.NewProvider(testNode("vk-0"))
-	c := start(t, fakeConfig(cs, clk, p))
-	waitReady(t, c)
+	c := startReady(t, fakeConfig(cs, clk, p))
 	for i := range 1000 {
 		p.UpdateStatus(func(n *corev1.Node) { n.Labels["gen"] = string(rune('a' + i%26)) })
 	}
@@ -248,10 +297,9 @@ func TestNotifyNeverBlocksAndCoalesces(t *testing.T) {
 func TestPingFailureSetsNotReadyAndKeepsLease(t *testing.T) {
 	cs := fake.NewClientset()
 	v := countVerbs(cs)
-	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clk := newFakeClock()
 	p := nodestatustest.NewProvider(testNode("vk-0"))
-	c := start(t, fakeConfig(cs, clk, p))
-	waitReady(t, c)
+	startReady(t, fakeConfig(cs, clk, p))
 
 	p.SetPingError(errors.New("backend unreachable"))
 	readyIs := func(status corev1.ConditionStatus, reason string) func(*corev1.Node) bool {
@@ -279,12 +327,11 @@ func TestPingFailureSetsNotReadyAndKeepsLease(t *testing.T) {
 func TestPingFailureStopHeartbeat(t *testing.T) {
 	cs := fake.NewClientset()
 	v := countVerbs(cs)
-	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clk := newFakeClock()
 	p := nodestatustest.NewProvider(testNode("vk-0"))
 	cfg := fakeConfig(cs, clk, p)
 	cfg.PingFailure = nodestatus.PingFailureStopHeartbeat
-	c := start(t, cfg)
-	waitReady(t, c)
+	startReady(t, cfg)
 	p.SetPingError(errors.New("down"))
 	pings := p.Pings()
 	step(t, clk, 10500*time.Millisecond)
@@ -311,9 +358,8 @@ func TestFallsBackToStatusHeartbeatsWithoutLeaseAPI(t *testing.T) {
 		}}
 	})
 	v := countVerbs(cs)
-	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	c := start(t, fakeConfig(cs, clk, nil))
-	waitReady(t, c)
+	clk := newFakeClock()
+	startReady(t, fakeConfig(cs, clk, nil))
 	base := v.get("patch nodes/status")
 	for i := 1; i <= 3; i++ {
 		step(t, clk, 10500*time.Millisecond)
@@ -324,7 +370,7 @@ func TestFallsBackToStatusHeartbeatsWithoutLeaseAPI(t *testing.T) {
 
 func TestLeaseOwnerFollowsRecreatedNode(t *testing.T) {
 	cs := fake.NewClientset()
-	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clk := newFakeClock()
 	p := nodestatustest.NewProvider(testNode("vk-0"))
 	var uid int
 	cs.PrependReactor("create", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -336,8 +382,7 @@ func TestLeaseOwnerFollowsRecreatedNode(t *testing.T) {
 	})
 	cfg := fakeConfig(cs, clk, p)
 	cfg.ReRegister = true
-	c := start(t, cfg)
-	waitReady(t, c)
+	startReady(t, cfg)
 	lease := func() *coordinationv1.Lease {
 		l, err := cs.CoordinationV1().Leases("kube-node-lease").Get(context.Background(), "vk-0", metav1.GetOptions{})
 		require.NoError(t, err)
@@ -357,37 +402,14 @@ func TestLeaseOwnerFollowsRecreatedNode(t *testing.T) {
 
 func TestRetryWaitsNeverExceedFiveSeconds(t *testing.T) {
 	cs := fake.NewClientset()
-	var mu sync.Mutex
-	failing, attempts := false, 0
-	cs.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		attempts++
-		if failing {
-			return true, nil, apierrors.NewInternalError(errors.New("etcd is down"))
-		}
-		return false, nil, nil
-	})
-	count := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return attempts
-	}
-	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	c := start(t, fakeConfig(cs, clk, nil))
-	waitReady(t, c)
-	mu.Lock()
-	failing = true
-	mu.Unlock()
+	faults := failLeaseUpdates(cs)
+	clk := newFakeClock()
+	startReady(t, fakeConfig(cs, clk, nil))
+	faults.set(apierrors.NewInternalError(errors.New("etcd is down")))
 	step(t, clk, 10500*time.Millisecond) // the renewal that starts failing
 	// Far past the point where 200ms × 1.5ⁿ reaches the cap: every wait,
 	// jitter included, ends within 5s.
-	for i := range 20 {
-		before := count()
-		step(t, clk, 5*time.Second)
-		idle(t, clk)
-		require.Greater(t, count(), before, "retry %d came within 5s", i+1)
-	}
+	retriesWithin(t, clk, faults, 20, 5*time.Second)
 }
 
 // hooks is a Metrics hook and an EventRecorder that remember what they saw.
@@ -434,13 +456,12 @@ func TestMetricsAndEvents(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clk := newFakeClock()
 	p := nodestatustest.NewProvider(testNode("vk-0"))
 	h := &hooks{}
 	cfg := fakeConfig(cs, clk, p)
 	cfg.Metrics, cfg.Events, cfg.ReRegister = h, h, true
-	c := start(t, cfg)
-	waitReady(t, c)
+	startReady(t, cfg)
 	require.True(t, h.sawEvent("Normal "+nodestatus.EventRegistered), "registration: %v", h.events)
 	require.True(t, h.saw(nodestatus.CallCreateNode, nodestatus.OutcomeOK, 200))
 	require.True(t, h.saw(nodestatus.CallCreateLease, nodestatus.OutcomeOK, 200))

@@ -10,9 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	k8stesting "k8s.io/client-go/testing"
-	testclock "k8s.io/utils/clock/testing"
 
 	"github.com/reconkit/reconkit/kubefake"
 	"github.com/reconkit/reconkit/nodestatus"
@@ -27,11 +24,10 @@ import (
 func TestVanishedLeaseOwnerReadLinearizablyThroughLeaseClient(t *testing.T) {
 	cs := kubefake.NewClientset()
 	statusReads, leaseReads := readsOf(cs), readsOf(cs)
-	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clk := newFakeClock()
 	cfg := fakeConfig(cs, clk, nil)
 	cfg.Client, cfg.LeaseClient = statusReads, leaseReads
-	c := start(t, cfg)
-	waitReady(t, c)
+	startReady(t, cfg)
 	idle(t, clk)
 	before := len(leaseReads.reads())
 
@@ -54,35 +50,12 @@ func TestVanishedLeaseOwnerReadLinearizablyThroughLeaseClient(t *testing.T) {
 // renewal back for a minute.
 func TestRetryAfterHintCappedAtFiveSeconds(t *testing.T) {
 	cs := kubefake.NewClientset()
-	var mu sync.Mutex
-	throttled, attempts := false, 0
-	cs.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		attempts++
-		if throttled {
-			return true, nil, apierrors.NewTooManyRequests("slow down", 60)
-		}
-		return false, nil, nil
-	})
-	count := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return attempts
-	}
-	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	c := start(t, fakeConfig(cs, clk, nil))
-	waitReady(t, c)
-	mu.Lock()
-	throttled = true
-	mu.Unlock()
+	faults := failLeaseUpdates(cs)
+	clk := newFakeClock()
+	startReady(t, fakeConfig(cs, clk, nil))
+	faults.set(apierrors.NewTooManyRequests("slow down", 60))
 	step(t, clk, 10500*time.Millisecond) // the renewal that is throttled
-	for i := range 10 {
-		before := count()
-		step(t, clk, 5*time.Second)
-		idle(t, clk)
-		require.Greater(t, count(), before, "retry %d came within 5s of a 60s hint", i+1)
-	}
+	retriesWithin(t, clk, faults, 10, 5*time.Second)
 }
 
 // A Node deleted by someone else is not registered again without
@@ -90,10 +63,9 @@ func TestRetryAfterHintCappedAtFiveSeconds(t *testing.T) {
 // stays deleted.
 func TestNodeDeletedWithoutReRegisterStopsRun(t *testing.T) {
 	cs := kubefake.NewClientset()
-	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clk := newFakeClock()
 	p := nodestatustest.NewProvider(testNode("vk-0"))
-	c := start(t, fakeConfig(cs, clk, p))
-	waitReady(t, c)
+	c := startReady(t, fakeConfig(cs, clk, p))
 	idle(t, clk)
 	ctx := context.Background()
 	require.NoError(t, cs.CoreV1().Nodes().Delete(ctx, "vk-0", metav1.DeleteOptions{}))
@@ -110,7 +82,7 @@ func TestNodeDeletedWithoutReRegisterStopsRun(t *testing.T) {
 	}, waitFor, time.Millisecond)
 	_, err := cs.CoreV1().Nodes().Get(ctx, "vk-0", metav1.GetOptions{})
 	require.True(t, apierrors.IsNotFound(err), "the Node is not registered again: %v", err)
-	<-c.Done()
+	recv(t, c.Done(), "Run returns")
 	require.ErrorIs(t, c.Err(), nodestatus.ErrNodeDeleted)
 }
 
@@ -119,10 +91,9 @@ func TestNodeDeletedWithoutReRegisterStopsRun(t *testing.T) {
 // good record back.
 func TestUnreadableRecordIgnoredOnTheFake(t *testing.T) {
 	cs := kubefake.NewClientset()
-	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clk := newFakeClock()
 	p := nodestatustest.NewProvider(testNode("vk-0"))
-	c := start(t, fakeConfig(cs, clk, p))
-	waitReady(t, c)
+	c := startReady(t, fakeConfig(cs, clk, p))
 	idle(t, clk)
 	ctx := context.Background()
 	n, err := cs.CoreV1().Nodes().Get(ctx, "vk-0", metav1.GetOptions{})
@@ -157,10 +128,9 @@ func TestUnreadableRecordIgnoredOnTheFake(t *testing.T) {
 // restored after the node lifecycle controller marked them Unknown.
 func TestDefaultConditionsReportedFalse(t *testing.T) {
 	cs := kubefake.NewClientset()
-	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clk := newFakeClock()
 	p := nodestatustest.NewProvider(testNode("vk-0"))
-	c := start(t, fakeConfig(cs, clk, p))
-	waitReady(t, c)
+	startReady(t, fakeConfig(cs, clk, p))
 	defaultsFalse := func(n *corev1.Node) bool {
 		for _, ct := range []corev1.NodeConditionType{corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure} {
 			if !nodestatustest.ConditionIs(ct, corev1.ConditionFalse, "")(n) {
@@ -187,11 +157,10 @@ func TestDefaultConditionsReportedFalse(t *testing.T) {
 func TestVanishedLeaseFollowedByNodeCheck(t *testing.T) {
 	cs := kubefake.NewClientset()
 	statusReads := readsOf(cs)
-	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clk := newFakeClock()
 	cfg := fakeConfig(cs, clk, nil)
 	cfg.Client = statusReads
-	c := start(t, cfg)
-	waitReady(t, c)
+	startReady(t, cfg)
 	idle(t, clk)
 	before := len(statusReads.reads())
 
@@ -220,7 +189,10 @@ type slowStop struct {
 func (p *slowStop) Ping(ctx context.Context) error {
 	<-ctx.Done()
 	p.once.Do(func() { close(p.ended) })
-	<-p.release
+	select {
+	case <-p.release:
+	case <-time.After(waitFor): // the test failed before releasing it
+	}
 	return ctx.Err()
 }
 
@@ -229,12 +201,11 @@ func (p *slowStop) Ping(ctx context.Context) error {
 // returns nil.
 func TestRunWaitsForItsGoroutines(t *testing.T) {
 	cs := kubefake.NewClientset()
-	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clk := newFakeClock()
 	p := &slowStop{Provider: nodestatustest.NewProvider(testNode("vk-0")), ended: make(chan struct{}), release: make(chan struct{})}
-	c := start(t, fakeConfig(cs, clk, p))
-	waitReady(t, c)
+	c := startReady(t, fakeConfig(cs, clk, p))
 	c.cancel()
-	<-p.ended
+	recv(t, p.ended, "the Ping sees its context end")
 	require.Never(t, func() bool {
 		select {
 		case <-c.Done():
@@ -244,6 +215,6 @@ func TestRunWaitsForItsGoroutines(t *testing.T) {
 		}
 	}, 200*time.Millisecond, time.Millisecond, "Run returned while its Ping was still running")
 	close(p.release)
-	<-c.Done()
+	recv(t, c.Done(), "Run returns once its Ping did")
 	require.NoError(t, c.Err(), "the end of the context is a clean stop")
 }

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	testclock "k8s.io/utils/clock/testing"
 
 	"github.com/reconkit/reconkit/nodestatus"
 )
@@ -28,7 +27,7 @@ func TestHeartbeatCheck(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clk := newFakeClock()
 	r := start(t, fakeConfig(cs, clk, nil))
 	check := r.HeartbeatCheck(0) // the lease duration, 40s
 	waitReady(t, r)
@@ -57,7 +56,7 @@ func TestHeartbeatCheck(t *testing.T) {
 // TestHeartbeatCheckBeforeRun: a check made before Run gives the
 // controller one bound to start and heartbeat.
 func TestHeartbeatCheckBeforeRun(t *testing.T) {
-	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clk := newFakeClock()
 	c, err := nodestatus.New(fakeConfig(fake.NewClientset(), clk, nil))
 	require.NoError(t, err)
 	check := c.HeartbeatCheck(10 * time.Second)
@@ -80,7 +79,7 @@ func TestHeartbeatCheckWithoutLeases(t *testing.T) {
 		}}
 	})
 	v := countVerbs(cs)
-	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clk := newFakeClock()
 	r := start(t, fakeConfig(cs, clk, nil))
 	check := r.HeartbeatCheck(15 * time.Second)
 	waitReady(t, r)

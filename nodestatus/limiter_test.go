@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	testclock "k8s.io/utils/clock/testing"
 
 	"github.com/reconkit/reconkit/nodestatus"
 	"github.com/reconkit/reconkit/nodestatus/nodestatustest"
@@ -97,7 +96,10 @@ func (g *requestGate) pass(name string) {
 	g.total++
 	g.maxSeen = max(g.maxSeen, g.inFlight)
 	g.mu.Unlock()
-	<-g.open
+	select {
+	case <-g.open:
+	case <-time.After(waitFor): // the test failed before opening it
+	}
 	g.mu.Lock()
 	g.inFlight--
 	g.mu.Unlock()
@@ -137,7 +139,7 @@ func (g *requestGate) counts() (inFlight, maxSeen, total int) {
 func TestLimiterBoundsRegistration(t *testing.T) {
 	lim := newCountingLimiter(2)
 	gate := newRequestGate()
-	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clk := newFakeClock()
 	var providers []*nodestatustest.Provider
 	var ctrls []*running
 	for i := range 6 {
@@ -179,7 +181,7 @@ func TestLimiterBoundsRegistration(t *testing.T) {
 // limiter of one registers meanwhile.
 func TestLimiterNotHeldAcrossRetryWaits(t *testing.T) {
 	lim := newCountingLimiter(1)
-	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clk := newFakeClock()
 
 	failing := fake.NewClientset()
 	patches := newRequestGate()
@@ -218,12 +220,11 @@ func TestLimiterHoldsStatusWritesNotHeartbeats(t *testing.T) {
 	lim := newCountingLimiter(1)
 	cs := fake.NewClientset()
 	v := countVerbs(cs)
-	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clk := newFakeClock()
 	p := nodestatustest.NewProvider(testNode("vk-0"))
 	cfg := fakeConfig(cs, clk, p)
 	cfg.Limiter = lim
-	c := start(t, cfg)
-	waitReady(t, c)
+	startReady(t, cfg)
 	lim.waitFor(t, 0, 0)
 
 	// Someone else holds the only unit.
@@ -247,7 +248,7 @@ func TestLimiterWaitEndsWithContext(t *testing.T) {
 	lim := newCountingLimiter(1)
 	require.NoError(t, lim.Acquire(context.Background(), 1))
 	cs := fake.NewClientset()
-	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clk := newFakeClock()
 	p := nodestatustest.NewProvider(testNode("vk-0"))
 	cfg := fakeConfig(cs, clk, p)
 	cfg.Limiter = lim
@@ -278,7 +279,7 @@ func (p cancelOnNotify) NotifyNodeStatus(context.Context, func(*corev1.Node)) { 
 func TestLimiterUnitReturnedWhenStoppedAtOnce(t *testing.T) {
 	lim := newCountingLimiter(1)
 	cs := fake.NewClientset()
-	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clk := newFakeClock()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cfg := fakeConfig(cs, clk, cancelOnNotify{cancel: cancel})

@@ -78,6 +78,14 @@ func start(t *testing.T, cfg nodestatus.Config) *running {
 	return r
 }
 
+// startReady starts a controller (see start) and waits until it is Ready.
+func startReady(t *testing.T, cfg nodestatus.Config) *running {
+	t.Helper()
+	c := start(t, cfg)
+	waitReady(t, c)
+	return c
+}
+
 // stop cancels Run and waits for it, returning its error.
 func (r *running) stop(t *testing.T) error {
 	t.Helper()
@@ -129,6 +137,18 @@ func (u *clockUsers) quiet(clk *testclock.FakeClock) bool {
 		}
 	}
 	return running > 0
+}
+
+// recv receives from ch, failing the test if nothing comes within waitFor.
+func recv[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(waitFor):
+		t.Fatalf("%s: nothing within %v", what, waitFor)
+		panic("unreachable")
+	}
 }
 
 func waitReady(t *testing.T, c *running) {

@@ -61,7 +61,7 @@ func nodeLease(name string, renew time.Time, uid types.UID) coordinationv1.Lease
 // TestNodeHealthRule: conditions, taints, labels and deletion, under the
 // default rule and a rule that requires ConfigOK and ReleaseReady.
 func TestNodeHealthRule(t *testing.T) {
-	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clk := newFakeClock()
 	extra := nodestatus.HealthRule{Conditions: []corev1.NodeConditionType{corev1.NodeReady, condConfigOK, condReleaseReady}, Clock: clk}
 	custom := nodestatus.HealthRule{ExcludeTaints: []string{"example.com/drain"}, ExcludeLabels: []string{}, Clock: clk}
 	def := nodestatus.HealthRule{Clock: clk}
@@ -174,7 +174,7 @@ func TestNodeHealthLeaseFreshness(t *testing.T) {
 // TestNodeHealthList reads the Leases and the selected Nodes and keeps the
 // healthy ones.
 func TestNodeHealthList(t *testing.T) {
-	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clk := newFakeClock()
 	n1, n2, n3 := healthNode("n1"), healthNode("n2", setCond(corev1.NodeReady, corev1.ConditionFalse)), healthNode("n3")
 	l1 := nodeLease("n1", clk.Now(), "u1")
 	cs := fake.NewClientset(&n1, &n2, &n3, &l1)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 )
@@ -123,4 +124,22 @@ func TestStatusPatchNodeInfoOwnedWhenSet(t *testing.T) {
 	server, p := write(t, want, server)
 	require.NotNil(t, p)
 	require.Empty(t, server.Status.NodeInfo.KubeletVersion, "what we set and withdraw is cleared")
+}
+
+// A patch whose every change is one of form only (a quantity written
+// another way by someone else) changes nothing once applied: it is not
+// sent. Without that check, the three-way patch, which compares text,
+// would rewrite the quantity.
+func TestStatusPatchNothingForEquivalentQuantity(t *testing.T) {
+	want := withAddrs("10.0.0.1")
+	want.Status.Capacity = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("100Gi")}
+	server, p := write(t, want, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}})
+	require.NotNil(t, p)
+	// Someone writes the same amount in decimal form.
+	server.Status.Capacity[corev1.ResourceMemory] = *resource.NewQuantity(100<<30, resource.DecimalSI)
+	b, err := json.Marshal(server.Status.Capacity)
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"107374182400"`, "the served text differs from ours")
+	_, p = write(t, want, server)
+	require.Nil(t, p, "the same quantity in another form is no change: %s", p)
 }

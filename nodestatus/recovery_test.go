@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	k8stesting "k8s.io/client-go/testing"
-	testclock "k8s.io/utils/clock/testing"
 
 	"github.com/reconkit/reconkit/kubefake"
 	"github.com/reconkit/reconkit/nodestatus"
@@ -118,13 +117,12 @@ var readyTrue = nodestatustest.ConditionIs(corev1.NodeReady, corev1.ConditionTru
 func TestResumedHeartbeatsRestoreReady(t *testing.T) {
 	cs := kubefake.NewClientset()
 	client := readsOf(cs)
-	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clk := newFakeClock()
 	p := nodestatustest.NewProvider(testNode("vk-0"))
 	cfg := fakeConfig(cs, clk, p)
 	cfg.Client = client
 	cfg.PingFailure = nodestatus.PingFailureStopHeartbeat
-	c := start(t, cfg)
-	waitReady(t, c)
+	startReady(t, cfg)
 
 	p.SetPingError(errors.New("down"))
 	pings := p.Pings()
@@ -150,29 +148,14 @@ func TestResumedHeartbeatsRestoreReady(t *testing.T) {
 // makes fail with 409, and the Node is read and written again.
 func TestRecoveryOverwritesUnknownWrittenAfterRead(t *testing.T) {
 	cs := kubefake.NewClientset()
-	var mu sync.Mutex
-	failing := false
-	cs.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if failing {
-			return true, nil, apierrors.NewServiceUnavailable("etcd is down")
-		}
-		return false, nil, nil
-	})
-	setFailing := func(v bool) {
-		mu.Lock()
-		defer mu.Unlock()
-		failing = v
-	}
+	faults := failLeaseUpdates(cs)
 	client := readsOf(cs)
-	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clk := newFakeClock()
 	cfg := fakeConfig(cs, clk, nodestatustest.NewProvider(testNode("vk-0")))
 	cfg.Client = client
-	c := start(t, cfg)
-	waitReady(t, c)
+	startReady(t, cfg)
 
-	setFailing(true)
+	faults.set(apierrors.NewServiceUnavailable("etcd is down"))
 	step(t, clk, 10500*time.Millisecond) // the renewal that fails
 	step(t, clk, 5*time.Second)          // and a retry
 	injected := make(chan error, 1)
@@ -184,7 +167,7 @@ func TestRecoveryOverwritesUnknownWrittenAfterRead(t *testing.T) {
 		injected <- markUnknownErr(cs, "vk-0")
 	})
 	reads := len(client.reads())
-	setFailing(false)
+	faults.set(nil)
 	step(t, clk, 5*time.Second) // the retry that succeeds: the heal
 	select {
 	case err := <-injected:
@@ -208,12 +191,11 @@ func TestRecoveryOverwritesUnknownWrittenAfterRead(t *testing.T) {
 func TestVanishedLeaseRecreatedWithoutLimiter(t *testing.T) {
 	cs := kubefake.NewClientset()
 	v := countVerbs(cs)
-	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clk := newFakeClock()
 	limiter := semaphore.NewWeighted(1)
 	cfg := fakeConfig(cs, clk, nil)
 	cfg.Limiter = limiter
-	c := start(t, cfg)
-	waitReady(t, c)
+	startReady(t, cfg)
 	idle(t, clk)
 	ctx := context.Background()
 	require.NoError(t, limiter.Acquire(ctx, 1)) // status jobs wait from here
@@ -257,14 +239,13 @@ func TestRefusedStatusNotSentAgain(t *testing.T) {
 		defer mu.Unlock()
 		return bad, reports
 	}
-	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clk := newFakeClock()
 	p := nodestatustest.NewProvider(testNode("vk-0"))
 	h, rec := &hooks{}, &recorder{}
 	cfg := fakeConfig(cs, clk, p)
 	cfg.Events, cfg.ErrorHandler = h, rec.handle
 	cfg.StatusReportInterval = time.Minute
-	c := start(t, cfg)
-	waitReady(t, c)
+	startReady(t, cfg)
 
 	p.UpdateStatus(func(n *corev1.Node) { n.Labels["bad"] = "label" })
 	require.Eventually(t, func() bool { b, _ := counts(); return b == 1 && h.sawEvent("Warning "+nodestatus.EventStatusRejected) }, waitFor, time.Millisecond, "refused once")

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	k8stesting "k8s.io/client-go/testing"
-	testclock "k8s.io/utils/clock/testing"
 
 	"github.com/reconkit/reconkit/kubefake"
 	"github.com/reconkit/reconkit/nodestatus"
@@ -59,13 +58,12 @@ func TestRefusedRegistrationNotSentAgain(t *testing.T) {
 		defer mu.Unlock()
 		return badCreates, badPatches, creates
 	}
-	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clk := newFakeClock()
 	h := &hooks{}
 	cfg := fakeConfig(cs, clk, nil)
 	cfg.Node.Labels["bad"] = "label"
 	cfg.Events, cfg.ReRegister = h, true
-	c := start(t, cfg)
-	waitReady(t, c)
+	startReady(t, cfg)
 	ctx := context.Background()
 	got := waitNode(t, cs, "vk-0", func(*corev1.Node) bool { return true }, "registered")
 	require.Empty(t, got.Labels["bad"])

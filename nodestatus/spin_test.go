@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	testclock "k8s.io/utils/clock/testing"
 
 	"github.com/reconkit/reconkit/kubefake"
 	"github.com/reconkit/reconkit/nodestatus/nodestatustest"
@@ -74,7 +73,7 @@ func TestLoopsWaitWhenAnsweredAtOnce(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cs := kubefake.NewClientset()
-			clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+			clk := newFakeClock()
 			p := nodestatustest.NewProvider(testNode("vk-0"))
 			cfg := fakeConfig(cs, clk, p)
 			cfg.StatusReportInterval, cfg.ReRegister = time.Minute, true
