@@ -57,10 +57,23 @@ func clientset(t *testing.T, cfg *rest.Config) kubernetes.Interface {
 	return cs
 }
 
-// apiServer starts a kube-apiserver with the test namespace.
+// apiServer returns the package's shared kube-apiserver with the test
+// namespace.
 func apiServer(t *testing.T) *testenv.APIServerInstance {
 	t.Helper()
-	a := testenv.APIServer(t)
+	return withNamespace(t, sharedAPIServer(t))
+}
+
+// ownAPIServer starts a kube-apiserver of the test's own, with the test
+// namespace, for a test that restarts it.
+func ownAPIServer(t *testing.T) *testenv.APIServerInstance {
+	t.Helper()
+	return withNamespace(t, testenv.APIServer(t))
+}
+
+// withNamespace creates the test namespace on a, if it is not there yet.
+func withNamespace(t *testing.T, a *testenv.APIServerInstance) *testenv.APIServerInstance {
+	t.Helper()
 	cs := clientset(t, a.Config())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -586,7 +599,7 @@ func TestGateRefusesWritesWithoutValidTerm(t *testing.T) {
 // follower's watch (or its polling) has recovered, and a resignation hands
 // over well within the lease duration.
 func TestLeaseSurvivesAPIServerRestart(t *testing.T) {
-	a := apiServer(t)
+	a := ownAPIServer(t)
 	name := uniqueName("restart")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
