@@ -61,7 +61,7 @@ func clientset(t *testing.T, cfg *rest.Config) kubernetes.Interface {
 // namespace.
 func apiServer(t *testing.T) *testenv.APIServerInstance {
 	t.Helper()
-	return withNamespace(t, sharedAPIServer(t))
+	return withNamespace(t, plain.get(t))
 }
 
 // ownAPIServer starts a kube-apiserver of the test's own, with the test

@@ -14,37 +14,50 @@ import (
 	"github.com/reconkit/reconkit/internal/testenv"
 )
 
-// shared is the kube-apiserver (on an etcd of its own) that the real-server
-// tests of this package share, started by the first of them and stopped by
-// TestMain: starting one per test cost about as much as the tests
-// themselves. Tests that restart or reconfigure the apiserver start their
-// own with testenv.APIServer. Tests sharing it use Leases of unique names.
-var shared struct {
+// sharedServer is a kube-apiserver (on an etcd of its own) that the
+// real-server tests of this package share, started by the first of them
+// and stopped by TestMain: starting one per test cost about as much as the
+// tests themselves. Tests that restart the apiserver start their own with
+// testenv.APIServer. Tests sharing one use Leases of unique names.
+type sharedServer struct {
+	args []string
 	once sync.Once
 	a    *servers.APIServer
 	err  error
 }
 
-// sharedAPIServer returns the package's shared kube-apiserver, starting it
-// on first use. It skips the test under -short.
-func sharedAPIServer(t *testing.T) *testenv.APIServerInstance {
+var (
+	// plain serves every real-server test but the coordinated ones.
+	plain = &sharedServer{}
+	// withCLE has Coordinated Leader Election enabled.
+	withCLE = &sharedServer{args: []string{
+		"--feature-gates=CoordinatedLeaderElection=true",
+		"--runtime-config=coordination.k8s.io/v1beta1=true",
+	}}
+)
+
+// get returns the server, starting it on first use. It skips the test
+// under -short.
+func (s *sharedServer) get(t *testing.T) *testenv.APIServerInstance {
 	t.Helper()
 	bins := testenv.Binaries(t) // skips under -short
-	shared.once.Do(func() {
+	s.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		shared.a, shared.err = servers.StartAPIServer(ctx, servers.APIServerOptions{Binaries: bins})
+		s.a, s.err = servers.StartAPIServer(ctx, servers.APIServerOptions{Binaries: bins, ExtraArgs: s.args})
 	})
-	if shared.err != nil {
-		t.Fatalf("starting the shared kube-apiserver: %v", shared.err)
+	if s.err != nil {
+		t.Fatalf("starting the shared kube-apiserver: %v", s.err)
 	}
-	return &testenv.APIServerInstance{APIServer: shared.a}
+	return &testenv.APIServerInstance{APIServer: s.a}
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if shared.a != nil {
-		_ = shared.a.Close()
+	for _, s := range []*sharedServer{plain, withCLE} {
+		if s.a != nil {
+			_ = s.a.Close()
+		}
 	}
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
