@@ -128,6 +128,7 @@ func overwriteHolder(ctx context.Context, cs kubernetes.Interface, name, holder 
 }
 
 func TestLeaseConformance(t *testing.T) {
+	t.Parallel() // waits on lease durations, not the CPU
 	a := apiServer(t)
 	admin := clientset(t, a.Config())
 	electiontest.Run(t, func(t *testing.T) electiontest.Subject {
@@ -322,6 +323,7 @@ func requireIncreasing(t *testing.T, tokens []election.Token) {
 }
 
 func TestLeaseTwoCandidatesNeverBothLead(t *testing.T) {
+	t.Parallel() // waits on lease durations, not the CPU
 	a := apiServer(t)
 	name := uniqueName("pair")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -454,6 +456,7 @@ func clientGoTerms(ctx context.Context, cs kubernetes.Interface, name, identity 
 }
 
 func TestLeaseBesideClientGoNeverBothLead(t *testing.T) {
+	t.Parallel() // waits on lease durations, not the CPU
 	a := apiServer(t)
 	name := uniqueName("mixed")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -599,6 +602,7 @@ func TestGateRefusesWritesWithoutValidTerm(t *testing.T) {
 // follower's watch (or its polling) has recovered, and a resignation hands
 // over well within the lease duration.
 func TestLeaseSurvivesAPIServerRestart(t *testing.T) {
+	t.Parallel() // waits on lease durations, not the CPU
 	a := ownAPIServer(t)
 	name := uniqueName("restart")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -774,6 +778,7 @@ func mixedCut(t *testing.T, a *testenv.APIServerInstance, margin time.Duration) 
 // TakeoverMargin of RetryPeriod + 2 × RenewDeadline − LeaseDuration plus a
 // network delay closes that overlap.
 func TestMixedClientGoReleaseOnCancelUnderPartition(t *testing.T) {
+	t.Parallel() // waits on lease durations, not the CPU
 	a := apiServer(t)
 	t.Run("without margin", func(t *testing.T) {
 		// 2 × 3s + 0.5s − 4s = 2.5s of overlap by the timers alone.

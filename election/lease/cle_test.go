@@ -24,6 +24,7 @@ import (
 // while the newer one campaigns again in vain; once the older one closed
 // (its LeaseCandidate deleted and its lease released) the newer one leads.
 func TestLeaseCoordinatedElection(t *testing.T) {
+	t.Parallel() // waits on lease durations, not the CPU
 	a := withCLE.get(t)
 	admin := clientset(t, a.Config())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -129,6 +130,7 @@ func TestLeaseCoordinatedElection(t *testing.T) {
 // the predecessor's term has ended by the predecessor's own view, with a
 // higher token.
 func TestLeaseCoordinatedRestartUnderSameName(t *testing.T) {
+	t.Parallel() // waits on lease durations, not the CPU
 	a := withCLE.get(t)
 	admin := clientset(t, a.Config())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
