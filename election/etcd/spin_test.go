@@ -102,6 +102,7 @@ func endingElectorOn(t *testing.T, srv *testenv.EtcdCluster, id string) (*etcd.E
 // before its retry interval has passed on the elector's clock. Before, a
 // term re-read its key and watched again at once, forever.
 func TestEtcdWatchesThatEndAtOnceDoNotSpin(t *testing.T) {
+	t.Parallel() // an etcd of its own; waits on TTLs, not the CPU
 	t.Run("term key", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -239,6 +240,7 @@ func (f *failingRenewals) KeepAliveOnce(ctx context.Context, id clientv3.LeaseID
 // A leader whose renewals fail at once retries every 500ms of its clock
 // (and its term ends at ValidUntil), not at once.
 func TestEtcdRenewalFailingAtOnceDoesNotSpin(t *testing.T) {
+	t.Parallel() // an etcd of its own; waits on TTLs, not the CPU
 	srv := testenv.Etcd(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -301,6 +303,7 @@ func (d *deadKeepAlives) KeepAlive(context.Context, clientv3.LeaseID) (<-chan *c
 // each term (or campaign) at once; Run grants the next lease only after a
 // pause on its clock, so the grants do not spin.
 func TestEtcdSessionEndingAtOnceDoesNotSpin(t *testing.T) {
+	t.Parallel() // an etcd of its own; waits on TTLs, not the CPU
 	srv := testenv.Etcd(t)
 	clk := testingclock.NewFakeClock(time.Now())
 	cli := testenv.NewEtcdClient(t, srv.Members[0].ClientAddr())

@@ -2,6 +2,7 @@ package lease_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"sync"
@@ -53,6 +54,13 @@ func (s *sharedServer) get(t *testing.T) *testenv.APIServerInstance {
 }
 
 func TestMain(m *testing.M) {
+	// Let up to 4 tests marked parallel run at once, unless -parallel is
+	// given: they wait on lease durations, not on the CPU, so the default
+	// (GOMAXPROCS, 2 on a CI runner) left the package's time the sum of
+	// their waits.
+	if f := flag.Lookup("test.parallel"); f != nil {
+		_ = f.Value.Set("4")
+	}
 	code := m.Run()
 	for _, s := range []*sharedServer{plain, withCLE} {
 		if s.a != nil {
