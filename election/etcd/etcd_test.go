@@ -368,7 +368,7 @@ func TestEtcdPartitionedLeaderLosesFirst(t *testing.T) {
 	case <-time.After(ttl + 10*time.Second):
 		require.FailNow(t, "b did not take over")
 	}
-	<-aDone
+	receive(t, aDone, "the end of a's term")
 	mu.Lock()
 	t.Logf("a's term ended %v after the cut, b led %v after the cut", aEnded.Sub(cut), bWon.Sub(cut))
 	// Judged from a's own view: past ValidUntil a refuses to act whether or

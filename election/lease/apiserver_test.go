@@ -344,7 +344,7 @@ func TestLeaseTwoCandidatesNeverBothLead(t *testing.T) {
 	}
 	lost := 0
 	for range 2 {
-		r := <-results
+		r, _ := receive(t, results, "a candidate's result")
 		require.NoError(t, r.err)
 		require.Len(t, r.tokens, terms)
 		requireIncreasing(t, r.tokens)
@@ -477,7 +477,8 @@ func TestLeaseBesideClientGoNeverBothLead(t *testing.T) {
 	}()
 	go func() { errs <- clientGoTerms(ctx, clientset(t, a.Config()), name, cgID, terms, writes, hold) }()
 	for range 2 {
-		require.NoError(t, <-errs)
+		err, _ := receive(t, errs, "a side's terms")
+		require.NoError(t, err)
 	}
 	requireIncreasing(t, ourTokens)
 	order := requireDisjointTerms(t, readHistory(t, clientset(t, a.Config()), name))
@@ -538,7 +539,7 @@ func TestLeaseHungAPIServerEndsTermAtValidUntil(t *testing.T) {
 	err = appendEntry(ctx, guarded, name, "after/1")
 	require.ErrorIs(t, err, election.ErrNotLeader, "gated write after the term ended")
 
-	wonAt, ok := <-won
+	wonAt, ok := receive(t, won, "the follower's campaign")
 	require.True(t, ok, "follower did not win")
 	require.True(t, wonAt.After(validUntil), "follower won at %v, before the old term's ValidUntil %v", wonAt, validUntil)
 	require.GreaterOrEqual(t, wonAt.Sub(cutAt), testRenewDeadline, "follower won too soon after the cut")
@@ -639,7 +640,7 @@ func TestLeaseSurvivesAPIServerRestart(t *testing.T) {
 
 	resignedAt := time.Now()
 	require.NoError(t, l.Resign(ctx))
-	r, ok := <-won
+	r, ok := receive(t, won, "the follower's campaign")
 	require.True(t, ok, "follower did not win")
 	// Half the lease duration tells a recovered watch (or poll) from a
 	// follower that waited for the lease to expire, with room for a starved
@@ -756,7 +757,7 @@ func mixedCut(t *testing.T, a *testenv.APIServerInstance, margin time.Duration) 
 
 	cutAt := time.Now()
 	p.Cut()
-	wonAt, ok := <-won
+	wonAt, ok := receive(t, won, "the follower's campaign")
 	require.True(t, ok, "our candidate did not take over")
 	var endedAt time.Time
 	select {

@@ -57,7 +57,7 @@ func TestLeaseCoordinatedElection(t *testing.T) {
 		return ch
 	}
 	// Alone, the newer release is elected.
-	r := <-campaign(newer)
+	r, _ := receive(t, campaign(newer), "the newer candidate's election")
 	require.NoError(t, r.err)
 	ln1 := r.l
 	require.Equal(t, "newer", ln1.Identity())

@@ -75,3 +75,22 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(code)
 }
+
+// receiveDeadline bounds, in real time, every wait of the real-server
+// tests for something the code under test must do, so that a missed step
+// fails with a message instead of hanging until the binary's timeout.
+const receiveDeadline = time.Minute
+
+// receive returns the next value of ch and whether ch was open, failing
+// the test if neither comes within receiveDeadline.
+func receive[T any](t testing.TB, ch <-chan T, what string) (T, bool) {
+	t.Helper()
+	select {
+	case v, ok := <-ch:
+		return v, ok
+	case <-time.After(receiveDeadline):
+		t.Fatalf("waited %v for %s", receiveDeadline, what)
+		var zero T
+		return zero, false
+	}
+}
