@@ -73,7 +73,7 @@ func TestManualElectAndDepose(t *testing.T) {
 	// Electing a deposes b.
 	require.NoError(t, e.Elect(a))
 	la := get(t, chA)
-	<-lb.Context().Done()
+	recv(t, lb.Context().Done(), "the end of b's term")
 	require.ErrorIs(t, context.Cause(lb.Context()), election.ErrLeadershipLost)
 	require.Equal(t, election.Token(2), la.Token())
 
@@ -92,7 +92,7 @@ func TestPartition(t *testing.T) {
 	a, b := e.NewCandidate("a"), e.NewCandidate("b")
 	la := get(t, campaign(ctx, a))
 	obs := a.Observe(ctx)
-	require.Equal(t, "a", (<-obs).Identity)
+	require.Equal(t, "a", recv(t, obs, "the first observation").Identity)
 
 	chB := campaign(ctx, b)
 	a.Partition()

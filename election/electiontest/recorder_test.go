@@ -29,7 +29,7 @@ func TestRecorder(t *testing.T) {
 		require.Empty(t, got, "woken by another event")
 		r.Event("Warning", election.ReasonLeadershipLost, "lost")
 		r.Observe(election.Observation{Event: election.EventLost, Token: 1})
-		require.Equal(t, election.Token(1), (<-got).Token)
+		require.Equal(t, election.Token(1), recv(t, got, "the recorded event").Token)
 		require.Equal(t, []string{"Warning LeadershipLost"}, r.Events())
 		require.Equal(t, 1, r.Count(election.EventAcquired))
 		require.NoError(t, r.AwaitCount(ctx, election.EventAcquired, 1))

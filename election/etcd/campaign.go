@@ -202,7 +202,9 @@ func (e *Elector) confirm(ctx context.Context, key string, rev int64, lease clie
 // is re-established after a pause on the elector's clock, growing from
 // 100ms to at most 2s, after reading the prefix again: the candidate keeps
 // its key, and so its place in the queue, for as long as ctx (which ends
-// with the session) lives. A failed read ends the wait.
+// with the session) lives. A failed read of the prefix is retried the same
+// way: only ctx or a real deletion ends the wait, so a transient error
+// does not cost the candidate its key.
 func (e *Elector) waitDeletes(ctx context.Context, maxRev int64) (time.Time, error) {
 	opts := append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(maxRev), clientv3.WithKeysOnly())
 	var vacated time.Time
@@ -210,7 +212,7 @@ func (e *Elector) waitDeletes(ctx context.Context, maxRev int64) (time.Time, err
 		for {
 			resp, err := e.client.Get(ctx, e.keyPrefix, opts...)
 			if err != nil {
-				return backoff.Permanent(err)
+				return fmt.Errorf("reading the candidates ahead: %w", err)
 			}
 			if len(resp.Kvs) == 0 {
 				return nil

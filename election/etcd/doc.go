@@ -21,9 +21,10 @@
 // key's, and a candidate leads only once every key created before its own
 // is deleted, so each later leader's key was created after every earlier
 // leader's. While a candidate waits, it watches the key just ahead of
-// its own; a watch that fails or ends early is set up again after a pause
-// that grows from 100ms to 2s, and the candidate keeps its key, and so its
-// place in the queue, for as long as its session lives.
+// its own; a watch that fails or ends early, or a read of the keys ahead
+// that fails, is tried again after a pause that grows from 100ms to 2s,
+// and the candidate keeps its key, and so its place in the queue, for as
+// long as its session lives.
 //
 // Before Campaign returns it renews the lease and checks that its key is
 // still there, so a session that expired during the wait never yields a

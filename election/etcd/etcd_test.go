@@ -59,6 +59,7 @@ func newEtcd(t *testing.T, cli *clientv3.Client, prefix, identity string, ttl ti
 }
 
 func TestEtcdConformance(t *testing.T) {
+	t.Parallel() // an etcd of its own; waits on TTLs, not the CPU
 	srv := testenv.Etcd(t)
 	admin := srv.Client(t)
 	electiontest.Run(t, func(t *testing.T) electiontest.Subject {
@@ -292,6 +293,7 @@ func crashFailover(tb testing.TB, cli *clientv3.Client, endpoint, prefix string,
 }
 
 func TestEtcdCrashedLeaderSuccessorWithinTTL(t *testing.T) {
+	t.Parallel() // an etcd of its own; waits on TTLs, not the CPU
 	srv := testenv.Etcd(t)
 	cli := srv.Client(t)
 	const ttl = 3 * time.Second
@@ -311,6 +313,7 @@ func TestEtcdCrashedLeaderSuccessorWithinTTL(t *testing.T) {
 // TestEtcdPartitionedLeaderLosesFirst cuts the leader off from etcd: its
 // term must end before the successor's begins, and its writes must fail.
 func TestEtcdPartitionedLeaderLosesFirst(t *testing.T) {
+	t.Parallel() // an etcd of its own; waits on TTLs, not the CPU
 	srv := testenv.Etcd(t)
 	cli := srv.Client(t)
 	proxy := testenv.Proxy(t, srv.Members[0].ClientAddr())
@@ -365,7 +368,7 @@ func TestEtcdPartitionedLeaderLosesFirst(t *testing.T) {
 	case <-time.After(ttl + 10*time.Second):
 		require.FailNow(t, "b did not take over")
 	}
-	<-aDone
+	receive(t, aDone, "the end of a's term")
 	mu.Lock()
 	t.Logf("a's term ended %v after the cut, b led %v after the cut", aEnded.Sub(cut), bWon.Sub(cut))
 	// Judged from a's own view: past ValidUntil a refuses to act whether or
@@ -394,6 +397,7 @@ func TestEtcdPartitionedLeaderLosesFirst(t *testing.T) {
 // guarded writes: tokens never go back, so no deposed leader wrote after
 // its successor.
 func TestEtcdClusterFaults(t *testing.T) {
+	t.Parallel() // an etcd of its own; waits on TTLs, not the CPU
 	srv := testenv.Etcd(t, testenv.Members(3))
 	admin := srv.Client(t)
 	ctx, cancel := context.WithCancel(context.Background())

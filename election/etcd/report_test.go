@@ -18,6 +18,7 @@ import (
 // elector on real etcd: acquisition with latency and handover, renewals
 // with slack, resignation, and a loss.
 func TestEtcdMetricsAndEvents(t *testing.T) {
+	t.Parallel() // an etcd of its own; waits on TTLs, not the CPU
 	srv := testenv.Etcd(t)
 	admin := srv.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

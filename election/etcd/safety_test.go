@@ -34,6 +34,7 @@ func logSignal(t *testing.T, substr string) (context.Context, <-chan struct{}) {
 // cluster recovered ends the term through the watch, at once, not at the
 // next renewal (a third of a 300s TTL away).
 func TestEtcdTermWatchReestablishedAfterLeaderLoss(t *testing.T) {
+	t.Parallel() // an etcd of its own; waits on TTLs, not the CPU
 	srv := testenv.Etcd(t, testenv.Members(3))
 	cli := testenv.NewEtcdClient(t, srv.Members[0].ClientAddr())
 	admin := testenv.NewEtcdClient(t, srv.Members[0].ClientAddr())

@@ -102,6 +102,7 @@ func endingElectorOn(t *testing.T, srv *testenv.EtcdCluster, id string) (*etcd.E
 // before its retry interval has passed on the elector's clock. Before, a
 // term re-read its key and watched again at once, forever.
 func TestEtcdWatchesThatEndAtOnceDoNotSpin(t *testing.T) {
+	t.Parallel() // an etcd of its own; waits on TTLs, not the CPU
 	t.Run("term key", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -239,6 +240,7 @@ func (f *failingRenewals) KeepAliveOnce(ctx context.Context, id clientv3.LeaseID
 // A leader whose renewals fail at once retries every 500ms of its clock
 // (and its term ends at ValidUntil), not at once.
 func TestEtcdRenewalFailingAtOnceDoesNotSpin(t *testing.T) {
+	t.Parallel() // an etcd of its own; waits on TTLs, not the CPU
 	srv := testenv.Etcd(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -301,6 +303,7 @@ func (d *deadKeepAlives) KeepAlive(context.Context, clientv3.LeaseID) (<-chan *c
 // each term (or campaign) at once; Run grants the next lease only after a
 // pause on its clock, so the grants do not spin.
 func TestEtcdSessionEndingAtOnceDoesNotSpin(t *testing.T) {
+	t.Parallel() // an etcd of its own; waits on TTLs, not the CPU
 	srv := testenv.Etcd(t)
 	clk := testingclock.NewFakeClock(time.Now())
 	cli := testenv.NewEtcdClient(t, srv.Members[0].ClientAddr())
@@ -328,4 +331,97 @@ func TestEtcdSessionEndingAtOnceDoesNotSpin(t *testing.T) {
 	n := countWhile(clk, d.grants, 40, 50*time.Millisecond)
 	t.Logf("%d grants within 2s of fake time", n)
 	require.LessOrEqual(t, n, 7, "lease grants within 2s of fake time")
+}
+
+// failingGets is an etcd whose reads fail at once while armed; each failed
+// read is reported on calls.
+type failingGets struct {
+	clientv3.KV
+	armed atomic.Bool
+	calls chan struct{}
+}
+
+func (f *failingGets) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	if !f.armed.Load() {
+		return f.KV.Get(ctx, key, opts...)
+	}
+	select {
+	case f.calls <- struct{}{}:
+	case <-ctx.Done():
+	}
+	return nil, errors.New("etcdserver: request timed out")
+}
+
+// A candidate whose read of the keys ahead fails at once keeps its key and
+// its place in the queue, and reads again after a pause on its clock that
+// grows from 100ms, never at once; once reads work again it leads on the
+// key it put first. Before, a failed read ended the campaign and revoked
+// the key.
+func TestEtcdCampaignReadFailingAtOnceKeepsKeyAndDoesNotSpin(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv := testenv.Etcd(t)
+	admin := srv.Client(t)
+	leader := newEtcd(t, testenv.NewEtcdClient(t, srv.Members[0].ClientAddr()), "/spin-read", "leader", 10*time.Second)
+	held, err := leader.Campaign(ctx)
+	require.NoError(t, err)
+
+	clk := testingclock.NewFakeClock(time.Now())
+	cli := testenv.NewEtcdClient(t, srv.Members[0].ClientAddr())
+	f := &failingGets{KV: cli.KV, calls: make(chan struct{})}
+	f.armed.Store(true)
+	cli.KV = f
+	e, err := etcd.New(etcd.Config{Client: cli, Prefix: "/spin-read", Identity: "waiting", SessionTTL: 10 * time.Second, Clock: clk})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Close() })
+	won := make(chan election.Leadership, 1)
+	failed := make(chan error, 1)
+	go func() {
+		l, err := e.Campaign(ctx)
+		if err != nil {
+			failed <- err
+			return
+		}
+		won <- l
+	}()
+	receive(t, f.calls, "the candidate's first read of the keys ahead, which fails")
+	keys, err := admin.Get(ctx, "/spin-read/", clientv3.WithPrefix())
+	require.NoError(t, err)
+	require.Len(t, keys.Kvs, 2, "candidate keys")
+	ours := keys.Kvs[1]
+	// 40 steps of 50ms: reads back off from 100ms, growing by half, so at
+	// most 8 in 2s of fake time even at the shortest jitter.
+	n := countWhile(clk, f.calls, 40, 50*time.Millisecond)
+	t.Logf("%d failed reads within 2s of fake time", n)
+	require.LessOrEqual(t, n, 8, "reads within 2s of fake time")
+	select {
+	case err := <-failed:
+		require.FailNow(t, "Campaign gave up its key on a failed read", "%v", err)
+	default:
+	}
+	keys, err = admin.Get(ctx, "/spin-read/", clientv3.WithPrefix())
+	require.NoError(t, err)
+	require.Len(t, keys.Kvs, 2, "candidate keys")
+	require.Equal(t, ours.Key, keys.Kvs[1].Key, "the waiting candidate's key")
+	require.Equal(t, ours.CreateRevision, keys.Kvs[1].CreateRevision, "the waiting candidate's key")
+
+	// Reads work again and the leader resigns: the candidate leads on the
+	// key it put first.
+	f.armed.Store(false)
+	require.NoError(t, held.Resign(ctx))
+	var l election.Leadership
+	for l == nil {
+		clk.Step(500 * time.Millisecond)
+		select {
+		case l = <-won:
+		case err := <-failed:
+			require.FailNow(t, "Campaign failed", "%v", err)
+		case <-f.calls: // a read that was failing as the test disarmed it
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+			require.FailNow(t, "the candidate did not lead after its predecessor resigned")
+		}
+	}
+	require.Equal(t, string(ours.Key), l.(*etcd.Leadership).Key())
+	require.NoError(t, l.Resign(ctx))
 }

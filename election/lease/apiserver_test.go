@@ -57,10 +57,23 @@ func clientset(t *testing.T, cfg *rest.Config) kubernetes.Interface {
 	return cs
 }
 
-// apiServer starts a kube-apiserver with the test namespace.
+// apiServer returns the package's shared kube-apiserver with the test
+// namespace.
 func apiServer(t *testing.T) *testenv.APIServerInstance {
 	t.Helper()
-	a := testenv.APIServer(t)
+	return withNamespace(t, plain.get(t))
+}
+
+// ownAPIServer starts a kube-apiserver of the test's own, with the test
+// namespace, for a test that restarts it.
+func ownAPIServer(t *testing.T) *testenv.APIServerInstance {
+	t.Helper()
+	return withNamespace(t, testenv.APIServer(t))
+}
+
+// withNamespace creates the test namespace on a, if it is not there yet.
+func withNamespace(t *testing.T, a *testenv.APIServerInstance) *testenv.APIServerInstance {
+	t.Helper()
 	cs := clientset(t, a.Config())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -115,6 +128,7 @@ func overwriteHolder(ctx context.Context, cs kubernetes.Interface, name, holder 
 }
 
 func TestLeaseConformance(t *testing.T) {
+	t.Parallel() // waits on lease durations, not the CPU
 	a := apiServer(t)
 	admin := clientset(t, a.Config())
 	electiontest.Run(t, func(t *testing.T) electiontest.Subject {
@@ -309,6 +323,7 @@ func requireIncreasing(t *testing.T, tokens []election.Token) {
 }
 
 func TestLeaseTwoCandidatesNeverBothLead(t *testing.T) {
+	t.Parallel() // waits on lease durations, not the CPU
 	a := apiServer(t)
 	name := uniqueName("pair")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -329,7 +344,7 @@ func TestLeaseTwoCandidatesNeverBothLead(t *testing.T) {
 	}
 	lost := 0
 	for range 2 {
-		r := <-results
+		r, _ := receive(t, results, "a candidate's result")
 		require.NoError(t, r.err)
 		require.Len(t, r.tokens, terms)
 		requireIncreasing(t, r.tokens)
@@ -441,6 +456,7 @@ func clientGoTerms(ctx context.Context, cs kubernetes.Interface, name, identity 
 }
 
 func TestLeaseBesideClientGoNeverBothLead(t *testing.T) {
+	t.Parallel() // waits on lease durations, not the CPU
 	a := apiServer(t)
 	name := uniqueName("mixed")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -461,7 +477,8 @@ func TestLeaseBesideClientGoNeverBothLead(t *testing.T) {
 	}()
 	go func() { errs <- clientGoTerms(ctx, clientset(t, a.Config()), name, cgID, terms, writes, hold) }()
 	for range 2 {
-		require.NoError(t, <-errs)
+		err, _ := receive(t, errs, "a side's terms")
+		require.NoError(t, err)
 	}
 	requireIncreasing(t, ourTokens)
 	order := requireDisjointTerms(t, readHistory(t, clientset(t, a.Config()), name))
@@ -522,7 +539,7 @@ func TestLeaseHungAPIServerEndsTermAtValidUntil(t *testing.T) {
 	err = appendEntry(ctx, guarded, name, "after/1")
 	require.ErrorIs(t, err, election.ErrNotLeader, "gated write after the term ended")
 
-	wonAt, ok := <-won
+	wonAt, ok := receive(t, won, "the follower's campaign")
 	require.True(t, ok, "follower did not win")
 	require.True(t, wonAt.After(validUntil), "follower won at %v, before the old term's ValidUntil %v", wonAt, validUntil)
 	require.GreaterOrEqual(t, wonAt.Sub(cutAt), testRenewDeadline, "follower won too soon after the cut")
@@ -586,7 +603,8 @@ func TestGateRefusesWritesWithoutValidTerm(t *testing.T) {
 // follower's watch (or its polling) has recovered, and a resignation hands
 // over well within the lease duration.
 func TestLeaseSurvivesAPIServerRestart(t *testing.T) {
-	a := apiServer(t)
+	t.Parallel() // waits on lease durations, not the CPU
+	a := ownAPIServer(t)
 	name := uniqueName("restart")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -622,7 +640,7 @@ func TestLeaseSurvivesAPIServerRestart(t *testing.T) {
 
 	resignedAt := time.Now()
 	require.NoError(t, l.Resign(ctx))
-	r, ok := <-won
+	r, ok := receive(t, won, "the follower's campaign")
 	require.True(t, ok, "follower did not win")
 	// Half the lease duration tells a recovered watch (or poll) from a
 	// follower that waited for the lease to expire, with room for a starved
@@ -739,7 +757,7 @@ func mixedCut(t *testing.T, a *testenv.APIServerInstance, margin time.Duration) 
 
 	cutAt := time.Now()
 	p.Cut()
-	wonAt, ok := <-won
+	wonAt, ok := receive(t, won, "the follower's campaign")
 	require.True(t, ok, "our candidate did not take over")
 	var endedAt time.Time
 	select {
@@ -761,6 +779,7 @@ func mixedCut(t *testing.T, a *testenv.APIServerInstance, margin time.Duration) 
 // TakeoverMargin of RetryPeriod + 2 × RenewDeadline − LeaseDuration plus a
 // network delay closes that overlap.
 func TestMixedClientGoReleaseOnCancelUnderPartition(t *testing.T) {
+	t.Parallel() // waits on lease durations, not the CPU
 	a := apiServer(t)
 	t.Run("without margin", func(t *testing.T) {
 		// 2 × 3s + 0.5s − 4s = 2.5s of overlap by the timers alone.

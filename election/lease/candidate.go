@@ -34,18 +34,25 @@ import (
 // it once the controller names it as holder, and yields when the
 // controller names another preferred holder.
 //
-// A Lease naming this candidate's identity is adopted at once only as the
-// controller writes it, without an acquireTime; every candidate of ours
-// writes one when it takes a Lease. A Lease naming this identity with an
-// acquireTime records a term of that identity, which may belong to a
-// predecessor with the same name that is still alive but cut off: the
-// candidate treats it as any other holder's and takes it, with a new
-// transition, only once it has seen it unchanged for the lease duration
-// (the controller never renames an expired Lease to its own holder). So
-// a process restarted under its predecessor's pod name never believes it
-// still holds its predecessor's term. A client-go candidate keeps the
-// controller's empty acquireTime while it holds, so this does not protect
-// a process that replaces a client-go candidate of the same identity.
+// It never adopts a term it did not take itself. A Lease naming this
+// candidate's identity is adopted at once only when this process's watch
+// saw the controller write it: a state that names the identity without an
+// acquireTime, delivered right after a state that named another holder,
+// none, or no Lease. Every candidate of ours writes an acquireTime when it
+// takes a Lease, and a client-go candidate only renews a Lease that names
+// it already, so only the controller writes such a state, and the
+// acquiring write carries its resourceVersion, so nobody renewed it in
+// between. Any other Lease naming this identity (with an acquireTime, or
+// first seen by a read, or while a client-go candidate of the same name
+// renews it) may record the term of a predecessor with the same name,
+// ours or client-go's, alive but cut off: the candidate treats it as any
+// other holder's and takes it, with a new transition, only once it has
+// seen it unchanged for the lease duration (the controller never renames
+// an expired Lease to the holder it already names). So a process
+// restarted under its predecessor's pod name never believes it still
+// holds its predecessor's term. The price: a naming seen only by a read
+// (while the watch fails) is taken a lease duration later, 5s with the
+// controller's.
 //
 // What this rests on, beyond the uncoordinated case: the controller judges
 // expiry by comparing renewTime, written by the holder's clock, with its
@@ -217,24 +224,35 @@ func (e *Elector) awaitPing(ctx context.Context, cands coordinationv1beta1client
 
 // coordinatedWait reports whether a coordinated candidate must keep
 // waiting before it takes the Lease in o at now, and until when (zero: until
-// the Lease changes). It may take it when:
-//   - the election controller named it: holderIdentity is its identity
-//     with no acquireTime, which the controller never writes and every
-//     candidate of ours writes when it takes a Lease, and no other
-//     preferred holder; or
-//   - the Lease records a term of its own identity (an acquireTime is
-//     set) that has expired by this candidate's own clock, as any other
-//     holder's term would have to: a process restarted with its
-//     predecessor's identity (a pod name) must never believe it still
-//     holds its predecessor's term, which may still be live on a process
-//     that is cut off.
+// the Lease changes). It never adopts a term this process did not take
+// itself. It may take the Lease when the Lease names its identity, no
+// other preferred holder, and either:
+//   - this process saw the election controller name it: the state that
+//     names it without an acquireTime is the one its watch delivered right
+//     after a state that named another holder, or none, or no Lease. Only
+//     the controller writes such a state (every candidate of ours writes
+//     an acquireTime, and a client-go candidate only renews a Lease that
+//     already names it), and the acquiring write carries its
+//     resourceVersion, so no other process with this identity renewed it
+//     in between; or
+//   - the state names its identity in any other way (an acquireTime, or no
+//     acquireTime but first seen by a read or after a state that named it
+//     already) and it has expired by this candidate's own clock, as any
+//     other holder's term would have to. That state may record a term of a
+//     predecessor with the same name, ours or client-go's (which keeps the
+//     controller's empty acquireTime while it holds), alive but cut off: a
+//     process restarted with its predecessor's identity (a pod name) must
+//     never believe it still holds its predecessor's term.
 func (e *Elector) coordinatedWait(o observation, now time.Time) (wait bool, until time.Time) {
 	if o.lease == nil || o.rec.Holder != e.cfg.Identity ||
 		(o.rec.PreferredHolder != "" && o.rec.PreferredHolder != e.cfg.Identity) {
 		return true, time.Time{} // the controller has not named us
 	}
-	if o.rec.AcquireTime.IsZero() {
-		return false, time.Time{} // named by the controller, taken by nobody
+	e.mu.Lock()
+	witnessed := e.witnessed != "" && e.witnessed == o.rv
+	e.mu.Unlock()
+	if witnessed && o.rec.AcquireTime.IsZero() {
+		return false, time.Time{} // named by the controller as we watched
 	}
 	if o.held(now) {
 		return true, o.expiry() // a term of our identity, maybe a predecessor's

@@ -24,9 +24,8 @@ import (
 // while the newer one campaigns again in vain; once the older one closed
 // (its LeaseCandidate deleted and its lease released) the newer one leads.
 func TestLeaseCoordinatedElection(t *testing.T) {
-	a := testenv.APIServer(t,
-		"--feature-gates=CoordinatedLeaderElection=true",
-		"--runtime-config=coordination.k8s.io/v1beta1=true")
+	t.Parallel() // waits on lease durations, not the CPU
+	a := withCLE.get(t)
 	admin := clientset(t, a.Config())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -58,7 +57,7 @@ func TestLeaseCoordinatedElection(t *testing.T) {
 		return ch
 	}
 	// Alone, the newer release is elected.
-	r := <-campaign(newer)
+	r, _ := receive(t, campaign(newer), "the newer candidate's election")
 	require.NoError(t, r.err)
 	ln1 := r.l
 	require.Equal(t, "newer", ln1.Identity())
@@ -131,9 +130,8 @@ func TestLeaseCoordinatedElection(t *testing.T) {
 // the predecessor's term has ended by the predecessor's own view, with a
 // higher token.
 func TestLeaseCoordinatedRestartUnderSameName(t *testing.T) {
-	a := testenv.APIServer(t,
-		"--feature-gates=CoordinatedLeaderElection=true",
-		"--runtime-config=coordination.k8s.io/v1beta1=true")
+	t.Parallel() // waits on lease durations, not the CPU
+	a := withCLE.get(t)
 	admin := clientset(t, a.Config())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

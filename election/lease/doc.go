@@ -101,15 +101,16 @@
 // renewal. With Config.Coordinated it keeps the field, and goes
 // further: it publishes a coordination.k8s.io/v1beta1 LeaseCandidate
 // (its release as binaryVersion) and lets the apiserver's election
-// controller pick the holder, adopting the Lease only when named, and a
-// term left under its own identity (by a predecessor with the same pod
-// name) only once it expired (see [Coordinated] for what that rests on).
-// That rule reads the acquireTime our candidates write: a client-go
-// candidate keeps the controller's empty one while it holds, so a
-// candidate of ours that replaces a client-go candidate under the same
-// identity adopts its term at once, and the two may overlap for up to
-// RenewDeadline if the old one is alive but cut off. Where client-go
-// candidates take part, give each process an identity of its own (as
+// controller pick the holder. It never adopts a term it did not take
+// itself: it adopts the Lease at once only when its own watch saw the
+// controller name it (a state naming its identity without an acquireTime,
+// right after one naming another holder or none), and any other Lease
+// under its identity (a predecessor's with the same pod name, ours or
+// client-go's, which keeps the controller's empty acquireTime while it
+// holds) only once it expired by its own clock, with a new transition
+// (see [Coordinated] for what that rests on). Still, a client-go candidate
+// adopts any Lease that names its identity, ours included: where
+// client-go candidates take part, give each process an identity of its own (as
 // election.DefaultIdentity does). In Kubernetes 1.37 the feature is beta
 // and off by default.
 //

@@ -117,6 +117,12 @@ type follower struct {
 	watchStart time.Time
 	poll       clock.Timer // armed while the watch is down
 	wake       clock.Timer // armed at the step's wake-up instant
+
+	// namedUs is whether the last state of the Lease this loop saw names
+	// this candidate's identity as holder, and namedKnown whether that
+	// state is the one right before the next watch event (a read starts a
+	// new stream: the states between two reads are unknown).
+	namedUs, namedKnown bool
 }
 
 func (f *follower) selector() string {
@@ -136,10 +142,27 @@ func (f *follower) read() (observation, error) {
 	// fake that ignores field selectors) returns.
 	for i := range list.Items {
 		if l := &list.Items[i]; l.Name == f.e.cfg.Name {
+			f.namedUs, f.namedKnown = recordFromLease(l).Holder == f.e.cfg.Identity, true
 			return f.e.note(l, l.ResourceVersion), nil
 		}
 	}
+	f.namedUs, f.namedKnown = false, true
 	return f.e.note(nil, list.ResourceVersion), nil
+}
+
+// witness follows the states of the Lease the watch delivers, one by one,
+// and records in the elector a state that names this candidate as holder
+// without an acquireTime right after a state that did not name it: the
+// election controller's naming, seen as it happened (see coordinatedWait).
+func (f *follower) witness(l *coordinationv1.Lease) {
+	rec := recordFromLease(l)
+	namesUs := rec.Holder == f.e.cfg.Identity
+	if namesUs && f.namedKnown && !f.namedUs && rec.AcquireTime.IsZero() {
+		f.e.mu.Lock()
+		f.e.witnessed = l.ResourceVersion
+		f.e.mu.Unlock()
+	}
+	f.namedUs, f.namedKnown = namesUs, true
 }
 
 // ensureWatch starts the watch if it is not running; if that fails, it arms
@@ -195,6 +218,7 @@ func (f *follower) handle(ev watch.Event, ok bool) (obs observation, changed, re
 			return observation{}, false, false
 		}
 		f.rv = l.ResourceVersion
+		f.witness(l)
 		return f.e.note(l, l.ResourceVersion), true, false
 	case watch.Deleted:
 		rv := ""
@@ -202,6 +226,7 @@ func (f *follower) handle(ev watch.Event, ok bool) (obs observation, changed, re
 			rv = l.ResourceVersion
 			f.rv = rv
 		}
+		f.namedUs, f.namedKnown = false, true
 		return f.e.note(nil, rv), true, false
 	case watch.Bookmark:
 		if l, isLease := ev.Object.(*coordinationv1.Lease); isLease {

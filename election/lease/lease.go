@@ -129,7 +129,12 @@ type Elector struct {
 	// term's token (see tryAcquire).
 	highest election.Token
 	cur     *leadership // current or last term, nil before the first
-	closed  bool
+	// witnessed is the resourceVersion of the last state of the Lease
+	// that this process saw the election controller write naming it:
+	// the state right after one that named another holder or none, in one
+	// watch stream (Coordinated; see coordinatedWait).
+	witnessed string
+	closed    bool
 
 	campaigning sync.Mutex // one Campaign at a time
 	leading     term.Flag

@@ -169,7 +169,7 @@ func TestLeaseTermEndsAtValidUntilWhenRenewalHangs(t *testing.T) {
 
 	require.Eventually(t, func() bool { return clk.Waiters() == 2 }, 5*time.Second, time.Millisecond)
 	clk.SetTime(epoch.Add(300 * time.Millisecond))
-	<-hanging
+	recv(t, hanging, "the hanging renewal")
 	validUntil := l.(election.Expiring).ValidUntil()
 	require.Equal(t, epoch.Add(2*time.Second), validUntil)
 
@@ -178,7 +178,7 @@ func TestLeaseTermEndsAtValidUntilWhenRenewalHangs(t *testing.T) {
 	require.NoError(t, l.Context().Err())
 	clk.SetTime(validUntil)
 	require.False(t, f.validNow(), "the gate closes at ValidUntil, watchdog or not")
-	<-l.Context().Done()
+	recv(t, l.Context().Done(), "the term's end at ValidUntil")
 	require.ErrorIs(t, context.Cause(l.Context()), election.ErrLeadershipLost)
 	require.ErrorIs(t, context.Cause(l.Context()), errValidityExpired)
 }

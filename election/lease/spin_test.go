@@ -81,9 +81,9 @@ func TestFollowerWatchEndingAtOnceDoesNotSpin(t *testing.T) {
 		defer close(done)
 		_, _ = f.Campaign(ctx)
 	}()
-	defer func() { close(quit); cancel(); <-done }()
-	require.Equal(t, "list", <-calls)
-	require.Equal(t, "watch", <-calls) // ends at once
+	defer func() { close(quit); cancel(); recv(t, done, "Campaign's return") }()
+	require.Equal(t, "list", recv(t, calls, "the first list"))
+	require.Equal(t, "watch", recv(t, calls, "the first watch")) // ends at once
 	// 20 steps of 30ms: two RetryPeriods (300ms), so at most a list and a
 	// watch for each.
 	require.LessOrEqual(t, callsWhile(clk, calls, 20, 30*time.Millisecond), 4, "requests within 600ms of fake time")
@@ -104,8 +104,8 @@ func TestLeaseCandidateWatchEndingAtOnceDoesNotSpin(t *testing.T) {
 		defer close(done)
 		_, _ = e.Campaign(ctx) // nobody names it: it waits
 	}()
-	defer func() { cancel(); <-done }()
-	require.Equal(t, "watch", <-calls) // ends at once
+	defer func() { cancel(); recv(t, done, "Campaign's return") }()
+	require.Equal(t, "watch", recv(t, calls, "the first LeaseCandidate watch")) // ends at once
 	require.LessOrEqual(t, callsWhile(clk, calls, 20, 30*time.Millisecond), 2, "LeaseCandidate watches within 600ms of fake time")
 }
 
