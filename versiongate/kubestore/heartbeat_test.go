@@ -13,10 +13,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/reconkit/reconkit/kubefake"
 	"github.com/reconkit/reconkit/nodestatus"
 	"github.com/reconkit/reconkit/versiongate"
 	"github.com/reconkit/reconkit/versiongate/kubestore"
@@ -194,4 +196,140 @@ func TestNodeLeaseWithNodestatus(t *testing.T) {
 	rs, _, err = st.ListRecords(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []versiongate.Record{{ID: node, Value: []byte("v2")}}, rs)
+}
+
+// patchHookClient calls before ahead of every Lease patch.
+type patchHookClient struct {
+	kubernetes.Interface
+	before func(name string)
+}
+
+func (c patchHookClient) CoordinationV1() coordclient.CoordinationV1Interface {
+	return patchHookCoord{CoordinationV1Interface: c.Interface.CoordinationV1(), before: c.before}
+}
+
+type patchHookCoord struct {
+	coordclient.CoordinationV1Interface
+	before func(string)
+}
+
+func (c patchHookCoord) Leases(ns string) coordclient.LeaseInterface {
+	return patchHookLeases{LeaseInterface: c.CoordinationV1Interface.Leases(ns), before: c.before}
+}
+
+type patchHookLeases struct {
+	coordclient.LeaseInterface
+	before func(string)
+}
+
+func (l patchHookLeases) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*coordinationv1.Lease, error) {
+	l.before(name)
+	return l.LeaseInterface.Patch(ctx, name, pt, data, opts, sub...)
+}
+
+// A dead record is removed from its node Lease only at the
+// resourceVersion judged: a renewal landing between the judgement and the
+// removal keeps it.
+func TestNodeLeaseExpiryConditionedOnJudgedVersion(t *testing.T) {
+	ctx := testCtx(t)
+	cs := kubefake.NewClientset()
+	clk := newFakeClock()
+	r := newRenewer(cs, clk)
+	node := newNodeLeaseStore(t, cs, "reap", clk, r.renew)
+	renewed := false
+	observer := newNodeLeaseStore(t, patchHookClient{Interface: cs, before: func(name string) {
+		if !renewed {
+			renewed = true
+			r.renew(name)
+		}
+	}}, "reap", clk, r.renew)
+	l, err := node.PublishRecord(ctx, "n1", []byte("1.0.0"), 10*time.Second)
+	require.NoError(t, err)
+	_, _, err = observer.ListRecords(ctx)
+	require.NoError(t, err)
+	clk.Step(12 * time.Second) // the observer saw no change for TTL + margin
+	rs, _, err := observer.ListRecords(ctx)
+	require.NoError(t, err)
+	require.True(t, renewed)
+	require.Equal(t, []versiongate.Record{{ID: "n1", Value: []byte("1.0.0")}}, rs, "a record renewed after it was judged stays")
+	_, err = node.KeepAlive(ctx, l)
+	require.NoError(t, err)
+	// Unrenewed, it goes, and the Lease stays.
+	_, _, err = observer.ListRecords(ctx) // sees the renewal
+	require.NoError(t, err)
+	clk.Step(12 * time.Second)
+	rs, _, err = observer.ListRecords(ctx)
+	require.NoError(t, err)
+	require.Empty(t, rs)
+	_, err = cs.CoordinationV1().Leases(nodeLeaseNamespace).Get(ctx, "n1", metav1.GetOptions{})
+	require.NoError(t, err, "the node Lease is the node's: it is never deleted")
+}
+
+// A publish is conditioned on the Lease as read: another store's record
+// written between the read and the write refuses it, and the second
+// publisher finds the record held.
+func TestNodeLeasePublishConditionedOnRead(t *testing.T) {
+	ctx := testCtx(t)
+	cs := kubefake.NewClientset()
+	clk := newFakeClock()
+	r := newRenewer(cs, clk)
+	first := newNodeLeaseStore(t, cs, "pub", clk, r.renew)
+	raced := false
+	second := newNodeLeaseStore(t, patchHookClient{Interface: cs, before: func(string) {
+		if !raced {
+			raced = true
+			_, err := first.PublishRecord(ctx, "n1", []byte("first"), 10*time.Second)
+			require.NoError(t, err)
+		}
+	}}, "pub", clk, r.renew)
+	_, err := second.PublishRecord(ctx, "n1", []byte("second"), 10*time.Second)
+	require.True(t, raced)
+	require.ErrorIs(t, err, versiongate.ErrRecordHeld)
+	rs, _, err := second.ListRecords(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []versiongate.Record{{ID: "n1", Value: []byte("first")}}, rs)
+}
+
+// The keep-alive counts the TTL from the later of the heartbeat's send
+// time and the record's own write, never from now; a heartbeat of another
+// Lease object, or none within the TTL, loses the record.
+func TestNodeLeaseKeepAliveCountsFromSend(t *testing.T) {
+	ctx := testCtx(t)
+	cs := kubefake.NewClientset()
+	clk := newFakeClock()
+	r := newRenewer(cs, clk)
+	var mu sync.Mutex
+	var sent time.Time
+	var uid types.UID
+	hb := func(node string) (time.Time, types.UID, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		return sent, uid, !sent.IsZero()
+	}
+	set := func(s time.Time, u types.UID) { mu.Lock(); sent, uid = s, u; mu.Unlock() }
+	s0, u0, _ := r.renew("n1")
+	set(s0, u0)
+	st := newNodeLeaseStore(t, cs, "ka", clk, hb)
+	clk.Step(time.Second)
+	l, err := st.PublishRecord(ctx, "n1", []byte("v"), 10*time.Second)
+	require.NoError(t, err)
+	wrote := clk.Now()
+	clk.Step(3 * time.Second)
+	left, err := st.KeepAlive(ctx, l)
+	require.NoError(t, err)
+	require.Equal(t, 10*time.Second-clk.Since(wrote), left, "counted from the record's own write, later than the heartbeat")
+	s1 := clk.Now().Add(-time.Second) // a renewal sent a second ago, answered now
+	set(s1, u0)
+	left, err = st.KeepAlive(ctx, l)
+	require.NoError(t, err)
+	require.Equal(t, 9*time.Second, left, "counted from the renewal's send time")
+	clk.Step(9 * time.Second)
+	_, err = st.KeepAlive(ctx, l)
+	require.ErrorIs(t, err, versiongate.ErrRecordLost, "no renewal sent within the TTL")
+
+	l, err = st.PublishRecord(ctx, "n1", []byte("v"), 10*time.Second)
+	require.NoError(t, err, "this store's own lost record is replaced at once")
+	set(clk.Now(), "another-object")
+	_, err = st.KeepAlive(ctx, l)
+	require.ErrorIs(t, err, versiongate.ErrRecordLost, "the heartbeat renews another Lease object")
 }
