@@ -53,7 +53,8 @@ var (
 	big       = flag.Int("big", 1000, "gates in the large run")
 	bigWindow = flag.Duration("big-window", time.Minute, "window over which the servers' CPU is measured in the large run")
 	ttl       = flag.Duration("ttl", versiongate.DefaultRecordTTL, "RecordTTL of every gate")
-	only      = flag.String("only", "", "run one backend only: kube or etcd")
+	only      = flag.String("only", "", "run one backend only: kube, nodelease or etcd")
+	skipBig   = flag.Bool("skip-big", false, "skip the large run")
 )
 
 func main() {
@@ -111,6 +112,18 @@ func run() error {
 		}
 		backends = append(backends, k)
 	}
+	var alone *nodeLeaseBackend
+	if *only == "" || *only == "nodelease" {
+		k, err := newNodeLeaseBackend(ctx, a, true)
+		if err != nil {
+			return err
+		}
+		defer k.stop()
+		backends = append(backends, k)
+		if alone, err = newNodeLeaseBackend(ctx, a, false); err != nil {
+			return err
+		}
+	}
 	if *only == "" || *only == "etcd" {
 		e, err := newEtcdBackend(a)
 		if err != nil {
@@ -120,7 +133,14 @@ func run() error {
 		backends = append(backends, e)
 	}
 	if len(backends) == 0 {
-		return fmt.Errorf("-only %q: want kube or etcd", *only)
+		return fmt.Errorf("-only %q: want kube, nodelease or etcd", *only)
+	}
+	var aloneWire float64
+	if alone != nil {
+		logf("nodestatus alone: %d nodes over %v ...", *nodes, *window)
+		if aloneWire, err = nodestatusAlone(ctx, alone, *nodes, *window); err != nil {
+			return fmt.Errorf("nodestatus alone: %w", err)
+		}
 	}
 
 	start := time.Now()
@@ -136,6 +156,9 @@ func run() error {
 		logf("%s: %d status writes to %d watchers ...", b.name(), *rounds, *watchers)
 		if r.told, r.err = tell(ctx, b, *watchers, *rounds); r.err != nil {
 			return fmt.Errorf("%s: telling nodes: %w", b.name(), r.err)
+		}
+		if *skipBig {
+			continue
 		}
 		logf("%s: %d gates over %v ...", b.name(), *big, *bigWindow)
 		if r.cpuPerSec, r.rss, r.err = large(ctx, b, *big, *bigWindow); r.err != nil {
@@ -169,6 +192,9 @@ func run() error {
 	row(fmt.Sprintf("%d gates: server CPU (ms per s)", *big), func(r result) float64 { return r.cpuPerSec * 1000 }, "%.0f")
 	row(fmt.Sprintf("%d gates: server RSS (MiB)", *big), func(r result) float64 { return float64(r.rss) / (1 << 20) }, "%.0f")
 	w.Flush()
+	if alone != nil {
+		fmt.Printf("nodestatus alone: %.2f wire requests per node per minute (%d nodes); the node-Lease gate's extra is its column less this\n", aloneWire, *nodes)
+	}
 	logf("total %v", time.Since(start).Round(time.Second))
 	return nil
 }
