@@ -118,9 +118,9 @@
 // and an annotation of the same key holding the value. Several gates
 // share a Lease, each under its own key. A host that runs nodestatus
 // then pays for one Lease per node: the record costs no request in steady
-// state (TestNodeLeaseWithNodestatus; cmd/bench/versiongate -mode
-// nodelease measures it). The status stays a Lease in Namespace. Wiring,
-// with no adapter (see the root package's ExampleNodeLeaseRecords):
+// state (TestNodeLeaseWithNodestatus; go run ./cmd/bench/versiongate
+// -only nodelease measures it). The status stays a Lease in Namespace. Wiring,
+// with no adapter (see the root package's Example_nodeLeaseRecords):
 //
 //	kubestore.Config{..., NodeLease: &kubestore.NodeLeaseConfig{Heartbeat: nodeController.LeaseRenewal}}
 //
