@@ -36,6 +36,10 @@ func newNodeLeaseBackend(ctx context.Context, a *servers.APIServer, gates bool) 
 	if err != nil {
 		return nil, err
 	}
+	k.prefix = "bench-versiongate-nodelease"
+	if !gates {
+		k.prefix = "bench-versiongate-nodestatus"
+	}
 	return &nodeLeaseBackend{kubeBackend: k, gates: gates}, nil
 }
 
