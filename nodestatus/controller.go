@@ -45,6 +45,7 @@ type NodeController struct {
 	// HeartbeatCheck and LastHeartbeat.
 	runStart atomic.Pointer[time.Time]
 	lastBeat atomic.Pointer[time.Time]
+	renewal  atomic.Pointer[leaseRenewal] // see LeaseRenewal
 	ready    chan struct{}
 	done     chan struct{}
 	err      error // written before done is closed

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -37,6 +38,10 @@ type leaseResult struct {
 	ownerRead   bool   // its owner reference is the Node as read just now
 	failures    int    // attempts that failed before the result
 	err         error
+	// sent is when the write that renewed the lease was sent, and uid the
+	// lease it renewed: see LeaseRenewal.
+	sent time.Time
+	uid  types.UID
 }
 
 // renewLease renews (or creates) the node's lease, retrying with backoff.
@@ -77,7 +82,7 @@ func (c *NodeController) renewLease(ctx context.Context, job leaseJob) leaseResu
 					}
 					return fmt.Errorf("create lease: %w", err)
 				}
-				cur, renewed = l, l
+				cur, renewed, res.sent = l, l, start
 				return nil
 			default:
 				return fmt.Errorf("get lease: %w", err)
@@ -88,7 +93,7 @@ func (c *NodeController) renewLease(ctx context.Context, job leaseJob) leaseResu
 		err = c.observe(ctx, CallUpdateLease, start, err)
 		switch {
 		case err == nil:
-			cur, renewed = l, l
+			cur, renewed, res.sent = l, l, start
 			return nil
 		case apierrors.IsConflict(err):
 			cur = nil
@@ -116,6 +121,7 @@ func (c *NodeController) renewLease(ctx context.Context, job leaseJob) leaseResu
 		return err
 	})
 	if renewed != nil {
+		res.uid = renewed.UID
 		res.renewed, res.lease = true, packLease(job.last, renewed)
 	}
 	if last != nil && renewed != nil && renewed.UID != last.UID {
@@ -155,7 +161,7 @@ func (c *NodeController) recreateLease(ctx, rctx context.Context, res *leaseResu
 		*cur = nil
 		return fmt.Errorf("create lease again: %w", err)
 	}
-	*cur, *renewed = l, l
+	*cur, *renewed, res.sent = l, l, start
 	res.ownerRead = true
 	return nil
 }

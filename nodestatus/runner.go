@@ -378,6 +378,7 @@ func (r *runner) onLeaseDone(res leaseResult) error {
 		}
 		r.lease, r.lastRenew = res.lease, now
 		r.c.lastBeat.Store(&now)
+		r.c.renewal.Store(&leaseRenewal{sent: res.sent, uid: res.uid})
 		r.arm(deadlineLease, r.renew())
 		if res.recreated {
 			// The lease vanished: most likely with its Node, which may

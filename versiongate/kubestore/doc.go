@@ -119,4 +119,74 @@
 //     (TestListRecordsPagesAreOneSnapshot). A listing of more records than
 //     the server can page through before it compacts fails then.
 //   - Not Byzantine-tolerant: a node can publish any value.
+//
+// # Records on node Leases
+//
+// With Config.NodeLease a node's record lives on the node's own heartbeat
+// Lease (kube-node-lease/<node>, which nodestatus or a kubelet renews): a
+// label NodeLeaseKeyPrefix+<gate> holding a token new at every publish,
+// and an annotation of the same key holding the value. Several gates
+// share a Lease, each under its own key. A host that runs nodestatus
+// then pays for one Lease per node: the record costs no request in steady
+// state (TestNodeLeaseWithNodestatus; go run ./cmd/bench/versiongate
+// -only nodelease measures it). The status stays a Lease in Namespace. Wiring,
+// with no adapter (see the root package's Example_nodeLeaseRecords):
+//
+//	kubestore.Config{..., NodeLease: &kubestore.NodeLeaseConfig{Heartbeat: nodeController.LeaseRenewal}}
+//
+// What it rests on:
+//
+//   - Publishing reads the Lease (GET, linearizable) and writes the label
+//     and annotation in a merge patch conditioned on the resourceVersion
+//     read; it waits until Heartbeat reports a renewal of that very Lease
+//     object. DeleteRecord and expiry remove them the same way, never the
+//     Lease (TestNodeLeasePublishConditionedOnRead,
+//     TestNodeLeaseExpiryConditionedOnJudgedVersion). nodestatus renews by
+//     an update from its last copy; one the record's write made stale gets
+//     409, reads the Lease again and keeps every label and annotation.
+//   - A record's identity for observers is the Lease's UID with the
+//     publish's token, so a record published again, or on a Lease
+//     created again, is a new record, as a new Lease is in the other
+//     mode: the restrict's write-then-validate, its argument and fencing
+//     are unchanged. Leases are one resource, so the records' and the
+//     status' resourceVersions are one counter.
+//   - Expiry is judged as above: the record is dead once its Lease's
+//     resourceVersion has not changed for its leaseDurationSeconds plus the
+//     margin on the observer's clock; heartbeats change it. The TTL is the
+//     node Lease's duration (40s with nodestatus' defaults), not the gate's
+//     RecordTTL: a dead node holds back a restrict for up to 44s.
+//   - KeepAlive sends nothing. It reports the TTL left from the later of
+//     Heartbeat's send time and the record's own write, on the store's
+//     Clock (Heartbeat's times must be on it), so the gate stops serving
+//     at that send plus TTL less its margin, before any observer, which
+//     counts from a later sighting, can judge the record dead
+//     (TestNodeLeaseKeepAliveCountsFromSend). It reports ErrRecordLost
+//     when the heartbeat renews another Lease object (deleted and created
+//     again, as the garbage collector and nodestatus do when a Node goes),
+//     when this store saw the record removed or replaced, or when no
+//     renewal was sent within the TTL. The gate publishes again with
+//     RejoinAfterRecordLoss, which hosts in this mode should set.
+//
+// Its limits, beyond those above:
+//
+//   - A record lives while its node heartbeats, not while its gate runs: a
+//     gate that stopped without DeleteRecord (a lost record while the
+//     heartbeat went on, a crash with the heartbeat in another process)
+//     leaves a member that holds back restricts until the gate publishes
+//     again or the Lease stops being renewed (liveness only).
+//   - A record of another publisher (an earlier run of the host) is
+//     replaced once its token has been unchanged for the TTL plus the
+//     margin since this store first found it, while this process's
+//     heartbeat renews the Lease. That rests on nodestatus' own
+//     assumption, one heartbeat per node: the earlier run's last renewal
+//     was sent before this one's, so its gate has stopped. Two processes
+//     publishing one node's record, each with its own heartbeat of that
+//     node, break it.
+//   - Observers that expire records write to node Leases: the client
+//     needs get, list, watch and patch on leases in the node Lease
+//     namespace, besides the status' verbs in Namespace. An expiry, a
+//     publish or a delete costs the node's heartbeat one 409 and a GET.
+//   - Listings and watches select by the label: the apiserver filters
+//     kube-node-lease for them, and every watcher receives every renewal
+//     of every labelled Lease (N renewals per RenewInterval to N nodes).
 package kubestore

@@ -31,8 +31,12 @@ func leaseSeconds(ttl time.Duration) int32 {
 // recordValue decodes a record Lease's value. It is never nil, which
 // means deleted: a record with no value, or one that does not decode, has
 // an empty value, which the gate reports as a record that does not decode.
-func recordValue(l *coordinationv1.Lease) []byte {
-	b, err := base64.StdEncoding.DecodeString(l.Annotations[AnnotationValue])
+func (s *Store) recordValue(l *coordinationv1.Lease) []byte {
+	key := AnnotationValue
+	if s.node != nil {
+		key = s.node.key
+	}
+	b, err := base64.StdEncoding.DecodeString(l.Annotations[key])
 	if err != nil || b == nil {
 		return []byte{}
 	}
@@ -46,6 +50,9 @@ func recordValue(l *coordinationv1.Lease) []byte {
 // clock, it deletes it (conditioned on the resourceVersion and UID it
 // judged) and creates its own.
 func (s *Store) PublishRecord(ctx context.Context, id string, value []byte, ttl time.Duration) (versiongate.RecordLease, error) {
+	if s.node != nil {
+		return s.publishOnNodeLease(ctx, id, value)
+	}
 	name, err := s.recordName(id)
 	if err != nil {
 		return versiongate.RecordLease{}, err
@@ -110,7 +117,7 @@ func (s *Store) judgeHeld(ctx context.Context, id, name string) error {
 	}
 	now := s.clock.Now()
 	s.mu.Lock()
-	s.ages.observe(id, cur.UID, recordValue(cur), rv, leaseTTL(cur), now)
+	s.ages.observe(id, cur.UID, s.recordValue(cur), rv, leaseTTL(cur), now)
 	e := s.ages.recs[id]
 	dead := e != nil && !e.deleted && e.uid == cur.UID && e.rv == rv && now.Sub(e.at) >= e.ttl+recordMargin(e.ttl)
 	var unchanged time.Duration
@@ -139,6 +146,9 @@ func ptrString(p *string) string {
 // at the resourceVersion judged. A record renewed or replaced meanwhile is
 // left alone (errRecordAlive); one already gone is fine.
 func (s *Store) deleteDead(ctx context.Context, d deadRecord) error {
+	if s.node != nil {
+		return s.expireOnNodeLease(ctx, d)
+	}
 	name, err := s.recordName(d.id)
 	if err != nil {
 		return err
@@ -169,6 +179,9 @@ var errRecordAlive = errors.New("record changed since it was judged dead")
 // store's last write of it. A record gone or replaced (404, or a 409 with
 // another object or holder in place) wraps ErrRecordLost.
 func (s *Store) KeepAlive(ctx context.Context, l versiongate.RecordLease) (time.Duration, error) {
+	if s.node != nil {
+		return s.keepAliveOnNodeLease(l)
+	}
 	s.mu.Lock()
 	o := s.owned[l.Lease]
 	s.mu.Unlock()
@@ -193,7 +206,7 @@ func (s *Store) KeepAlive(ctx context.Context, l versiongate.RecordLease) (time.
 			}
 			s.mu.Lock()
 			o.lease = updated
-			s.ages.observe(o.id, updated.UID, recordValue(updated), rev, o.ttl, now)
+			s.ages.observe(o.id, updated.UID, s.recordValue(updated), rev, o.ttl, now)
 			s.mu.Unlock()
 			return o.ttl, nil
 		case apierrors.IsNotFound(err) && !apiMissing(err):
@@ -229,6 +242,9 @@ func (s *Store) KeepAlive(ctx context.Context, l versiongate.RecordLease) (time.
 // conditioned on the object and resourceVersion this store last wrote; a
 // record already gone is no error.
 func (s *Store) DeleteRecord(ctx context.Context, l versiongate.RecordLease) error {
+	if s.node != nil {
+		return s.deleteFromNodeLease(ctx, l)
+	}
 	s.mu.Lock()
 	o := s.owned[l.Lease]
 	s.mu.Unlock()

@@ -115,7 +115,7 @@ func (s *Store) ReadStatus(ctx context.Context) (versiongate.StoredStatus, error
 // status being deleted ends it with an error wrapping ErrStatusDeleted.
 func (s *Store) WatchStatus(ctx context.Context, rev int64, fn func(versiongate.StoredStatus) bool) error {
 	opts := metav1.ListOptions{FieldSelector: "metadata.name=" + s.statusName()}
-	return s.watchLoop(ctx, rev, opts, nil, nil, func(ev watch.EventType, l *coordinationv1.Lease, r int64) (bool, error) {
+	return s.watchLoop(ctx, s.leases, rev, opts, nil, nil, func(ev watch.EventType, l *coordinationv1.Lease, r int64) (bool, error) {
 		if l.Name != s.statusName() {
 			return false, nil
 		}
@@ -377,7 +377,7 @@ func (s *Store) validate(ctx context.Context, nodesRev int64) (string, error) {
 		return fmt.Sprintf("this store's listings and watches cover revision %d only, not %d", s.seen.covered, nodesRev), nil
 	}
 	for _, r := range list {
-		if why := s.seen.check(r.id, r.lease.UID, r.value, nodesRev); why != "" {
+		if why := s.seen.check(r.id, r.uid, r.value, nodesRev); why != "" {
 			return why, nil
 		}
 	}

@@ -65,6 +65,10 @@ type Config struct {
 	// (limit); the pages of one listing are one snapshot. 0 means
 	// DefaultListPageSize.
 	ListPageSize int64
+	// NodeLease, if set, keeps each node's record on the node's own
+	// heartbeat Lease instead of a Lease of the store's (see "Records on
+	// node Leases" in the package doc). The status stays in Namespace.
+	NodeLease *NodeLeaseConfig
 }
 
 // DefaultListPageSize is Config.ListPageSize's default, kubectl's page
@@ -95,6 +99,8 @@ type Store struct {
 	// of the records, its own writes included: what expiry is judged on.
 	seen tracker
 	ages tracker
+	// node is set when records live on node Leases (Config.NodeLease).
+	node *nodeMode
 }
 
 var _ versiongate.Store = (*Store)(nil)
@@ -120,6 +126,8 @@ func New(cfg Config) (*Store, error) {
 	if cfg.ListPageSize < 0 {
 		bad("ListPageSize %d is negative", cfg.ListPageSize)
 	}
+	node, nerrs := newNodeMode(cfg)
+	errs = append(errs, nerrs...)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%w: versiongate/kubestore: %w", versiongate.ErrInvalidConfig, errors.Join(errs...))
 	}
@@ -130,6 +138,7 @@ func New(cfg Config) (*Store, error) {
 		cfg.ListPageSize = DefaultListPageSize
 	}
 	return &Store{
+		node:   node,
 		leases: cfg.Client.CoordinationV1().Leases(cfg.Namespace),
 		ns:     cfg.Namespace,
 		gate:   cfg.Gate,
@@ -155,11 +164,19 @@ func (s *Store) recordName(id string) (string, error) {
 }
 
 // recordID is the record ID of a Lease name of this gate.
-func (s *Store) recordID(name string) string { return strings.TrimPrefix(name, s.gate+"-") }
+func (s *Store) recordID(name string) string {
+	if s.node != nil {
+		return name
+	}
+	return strings.TrimPrefix(name, s.gate+"-")
+}
 
 func (s *Store) statusName() string { return s.gate + "-" + statusSuffix }
 
 func (s *Store) recordSelector() string {
+	if s.node != nil {
+		return s.node.key
+	}
 	return LabelGate + "=" + s.gate + "," + LabelRole + "=" + RoleRecord
 }
 
@@ -177,10 +194,13 @@ func (s *Store) wrapSel(verb, sel string, err error) error {
 	return s.wrapObj(verb, fmt.Sprintf("Leases in %s (selector %s)", s.ns, sel), err)
 }
 
-func (s *Store) wrapObj(verb, obj string, err error) error {
+func (s *Store) wrapObj(verb, obj string, err error) error { return wrapIn(s.ns, verb, obj, err) }
+
+// wrapIn is wrapObj for a Lease in namespace ns.
+func wrapIn(ns, verb, obj string, err error) error {
 	switch {
 	case apierrors.IsForbidden(err):
-		return fmt.Errorf("versiongate/kubestore: %s %s: %w (RBAC: the client needs the verb %q on leases.coordination.k8s.io in namespace %s)", verb, obj, err, verb, s.ns)
+		return fmt.Errorf("versiongate/kubestore: %s %s: %w (RBAC: the client needs the verb %q on leases.coordination.k8s.io in namespace %s)", verb, obj, err, verb, ns)
 	case apiMissing(err):
 		return fmt.Errorf("versiongate/kubestore: %s %s: %w (the server does not serve coordination.k8s.io/v1 leases)", verb, obj, err)
 	}

@@ -12,7 +12,9 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 
 	"github.com/reconkit/reconkit/versiongate"
 )
@@ -52,8 +54,8 @@ func (s *Store) ListRecords(ctx context.Context) ([]versiongate.Record, int64, e
 	for i := range list {
 		l := &list[i].lease
 		present[list[i].id] = true
-		s.seen.observe(list[i].id, l.UID, list[i].value, list[i].rv, leaseTTL(l), now)
-		s.ages.observe(list[i].id, l.UID, list[i].value, list[i].rv, leaseTTL(l), now)
+		s.seen.observe(list[i].id, list[i].uid, list[i].value, list[i].rv, leaseTTL(l), now)
+		s.ages.observe(list[i].id, list[i].uid, list[i].value, list[i].rv, leaseTTL(l), now)
 	}
 	s.seen.listed(present, rev, now)
 	s.ages.listed(present, rev, now)
@@ -69,6 +71,7 @@ func (s *Store) ListRecords(ctx context.Context) ([]versiongate.Record, int64, e
 type listedRecord struct {
 	id    string
 	lease coordinationv1.Lease
+	uid   types.UID // the record's identity: see Store.recordUID
 	value []byte
 	rv    int64
 }
@@ -101,7 +104,7 @@ func (s *Store) listPages(ctx context.Context) ([]listedRecord, int64, error) {
 	var out []listedRecord
 	var rev int64
 	for {
-		list, err := s.leases.List(ctx, opts)
+		list, err := s.recordLeases().List(ctx, opts)
 		if err != nil {
 			return nil, 0, s.wrapSel("list", s.recordSelector(), err)
 		}
@@ -119,7 +122,7 @@ func (s *Store) listPages(ctx context.Context) ([]listedRecord, int64, error) {
 			if err != nil {
 				return nil, 0, err
 			}
-			out = append(out, listedRecord{id: s.recordID(l.Name), lease: l, value: recordValue(&l), rv: rv})
+			out = append(out, listedRecord{id: s.recordID(l.Name), lease: l, uid: s.recordUID(&l), value: s.recordValue(&l), rv: rv})
 		}
 		if list.Continue == "" {
 			return out, rev, nil
@@ -138,18 +141,19 @@ func (s *Store) listPages(ctx context.Context) ([]listedRecord, int64, error) {
 func (s *Store) WatchRecords(ctx context.Context, rev int64, fn func([]versiongate.Record, int64)) error {
 	tick := s.clock.NewTicker(reapInterval)
 	defer tick.Stop()
-	return s.watchLoop(ctx, rev, metav1.ListOptions{LabelSelector: s.recordSelector()}, tick.C(), func(ctx context.Context) { s.reap(ctx) },
+	return s.watchLoop(ctx, s.recordLeases(), rev, metav1.ListOptions{LabelSelector: s.recordSelector()}, tick.C(), func(ctx context.Context) { s.reap(ctx) },
 		func(ev watch.EventType, l *coordinationv1.Lease, evRev int64) (bool, error) {
 			id := s.recordID(l.Name)
-			value := recordValue(l)
+			value := s.recordValue(l)
+			uid := s.recordUID(l)
 			if ev == watch.Deleted {
 				value = nil
 			}
 			s.mu.Lock()
 			now := s.clock.Now()
-			changed := s.seen.observe(id, l.UID, value, evRev, leaseTTL(l), now)
+			changed := s.seen.observe(id, uid, value, evRev, leaseTTL(l), now)
 			s.seen.covered = max(s.seen.covered, evRev)
-			s.ages.observe(id, l.UID, value, evRev, leaseTTL(l), now)
+			s.ages.observe(id, uid, value, evRev, leaseTTL(l), now)
 			s.mu.Unlock()
 			if changed {
 				fn([]versiongate.Record{{ID: id, Value: value}}, evRev)
@@ -164,7 +168,7 @@ func (s *Store) WatchRecords(ctx context.Context, rev int64, fn func([]versionga
 // watch the server ends is opened again from the last revision seen,
 // after a pause on the store's clock that doubles while watches deliver
 // nothing. tick, if not nil, calls onTick from the loop.
-func (s *Store) watchLoop(ctx context.Context, rev int64, opts metav1.ListOptions, tick <-chan time.Time, onTick func(context.Context),
+func (s *Store) watchLoop(ctx context.Context, leases coordclient.LeaseInterface, rev int64, opts metav1.ListOptions, tick <-chan time.Time, onTick func(context.Context),
 	handle func(watch.EventType, *coordinationv1.Lease, int64) (bool, error)) error {
 	pause := watchPauseBase
 	what := "watch"
@@ -172,7 +176,7 @@ func (s *Store) watchLoop(ctx context.Context, rev int64, opts metav1.ListOption
 		o := opts
 		o.ResourceVersion = strconv.FormatInt(rev, 10)
 		o.AllowWatchBookmarks = true
-		w, err := s.leases.Watch(ctx, o)
+		w, err := leases.Watch(ctx, o)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()

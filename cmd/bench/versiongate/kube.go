@@ -24,6 +24,7 @@ type kubeBackend struct {
 	clients []kubernetes.Interface
 	run     int
 	ns      string
+	prefix  string // of the namespace of each run; empty: bench-versiongate
 }
 
 func newKubeBackend(_ context.Context, a *servers.APIServer) (*kubeBackend, error) {
@@ -54,7 +55,11 @@ func (b *kubeBackend) stat() (servers.ProcStat, error) {
 
 func (b *kubeBackend) reset(ctx context.Context) error {
 	b.run++
-	b.ns = fmt.Sprintf("bench-versiongate-%d", b.run)
+	prefix := b.prefix
+	if prefix == "" {
+		prefix = "bench-versiongate"
+	}
+	b.ns = fmt.Sprintf("%s-%d", prefix, b.run)
 	_, err := b.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: b.ns}}, metav1.CreateOptions{})
 	return err
 }

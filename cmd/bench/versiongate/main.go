@@ -23,7 +23,12 @@
 // Usage:
 //
 //	go run ./cmd/bench/versiongate [-nodes 50] [-window 1m] [-watchers 50] [-rounds 20]
-//	    [-big 1000] [-big-window 1m] [-ttl 10s] [-only kube|etcd]
+//	    [-big 1000] [-big-window 1m] [-skip-big] [-ttl 10s] [-only kube|nodelease|etcd]
+//
+// The Kubernetes store runs in both record modes: a Lease per record kept
+// alive by the store, and records on node Leases (Config.NodeLease) that
+// a nodestatus controller per node renews; nodestatus alone is measured
+// too, so that the gate's extra on top of the node's heartbeat shows.
 package main
 
 import (
@@ -53,7 +58,8 @@ var (
 	big       = flag.Int("big", 1000, "gates in the large run")
 	bigWindow = flag.Duration("big-window", time.Minute, "window over which the servers' CPU is measured in the large run")
 	ttl       = flag.Duration("ttl", versiongate.DefaultRecordTTL, "RecordTTL of every gate")
-	only      = flag.String("only", "", "run one backend only: kube or etcd")
+	only      = flag.String("only", "", "run one backend only: kube, nodelease or etcd")
+	skipBig   = flag.Bool("skip-big", false, "skip the large run")
 )
 
 func main() {
@@ -111,6 +117,18 @@ func run() error {
 		}
 		backends = append(backends, k)
 	}
+	var alone *nodeLeaseBackend
+	if *only == "" || *only == "nodelease" {
+		k, err := newNodeLeaseBackend(ctx, a, true)
+		if err != nil {
+			return err
+		}
+		defer k.stop()
+		backends = append(backends, k)
+		if alone, err = newNodeLeaseBackend(ctx, a, false); err != nil {
+			return err
+		}
+	}
 	if *only == "" || *only == "etcd" {
 		e, err := newEtcdBackend(a)
 		if err != nil {
@@ -120,7 +138,14 @@ func run() error {
 		backends = append(backends, e)
 	}
 	if len(backends) == 0 {
-		return fmt.Errorf("-only %q: want kube or etcd", *only)
+		return fmt.Errorf("-only %q: want kube, nodelease or etcd", *only)
+	}
+	var aloneWire float64
+	if alone != nil {
+		logf("nodestatus alone: %d nodes over %v ...", *nodes, *window)
+		if aloneWire, err = nodestatusAlone(ctx, alone, *nodes, *window); err != nil {
+			return fmt.Errorf("nodestatus alone: %w", err)
+		}
 	}
 
 	start := time.Now()
@@ -136,6 +161,9 @@ func run() error {
 		logf("%s: %d status writes to %d watchers ...", b.name(), *rounds, *watchers)
 		if r.told, r.err = tell(ctx, b, *watchers, *rounds); r.err != nil {
 			return fmt.Errorf("%s: telling nodes: %w", b.name(), r.err)
+		}
+		if *skipBig {
+			continue
 		}
 		logf("%s: %d gates over %v ...", b.name(), *big, *bigWindow)
 		if r.cpuPerSec, r.rss, r.err = large(ctx, b, *big, *bigWindow); r.err != nil {
@@ -166,9 +194,14 @@ func run() error {
 	row("steady: store calls per node per minute", func(r result) float64 { return r.callsPerNodeMin }, "%.2f")
 	row(fmt.Sprintf("status write → all %d watchers told, p50 (ms, n=%d)", *watchers, *rounds), func(r result) float64 { return benchutil.Ms(benchutil.Pct(r.told, 50)) }, "%.1f")
 	row("status write → all watchers told, max (ms)", func(r result) float64 { return benchutil.Ms(benchutil.Pct(r.told, 100)) }, "%.1f")
-	row(fmt.Sprintf("%d gates: server CPU (ms per s)", *big), func(r result) float64 { return r.cpuPerSec * 1000 }, "%.0f")
-	row(fmt.Sprintf("%d gates: server RSS (MiB)", *big), func(r result) float64 { return float64(r.rss) / (1 << 20) }, "%.0f")
+	if !*skipBig {
+		row(fmt.Sprintf("%d gates: server CPU (ms per s)", *big), func(r result) float64 { return r.cpuPerSec * 1000 }, "%.0f")
+		row(fmt.Sprintf("%d gates: server RSS (MiB)", *big), func(r result) float64 { return float64(r.rss) / (1 << 20) }, "%.0f")
+	}
 	w.Flush()
+	if alone != nil {
+		fmt.Printf("nodestatus alone: %.2f wire requests per node per minute (%d nodes); the node-Lease gate's extra is its column less this\n", aloneWire, *nodes)
+	}
 	logf("total %v", time.Since(start).Round(time.Second))
 	return nil
 }

@@ -1,0 +1,86 @@
+package kubestore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/reconkit/reconkit/election/lease"
+	"github.com/reconkit/reconkit/internal/testenv"
+	"github.com/reconkit/reconkit/nodestatus"
+	"github.com/reconkit/reconkit/versiongate/internal/storecheck"
+	"github.com/reconkit/reconkit/versiongate/kubestore"
+)
+
+// nodeLeaseProofBackend is the Kubernetes store with records on node
+// Leases for the storecheck drivers: each start of a node runs a
+// nodestatus controller that registers the Node and renews its Lease in
+// kube-node-lease (every second, for 4s), and the node's store takes the
+// controller's LeaseRenewal as its heartbeat. Closing the connection
+// stops the controller.
+func nodeLeaseProofBackend(t *testing.T) storecheck.Backend {
+	t.Helper()
+	a := testenv.APIServer(t)
+	obs := proofClient(t, a, a.Addr())
+	createNamespace(t, obs, testNamespace)
+	gate := "hbproof"
+	none := func(string) (time.Time, types.UID, bool) { return time.Time{}, "", false }
+	observer, err := kubestore.New(kubestore.Config{Client: obs, Namespace: testNamespace, Gate: gate,
+		NodeLease: &kubestore.NodeLeaseConfig{Heartbeat: none}})
+	require.NoError(t, err)
+	return storecheck.Backend{
+		Observer: observer,
+		Connect: func(tb testing.TB, node string) storecheck.Conn {
+			cs := proofClient(tb, a, a.Addr())
+			nc, err := nodestatus.New(nodestatus.Config{
+				Client: cs, Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}},
+				LeaseDuration: 4 * time.Second, RenewInterval: time.Second,
+			})
+			require.NoError(tb, err)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); _ = nc.Run(ctx) }()
+			stop := func() { cancel(); <-done }
+			tb.Cleanup(stop)
+			require.Eventually(tb, func() bool { _, _, ok := nc.LeaseRenewal(node); return ok }, time.Minute, 10*time.Millisecond)
+			st, err := kubestore.New(kubestore.Config{Client: cs, Namespace: testNamespace, Gate: gate,
+				NodeLease: &kubestore.NodeLeaseConfig{Heartbeat: nc.LeaseRenewal}})
+			require.NoError(tb, err)
+			el, err := lease.New(lease.Config{
+				Client: cs, Namespace: testNamespace, Name: "election-" + gate, Identity: node,
+				LeaseDuration: proofLeaseDuration, RenewDeadline: proofRenewDeadline, RetryPeriod: proofRetryPeriod,
+			})
+			require.NoError(tb, err)
+			return storecheck.Conn{Store: st, Candidate: el, Close: func(bool) {
+				_ = el.Close()
+				stop()
+			}}
+		},
+		ValidatedAfterWrite: true,
+	}
+}
+
+// Joiners race the leader's restrict with records on node Leases that
+// nodestatus renews, every listing 100ms late and every record watch
+// batch 30ms late: none serves past the restricted status, and the
+// history is linearizable.
+func TestNodeLeaseProofJoinersRace(t *testing.T) {
+	storecheck.ProveJoiners(t, nodeLeaseProofBackend(t), storecheck.JoinersConfig{
+		Seed: storecheck.Seed(t), ListDelay: 100 * time.Millisecond, WatchDelay: 30 * time.Millisecond, Context: proofContext(t),
+		RecordTTL: 5 * time.Second,
+	})
+}
+
+// And with joiners reading a cache taken before the restrict, the race
+// fails: the drivers can tell.
+func TestNodeLeaseProofJoinersRaceStaleCacheFails(t *testing.T) {
+	storecheck.ProveStaleCacheFails(t, nodeLeaseProofBackend(t), storecheck.JoinersConfig{
+		Seed: storecheck.Seed(t), ListDelay: 100 * time.Millisecond, Context: proofContext(t), Timeout: 30 * time.Second,
+		RecordTTL: 5 * time.Second,
+	})
+}
