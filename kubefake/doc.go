@@ -44,7 +44,10 @@
 //     older than that number (the cache, caught up to it if it must);
 //   - Watch from a resourceVersion replays every change after it, in order,
 //     with label and field (metadata.name, metadata.namespace) selectors
-//     applied, served from the watch cache; a watch from before the kept
+//     applied, served from the watch cache; an object that stops matching
+//     the selectors arrives as DELETED (its last matching state, at the
+//     change's resourceVersion) and one that comes to match as ADDED, as
+//     the apiserver sends them; a watch from before the kept
 //     history ([Config.WatchHistory]) fails with 410 Gone; a DELETED event
 //     carries the deletion's own resourceVersion; a slow reader never
 //     blocks writers.

@@ -145,16 +145,51 @@ var _ watch.Interface = (*watcher)(nil)
 
 // offer queues c if the watch selects it. The caller holds srv.mu.
 func (w *watcher) offer(c change) {
-	if c.rv <= w.from || c.gvr != w.gvr || (w.ns != "" && c.ns != w.ns) || !w.selects(c.ev.Object) {
+	if c.rv <= w.from || c.gvr != w.gvr || (w.ns != "" && c.ns != w.ns) {
+		return
+	}
+	ev, ok := w.event(c)
+	if !ok {
 		return
 	}
 	w.mu.Lock()
-	w.queue = append(w.queue, watch.Event{Type: c.ev.Type, Object: c.ev.Object.DeepCopyObject()})
+	w.queue = append(w.queue, ev)
 	w.mu.Unlock()
 	select {
 	case w.wake <- struct{}{}:
 	default:
 	}
+}
+
+// event is c as this watch sees it, as the apiserver's watch cache
+// judges it against the selectors: an object that comes to match them is
+// ADDED, one that stops matching is DELETED (its previous state at the
+// change's resourceVersion), and a change on either side of them only is
+// not sent.
+func (w *watcher) event(c change) (watch.Event, bool) {
+	cur := c.ev.Type != watch.Deleted && w.selects(c.ev.Object)
+	var old bool
+	switch {
+	case c.prev != nil:
+		old = w.selects(c.prev)
+	case c.ev.Type == watch.Deleted:
+		old = w.selects(c.ev.Object)
+	}
+	switch {
+	case cur && old:
+		return watch.Event{Type: watch.Modified, Object: c.ev.Object.DeepCopyObject()}, true
+	case cur:
+		return watch.Event{Type: watch.Added, Object: c.ev.Object.DeepCopyObject()}, true
+	case old && c.ev.Type == watch.Deleted:
+		return watch.Event{Type: watch.Deleted, Object: c.ev.Object.DeepCopyObject()}, true
+	case old:
+		obj := c.prev.DeepCopyObject()
+		if m, err := meta.Accessor(obj); err == nil {
+			m.SetResourceVersion(strconv.FormatUint(c.rv, 10))
+		}
+		return watch.Event{Type: watch.Deleted, Object: obj}, true
+	}
+	return watch.Event{}, false
 }
 
 func (w *watcher) selects(obj runtime.Object) bool {
