@@ -99,6 +99,7 @@ type result struct {
 	rxPerNodeMin                    float64
 	told                            []time.Duration
 	big                             bigResult
+	bigErr                          error
 	err                             error
 }
 
@@ -173,8 +174,13 @@ func run() error {
 			continue
 		}
 		logf("%s: %d gates over %v ...", b.name(), *big, *bigWindow)
-		if r.big, r.err = large(ctx, b, *big, *bigWindow); r.err != nil {
-			return fmt.Errorf("%s: large gate: %w", b.name(), r.err)
+		// A large gate the machine cannot carry is a result, not the end
+		// of the run: its cells say so and the other columns still come.
+		if r.big, r.bigErr = large(ctx, b, *big, *bigWindow); r.bigErr != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			logf("%s: %d gates failed: %v", b.name(), *big, r.bigErr)
 		}
 	}
 
@@ -203,15 +209,40 @@ func run() error {
 	row(fmt.Sprintf("status write → all %d watchers told, p50 (ms, n=%d)", *watchers, *rounds), func(r result) float64 { return benchutil.Ms(benchutil.Pct(r.told, 50)) }, "%.1f")
 	row("status write → all watchers told, max (ms)", func(r result) float64 { return benchutil.Ms(benchutil.Pct(r.told, 100)) }, "%.1f")
 	if !*skipBig {
-		row(fmt.Sprintf("%d gates: start until all ready (s)", *big), func(r result) float64 { return r.big.startup.Seconds() }, "%.1f")
-		row(fmt.Sprintf("%d gates: server CPU (ms per s)", *big), func(r result) float64 { return r.big.serverCPU * 1000 }, "%.0f")
-		row(fmt.Sprintf("%d gates: server RSS (MiB)", *big), func(r result) float64 { return float64(r.big.serverRSS) / (1 << 20) }, "%.0f")
-		row(fmt.Sprintf("%d gates: client process CPU (ms per s)", *big), func(r result) float64 { return r.big.clientCPU * 1000 }, "%.0f")
-		row(fmt.Sprintf("%d gates: client process RSS (MiB)", *big), func(r result) float64 { return float64(r.big.clientRSS) / (1 << 20) }, "%.0f")
-		row(fmt.Sprintf("%d gates: KiB received per node per minute", *big), func(r result) float64 { return r.big.rxPerNodeMin / 1024 }, "%.1f")
-		row(fmt.Sprintf("%d gates: renewal latency p99 (ms)", *big), func(r result) float64 { return benchutil.Ms(r.big.keepAliveP99) }, "%.1f")
+		bigRow := func(label string, v func(r bigResult) float64, format string) {
+			fmt.Fprintf(w, "%d gates: %s\t", *big, label)
+			failed := false
+			for _, r := range results {
+				if r.bigErr != nil {
+					failed = true
+					fmt.Fprintf(w, "failed\t")
+					continue
+				}
+				fmt.Fprintf(w, format+"\t", v(r.big))
+			}
+			if len(results) == 2 {
+				if failed {
+					fmt.Fprintf(w, "-\t")
+				} else {
+					fmt.Fprintf(w, "%s\t", benchutil.Ratio(v(results[0].big), v(results[1].big)))
+				}
+			}
+			fmt.Fprintf(w, "\n")
+		}
+		bigRow("start until all ready (s)", func(r bigResult) float64 { return r.startup.Seconds() }, "%.1f")
+		bigRow("server CPU (ms per s)", func(r bigResult) float64 { return r.serverCPU * 1000 }, "%.0f")
+		bigRow("server RSS (MiB)", func(r bigResult) float64 { return float64(r.serverRSS) / (1 << 20) }, "%.0f")
+		bigRow("client process CPU (ms per s)", func(r bigResult) float64 { return r.clientCPU * 1000 }, "%.0f")
+		bigRow("client process RSS (MiB)", func(r bigResult) float64 { return float64(r.clientRSS) / (1 << 20) }, "%.0f")
+		bigRow("KiB received per node per minute", func(r bigResult) float64 { return r.rxPerNodeMin / 1024 }, "%.1f")
+		bigRow("renewal latency p99 (ms)", func(r bigResult) float64 { return benchutil.Ms(r.keepAliveP99) }, "%.1f")
 	}
 	w.Flush()
+	for i, r := range results {
+		if r.bigErr != nil {
+			fmt.Printf("%s, %d gates: %v\n", backends[i].name(), *big, r.bigErr)
+		}
+	}
 	if alone != nil {
 		fmt.Printf("nodestatus alone: %.2f wire requests per node per minute (%d nodes); the node-Lease gate's extra is its column less this\n", aloneWire, *nodes)
 	}
@@ -223,6 +254,7 @@ func run() error {
 // once, with token 1), the others never campaign.
 type fleet struct {
 	calls atomic.Int64
+	lost  atomic.Int64 // records lost (EventRecordLost)
 	// keepAlives are the latencies of the acknowledged record renewals.
 	mu         sync.Mutex
 	keepAlives []time.Duration
@@ -279,6 +311,9 @@ func startFleet(ctx context.Context, b backend, n int) (*fleet, error) {
 			Candidate:                cand,
 			Reconcile:                func(context.Context, versiongate.Term) error { return nil },
 			Metrics: versiongate.MetricsFunc(func(o versiongate.Observation) {
+				if o.Event == versiongate.EventRecordLost {
+					f.lost.Add(1)
+				}
 				if o.Event == versiongate.EventKeepAlive {
 					f.mu.Lock()
 					f.keepAlives = append(f.keepAlives, o.Latency)
@@ -304,6 +339,7 @@ func startFleet(ctx context.Context, b backend, n int) (*fleet, error) {
 		}()
 	}
 	// Ready everywhere, and the leader done: the steady state.
+	started := time.Now()
 	rctx, rcancel := context.WithTimeout(ctx, *readyIn)
 	defer rcancel()
 	for i, g := range f.gates {
@@ -312,7 +348,11 @@ func startFleet(ctx context.Context, b backend, n int) (*fleet, error) {
 		wcancel()
 		if err != nil {
 			f.stop()
-			return nil, fmt.Errorf("node-%d not ready: %w", i, err)
+			f.mu.Lock()
+			p99 := benchutil.Pct(f.keepAlives, 99)
+			f.mu.Unlock()
+			return nil, fmt.Errorf("node-%d not ready %v after the last gate started (%d of %d ready before it; %d records lost; renewal latency p99 %v): %w",
+				i, time.Since(started).Round(time.Second), i, n, f.lost.Load(), p99.Round(time.Millisecond), err)
 		}
 	}
 	for f.gates[0].Phase() != versiongate.PhaseDone {
