@@ -12,18 +12,33 @@
 //   - telling old nodes: the time from a status write returning to every
 //     one of the nodes watching the status having seen it (how long until
 //     every old node is told of a restrict), over several rounds;
-//   - a large gate: the server's CPU time per second and resident memory
+//   - a large gate: the servers' CPU time per second and resident memory
 //     while that many gates run (apiserver and its etcd together on the
-//     Kubernetes side, etcd alone on the etcd side).
+//     Kubernetes side, etcd alone on the etcd side), read from /proc of
+//     the server processes; beside them this process's own CPU and RSS
+//     (every gate's client), the bytes the clients receive per node (what
+//     the watches fan out, also what a store reads and drops), the time
+//     until every gate is ready and the p99 latency of record renewals. A
+//     backend that cannot carry the large gate gets "failed" in its
+//     column and the reason below the table; the others still run.
 //
-// Every gate runs in this process, so on a small machine the process
-// competes with the servers it measures; compare the columns with each
-// other rather than with a production cluster.
+// What is simulated: every gate runs in this process, so on a small
+// machine the clients compete with the servers they measure; compare the
+// columns with each other rather than with a production cluster. A
+// hundred gates share one client and so one connection (one HTTP/2
+// connection to the apiserver, one gRPC connection to etcd), where a fleet
+// has one per node: the servers here hold fewer connections and TLS
+// sessions than they would. Each gate is still one node's view with its
+// own requests and watches, so the requests and watch streams the servers
+// serve are a fleet's. Gates start at -start-rate per second, not all at
+// once as after a fleet-wide restart. Every run uses one TTL (-ttl) and
+// the node-Lease mode nodestatus's default renewal interval.
 //
 // Usage:
 //
 //	go run ./cmd/bench/versiongate [-nodes 50] [-window 1m] [-watchers 50] [-rounds 20]
 //	    [-big 1000] [-big-window 1m] [-skip-big] [-ttl 10s] [-only kube|nodelease|etcd]
+//	    [-start-rate 50] [-ready-timeout 2m] [-v 1]
 //
 // The Kubernetes store runs in both record modes: a Lease per record kept
 // alive by the store, and records on node Leases (Config.NodeLease) that
@@ -36,8 +51,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -62,7 +79,7 @@ var (
 	only      = flag.String("only", "", "run one backend only: kube, nodelease or etcd")
 	skipBig   = flag.Bool("skip-big", false, "skip the large run")
 	startRate = flag.Float64("start-rate", 50, "gates started per second (0: all at once)")
-	readyIn   = flag.Duration("ready-timeout", 5*time.Minute, "how long a fleet may take to be ready everywhere")
+	readyIn   = flag.Duration("ready-timeout", 2*time.Minute, "how long a fleet may take to be ready everywhere")
 	verbose   = flag.Int("v", 0, "log the gates' messages at this verbosity to stderr (1: failed renewals)")
 )
 
@@ -104,7 +121,9 @@ type result struct {
 }
 
 func run() error {
-	ctx, cancel := context.WithCancel(context.Background())
+	// An interrupt ends the run through the deferred closes, which stop
+	// the servers and remove their state.
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
 	bins, err := servers.Build(ctx, servers.BuildOptions{Logf: logf})
@@ -274,7 +293,14 @@ func startFleet(ctx context.Context, b backend, n int) (*fleet, error) {
 		ctx = logr.NewContext(ctx, funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{Verbosity: *verbose}))
 	}
 	v := versiongate.Version{Release: versiongate.Release{Major: 1, Minor: 4}}
+	begun := time.Now()
 	for i := range n {
+		// A server too loaded to let gates start is a failure like one
+		// too loaded to let them get ready.
+		if d := time.Since(begun); d > *readyIn {
+			f.stop()
+			return nil, fmt.Errorf("only %d of %d gates started in %v (-ready-timeout)", i, n, d.Round(time.Second))
+		}
 		if *startRate > 0 && i > 0 {
 			if err := benchutil.Sleep(ctx, time.Duration(float64(time.Second) / *startRate)); err != nil {
 				f.stop()
