@@ -25,6 +25,7 @@ const nodesPerClient = 100
 type etcdBackend struct {
 	member  *servers.Member
 	n       atomic.Int64
+	rx      atomic.Int64
 	clients []*clientv3.Client
 	run     int
 }
@@ -36,6 +37,8 @@ func newEtcdBackend(a *servers.APIServer) (*etcdBackend, error) {
 func (b *etcdBackend) name() string { return "etcd store" }
 
 func (b *etcdBackend) wire() int64 { return b.n.Load() }
+
+func (b *etcdBackend) received() int64 { return b.rx.Load() }
 
 func (b *etcdBackend) stat() (servers.ProcStat, error) { return b.member.Stat() }
 
@@ -70,6 +73,6 @@ func (b *etcdBackend) client() (*clientv3.Client, error) {
 		Endpoints:   []string{b.member.ClientURL()},
 		DialTimeout: 10 * time.Second,
 		Logger:      zap.NewNop(),
-		DialOptions: benchutil.CountGRPC(&b.n),
+		DialOptions: append(benchutil.CountGRPC(&b.n), benchutil.CountGRPCReceived(&b.rx)),
 	})
 }

@@ -21,6 +21,7 @@ type kubeBackend struct {
 	a       *servers.APIServer
 	admin   kubernetes.Interface
 	n       atomic.Int64
+	rx      atomic.Int64
 	clients []kubernetes.Interface
 	run     int
 	ns      string
@@ -38,6 +39,8 @@ func newKubeBackend(_ context.Context, a *servers.APIServer) (*kubeBackend, erro
 func (b *kubeBackend) name() string { return "Kubernetes store" }
 
 func (b *kubeBackend) wire() int64 { return b.n.Load() }
+
+func (b *kubeBackend) received() int64 { return b.rx.Load() }
 
 // stat adds the apiserver's etcd to the apiserver: the Kubernetes store's
 // cost is both.
@@ -71,7 +74,7 @@ func (b *kubeBackend) store(i int) (versiongate.Store, error) {
 		// The gates' own rate, not client-go's default client-side limit
 		// of 5 requests per second per client, is what is measured.
 		cfg.QPS, cfg.Burst = -1, 0
-		cli, err := kubernetes.NewForConfig(benchutil.CountRequests(cfg, &b.n))
+		cli, err := kubernetes.NewForConfig(benchutil.CountReceived(benchutil.CountRequests(cfg, &b.n), &b.rx))
 		if err != nil {
 			return nil, err
 		}

@@ -12,18 +12,33 @@
 //   - telling old nodes: the time from a status write returning to every
 //     one of the nodes watching the status having seen it (how long until
 //     every old node is told of a restrict), over several rounds;
-//   - a large gate: the server's CPU time per second and resident memory
+//   - a large gate: the servers' CPU time per second and resident memory
 //     while that many gates run (apiserver and its etcd together on the
-//     Kubernetes side, etcd alone on the etcd side).
+//     Kubernetes side, etcd alone on the etcd side), read from /proc of
+//     the server processes; beside them this process's own CPU and RSS
+//     (every gate's client), the bytes the clients receive per node (what
+//     the watches fan out, also what a store reads and drops), the time
+//     until every gate is ready and the p99 latency of record renewals. A
+//     backend that cannot carry the large gate gets "failed" in its
+//     column and the reason below the table; the others still run.
 //
-// Every gate runs in this process, so on a small machine the process
-// competes with the servers it measures; compare the columns with each
-// other rather than with a production cluster.
+// What is simulated: every gate runs in this process, so on a small
+// machine the clients compete with the servers they measure; compare the
+// columns with each other rather than with a production cluster. A
+// hundred gates share one client and so one connection (one HTTP/2
+// connection to the apiserver, one gRPC connection to etcd), where a fleet
+// has one per node: the servers here hold fewer connections and TLS
+// sessions than they would. Each gate is still one node's view with its
+// own requests and watches, so the requests and watch streams the servers
+// serve are a fleet's. Gates start at -start-rate per second, not all at
+// once as after a fleet-wide restart. Every run uses one TTL (-ttl) and
+// the node-Lease mode nodestatus's default renewal interval.
 //
 // Usage:
 //
 //	go run ./cmd/bench/versiongate [-nodes 50] [-window 1m] [-watchers 50] [-rounds 20]
 //	    [-big 1000] [-big-window 1m] [-skip-big] [-ttl 10s] [-only kube|nodelease|etcd]
+//	    [-start-rate 50] [-ready-timeout 2m] [-v 1]
 //
 // The Kubernetes store runs in both record modes: a Lease per record kept
 // alive by the store, and records on node Leases (Config.NodeLease) that
@@ -36,12 +51,15 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"k8s.io/klog/v2"
 
 	"github.com/reconkit/reconkit/cmd/bench/internal/benchutil"
@@ -60,6 +78,9 @@ var (
 	ttl       = flag.Duration("ttl", versiongate.DefaultRecordTTL, "RecordTTL of every gate")
 	only      = flag.String("only", "", "run one backend only: kube, nodelease or etcd")
 	skipBig   = flag.Bool("skip-big", false, "skip the large run")
+	startRate = flag.Float64("start-rate", 50, "gates started per second (0: all at once)")
+	readyIn   = flag.Duration("ready-timeout", 2*time.Minute, "how long a fleet may take to be ready everywhere")
+	verbose   = flag.Int("v", 0, "log the gates' messages at this verbosity to stderr (1: failed renewals)")
 )
 
 func main() {
@@ -80,6 +101,9 @@ type backend interface {
 	store(i int) (versiongate.Store, error)
 	// wire returns the requests sent on the wire so far.
 	wire() int64
+	// received returns the bytes the clients received so far: response
+	// bodies and watch streams (Kubernetes), gRPC messages (etcd).
+	received() int64
 	// stat returns the servers' resource use so far.
 	stat() (servers.ProcStat, error)
 	// reset starts a fresh gate: a new keyspace or namespace.
@@ -89,14 +113,17 @@ type backend interface {
 // result is one backend's figures.
 type result struct {
 	wirePerNodeMin, callsPerNodeMin float64
+	rxPerNodeMin                    float64
 	told                            []time.Duration
-	cpuPerSec                       float64
-	rss                             uint64
+	big                             bigResult
+	bigErr                          error
 	err                             error
 }
 
 func run() error {
-	ctx, cancel := context.WithCancel(context.Background())
+	// An interrupt ends the run through the deferred closes, which stop
+	// the servers and remove their state.
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
 	bins, err := servers.Build(ctx, servers.BuildOptions{Logf: logf})
@@ -155,7 +182,7 @@ func run() error {
 	for i, b := range backends {
 		r := &results[i]
 		logf("%s: steady state of %d gates over %v ...", b.name(), *nodes, *window)
-		if r.wirePerNodeMin, r.callsPerNodeMin, r.err = steady(ctx, b, *nodes, *window); r.err != nil {
+		if r.wirePerNodeMin, r.callsPerNodeMin, r.rxPerNodeMin, r.err = steady(ctx, b, *nodes, *window); r.err != nil {
 			return fmt.Errorf("%s: steady state: %w", b.name(), r.err)
 		}
 		logf("%s: %d status writes to %d watchers ...", b.name(), *rounds, *watchers)
@@ -166,8 +193,13 @@ func run() error {
 			continue
 		}
 		logf("%s: %d gates over %v ...", b.name(), *big, *bigWindow)
-		if r.cpuPerSec, r.rss, r.err = large(ctx, b, *big, *bigWindow); r.err != nil {
-			return fmt.Errorf("%s: large gate: %w", b.name(), r.err)
+		// A large gate the machine cannot carry is a result, not the end
+		// of the run: its cells say so and the other columns still come.
+		if r.big, r.bigErr = large(ctx, b, *big, *bigWindow); r.bigErr != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			logf("%s: %d gates failed: %v", b.name(), *big, r.bigErr)
 		}
 	}
 
@@ -192,13 +224,44 @@ func run() error {
 	}
 	row(fmt.Sprintf("steady: wire requests per node per minute (%d nodes, TTL %v)", *nodes, *ttl), func(r result) float64 { return r.wirePerNodeMin }, "%.2f")
 	row("steady: store calls per node per minute", func(r result) float64 { return r.callsPerNodeMin }, "%.2f")
+	row("steady: KiB received per node per minute", func(r result) float64 { return r.rxPerNodeMin / 1024 }, "%.1f")
 	row(fmt.Sprintf("status write → all %d watchers told, p50 (ms, n=%d)", *watchers, *rounds), func(r result) float64 { return benchutil.Ms(benchutil.Pct(r.told, 50)) }, "%.1f")
 	row("status write → all watchers told, max (ms)", func(r result) float64 { return benchutil.Ms(benchutil.Pct(r.told, 100)) }, "%.1f")
 	if !*skipBig {
-		row(fmt.Sprintf("%d gates: server CPU (ms per s)", *big), func(r result) float64 { return r.cpuPerSec * 1000 }, "%.0f")
-		row(fmt.Sprintf("%d gates: server RSS (MiB)", *big), func(r result) float64 { return float64(r.rss) / (1 << 20) }, "%.0f")
+		bigRow := func(label string, v func(r bigResult) float64, format string) {
+			fmt.Fprintf(w, "%d gates: %s\t", *big, label)
+			failed := false
+			for _, r := range results {
+				if r.bigErr != nil {
+					failed = true
+					fmt.Fprintf(w, "failed\t")
+					continue
+				}
+				fmt.Fprintf(w, format+"\t", v(r.big))
+			}
+			if len(results) == 2 {
+				if failed {
+					fmt.Fprintf(w, "-\t")
+				} else {
+					fmt.Fprintf(w, "%s\t", benchutil.Ratio(v(results[0].big), v(results[1].big)))
+				}
+			}
+			fmt.Fprintf(w, "\n")
+		}
+		bigRow("start until all ready (s)", func(r bigResult) float64 { return r.startup.Seconds() }, "%.1f")
+		bigRow("server CPU (ms per s)", func(r bigResult) float64 { return r.serverCPU * 1000 }, "%.0f")
+		bigRow("server RSS (MiB)", func(r bigResult) float64 { return float64(r.serverRSS) / (1 << 20) }, "%.0f")
+		bigRow("client process CPU (ms per s)", func(r bigResult) float64 { return r.clientCPU * 1000 }, "%.0f")
+		bigRow("client process RSS (MiB)", func(r bigResult) float64 { return float64(r.clientRSS) / (1 << 20) }, "%.0f")
+		bigRow("KiB received per node per minute", func(r bigResult) float64 { return r.rxPerNodeMin / 1024 }, "%.1f")
+		bigRow("renewal latency p99 (ms)", func(r bigResult) float64 { return benchutil.Ms(r.keepAliveP99) }, "%.1f")
 	}
 	w.Flush()
+	for i, r := range results {
+		if r.bigErr != nil {
+			fmt.Printf("%s, %d gates: %v\n", backends[i].name(), *big, r.bigErr)
+		}
+	}
 	if alone != nil {
 		fmt.Printf("nodestatus alone: %.2f wire requests per node per minute (%d nodes); the node-Lease gate's extra is its column less this\n", aloneWire, *nodes)
 	}
@@ -209,11 +272,15 @@ func run() error {
 // fleet is a set of running gates: node 0 leads (its candidate wins at
 // once, with token 1), the others never campaign.
 type fleet struct {
-	calls  atomic.Int64
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	gates  []*versiongate.Gate
-	errs   chan error
+	calls atomic.Int64
+	lost  atomic.Int64 // records lost (EventRecordLost)
+	// keepAlives are the latencies of the acknowledged record renewals.
+	mu         sync.Mutex
+	keepAlives []time.Duration
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
+	gates      []*versiongate.Gate
+	errs       chan error
 }
 
 func startFleet(ctx context.Context, b backend, n int) (*fleet, error) {
@@ -222,8 +289,24 @@ func startFleet(ctx context.Context, b backend, n int) (*fleet, error) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	f := &fleet{cancel: cancel, errs: make(chan error, n)}
+	if *verbose > 0 {
+		ctx = logr.NewContext(ctx, funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{Verbosity: *verbose}))
+	}
 	v := versiongate.Version{Release: versiongate.Release{Major: 1, Minor: 4}}
+	begun := time.Now()
 	for i := range n {
+		// A server too loaded to let gates start is a failure like one
+		// too loaded to let them get ready.
+		if d := time.Since(begun); d > *readyIn {
+			f.stop()
+			return nil, fmt.Errorf("only %d of %d gates started in %v (-ready-timeout)", i, n, d.Round(time.Second))
+		}
+		if *startRate > 0 && i > 0 {
+			if err := benchutil.Sleep(ctx, time.Duration(float64(time.Second) / *startRate)); err != nil {
+				f.stop()
+				return nil, err
+			}
+		}
 		st, err := b.store(i)
 		if err != nil {
 			f.stop()
@@ -253,6 +336,16 @@ func startFleet(ctx context.Context, b backend, n int) (*fleet, error) {
 			ReconcileInterval:        time.Hour,
 			Candidate:                cand,
 			Reconcile:                func(context.Context, versiongate.Term) error { return nil },
+			Metrics: versiongate.MetricsFunc(func(o versiongate.Observation) {
+				if o.Event == versiongate.EventRecordLost {
+					f.lost.Add(1)
+				}
+				if o.Event == versiongate.EventKeepAlive {
+					f.mu.Lock()
+					f.keepAlives = append(f.keepAlives, o.Latency)
+					f.mu.Unlock()
+				}
+			}),
 		})
 		if err != nil {
 			f.stop()
@@ -260,21 +353,32 @@ func startFleet(ctx context.Context, b backend, n int) (*fleet, error) {
 		}
 		f.gates = append(f.gates, g)
 		f.wg.Add(1)
+		gctx := ctx
+		if log, err := logr.FromContext(ctx); err == nil {
+			gctx = logr.NewContext(ctx, log.WithValues("node", i))
+		}
 		go func() {
 			defer f.wg.Done()
-			if err := g.Run(ctx); err != nil && ctx.Err() == nil {
+			if err := g.Run(gctx); err != nil && ctx.Err() == nil {
 				f.errs <- fmt.Errorf("node-%d: %w", i, err)
 			}
 		}()
 	}
 	// Ready everywhere, and the leader done: the steady state.
+	started := time.Now()
+	rctx, rcancel := context.WithTimeout(ctx, *readyIn)
+	defer rcancel()
 	for i, g := range f.gates {
-		wctx, wcancel := context.WithTimeout(ctx, 5*time.Minute)
+		wctx, wcancel := context.WithCancel(rctx)
 		err := g.WaitReady(wctx)
 		wcancel()
 		if err != nil {
 			f.stop()
-			return nil, fmt.Errorf("node-%d not ready: %w", i, err)
+			f.mu.Lock()
+			p99 := benchutil.Pct(f.keepAlives, 99)
+			f.mu.Unlock()
+			return nil, fmt.Errorf("node-%d not ready %v after the last gate started (%d of %d ready before it; %d records lost; renewal latency p99 %v): %w",
+				i, time.Since(started).Round(time.Second), i, n, f.lost.Load(), p99.Round(time.Millisecond), err)
 		}
 	}
 	for f.gates[0].Phase() != versiongate.PhaseDone {
@@ -307,25 +411,25 @@ func (f *fleet) stop() {
 
 // steady runs n gates to their steady state, then counts the requests over
 // the window.
-func steady(ctx context.Context, b backend, n int, window time.Duration) (wire, calls float64, err error) {
+func steady(ctx context.Context, b backend, n int, window time.Duration) (wire, calls, rx float64, err error) {
 	f, err := startFleet(ctx, b, n)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	defer f.stop()
 	// One TTL for the start-up traffic to end.
 	if err := benchutil.Sleep(ctx, *ttl); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	w0, c0 := b.wire(), f.calls.Load()
+	w0, c0, e0 := b.wire(), f.calls.Load(), b.received()
 	if err := benchutil.Sleep(ctx, window); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	if err := f.failed(); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	per := float64(n) * window.Minutes()
-	return float64(b.wire()-w0) / per, float64(f.calls.Load()-c0) / per, nil
+	return float64(b.wire()-w0) / per, float64(f.calls.Load()-c0) / per, float64(b.received()-e0) / per, nil
 }
 
 // tell has the given number of nodes watch the status, then writes it
@@ -425,33 +529,75 @@ func allSeen(seen []atomic.Uint64, minor uint64) bool {
 	return true
 }
 
-// large runs n gates and measures the servers' CPU per second over the
-// window and their RSS at its end.
-func large(ctx context.Context, b backend, n int, window time.Duration) (cpuPerSec float64, rss uint64, err error) {
+// bigResult is what the large run measures.
+type bigResult struct {
+	// server and client are CPU per second over the window and RSS at its
+	// end: the servers' processes, and this process (every gate's client).
+	serverCPU, clientCPU float64
+	serverRSS, clientRSS uint64
+	// rxPerNodeMin are the bytes the clients received, per node per
+	// minute: the watch streams' fan-out shows here.
+	rxPerNodeMin float64
+	// keepAliveP99 is the 99th percentile of the acknowledged renewals'
+	// latency over the window.
+	keepAliveP99 time.Duration
+	// startup is the time from the first gate's start to every gate ready
+	// and the leader done.
+	startup time.Duration
+}
+
+// large runs n gates and measures the servers' and this process's CPU per
+// second over the window, and their RSS at its end.
+func large(ctx context.Context, b backend, n int, window time.Duration) (r bigResult, err error) {
+	t := time.Now()
 	f, err := startFleet(ctx, b, n)
 	if err != nil {
-		return 0, 0, err
+		return r, err
 	}
 	defer f.stop()
+	r.startup = time.Since(t)
 	if err := benchutil.Sleep(ctx, *ttl); err != nil {
-		return 0, 0, err
+		return r, err
+	}
+	if err := f.failed(); err != nil {
+		return r, err
 	}
 	s0, err := b.stat()
 	if err != nil {
-		return 0, 0, err
+		return r, err
 	}
+	c0, err := benchutil.SelfStat()
+	if err != nil {
+		return r, err
+	}
+	e0 := b.received()
+	f.mu.Lock()
+	f.keepAlives = f.keepAlives[:0]
+	f.mu.Unlock()
 	t0 := time.Now()
 	if err := benchutil.Sleep(ctx, window); err != nil {
-		return 0, 0, err
+		return r, err
 	}
 	s1, err := b.stat()
 	if err != nil {
-		return 0, 0, err
+		return r, err
 	}
+	c1, err := benchutil.SelfStat()
+	if err != nil {
+		return r, err
+	}
+	el := time.Since(t0)
 	if err := f.failed(); err != nil {
-		return 0, 0, err
+		return r, err
 	}
-	return (s1.CPU - s0.CPU).Seconds() / time.Since(t0).Seconds(), s1.RSS, nil
+	f.mu.Lock()
+	r.keepAliveP99 = benchutil.Pct(f.keepAlives, 99)
+	f.mu.Unlock()
+	r.serverCPU = (s1.CPU - s0.CPU).Seconds() / el.Seconds()
+	r.clientCPU = (c1.CPU - c0.CPU).Seconds() / el.Seconds()
+	r.serverRSS, r.clientRSS = s1.RSS, c1.RSS
+	r.rxPerNodeMin = float64(b.received()-e0) / (float64(n) * el.Minutes())
+	return r, nil
 }
 
 // countingStore counts the store calls a gate makes (a watch counts once,
