@@ -105,7 +105,7 @@ func TestLeaseRenewFailedObserved(t *testing.T) {
 	require.NoError(t, err)
 	l, err := e.Campaign(context.Background())
 	require.NoError(t, err)
-	defer func() { _ = e.Close() }()
+	closeOnCleanup(t, e)
 	cs.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("apiserver unavailable")
 	})

@@ -105,7 +105,7 @@ func (lt *leadership) lastRenew() time.Time {
 func TestLeaseValidUntilCountsFromVisibleRenewals(t *testing.T) {
 	clk := testingclock.NewFakeClock(epoch)
 	f := newFakeLease(t, fake.NewClientset(), clk)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), recvDeadline)
 	defer cancel()
 	l, err := f.Campaign(ctx)
 	require.NoError(t, err)
@@ -154,7 +154,7 @@ func TestLeaseTermEndsAtValidUntilWhenRenewalHangs(t *testing.T) {
 		once    sync.Once
 	)
 	f := newFakeLease(t, cs, clk)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), recvDeadline)
 	defer cancel()
 	l, err := f.Campaign(ctx)
 	require.NoError(t, err)
@@ -199,7 +199,7 @@ func TestLeaseFollowerTakesExpiredLeaseAtExpiryInstant(t *testing.T) {
 		},
 	})
 	f := newFakeLease(t, cs, clk)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), recvDeadline)
 	defer cancel()
 	type result struct {
 		l   election.Leadership
@@ -328,7 +328,7 @@ func TestLeaseKeepsCLEFieldsAndYieldsToPreferredHolder(t *testing.T) {
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	f := newFakeLease(t, cs, clk)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), recvDeadline)
 	defer cancel()
 	l, err := f.Campaign(ctx)
 	require.NoError(t, err)
@@ -378,8 +378,8 @@ func TestResignClearsHolderWithDurationOne(t *testing.T) {
 	clk := testingclock.NewFakeClock(epoch)
 	cs := fake.NewClientset()
 	f := newFakeLease(t, cs, clk)
-	t.Cleanup(func() { _ = f.Close() })
-	ctx, cancel := context.WithCancel(context.Background())
+	closeOnCleanup(t, f)
+	ctx, cancel := context.WithTimeout(context.Background(), recvDeadline)
 	defer cancel()
 	l, err := f.Campaign(ctx)
 	require.NoError(t, err)
