@@ -390,3 +390,32 @@ func TestResignClearsHolderWithDurationOne(t *testing.T) {
 	require.Empty(t, ptr.Deref(got.Spec.HolderIdentity, ""), "holderIdentity after Resign")
 	require.Equal(t, int32(1), ptr.Deref(got.Spec.LeaseDurationSeconds, 0), "leaseDurationSeconds after Resign")
 }
+
+// A released Lease (no holder, leaseDurationSeconds 1, as a Resign writes
+// it) is taken at once whatever the TakeoverMargin: the margin covers a
+// holder that may still act, and a released Lease has none. The fake clock
+// never moves, so only a candidate that takes it at once leads.
+func TestLeaseReleasedIsTakenAtOnceWhateverTheMargin(t *testing.T) {
+	clk := testingclock.NewFakeClock(epoch)
+	dur, trans := int32(1), int32(4)
+	stamp := metav1.NewMicroTime(epoch)
+	cs := fake.NewClientset(&coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "lease"},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity: ptr.To(""), LeaseDurationSeconds: &dur, LeaseTransitions: &trans,
+			AcquireTime: &stamp, RenewTime: &stamp,
+		},
+	})
+	e, err := New(Config{
+		Client: cs, Namespace: "ns", Name: "lease", Identity: "me",
+		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond,
+		TakeoverMargin: 10 * time.Second, Clock: clk,
+	})
+	require.NoError(t, err)
+	closeOnCleanup(t, e)
+	ctx, cancel := context.WithTimeout(context.Background(), recvDeadline)
+	defer cancel()
+	l, err := e.Campaign(ctx)
+	require.NoError(t, err, "the released Lease was not taken while the clock stood still")
+	require.NoError(t, l.Resign(ctx))
+}
