@@ -139,19 +139,52 @@ type campaignResult struct {
 	err error
 }
 
-// campaign starts c.Campaign in a goroutine that the test waits for at
-// cleanup at the latest.
+// campaign starts c.Campaign in a goroutine. At cleanup, which runs
+// before the candidates' own, a Campaign still waiting is cancelled and
+// waited for, within Timeout: a case that failed with a Campaign pending
+// ends instead of waiting for a win that will not come.
 func (s *suite) campaign(t *testing.T, ctx context.Context, c election.Elector) <-chan campaignResult {
 	ch := make(chan campaignResult, 1)
-	var wg sync.WaitGroup
-	wg.Add(1)
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
 	go func() {
-		defer wg.Done()
-		l, err := c.Campaign(ctx)
+		defer close(done)
+		l, err := c.Campaign(cctx)
 		ch <- campaignResult{l, err}
 	}()
-	t.Cleanup(wg.Wait)
+	t.Cleanup(func() {
+		cancel() // bounds the wait only: a term already won outlives it
+		select {
+		case <-done:
+		case <-time.After(s.Timeout):
+			t.Errorf("%s: Campaign did not return within %v of its context ending", c.Identity(), s.Timeout)
+		}
+	})
 	return ch
+}
+
+// close calls c.Close and returns its error, failing the test if Close
+// does not return within Timeout (one that waits for a term it failed to
+// end, say) instead of hanging the test binary.
+func (s *suite) close(t *testing.T, c io.Closer, what string) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- c.Close() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(s.Timeout):
+		require.FailNow(t, "timed out", "%s: Close did not return within %v", what, s.Timeout)
+		return nil
+	}
+}
+
+// bounded returns a child of ctx that ends after Timeout, for a single
+// request of the suite (Leader, a Campaign that must fail at once).
+func (s *suite) bounded(t *testing.T, ctx context.Context) context.Context {
+	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
+	t.Cleanup(cancel)
+	return ctx
 }
 
 // win waits for a campaign to succeed.
@@ -557,7 +590,7 @@ func testObserveFinalState(t *testing.T, s *suite) {
 	ch := obs.Observe(octx)
 	first := s.next(t, ch, "first state")
 	require.True(t, first.IsZero(), "first state with nobody leading: %+v", first)
-	_, err := obs.Leader(ctx)
+	_, err := obs.Leader(s.bounded(t, ctx))
 	require.ErrorIs(t, err, election.ErrNoLeader)
 
 	la := s.lead(t, ctx, a, "a")
@@ -613,11 +646,11 @@ func testCloseLeavesReleaseToHolder(t *testing.T, s *suite) {
 	chB := s.campaign(t, ctx, b)
 	s.eventuallyLeader(t, ctx, b, a.Identity())
 
-	require.NoError(t, closer.Close(), "Close")
+	require.NoError(t, s.close(t, closer, "a"), "Close")
 	require.ErrorIs(t, context.Cause(la.Context()), election.ErrClosed, "a's term context when Close returned")
 	// The holder has not stepped down yet (its lead may still be running):
 	// the term is still its own on the server.
-	info, err := b.Leader(ctx)
+	info, err := b.Leader(s.bounded(t, ctx))
 	require.NoError(t, err, "Leader right after a's Close")
 	require.Equal(t, a.Identity(), info.Identity, "Close released a's term behind its holder's back")
 	pending(t, chB, "b before a's holder resigned")
@@ -626,7 +659,7 @@ func testCloseLeavesReleaseToHolder(t *testing.T, s *suite) {
 	s.resign(t, la)
 	lb := s.win(t, chB, "b after a's holder resigned")
 	require.Greater(t, lb.Token(), la.Token())
-	_, err = a.Campaign(ctx)
+	_, err = a.Campaign(s.bounded(t, ctx))
 	require.ErrorIs(t, err, election.ErrClosed, "Campaign after Close")
 	s.resign(t, lb)
 }

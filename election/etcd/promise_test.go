@@ -89,3 +89,44 @@ func TestEtcdCampaignChecksItsKeyBeforeReturning(t *testing.T) {
 	err = receive(t, failed, "Campaign's return")
 	require.True(t, errors.Is(err, election.ErrLeadershipLost), "Campaign returned %v", err)
 }
+
+// Close stops keeping the term's lease alive without revoking it: a term
+// whose holder never resigns ends on the server by its lease's TTL, as a
+// crashed holder's does, and not before the holder's own ValidUntil.
+func TestEtcdClosedTermNeverResignedEndsByTTL(t *testing.T) {
+	t.Parallel() // an etcd of its own; waits on a TTL, not the CPU
+	srv := testenv.Etcd(t)
+	admin := srv.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const ttl = 2 * time.Second
+	a := newEtcd(t, testenv.NewEtcdClient(t, srv.Members[0].ClientAddr()), "/closed", "a", ttl)
+	la, err := a.Campaign(ctx)
+	require.NoError(t, err)
+	b := newEtcd(t, testenv.NewEtcdClient(t, srv.Members[0].ClientAddr()), "/closed", "b", ttl)
+	type result struct {
+		l   election.Leadership
+		err error
+	}
+	won := make(chan result, 1)
+	go func() {
+		l, err := b.Campaign(ctx)
+		won <- result{l, err}
+	}()
+	require.Eventually(t, func() bool {
+		resp, err := admin.Get(ctx, "/closed/", clientv3.WithPrefix())
+		return err == nil && len(resp.Kvs) == 2
+	}, spinDeadline, 10*time.Millisecond, "the second candidate's key")
+
+	require.NoError(t, a.Close())
+	validUntil := la.(election.Expiring).ValidUntil()
+	r := receive(t, won, "b's term after a's lease expired")
+	require.NoError(t, r.err, "b's Campaign")
+	lb := r.l
+	require.True(t, time.Now().After(validUntil), "b won before a's ValidUntil")
+	info, err := b.Leader(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "b", info.Identity)
+	require.NoError(t, la.Resign(ctx), "Resign of a term that ended by its TTL")
+	require.NoError(t, lb.Resign(ctx))
+}

@@ -38,8 +38,8 @@ func TestAcquisitionLosesToARivalThatWroteFirst(t *testing.T) {
 		return true, watch.NewFake(), nil
 	})
 	f := newFakeLease(t, cs, clk)
-	t.Cleanup(func() { _ = f.Close() })
-	ctx, cancel := context.WithCancel(context.Background())
+	closeOnCleanup(t, f)
+	ctx, cancel := context.WithTimeout(context.Background(), recvDeadline)
 	defer cancel()
 	ch := campaignAsync(ctx, f.Elector)
 	require.Eventually(t, func() bool { return leaseWatches(cs) > 0 && clk.HasWaiters() }, 10*time.Second, time.Millisecond, "the candidate waits for the old holder's lease")

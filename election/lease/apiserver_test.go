@@ -141,7 +141,7 @@ func TestLeaseConformance(t *testing.T) {
 				// proxy, so that Partition cuts it off alone.
 				p := testenv.Proxy(t, a.Addr())
 				e := newLease(t, a.ConfigFor(p.Addr()), name)
-				t.Cleanup(func() { _ = e.Close() })
+				closeOnCleanup(t, e)
 				mu.Lock()
 				proxies[e] = p
 				mu.Unlock()
@@ -660,7 +660,7 @@ func TestLeaseLeadingAndLeadingChanged(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	e := newLease(t, a.ConfigFor(p.Addr()), name)
-	t.Cleanup(func() { _ = e.Close() })
+	closeOnCleanup(t, e)
 
 	require.False(t, e.Leading())
 	changed := e.LeadingChanged()
@@ -742,7 +742,7 @@ func mixedCut(t *testing.T, a *testenv.APIServerInstance, margin time.Duration) 
 	ours := newLease(t, a.Config(), name, func(c *lease.Config) {
 		c.LeaseDuration, c.RenewDeadline, c.RetryPeriod, c.TakeoverMargin = ld, rd, rp, margin
 	})
-	t.Cleanup(func() { _ = ours.Close() })
+	closeOnCleanup(t, ours)
 	won := make(chan time.Time, 1)
 	go func() {
 		l, err := ours.Campaign(ctx)
@@ -803,7 +803,7 @@ func TestLeaseTokenSurvivesLeaseDeletion(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	e := newLease(t, a.Config(), name)
-	defer e.Close()
+	closeOnCleanup(t, e)
 	var tokens []election.Token
 	for range 3 { // several transitions, so a restarted count would be lower
 		l, err := e.Campaign(ctx)
@@ -835,7 +835,7 @@ func TestLeaseTokenSurvivesLeaseRecreatedAtOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	e := newLease(t, a.Config(), name)
-	defer e.Close()
+	closeOnCleanup(t, e)
 	var tokens []election.Token
 	sameSecond := 0
 	for range 3 {

@@ -39,7 +39,7 @@ func TestLeaseCoordinatedElection(t *testing.T) {
 			c.Identity = id
 			c.Coordinated = &lease.Coordinated{BinaryVersion: version}
 		})
-		t.Cleanup(func() { _ = e.Close() })
+		closeOnCleanup(t, e)
 		return e
 	}
 	newer, older := coordinated("newer", "1.1.0"), coordinated("older", "1.0.0")
@@ -145,7 +145,7 @@ func TestLeaseCoordinatedRestartUnderSameName(t *testing.T) {
 			c.Identity = "pod-0"
 			c.Coordinated = &lease.Coordinated{BinaryVersion: "1.0.0"}
 		})
-		t.Cleanup(func() { _ = e.Close() })
+		closeOnCleanup(t, e)
 		return e
 	}
 	p := testenv.Proxy(t, a.Addr())

@@ -63,7 +63,10 @@ func TestUncoordinatedClearsLeftoverPreferredHolder(t *testing.T) {
 		})
 		require.NoError(t, err)
 		defer func() { require.NoError(t, e.Close()) }()
-		ctx, cancel := context.WithCancel(context.Background())
+		// A minute of the bubble's time: a Campaign that cannot win fails
+		// the test instead of deadlocking the bubble, which aborts the
+		// binary.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		l, err := e.Campaign(ctx)
 		require.NoError(t, err)
@@ -93,7 +96,7 @@ func TestTokenEpochSurvivesLeaseDeletion(t *testing.T) {
 	clk := testingclock.NewFakeClock(epoch)
 	cs := kubefake.Config{Clock: clk}.NewClientset()
 	f := newFakeLease(t, cs, clk)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), recvDeadline)
 	defer cancel()
 	var last election.Token
 	for range 3 {
@@ -123,7 +126,7 @@ func TestTokenSurvivesLeaseRecreatedWithinTheSecond(t *testing.T) {
 			clk := testingclock.NewFakeClock(epoch) // never stepped: one second throughout
 			cs := kubefake.Config{Clock: clk}.NewClientset()
 			f := newFakeLease(t, cs, clk)
-			ctx, cancel := context.WithCancel(context.Background())
+			ctx, cancel := context.WithTimeout(context.Background(), recvDeadline)
 			defer cancel()
 			var last election.Token
 			for range 3 {

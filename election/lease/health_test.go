@@ -86,7 +86,7 @@ func testHealthCheckSemantics(t *testing.T) {
 // TestLeaseRenewFailedObserved: a renewal that fails is reported with its
 // slack, and the term lives on until ValidUntil.
 func TestLeaseRenewFailedObserved(t *testing.T) {
-	clk := testingclock.NewFakeClock(epoch)
+	clk := newArmedClock(epoch)
 	cs := fake.NewClientset()
 	var (
 		mu  sync.Mutex
@@ -105,11 +105,11 @@ func TestLeaseRenewFailedObserved(t *testing.T) {
 	require.NoError(t, err)
 	l, err := e.Campaign(context.Background())
 	require.NoError(t, err)
-	defer func() { _ = e.Close() }()
+	closeOnCleanup(t, e)
 	cs.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("apiserver unavailable")
 	})
-	require.Eventually(t, func() bool { return clk.Waiters() == 2 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return clk.armedFor(epoch.Add(300 * time.Millisecond)) }, 5*time.Second, time.Millisecond, "renewal timer armed")
 	clk.Step(300 * time.Millisecond)
 	require.Eventually(t, func() bool {
 		mu.Lock()

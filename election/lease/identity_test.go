@@ -27,7 +27,7 @@ func newCoordinated(t *testing.T, cs *fake.Clientset, clk *testingclock.FakeCloc
 		Clock: clk, Coordinated: &Coordinated{BinaryVersion: "1.0.0"},
 	})
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = e.Close() })
+	closeOnCleanup(t, e)
 	return e
 }
 
@@ -75,7 +75,7 @@ func TestCoordinatedRestartDoesNotAdoptPredecessorsTerm(t *testing.T) {
 		},
 	})
 	e := newCoordinated(t, cs, clk)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), recvDeadline)
 	defer cancel()
 	ch := campaignAsync(ctx, e)
 	var early *won
@@ -141,7 +141,7 @@ func TestCoordinatedAdoptsControllersNamingAtOnce(t *testing.T) {
 				},
 			})
 			e := newCoordinated(t, cs, clk)
-			ctx, cancel := context.WithCancel(context.Background())
+			ctx, cancel := context.WithTimeout(context.Background(), recvDeadline)
 			defer cancel()
 			ch := campaignAsync(ctx, e)
 			require.Eventually(t, func() bool { return leaseWatches(cs) > 0 }, 10*time.Second, time.Millisecond, "the campaign did not wait")
@@ -192,7 +192,7 @@ func TestCoordinatedDoesNotAdoptClientGoTermOfItsIdentity(t *testing.T) {
 		},
 	})
 	e := newCoordinated(t, cs, clk)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), recvDeadline)
 	defer cancel()
 	ch := campaignAsync(ctx, e)
 	var early *won

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
@@ -75,12 +76,12 @@ func TestLeaseConfigValidation(t *testing.T) {
 type fakeLease struct {
 	*Elector
 	cs    *fake.Clientset
-	clock *testingclock.FakeClock
+	clock clock.Clock
 }
 
 var epoch = time.Unix(1000, 0) // on a second boundary, which the arithmetic below relies on
 
-func newFakeLease(t *testing.T, cs *fake.Clientset, clk *testingclock.FakeClock) *fakeLease {
+func newFakeLease(t *testing.T, cs *fake.Clientset, clk clock.Clock) *fakeLease {
 	t.Helper()
 	e, err := New(Config{
 		Client: cs, Namespace: "ns", Name: "lease", Identity: "me",
@@ -103,9 +104,9 @@ func (lt *leadership) lastRenew() time.Time {
 // new second + RenewDeadline, since a client-go follower sees renewals
 // only at one-second resolution.
 func TestLeaseValidUntilCountsFromVisibleRenewals(t *testing.T) {
-	clk := testingclock.NewFakeClock(epoch)
+	clk := newArmedClock(epoch)
 	f := newFakeLease(t, fake.NewClientset(), clk)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), recvDeadline)
 	defer cancel()
 	l, err := f.Campaign(ctx)
 	require.NoError(t, err)
@@ -126,7 +127,7 @@ func TestLeaseValidUntilCountsFromVisibleRenewals(t *testing.T) {
 		{2100 * time.Millisecond, 4100 * time.Millisecond},
 	}
 	for _, w := range want {
-		require.Eventually(t, func() bool { return clk.Waiters() == 2 }, 5*time.Second, time.Millisecond, "renewal timer and watchdog armed")
+		require.Eventually(t, func() bool { return clk.armedFor(epoch.Add(w.at)) }, 5*time.Second, time.Millisecond, "renewal timer armed for %v", w.at)
 		clk.SetTime(epoch.Add(w.at))
 		require.Eventually(t, func() bool { return lt.lastRenew().Equal(epoch.Add(w.at)) }, 5*time.Second, time.Millisecond, "renewal at %v", w.at)
 		require.Equal(t, epoch.Add(w.validUntil), lt.ValidUntil(), "after the renewal at %v", w.at)
@@ -145,7 +146,7 @@ func TestLeaseValidUntilCountsFromVisibleRenewals(t *testing.T) {
 // apiserver never answers): the gate closes and the term ends exactly at
 // ValidUntil.
 func TestLeaseTermEndsAtValidUntilWhenRenewalHangs(t *testing.T) {
-	clk := testingclock.NewFakeClock(epoch)
+	clk := newArmedClock(epoch)
 	cs := fake.NewClientset()
 	var (
 		hang    sync.Mutex
@@ -154,7 +155,7 @@ func TestLeaseTermEndsAtValidUntilWhenRenewalHangs(t *testing.T) {
 		once    sync.Once
 	)
 	f := newFakeLease(t, cs, clk)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), recvDeadline)
 	defer cancel()
 	l, err := f.Campaign(ctx)
 	require.NoError(t, err)
@@ -167,7 +168,7 @@ func TestLeaseTermEndsAtValidUntilWhenRenewalHangs(t *testing.T) {
 	})
 	defer close(unblock) // let the hung renewal return at the end
 
-	require.Eventually(t, func() bool { return clk.Waiters() == 2 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return clk.armedFor(epoch.Add(300 * time.Millisecond)) }, 5*time.Second, time.Millisecond, "renewal timer armed")
 	clk.SetTime(epoch.Add(300 * time.Millisecond))
 	recv(t, hanging, "the hanging renewal")
 	validUntil := l.(election.Expiring).ValidUntil()
@@ -199,7 +200,7 @@ func TestLeaseFollowerTakesExpiredLeaseAtExpiryInstant(t *testing.T) {
 		},
 	})
 	f := newFakeLease(t, cs, clk)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), recvDeadline)
 	defer cancel()
 	type result struct {
 		l   election.Leadership
@@ -319,7 +320,7 @@ func FuzzLeaseRecordKey(f *testing.F) {
 // a leader yields when another holder is preferred: its term ends, and its
 // Resign clears holderIdentity with those fields kept.
 func TestLeaseKeepsCLEFieldsAndYieldsToPreferredHolder(t *testing.T) {
-	clk := testingclock.NewFakeClock(epoch)
+	clk := newArmedClock(epoch)
 	cs := fake.NewClientset()
 	strategy := coordinationv1.OldestEmulationVersion
 	_, err := cs.CoordinationV1().Leases("ns").Create(context.Background(), &coordinationv1.Lease{
@@ -328,7 +329,7 @@ func TestLeaseKeepsCLEFieldsAndYieldsToPreferredHolder(t *testing.T) {
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	f := newFakeLease(t, cs, clk)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), recvDeadline)
 	defer cancel()
 	l, err := f.Campaign(ctx)
 	require.NoError(t, err)
@@ -351,7 +352,7 @@ func TestLeaseKeepsCLEFieldsAndYieldsToPreferredHolder(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	require.Eventually(t, func() bool { return clk.Waiters() == 2 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return clk.armedFor(epoch.Add(300 * time.Millisecond)) }, 5*time.Second, time.Millisecond, "renewal timer armed")
 	clk.Step(time.Second) // the next renewal
 	select {
 	case <-l.Context().Done():
@@ -378,8 +379,8 @@ func TestResignClearsHolderWithDurationOne(t *testing.T) {
 	clk := testingclock.NewFakeClock(epoch)
 	cs := fake.NewClientset()
 	f := newFakeLease(t, cs, clk)
-	t.Cleanup(func() { _ = f.Close() })
-	ctx, cancel := context.WithCancel(context.Background())
+	closeOnCleanup(t, f)
+	ctx, cancel := context.WithTimeout(context.Background(), recvDeadline)
 	defer cancel()
 	l, err := f.Campaign(ctx)
 	require.NoError(t, err)
@@ -388,4 +389,33 @@ func TestResignClearsHolderWithDurationOne(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, ptr.Deref(got.Spec.HolderIdentity, ""), "holderIdentity after Resign")
 	require.Equal(t, int32(1), ptr.Deref(got.Spec.LeaseDurationSeconds, 0), "leaseDurationSeconds after Resign")
+}
+
+// A released Lease (no holder, leaseDurationSeconds 1, as a Resign writes
+// it) is taken at once whatever the TakeoverMargin: the margin covers a
+// holder that may still act, and a released Lease has none. The fake clock
+// never moves, so only a candidate that takes it at once leads.
+func TestLeaseReleasedIsTakenAtOnceWhateverTheMargin(t *testing.T) {
+	clk := testingclock.NewFakeClock(epoch)
+	dur, trans := int32(1), int32(4)
+	stamp := metav1.NewMicroTime(epoch)
+	cs := fake.NewClientset(&coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "lease"},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity: ptr.To(""), LeaseDurationSeconds: &dur, LeaseTransitions: &trans,
+			AcquireTime: &stamp, RenewTime: &stamp,
+		},
+	})
+	e, err := New(Config{
+		Client: cs, Namespace: "ns", Name: "lease", Identity: "me",
+		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond,
+		TakeoverMargin: 10 * time.Second, Clock: clk,
+	})
+	require.NoError(t, err)
+	closeOnCleanup(t, e)
+	ctx, cancel := context.WithTimeout(context.Background(), recvDeadline)
+	defer cancel()
+	l, err := e.Campaign(ctx)
+	require.NoError(t, err, "the released Lease was not taken while the clock stood still")
+	require.NoError(t, l.Resign(ctx))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"testing"
@@ -93,4 +94,27 @@ func receive[T any](t testing.TB, ch <-chan T, what string) (T, bool) {
 		var zero T
 		return zero, false
 	}
+}
+
+// closeDeadline bounds, in real time, the Close of an elector at a test's
+// end: a Close that waits for a term it failed to end fails the test
+// instead of hanging the binary.
+const closeDeadline = 30 * time.Second
+
+// closeOnCleanup closes c when t ends, failing t if Close does not return
+// within closeDeadline (its goroutine is then left behind; the test has
+// failed).
+func closeOnCleanup(t testing.TB, c io.Closer) {
+	t.Cleanup(func() {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = c.Close()
+		}()
+		select {
+		case <-done:
+		case <-time.After(closeDeadline):
+			t.Errorf("Close did not return within %v", closeDeadline)
+		}
+	})
 }

@@ -31,7 +31,7 @@ func TestCandidateReadsOnlyItsOwnLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer e.Close()
+	closeOnCleanup(t, e)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ch := e.Observe(ctx)

@@ -47,8 +47,8 @@ func TestFollowerPollsEveryRetryPeriodWhileTheWatchFails(t *testing.T) {
 		return true, nil, errors.New("watch refused")
 	})
 	f := newFakeLease(t, cs, clk) // RetryPeriod 300ms
-	t.Cleanup(func() { _ = f.Close() })
-	ctx, cancel := context.WithCancel(context.Background())
+	closeOnCleanup(t, f)
+	ctx, cancel := context.WithTimeout(context.Background(), recvDeadline)
 	defer cancel()
 	ch := campaignAsync(ctx, f.Elector)
 	require.Eventually(t, func() bool { return leaseLists(cs) == 1 && clk.HasWaiters() }, 10*time.Second, time.Millisecond, "first read")

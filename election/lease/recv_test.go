@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"io"
 	"testing"
 	"time"
 )
@@ -22,4 +23,22 @@ func recv[T any](t testing.TB, ch <-chan T, what string) T {
 		var zero T
 		return zero
 	}
+}
+
+// closeOnCleanup closes c when t ends, failing t if Close does not return
+// within recvDeadline (its goroutine is then left behind; the test has
+// failed) instead of hanging the binary.
+func closeOnCleanup(t testing.TB, c io.Closer) {
+	t.Cleanup(func() {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = c.Close()
+		}()
+		select {
+		case <-done:
+		case <-time.After(recvDeadline):
+			t.Errorf("Close did not return within %v", recvDeadline)
+		}
+	})
 }

@@ -27,8 +27,8 @@ func TestLeaseMetricsEventsAndHealthWithHungServer(t *testing.T) {
 	ha, hb := electiontest.NewRecorder(), electiontest.NewRecorder()
 	leader := newLease(t, a.ConfigFor(p.Addr()), name, func(c *lease.Config) { c.Metrics, c.Events = ha, ha })
 	follower := newLease(t, a.Config(), name, func(c *lease.Config) { c.Metrics, c.Events = hb, hb })
-	t.Cleanup(func() { _ = follower.Close() })
-	t.Cleanup(func() { _ = leader.Close() })
+	closeOnCleanup(t, follower)
+	closeOnCleanup(t, leader)
 	hc := leader.HealthCheck(0)
 	require.NoError(t, hc.Check(nil), "before the first term")
 

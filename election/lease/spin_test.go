@@ -75,7 +75,7 @@ func TestFollowerWatchEndingAtOnceDoesNotSpin(t *testing.T) {
 	quit := make(chan struct{})
 	calls := endWatchesAtOnce(cs, "leases", quit)
 	f := newFakeLease(t, cs, clk)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), recvDeadline)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -98,7 +98,7 @@ func TestLeaseCandidateWatchEndingAtOnceDoesNotSpin(t *testing.T) {
 	calls := endWatchesAtOnce(cs, "leasecandidates", quit)
 	e := newCoordinated(t, cs, clk)
 	t.Cleanup(func() { close(quit) }) // before Close, which t.Cleanup runs later
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), recvDeadline)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -148,8 +148,8 @@ func TestRenewalAnsweredAtOnceDoesNotSpin(t *testing.T) {
 				return true, obj, err
 			})
 			f := newFakeLease(t, cs, clk)
-			t.Cleanup(func() { _ = f.Close() })
-			ctx, cancel := context.WithCancel(context.Background())
+			closeOnCleanup(t, f)
+			ctx, cancel := context.WithTimeout(context.Background(), recvDeadline)
 			defer cancel()
 			_, err := f.Campaign(ctx)
 			require.NoError(t, err)
