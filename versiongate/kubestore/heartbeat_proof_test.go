@@ -2,6 +2,7 @@ package kubestore_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/reconkit/reconkit/election/lease"
+	"github.com/reconkit/reconkit/internal/servers"
 	"github.com/reconkit/reconkit/internal/testenv"
 	"github.com/reconkit/reconkit/nodestatus"
 	"github.com/reconkit/reconkit/versiongate/internal/storecheck"
@@ -21,8 +23,14 @@ import (
 // Leases for the storecheck drivers: each start of a node runs a
 // nodestatus controller that registers the Node and renews its Lease in
 // kube-node-lease (every second, for 4s), and the node's store takes the
-// controller's LeaseRenewal as its heartbeat. Closing the connection
-// stops the controller.
+// controller's LeaseRenewal as its heartbeat, so that the heartbeat is
+// what keeps the node's record alive. As in kubeBackend, each start gets
+// a client of its own through a proxy of its own, shared by its
+// heartbeat, store and election: a cut holds all three, so the node's
+// record stops being renewed exactly when its gate can no longer reach
+// the server. A crash cuts and closes the proxy before the controller
+// stops, so no renewal reaches the server afterwards. RestartServer
+// restarts the apiserver on the same port and storage.
 func nodeLeaseProofBackend(t *testing.T) storecheck.Backend {
 	t.Helper()
 	a := testenv.APIServer(t)
@@ -33,10 +41,18 @@ func nodeLeaseProofBackend(t *testing.T) storecheck.Backend {
 	observer, err := kubestore.New(kubestore.Config{Client: obs, Namespace: testNamespace, Gate: gate,
 		NodeLease: &kubestore.NodeLeaseConfig{Heartbeat: none}})
 	require.NoError(t, err)
+	var mu sync.Mutex
+	proxies := map[string]*servers.Proxy{} // each node's current proxy
 	return storecheck.Backend{
 		Observer: observer,
 		Connect: func(tb testing.TB, node string) storecheck.Conn {
-			cs := proofClient(tb, a, a.Addr())
+			p, err := servers.StartProxy(a.Addr())
+			require.NoError(tb, err)
+			tb.Cleanup(func() { p.Close() })
+			mu.Lock()
+			proxies[node] = p
+			mu.Unlock()
+			cs := proofClient(tb, a, p.Addr())
 			nc, err := nodestatus.New(nodestatus.Config{
 				Client: cs, Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}},
 				LeaseDuration: 4 * time.Second, RenewInterval: time.Second,
@@ -45,7 +61,8 @@ func nodeLeaseProofBackend(t *testing.T) storecheck.Backend {
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
 			go func() { defer close(done); _ = nc.Run(ctx) }()
-			stop := func() { cancel(); <-done }
+			var once sync.Once
+			stop := func() { once.Do(func() { cancel(); <-done }) }
 			tb.Cleanup(stop)
 			require.Eventually(tb, func() bool { _, _, ok := nc.LeaseRenewal(node); return ok }, time.Minute, 10*time.Millisecond)
 			st, err := kubestore.New(kubestore.Config{Client: cs, Namespace: testNamespace, Gate: gate,
@@ -56,13 +73,49 @@ func nodeLeaseProofBackend(t *testing.T) storecheck.Backend {
 				LeaseDuration: proofLeaseDuration, RenewDeadline: proofRenewDeadline, RetryPeriod: proofRetryPeriod,
 			})
 			require.NoError(tb, err)
-			return storecheck.Conn{Store: st, Candidate: el, Close: func(bool) {
+			return storecheck.Conn{Store: st, Candidate: el, Close: func(crash bool) {
+				if crash {
+					p.Cut() // nothing more reaches the apiserver
+					p.Close()
+				}
 				_ = el.Close()
 				stop()
+				p.Close()
 			}}
 		},
+		Partition: func(node string, cut bool) {
+			mu.Lock()
+			p := proxies[node]
+			mu.Unlock()
+			if cut {
+				p.Cut()
+			} else {
+				p.Restore()
+			}
+		},
 		ValidatedAfterWrite: true,
+		RestartServer: func(tb testing.TB) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			start := time.Now()
+			require.NoError(tb, a.Restart(ctx))
+			tb.Logf("apiserver restarted in %v", time.Since(start).Round(time.Millisecond))
+		},
 	}
+}
+
+// A rolling upgrade of 5 gates with records on node Leases that
+// nodestatus renews, on a real kube-apiserver with the Lease election:
+// crashes, restarts, partitions through cut proxies (which stop a node's
+// heartbeat with its gate) and an apiserver restart; no node serves below
+// the reconciled minimum at any step, the upgrade completes, and every
+// store operation is linearizable. A record's TTL is its node Lease's
+// duration (4s): RecordTTL is not used in this mode.
+func TestNodeLeaseProofRollingUpgrade(t *testing.T) {
+	storecheck.RunRolling(t, nodeLeaseProofBackend(t), storecheck.RollingConfig{
+		Seed: storecheck.Seed(t), Nodes: 5, Steps: 24, Context: proofContext(t),
+		ServerRestarts: 1,
+	})
 }
 
 // Joiners race the leader's restrict with records on node Leases that
