@@ -98,25 +98,31 @@ func TestTwoLeadersRaceTheFence(t *testing.T) {
 		}()
 		wg.Wait()
 
-		// Follow the history up to b's write: after the event that raised
-		// the term to b's token, only b writes.
-		fencedAt := ""
-		for ev := range w.ResultChan() {
-			require.NotEqual(t, watch.Error, ev.Type)
-			l := ev.Object.(*coordinationv1.Lease)
-			v := l.Annotations[kubestore.AnnotationValue]
-			if fencedAt == "" && l.Annotations[kubestore.AnnotationTerm] == fmt.Sprint(tb.Token()) {
-				fencedAt = l.ResourceVersion
-			}
-			if fencedAt != "" {
-				require.False(t, strings.HasPrefix(decode(t, v), "a-") && l.ResourceVersion != fencedAt,
-					"round %d: a's write %q landed at %s, after b fenced at %s", round, decode(t, v), l.ResourceVersion, fencedAt)
-			}
-			if decode(t, v) == "b" {
-				break
-			}
-		}
+		followFence(t, w, tb, round)
 		w.Stop()
+	}
+}
+
+// followFence follows the status Lease's history on w up to the write
+// of "b": after the event that raised the term to b's token, only b
+// writes.
+func followFence(t *testing.T, w watch.Interface, tb versiongate.Term, round int) {
+	t.Helper()
+	fencedAt := ""
+	for ev := range w.ResultChan() {
+		require.NotEqual(t, watch.Error, ev.Type)
+		l := ev.Object.(*coordinationv1.Lease)
+		v := l.Annotations[kubestore.AnnotationValue]
+		if fencedAt == "" && l.Annotations[kubestore.AnnotationTerm] == fmt.Sprint(tb.Token()) {
+			fencedAt = l.ResourceVersion
+		}
+		if fencedAt != "" {
+			require.False(t, strings.HasPrefix(decode(t, v), "a-") && l.ResourceVersion != fencedAt,
+				"round %d: a's write %q landed at %s, after b fenced at %s", round, decode(t, v), l.ResourceVersion, fencedAt)
+		}
+		if decode(t, v) == "b" {
+			break
+		}
 	}
 }
 

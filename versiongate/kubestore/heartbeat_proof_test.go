@@ -2,21 +2,27 @@ package kubestore_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
 	"github.com/reconkit/reconkit/election/lease"
 	"github.com/reconkit/reconkit/internal/servers"
 	"github.com/reconkit/reconkit/internal/testenv"
 	"github.com/reconkit/reconkit/nodestatus"
+	"github.com/reconkit/reconkit/versiongate"
 	"github.com/reconkit/reconkit/versiongate/internal/storecheck"
 	"github.com/reconkit/reconkit/versiongate/kubestore"
+	"github.com/reconkit/reconkit/versiongate/versiongatetest"
 )
 
 // nodeLeaseProofBackend is the Kubernetes store with records on node
@@ -136,4 +142,82 @@ func TestNodeLeaseProofJoinersRaceStaleCacheFails(t *testing.T) {
 		Seed: storecheck.Seed(t), ListDelay: 100 * time.Millisecond, Context: proofContext(t), Timeout: 30 * time.Second,
 		RecordTTL: 5 * time.Second,
 	})
+}
+
+// Two leaders race the fence with records on node Leases, while a
+// heartbeat renews those Leases as fast as it can: one leader writes the
+// status in a loop, each write conditioned on the records it just listed
+// (and so validated after it is applied), while the other fences with a
+// higher token. On the status Lease's own history no write of the lower
+// term follows the higher term's fence, and no renewal counts as a
+// record change: the lower term's writes end only in ErrLeadershipLost,
+// never in ErrNodesChanged.
+func TestNodeLeaseTwoLeadersRaceTheFence(t *testing.T) {
+	cfg := apiServer(t)
+	cs := clientFor(t, cfg)
+	createNamespace(t, cs, nodeLeaseNamespace)
+	ctx := testCtx(t)
+	r := newRenewer(cs, clock.RealClock{})
+	nodes := []string{"fence-node-0", "fence-node-1", "fence-node-2"}
+	for round := range 10 {
+		gate := uniqueGate("hbrace")
+		pub := newNodeLeaseStore(t, cs, gate, nil, r.renew)
+		for _, n := range nodes {
+			_, err := pub.PublishRecord(ctx, n, []byte("1.0.0"), 0)
+			require.NoError(t, err)
+		}
+		a, b := newNodeLeaseStore(t, cs, gate, nil, r.renew), newNodeLeaseStore(t, cs, gate, nil, r.renew)
+		ta, tb := versiongatetest.NewTerm("a", uint64(10+2*round)), versiongatetest.NewTerm("b", uint64(11+2*round))
+		require.NoError(t, a.Fence(ctx, ta))
+		require.NoError(t, a.WriteStatus(ctx, ta, []byte("a-0"), 0))
+		l, err := cs.CoordinationV1().Leases(testNamespace).Get(ctx, gate+"-status", metav1.GetOptions{})
+		require.NoError(t, err)
+		w, err := cs.CoordinationV1().Leases(testNamespace).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + gate + "-status", ResourceVersion: l.ResourceVersion})
+		require.NoError(t, err)
+
+		rctx, stopRenewing := context.WithCancel(ctx)
+		var renewals atomic.Int64
+		var wg sync.WaitGroup
+		wg.Add(3)
+		go func() {
+			defer wg.Done()
+			for i := 0; rctx.Err() == nil; i++ {
+				if _, _, ok := r.renew(nodes[i%len(nodes)]); ok {
+					renewals.Add(1)
+				}
+			}
+		}()
+		var written atomic.Int64
+		go func() {
+			defer wg.Done()
+			for i := 1; ; i++ {
+				rs, rev, err := a.ListRecords(ctx)
+				if !assert.NoError(t, err) {
+					return
+				}
+				assert.Len(t, rs, len(nodes))
+				if err := a.WriteStatus(ctx, ta, fmt.Appendf(nil, "a-%d", i), rev); err != nil {
+					assert.ErrorIs(t, err, versiongate.ErrLeadershipLost)
+					return
+				}
+				written.Add(1)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			defer stopRenewing()
+			// Let a's conditioned writes meet some renewals first.
+			for written.Load() < 2 && renewals.Load() < 20 && rctx.Err() == nil {
+				<-time.After(5 * time.Millisecond)
+			}
+			if assert.NoError(t, b.Fence(ctx, tb)) {
+				assert.NoError(t, b.WriteStatus(ctx, tb, []byte("b"), 0))
+			}
+		}()
+		wg.Wait()
+		t.Logf("round %d: %d conditioned writes by a stood, %d renewals", round, written.Load(), renewals.Load())
+
+		followFence(t, w, tb, round)
+		w.Stop()
+	}
 }
