@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -148,8 +149,12 @@ func TestNodeLeaseProofJoinersRaceStaleCacheFails(t *testing.T) {
 // heartbeat renews those Leases as fast as it can: one leader writes the
 // status in a loop, each write conditioned on the records it just listed
 // (and so validated after it is applied), while the other fences with a
-// higher token. On the status Lease's own history no write of the lower
-// term follows the higher term's fence, and no renewal counts as a
+// higher token: in a third of the rounds at a random moment, in the
+// others just before the lower term's write reaches the server, or just
+// before the update that drops that write's unvalidated mark. The lower
+// term's store watches the records meanwhile, as a leading gate does, so
+// it sees the renewals. On the status Lease's own history no write of the
+// lower term follows the higher term's fence, and no renewal counts as a
 // record change: the lower term's writes end only in ErrLeadershipLost,
 // never in ErrNodesChanged.
 func TestNodeLeaseTwoLeadersRaceTheFence(t *testing.T) {
@@ -159,14 +164,15 @@ func TestNodeLeaseTwoLeadersRaceTheFence(t *testing.T) {
 	ctx := testCtx(t)
 	r := newRenewer(cs, clock.RealClock{})
 	nodes := []string{"fence-node-0", "fence-node-1", "fence-node-2"}
-	for round := range 10 {
+	for round := range 12 {
 		gate := uniqueGate("hbrace")
 		pub := newNodeLeaseStore(t, cs, gate, nil, r.renew)
 		for _, n := range nodes {
 			_, err := pub.PublishRecord(ctx, n, []byte("1.0.0"), 0)
 			require.NoError(t, err)
 		}
-		a, b := newNodeLeaseStore(t, cs, gate, nil, r.renew), newNodeLeaseStore(t, cs, gate, nil, r.renew)
+		acs, ah := wrap(cs)
+		a, b := newNodeLeaseStore(t, acs, gate, nil, r.renew), newNodeLeaseStore(t, cs, gate, nil, r.renew)
 		ta, tb := versiongatetest.NewTerm("a", uint64(10+2*round)), versiongatetest.NewTerm("b", uint64(11+2*round))
 		require.NoError(t, a.Fence(ctx, ta))
 		require.NoError(t, a.WriteStatus(ctx, ta, []byte("a-0"), 0))
@@ -175,10 +181,39 @@ func TestNodeLeaseTwoLeadersRaceTheFence(t *testing.T) {
 		w, err := cs.CoordinationV1().Leases(testNamespace).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + gate + "-status", ResourceVersion: l.ResourceVersion})
 		require.NoError(t, err)
 
+		var written, renewals atomic.Int64
+		fenced := make(chan struct{}) // closed once b fenced from a's hook
+		if round%3 != 0 {
+			marked := round%3 == 1 // the write itself, or the update dropping its mark
+			var once atomic.Bool
+			ah.set(func(h *hooks) {
+				h.beforeUpdate = func(l *coordinationv1.Lease) error {
+					_, m := l.Annotations[kubestore.AnnotationUnvalidated]
+					if l.Name == gate+"-status" && m == marked && written.Load() >= 2 && once.CompareAndSwap(false, true) {
+						assert.NoError(t, b.Fence(ctx, tb))
+						close(fenced)
+					}
+					return nil
+				}
+			})
+		}
 		rctx, stopRenewing := context.WithCancel(ctx)
-		var renewals atomic.Int64
 		var wg sync.WaitGroup
-		wg.Add(3)
+		wg.Add(4)
+		go func() {
+			// a watches the records as a leading gate does: the
+			// renewals reach its tracker.
+			defer wg.Done()
+			_, rev, err := a.ListRecords(rctx)
+			for rctx.Err() == nil {
+				if err == nil {
+					err = a.WatchRecords(rctx, rev, func([]versiongate.Record, int64) {})
+				}
+				if rctx.Err() == nil {
+					_, rev, err = a.ListRecords(rctx)
+				}
+			}
+		}()
 		go func() {
 			defer wg.Done()
 			for i := 0; rctx.Err() == nil; i++ {
@@ -187,9 +222,11 @@ func TestNodeLeaseTwoLeadersRaceTheFence(t *testing.T) {
 				}
 			}
 		}()
-		var written atomic.Int64
+		var last error
+		aDone := make(chan struct{})
 		go func() {
 			defer wg.Done()
+			defer close(aDone)
 			for i := 1; ; i++ {
 				rs, rev, err := a.ListRecords(ctx)
 				if !assert.NoError(t, err) {
@@ -198,6 +235,7 @@ func TestNodeLeaseTwoLeadersRaceTheFence(t *testing.T) {
 				assert.Len(t, rs, len(nodes))
 				if err := a.WriteStatus(ctx, ta, fmt.Appendf(nil, "a-%d", i), rev); err != nil {
 					assert.ErrorIs(t, err, versiongate.ErrLeadershipLost)
+					last = err
 					return
 				}
 				written.Add(1)
@@ -206,18 +244,31 @@ func TestNodeLeaseTwoLeadersRaceTheFence(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			defer stopRenewing()
-			// Let a's conditioned writes meet some renewals first.
-			for written.Load() < 2 && renewals.Load() < 20 && rctx.Err() == nil {
-				<-time.After(5 * time.Millisecond)
+			if round%3 == 0 {
+				// Let a's conditioned writes meet some renewals first.
+				for written.Load() < 2 && renewals.Load() < 20 && rctx.Err() == nil {
+					<-time.After(5 * time.Millisecond)
+				}
+				if !assert.NoError(t, b.Fence(ctx, tb)) {
+					return
+				}
+			} else {
+				// b writes once a gave up, so that nothing but the
+				// server's refusal keeps a's late writes out.
+				<-aDone
+				select {
+				case <-fenced:
+				default:
+					t.Errorf("round %d: a's write never reached the hook", round)
+					return
+				}
 			}
-			if assert.NoError(t, b.Fence(ctx, tb)) {
-				assert.NoError(t, b.WriteStatus(ctx, tb, []byte("b"), 0))
-			}
+			assert.NoError(t, b.WriteStatus(ctx, tb, []byte("b"), 0))
 		}()
 		wg.Wait()
-		t.Logf("round %d: %d conditioned writes by a stood, %d renewals", round, written.Load(), renewals.Load())
+		t.Logf("round %d: %d conditioned writes by a stood, %d renewals; a stopped on: %v", round, written.Load(), renewals.Load(), last)
 
-		followFence(t, w, tb, round)
+		followFence(t, cs, gate, w, tb, round)
 		w.Stop()
 	}
 }
