@@ -117,6 +117,22 @@ func TestNodeLeaseConformanceAPIServer(t *testing.T) {
 	})
 }
 
+// And on kubefake, whose watches report a record leaving or entering the
+// gate's label selector as DELETED or ADDED, as the apiserver's do.
+func TestNodeLeaseConformanceKubefake(t *testing.T) {
+	var clk *clocktesting.FakeClock
+	versiongatetest.RunStoreConformance(t, versiongatetest.StoreHarness{
+		New: func(t *testing.T) func() versiongate.Store {
+			cs := kubefake.NewClientset()
+			clk = clocktesting.NewFakeClock(time.Now())
+			c := clk
+			r := newRenewer(cs, c)
+			return func() versiongate.Store { return newNodeLeaseStore(t, cs, "hbconf", c, r.renew) }
+		},
+		Advance: func(d time.Duration) { clk.Step(d) },
+	})
+}
+
 // With nodestatus renewing the node's Lease on a real apiserver, the
 // record survives its renewals (nodestatus updates from its last copy,
 // which the record's write made stale: it reads the Lease again and
