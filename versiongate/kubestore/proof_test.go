@@ -150,13 +150,22 @@ func TestProofRollingUpgrade(t *testing.T) {
 	})
 }
 
+// proofJoinersTTL is the joiners' RecordTTL in the joiners proofs. Every
+// joiner and the leader must keep their records through the run: on a
+// starved machine (one CPU, busy) keep-alives have gone unanswered for
+// more than a 5s TTL allows. A longer TTL costs nothing while records are
+// kept: joiners delete theirs as they stop. Only a record lost all the
+// same holds the restrict until it expires, for at most TTL plus the
+// margin, well within the driver's 60s waits.
+const proofJoinersTTL = 15 * time.Second
+
 // Joiners race the leader's restrict with every listing answering 100ms
 // late and every record watch batch 30ms late: none serves past the
 // restricted status, and the history is linearizable.
 func TestProofJoinersRace(t *testing.T) {
 	storecheck.ProveJoiners(t, kubeBackend(t), storecheck.JoinersConfig{
 		Seed: storecheck.Seed(t), ListDelay: 100 * time.Millisecond, WatchDelay: 30 * time.Millisecond, Context: proofContext(t),
-		RecordTTL: 5 * time.Second,
+		RecordTTL: proofJoinersTTL,
 	})
 }
 
@@ -167,6 +176,6 @@ func TestProofJoinersRace(t *testing.T) {
 func TestProofJoinersRaceStaleCacheFails(t *testing.T) {
 	storecheck.ProveStaleCacheFails(t, kubeBackend(t), storecheck.JoinersConfig{
 		Seed: storecheck.Seed(t), ListDelay: 100 * time.Millisecond, Context: proofContext(t), Timeout: 30 * time.Second,
-		RecordTTL: 5 * time.Second,
+		RecordTTL: proofJoinersTTL,
 	})
 }

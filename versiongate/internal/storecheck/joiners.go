@@ -2,6 +2,7 @@ package storecheck
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -172,8 +173,16 @@ func RunJoiners(t *testing.T, b Backend, cfg JoinersConfig) JoinersResult {
 			select {
 			case err := <-waitc:
 				waitc <- err // for the deferred receive
+				if errors.Is(err, versiongate.ErrRecordLost) {
+					// As below: a keep-alive answered too late on a
+					// loaded machine. It does not serve.
+					t.Logf("joiners: %s lost its record before it served: %v", id, err)
+					readyc <- false
+					break
+				}
 				if err != nil {
 					t.Errorf("joiners: %s: WaitReady: %v", id, err)
+					readyc <- false
 					break
 				}
 				j.served, j.readyAt = true, rec.now()
@@ -227,7 +236,8 @@ func RunJoiners(t *testing.T, b Backend, cfg JoinersConfig) JoinersResult {
 	}
 	lctx, stopLeader := context.WithCancel(ctx)
 	leaderDone := make(chan struct{})
-	go func() { defer close(leaderDone); _ = lg.Run(lctx) }()
+	var leaderErr error // Run's error, once leaderDone is closed
+	go func() { defer close(leaderDone); leaderErr = lg.Run(lctx) }()
 	defer func() { stopLeader(); await(t, leaderDone, "the leader's gate"); lconn.close(false) }()
 	leader <- lg
 
@@ -243,7 +253,13 @@ func RunJoiners(t *testing.T, b Backend, cfg JoinersConfig) JoinersResult {
 	deadline := time.Now().Add(cfg.Timeout)
 	for after < cfg.After {
 		if time.Now().After(deadline) {
-			t.Errorf("joiners: the leader did not restrict within %v (phase %s, leading %v, blocking %v)", cfg.Timeout, lg.Phase(), lg.Leading(), lg.Blocking())
+			ran := "running"
+			select {
+			case <-leaderDone:
+				ran = fmt.Sprintf("Run returned %v", leaderErr)
+			default:
+			}
+			t.Errorf("joiners: the leader did not restrict within %v (phase %s, leading %v, blocking %v, %s)", cfg.Timeout, lg.Phase(), lg.Leading(), lg.Blocking(), ran)
 			break
 		}
 		_, done := restricted()
