@@ -29,7 +29,8 @@ import (
 // nodeLeaseProofBackend is the Kubernetes store with records on node
 // Leases for the storecheck drivers: each start of a node runs a
 // nodestatus controller that registers the Node and renews its Lease in
-// kube-node-lease (every second, for 4s), and the node's store takes the
+// kube-node-lease (for leaseDuration, every quarter of it: a record's TTL
+// is its node Lease's duration), and the node's store takes the
 // controller's LeaseRenewal as its heartbeat, so that the heartbeat is
 // what keeps the node's record alive. As in kubeBackend, each start gets
 // a client of its own through a proxy of its own, shared by its
@@ -38,7 +39,7 @@ import (
 // the server. A crash cuts and closes the proxy before the controller
 // stops, so no renewal reaches the server afterwards. RestartServer
 // restarts the apiserver on the same port and storage.
-func nodeLeaseProofBackend(t *testing.T) storecheck.Backend {
+func nodeLeaseProofBackend(t *testing.T, leaseDuration time.Duration) storecheck.Backend {
 	t.Helper()
 	a := testenv.APIServer(t)
 	obs := proofClient(t, a, a.Addr())
@@ -62,7 +63,7 @@ func nodeLeaseProofBackend(t *testing.T) storecheck.Backend {
 			cs := proofClient(tb, a, p.Addr())
 			nc, err := nodestatus.New(nodestatus.Config{
 				Client: cs, Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}},
-				LeaseDuration: 4 * time.Second, RenewInterval: time.Second,
+				LeaseDuration: leaseDuration, RenewInterval: leaseDuration / 4,
 			})
 			require.NoError(tb, err)
 			ctx, cancel := context.WithCancel(context.Background())
@@ -117,9 +118,10 @@ func nodeLeaseProofBackend(t *testing.T) storecheck.Backend {
 // heartbeat with its gate) and an apiserver restart; no node serves below
 // the reconciled minimum at any step, the upgrade completes, and every
 // store operation is linearizable. A record's TTL is its node Lease's
-// duration (4s): RecordTTL is not used in this mode.
+// duration, 4s here, so that a crashed node's record holds the upgrade
+// briefly: RecordTTL is not used in this mode.
 func TestNodeLeaseProofRollingUpgrade(t *testing.T) {
-	storecheck.RunRolling(t, nodeLeaseProofBackend(t), storecheck.RollingConfig{
+	storecheck.RunRolling(t, nodeLeaseProofBackend(t, 4*time.Second), storecheck.RollingConfig{
 		Seed: storecheck.Seed(t), Nodes: 5, Steps: 24, Context: proofContext(t),
 		ServerRestarts: 1,
 	})
@@ -130,18 +132,16 @@ func TestNodeLeaseProofRollingUpgrade(t *testing.T) {
 // batch 30ms late: none serves past the restricted status, and the
 // history is linearizable.
 func TestNodeLeaseProofJoinersRace(t *testing.T) {
-	storecheck.ProveJoiners(t, nodeLeaseProofBackend(t), storecheck.JoinersConfig{
+	storecheck.ProveJoiners(t, nodeLeaseProofBackend(t, proofJoinersTTL), storecheck.JoinersConfig{
 		Seed: storecheck.Seed(t), ListDelay: 100 * time.Millisecond, WatchDelay: 30 * time.Millisecond, Context: proofContext(t),
-		RecordTTL: 5 * time.Second,
 	})
 }
 
 // And with joiners reading a cache taken before the restrict, the race
 // fails: the drivers can tell.
 func TestNodeLeaseProofJoinersRaceStaleCacheFails(t *testing.T) {
-	storecheck.ProveStaleCacheFails(t, nodeLeaseProofBackend(t), storecheck.JoinersConfig{
+	storecheck.ProveStaleCacheFails(t, nodeLeaseProofBackend(t, proofJoinersTTL), storecheck.JoinersConfig{
 		Seed: storecheck.Seed(t), ListDelay: 100 * time.Millisecond, Context: proofContext(t), Timeout: 30 * time.Second,
-		RecordTTL: 5 * time.Second,
 	})
 }
 
