@@ -353,3 +353,30 @@ func TestNodeLeaseKeepAliveCountsFromSend(t *testing.T) {
 	_, err = st.KeepAlive(ctx, l)
 	require.ErrorIs(t, err, versiongate.ErrRecordLost, "the heartbeat renews another Lease object")
 }
+
+// A gate that lost its record on its own deadline (a keep-alive answered
+// late, a heartbeat stalled behind a partition) neither deletes it nor
+// tells the store, and the heartbeat renews the Lease again once it can,
+// so no observer ever judges the record dead: the store's own record must
+// not hold the gate's next publish, and the lost lease reports
+// ErrRecordLost.
+func TestNodeLeaseOwnRecordRepublished(t *testing.T) {
+	ctx := testCtx(t)
+	cs := kubefake.NewClientset()
+	clk := newFakeClock()
+	r := newRenewer(cs, clk)
+	st := newNodeLeaseStore(t, cs, "again", clk, r.renew)
+	old, err := st.PublishRecord(ctx, "n1", []byte("v1"), 10*time.Second)
+	require.NoError(t, err)
+	_, err = st.KeepAlive(ctx, old) // renews, as the heartbeat goes on
+	require.NoError(t, err)
+	l, err := st.PublishRecord(ctx, "n1", []byte("v2"), 10*time.Second)
+	require.NoError(t, err, "the gate publishing again after its own deadline")
+	rs, _, err := st.ListRecords(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []versiongate.Record{{ID: "n1", Value: []byte("v2")}}, rs)
+	_, err = st.KeepAlive(ctx, old)
+	require.ErrorIs(t, err, versiongate.ErrRecordLost, "the abandoned lease")
+	_, err = st.KeepAlive(ctx, l)
+	require.NoError(t, err)
+}
