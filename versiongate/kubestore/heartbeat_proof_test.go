@@ -121,6 +121,7 @@ func nodeLeaseProofBackend(t *testing.T, leaseDuration time.Duration) storecheck
 // duration, 4s here, so that a crashed node's record holds the upgrade
 // briefly: RecordTTL is not used in this mode.
 func TestNodeLeaseProofRollingUpgrade(t *testing.T) {
+	t.Parallel() // on an apiserver of its own; waits on leases and TTLs more than on the CPU
 	storecheck.RunRolling(t, nodeLeaseProofBackend(t, 4*time.Second), storecheck.RollingConfig{
 		Seed: storecheck.Seed(t), Nodes: 5, Steps: 24, Context: proofContext(t),
 		ServerRestarts: 1,
@@ -132,6 +133,7 @@ func TestNodeLeaseProofRollingUpgrade(t *testing.T) {
 // batch 30ms late: none serves past the restricted status, and the
 // history is linearizable.
 func TestNodeLeaseProofJoinersRace(t *testing.T) {
+	t.Parallel() // on an apiserver of its own; waits on leases and TTLs more than on the CPU
 	storecheck.ProveJoiners(t, nodeLeaseProofBackend(t, proofJoinersTTL), storecheck.JoinersConfig{
 		Seed: storecheck.Seed(t), ListDelay: 100 * time.Millisecond, WatchDelay: 30 * time.Millisecond, Context: proofContext(t),
 	})
@@ -140,6 +142,7 @@ func TestNodeLeaseProofJoinersRace(t *testing.T) {
 // And with joiners reading a cache taken before the restrict, the race
 // fails: the drivers can tell.
 func TestNodeLeaseProofJoinersRaceStaleCacheFails(t *testing.T) {
+	t.Parallel() // on an apiserver of its own; waits on leases and TTLs more than on the CPU
 	storecheck.ProveStaleCacheFails(t, nodeLeaseProofBackend(t, proofJoinersTTL), storecheck.JoinersConfig{
 		Seed: storecheck.Seed(t), ListDelay: 100 * time.Millisecond, Context: proofContext(t), Timeout: 30 * time.Second,
 	})
@@ -158,6 +161,7 @@ func TestNodeLeaseProofJoinersRaceStaleCacheFails(t *testing.T) {
 // record change: the lower term's writes end only in ErrLeadershipLost,
 // never in ErrNodesChanged.
 func TestNodeLeaseTwoLeadersRaceTheFence(t *testing.T) {
+	t.Parallel() // on an apiserver of its own; waits on leases and TTLs more than on the CPU
 	cfg := apiServer(t)
 	cs := clientFor(t, cfg)
 	createNamespace(t, cs, nodeLeaseNamespace)

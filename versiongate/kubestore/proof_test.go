@@ -140,6 +140,7 @@ func proofContext(t *testing.T) context.Context {
 // outcomes that stay open in the checker, which may then not decide the
 // history within its limit: that is logged as undecided, not failed.
 func TestProofRollingUpgrade(t *testing.T) {
+	t.Parallel() // on an apiserver of its own; waits on leases and TTLs more than on the CPU
 	storecheck.RunRolling(t, kubeBackend(t), storecheck.RollingConfig{
 		Seed: storecheck.Seed(t), Nodes: 5, Steps: 24, Context: proofContext(t),
 		ServerRestarts: 1,
@@ -163,6 +164,7 @@ const proofJoinersTTL = 15 * time.Second
 // late and every record watch batch 30ms late: none serves past the
 // restricted status, and the history is linearizable.
 func TestProofJoinersRace(t *testing.T) {
+	t.Parallel() // on an apiserver of its own; waits on leases and TTLs more than on the CPU
 	storecheck.ProveJoiners(t, kubeBackend(t), storecheck.JoinersConfig{
 		Seed: storecheck.Seed(t), ListDelay: 100 * time.Millisecond, WatchDelay: 30 * time.Millisecond, Context: proofContext(t),
 		RecordTTL: proofJoinersTTL,
@@ -174,6 +176,7 @@ func TestProofJoinersRace(t *testing.T) {
 // serve past it, so the race can fail, and the checker rejects the
 // history.
 func TestProofJoinersRaceStaleCacheFails(t *testing.T) {
+	t.Parallel() // on an apiserver of its own; waits on leases and TTLs more than on the CPU
 	storecheck.ProveStaleCacheFails(t, kubeBackend(t), storecheck.JoinersConfig{
 		Seed: storecheck.Seed(t), ListDelay: 100 * time.Millisecond, Context: proofContext(t), Timeout: 30 * time.Second,
 		RecordTTL: proofJoinersTTL,
