@@ -12,6 +12,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/reconkit/reconkit/versiongate"
 	"github.com/reconkit/reconkit/versiongate/kubestore"
@@ -98,25 +99,33 @@ func TestTwoLeadersRaceTheFence(t *testing.T) {
 		}()
 		wg.Wait()
 
-		// Follow the history up to b's write: after the event that raised
-		// the term to b's token, only b writes.
-		fencedAt := ""
-		for ev := range w.ResultChan() {
-			require.NotEqual(t, watch.Error, ev.Type)
-			l := ev.Object.(*coordinationv1.Lease)
-			v := l.Annotations[kubestore.AnnotationValue]
-			if fencedAt == "" && l.Annotations[kubestore.AnnotationTerm] == fmt.Sprint(tb.Token()) {
-				fencedAt = l.ResourceVersion
-			}
-			if fencedAt != "" {
-				require.False(t, strings.HasPrefix(decode(t, v), "a-") && l.ResourceVersion != fencedAt,
-					"round %d: a's write %q landed at %s, after b fenced at %s", round, decode(t, v), l.ResourceVersion, fencedAt)
-			}
-			if decode(t, v) == "b" {
-				break
-			}
-		}
+		followFence(t, cs, gate, w, tb, round)
 		w.Stop()
+	}
+}
+
+// followFence follows the status Lease's history on w up to its version
+// once both leaders returned: after the event that raised the term to b's
+// token, only b writes.
+func followFence(t *testing.T, cs kubernetes.Interface, gate string, w watch.Interface, tb versiongate.Term, round int) {
+	t.Helper()
+	end, err := cs.CoordinationV1().Leases(testNamespace).Get(testCtx(t), gate+"-status", metav1.GetOptions{})
+	require.NoError(t, err)
+	fencedAt := ""
+	for ev := range w.ResultChan() {
+		require.NotEqual(t, watch.Error, ev.Type)
+		l := ev.Object.(*coordinationv1.Lease)
+		v := l.Annotations[kubestore.AnnotationValue]
+		if fencedAt == "" && l.Annotations[kubestore.AnnotationTerm] == fmt.Sprint(tb.Token()) {
+			fencedAt = l.ResourceVersion
+		}
+		if fencedAt != "" {
+			require.False(t, strings.HasPrefix(decode(t, v), "a-") && l.ResourceVersion != fencedAt,
+				"round %d: a's write %q landed at %s, after b fenced at %s", round, decode(t, v), l.ResourceVersion, fencedAt)
+		}
+		if l.ResourceVersion == end.ResourceVersion {
+			break
+		}
 	}
 }
 

@@ -160,7 +160,7 @@ func newToken() string {
 // record's label (a new token) and annotation on the Lease named id, in a
 // patch conditioned on the resourceVersion just read (linearizably), once
 // the heartbeat has renewed that very Lease. A record already there is
-// taken over only when it is this store's own ended record, or when its
+// taken over only when it is this store's own record, or when its
 // publisher's token has not changed for the Lease's TTL plus the margin
 // since this store first found it in its way (see the package doc);
 // otherwise ErrRecordHeld.
@@ -225,14 +225,17 @@ func (s *Store) publishOnNodeLease(ctx context.Context, id string, value []byte)
 // this store from publishing, or "" if it may be replaced. s.mu is held.
 func (s *Store) inTheWay(id string, uid types.UID, tok string, ttl time.Duration, now time.Time) string {
 	n := s.node
-	for lid, o := range n.owned {
+	for _, o := range n.owned {
 		if o.id == id && o.token == tok {
-			if o.ended {
-				// This store's own record, lost: the gate published
-				// again only after it stopped counting on it.
-				return ""
-			}
-			return fmt.Sprintf("published by this store (lease %d)", lid)
+			// This store's own record: the gate publishes a node's
+			// record again only once it stopped counting on the last
+			// one, lost on its own deadline (which this store may not
+			// have reached: the heartbeat goes on renewing the Lease,
+			// so no observer ever judges the record dead) or ended.
+			// Its lease, if still kept alive, reports ErrRecordLost
+			// once the new token is written.
+			o.ended = true
+			return ""
 		}
 	}
 	c, ok := n.claims[id]

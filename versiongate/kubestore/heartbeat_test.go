@@ -117,6 +117,22 @@ func TestNodeLeaseConformanceAPIServer(t *testing.T) {
 	})
 }
 
+// And on kubefake, whose watches report a record leaving or entering the
+// gate's label selector as DELETED or ADDED, as the apiserver's do.
+func TestNodeLeaseConformanceKubefake(t *testing.T) {
+	var clk *clocktesting.FakeClock
+	versiongatetest.RunStoreConformance(t, versiongatetest.StoreHarness{
+		New: func(t *testing.T) func() versiongate.Store {
+			cs := kubefake.NewClientset()
+			clk = clocktesting.NewFakeClock(time.Now())
+			c := clk
+			r := newRenewer(cs, c)
+			return func() versiongate.Store { return newNodeLeaseStore(t, cs, "hbconf", c, r.renew) }
+		},
+		Advance: func(d time.Duration) { clk.Step(d) },
+	})
+}
+
 // With nodestatus renewing the node's Lease on a real apiserver, the
 // record survives its renewals (nodestatus updates from its last copy,
 // which the record's write made stale: it reads the Lease again and
@@ -336,4 +352,31 @@ func TestNodeLeaseKeepAliveCountsFromSend(t *testing.T) {
 	set(clk.Now(), "another-object")
 	_, err = st.KeepAlive(ctx, l)
 	require.ErrorIs(t, err, versiongate.ErrRecordLost, "the heartbeat renews another Lease object")
+}
+
+// A gate that lost its record on its own deadline (a keep-alive answered
+// late, a heartbeat stalled behind a partition) neither deletes it nor
+// tells the store, and the heartbeat renews the Lease again once it can,
+// so no observer ever judges the record dead: the store's own record must
+// not hold the gate's next publish, and the lost lease reports
+// ErrRecordLost.
+func TestNodeLeaseOwnRecordRepublished(t *testing.T) {
+	ctx := testCtx(t)
+	cs := kubefake.NewClientset()
+	clk := newFakeClock()
+	r := newRenewer(cs, clk)
+	st := newNodeLeaseStore(t, cs, "again", clk, r.renew)
+	old, err := st.PublishRecord(ctx, "n1", []byte("v1"), 10*time.Second)
+	require.NoError(t, err)
+	_, err = st.KeepAlive(ctx, old) // renews, as the heartbeat goes on
+	require.NoError(t, err)
+	l, err := st.PublishRecord(ctx, "n1", []byte("v2"), 10*time.Second)
+	require.NoError(t, err, "the gate publishing again after its own deadline")
+	rs, _, err := st.ListRecords(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []versiongate.Record{{ID: "n1", Value: []byte("v2")}}, rs)
+	_, err = st.KeepAlive(ctx, old)
+	require.ErrorIs(t, err, versiongate.ErrRecordLost, "the abandoned lease")
+	_, err = st.KeepAlive(ctx, l)
+	require.NoError(t, err)
 }

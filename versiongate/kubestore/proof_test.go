@@ -140,6 +140,7 @@ func proofContext(t *testing.T) context.Context {
 // outcomes that stay open in the checker, which may then not decide the
 // history within its limit: that is logged as undecided, not failed.
 func TestProofRollingUpgrade(t *testing.T) {
+	t.Parallel() // on an apiserver of its own; waits on leases and TTLs more than on the CPU
 	storecheck.RunRolling(t, kubeBackend(t), storecheck.RollingConfig{
 		Seed: storecheck.Seed(t), Nodes: 5, Steps: 24, Context: proofContext(t),
 		ServerRestarts: 1,
@@ -150,13 +151,23 @@ func TestProofRollingUpgrade(t *testing.T) {
 	})
 }
 
+// proofJoinersTTL is the joiners' RecordTTL in the joiners proofs. Every
+// joiner and the leader must keep their records through the run: on a
+// starved machine (one CPU, busy) keep-alives have gone unanswered for
+// more than a 5s TTL allows. A longer TTL costs nothing while records are
+// kept: joiners delete theirs as they stop. Only a record lost all the
+// same holds the restrict until it expires, for at most TTL plus the
+// margin, well within the driver's 60s waits.
+const proofJoinersTTL = 15 * time.Second
+
 // Joiners race the leader's restrict with every listing answering 100ms
 // late and every record watch batch 30ms late: none serves past the
 // restricted status, and the history is linearizable.
 func TestProofJoinersRace(t *testing.T) {
+	t.Parallel() // on an apiserver of its own; waits on leases and TTLs more than on the CPU
 	storecheck.ProveJoiners(t, kubeBackend(t), storecheck.JoinersConfig{
 		Seed: storecheck.Seed(t), ListDelay: 100 * time.Millisecond, WatchDelay: 30 * time.Millisecond, Context: proofContext(t),
-		RecordTTL: 5 * time.Second,
+		RecordTTL: proofJoinersTTL,
 	})
 }
 
@@ -165,8 +176,9 @@ func TestProofJoinersRace(t *testing.T) {
 // serve past it, so the race can fail, and the checker rejects the
 // history.
 func TestProofJoinersRaceStaleCacheFails(t *testing.T) {
+	t.Parallel() // on an apiserver of its own; waits on leases and TTLs more than on the CPU
 	storecheck.ProveStaleCacheFails(t, kubeBackend(t), storecheck.JoinersConfig{
 		Seed: storecheck.Seed(t), ListDelay: 100 * time.Millisecond, Context: proofContext(t), Timeout: 30 * time.Second,
-		RecordTTL: 5 * time.Second,
+		RecordTTL: proofJoinersTTL,
 	})
 }

@@ -2,6 +2,7 @@ package storecheck
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -70,7 +71,11 @@ type joiner struct {
 // a write conditioned on the records. Once that write returned, After
 // more joiners come. A violation is a joiner that served after the
 // restricted write returned: it serves with a release below the minimum
-// the leader wrote and kept. On a correct store there is none.
+// the leader wrote and kept. On a correct store there is none. Once, just
+// before the leader's first restricting write goes out, one more joiner
+// publishes and serves (or waits) on the old status, and serves until
+// that write returned: the write, conditioned on records listed before
+// that joiner's, must be refused.
 func RunJoiners(t *testing.T, b Backend, cfg JoinersConfig) JoinersResult {
 	t.Helper()
 	if cfg.Joiners == 0 {
@@ -172,8 +177,16 @@ func RunJoiners(t *testing.T, b Backend, cfg JoinersConfig) JoinersResult {
 			select {
 			case err := <-waitc:
 				waitc <- err // for the deferred receive
+				if errors.Is(err, versiongate.ErrRecordLost) {
+					// As below: a keep-alive answered too late on a
+					// loaded machine. It does not serve.
+					t.Logf("joiners: %s lost its record before it served: %v", id, err)
+					readyc <- false
+					break
+				}
 				if err != nil {
 					t.Errorf("joiners: %s: WaitReady: %v", id, err)
+					readyc <- false
 					break
 				}
 				j.served, j.readyAt = true, rec.now()
@@ -217,8 +230,20 @@ func RunJoiners(t *testing.T, b Backend, cfg JoinersConfig) JoinersResult {
 	}
 
 	lconn := b.Connect(t, "leader")
+	// The racer: once, just before the leader's first restricting write,
+	// a joiner publishes and serves on the old status, so that the write
+	// is conditioned on records listed before the racer's. The store must
+	// refuse it; the racer serves until the write returned.
+	racer := &raceRestrict{min: next, race: func(wrote <-chan struct{}) {
+		<-start(cfg.Joiners+cfg.After, func(ctx context.Context) {
+			select {
+			case <-wrote:
+			case <-ctx.Done():
+			}
+		})
+	}}
 	lg, err := versiongate.New(versiongate.Config{
-		Store: rec.Wrap("leader", lag(lconn.Store)), NodeID: "leader", Version: versiongate.Version{Release: next},
+		Store: racer.wrap(rec.Wrap("leader", lag(lconn.Store))), NodeID: "leader", Version: versiongate.Version{Release: next},
 		MinimumReconcilerRelease: old, MinimumCompatibleRelease: next, RecordTTL: cfg.RecordTTL,
 		Candidate: lconn.Candidate, Reconcile: noReconcile, SettleTime: 100 * time.Millisecond,
 	})
@@ -227,7 +252,8 @@ func RunJoiners(t *testing.T, b Backend, cfg JoinersConfig) JoinersResult {
 	}
 	lctx, stopLeader := context.WithCancel(ctx)
 	leaderDone := make(chan struct{})
-	go func() { defer close(leaderDone); _ = lg.Run(lctx) }()
+	var leaderErr error // Run's error, once leaderDone is closed
+	go func() { defer close(leaderDone); leaderErr = lg.Run(lctx) }()
 	defer func() { stopLeader(); await(t, leaderDone, "the leader's gate"); lconn.close(false) }()
 	leader <- lg
 
@@ -243,7 +269,13 @@ func RunJoiners(t *testing.T, b Backend, cfg JoinersConfig) JoinersResult {
 	deadline := time.Now().Add(cfg.Timeout)
 	for after < cfg.After {
 		if time.Now().After(deadline) {
-			t.Errorf("joiners: the leader did not restrict within %v (phase %s, leading %v, blocking %v)", cfg.Timeout, lg.Phase(), lg.Leading(), lg.Blocking())
+			ran := "running"
+			select {
+			case <-leaderDone:
+				ran = fmt.Sprintf("Run returned %v", leaderErr)
+			default:
+			}
+			t.Errorf("joiners: the leader did not restrict within %v (phase %s, leading %v, blocking %v, %s)", cfg.Timeout, lg.Phase(), lg.Leading(), lg.Blocking(), ran)
 			break
 		}
 		_, done := restricted()
@@ -335,4 +367,40 @@ type watchHook struct {
 func (w *watchHook) WatchStatus(ctx context.Context, rev int64, fn func(versiongate.StoredStatus) bool) error {
 	w.once.Do(func() { close(w.called) })
 	return w.Store.WatchStatus(ctx, rev, fn)
+}
+
+// raceRestrict calls race once, before the first status write conditioned
+// on the records (nodesRev > 0) whose minimum is at least min, and lets
+// the write go once race returned; race's channel is closed when the
+// write returned.
+type raceRestrict struct {
+	min  versiongate.Release
+	race func(wrote <-chan struct{})
+	once sync.Once
+}
+
+func (r *raceRestrict) wrap(s versiongate.Store) versiongate.Store {
+	return &raceStore{Store: s, r: r}
+}
+
+type raceStore struct {
+	versiongate.Store
+	r *raceRestrict
+}
+
+func (s *raceStore) WriteStatus(ctx context.Context, t versiongate.Term, value []byte, nodesRev int64) error {
+	st, err := versiongate.DecodeStatus(value)
+	if nodesRev <= 0 || err != nil || st.MinimumCompatibleRelease.Less(s.r.min) {
+		return s.Store.WriteStatus(ctx, t, value, nodesRev)
+	}
+	wrote := make(chan struct{})
+	raced := false
+	s.r.once.Do(func() {
+		raced = true
+		s.r.race(wrote)
+	})
+	if raced {
+		defer close(wrote)
+	}
+	return s.Store.WriteStatus(ctx, t, value, nodesRev)
 }

@@ -25,8 +25,9 @@ func Seed(t testing.TB) uint64 {
 }
 
 // ProveJoiners runs RunJoiners on b and requires what a correct store
-// gives: no violation, at least one joiner after the restrict, and a
-// linearizable history.
+// gives: no violation, at least one joiner after the restrict, at least
+// one conditioned write refused (the joiner raced in before the restrict
+// must be seen), and a linearizable history.
 func ProveJoiners(t *testing.T, b Backend, cfg JoinersConfig) {
 	t.Helper()
 	res := RunJoiners(t, b, cfg)
@@ -35,6 +36,9 @@ func ProveJoiners(t *testing.T, b Backend, cfg JoinersConfig) {
 	}
 	if res.AfterRestrict == 0 {
 		t.Errorf("joiners: no joiner came after the restrict")
+	}
+	if res.Refused == 0 {
+		t.Errorf("joiners: no restricting write was refused: the joiner published just before it did not race it")
 	}
 	Check(t, res.History)
 }

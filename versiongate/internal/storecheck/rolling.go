@@ -234,7 +234,11 @@ func RunRolling(t *testing.T, b Backend, cfg RollingConfig) RollingResult {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Errorf("rolling upgrade (seed %d): not complete after %v: want status %s and every node serving", cfg.Seed, cfg.Timeout, want)
+			var nodes []string
+			for _, n := range h.nodes {
+				nodes = append(nodes, fmt.Sprintf("%s: ready %v, phase %s, leading %v, status error %v", n.id, n.gate.Ready(), n.gate.Phase(), n.gate.Leading(), n.gate.StatusError()))
+			}
+			t.Errorf("rolling upgrade (seed %d): not complete after %v: want status %s and every node serving; %v", cfg.Seed, cfg.Timeout, want, nodes)
 			break
 		}
 		<-time.After(20 * time.Millisecond)
