@@ -263,7 +263,7 @@ const crashChildDeadline = 5 * time.Minute
 // names and returns the last step it acknowledged.
 func runCrashChild(t *testing.T, dir string, step int, plan killPlan) int {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd := exec.Command(childBinary(t), "-test.run=^$")
 	cmd.Env = append(os.Environ(), crashChildEnv+"="+dir, crashStartEnv+"="+strconv.Itoa(step))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -212,7 +212,7 @@ func readStoreState(t *testing.T, dir string) checkpoint.State {
 // names, and returns the events it acknowledged (the "boot" line aside).
 func runCtrlChild(t *testing.T, dir string, plan killPlan) []string {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd := exec.Command(childBinary(t), "-test.run=^$")
 	cmd.Env = append(os.Environ(), ctrlChildEnv+"="+dir)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
