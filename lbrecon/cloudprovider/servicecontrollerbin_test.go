@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/reconkit/reconkit/internal/servers"
 )
 
 const (
@@ -70,15 +72,18 @@ func serviceControllerBinary(ctx context.Context, goBin string) (string, error) 
 		return "", fmt.Errorf("go list %s: %w", serviceControllerPkg, err)
 	}
 	sum := sha256.Sum256(append(ids, "\x00ldflags="+serviceControllerLDFlags...))
-	base, err := os.UserCacheDir()
+	cache, err := servers.CacheDir() // where internal/testenv keeps the servers
 	if err != nil {
 		return "", fmt.Errorf("no cache directory for the servicecontroller binary: %w", err)
 	}
-	dir := filepath.Join(base, "reconkit", "testenv", "servicecontroller-"+hex.EncodeToString(sum[:])[:16])
+	dir := filepath.Join(cache, "servicecontroller-"+hex.EncodeToString(sum[:])[:16])
 	bin := filepath.Join(dir, "servicecontroller")
 	if fi, err := os.Stat(bin); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+		now := time.Now()
+		_ = os.Chtimes(dir, now, now) // in use: kept by servers.PruneUnused
 		return bin, nil
 	}
+	defer servers.PruneUnused(cache, "servicecontroller", dir, nil)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
