@@ -23,7 +23,7 @@ const (
 )
 
 // buildServiceController returns internal/cmd/servicecontroller built
-// without -race, from the user cache directory (where internal/testenv
+// with -race (see startController for why), from the user cache directory (where internal/testenv
 // keeps the servers), building it there on a miss, in the background:
 // wait returns the binary's path, or fails the test with the build's
 // output.
@@ -60,8 +60,8 @@ func buildServiceController(t *testing.T) (wait func() string) {
 // renamed into place, so a process never runs a partial binary, and two
 // processes building at once both install a whole one.
 func serviceControllerBinary(ctx context.Context, goBin string) (string, error) {
-	env := append(os.Environ(), "GOFLAGS=-buildvcs=false") // never -race from the environment
-	list := exec.CommandContext(ctx, goBin, "list", "-deps", "-export", "-f", "{{.ImportPath}} {{.BuildID}}", serviceControllerPkg)
+	env := append(os.Environ(), "GOFLAGS=-buildvcs=false")
+	list := exec.CommandContext(ctx, goBin, "list", "-race", "-deps", "-export", "-f", "{{.ImportPath}} {{.BuildID}}", serviceControllerPkg)
 	list.Env = env
 	ids, err := list.Output()
 	if err != nil {
@@ -92,7 +92,7 @@ func serviceControllerBinary(ctx context.Context, goBin string) (string, error) 
 		return "", err
 	}
 	defer os.RemoveAll(tmp)
-	build := exec.CommandContext(ctx, goBin, "build", "-ldflags="+serviceControllerLDFlags, "-o", filepath.Join(tmp, "servicecontroller"), serviceControllerPkg)
+	build := exec.CommandContext(ctx, goBin, "build", "-race", "-ldflags="+serviceControllerLDFlags, "-o", filepath.Join(tmp, "servicecontroller"), serviceControllerPkg)
 	build.Env = env
 	if out, err := build.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build %s: %w\n%s", serviceControllerPkg, err, out)
