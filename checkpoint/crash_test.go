@@ -1,7 +1,6 @@
 package checkpoint_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -187,28 +185,7 @@ func observe(t *testing.T, dir string, next string) crashState {
 const crashLanes = 4
 
 func TestCrashSafety(t *testing.T) {
-	t.Parallel()
-	kills := 300
-	if testing.Short() {
-		kills = 30
-	}
-	if v := os.Getenv(crashKillsEnv); v != "" {
-		n, err := strconv.Atoi(v)
-		require.NoError(t, err, crashKillsEnv)
-		kills = n
-	}
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d (lane i uses seed+i); %d SIGKILLs over %d stores", seed, kills, crashLanes)
-	for lane := range crashLanes {
-		n := kills / crashLanes
-		if lane < kills%crashLanes {
-			n++
-		}
-		t.Run(fmt.Sprintf("store%d", lane), func(t *testing.T) {
-			t.Parallel()
-			crashLane(t, seed+uint64(lane), n)
-		})
-	}
+	spreadKills(t, 300, 30, crashKillsEnv, crashLanes, crashLane)
 }
 
 // crashLane kills a child working on one store kills times, checking the
@@ -263,33 +240,13 @@ const crashChildDeadline = 5 * time.Minute
 // names and returns the last step it acknowledged.
 func runCrashChild(t *testing.T, dir string, step int, plan killPlan) int {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), crashChildEnv+"="+dir, crashStartEnv+"="+strconv.Itoa(step))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	hung := make(chan struct{})
-	deadline := time.AfterFunc(crashChildDeadline, func() {
-		close(hung)
-		_ = cmd.Process.Kill()
-	})
-	var killTimer *time.Timer
-	kill := func() {
-		if killTimer == nil {
-			killTimer = time.AfterFunc(plan.delay, func() { _ = cmd.Process.Kill() })
-		}
-	}
 	acked := step
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		line := sc.Text()
+	runKilledChild(t, plan.delay, func(line string, kill func()) {
 		if line == "start" {
 			if plan.acks == 0 && !plan.inside {
 				kill()
 			}
-			continue
+			return
 		}
 		if v, ok := strings.CutPrefix(line, "begin "); ok {
 			n, err := strconv.Atoi(v)
@@ -298,7 +255,7 @@ func runCrashChild(t *testing.T, dir string, step int, plan killPlan) int {
 			if plan.inside && acked-step == plan.acks {
 				kill()
 			}
-			continue
+			return
 		}
 		n, err := strconv.Atoi(strings.TrimPrefix(line, "done "))
 		require.NoError(t, err, "child output %q", line)
@@ -307,20 +264,8 @@ func runCrashChild(t *testing.T, dir string, step int, plan killPlan) int {
 		if !plan.inside && acked-step == plan.acks {
 			kill()
 		}
-	}
-	deadline.Stop()
-	if killTimer != nil {
-		killTimer.Stop()
-	}
-	_ = cmd.Process.Kill()
-	err = cmd.Wait()
-	select {
-	case <-hung:
-		t.Fatalf("child did not reach its kill point (%+v) within %v; acknowledged %d steps; stderr: %s", plan, crashChildDeadline, acked-step, stderr.String())
-	default:
-	}
-	var exit *exec.ExitError
-	require.True(t, errors.As(err, &exit), "child did not die by signal: %v; stderr: %s", err, stderr.String())
-	require.False(t, exit.Exited(), "child exited on its own (code %d): %s", exit.ExitCode(), stderr.String())
+	}, func() string {
+		return fmt.Sprintf("child did not reach its kill point (%+v) within %v; acknowledged %d steps", plan, crashChildDeadline, acked-step)
+	}, crashChildEnv+"="+dir, crashStartEnv+"="+strconv.Itoa(step))
 	return acked
 }

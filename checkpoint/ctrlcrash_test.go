@@ -1,14 +1,11 @@
 package checkpoint_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -119,28 +116,7 @@ func ctrlChild() int {
 const ctrlLanes = 2
 
 func TestControllerCrashSafety(t *testing.T) {
-	t.Parallel()
-	kills := 100
-	if testing.Short() {
-		kills = 16
-	}
-	if v := os.Getenv(ctrlKillsEnv); v != "" {
-		n, err := strconv.Atoi(v)
-		require.NoError(t, err, ctrlKillsEnv)
-		kills = n
-	}
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d (lane i uses seed+i); %d SIGKILLs over %d stores", seed, kills, ctrlLanes)
-	for lane := range ctrlLanes {
-		n := kills / ctrlLanes
-		if lane < kills%ctrlLanes {
-			n++
-		}
-		t.Run(fmt.Sprintf("store%d", lane), func(t *testing.T) {
-			t.Parallel()
-			ctrlLane(t, seed+uint64(lane), n)
-		})
-	}
+	spreadKills(t, 100, 16, ctrlKillsEnv, ctrlLanes, ctrlLane)
 }
 
 // ctrlLane kills a controller child working on one store kills times,
@@ -212,49 +188,17 @@ func readStoreState(t *testing.T, dir string) checkpoint.State {
 // names, and returns the events it acknowledged (the "boot" line aside).
 func runCtrlChild(t *testing.T, dir string, plan killPlan) []string {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), ctrlChildEnv+"="+dir)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	hung := make(chan struct{})
-	deadline := time.AfterFunc(crashChildDeadline, func() {
-		close(hung)
-		_ = cmd.Process.Kill()
-	})
-	var killTimer *time.Timer
-	kill := func() {
-		if killTimer == nil {
-			killTimer = time.AfterFunc(plan.delay, func() { _ = cmd.Process.Kill() })
-		}
-	}
 	var lines []string
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		l := sc.Text()
+	runKilledChild(t, plan.delay, func(l string, kill func()) {
 		if strings.HasPrefix(l, "boot ") {
-			continue
+			return
 		}
 		lines = append(lines, l)
 		if len(lines) >= plan.acks && (!plan.inside || strings.HasPrefix(l, "assigned ")) {
 			kill()
 		}
-	}
-	deadline.Stop()
-	if killTimer != nil {
-		killTimer.Stop()
-	}
-	_ = cmd.Process.Kill()
-	err = cmd.Wait()
-	select {
-	case <-hung:
-		t.Fatalf("controller child did not reach its kill point (%+v) within %v; said %q; stderr: %s", plan, crashChildDeadline, lines, stderr.String())
-	default:
-	}
-	var exit *exec.ExitError
-	require.True(t, errors.As(err, &exit), "child did not die by signal: %v; stderr: %s", err, stderr.String())
-	require.False(t, exit.Exited(), "child exited on its own (code %d): %s", exit.ExitCode(), stderr.String())
+	}, func() string {
+		return fmt.Sprintf("controller child did not reach its kill point (%+v) within %v; said %q", plan, crashChildDeadline, lines)
+	}, ctrlChildEnv+"="+dir)
 	return lines
 }

@@ -1,6 +1,7 @@
 package checkpoint_test
 
 import (
+	"fmt"
 	"os"
 	"testing"
 
@@ -17,5 +18,19 @@ func TestMain(m *testing.M) {
 	if os.Getenv(lockChildEnv) != "" {
 		os.Exit(lockChild())
 	}
-	goleak.VerifyTestMain(m)
+	dir, err := os.MkdirTemp("", "checkpoint-children-")
+	if err == nil {
+		childDir = dir
+	}
+	code := m.Run()
+	if childDir != "" {
+		_ = os.RemoveAll(childDir)
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: errors on successful test run: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }

@@ -17,7 +17,8 @@
 // # What it models
 //
 //   - one resourceVersion counter across all resources, raised by every
-//     create, update, patch and delete, as etcd's revision is; uid and
+//     create, update, patch and delete that changes something, as etcd's
+//     revision is; uid and
 //     creationTimestamp set on create (from [Config.Clock]);
 //   - Update carrying a resourceVersion other than the stored one: 409
 //     Conflict; Update carrying none is unconditional where the resource
@@ -32,6 +33,9 @@
 //     patched object, as the apiserver does (409, or 422 for a failed
 //     test operation); server-side apply is the tracker's, without a
 //     precondition;
+//   - an update or patch that changes nothing writes nothing: the answer is
+//     the stored object at its resourceVersion, and no watch event is
+//     sent, as the apiserver skips a write whose bytes are unchanged;
 //   - Delete with Preconditions (resourceVersion, uid): 409 on mismatch;
 //   - finalizers: deleting an object that has some sets its
 //     deletionTimestamp; the write that removes the last one deletes it;

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -159,6 +160,12 @@ func (s *Server) write(gvr schema.GroupVersionResource, ns, sub string, obj, pre
 	m.SetUID(cur.GetUID())
 	m.SetCreationTimestamp(cur.GetCreationTimestamp())
 	m.SetDeletionTimestamp(cur.GetDeletionTimestamp())
+	if unchanged(obj, prev) {
+		// The apiserver writes nothing for an update that changes nothing:
+		// no new resourceVersion, no watch event; it answers with the
+		// stored object.
+		return true, prev.DeepCopyObject(), nil
+	}
 	m.SetResourceVersion(s.next())
 	if cur.GetDeletionTimestamp() != nil && len(m.GetFinalizers()) == 0 {
 		if err := s.tracker.Delete(gvr, ns, m.GetName()); err != nil {
@@ -229,4 +236,18 @@ func (s *Server) commit(a k8stesting.Action, gvr schema.GroupVersionResource, ns
 func conflict(gvr schema.GroupVersionResource, name string) error {
 	return apierrors.NewConflict(gvr.GroupResource(), name,
 		fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
+}
+
+// unchanged reports whether obj, written over prev, stores the same
+// object: equal but for the resourceVersion and the type's apiVersion and
+// kind, which a client may or may not send.
+func unchanged(obj, prev runtime.Object) bool {
+	a, b := obj.DeepCopyObject(), prev.DeepCopyObject()
+	for _, o := range []runtime.Object{a, b} {
+		o.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
+		if m, err := meta.Accessor(o); err == nil {
+			m.SetResourceVersion("")
+		}
+	}
+	return equality.Semantic.DeepEqual(a, b)
 }

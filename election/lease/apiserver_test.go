@@ -606,11 +606,13 @@ func TestLeaseSurvivesAPIServerRestart(t *testing.T) {
 	t.Parallel() // waits on lease durations, not the CPU
 	a := ownAPIServer(t)
 	name := uniqueName("restart")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	// Long enough for the leader to keep its term through the restart.
+	// Long enough for the leader to keep its term through the restart
+	// however slow the machine: a restart took 3 s idle and over 25 s on
+	// a starved machine.
 	long := func(c *lease.Config) {
-		c.LeaseDuration, c.RenewDeadline, c.RetryPeriod = 30*time.Second, 25*time.Second, time.Second
+		c.LeaseDuration, c.RenewDeadline, c.RetryPeriod = 5*time.Minute, 4*time.Minute, time.Second
 	}
 	leader := newLease(t, a.Config(), name, long)
 	follower := newLease(t, a.Config(), name, long)
@@ -644,8 +646,9 @@ func TestLeaseSurvivesAPIServerRestart(t *testing.T) {
 	require.True(t, ok, "follower did not win")
 	// Half the lease duration tells a recovered watch (or poll) from a
 	// follower that waited for the lease to expire, with room for a starved
-	// machine; the handover figures live in cmd/bench/election.
-	require.Less(t, r.at.Sub(resignedAt), 15*time.Second, "handover after the restart waited for the lease to expire")
+	// machine; the handover figures live in cmd/bench/election. (A follower
+	// that waits for the expiry never wins: the context ends first.)
+	require.Less(t, r.at.Sub(resignedAt), 150*time.Second, "handover after the restart waited for the lease to expire")
 	require.Greater(t, r.l.Token(), l.Token())
 	require.NoError(t, r.l.Resign(ctx))
 }

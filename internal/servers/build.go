@@ -134,6 +134,12 @@ func cacheDirOf(opts BuildOptions) (string, error) {
 	if opts.CacheDir != "" {
 		return opts.CacheDir, nil
 	}
+	return CacheDir()
+}
+
+// CacheDir is where Build keeps binaries by default:
+// $RECONKIT_TESTENV_CACHE if set, else os.UserCacheDir()/reconkit/testenv.
+func CacheDir() (string, error) {
 	if env := os.Getenv("RECONKIT_TESTENV_CACHE"); env != "" {
 		return env, nil
 	}
@@ -251,6 +257,8 @@ func ensure(ctx context.Context, t tool, toolsDir, cacheDir string, logf Logf, w
 		return m
 	}
 	if len(missing()) == 0 {
+		now := time.Now()
+		_ = os.Chtimes(dir, now, now) // in use: kept by PruneUnused
 		return paths, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -308,10 +316,37 @@ func ensure(ctx context.Context, t tool, toolsDir, cacheDir string, logf Logf, w
 				}
 			}
 			logf.printf("servers: built %s in %s", what, time.Since(start).Round(time.Second))
+			PruneUnused(cacheDir, t.name, dir, logf)
 			return paths, nil
 		case <-tick.C:
 			logf.printf("servers: still building %s (%s so far)", what, time.Since(start).Round(time.Second))
 		}
+	}
+}
+
+// UnusedEntryLifetime is how long Build keeps a cache entry that no build
+// has used: every change to a tool module, the toolchain or the flags makes
+// a new entry, from 40 to 200 MB.
+const UnusedEntryLifetime = 7 * 24 * time.Hour
+
+// PruneUnused removes the entries named name-* in cacheDir, other than
+// keep, that no build has used for UnusedEntryLifetime. An entry in use is
+// touched at every Build that finds it (a caller keeping entries of its own
+// there does the same), and a running server keeps its open binary, so
+// only abandoned entries go. Errors are logged and otherwise ignored: a
+// leftover entry only costs disk space.
+func PruneUnused(cacheDir, name, keep string, logf Logf) {
+	entries, _ := filepath.Glob(filepath.Join(cacheDir, name+"-*"))
+	for _, dir := range entries {
+		fi, err := os.Stat(dir)
+		if err != nil || !fi.IsDir() || dir == keep || time.Since(fi.ModTime()) <= UnusedEntryLifetime {
+			continue
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			logf.printf("servers: removing the unused %s: %v", dir, err)
+			continue
+		}
+		logf.printf("servers: removed %s, unused since %s", dir, fi.ModTime().Format(time.DateOnly))
 	}
 }
 

@@ -138,3 +138,50 @@ func TestBuildCombinesKubeServers(t *testing.T) {
 	runsAs(t, bins.KubeAPIServer, "kube-apiserver 2")
 	require.Equal(t, []string{"kube-apiserver"}, log.builds())
 }
+
+// TestBuildPrunesUnusedEntries: a build removes the entries of its tool that
+// no build has used for servers.UnusedEntryLifetime, and keeps the recent
+// ones, other tools' and the ones a build finds in use.
+func TestBuildPrunesUnusedEntries(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the go toolchain; skipped under -short")
+	}
+	tools := fakeTools(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cache := t.TempDir()
+	old := time.Now().Add(-servers.UnusedEntryLifetime - time.Hour)
+	entry := func(name string, mtime time.Time) string {
+		dir := filepath.Join(cache, name)
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "bin"), []byte("x"), 0o755))
+		require.NoError(t, os.Chtimes(dir, mtime, mtime))
+		return dir
+	}
+	staleKube := entry("kube-v1.0.0-aaaaaaaaaaaa", old)
+	staleLegacy := entry("kube-apiserver-v1.0.0-bbbbbbbbbbbb", old)
+	staleEtcd := entry("etcd-v3.0.0-cccccccccccc", old)
+	recentKube := entry("kube-v1.0.1-dddddddddddd", time.Now().Add(-time.Hour))
+	other := entry("servicecontroller-eeeeeeeeeeee", old)
+
+	opts := servers.BuildOptions{ToolsDir: tools, CacheDir: cache}
+	bins, err := servers.Build(ctx, opts)
+	require.NoError(t, err)
+	require.NoDirExists(t, staleKube)
+	require.NoDirExists(t, staleLegacy)
+	require.NoDirExists(t, staleEtcd)
+	require.DirExists(t, recentKube, "an entry used within the lifetime")
+	require.DirExists(t, other, "another tool's entry")
+
+	// An entry a build finds is touched, so it outlives the lifetime of
+	// its build; a later build of a changed module keeps it.
+	inUse := filepath.Dir(bins.KubeAPIServer)
+	require.NoError(t, os.Chtimes(inUse, old, old))
+	_, err = servers.Build(ctx, opts)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(tools, "kube", "kube-apiserver", "main.go"),
+		[]byte("package main\n\nfunc main() {}\n"), 0o644))
+	_, err = servers.Build(ctx, opts)
+	require.NoError(t, err)
+	require.DirExists(t, inUse, "an entry found in use was removed")
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
@@ -25,12 +26,16 @@ import (
 	"github.com/reconkit/reconkit/lbrecon/cloudprovider/internal/lbwire"
 )
 
-// The service controller runs in a process of its own, built without the
-// race detector: k8s.io/cloud-provider v0.37.1's controller writes its
-// cached Service (controller.go:339) outside the lock its node sync reads
-// it under (controller.go:503), which -race reports. Its load balancer
+// The service controller runs in a process of its own: k8s.io/cloud-provider
+// v0.37.1's controller writes its cached Service (controller.go:339) outside
+// the lock its node sync reads it under (controller.go:503), which -race
+// reports, and a report in the test process would fail the test. The child
+// is built with -race all the same, so that it shares the test build's
+// compiled dependencies (without it, a cold build cache compiled the
+// Kubernetes client a second time), and its race reports go to a file of
+// their own (GORACE log_path), never to the test. Its load balancer
 // forwards every call over lbwire to a Balancer in the test process, which
-// -race does cover, as it covers the checks.
+// -race covers, as it covers the checks.
 
 // writeKubeconfig writes a kubeconfig with cfg's server and bearer token.
 func writeKubeconfig(t *testing.T, cfg *rest.Config) string {
@@ -199,6 +204,7 @@ func startController(t *testing.T, bin, kubeconfig string, cs kubernetes.Interfa
 
 	p.cmd = exec.Command(bin, "-kubeconfig", kubeconfig, "-url", "http://"+ln.Addr().String(), "-cluster", "test-cluster", "-workers", "2")
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	p.cmd.Env = append(os.Environ(), "GORACE=log_path="+filepath.Join(t.TempDir(), "upstream-race"))
 	_, err = p.cmd.StdinPipe() // the child exits when it ends: when this process dies
 	require.NoError(t, err)
 	if err := p.cmd.Start(); err != nil {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/reconkit/reconkit/internal/servers"
 )
 
 const (
@@ -21,7 +23,7 @@ const (
 )
 
 // buildServiceController returns internal/cmd/servicecontroller built
-// without -race, from the user cache directory (where internal/testenv
+// with -race (see startController for why), from the user cache directory (where internal/testenv
 // keeps the servers), building it there on a miss, in the background:
 // wait returns the binary's path, or fails the test with the build's
 // output.
@@ -58,8 +60,8 @@ func buildServiceController(t *testing.T) (wait func() string) {
 // renamed into place, so a process never runs a partial binary, and two
 // processes building at once both install a whole one.
 func serviceControllerBinary(ctx context.Context, goBin string) (string, error) {
-	env := append(os.Environ(), "GOFLAGS=-buildvcs=false") // never -race from the environment
-	list := exec.CommandContext(ctx, goBin, "list", "-deps", "-export", "-f", "{{.ImportPath}} {{.BuildID}}", serviceControllerPkg)
+	env := append(os.Environ(), "GOFLAGS=-buildvcs=false")
+	list := exec.CommandContext(ctx, goBin, "list", "-race", "-deps", "-export", "-f", "{{.ImportPath}} {{.BuildID}}", serviceControllerPkg)
 	list.Env = env
 	ids, err := list.Output()
 	if err != nil {
@@ -70,15 +72,18 @@ func serviceControllerBinary(ctx context.Context, goBin string) (string, error) 
 		return "", fmt.Errorf("go list %s: %w", serviceControllerPkg, err)
 	}
 	sum := sha256.Sum256(append(ids, "\x00ldflags="+serviceControllerLDFlags...))
-	base, err := os.UserCacheDir()
+	cache, err := servers.CacheDir() // where internal/testenv keeps the servers
 	if err != nil {
 		return "", fmt.Errorf("no cache directory for the servicecontroller binary: %w", err)
 	}
-	dir := filepath.Join(base, "reconkit", "testenv", "servicecontroller-"+hex.EncodeToString(sum[:])[:16])
+	dir := filepath.Join(cache, "servicecontroller-"+hex.EncodeToString(sum[:])[:16])
 	bin := filepath.Join(dir, "servicecontroller")
 	if fi, err := os.Stat(bin); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+		now := time.Now()
+		_ = os.Chtimes(dir, now, now) // in use: kept by servers.PruneUnused
 		return bin, nil
 	}
+	defer servers.PruneUnused(cache, "servicecontroller", dir, nil)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
@@ -87,7 +92,7 @@ func serviceControllerBinary(ctx context.Context, goBin string) (string, error) 
 		return "", err
 	}
 	defer os.RemoveAll(tmp)
-	build := exec.CommandContext(ctx, goBin, "build", "-ldflags="+serviceControllerLDFlags, "-o", filepath.Join(tmp, "servicecontroller"), serviceControllerPkg)
+	build := exec.CommandContext(ctx, goBin, "build", "-race", "-ldflags="+serviceControllerLDFlags, "-o", filepath.Join(tmp, "servicecontroller"), serviceControllerPkg)
 	build.Env = env
 	if out, err := build.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build %s: %w\n%s", serviceControllerPkg, err, out)
