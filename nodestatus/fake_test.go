@@ -368,6 +368,50 @@ func TestFallsBackToStatusHeartbeatsWithoutLeaseAPI(t *testing.T) {
 	require.Zero(t, v.get("update leases"))
 }
 
+// An unnamed 404 for a lease is a missing Lease API only when discovery
+// confirms it: a discovery that fails, or that lists leases, leaves the
+// controller renewing its lease, not heartbeating through status writes
+// for good.
+func TestUnconfirmedLeaseAPIMissingKeepsRenewing(t *testing.T) {
+	for name, discovery := range map[string]func(*fake.Clientset){
+		"discovery fails": func(cs *fake.Clientset) {
+			cs.PrependReactor("get", "resource", func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, apierrors.NewServiceUnavailable("discovery is down")
+			})
+		},
+		"discovery lists leases": func(cs *fake.Clientset) {
+			cs.Resources = []*metav1.APIResourceList{{
+				GroupVersion: coordinationv1.SchemeGroupVersion.String(),
+				APIResources: []metav1.APIResource{{Name: "leases", Namespaced: true, Kind: "Lease"}},
+			}}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cs := fake.NewClientset()
+			discovery(cs)
+			cs.PrependReactor("*", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+				// An unnamed 404, as a misrouting proxy may answer.
+				return true, nil, &apierrors.StatusError{ErrStatus: metav1.Status{
+					Status: metav1.StatusFailure, Code: 404, Reason: metav1.StatusReasonNotFound,
+					Message: "the server could not find the requested resource",
+				}}
+			})
+			v := countVerbs(cs)
+			clk := newFakeClock()
+			start(t, fakeConfig(cs, clk, nil))
+			require.Eventually(t, func() bool { return v.get("get leases") > 0 }, waitFor, time.Millisecond, "a first renewal")
+			idle(t, clk)
+			patches, gets := v.get("patch nodes/status"), v.get("get leases")
+			for range 3 {
+				step(t, clk, 10500*time.Millisecond)
+			}
+			idle(t, clk)
+			require.GreaterOrEqual(t, v.get("get leases"), gets+3, "the lease is still tried")
+			require.Equal(t, patches, v.get("patch nodes/status"), "no status heartbeats: the Lease API was not found missing")
+		})
+	}
+}
+
 func TestLeaseOwnerFollowsRecreatedNode(t *testing.T) {
 	cs := fake.NewClientset()
 	clk := newFakeClock()
