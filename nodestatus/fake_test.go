@@ -167,6 +167,22 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		"request timeout beyond grace": func(c *nodestatus.Config) {
 			c.NodeMonitorGracePeriod, c.RequestTimeout = 40*time.Second, 15*time.Second
 		},
+		// Each relation on its own, where the others hold: 10.4s +
+		// 2×15s + 0.24s is 40.64s, above a 40s grace period but within
+		// a 60s lease...
+		"hung renewal beyond grace within lease": func(c *nodestatus.Config) {
+			c.LeaseDuration, c.NodeMonitorGracePeriod, c.RequestTimeout = 60*time.Second, 40*time.Second, 15*time.Second
+		},
+		// ... 5.2s + 2×8s + 0.24s is 21.44s, above a 20s lease but
+		// within the 50s grace period...
+		"hung renewal beyond lease within grace": func(c *nodestatus.Config) {
+			c.LeaseDuration, c.RequestTimeout = 20*time.Second, 8*time.Second
+		},
+		// ... and 10.4s + 2×14.75s + 0.24s is 40.14s, above 40s only
+		// with the renewal's jitter and the first retry wait counted.
+		"jitter and retry wait counted": func(c *nodestatus.Config) {
+			c.NodeMonitorGracePeriod, c.RequestTimeout = 40*time.Second, 14750*time.Millisecond
+		},
 		"duplicate default condition": func(c *nodestatus.Config) {
 			c.DefaultConditions = []corev1.NodeCondition{{Type: "A"}, {Type: "A"}}
 		},
@@ -179,9 +195,16 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		"negative renew":            func(c *nodestatus.Config) { c.RenewInterval = -time.Second },
 		"ping timeout above ping":   func(c *nodestatus.Config) { c.PingInterval = 2 * time.Second; c.PingTimeout = 3 * time.Second },
 		"ping timeout above renew":  func(c *nodestatus.Config) { c.RenewInterval = 4 * time.Second; c.PingTimeout = 5 * time.Second },
-		"jitter above 1":            func(c *nodestatus.Config) { c.RenewJitter = 1.5 },
-		"unknown ping policy":       func(c *nodestatus.Config) { c.PingFailure = 7 },
-		"unknown shutdown":          func(c *nodestatus.Config) { c.OnShutdown = 9 },
+		"jitter above 1":            func(c *nodestatus.Config) { c.RenewJitter = 1.5; c.RenewInterval = time.Second },
+		"negative report interval":  func(c *nodestatus.Config) { c.StatusReportInterval = -time.Second },
+		"negative shutdown timeout": func(c *nodestatus.Config) { c.ShutdownTimeout = -time.Second },
+		"renew below a millisecond": func(c *nodestatus.Config) { c.RenewInterval = 500 * time.Microsecond },
+		"ping below a millisecond":  func(c *nodestatus.Config) { c.PingInterval = 500 * time.Microsecond },
+		"report below a millisecond": func(c *nodestatus.Config) {
+			c.StatusReportInterval = 500 * time.Microsecond
+		},
+		"unknown ping policy": func(c *nodestatus.Config) { c.PingFailure = 7 },
+		"unknown shutdown":    func(c *nodestatus.Config) { c.OnShutdown = 9 },
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := ok()
@@ -192,7 +215,14 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	}
 	_, err := nodestatus.New(ok())
 	require.NoError(t, err, "defaults are valid")
+	// A renewal interval that does not beat the lease also fails the
+	// hung-renewal bound (RequestTimeout is never 0); it is named for what
+	// it is.
 	cfg := ok()
+	cfg.LeaseDuration, cfg.RenewInterval = 10*time.Second, 10*time.Second
+	_, err = nodestatus.New(cfg)
+	require.ErrorContains(t, err, "does not beat LeaseDuration")
+	cfg = ok()
 	cfg.NodeMonitorGracePeriod = 40 * time.Second
 	_, err = nodestatus.New(cfg)
 	require.NoError(t, err, "10.4s + 2×10s + 0.24s fits in 40s")
