@@ -378,6 +378,29 @@ func TestPingFailureStopHeartbeat(t *testing.T) {
 	stepUntil(t, clk, 10500*time.Millisecond, func() bool { return v.get("update leases") > leases })
 }
 
+// With PingFailureIgnore a failing ping is only logged: the lease keeps
+// renewing and the status is not written.
+func TestPingFailureIgnore(t *testing.T) {
+	cs := fake.NewClientset()
+	v := countVerbs(cs)
+	clk := newFakeClock()
+	p := nodestatustest.NewProvider(testNode("vk-0"))
+	cfg := fakeConfig(cs, clk, p)
+	cfg.PingFailure = nodestatus.PingFailureIgnore
+	startReady(t, cfg)
+	idle(t, clk)
+	leases, patches := v.get("update leases"), v.get("patch nodes/status")
+	p.SetPingError(errors.New("down"))
+	pings := p.Pings()
+	stepUntil(t, clk, 10500*time.Millisecond, func() bool { return p.Pings() > pings+2 })
+	idle(t, clk)
+	require.Greater(t, v.get("update leases"), leases, "renewals go on")
+	require.Equal(t, patches, v.get("patch nodes/status"), "the status is not written")
+	n, err := cs.CoreV1().Nodes().Get(context.Background(), "vk-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, corev1.ConditionTrue, condition(n, corev1.NodeReady).Status)
+}
+
 func TestFallsBackToStatusHeartbeatsWithoutLeaseAPI(t *testing.T) {
 	cs := fake.NewClientset()
 	cs.PrependReactor("*", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
