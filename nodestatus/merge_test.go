@@ -144,7 +144,8 @@ func TestOverlayNodeInfoFieldByField(t *testing.T) {
 	n.Status.NodeInfo = provInfo
 	n.Status.DaemonEndpoints.KubeletEndpoint.Port = 10251
 	want := provInfo.DeepCopy()
-	want.KubeProxyVersion = baseInfo.KubeProxyVersion
+	// The deprecated kubeProxyVersion, by name (its field is deprecated).
+	reflect.ValueOf(want).Elem().FieldByName("KubeProxyVersion").Set(reflect.ValueOf(baseInfo).FieldByName("KubeProxyVersion"))
 	got := overlay(base, n)
 	require.Equal(t, *want, got.Status.NodeInfo)
 	require.EqualValues(t, 10251, got.Status.DaemonEndpoints.KubeletEndpoint.Port)
