@@ -167,6 +167,22 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		"request timeout beyond grace": func(c *nodestatus.Config) {
 			c.NodeMonitorGracePeriod, c.RequestTimeout = 40*time.Second, 15*time.Second
 		},
+		// Each relation on its own, where the others hold: 10.4s +
+		// 2×15s + 0.24s is 40.64s, above a 40s grace period but within
+		// a 60s lease...
+		"hung renewal beyond grace within lease": func(c *nodestatus.Config) {
+			c.LeaseDuration, c.NodeMonitorGracePeriod, c.RequestTimeout = 60*time.Second, 40*time.Second, 15*time.Second
+		},
+		// ... 5.2s + 2×8s + 0.24s is 21.44s, above a 20s lease but
+		// within the 50s grace period...
+		"hung renewal beyond lease within grace": func(c *nodestatus.Config) {
+			c.LeaseDuration, c.RequestTimeout = 20*time.Second, 8*time.Second
+		},
+		// ... and 10.4s + 2×14.75s + 0.24s is 40.14s, above 40s only
+		// with the renewal's jitter and the first retry wait counted.
+		"jitter and retry wait counted": func(c *nodestatus.Config) {
+			c.NodeMonitorGracePeriod, c.RequestTimeout = 40*time.Second, 14750*time.Millisecond
+		},
 		"duplicate default condition": func(c *nodestatus.Config) {
 			c.DefaultConditions = []corev1.NodeCondition{{Type: "A"}, {Type: "A"}}
 		},
@@ -179,9 +195,16 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		"negative renew":            func(c *nodestatus.Config) { c.RenewInterval = -time.Second },
 		"ping timeout above ping":   func(c *nodestatus.Config) { c.PingInterval = 2 * time.Second; c.PingTimeout = 3 * time.Second },
 		"ping timeout above renew":  func(c *nodestatus.Config) { c.RenewInterval = 4 * time.Second; c.PingTimeout = 5 * time.Second },
-		"jitter above 1":            func(c *nodestatus.Config) { c.RenewJitter = 1.5 },
-		"unknown ping policy":       func(c *nodestatus.Config) { c.PingFailure = 7 },
-		"unknown shutdown":          func(c *nodestatus.Config) { c.OnShutdown = 9 },
+		"jitter above 1":            func(c *nodestatus.Config) { c.RenewJitter = 1.5; c.RenewInterval = time.Second },
+		"negative report interval":  func(c *nodestatus.Config) { c.StatusReportInterval = -time.Second },
+		"negative shutdown timeout": func(c *nodestatus.Config) { c.ShutdownTimeout = -time.Second },
+		"renew below a millisecond": func(c *nodestatus.Config) { c.RenewInterval = 500 * time.Microsecond },
+		"ping below a millisecond":  func(c *nodestatus.Config) { c.PingInterval = 500 * time.Microsecond },
+		"report below a millisecond": func(c *nodestatus.Config) {
+			c.StatusReportInterval = 500 * time.Microsecond
+		},
+		"unknown ping policy": func(c *nodestatus.Config) { c.PingFailure = 7 },
+		"unknown shutdown":    func(c *nodestatus.Config) { c.OnShutdown = 9 },
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := ok()
@@ -192,7 +215,14 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	}
 	_, err := nodestatus.New(ok())
 	require.NoError(t, err, "defaults are valid")
+	// A renewal interval that does not beat the lease also fails the
+	// hung-renewal bound (RequestTimeout is never 0); it is named for what
+	// it is.
 	cfg := ok()
+	cfg.LeaseDuration, cfg.RenewInterval = 10*time.Second, 10*time.Second
+	_, err = nodestatus.New(cfg)
+	require.ErrorContains(t, err, "does not beat LeaseDuration")
+	cfg = ok()
 	cfg.NodeMonitorGracePeriod = 40 * time.Second
 	_, err = nodestatus.New(cfg)
 	require.NoError(t, err, "10.4s + 2×10s + 0.24s fits in 40s")
@@ -348,6 +378,29 @@ func TestPingFailureStopHeartbeat(t *testing.T) {
 	stepUntil(t, clk, 10500*time.Millisecond, func() bool { return v.get("update leases") > leases })
 }
 
+// With PingFailureIgnore a failing ping is only logged: the lease keeps
+// renewing and the status is not written.
+func TestPingFailureIgnore(t *testing.T) {
+	cs := fake.NewClientset()
+	v := countVerbs(cs)
+	clk := newFakeClock()
+	p := nodestatustest.NewProvider(testNode("vk-0"))
+	cfg := fakeConfig(cs, clk, p)
+	cfg.PingFailure = nodestatus.PingFailureIgnore
+	startReady(t, cfg)
+	idle(t, clk)
+	leases, patches := v.get("update leases"), v.get("patch nodes/status")
+	p.SetPingError(errors.New("down"))
+	pings := p.Pings()
+	stepUntil(t, clk, 10500*time.Millisecond, func() bool { return p.Pings() > pings+2 })
+	idle(t, clk)
+	require.Greater(t, v.get("update leases"), leases, "renewals go on")
+	require.Equal(t, patches, v.get("patch nodes/status"), "the status is not written")
+	n, err := cs.CoreV1().Nodes().Get(context.Background(), "vk-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, corev1.ConditionTrue, condition(n, corev1.NodeReady).Status)
+}
+
 func TestFallsBackToStatusHeartbeatsWithoutLeaseAPI(t *testing.T) {
 	cs := fake.NewClientset()
 	cs.PrependReactor("*", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
@@ -366,6 +419,50 @@ func TestFallsBackToStatusHeartbeatsWithoutLeaseAPI(t *testing.T) {
 		require.Eventually(t, func() bool { return v.get("patch nodes/status") >= base+i }, waitFor, time.Millisecond)
 	}
 	require.Zero(t, v.get("update leases"))
+}
+
+// An unnamed 404 for a lease is a missing Lease API only when discovery
+// confirms it: a discovery that fails, or that lists leases, leaves the
+// controller renewing its lease, not heartbeating through status writes
+// for good.
+func TestUnconfirmedLeaseAPIMissingKeepsRenewing(t *testing.T) {
+	for name, discovery := range map[string]func(*fake.Clientset){
+		"discovery fails": func(cs *fake.Clientset) {
+			cs.PrependReactor("get", "resource", func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, apierrors.NewServiceUnavailable("discovery is down")
+			})
+		},
+		"discovery lists leases": func(cs *fake.Clientset) {
+			cs.Resources = []*metav1.APIResourceList{{
+				GroupVersion: coordinationv1.SchemeGroupVersion.String(),
+				APIResources: []metav1.APIResource{{Name: "leases", Namespaced: true, Kind: "Lease"}},
+			}}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cs := fake.NewClientset()
+			discovery(cs)
+			cs.PrependReactor("*", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+				// An unnamed 404, as a misrouting proxy may answer.
+				return true, nil, &apierrors.StatusError{ErrStatus: metav1.Status{
+					Status: metav1.StatusFailure, Code: 404, Reason: metav1.StatusReasonNotFound,
+					Message: "the server could not find the requested resource",
+				}}
+			})
+			v := countVerbs(cs)
+			clk := newFakeClock()
+			start(t, fakeConfig(cs, clk, nil))
+			require.Eventually(t, func() bool { return v.get("get leases") > 0 }, waitFor, time.Millisecond, "a first renewal")
+			idle(t, clk)
+			patches, gets := v.get("patch nodes/status"), v.get("get leases")
+			for range 3 {
+				step(t, clk, 10500*time.Millisecond)
+			}
+			idle(t, clk)
+			require.GreaterOrEqual(t, v.get("get leases"), gets+3, "the lease is still tried")
+			require.Equal(t, patches, v.get("patch nodes/status"), "no status heartbeats: the Lease API was not found missing")
+		})
+	}
 }
 
 func TestLeaseOwnerFollowsRecreatedNode(t *testing.T) {

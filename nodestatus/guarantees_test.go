@@ -2,6 +2,9 @@ package nodestatus_test
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/reconkit/reconkit/kubefake"
 	"github.com/reconkit/reconkit/nodestatus"
@@ -217,4 +222,37 @@ func TestRunWaitsForItsGoroutines(t *testing.T) {
 	close(p.release)
 	recv(t, c.Done(), "Run returns once its Ping did")
 	require.NoError(t, c.Err(), "the end of the context is a clean stop")
+}
+
+// The discovery that confirms a missing Lease API (after an unnamed 404
+// for the lease) is part of the renewal, and bounded by RequestTimeout
+// like its other requests: a discovery that hangs does not stop the
+// heartbeat for good.
+func TestLeaseDiscoveryBoundedByRequestTimeout(t *testing.T) {
+	cancelled := make(chan struct{}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/apis/coordination.k8s.io/v1" {
+			select {
+			case <-r.Context().Done():
+				select {
+				case cancelled <- struct{}{}:
+				default:
+				}
+			case <-time.After(waitFor):
+			}
+			return
+		}
+		// Every lease request: an unnamed 404, as a misrouting proxy may
+		// answer.
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"the server could not find the requested resource","reason":"NotFound","code":404}`)
+	}))
+	t.Cleanup(srv.Close) // after the controller stopped: cleanups run last first
+	leases, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	require.NoError(t, err)
+	cfg := fakeConfig(kubefake.NewClientset(), newFakeClock(), nil)
+	cfg.LeaseClient, cfg.RequestTimeout = leases, time.Second
+	start(t, cfg)
+	recv(t, cancelled, "the hung discovery cancelled at RequestTimeout")
 }

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
 	"k8s.io/utils/ptr"
 
 	"github.com/reconkit/reconkit/backoff"
@@ -199,7 +200,8 @@ func (c *NodeController) newLease(base *coordinationv1.Lease, owner types.UID) *
 
 // leaseAPIMissing tells a 404 for the lease resource itself from a 404 for
 // one lease or its namespace: the API server names the missing object in
-// the error's details. An unnamed 404 is confirmed through discovery.
+// the error's details. An unnamed 404 is confirmed through discovery,
+// within ctx (the renewal's RequestTimeout).
 func (c *NodeController) leaseAPIMissing(ctx context.Context, err error) bool {
 	var se apierrors.APIStatus
 	if errors.As(err, &se) {
@@ -207,7 +209,8 @@ func (c *NodeController) leaseAPIMissing(ctx context.Context, err error) bool {
 			return false
 		}
 	}
-	list, derr := c.cfg.LeaseClient.Discovery().ServerResourcesForGroupVersion(coordinationv1.SchemeGroupVersion.String())
+	list, derr := discovery.ToDiscoveryInterfaceWithContext(c.cfg.LeaseClient.Discovery()).
+		ServerResourcesForGroupVersionWithContext(ctx, coordinationv1.SchemeGroupVersion.String())
 	if derr != nil {
 		return apierrors.IsNotFound(derr)
 	}

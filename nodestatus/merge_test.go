@@ -1,6 +1,7 @@
 package nodestatus
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -77,4 +78,75 @@ func TestNodeInfoPointerFields(t *testing.T) {
 	require.Contains(t, string(view), `"swap":{"capacity":0}`)
 	require.NotContains(t, string(view), `"machineID"`, "unset strings drop out")
 	require.NotContains(t, string(view), `"daemonEndpoints"`, "a Port of 0 is unset")
+}
+
+// fill sets every leaf of v (strings, bools, numbers, through pointers and
+// structs): strings to a value derived from tag, bools and numbers to true
+// and 1, or with zero to an explicit false and 0, so that two fills with
+// different tags and zero differ in every field.
+func fill(t *testing.T, v reflect.Value, tag string, zero bool) {
+	t.Helper()
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(tag)
+	case reflect.Bool:
+		v.SetBool(!zero)
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		if !zero {
+			v.SetInt(1)
+		}
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fill(t, v.Elem(), tag, zero)
+	case reflect.Struct:
+		for i := range v.NumField() {
+			fill(t, v.Field(i), tag+"."+v.Type().Field(i).Name, zero)
+		}
+	default:
+		t.Fatalf("fill: %s has kind %s: teach the overlay test about it", v.Type(), v.Kind())
+	}
+}
+
+// The nodeInfo rule, field by field: each field the provider sets is the
+// provider's, each it leaves empty is Config.Node's, and the deprecated
+// kubeProxyVersion is always Config.Node's. Every field of
+// NodeSystemInfo is checked, so one the overlay forgets (a field a new
+// API version adds included) fails here.
+func TestOverlayNodeInfoFieldByField(t *testing.T) {
+	var baseInfo, provInfo corev1.NodeSystemInfo
+	fill(t, reflect.ValueOf(&baseInfo).Elem(), "base", false)
+	// The provider's bools and numbers are an explicit false and 0: a
+	// reported value, which wins.
+	fill(t, reflect.ValueOf(&provInfo).Elem(), "provider", true)
+	base := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+	base.Status.NodeInfo = baseInfo
+	base.Status.DaemonEndpoints.KubeletEndpoint.Port = 10250
+
+	typ := reflect.TypeFor[corev1.NodeSystemInfo]()
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		t.Run(f.Name, func(t *testing.T) {
+			n := &corev1.Node{}
+			reflect.ValueOf(&n.Status.NodeInfo).Elem().Field(i).Set(reflect.ValueOf(provInfo).Field(i))
+			want := baseInfo.DeepCopy()
+			if f.Name != "KubeProxyVersion" {
+				reflect.ValueOf(want).Elem().Field(i).Set(reflect.ValueOf(provInfo).Field(i))
+			}
+			got := overlay(base, n)
+			require.Equal(t, *want, got.Status.NodeInfo, "the provider set only %s", f.Name)
+			require.EqualValues(t, 10250, got.Status.DaemonEndpoints.KubeletEndpoint.Port, "a port the provider leaves unset is Config.Node's")
+		})
+	}
+
+	// Everything set by the provider: all of it is the provider's but
+	// kubeProxyVersion; and its daemon port wins.
+	n := &corev1.Node{}
+	n.Status.NodeInfo = provInfo
+	n.Status.DaemonEndpoints.KubeletEndpoint.Port = 10251
+	want := provInfo.DeepCopy()
+	// The deprecated kubeProxyVersion, by name (its field is deprecated).
+	reflect.ValueOf(want).Elem().FieldByName("KubeProxyVersion").Set(reflect.ValueOf(baseInfo).FieldByName("KubeProxyVersion"))
+	got := overlay(base, n)
+	require.Equal(t, *want, got.Status.NodeInfo)
+	require.EqualValues(t, 10251, got.Status.DaemonEndpoints.KubeletEndpoint.Port)
 }

@@ -365,8 +365,14 @@ func (r *runner) onLeaseDone(res leaseResult) error {
 		r.statusDirty, r.heartbeatDue = true, true
 		r.arm(deadlineLease, r.renew())
 	case res.gone:
-		r.log.Info("Lease disappeared; checking the Node before creating it again")
-		r.lease, r.leaseAwaitsNode = nil, true
+		// The lease's linearizable read found the Node gone too. The
+		// status job reads it again: it is registered again (by us with
+		// ReRegister, or by someone else) under a new UID, whose arrival
+		// creates the lease with its owner, or Run stops with
+		// ErrNodeDeleted. A status job ends with a copy of the Node or
+		// stops Run, so nothing need wait for the Node here.
+		r.log.Info("Lease disappeared with its Node; checking the Node before creating the lease again")
+		r.lease = nil
 		r.statusDirty, r.checkNode = true, true
 	case res.renewed:
 		if res.failures > 0 {

@@ -23,7 +23,9 @@ type ProviderConfig struct {
 	// Nil means the real clock.
 	Clock clock.WithDelayedExecution
 	// Coalesce is how long the provider waits after a change before it
-	// notifies, so that a burst of changes becomes one notification.
+	// notifies, so that a burst of changes becomes one notification; the
+	// wait starts at the first change not sent yet, so a steady stream of
+	// changes is sent every Coalesce.
 	// Zero means DefaultCoalesce; negative means every change notifies at
 	// once.
 	Coalesce time.Duration
@@ -31,8 +33,9 @@ type ProviderConfig struct {
 
 // Provider is a NodeProvider a host drives by setting the node's status
 // piece by piece: conditions, addresses, capacity, nodeInfo, labels and
-// annotations. Changes made within Coalesce of each other are sent to the
-// controller as one notification, carrying everything set so far. What it
+// annotations. A change and those made within Coalesce after it are sent
+// to the controller as one notification, Coalesce after that first change,
+// carrying everything set so far. What it
 // does not set is taken from Config.Node (see NodeProvider for how the two
 // combine). It is safe for concurrent use, and its methods never block on
 // the controller.

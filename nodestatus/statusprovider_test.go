@@ -102,6 +102,27 @@ func TestProviderCoalescesBursts(t *testing.T) {
 	require.Equal(t, fmt.Sprint(i), condition(got.last(), "X").Message, "the other callback still gets them")
 }
 
+// A notification goes Coalesce after the first change it carries, not
+// after the last: changes that keep coming within Coalesce of each other
+// are sent every Coalesce, never held back until they stop.
+func TestProviderNotifiesCoalesceAfterFirstChange(t *testing.T) {
+	clk := testclock.NewFakeClock(time.Now())
+	p := nodestatus.NewProvider(nodestatus.ProviderConfig{Clock: clk})
+	var got notes
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p.NotifyNodeStatus(ctx, got.cb)
+	for i := range 3 {
+		p.ReportCondition("ConfigOK", "True", "Loaded", fmt.Sprint("v", 2*i))
+		clk.Step(nodestatus.DefaultCoalesce * 6 / 10)
+		p.ReportCondition("ConfigOK", "True", "Loaded", fmt.Sprint("v", 2*i+1))
+		clk.Step(nodestatus.DefaultCoalesce * 4 / 10)
+		require.Eventually(t, func() bool { return got.len() == i+1 }, waitFor, time.Millisecond,
+			"notification %d, %v after its first change, though another came %v later", i+1, nodestatus.DefaultCoalesce, nodestatus.DefaultCoalesce*6/10)
+		require.Equal(t, fmt.Sprint("v", 2*i+1), condition(got.last(), "ConfigOK").Message, "everything set so far")
+	}
+}
+
 func TestProviderTransitionTime(t *testing.T) {
 	clk := testclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	p := nodestatus.NewProvider(nodestatus.ProviderConfig{Clock: clk, Coalesce: -1})
