@@ -124,3 +124,69 @@ func TestCoordinatedKeepsItsLeaseCandidate(t *testing.T) {
 		<-ch
 	})
 }
+
+// A coordinated candidate keeps the preferredHolder the election
+// controller wrote, through the write that adopts the Lease and through
+// its renewals (an uncoordinated one clears it), and yields when the
+// controller prefers another holder; its Resign then releases with the
+// controller's fields kept.
+func TestCoordinatedKeepsPreferredHolderAndYields(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		now := metav1.NewMicroTime(time.Now())
+		cs := kubefake.Config{}.NewClientset(&coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "lease"},
+			Spec: coordinationv1.LeaseSpec{
+				HolderIdentity: ptr.To("other"), LeaseDurationSeconds: ptr.To[int32](15),
+				AcquireTime: &now, RenewTime: &now, LeaseTransitions: ptr.To[int32](4),
+				Strategy: ptr.To(coordinationv1.OldestEmulationVersion),
+			},
+		})
+		e := newCoordinatedIn(t, cs)
+		defer func() { _ = e.Close() }()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		leases := cs.CoordinationV1().Leases("ns")
+		ch := campaignAsync(ctx, e)
+		synctest.Wait()
+
+		// The controller names pod-0, marking it preferred as well.
+		l, err := leases.Get(ctx, "lease", metav1.GetOptions{})
+		require.NoError(t, err)
+		named := metav1.NewMicroTime(time.Now())
+		l.Spec.HolderIdentity, l.Spec.AcquireTime, l.Spec.RenewTime = ptr.To("pod-0"), nil, &named
+		l.Spec.LeaseDurationSeconds, l.Spec.PreferredHolder = ptr.To[int32](5), ptr.To("pod-0")
+		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		r := <-ch
+		require.NoError(t, r.err, "the controller's naming adopted")
+		preferred := func() string {
+			t.Helper()
+			l, err := leases.Get(ctx, "lease", metav1.GetOptions{})
+			require.NoError(t, err)
+			return recordFromLease(l).PreferredHolder
+		}
+		require.Equal(t, "pod-0", preferred(), "the adopting write dropped preferredHolder")
+		time.Sleep(time.Second) // three renewals
+		synctest.Wait()
+		l, err = leases.Get(ctx, "lease", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.True(t, recordFromLease(l).RenewTime.After(named.Time), "no renewal in a second")
+		require.Equal(t, "pod-0", preferred(), "a renewal dropped preferredHolder")
+		require.NoError(t, r.l.Context().Err(), "the term ended while preferred")
+
+		// The controller prefers another: the term ends as preempted.
+		l.Spec.PreferredHolder = ptr.To("next")
+		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		require.ErrorIs(t, context.Cause(r.l.Context()), errPreempted, "did not yield to the preferred holder")
+		require.NoError(t, r.l.Resign(ctx))
+		l, err = leases.Get(ctx, "lease", metav1.GetOptions{})
+		require.NoError(t, err)
+		rec := recordFromLease(l)
+		require.Empty(t, rec.Holder, "Resign after a preemption releases")
+		require.Equal(t, "next", rec.PreferredHolder)
+		require.NotNil(t, l.Spec.Strategy)
+	})
+}
