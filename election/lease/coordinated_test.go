@@ -190,3 +190,62 @@ func TestCoordinatedKeepsPreferredHolderAndYields(t *testing.T) {
 		require.NotNil(t, l.Spec.Strategy)
 	})
 }
+
+// Only the naming this process's watch saw happen is adopted at once: a
+// later naming of its identity that it did not see happen (written while
+// it was not campaigning, so first seen by a read) is any other holder's
+// term, taken only once it expired by this candidate's clock.
+func TestCoordinatedAdoptsOnlyTheNamingItWitnessed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		now := metav1.NewMicroTime(time.Now())
+		cs := kubefake.Config{}.NewClientset(&coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "lease"},
+			Spec: coordinationv1.LeaseSpec{
+				HolderIdentity: ptr.To("other"), LeaseDurationSeconds: ptr.To[int32](15),
+				AcquireTime: &now, RenewTime: &now, LeaseTransitions: ptr.To[int32](4),
+				Strategy: ptr.To(coordinationv1.OldestEmulationVersion),
+			},
+		})
+		e := newCoordinatedIn(t, cs)
+		defer func() { _ = e.Close() }()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		leases := cs.CoordinationV1().Leases("ns")
+		name := func() {
+			t.Helper()
+			l, err := leases.Get(ctx, "lease", metav1.GetOptions{})
+			require.NoError(t, err)
+			at := metav1.NewMicroTime(time.Now())
+			l.Spec.HolderIdentity, l.Spec.AcquireTime, l.Spec.RenewTime = ptr.To("pod-0"), nil, &at
+			l.Spec.LeaseDurationSeconds, l.Spec.PreferredHolder = ptr.To[int32](5), nil
+			_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+			require.NoError(t, err)
+		}
+
+		// Witnessed: adopted at once.
+		ch := campaignAsync(ctx, e)
+		synctest.Wait()
+		name()
+		r := <-ch
+		require.NoError(t, r.err)
+		require.NoError(t, r.l.Resign(ctx))
+
+		// Named again while nobody here followed the Lease.
+		name()
+		ch = campaignAsync(ctx, e)
+		time.Sleep(5*time.Second - time.Millisecond)
+		synctest.Wait()
+		select {
+		case r := <-ch:
+			require.FailNow(t, "adopted a naming it did not see happen", "%+v", r)
+		default:
+		}
+		time.Sleep(time.Millisecond)
+		r = <-ch
+		require.NoError(t, r.err, "the expired term of its identity")
+		l, err := leases.Get(ctx, "lease", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.NotNil(t, l.Spec.AcquireTime, "taken as a new term")
+		require.NoError(t, r.l.Resign(ctx))
+	})
+}
