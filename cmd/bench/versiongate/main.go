@@ -566,7 +566,7 @@ func large(ctx context.Context, b backend, n int, window time.Duration) (r bigRe
 	if err != nil {
 		return r, err
 	}
-	c0, err := benchutil.SelfStat()
+	c0, err := servers.SelfStat()
 	if err != nil {
 		return r, err
 	}
@@ -582,7 +582,7 @@ func large(ctx context.Context, b backend, n int, window time.Duration) (r bigRe
 	if err != nil {
 		return r, err
 	}
-	c1, err := benchutil.SelfStat()
+	c1, err := servers.SelfStat()
 	if err != nil {
 		return r, err
 	}
