@@ -520,8 +520,23 @@ const CheckTimeout = 30 * time.Second
 // Verify checks history against the model. It returns porcupine's result
 // and, when the history is not linearizable, the path of an HTML
 // visualization written into dir, beside the history as text
-// (history.txt, one operation a line).
+// (history.txt, one operation a line). In a binary built with the race
+// detector, a history of more than childOps operations is checked in a
+// program built without it (verifyInChild).
 func Verify(history []Op, dir string) (porcupine.CheckResult, string, error) {
+	if raceEnabled && len(history) > childOps {
+		return verifyInChild(history, dir)
+	}
+	return verifyHere(history, dir)
+}
+
+// childOps is the size above which a race-enabled binary checks a history
+// in a plain child: smaller ones are decided in milliseconds even with the
+// race detector, less than building the child takes.
+const childOps = 50
+
+// verifyHere is Verify in this process.
+func verifyHere(history []Op, dir string) (porcupine.CheckResult, string, error) {
 	model := Model()
 	res, info := porcupine.CheckOperationsVerbose(model, operations(history), CheckTimeout)
 	if res != porcupine.Illegal {
