@@ -1,0 +1,5 @@
+//go:build !race
+
+package storecheck
+
+const raceEnabled = false
