@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -137,4 +138,19 @@ func runKilledChild(t *testing.T, delay time.Duration, onLine func(line string, 
 	var exit *exec.ExitError
 	require.True(t, errors.As(err, &exit), "child did not die by signal: %v; stderr: %s", err, stderr.String())
 	require.False(t, exit.Exited(), "child exited on its own (code %d): %s", exit.ExitCode(), stderr.String())
+}
+
+// noForks keeps this process from starting a child until the returned
+// function is called. The parent opens a store, and so its lock file,
+// between two children of a lane while other lanes start theirs: a child
+// forked meanwhile holds a copy of that descriptor until it execs (the
+// descriptor is close-on-exec, but the copy exists in between), and with
+// it the flock(2), which belongs to the open file description. On a loaded
+// machine that window outlived the parent's close, and the parent's next
+// open of the same store failed with ErrLocked. Forks take
+// syscall.ForkLock for writing, so holding it for reading while a store is
+// open keeps every fork out of that window.
+func noForks() (release func()) {
+	syscall.ForkLock.RLock()
+	return syscall.ForkLock.RUnlock
 }

@@ -128,6 +128,7 @@ func crashChild() int {
 // referenced checkpoint's content.
 func observe(t *testing.T, dir string, next string) crashState {
 	t.Helper()
+	defer noForks()()
 	ctx := context.Background()
 	s, err := checkpoint.NewFS(checkpoint.FSConfig{Dir: dir, MaxGenerations: crashMaxGens})
 	require.NoError(t, err)

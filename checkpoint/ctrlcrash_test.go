@@ -168,6 +168,7 @@ func ctrlLane(t *testing.T, seed uint64, kills int) {
 
 func readStoreState(t *testing.T, dir string) checkpoint.State {
 	t.Helper()
+	defer noForks()()
 	ctx := context.Background()
 	s, err := checkpoint.NewFS(checkpoint.FSConfig{Dir: dir, MaxGenerations: 4})
 	require.NoError(t, err)

@@ -325,12 +325,18 @@ func TestEtcdSessionEndingAtOnceDoesNotSpin(t *testing.T) {
 		require.NoError(t, e.Close())
 	}()
 	receive(t, d.grants, "the first grant")
-	// 40 steps of 50ms: Run pauses at least its initial retry interval
-	// (100ms) between campaigns, growing by half each time, so at most 6
-	// grants in 2s of fake time even at the shortest jitter.
+	// 40 steps of 50ms. A campaign here either fails (the session ended
+	// before it won: Run retries after its failure backoff, 100ms ±20%
+	// at first) or wins a term that ends at once (Run pauses 100ms, then
+	// half as long again after each such term). Which one happens depends
+	// on how fast this machine notices the closed keep-alive stream, and a
+	// term restarts the failure backoff, so the fastest mix alternates:
+	// 80, 100, 80, 150, 80, 225, 80, 338, 80, 506ms, 11 grants in 2s of
+	// fake time. A loop without pauses would make one at every step (40),
+	// and one that never grew its pause 20.
 	n := countWhile(clk, d.grants, 40, 50*time.Millisecond)
 	t.Logf("%d grants within 2s of fake time", n)
-	require.LessOrEqual(t, n, 7, "lease grants within 2s of fake time")
+	require.LessOrEqual(t, n, 11, "lease grants within 2s of fake time")
 }
 
 // failingGets is an etcd whose reads fail at once while armed; each failed
