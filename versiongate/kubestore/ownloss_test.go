@@ -1,6 +1,7 @@
 package kubestore_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -27,7 +28,12 @@ func TestRecordDeletedAloneIsLost(t *testing.T) {
 			}
 			l, err := st.PublishRecord(ctx, "n1", []byte("v"), 10*time.Second)
 			require.NoError(t, err)
-			runWatch(t, st)
+			_, rev, err := st.ListRecords(ctx)
+			require.NoError(t, err)
+			wctx, cancel := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() { defer close(done); _ = st.WatchRecords(wctx, rev, func([]versiongate.Record, int64) {}) }()
+			t.Cleanup(func() { cancel(); <-done })
 			_, err = st.KeepAlive(ctx, l)
 			require.NoError(t, err)
 			require.NoError(t, cs.CoordinationV1().Leases(testNamespace).Delete(ctx, "alone-n1", metav1.DeleteOptions{}))
