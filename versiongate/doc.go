@@ -117,7 +117,8 @@
 //     absent, and the gate waits (TestStatusDeletedIsUnreadable,
 //     TestGateWaitsOnDeletedStatus).
 //   - A dead record goes only as the record judged dead. etcd: the
-//     server's lease expiry deletes it. Kubernetes: an observer deletes it
+//     server's lease expiry deletes it. Kubernetes: the reaper (the one
+//     gate holding the reaper Lease) deletes its heartbeat, then it, each
 //     conditioned on the resourceVersion and UID it judged
 //     (TestReapConditionedOnJudgedVersion), and a listing stays one
 //     snapshot (TestListAfterReapIsOneSnapshot).
@@ -143,10 +144,10 @@
 //     node stops at its own deadline, TTL less the margin after the start
 //     of its last acknowledged keep-alive, so its clock must not run slower
 //     than the server's by more than the margin over a TTL, and no pause
-//     may exceed the margin. Kubernetes: the deleting observer's clock
-//     counts, judged from when it first saw the record's resourceVersion
-//     (TTL plus margin), so the window is twice the margin less the
-//     observer's detection delay. TestCutOffNodeStopsServingBeforeLeaderReconciles
+//     may exceed the margin. Kubernetes: the reaper's clock counts, judged
+//     from when it first saw the heartbeat's resourceVersion (TTL plus
+//     margin), so the window is twice the margin less the reaper's
+//     detection delay. TestCutOffNodeStopsServingBeforeLeaderReconciles
 //     and TestCutOffNodeStopsBeforeObserverDeletes measure the slack at
 //     default settings; a longer pause can make a node serve after its
 //     record is deleted, as with any lease.
@@ -156,8 +157,9 @@
 //     back the value it replaced (TestUnvalidatedWriteUndoneByNextFence):
 //     liveness, not safety. A first status that was reverted so leaves the
 //     status absent, which the next leader treats as missing (above).
-//   - Kubernetes only: expiry needs an observer; with no gate running, a
-//     dead record stays (liveness only).
+//   - Kubernetes only: expiry needs the reaper, a running gate; with none,
+//     a dead record stays, and after the reaper's death its successor
+//     first waits out the reaper Lease (up to 33s; liveness only).
 //   - The linearizability check of a history with a server restart may
 //     run out of time; it is then logged as undecided, not failed, and
 //     the safety checks of the run still hold it.

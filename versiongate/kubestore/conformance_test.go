@@ -13,7 +13,8 @@ import (
 
 // The Kubernetes store passes the store conformance suite on a real
 // kube-apiserver, each case on a gate of its own, with record expiry
-// judged on a fake clock the suite steps.
+// judged on a fake clock the suite steps by a store running WatchRecords
+// beside the suite's, as a gate does (the reaper).
 func TestConformanceAPIServer(t *testing.T) {
 	cfg := apiServer(t)
 	cs := clientFor(t, cfg)
@@ -23,6 +24,7 @@ func TestConformanceAPIServer(t *testing.T) {
 			gate := uniqueGate("conf")
 			clk = clocktesting.NewFakeClock(time.Now())
 			c := clk
+			runWatch(t, newStore(t, cs, gate, c))
 			return func() versiongate.Store { return newStore(t, cs, gate, c) }
 		},
 		Advance: func(d time.Duration) { clk.Step(d) },
@@ -38,6 +40,7 @@ func TestConformanceKubefake(t *testing.T) {
 			cs := kubefake.NewClientset()
 			clk = clocktesting.NewFakeClock(time.Now())
 			c := clk
+			runWatch(t, newStore(t, cs, "conf", c))
 			return func() versiongate.Store { return newStore(t, cs, "conf", c) }
 		},
 		Advance: func(d time.Duration) { clk.Step(d) },

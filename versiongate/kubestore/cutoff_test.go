@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/reconkit/reconkit/kubefake"
 	"github.com/reconkit/reconkit/versiongate"
@@ -26,12 +27,13 @@ func version(t *testing.T, s string) versiongate.Version {
 	return v
 }
 
-// A node cut off from the apiserver stops serving before any observer
+// A node cut off from the apiserver stops serving before the reaper
 // judges its record dead, at default settings: its gate's Run returns
 // ErrRecordLost at the start of its last acknowledged keep-alive plus the
-// TTL less the margin, while an observer deletes the record only after it
-// saw no change for the TTL plus the margin. Time is synctest's, so the
-// ordering is exact.
+// TTL less the margin, while the reaper (the observer, which holds the
+// reaper Lease) deletes the heartbeat and then the record only after it
+// saw no change of the heartbeat for the TTL plus the margin. Time is
+// synctest's, so the ordering is exact.
 func TestCutOffNodeStopsBeforeObserverDeletes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -40,28 +42,11 @@ func TestCutOffNodeStopsBeforeObserverDeletes(t *testing.T) {
 		ncs, nh := wrap(cs)
 		node := newStore(t, ncs, "cut", nil)
 		observer := newStore(t, cs, "cut", nil)
-		g, err := versiongate.New(versiongate.Config{
-			Store: node, NodeID: "n1", Version: version(t, "1.0.0"),
-			Candidate: neverWins,
-			Reconcile: func(context.Context, versiongate.Term) error { return nil },
-		})
-		require.NoError(t, err)
-
-		var runAt time.Time
-		var runErr error
-		var wg sync.WaitGroup
-		wg.Add(2)
-		runDone := make(chan struct{})
-		go func() {
-			defer wg.Done()
-			defer close(runDone)
-			runErr = g.Run(ctx)
-			runAt = time.Now()
-		}()
-
 		var mu sync.Mutex
 		var seen, deletedAt time.Time
 		appeared, deleted := make(chan struct{}), make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(2)
 		go func() {
 			defer wg.Done()
 			seeRecords := func(changes []versiongate.Record, _ int64) {
@@ -87,6 +72,29 @@ func TestCutOffNodeStopsBeforeObserverDeletes(t *testing.T) {
 			seeRecords(rs, rev)
 			_ = observer.WatchRecords(ctx, rev, seeRecords)
 		}()
+		// The observer takes the reaper Lease before the node's gate
+		// watches at all.
+		synctest.Wait()
+		_, err := cs.CoordinationV1().Leases(testNamespace).Get(ctx, "cut-reaper", metav1.GetOptions{})
+		require.NoError(t, err, "the observer holds the reaper Lease")
+
+		g, err := versiongate.New(versiongate.Config{
+			Store: node, NodeID: "n1", Version: version(t, "1.0.0"),
+			Candidate: neverWins,
+			Reconcile: func(context.Context, versiongate.Term) error { return nil },
+		})
+		require.NoError(t, err)
+
+		var runAt time.Time
+		var runErr error
+		runDone := make(chan struct{})
+		go func() {
+			defer wg.Done()
+			defer close(runDone)
+			runErr = g.Run(ctx)
+			runAt = time.Now()
+		}()
+
 		<-appeared
 		// Let keep-alives run for a while, then cut the node off.
 		time.Sleep(25 * time.Second)

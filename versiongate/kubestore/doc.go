@@ -5,15 +5,25 @@
 // resourceVersion unset, never "0", never an informer cache). It compiles
 // no etcd client and no gRPC (TestNoEtcdDependencies).
 //
-// [New] builds a [Store] from a client, a namespace and a gate name:
-//   - each node's record is the Lease <gate>-<nodeID>, labelled
-//     reconkit.io/gate=<gate> and reconkit.io/role=record, its value in the
-//     annotation reconkit.io/value (base64), with holderIdentity,
-//     leaseDurationSeconds and renewTime set. Node IDs must make valid
-//     object names; "status" is reserved;
-//   - the status is the Lease <gate>-status (role=status): its value in
+// [New] builds a [Store] from a client, a namespace and a gate name. Its
+// Leases in that namespace:
+//   - each node's record is the Lease <gate>-<nodeID> (labels
+//     reconkit.io/gate=<gate>, reconkit.io/role=record), its value in the
+//     annotation reconkit.io/value (base64), and in reconkit.io/heartbeat
+//     the Lease whose renewals keep it alive, as <namespace>/<name>/<uid>.
+//     A record is membership: it is written when published and deleted,
+//     never renewed, so a watch of the records sees only nodes joining and
+//     leaving;
+//   - the node's heartbeat Lease <gate>.<nodeID> (role=heartbeat), which
+//     its KeepAlive renews (with Config.NodeLease, the node's own Lease
+//     instead; see below);
+//   - the reaper Lease <gate>-reaper (role=reaper; see "The reaper");
+//   - the status Lease <gate>-status (role=status): its value in
 //     reconkit.io/value, the fencing term in reconkit.io/term, and the
 //     finalizer reconkit.io/versiongate-status.
+//
+// Node IDs must make valid object names of both <gate>-<id> and
+// <gate>.<id>; "status" and "reaper" are reserved.
 //
 // Revisions are the Leases' resourceVersions, one counter for records and
 // status alike since they are one resource. The client needs get, list,
@@ -27,15 +37,41 @@
 // The apiserver has no lease that deletes a record, and no transaction
 // across objects. So:
 //
-// Expiry is an observer's judgement. Every Store judges every record it
-// lists or watches by its own monotonic clock: a record whose
-// resourceVersion has not changed for its leaseDurationSeconds plus the
-// gate's margin (max(TTL/10, 500ms)) since this process first saw that
-// resourceVersion is dead, and is deleted with a precondition on that
-// resourceVersion and UID (a renewal in between makes the delete fail).
-// A listing is one LIST's snapshot, a record reaped after it included
-// (TestListAfterReapIsOneSnapshot); the watch from its revision, and
-// WatchRecords, report the deletion. PublishRecord judges a record in its way the same way.
+// Expiry is an observer's judgement, made by one observer: the reaper. A
+// record is dead once the Lease it names (its heartbeat) has not changed
+// its resourceVersion for its leaseDurationSeconds plus the gate's margin
+// (max(TTL/10, 500ms)) since the reaper first saw that resourceVersion, on
+// the reaper's monotonic clock. The reaper then deletes the heartbeat,
+// conditioned on that resourceVersion and UID (a renewal in between
+// refuses it, and the record stays), then the record, likewise
+// (TestReapConditionedOnJudgedVersion). PublishRecord judges a heartbeat
+// in its way the same way. A record whose heartbeat the reaper has not
+// seen alive (gone, or another object) for the record's TTL plus the
+// margin since it first noticed is an orphan, deleted the same way; a
+// heartbeat no record names is deleted once dead (TestOrphansEnd).
+//
+// # The reaper
+//
+// Every Store running WatchRecords (every gate) takes part in holding the
+// reaper Lease: its watch of the records includes that Lease, whose events
+// are not records and reach neither the gate nor the validation. A Store
+// creates the Lease when absent, with a random identity of its own and a
+// duration of 30s, renews it every 10s (an update conditioned on the
+// resourceVersion), and takes it over, conditioned likewise, once it has
+// not changed for its duration plus the margin since this Store first saw
+// it, the judgement records get (TestReaperTakeover). While it holds it,
+// and only then, a Store lists and watches the liveness objects and
+// reaps; it stops when WatchRecords returns, releasing nothing (the
+// Lease ages out). No observer but the reaper receives a heartbeat
+// (TestOnlyTheReaperReceivesKeepAlives).
+//
+// Two reapers at once (a holder that has not yet seen the takeover, two
+// takeovers from stale views) are harmless, so the Lease needs no
+// fencing: every delete is conditioned on the object and resourceVersion
+// judged, so each record is deleted once and a live one never
+// (TestTwoReapersReapOnce). A dead reaper costs liveness only: dead
+// records wait up to the reaper Lease's duration plus its margin (33s)
+// longer, and a gate blocked by one waits that much more.
 //
 // The restrict is write, then validate. WriteStatus(t, v, nodesRev)
 // writes v (marked reconkit.io/unvalidated-previous, holding the value it
@@ -64,14 +100,21 @@
 //     the argument above (TestJoinerRacesRestrictInterleavings,
 //     TestJoinersRaceRestrictAPIServer, TestJoinerRaceStaleCacheNotUsed,
 //     TestStatusReadNotFromCache, TestUnvalidatedWriteUndoneByNextFence).
-//   - A record is deleted by an observer only as the object and
-//     resourceVersion it judged dead (TestReapConditionedOnJudgedVersion).
-//   - A cut-off node stops serving before any observer can delete its
+//   - A heartbeat is deleted by the reaper only as the object and
+//     resourceVersion it judged dead, and its record only after it
+//     (TestReapConditionedOnJudgedVersion; on node Leases, which the store
+//     never writes, the reaper reads the node Lease first:
+//     TestNodeLeaseExpiryConditionedOnJudgedVersion).
+//   - A cut-off node stops serving before the reaper can delete its
 //     record, at default settings: its gate fences itself at the start of
-//     its last acknowledged keep-alive plus TTL − margin; an observer first
+//     its last acknowledged keep-alive plus TTL − margin; the reaper first
 //     saw that keep-alive's resourceVersion after it started, and waits
 //     TTL + margin from then (TestCutOffNodeStopsBeforeObserverDeletes:
 //     with the default 10s TTL, stopped 7.3s after the cut, deleted at 10s).
+//   - A node whose record was deleted or replaced (seen by its store's
+//     listing or watch), or whose heartbeat is gone, gets ErrRecordLost
+//     from its next KeepAlive (TestRecordDeletedAloneIsLost,
+//     TestReapConditionedOnJudgedVersion).
 //   - A deleted status is never a first boot: the finalizer keeps it,
 //     terminating; every status operation then fails with ErrStatusDeleted,
 //     naming the Lease and how to clear it, and the gate waits
@@ -84,20 +127,23 @@
 //   - A watch the server ends is reopened from the last revision seen,
 //     after a pause that grows while watches deliver nothing; 410 Gone
 //     returns ErrWatchExpired and the caller lists again
-//     (TestWatchEndingAtOnceDoesNotSpin). A keep-alive is not reported as a
-//     change.
+//     (TestWatchEndingAtOnceDoesNotSpin). The reaper's loop and its
+//     liveness watch pause likewise after a refusal or a failure
+//     (TestReaperDoesNotSpin).
 //
 // # Limits
 //
 //   - Clocks and pauses: the cut-off guarantee assumes the node's and the
-//     observers' clocks run at rates that differ by less than the margin
+//     reaper's clocks run at rates that differ by less than the margin
 //     over a TTL, and that no process pause (GC, SIGSTOP, a frozen VM)
-//     exceeds 2 × margin minus the observer's detection delay; a node
+//     exceeds 2 × margin minus the reaper's detection delay; a node
 //     paused longer can serve after its record is deleted, as with any
 //     lease. etcd's server-side expiry is independent of the client's
-//     clock; here the deleting observer's clock counts.
-//   - A dead node's record stays until some Store lists or watches it for
-//     TTL + margin: with no gate running, nothing is deleted (liveness
+//     clock; here the reaper's clock counts.
+//   - A dead node's record stays until a Store running WatchRecords holds
+//     the reaper Lease and has watched its heartbeat for TTL + margin:
+//     with no gate running nothing is deleted, and after the reaper's
+//     death its successor waits out the reaper Lease first (liveness
 //     only).
 //   - A Store's validation knows only what that Store delivered: the
 //     gate's WriteStatus must go through the Store whose ListRecords and
@@ -120,59 +166,59 @@
 //     the server can page through before it compacts fails then.
 //   - Not Byzantine-tolerant: a node can publish any value.
 //   - Fleet size: every gate lists and watches every record (the gate
-//     learns the newest release and its blockers from them), and on the
-//     Kubernetes API a keep-alive is a write that every watcher receives,
-//     so the apiserver sends N² events per renewal period, in either record
-//     mode; on etcd a keep-alive writes nothing that a watch sees. On a
-//     2-core machine running the servers, 200 gates held (apiserver 0.45
-//     cores, 391 MiB; with records on node Leases 0.31 cores) and 1,000 did
-//     not: renewals were late, observers judged live records dead, and the
-//     leader's validation kept failing. cmd/bench/versiongate measures it.
+//     learns the newest release and its blockers from them), but records
+//     change only when nodes join or leave; the keep-alives go to the
+//     heartbeats, which only the reaper watches. So a renewal period costs
+//     the apiserver O(N) watch events, all to the reaper, and every other
+//     gate receives only the reaper Lease's renewals (one per 10s)
+//     besides membership changes (TestOnlyTheReaperReceivesKeepAlives).
+//     Before this layout every gate received every keep-alive (N² events
+//     per renewal period): 200 gates held on a 2-core machine (apiserver
+//     0.45 cores, 391 MiB) and 1,000 did not. cmd/bench/versiongate
+//     measures it.
 //
-// # Records on node Leases
+// # Records kept alive by node Leases
 //
-// With Config.NodeLease a node's record lives on the node's own heartbeat
-// Lease (kube-node-lease/<node>, which nodestatus or a kubelet renews): a
-// label NodeLeaseKeyPrefix+<gate> holding a token new at every publish,
-// and an annotation of the same key holding the value. Several gates
-// share a Lease, each under its own key. A host that runs nodestatus
-// then pays for one Lease per node: the record costs no request in steady
-// state (TestNodeLeaseWithNodestatus; go run ./cmd/bench/versiongate
-// -only nodelease measures it). The status stays a Lease in Namespace. Wiring,
-// with no adapter (see the root package's Example_nodeLeaseRecords):
+// With Config.NodeLease a node's record is kept alive by the node's own
+// heartbeat Lease (kube-node-lease/<node>, which nodestatus or a kubelet
+// renews) instead of a heartbeat of the store's: the record Lease
+// <gate>-<node> in Namespace names it. The store never writes node
+// Leases (TestNodeLeaseWithNodestatus counts its writes), so a host that
+// runs nodestatus pays for one renewed Lease per node: the record costs no
+// request in steady state (go run ./cmd/bench/versiongate -only nodelease
+// measures it). Wiring, with no adapter (see the root package's
+// Example_nodeLeaseRecords):
 //
 //	kubestore.Config{..., NodeLease: &kubestore.NodeLeaseConfig{Heartbeat: nodeController.LeaseRenewal}}
 //
 // What it rests on:
 //
-//   - Publishing reads the Lease (GET, linearizable) and writes the label
-//     and annotation in a merge patch conditioned on the resourceVersion
-//     read; it waits until Heartbeat reports a renewal of that very Lease
-//     object. DeleteRecord and expiry remove them the same way, never the
-//     Lease (TestNodeLeasePublishConditionedOnRead,
-//     TestNodeLeaseExpiryConditionedOnJudgedVersion). nodestatus renews by
-//     an update from its last copy; one the record's write made stale gets
-//     409, reads the Lease again and keeps every label and annotation.
-//   - A record's identity for observers is the Lease's UID with the
-//     publish's token, so a record published again, or on a Lease
-//     created again, is a new record, as a new Lease is in the other
-//     mode: the restrict's write-then-validate, its argument and fencing
-//     are unchanged. Leases are one resource, so the records' and the
-//     status' resourceVersions are one counter.
-//   - Expiry is judged as above: the record is dead once its Lease's
-//     resourceVersion has not changed for its leaseDurationSeconds plus the
-//     margin on the observer's clock; heartbeats change it. The TTL is the
-//     node Lease's duration (40s with nodestatus' defaults), not the gate's
-//     RecordTTL: a dead node holds back a restrict for up to 44s.
-//   - KeepAlive sends nothing. It reports the TTL left from the later of
-//     Heartbeat's send time and the record's own write, on the store's
-//     Clock (Heartbeat's times must be on it), so the gate stops serving
-//     at that send plus TTL less its margin, before any observer, which
-//     counts from a later sighting, can judge the record dead
-//     (TestNodeLeaseKeepAliveCountsFromSend). It reports ErrRecordLost
-//     when the heartbeat renews another Lease object (deleted and created
-//     again, as the garbage collector and nodestatus do when a Node goes),
-//     when this store saw the record removed or replaced, or when no
+//   - Publishing reads the node Lease (GET, linearizable), which must be
+//     the object Heartbeat reports renewing, and creates the record naming
+//     it. A record already there naming another object of that node Lease
+//     (deleted and created again, as the garbage collector and nodestatus
+//     do when a Node goes) is an orphan, replaced at once, conditioned on
+//     its UID and resourceVersion; this store's own record is replaced at
+//     once; another publisher's (an earlier run of the host) once it has
+//     been unchanged for the TTL plus the margin since this store first
+//     found it, while this process's heartbeat renews the Lease
+//     (TestNodeLeasePublishConditionedOnRead,
+//     TestNodeLeaseOwnRecordRepublished).
+//   - The reaper lists and watches every Lease in the node Lease namespace
+//     and judges each as above; it deletes a record naming a dead one
+//     after reading the node Lease again (GET): the read shows any renewal
+//     the node's gate had learned of, since nodestatus reports a renewal
+//     once it is applied (TestNodeLeaseExpiryConditionedOnJudgedVersion).
+//     The TTL is the node Lease's duration (40s with nodestatus' defaults),
+//     not the gate's RecordTTL: a dead node holds back a restrict for up
+//     to 44s.
+//   - KeepAlive sends nothing. It reports the TTL left from Heartbeat's
+//     last send time, on the store's Clock (Heartbeat's times must be on
+//     it), so the gate stops serving at that send plus TTL less its
+//     margin, before the reaper, which counts from a later sighting, can
+//     judge the record dead (TestNodeLeaseKeepAliveCountsFromSend). It
+//     reports ErrRecordLost when the heartbeat renews another Lease object,
+//     when this store saw the record deleted or replaced, or when no
 //     renewal was sent within the TTL. The gate publishes again with
 //     RejoinAfterRecordLoss, which hosts in this mode should set.
 //
@@ -183,19 +229,14 @@
 //     heartbeat went on, a crash with the heartbeat in another process)
 //     leaves a member that holds back restricts until the gate publishes
 //     again or the Lease stops being renewed (liveness only).
-//   - A record of another publisher (an earlier run of the host) is
-//     replaced once its token has been unchanged for the TTL plus the
-//     margin since this store first found it, while this process's
-//     heartbeat renews the Lease. That rests on nodestatus' own
+//   - Replacing another publisher's record rests on nodestatus' own
 //     assumption, one heartbeat per node: the earlier run's last renewal
 //     was sent before this one's, so its gate has stopped. Two processes
 //     publishing one node's record, each with its own heartbeat of that
 //     node, break it.
-//   - Observers that expire records write to node Leases: the client
-//     needs get, list, watch and patch on leases in the node Lease
-//     namespace, besides the status' verbs in Namespace. An expiry, a
-//     publish or a delete costs the node's heartbeat one 409 and a GET.
-//   - Listings and watches select by the label: the apiserver filters
-//     kube-node-lease for them, and every watcher receives every renewal
-//     of every labelled Lease (N renewals per RenewInterval to N nodes).
+//   - RBAC: get, list and watch on leases in the node Lease namespace,
+//     besides the verbs above in Namespace.
+//   - The reaper receives every renewal of every Lease in the node Lease
+//     namespace, gates or not (N per renewal interval); no other gate
+//     receives any.
 package kubestore

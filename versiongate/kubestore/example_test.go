@@ -79,6 +79,9 @@ func ExampleNew() {
 	leases, _ := cs.CoordinationV1().Leases("agents").List(ctx, metav1.ListOptions{})
 	var names []string
 	for _, l := range leases.Items {
+		if l.Labels[kubestore.LabelRole] == kubestore.RoleReaper {
+			continue // fleet-reaper, held by a gate that watches the records' liveness
+		}
 		names = append(names, strings.TrimSpace(l.Name+" "+l.Labels[kubestore.LabelRole]))
 	}
 	sort.Strings(names)
@@ -91,4 +94,5 @@ func ExampleNew() {
 	// fleet-leader
 	// fleet-node-a record
 	// fleet-status status
+	// fleet.node-a heartbeat
 }

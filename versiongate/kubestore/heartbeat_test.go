@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -111,6 +110,7 @@ func TestNodeLeaseConformanceAPIServer(t *testing.T) {
 			clk = clocktesting.NewFakeClock(time.Now())
 			c := clk
 			r := newRenewer(cs, c)
+			runWatch(t, newNodeLeaseStore(t, cs, gate, c, r.renew))
 			return func() versiongate.Store { return newNodeLeaseStore(t, cs, gate, c, r.renew) }
 		},
 		Advance: func(d time.Duration) { clk.Step(d) },
@@ -127,6 +127,7 @@ func TestNodeLeaseConformanceKubefake(t *testing.T) {
 			clk = clocktesting.NewFakeClock(time.Now())
 			c := clk
 			r := newRenewer(cs, c)
+			runWatch(t, newNodeLeaseStore(t, cs, "hbconf", c, r.renew))
 			return func() versiongate.Store { return newNodeLeaseStore(t, cs, "hbconf", c, r.renew) }
 		},
 		Advance: func(d time.Duration) { clk.Step(d) },
@@ -169,10 +170,12 @@ func TestNodeLeaseWithNodestatus(t *testing.T) {
 	}
 
 	gate := uniqueGate("hbns")
-	st, err := kubestore.New(kubestore.Config{Client: cs, Namespace: testNamespace, Gate: gate,
+	ccs, counted := newCountingClient(cs)
+	st, err := kubestore.New(kubestore.Config{Client: ccs, Namespace: testNamespace, Gate: gate,
 		NodeLease: &kubestore.NodeLeaseConfig{Heartbeat: nc.LeaseRenewal}})
 	require.NoError(t, err)
 	createNamespace(t, cs, testNamespace)
+	runWatch(t, st) // the reaper too sends nothing to node Leases
 	l, err := st.PublishRecord(ctx, node, []byte("v1"), 10*time.Second)
 	require.NoError(t, err)
 	require.Equal(t, 10*time.Second, l.TTL, "the node Lease's duration")
@@ -181,8 +184,10 @@ func TestNodeLeaseWithNodestatus(t *testing.T) {
 	waitRenewal(time.Now())
 	lease, err := cs.CoordinationV1().Leases(kubestore.DefaultNodeLeaseNamespace).Get(ctx, node, metav1.GetOptions{})
 	require.NoError(t, err)
-	require.NotEmpty(t, lease.Labels[kubestore.NodeLeaseKeyPrefix+gate], "nodestatus dropped the record's label")
-	require.Equal(t, b64("v1"), lease.Annotations[kubestore.NodeLeaseKeyPrefix+gate], "nodestatus dropped the record's annotation")
+	rec, err := cs.CoordinationV1().Leases(testNamespace).Get(ctx, gate+"-"+node, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, b64("v1"), rec.Annotations[kubestore.AnnotationValue])
+	require.Equal(t, kubestore.DefaultNodeLeaseNamespace+"/"+node+"/"+string(lease.UID), rec.Annotations[kubestore.AnnotationHeartbeat], "the record names the node Lease")
 	rs, _, err := st.ListRecords(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []versiongate.Record{{ID: node, Value: []byte("v1")}}, rs)
@@ -194,7 +199,7 @@ func TestNodeLeaseWithNodestatus(t *testing.T) {
 	sent, _, _ := nc.LeaseRenewal(node)
 	require.LessOrEqual(t, left, 10*time.Second-before.Sub(sent)+time.Millisecond)
 
-	// The Lease goes and comes back without the record.
+	// The Lease goes and comes back: the record names the old object.
 	require.NoError(t, cs.CoordinationV1().Leases(kubestore.DefaultNodeLeaseNamespace).Delete(ctx, node, metav1.DeleteOptions{}))
 	require.Eventually(t, func() bool {
 		_, err := st.KeepAlive(ctx, l)
@@ -202,9 +207,7 @@ func TestNodeLeaseWithNodestatus(t *testing.T) {
 	}, 30*time.Second, 10*time.Millisecond)
 	_, err = st.KeepAlive(ctx, l)
 	require.ErrorIs(t, err, versiongate.ErrRecordLost)
-	rs, _, err = st.ListRecords(ctx)
-	require.NoError(t, err)
-	require.Empty(t, rs, "the recreated Lease holds no record")
+	// A publish replaces the orphan at once.
 	require.Eventually(t, func() bool {
 		_, err := st.PublishRecord(ctx, node, []byte("v2"), 10*time.Second)
 		return err == nil
@@ -212,82 +215,64 @@ func TestNodeLeaseWithNodestatus(t *testing.T) {
 	rs, _, err = st.ListRecords(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []versiongate.Record{{ID: node, Value: []byte("v2")}}, rs)
+	require.Zero(t, counted.writesIn(kubestore.DefaultNodeLeaseNamespace), "the store wrote to node Leases")
+	require.Positive(t, counted.writesIn(testNamespace))
 }
 
-// patchHookClient calls before ahead of every Lease patch.
-type patchHookClient struct {
-	kubernetes.Interface
-	before func(name string)
-}
-
-func (c patchHookClient) CoordinationV1() coordclient.CoordinationV1Interface {
-	return patchHookCoord{CoordinationV1Interface: c.Interface.CoordinationV1(), before: c.before}
-}
-
-type patchHookCoord struct {
-	coordclient.CoordinationV1Interface
-	before func(string)
-}
-
-func (c patchHookCoord) Leases(ns string) coordclient.LeaseInterface {
-	return patchHookLeases{LeaseInterface: c.CoordinationV1Interface.Leases(ns), before: c.before}
-}
-
-type patchHookLeases struct {
-	coordclient.LeaseInterface
-	before func(string)
-}
-
-func (l patchHookLeases) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*coordinationv1.Lease, error) {
-	l.before(name)
-	return l.LeaseInterface.Patch(ctx, name, pt, data, opts, sub...)
-}
-
-// A dead record is removed from its node Lease only at the
-// resourceVersion judged: a renewal landing between the judgement and the
-// removal keeps it.
+// A dead record is deleted only while its node Lease is still what the
+// reaper judged: the store cannot condition a delete on a node Lease, so
+// the reaper reads it (GET, linearizable) first, and a renewal landing
+// between the judgement and that read keeps the record. Unrenewed, the
+// record goes and the node Lease, the node's, stays.
 func TestNodeLeaseExpiryConditionedOnJudgedVersion(t *testing.T) {
 	ctx := testCtx(t)
 	cs := kubefake.NewClientset()
 	clk := newFakeClock()
 	r := newRenewer(cs, clk)
 	node := newNodeLeaseStore(t, cs, "reap", clk, r.renew)
-	renewed := false
-	observer := newNodeLeaseStore(t, patchHookClient{Interface: cs, before: func(name string) {
-		if !renewed {
-			renewed = true
-			r.renew(name)
-		}
-	}}, "reap", clk, r.renew)
+	ocs, oh := wrap(cs)
+	observer := newNodeLeaseStore(t, ocs, "reap", clk, r.renew)
 	l, err := node.PublishRecord(ctx, "n1", []byte("1.0.0"), 10*time.Second)
 	require.NoError(t, err)
-	_, _, err = observer.ListRecords(ctx)
-	require.NoError(t, err)
-	clk.Step(12 * time.Second) // the observer saw no change for TTL + margin
+	var once sync.Once
+	renewed, gone := make(chan struct{}), make(chan struct{})
+	oh.set(func(h *hooks) {
+		h.beforeGet = func(name string) error {
+			if name == "n1" {
+				once.Do(func() { r.renew(name); close(renewed) })
+			}
+			return nil
+		}
+		h.beforeDelete = func(name string) error {
+			if name == "reap-n1" {
+				close(gone)
+			}
+			return nil
+		}
+	})
+	runWatch(t, observer)
+	stepUntil(t, clk, renewed, "the reaper's read of the node Lease")
 	rs, _, err := observer.ListRecords(ctx)
 	require.NoError(t, err)
-	require.True(t, renewed)
-	require.Equal(t, []versiongate.Record{{ID: "n1", Value: []byte("1.0.0")}}, rs, "a record renewed after it was judged stays")
+	require.Equal(t, []versiongate.Record{{ID: "n1", Value: []byte("1.0.0")}}, rs, "a record whose node Lease was renewed after it was judged stays")
 	_, err = node.KeepAlive(ctx, l)
 	require.NoError(t, err)
-	// Unrenewed, it goes, and the Lease stays.
-	_, _, err = observer.ListRecords(ctx) // sees the renewal
+	stepUntil(t, clk, gone, "the reaper's delete of the record")
+	require.Eventually(t, func() bool {
+		rs, _, err := observer.ListRecords(ctx)
+		return err == nil && len(rs) == 0
+	}, time.Minute, 10*time.Millisecond)
+	_, _, err = node.ListRecords(ctx)
 	require.NoError(t, err)
-	clk.Step(12 * time.Second)
-	// The listing that judges it dead removes it, and still reports it:
-	// a listing is its LIST's snapshot. The next one no longer holds it.
-	_, _, err = observer.ListRecords(ctx)
-	require.NoError(t, err)
-	rs, _, err = observer.ListRecords(ctx)
-	require.NoError(t, err)
-	require.Empty(t, rs)
+	_, err = node.KeepAlive(ctx, l)
+	require.ErrorIs(t, err, versiongate.ErrRecordLost, "its store's listing showed its record deleted")
 	_, err = cs.CoordinationV1().Leases(nodeLeaseNamespace).Get(ctx, "n1", metav1.GetOptions{})
 	require.NoError(t, err, "the node Lease is the node's: it is never deleted")
 }
 
-// A publish is conditioned on the Lease as read: another store's record
-// written between the read and the write refuses it, and the second
-// publisher finds the record held.
+// A publish creates the record only if absent: another store's record
+// created between the node Lease's read and the create refuses it, and
+// the second publisher finds the record held.
 func TestNodeLeasePublishConditionedOnRead(t *testing.T) {
 	ctx := testCtx(t)
 	cs := kubefake.NewClientset()
@@ -295,13 +280,18 @@ func TestNodeLeasePublishConditionedOnRead(t *testing.T) {
 	r := newRenewer(cs, clk)
 	first := newNodeLeaseStore(t, cs, "pub", clk, r.renew)
 	raced := false
-	second := newNodeLeaseStore(t, patchHookClient{Interface: cs, before: func(string) {
-		if !raced {
-			raced = true
-			_, err := first.PublishRecord(ctx, "n1", []byte("first"), 10*time.Second)
-			require.NoError(t, err)
+	scs, sh := wrap(cs)
+	sh.set(func(h *hooks) {
+		h.beforeCreate = func(l *coordinationv1.Lease) error {
+			if !raced && l.Name == "pub-n1" {
+				raced = true
+				_, err := first.PublishRecord(ctx, "n1", []byte("first"), 10*time.Second)
+				return err
+			}
+			return nil
 		}
-	}}, "pub", clk, r.renew)
+	})
+	second := newNodeLeaseStore(t, scs, "pub", clk, r.renew)
 	_, err := second.PublishRecord(ctx, "n1", []byte("second"), 10*time.Second)
 	require.True(t, raced)
 	require.ErrorIs(t, err, versiongate.ErrRecordHeld)
@@ -310,9 +300,10 @@ func TestNodeLeasePublishConditionedOnRead(t *testing.T) {
 	require.Equal(t, []versiongate.Record{{ID: "n1", Value: []byte("first")}}, rs)
 }
 
-// The keep-alive counts the TTL from the later of the heartbeat's send
-// time and the record's own write, never from now; a heartbeat of another
-// Lease object, or none within the TTL, loses the record.
+// The keep-alive counts the TTL from the heartbeat's send time, never
+// from now nor from the record's write (which renews nothing the reaper
+// judges); a heartbeat of another Lease object, or none within the TTL,
+// loses the record.
 func TestNodeLeaseKeepAliveCountsFromSend(t *testing.T) {
 	ctx := testCtx(t)
 	cs := kubefake.NewClientset()
@@ -333,11 +324,10 @@ func TestNodeLeaseKeepAliveCountsFromSend(t *testing.T) {
 	clk.Step(time.Second)
 	l, err := st.PublishRecord(ctx, "n1", []byte("v"), 10*time.Second)
 	require.NoError(t, err)
-	wrote := clk.Now()
 	clk.Step(3 * time.Second)
 	left, err := st.KeepAlive(ctx, l)
 	require.NoError(t, err)
-	require.Equal(t, 10*time.Second-clk.Since(wrote), left, "counted from the record's own write, later than the heartbeat")
+	require.Equal(t, 10*time.Second-clk.Since(s0), left, "counted from the heartbeat's send, not the record's later write")
 	s1 := clk.Now().Add(-time.Second) // a renewal sent a second ago, answered now
 	set(s1, u0)
 	left, err = st.KeepAlive(ctx, l)

@@ -21,6 +21,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/reconkit/reconkit/internal/testenv"
+	"github.com/reconkit/reconkit/versiongate"
 	"github.com/reconkit/reconkit/versiongate/kubestore"
 )
 
@@ -97,5 +98,44 @@ func await[T any](t testing.TB, ch <-chan T, what string) {
 	case <-ch:
 	case <-tm.C:
 		t.Fatalf("%s did not happen within a minute", what)
+	}
+}
+
+// runWatch runs st's ListRecords and then WatchRecords until the test
+// ends, as a gate does: st then takes part in holding the gate's reaper
+// Lease, and reaps while it holds it.
+func runWatch(t *testing.T, st versiongate.Store) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, rev, err := st.ListRecords(ctx)
+		if err != nil {
+			return
+		}
+		_ = st.WatchRecords(ctx, rev, func([]versiongate.Record, int64) {})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// stepUntil steps clk a second at a time, every 10ms of real time, until
+// done closes, so that the reaper, on other goroutines, keeps up with the
+// clock; it fails t after a minute.
+func stepUntil(t testing.TB, clk *clocktesting.FakeClock, done <-chan struct{}, what string) {
+	t.Helper()
+	deadline := time.NewTimer(time.Minute)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-deadline.C:
+			t.Fatalf("%s did not happen within a minute", what)
+		case <-tick.C:
+			clk.Step(time.Second)
+		}
 	}
 }

@@ -30,10 +30,12 @@ type hooks struct {
 	cut atomic.Bool
 
 	mu           sync.Mutex
+	beforeCreate func(l *coordinationv1.Lease) error
 	beforeGet    func(name string) error
 	afterGet     func(name string, l *coordinationv1.Lease)
 	beforeUpdate func(l *coordinationv1.Lease) error
 	beforeDelete func(name string) error
+	afterDelete  func(name string, err error)
 	beforeList   func(opts *metav1.ListOptions) error
 	// list, if set, answers a LIST instead of the server when it returns
 	// true (a cache, for example).
@@ -60,7 +62,7 @@ func (h *hooks) set(f func(h *hooks)) {
 func (h *hooks) get() hooks {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return hooks{beforeGet: h.beforeGet, afterGet: h.afterGet, beforeUpdate: h.beforeUpdate, beforeDelete: h.beforeDelete, beforeList: h.beforeList, list: h.list, cachedGet: h.cachedGet, watch: h.watch}
+	return hooks{beforeCreate: h.beforeCreate, beforeGet: h.beforeGet, afterGet: h.afterGet, beforeUpdate: h.beforeUpdate, beforeDelete: h.beforeDelete, afterDelete: h.afterDelete, beforeList: h.beforeList, list: h.list, cachedGet: h.cachedGet, watch: h.watch}
 }
 
 func (c *hookClient) CoordinationV1() coordclient.CoordinationV1Interface {
@@ -85,6 +87,11 @@ func (l hookLeases) Create(ctx context.Context, o *coordinationv1.Lease, opts me
 	if l.h.cut.Load() {
 		return nil, errCut
 	}
+	if f := l.h.get().beforeCreate; f != nil {
+		if err := f(o); err != nil {
+			return nil, err
+		}
+	}
 	return l.LeaseInterface.Create(ctx, o, opts)
 }
 
@@ -104,12 +111,17 @@ func (l hookLeases) Delete(ctx context.Context, name string, opts metav1.DeleteO
 	if l.h.cut.Load() {
 		return errCut
 	}
-	if f := l.h.get().beforeDelete; f != nil {
+	hk := l.h.get()
+	if f := hk.beforeDelete; f != nil {
 		if err := f(name); err != nil {
 			return err
 		}
 	}
-	return l.LeaseInterface.Delete(ctx, name, opts)
+	err := l.LeaseInterface.Delete(ctx, name, opts)
+	if hk.afterDelete != nil {
+		hk.afterDelete(name, err)
+	}
+	return err
 }
 
 func (l hookLeases) Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error) {

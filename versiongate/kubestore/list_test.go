@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,11 +19,10 @@ import (
 	"github.com/reconkit/reconkit/versiongate/kubestore"
 )
 
-// A listing is one snapshot: a record an observer reaps after its LIST is
-// still in the listing it returns (the watch from the listing's revision
-// reports the deletion). Leaving it out would report, at the LIST's
-// revision, a record missing that another listing at a later revision
-// still shows, which no order of the operations explains.
+// Listings stay one snapshot while the reaper deletes: records published
+// and listed by other stores between the reaper's judgement and its
+// delete, and the listings after it, make a history that some order of
+// the operations explains.
 func TestListAfterReapIsOneSnapshot(t *testing.T) {
 	ctx := testCtx(t)
 	cs := kubefake.NewClientset()
@@ -31,40 +31,42 @@ func TestListAfterReapIsOneSnapshot(t *testing.T) {
 	other := rec.Wrap("other", newStore(t, cs, "snap", nil))
 	clk := newFakeClock()
 	ocs, oh := wrap(cs)
-	reaper := rec.Wrap("reaper", newStore(t, ocs, "snap", clk))
 	late := rec.Wrap("late", newStore(t, cs, "snap", nil))
 
 	_, err := node.PublishRecord(ctx, "n1", []byte("1.0.0"), 10*time.Second)
 	require.NoError(t, err)
-	_, _, err = reaper.ListRecords(ctx)
-	require.NoError(t, err)
-	clk.Step(12 * time.Second) // the reaper saw no change for TTL + margin
-	// Between the reaper's LIST and its delete, another record is
-	// published and a second observer lists both.
-	done := false
+	// Between the reaper's judgement and its delete of the record,
+	// another record is published and a second observer lists both.
+	var once sync.Once
+	reaped := make(chan struct{})
 	oh.set(func(h *hooks) {
-		h.beforeDelete = func(string) error {
-			if done {
+		h.beforeDelete = func(name string) error {
+			if name != "snap-n1" {
 				return nil
 			}
-			done = true
-			if _, err := other.PublishRecord(ctx, "n2", []byte("1.0.0"), 10*time.Second); err != nil {
-				return err
-			}
-			rs, _, err := late.ListRecords(ctx)
-			if err != nil {
-				return err
-			}
-			require.Len(t, rs, 2)
-			return nil
+			var err error
+			once.Do(func() {
+				defer close(reaped)
+				if _, err = other.PublishRecord(ctx, "n2", []byte("1.0.0"), 10*time.Second); err != nil {
+					return
+				}
+				var rs []versiongate.Record
+				if rs, _, err = late.ListRecords(ctx); err == nil && len(rs) != 2 {
+					err = fmt.Errorf("listed %v, not n1 and n2", rs)
+				}
+			})
+			return err
 		}
 	})
-	rs, _, err := reaper.ListRecords(ctx)
-	require.NoError(t, err)
+	runWatch(t, rec.Wrap("reaper", newStore(t, ocs, "snap", clk)))
+	stepUntil(t, clk, reaped, "the reaper's delete")
+	require.Eventually(t, func() bool {
+		rs, _, err := late.ListRecords(ctx)
+		return err == nil && len(rs) == 1 && rs[0].ID == "n2"
+	}, time.Minute, 10*time.Millisecond)
 	res, path, err := storecheck.Verify(rec.History(), t.TempDir())
 	require.NoError(t, err)
 	require.Equal(t, porcupine.Ok, res, "history %v; visualization %s", rec.History(), path)
-	require.Len(t, rs, 1, "the reaper's listing is its LIST's snapshot: n1, reaped after it")
 }
 
 // A listing in pages (limit 2) on a real apiserver is one snapshot: a

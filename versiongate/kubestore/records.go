@@ -5,22 +5,33 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/reconkit/reconkit/versiongate"
 )
 
-// ownedRecord is a record this store published: the object it created and
-// last renewed, so that each renewal is conditioned on it.
+// ownedRecord is a record this store published: the record object it
+// created, and what keeps it alive: with records in Namespace its
+// heartbeat Lease as last written, so that each renewal is conditioned on
+// it; on node Leases the node Lease's object.
 type ownedRecord struct {
-	id    string
-	lease *coordinationv1.Lease // as last written
-	ttl   time.Duration
+	id     string
+	name   string    // the record Lease's name
+	record types.UID // the record object
+	rev    int64     // the revision that created it
+	ttl    time.Duration
+	hb     *coordinationv1.Lease // records in Namespace: the heartbeat
+	node   types.UID             // records on node Leases: the node Lease
+	// lost is set once this store saw the record deleted or replaced (in
+	// a listing or a watch), deleted it, or its keep-alive failed.
+	lost bool
 }
 
 // leaseSeconds rounds ttl up to whole seconds, at least one.
@@ -28,27 +39,41 @@ func leaseSeconds(ttl time.Duration) int32 {
 	return int32(max((ttl+time.Second-1)/time.Second, 1))
 }
 
+// livenessRef is AnnotationHeartbeat's value naming a Lease object.
+func livenessRef(l *coordinationv1.Lease) string {
+	return l.Namespace + "/" + l.Name + "/" + string(l.UID)
+}
+
+// parseRef splits an AnnotationHeartbeat value.
+func parseRef(ref string) (ns, name string, uid types.UID, ok bool) {
+	parts := strings.Split(ref, "/")
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+		return "", "", "", false
+	}
+	return parts[0], parts[1], types.UID(parts[2]), true
+}
+
 // recordValue decodes a record Lease's value. It is never nil, which
 // means deleted: a record with no value, or one that does not decode, has
 // an empty value, which the gate reports as a record that does not decode.
 func (s *Store) recordValue(l *coordinationv1.Lease) []byte {
-	key := AnnotationValue
-	if s.node != nil {
-		key = s.node.key
-	}
-	b, err := base64.StdEncoding.DecodeString(l.Annotations[key])
+	b, err := base64.StdEncoding.DecodeString(l.Annotations[AnnotationValue])
 	if err != nil || b == nil {
 		return []byte{}
 	}
 	return b
 }
 
-// PublishRecord implements versiongate.Store: it creates the record Lease
-// only if absent. When one exists it returns an error wrapping
-// ErrRecordHeld, and judges the existing record as any observer does:
-// once it has not changed for its TTL plus the margin on this process's
-// clock, it deletes it (conditioned on the resourceVersion and UID it
-// judged) and creates its own.
+// PublishRecord implements versiongate.Store. With records in Namespace it
+// creates the heartbeat Lease <gate>.<id>, then the record Lease
+// <gate>-<id> naming it. A heartbeat that exists already is judged as the
+// reaper judges one: once it has not changed for its TTL plus the margin
+// on this process's clock, it is deleted (conditioned on the
+// resourceVersion and UID judged) and created again; until then the
+// error wraps ErrRecordHeld. A record that exists already names another
+// heartbeat, gone since ours could be created: it is an orphan, deleted
+// (conditioned) and created again. If the record cannot be created, the
+// heartbeat just created is deleted.
 func (s *Store) PublishRecord(ctx context.Context, id string, value []byte, ttl time.Duration) (versiongate.RecordLease, error) {
 	if s.node != nil {
 		return s.publishOnNodeLease(ctx, id, value)
@@ -57,50 +82,111 @@ func (s *Store) PublishRecord(ctx context.Context, id string, value []byte, ttl 
 	if err != nil {
 		return versiongate.RecordLease{}, err
 	}
+	hbName := s.heartbeatName(id)
 	secs := leaseSeconds(ttl)
-	now := s.clock.Now()
-	mt := metav1.NewMicroTime(now)
+	mt := metav1.NewMicroTime(s.clock.Now())
 	holder := id
 	want := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        name,
-			Namespace:   s.ns,
-			Labels:      map[string]string{LabelGate: s.gate, LabelRole: RoleRecord},
-			Annotations: map[string]string{AnnotationValue: base64.StdEncoding.EncodeToString(value)},
+			Name:      hbName,
+			Namespace: s.ns,
+			Labels:    map[string]string{LabelGate: s.gate, LabelRole: RoleHeartbeat},
 		},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, AcquireTime: &mt, RenewTime: &mt},
 	}
-	created, err := s.leases.Create(ctx, want, metav1.CreateOptions{})
+	hb, err := s.leases.Create(ctx, want, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
-		if err := s.judgeHeld(ctx, id, name); err != nil {
+		if err := s.judgeHeld(ctx, hbName); err != nil {
 			return versiongate.RecordLease{}, err
 		}
-		created, err = s.leases.Create(ctx, want, metav1.CreateOptions{})
+		hb, err = s.leases.Create(ctx, want, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
-			return versiongate.RecordLease{}, fmt.Errorf("%w: %s was created again by another process", versiongate.ErrRecordHeld, s.ref(name))
+			return versiongate.RecordLease{}, fmt.Errorf("%w: %s was created again by another process", versiongate.ErrRecordHeld, s.ref(hbName))
 		}
 	}
 	if err != nil {
-		return versiongate.RecordLease{}, s.wrap("create", name, err)
+		return versiongate.RecordLease{}, s.wrap("create", hbName, err)
 	}
-	rev, err := revision(s.ref(name), created.ResourceVersion)
+	ref := livenessRef(hb)
+	rec, rev, err := s.createRecord(ctx, id, name, value, secs, ref, func(cur *coordinationv1.Lease) string {
+		if cur.Annotations[AnnotationHeartbeat] == ref {
+			return "names the heartbeat just created" // another publisher's, in a race
+		}
+		return "" // its heartbeat is gone: an orphan
+	})
 	if err != nil {
+		uid := hb.UID
+		if derr := s.leases.Delete(context.WithoutCancel(ctx), hbName, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); derr != nil && !apierrors.IsNotFound(derr) {
+			logr.FromContextOrDiscard(ctx).Info("Could not delete the heartbeat of a record not published; the reaper will", "lease", s.ref(hbName), "err", derr.Error())
+		}
 		return versiongate.RecordLease{}, err
 	}
 	granted := time.Duration(secs) * time.Second
 	s.mu.Lock()
 	s.nextLease++
 	lid := s.nextLease
-	s.owned[lid] = &ownedRecord{id: id, lease: created, ttl: granted}
-	s.ages.observe(id, created.UID, value, rev, granted, now)
+	s.owned[lid] = &ownedRecord{id: id, name: name, record: rec.UID, rev: rev, ttl: granted, hb: hb}
 	s.mu.Unlock()
 	return versiongate.RecordLease{ID: id, Lease: lid, TTL: granted, Revision: rev}, nil
 }
 
-// judgeHeld reads the record that holds id and deletes it if it is dead
-// on this process's clock; it returns an error wrapping ErrRecordHeld
-// while it is not.
-func (s *Store) judgeHeld(ctx context.Context, id, name string) error {
+// createRecord creates the record Lease name for id, naming the liveness
+// object ref. A record in its way is deleted, conditioned on its UID and
+// resourceVersion, and the create tried again, when inTheWay says nothing
+// against it; otherwise the error wraps ErrRecordHeld.
+func (s *Store) createRecord(ctx context.Context, id, name string, value []byte, secs int32, ref string, inTheWay func(*coordinationv1.Lease) string) (*coordinationv1.Lease, int64, error) {
+	mt := metav1.NewMicroTime(s.clock.Now())
+	holder := id
+	want := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      name,
+			Namespace: s.ns,
+			Labels:    map[string]string{LabelGate: s.gate, LabelRole: RoleRecord},
+			Annotations: map[string]string{
+				AnnotationValue:     base64.StdEncoding.EncodeToString(value),
+				AnnotationHeartbeat: ref,
+			},
+		},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, AcquireTime: &mt, RenewTime: &mt},
+	}
+	created, err := s.leases.Create(ctx, want, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		cur, gerr := s.leases.Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(gerr) && !apiMissing(gerr):
+			// Gone meanwhile: create again.
+		case gerr != nil:
+			return nil, 0, s.wrap("get", name, gerr)
+		case cur.Labels[LabelGate] != s.gate || cur.Labels[LabelRole] != RoleRecord:
+			return nil, 0, fmt.Errorf("%w: %s exists and is not a record of gate %q (labels %v); delete or rename it", versiongate.ErrRecordHeld, s.ref(name), s.gate, cur.Labels)
+		default:
+			if why := inTheWay(cur); why != "" {
+				return nil, 0, fmt.Errorf("%w: %s %s", versiongate.ErrRecordHeld, s.ref(name), why)
+			}
+			if err := s.deleteCond(ctx, name, cur.UID, cur.ResourceVersion); err != nil {
+				return nil, 0, fmt.Errorf("%w: %w", versiongate.ErrRecordHeld, err)
+			}
+			logr.FromContextOrDiscard(ctx).Info("Replaced an orphaned node record", "lease", s.ref(name), "heartbeat", cur.Annotations[AnnotationHeartbeat])
+		}
+		created, err = s.leases.Create(ctx, want, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil, 0, fmt.Errorf("%w: %s was created again by another process", versiongate.ErrRecordHeld, s.ref(name))
+		}
+	}
+	if err != nil {
+		return nil, 0, s.wrap("create", name, err)
+	}
+	rev, err := revision(s.ref(name), created.ResourceVersion)
+	if err != nil {
+		return nil, 0, err
+	}
+	return created, rev, nil
+}
+
+// judgeHeld reads the heartbeat Lease name that holds a record ID and
+// deletes it if it is dead on this process's clock; it returns an error
+// wrapping ErrRecordHeld while it is not.
+func (s *Store) judgeHeld(ctx context.Context, name string) error {
 	cur, err := s.leases.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) && !apiMissing(err) {
 		return nil // gone meanwhile: create again
@@ -108,8 +194,8 @@ func (s *Store) judgeHeld(ctx context.Context, id, name string) error {
 	if err != nil {
 		return s.wrap("get", name, err)
 	}
-	if cur.Labels[LabelGate] != s.gate || cur.Labels[LabelRole] != RoleRecord {
-		return fmt.Errorf("%w: %s exists and is not a record of gate %q (labels %v); delete or rename it", versiongate.ErrRecordHeld, s.ref(name), s.gate, cur.Labels)
+	if cur.Labels[LabelGate] != s.gate || cur.Labels[LabelRole] != RoleHeartbeat {
+		return fmt.Errorf("%w: %s exists and is not a heartbeat of gate %q (labels %v); delete or rename it", versiongate.ErrRecordHeld, s.ref(name), s.gate, cur.Labels)
 	}
 	rv, err := revision(s.ref(name), cur.ResourceVersion)
 	if err != nil {
@@ -117,21 +203,22 @@ func (s *Store) judgeHeld(ctx context.Context, id, name string) error {
 	}
 	now := s.clock.Now()
 	s.mu.Lock()
-	s.ages.observe(id, cur.UID, s.recordValue(cur), rv, leaseTTL(cur), now)
-	e := s.ages.recs[id]
-	dead := e != nil && !e.deleted && e.uid == cur.UID && e.rv == rv && now.Sub(e.at) >= e.ttl+recordMargin(e.ttl)
+	s.live.observe(name, cur.UID, []byte{}, "", rv, leaseTTL(cur), now)
+	e := s.live.recs[name]
+	dead := e != nil && e.uid == cur.UID && e.rv == rv && e.dead(now)
 	var unchanged time.Duration
 	if e != nil {
 		unchanged = now.Sub(e.at)
 	}
 	s.mu.Unlock()
 	if !dead {
-		return fmt.Errorf("%w: %s, held by %q, unchanged for %v here (dead after its TTL %v plus %v)",
+		return fmt.Errorf("%w: the heartbeat %s, renewed by %q, unchanged for %v here (dead after its TTL %v plus %v)",
 			versiongate.ErrRecordHeld, s.ref(name), ptrString(cur.Spec.HolderIdentity), unchanged, leaseTTL(cur), recordMargin(leaseTTL(cur)))
 	}
-	if err := s.deleteDead(ctx, deadRecord{id: id, uid: cur.UID, rv: rv}); err != nil {
+	if err := s.deleteCond(ctx, name, cur.UID, cur.ResourceVersion); err != nil {
 		return fmt.Errorf("%w: %w", versiongate.ErrRecordHeld, err)
 	}
+	logr.FromContextOrDiscard(ctx).Info("Deleted a dead heartbeat in the way of a publish", "lease", s.ref(name), "resourceVersion", cur.ResourceVersion)
 	return nil
 }
 
@@ -142,27 +229,17 @@ func ptrString(p *string) string {
 	return *p
 }
 
-// deleteDead deletes a record judged dead, only if it is still the object
-// at the resourceVersion judged. A record renewed or replaced meanwhile is
-// left alone (errRecordAlive); one already gone is fine.
-func (s *Store) deleteDead(ctx context.Context, d deadRecord) error {
-	if s.node != nil {
-		return s.expireOnNodeLease(ctx, d)
+// deleteCond deletes the Lease name in Namespace only if it is still the
+// object uid at resourceVersion rv (rv "" conditions on the object only).
+// One already gone is fine; one changed since wraps errRecordAlive.
+func (s *Store) deleteCond(ctx context.Context, name string, uid types.UID, rv string) error {
+	pre := &metav1.Preconditions{UID: &uid}
+	if rv != "" {
+		pre.ResourceVersion = &rv
 	}
-	name, err := s.recordName(d.id)
-	if err != nil {
-		return err
-	}
-	rv := fmt.Sprint(d.rv)
-	uid := d.uid
-	err = s.leases.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv, UID: &uid}})
+	err := s.leases.Delete(ctx, name, metav1.DeleteOptions{Preconditions: pre})
 	switch {
-	case err == nil:
-		// The tracker learns of the deletion as of anything else, from
-		// the watch (which reports it) or the next listing.
-		logr.FromContextOrDiscard(ctx).Info("Deleted a dead node record", "lease", s.ref(name), "resourceVersion", rv)
-		return nil
-	case apierrors.IsNotFound(err) && !apiMissing(err):
+	case err == nil, apierrors.IsNotFound(err) && !apiMissing(err):
 		return nil
 	case apierrors.IsConflict(err):
 		return fmt.Errorf("%w: %s changed since resourceVersion %s", errRecordAlive, s.ref(name), rv)
@@ -170,108 +247,143 @@ func (s *Store) deleteDead(ctx context.Context, d deadRecord) error {
 	return s.wrap("delete", name, err)
 }
 
-// errRecordAlive is the reason a dead record's deletion was refused: it
-// changed since it was judged.
-var errRecordAlive = errors.New("record changed since it was judged dead")
+// errRecordAlive is the reason a conditioned delete was refused: the
+// object changed since it was judged.
+var errRecordAlive = errors.New("changed since it was judged")
 
-// KeepAlive implements versiongate.Store: it renews the record's
-// renewTime in an update conditioned on the resourceVersion of this
-// store's last write of it. A record gone or replaced (404, or a 409 with
-// another object or holder in place) wraps ErrRecordLost.
+// owner returns the owned record of a lease, or an error wrapping
+// ErrRecordLost if this store holds none or it is lost.
+func (s *Store) owner(l versiongate.RecordLease) (*ownedRecord, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o := s.owned[l.Lease]
+	switch {
+	case o == nil:
+		return nil, fmt.Errorf("%w: record %q, lease %d is not one this store holds", versiongate.ErrRecordLost, l.ID, l.Lease)
+	case o.lost:
+		return nil, fmt.Errorf("%w: %s was deleted or replaced", versiongate.ErrRecordLost, s.ref(o.name))
+	}
+	return o, nil
+}
+
+func (s *Store) loseRecord(o *ownedRecord) {
+	s.mu.Lock()
+	o.lost = true
+	s.mu.Unlock()
+}
+
+// KeepAlive implements versiongate.Store. With records in Namespace it
+// renews the heartbeat Lease's renewTime in an update conditioned on the
+// resourceVersion of this store's last write of it. A heartbeat gone or
+// replaced (404, or a 409 with another object or holder in place), or a
+// record this store saw deleted or replaced, wraps ErrRecordLost.
 func (s *Store) KeepAlive(ctx context.Context, l versiongate.RecordLease) (time.Duration, error) {
 	if s.node != nil {
 		return s.keepAliveOnNodeLease(l)
 	}
-	s.mu.Lock()
-	o := s.owned[l.Lease]
-	s.mu.Unlock()
-	if o == nil {
-		return 0, fmt.Errorf("%w: record %q, lease %d is not one this store holds", versiongate.ErrRecordLost, l.ID, l.Lease)
+	o, err := s.owner(l)
+	if err != nil {
+		return 0, err
 	}
-	name := o.lease.Name
+	s.mu.Lock()
+	hb := o.hb
+	s.mu.Unlock()
+	name := hb.Name
 	for attempt := 0; ; attempt++ {
-		now := s.clock.Now()
-		next := o.lease.DeepCopy()
-		mt := metav1.NewMicroTime(now)
+		next := hb.DeepCopy()
+		mt := metav1.NewMicroTime(s.clock.Now())
 		next.Spec.RenewTime = &mt
 		updated, err := s.leases.Update(ctx, next, metav1.UpdateOptions{})
 		switch {
 		case err == nil:
-			rev, err := revision(s.ref(name), updated.ResourceVersion)
-			if err != nil {
-				return 0, err
-			}
-			if updated.UID != o.lease.UID {
-				return 0, fmt.Errorf("%w: %s is another object (uid %s, not %s)", versiongate.ErrRecordLost, s.ref(name), updated.UID, o.lease.UID)
+			if updated.UID != hb.UID {
+				s.loseRecord(o)
+				return 0, fmt.Errorf("%w: %s is another object (uid %s, not %s)", versiongate.ErrRecordLost, s.ref(name), updated.UID, hb.UID)
 			}
 			s.mu.Lock()
-			o.lease = updated
-			s.ages.observe(o.id, updated.UID, s.recordValue(updated), rev, o.ttl, now)
+			o.hb = updated
+			lost := o.lost
 			s.mu.Unlock()
+			if lost {
+				return 0, fmt.Errorf("%w: %s was deleted or replaced", versiongate.ErrRecordLost, s.ref(o.name))
+			}
 			return o.ttl, nil
 		case apierrors.IsNotFound(err) && !apiMissing(err):
-			return 0, fmt.Errorf("%w: %s is gone", versiongate.ErrRecordLost, s.ref(name))
+			s.loseRecord(o)
+			return 0, fmt.Errorf("%w: the heartbeat %s is gone", versiongate.ErrRecordLost, s.ref(name))
 		case apierrors.IsConflict(err) && attempt == 0:
 			// Our own earlier renewal may have landed with its answer
-			// lost. Only this store writes its record (observers only
-			// delete it), so the same object with the same holder and
-			// value is ours: renew it from there, once.
+			// lost. Only this store writes its heartbeat (others only
+			// delete it), so the same object with the same holder is
+			// ours: renew it from there, once.
 			cur, gerr := s.leases.Get(ctx, name, metav1.GetOptions{})
 			if apierrors.IsNotFound(gerr) && !apiMissing(gerr) {
-				return 0, fmt.Errorf("%w: %s is gone", versiongate.ErrRecordLost, s.ref(name))
+				s.loseRecord(o)
+				return 0, fmt.Errorf("%w: the heartbeat %s is gone", versiongate.ErrRecordLost, s.ref(name))
 			}
 			if gerr != nil {
 				return 0, s.wrap("get", name, gerr)
 			}
-			if cur.UID != o.lease.UID || ptrString(cur.Spec.HolderIdentity) != ptrString(o.lease.Spec.HolderIdentity) ||
-				cur.Annotations[AnnotationValue] != o.lease.Annotations[AnnotationValue] {
-				return 0, fmt.Errorf("%w: %s was replaced or changed by another writer", versiongate.ErrRecordLost, s.ref(name))
+			if cur.UID != hb.UID || ptrString(cur.Spec.HolderIdentity) != ptrString(hb.Spec.HolderIdentity) {
+				s.loseRecord(o)
+				return 0, fmt.Errorf("%w: the heartbeat %s was replaced or changed by another writer", versiongate.ErrRecordLost, s.ref(name))
 			}
-			s.mu.Lock()
-			o.lease = cur
-			s.mu.Unlock()
+			hb = cur
 		case apierrors.IsConflict(err):
-			return 0, fmt.Errorf("%w: %s: %w", versiongate.ErrRecordLost, s.ref(name), err)
+			s.loseRecord(o)
+			return 0, fmt.Errorf("%w: the heartbeat %s: %w", versiongate.ErrRecordLost, s.ref(name), err)
 		default:
 			return 0, s.wrap("update", name, err)
 		}
 	}
 }
 
-// DeleteRecord implements versiongate.Store: it deletes the record,
-// conditioned on the object and resourceVersion this store last wrote; a
-// record already gone is no error.
+// DeleteRecord implements versiongate.Store: it deletes the record Lease,
+// conditioned on the object this store created, then (records in
+// Namespace) its heartbeat, likewise; a record already gone is no error.
 func (s *Store) DeleteRecord(ctx context.Context, l versiongate.RecordLease) error {
-	if s.node != nil {
-		return s.deleteFromNodeLease(ctx, l)
-	}
 	s.mu.Lock()
 	o := s.owned[l.Lease]
 	s.mu.Unlock()
 	if o == nil {
 		return nil
 	}
-	name := o.lease.Name
-	rv, uid := o.lease.ResourceVersion, o.lease.UID
-	err := s.leases.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv, UID: &uid}})
-	if err != nil && !(apierrors.IsNotFound(err) && !apiMissing(err)) && !apierrors.IsConflict(err) {
-		return s.wrap("delete", name, err)
+	if err := s.deleteCond(ctx, o.name, o.record, ""); err != nil && !errors.Is(err, errRecordAlive) {
+		return err
+	}
+	if o.hb != nil {
+		if err := s.deleteCond(ctx, o.hb.Name, o.hb.UID, ""); err != nil && !errors.Is(err, errRecordAlive) {
+			return err
+		}
 	}
 	s.mu.Lock()
+	o.lost = true
 	delete(s.owned, l.Lease)
 	s.mu.Unlock()
 	return nil
 }
 
-// reap deletes the records dead on this process's clock, each
-// conditioned on the resourceVersion and UID judged.
-func (s *Store) reap(ctx context.Context) {
-	s.mu.Lock()
-	dead := s.ages.dead(s.clock.Now())
-	s.mu.Unlock()
-	for _, d := range dead {
-		if err := s.deleteDead(ctx, d); err != nil && !errors.Is(err, errRecordAlive) {
-			logr.FromContextOrDiscard(ctx).Info("Could not delete a dead node record", "id", d.id, "err", err.Error())
+// noteRecord applies a record event at revision rev to this store's own
+// records: one deleted, or replaced by another object, is lost. s.mu is
+// held.
+func (s *Store) noteRecord(id string, uid types.UID, deleted bool, rev int64) {
+	for _, o := range s.owned {
+		if o.id != id || o.lost || rev <= o.rev {
+			continue
+		}
+		if (deleted && uid == o.record) || (!deleted && uid != o.record) {
+			o.lost = true
+		}
+	}
+}
+
+// noteListing applies a listing at revision rev (present: the record UIDs
+// listed, by ID) to this store's own records: one created before rev and
+// not listed is lost. s.mu is held.
+func (s *Store) noteListing(present map[string]types.UID, rev int64) {
+	for _, o := range s.owned {
+		if !o.lost && o.rev <= rev && present[o.id] != o.record {
+			o.lost = true
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
@@ -22,15 +23,26 @@ import (
 const (
 	// LabelGate holds the gate's name on every Lease of the store.
 	LabelGate = "reconkit.io/gate"
-	// LabelRole is RoleRecord on a node record, RoleStatus on the status.
+	// LabelRole is RoleRecord on a node record, RoleHeartbeat on the
+	// Lease that keeps it alive, RoleReaper on the reaper Lease, RoleStatus
+	// on the status.
 	LabelRole = "reconkit.io/role"
 	// RoleRecord marks a node record.
 	RoleRecord = "record"
+	// RoleHeartbeat marks a record's heartbeat Lease, which its node
+	// renews (records in Namespace; see the package doc).
+	RoleHeartbeat = "heartbeat"
+	// RoleReaper marks the reaper Lease, held by the one Store that
+	// watches the records' liveness and deletes dead records.
+	RoleReaper = "reaper"
 	// RoleStatus marks the status.
 	RoleStatus = "status"
 	// AnnotationValue holds a record's or the status' encoded value, in
 	// base64.
 	AnnotationValue = "reconkit.io/value"
+	// AnnotationHeartbeat holds, on a record, the Lease whose renewals
+	// keep it alive: "<namespace>/<name>/<uid>".
+	AnnotationHeartbeat = "reconkit.io/heartbeat"
 	// AnnotationTerm holds, on the status, the highest fencing token that
 	// called Fence, in decimal.
 	AnnotationTerm = "reconkit.io/term"
@@ -44,9 +56,18 @@ const (
 	Finalizer = "reconkit.io/versiongate-status"
 )
 
-// statusSuffix names the status Lease: <gate>-status. No record may have
-// the ID "status".
-const statusSuffix = "status"
+// statusSuffix names the status Lease: <gate>-status, and reaperSuffix
+// the reaper Lease: <gate>-reaper. No record may have either ID.
+const (
+	statusSuffix = "status"
+	reaperSuffix = "reaper"
+)
+
+// The reaper Lease's duration and its holder's renewal interval.
+const (
+	defaultReaperDuration = 30 * time.Second
+	defaultReaperRenew    = 10 * time.Second
+)
 
 // Config configures New.
 type Config struct {
@@ -89,17 +110,30 @@ type Store struct {
 	clock  clock.WithTicker
 	page   int64
 
+	// identity is this Store's holderIdentity on the reaper Lease, new
+	// for every Store; reaperDur and reaperRenew are the reaper Lease's
+	// duration and renewal interval.
+	identity    string
+	reaperDur   time.Duration
+	reaperRenew time.Duration
+
 	mu sync.Mutex
 	// owned are the records this store published, by RecordLease.Lease.
 	owned     map[int64]*ownedRecord
 	nextLease int64
 	// seen is what this store delivered through ListRecords and
-	// WatchRecords: what the gate's summary was built from, and what
-	// WriteStatus validates against. ages is everything this store saw
-	// of the records, its own writes included: what expiry is judged on.
+	// WatchRecords: what the gate's summary was built from, what
+	// WriteStatus validates against, and the records the reaper judges.
 	seen tracker
-	ages tracker
-	// node is set when records live on node Leases (Config.NodeLease).
+	// live is what this store saw of the liveness objects (heartbeat
+	// Leases, or node Leases), keyed by name: what a record's death is
+	// judged on, by the reaper and by PublishRecord.
+	live tracker
+	// orphans are the records whose liveness object the reaper has not
+	// seen alive, by record UID, with when it first noticed.
+	orphans map[types.UID]time.Time
+	// node is set when records are kept alive by node Leases
+	// (Config.NodeLease).
 	node *nodeMode
 }
 
@@ -146,38 +180,52 @@ func New(cfg Config) (*Store, error) {
 		page:   cfg.ListPageSize,
 		owned:  map[int64]*ownedRecord{},
 		seen:   newTracker(),
-		ages:   newTracker(),
+		live:   newTracker(),
+
+		orphans:     map[types.UID]time.Time{},
+		identity:    newToken(),
+		reaperDur:   defaultReaperDuration,
+		reaperRenew: defaultReaperRenew,
 	}, nil
 }
 
 // recordName is the Lease name of record id, or an error saying why id
-// cannot name one.
+// cannot name one. With records kept alive by heartbeats of the store's,
+// the name of its heartbeat Lease (heartbeatName) must be valid too.
 func (s *Store) recordName(id string) (string, error) {
-	if id == statusSuffix {
-		return "", fmt.Errorf("versiongate/kubestore: record ID %q is reserved for the status Lease %s-%s", id, s.gate, statusSuffix)
+	if id == statusSuffix || id == reaperSuffix {
+		return "", fmt.Errorf("versiongate/kubestore: record ID %q is reserved for the Lease %s-%s", id, s.gate, id)
 	}
-	name := s.gate + "-" + id
-	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
-		return "", fmt.Errorf("versiongate/kubestore: record ID %q makes the Lease name %q, which is not a valid object name: %s (use lower-case letters, digits, '-' and '.')", id, name, strings.Join(msgs, "; "))
+	names := []string{s.gate + "-" + id}
+	if s.node == nil {
+		names = append(names, s.heartbeatName(id))
 	}
-	return name, nil
+	for _, name := range names {
+		if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+			return "", fmt.Errorf("versiongate/kubestore: record ID %q makes the Lease name %q, which is not a valid object name: %s (use lower-case letters, digits, '-' and '.')", id, name, strings.Join(msgs, "; "))
+		}
+	}
+	return names[0], nil
 }
 
-// recordID is the record ID of a Lease name of this gate.
-func (s *Store) recordID(name string) string {
-	if s.node != nil {
-		return name
-	}
-	return strings.TrimPrefix(name, s.gate+"-")
-}
+// heartbeatName is the name of record id's heartbeat Lease.
+func (s *Store) heartbeatName(id string) string { return s.gate + "." + id }
+
+// recordID is the record ID of a record Lease's name.
+func (s *Store) recordID(name string) string { return strings.TrimPrefix(name, s.gate+"-") }
 
 func (s *Store) statusName() string { return s.gate + "-" + statusSuffix }
 
+func (s *Store) reaperName() string { return s.gate + "-" + reaperSuffix }
+
 func (s *Store) recordSelector() string {
-	if s.node != nil {
-		return s.node.key
-	}
 	return LabelGate + "=" + s.gate + "," + LabelRole + "=" + RoleRecord
+}
+
+// watchSelector selects the records and the reaper Lease: what
+// WatchRecords watches.
+func (s *Store) watchSelector() string {
+	return LabelGate + "=" + s.gate + "," + LabelRole + " in (" + RoleRecord + "," + RoleReaper + ")"
 }
 
 // ref names a Lease for errors: "Lease ns/name".

@@ -8,14 +8,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// tracker is what a Store knows of the records from the listings and
-// watch events it delivered: for each, the object (UID), the value and
-// the revision at which that value was set, and when this process first
-// saw the record's current resourceVersion. It serves two decisions:
-// expiry (a record unchanged for its TTL plus the margin on this
-// process's clock is dead) and WriteStatus' validation (a record listed
-// after the write must be one this store had reported, unchanged since
-// the write's nodesRev). The Store's mu guards it.
+// tracker is what a Store knows of a set of Leases from its listings and
+// watch events: for each, the object (UID), the value and the revision at
+// which that value was set, and when this process first saw its current
+// resourceVersion. For the records (Store.seen) it serves WriteStatus'
+// validation (a record listed after the write must be one this store had
+// reported, unchanged since the write's nodesRev) and the reaper (which
+// records name which liveness object); for the liveness objects
+// (Store.live), expiry (one unchanged for its TTL plus the margin on this
+// process's clock is dead). The Store's mu guards it.
 type tracker struct {
 	recs map[string]*seenRecord
 	// covered is the revision up to which the tracker has applied every
@@ -26,6 +27,8 @@ type tracker struct {
 type seenRecord struct {
 	uid   types.UID
 	value []byte
+	// ref is a record's AnnotationHeartbeat: the liveness object it names.
+	ref string
 	// valueRev is the revision at which the record was created or its
 	// value last changed, as far as this store can tell: exact from a
 	// watch event, and from a listing the record's resourceVersion (an
@@ -47,7 +50,7 @@ func newTracker() tracker { return tracker{recs: map[string]*seenRecord{}} }
 // object UID and value (nil: deleted). It reports whether the record
 // changed for the gate: created, deleted, or its value changed; a renewal
 // is no change. A sighting older than what the tracker holds is ignored.
-func (t *tracker) observe(id string, uid types.UID, value []byte, rv int64, ttl time.Duration, now time.Time) bool {
+func (t *tracker) observe(id string, uid types.UID, value []byte, ref string, rv int64, ttl time.Duration, now time.Time) bool {
 	e := t.recs[id]
 	if e != nil && rv <= e.rv {
 		return false
@@ -63,7 +66,7 @@ func (t *tracker) observe(id string, uid types.UID, value []byte, rv int64, ttl 
 		return true
 	}
 	if e == nil || e.deleted || e.uid != uid {
-		t.recs[id] = &seenRecord{uid: uid, value: value, valueRev: rv, rv: rv, at: now, ttl: ttl}
+		t.recs[id] = &seenRecord{uid: uid, value: value, ref: ref, valueRev: rv, rv: rv, at: now, ttl: ttl}
 		return true
 	}
 	changed := !bytes.Equal(e.value, value)
@@ -86,25 +89,10 @@ func (t *tracker) listed(present map[string]bool, rev int64, now time.Time) {
 	t.covered = max(t.covered, rev)
 }
 
-// dead returns the records unchanged for their TTL plus the margin since
-// this process first saw their current resourceVersion.
-func (t *tracker) dead(now time.Time) []deadRecord {
-	var out []deadRecord
-	for id, e := range t.recs {
-		if e.deleted {
-			continue
-		}
-		if now.Sub(e.at) >= e.ttl+recordMargin(e.ttl) {
-			out = append(out, deadRecord{id: id, uid: e.uid, rv: e.rv})
-		}
-	}
-	return out
-}
-
-type deadRecord struct {
-	id  string
-	uid types.UID
-	rv  int64
+// dead reports whether e is unchanged for its TTL plus the margin since
+// this process first saw its current resourceVersion.
+func (e *seenRecord) dead(now time.Time) bool {
+	return !e.deleted && now.Sub(e.at) >= e.ttl+recordMargin(e.ttl)
 }
 
 // check is WriteStatus' validation of one record listed after the write:

@@ -2,6 +2,7 @@ package kubestore_test
 
 import (
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -71,9 +72,10 @@ func TestValidatedWriteKeptByNextFence(t *testing.T) {
 	require.Equal(t, restricted, string(st.Value))
 }
 
-// A dead record is deleted only if it is still what the observer judged:
-// one renewed between the judgement and the delete stays, and its node
-// keeps it.
+// The reaper deletes a dead record's heartbeat only if it is still what
+// it judged: one renewed between the judgement and the delete stays, with
+// its record, and its node keeps it. Unrenewed, the heartbeat goes, then
+// the record, and the node's next keep-alive reports ErrRecordLost.
 func TestReapConditionedOnJudgedVersion(t *testing.T) {
 	ctx := testCtx(t)
 	cs := kubefake.NewClientset()
@@ -83,26 +85,42 @@ func TestReapConditionedOnJudgedVersion(t *testing.T) {
 	observer := newStore(t, ocs, "reap", clk)
 	l, err := node.PublishRecord(ctx, "n1", []byte("1.0.0"), 10*time.Second)
 	require.NoError(t, err)
-	_, _, err = observer.ListRecords(ctx)
-	require.NoError(t, err)
-	clk.Step(12 * time.Second) // the observer saw no change for TTL + margin
-	renewed := false
+	var mu sync.Mutex
+	var deletes []string
+	renewed, gone := make(chan struct{}), make(chan struct{})
 	oh.set(func(h *hooks) {
-		h.beforeDelete = func(string) error {
-			if !renewed {
-				renewed = true
+		h.beforeDelete = func(name string) error {
+			mu.Lock()
+			defer mu.Unlock()
+			deletes = append(deletes, name)
+			switch {
+			case name == "reap.n1" && len(deletes) == 1:
 				_, err := node.KeepAlive(ctx, l)
+				close(renewed)
 				return err
+			case name == "reap-n1":
+				close(gone)
 			}
 			return nil
 		}
 	})
+	runWatch(t, observer) // the only store watching: the reaper
+	stepUntil(t, clk, renewed, "the reaper's delete of the heartbeat")
 	rs, _, err := observer.ListRecords(ctx)
 	require.NoError(t, err)
-	require.True(t, renewed)
 	require.Equal(t, []versiongate.Record{{ID: "n1", Value: []byte("1.0.0")}}, rs, "a record renewed after it was judged stays")
 	_, err = node.KeepAlive(ctx, l)
 	require.NoError(t, err)
+
+	stepUntil(t, clk, gone, "the reaper's delete of the record")
+	mu.Lock()
+	require.Equal(t, []string{"reap.n1", "reap-n1"}, deletes[len(deletes)-2:], "the heartbeat first, then the record")
+	mu.Unlock()
+	_, err = node.KeepAlive(ctx, l)
+	require.ErrorIs(t, err, versiongate.ErrRecordLost)
+	rs, _, err = observer.ListRecords(ctx)
+	require.NoError(t, err)
+	require.Empty(t, rs)
 }
 
 // Every failure names the verb and the object; a 403 says which RBAC verb
@@ -126,7 +144,9 @@ func TestErrorsNameVerbAndObject(t *testing.T) {
 	_, err = st.PublishRecord(ctx, "Bad_Name", []byte("x"), time.Second)
 	require.ErrorContains(t, err, `record ID "Bad_Name" makes the Lease name "err-Bad_Name", which is not a valid object name`)
 	_, err = st.PublishRecord(ctx, "status", []byte("x"), time.Second)
-	require.ErrorContains(t, err, "reserved for the status Lease")
+	require.ErrorContains(t, err, "is reserved for the Lease err-status")
+	_, err = st.PublishRecord(ctx, "reaper", []byte("x"), time.Second)
+	require.ErrorContains(t, err, "is reserved for the Lease err-reaper")
 	_, err = kubestore.New(kubestore.Config{Client: cs, Namespace: testNamespace, Gate: "Bad"})
 	require.ErrorIs(t, err, versiongate.ErrInvalidConfig)
 	require.True(t, errors.Is(err, versiongate.ErrInvalidConfig))

@@ -26,7 +26,7 @@ const (
 	watchPauseMax  = 5 * time.Second
 )
 
-// reapInterval is how often WatchRecords looks for dead records.
+// reapInterval is how often the reaper judges the records' liveness.
 const reapInterval = time.Second
 
 // ErrWatchExpired is wrapped by WatchRecords and WatchStatus when the
@@ -37,12 +37,10 @@ var ErrWatchExpired = errors.New("versiongate/kubestore: watch revision expired"
 // ListRecords implements versiongate.Store with one LIST of the record
 // Leases, resourceVersion unset: a linearizable read, never a cache. The
 // revision is the listing's, and the records are exactly the listing's:
-// one snapshot. Records dead on this process's clock (no change for their
-// TTL plus the margin since this store first saw their resourceVersion)
-// are then deleted, each conditioned on that resourceVersion; a watch from
-// the listing's revision reports each deletion. (Leaving a reaped record
-// out would report it gone at a revision at which it still existed, which
-// a listing by another store at a later revision contradicts.)
+// one snapshot. Records are never renewed, so a listing shows membership
+// only; deleting dead records is the reaper's (see WatchRecords). One of
+// this store's own records missing from the listing is lost: its next
+// KeepAlive reports ErrRecordLost.
 func (s *Store) ListRecords(ctx context.Context) ([]versiongate.Record, int64, error) {
 	list, rev, err := s.listRecords(ctx)
 	if err != nil {
@@ -50,17 +48,17 @@ func (s *Store) ListRecords(ctx context.Context) ([]versiongate.Record, int64, e
 	}
 	now := s.clock.Now()
 	present := make(map[string]bool, len(list))
+	uids := make(map[string]types.UID, len(list))
 	s.mu.Lock()
 	for i := range list {
 		l := &list[i].lease
 		present[list[i].id] = true
-		s.seen.observe(list[i].id, list[i].uid, list[i].value, list[i].rv, leaseTTL(l), now)
-		s.ages.observe(list[i].id, list[i].uid, list[i].value, list[i].rv, leaseTTL(l), now)
+		uids[list[i].id] = list[i].uid
+		s.seen.observe(list[i].id, list[i].uid, list[i].value, l.Annotations[AnnotationHeartbeat], list[i].rv, leaseTTL(l), now)
 	}
 	s.seen.listed(present, rev, now)
-	s.ages.listed(present, rev, now)
+	s.noteListing(uids, rev)
 	s.mu.Unlock()
-	s.reap(ctx)
 	out := make([]versiongate.Record, 0, len(list))
 	for _, r := range list {
 		out = append(out, versiongate.Record{ID: r.id, Value: r.value})
@@ -71,7 +69,7 @@ func (s *Store) ListRecords(ctx context.Context) ([]versiongate.Record, int64, e
 type listedRecord struct {
 	id    string
 	lease coordinationv1.Lease
-	uid   types.UID // the record's identity: see Store.recordUID
+	uid   types.UID
 	value []byte
 	rv    int64
 }
@@ -104,7 +102,7 @@ func (s *Store) listPages(ctx context.Context) ([]listedRecord, int64, error) {
 	var out []listedRecord
 	var rev int64
 	for {
-		list, err := s.recordLeases().List(ctx, opts)
+		list, err := s.leases.List(ctx, opts)
 		if err != nil {
 			return nil, 0, s.wrapSel("list", s.recordSelector(), err)
 		}
@@ -122,7 +120,7 @@ func (s *Store) listPages(ctx context.Context) ([]listedRecord, int64, error) {
 			if err != nil {
 				return nil, 0, err
 			}
-			out = append(out, listedRecord{id: s.recordID(l.Name), lease: l, uid: s.recordUID(&l), value: s.recordValue(&l), rv: rv})
+			out = append(out, listedRecord{id: s.recordID(l.Name), lease: l, uid: l.UID, value: s.recordValue(&l), rv: rv})
 		}
 		if list.Continue == "" {
 			return out, rev, nil
@@ -132,28 +130,48 @@ func (s *Store) listPages(ctx context.Context) ([]listedRecord, int64, error) {
 }
 
 // WatchRecords implements versiongate.Store: a watch of the record Leases
-// from rev. Only creations, deletions and value changes are reported; a
-// keep-alive (a new resourceVersion, same object and value) is not. When
-// the server ends the watch it is opened again from the last revision
-// seen, after a pause that grows while watches deliver nothing; 410 Gone
-// returns an error wrapping ErrWatchExpired. The loop also deletes dead
-// records (see ListRecords) every second of the store's clock.
+// from rev. Records are never renewed, so every event is a creation or a
+// deletion, and each is reported. When the server ends the watch it is
+// opened again from the last revision seen, after a pause that grows while
+// watches deliver nothing; 410 Gone returns an error wrapping
+// ErrWatchExpired. One of this store's own records seen deleted or
+// replaced is lost: its next KeepAlive reports ErrRecordLost.
+//
+// The watch includes the gate's reaper Lease, whose events are no record
+// and are not reported: while WatchRecords runs, this store takes part in
+// holding it, and while it holds it, watches the records' liveness and
+// deletes dead records (see the package doc). That goroutine stops, and
+// is waited for, before WatchRecords returns.
 func (s *Store) WatchRecords(ctx context.Context, rev int64, fn func([]versiongate.Record, int64)) error {
-	tick := s.clock.NewTicker(reapInterval)
-	defer tick.Stop()
-	return s.watchLoop(ctx, s.recordLeases(), rev, metav1.ListOptions{LabelSelector: s.recordSelector()}, tick.C(), func(ctx context.Context) { s.reap(ctx) },
+	ctx, cancel := context.WithCancel(ctx)
+	r := newReaper(s)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.run(ctx)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	return s.watchLoop(ctx, s.ns, s.leases, rev, metav1.ListOptions{LabelSelector: s.watchSelector()}, nil, nil,
 		func(ev watch.EventType, l *coordinationv1.Lease, evRev int64) (bool, error) {
+			if l.Labels[LabelRole] != RoleRecord {
+				if l.Name == s.reaperName() {
+					r.saw(ev, l, evRev)
+				}
+				return false, nil
+			}
 			id := s.recordID(l.Name)
 			value := s.recordValue(l)
-			uid := s.recordUID(l)
-			if ev == watch.Deleted {
+			deleted := ev == watch.Deleted
+			if deleted {
 				value = nil
 			}
 			s.mu.Lock()
-			now := s.clock.Now()
-			changed := s.seen.observe(id, uid, value, evRev, leaseTTL(l), now)
+			changed := s.seen.observe(id, l.UID, value, l.Annotations[AnnotationHeartbeat], evRev, leaseTTL(l), s.clock.Now())
 			s.seen.covered = max(s.seen.covered, evRev)
-			s.ages.observe(id, uid, value, evRev, leaseTTL(l), now)
+			s.noteRecord(id, l.UID, deleted, evRev)
 			s.mu.Unlock()
 			if changed {
 				fn([]versiongate.Record{{ID: id, Value: value}}, evRev)
@@ -168,10 +186,9 @@ func (s *Store) WatchRecords(ctx context.Context, rev int64, fn func([]versionga
 // watch the server ends is opened again from the last revision seen,
 // after a pause on the store's clock that doubles while watches deliver
 // nothing. tick, if not nil, calls onTick from the loop.
-func (s *Store) watchLoop(ctx context.Context, leases coordclient.LeaseInterface, rev int64, opts metav1.ListOptions, tick <-chan time.Time, onTick func(context.Context),
+func (s *Store) watchLoop(ctx context.Context, ns string, leases coordclient.LeaseInterface, rev int64, opts metav1.ListOptions, tick <-chan time.Time, onTick func(context.Context),
 	handle func(watch.EventType, *coordinationv1.Lease, int64) (bool, error)) error {
 	pause := watchPauseBase
-	what := "watch"
 	for {
 		o := opts
 		o.ResourceVersion = strconv.FormatInt(rev, 10)
@@ -181,7 +198,7 @@ func (s *Store) watchLoop(ctx context.Context, leases coordclient.LeaseInterface
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return s.watchErr(what, opts, err)
+			return s.watchErr(ns, opts, err)
 		}
 		delivered, done, err := s.drain(ctx, w, &rev, tick, onTick, handle)
 		w.Stop()
@@ -237,7 +254,7 @@ func (s *Store) drain(ctx context.Context, w watch.Interface, rev *int64, tick <
 				if st, ok := ev.Object.(*metav1.Status); ok && (st.Code == http.StatusGone || st.Reason == metav1.StatusReasonExpired || st.Reason == metav1.StatusReasonGone) {
 					return delivered, true, fmt.Errorf("%w: from %d: %w", ErrWatchExpired, *rev, err)
 				}
-				return delivered, true, fmt.Errorf("versiongate/kubestore: watch Leases in %s: %w", s.ns, err)
+				return delivered, true, fmt.Errorf("versiongate/kubestore: watch Leases: %w", err)
 			case watch.Bookmark:
 				if l, ok := ev.Object.(*coordinationv1.Lease); ok {
 					if r, err := revision("a watch bookmark", l.ResourceVersion); err == nil && r > *rev {
@@ -267,9 +284,9 @@ func (s *Store) drain(ctx context.Context, w watch.Interface, rev *int64, tick <
 	}
 }
 
-// watchErr wraps the failure to open a watch; 410 Gone wraps
-// ErrWatchExpired.
-func (s *Store) watchErr(what string, opts metav1.ListOptions, err error) error {
+// watchErr wraps the failure to open a watch in namespace ns; 410 Gone
+// wraps ErrWatchExpired.
+func (s *Store) watchErr(ns string, opts metav1.ListOptions, err error) error {
 	if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 		return fmt.Errorf("%w: %w", ErrWatchExpired, err)
 	}
@@ -277,5 +294,9 @@ func (s *Store) watchErr(what string, opts metav1.ListOptions, err error) error 
 	if opts.FieldSelector != "" {
 		sel = opts.FieldSelector
 	}
-	return s.wrapSel(what, sel, err)
+	obj := fmt.Sprintf("Leases in %s", ns)
+	if sel != "" {
+		obj += fmt.Sprintf(" (selector %s)", sel)
+	}
+	return wrapIn(ns, "watch", obj, err)
 }

@@ -1,0 +1,232 @@
+package kubestore
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// Pauses of the reaper loop after a request failed or was refused:
+// reaperRetryBase doubling up to reaperRetryMax, on the store's clock.
+const (
+	reaperRetryBase = time.Second
+	reaperRetryMax  = 10 * time.Second
+)
+
+// reaper is one WatchRecords' part in holding the gate's reaper Lease
+// <gate>-reaper: it creates the Lease when absent, renews it while this
+// store holds it, takes it over once it has not changed for its duration
+// plus the margin on this store's clock (the judgement records get), and
+// runs the liveness watch (Store.watchLiveness) while this store holds
+// it. Its view of the Lease comes from the record watch (saw) and its own
+// requests; it reads the Lease (GET, linearizable) only when it knows
+// none. Two stores that both believe they hold it both reap: every delete
+// is conditioned, so that costs requests, never a live record.
+type reaper struct {
+	s    *Store
+	wake chan struct{}
+
+	mu  sync.Mutex
+	cur *coordinationv1.Lease // newest seen; nil: none known
+	rv  int64                 // newest resourceVersion seen, of the Lease or its deletion
+	at  time.Time             // when this store first saw rv
+}
+
+func newReaper(s *Store) *reaper { return &reaper{s: s, wake: make(chan struct{}, 1)} }
+
+// saw applies an event of the reaper Lease from the record watch.
+func (r *reaper) saw(ev watch.EventType, l *coordinationv1.Lease, rev int64) {
+	r.mu.Lock()
+	if rev > r.rv {
+		r.cur, r.rv, r.at = l, rev, r.s.clock.Now()
+		if ev == watch.Deleted {
+			r.cur = nil
+		}
+	}
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// set applies the Lease as a request of this store returned it; it
+// reports whether this is now the Lease known.
+func (r *reaper) set(l *coordinationv1.Lease) bool {
+	rv, err := revision(r.s.ref(l.Name), l.ResourceVersion)
+	if err != nil {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case rv > r.rv:
+		r.cur, r.rv, r.at = l, rv, r.s.clock.Now()
+	case rv == r.rv && r.cur == nil:
+		r.cur = l
+	}
+	return r.cur != nil && r.rv == rv
+}
+
+// forget drops the Lease known, after a write conditioned on it was
+// refused: the loop reads it again.
+func (r *reaper) forget() {
+	r.mu.Lock()
+	r.cur = nil
+	r.mu.Unlock()
+}
+
+func (r *reaper) want(now time.Time) *coordinationv1.Lease {
+	s := r.s
+	secs := leaseSeconds(s.reaperDur)
+	mt := metav1.NewMicroTime(now)
+	id := s.identity
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      s.reaperName(),
+			Namespace: s.ns,
+			Labels:    map[string]string{LabelGate: s.gate, LabelRole: RoleReaper},
+		},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &id, LeaseDurationSeconds: &secs, AcquireTime: &mt, RenewTime: &mt},
+	}
+}
+
+// run holds, renews and takes over the reaper Lease until ctx ends,
+// running the liveness watch while this store holds it.
+func (r *reaper) run(ctx context.Context) {
+	s := r.s
+	log := logr.FromContextOrDiscard(ctx)
+	name := s.reaperName()
+	var stopLive func()
+	startLive := func() {
+		if stopLive != nil {
+			return
+		}
+		lctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			s.watchLiveness(lctx)
+		}()
+		stopLive = func() { cancel(); <-done }
+		log.Info("Holding the reaper Lease: watching the records' liveness", "lease", s.ref(name), "identity", s.identity)
+	}
+	endLive := func() {
+		if stopLive != nil {
+			stopLive()
+			stopLive = nil
+		}
+	}
+	defer endLive()
+	retry := reaperRetryBase
+	var renewed time.Time // when this store's last write of the Lease that held was sent
+	for {
+		r.mu.Lock()
+		cur, at := r.cur, r.at
+		r.mu.Unlock()
+		now := s.clock.Now()
+		var wait time.Duration
+		failed := false
+		switch {
+		case cur == nil:
+			endLive()
+			l, err := s.leases.Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) && !apiMissing(err) {
+				l, err = s.leases.Create(ctx, r.want(now), metav1.CreateOptions{})
+				if err == nil {
+					renewed = now
+					retry = reaperRetryBase
+				}
+			}
+			if err != nil || !r.set(l) {
+				if err != nil && ctx.Err() == nil && !apierrors.IsAlreadyExists(err) {
+					log.Info("Could not read or create the reaper Lease", "lease", s.ref(name), "err", err.Error())
+				}
+				failed = true
+			}
+		case ptrString(cur.Spec.HolderIdentity) == s.identity:
+			startLive()
+			due := renewed.Add(s.reaperRenew)
+			if renewed.IsZero() {
+				due = now
+			}
+			if wait = due.Sub(now); wait > 0 {
+				break
+			}
+			wait = 0
+			next := cur.DeepCopy()
+			mt := metav1.NewMicroTime(now)
+			next.Spec.RenewTime = &mt
+			l, err := s.leases.Update(ctx, next, metav1.UpdateOptions{})
+			switch {
+			case err == nil:
+				r.set(l)
+				renewed = now
+				retry = reaperRetryBase
+			case apierrors.IsConflict(err) || apierrors.IsNotFound(err) && !apiMissing(err):
+				endLive()
+				r.forget()
+				failed = true
+			default:
+				if ctx.Err() == nil {
+					log.Info("Could not renew the reaper Lease", "lease", s.ref(name), "err", err.Error())
+				}
+				failed = true
+			}
+		default:
+			endLive()
+			d := leaseTTL(cur)
+			if wait = at.Add(d + recordMargin(d)).Sub(now); wait > 0 {
+				break
+			}
+			wait = 0
+			next := r.want(now)
+			next.ObjectMeta = *cur.ObjectMeta.DeepCopy()
+			next.Spec.LeaseTransitions = cur.Spec.LeaseTransitions
+			if next.Spec.LeaseTransitions == nil {
+				next.Spec.LeaseTransitions = new(int32)
+			}
+			*next.Spec.LeaseTransitions++
+			l, err := s.leases.Update(ctx, next, metav1.UpdateOptions{})
+			switch {
+			case err == nil:
+				r.set(l)
+				renewed = now
+				retry = reaperRetryBase
+				log.Info("Took over the reaper Lease", "lease", s.ref(name), "from", ptrString(cur.Spec.HolderIdentity), "unchangedFor", now.Sub(at))
+			case apierrors.IsConflict(err) || apierrors.IsNotFound(err) && !apiMissing(err):
+				r.forget()
+				failed = true
+			default:
+				if ctx.Err() == nil {
+					log.Info("Could not take over the reaper Lease", "lease", s.ref(name), "err", err.Error())
+				}
+				failed = true
+			}
+		}
+		// The pause after a failure grows until a write of the Lease
+		// succeeds: a read alone does not reset it, so that a read
+		// followed by a refused write never repeats at once.
+		if failed {
+			wait = retry
+			retry = min(2*retry, reaperRetryMax)
+		} else if wait == 0 {
+			continue
+		}
+		t := s.clock.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		case <-r.wake:
+			t.Stop()
+		}
+	}
+}
