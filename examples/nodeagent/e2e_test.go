@@ -322,7 +322,12 @@ func testOperate(t *testing.T, bin string) {
 	for _, l := range leases.Items {
 		names = append(names, l.Name)
 	}
-	require.ElementsMatch(t, []string{"nodeagent-election", "nodeagent-gate-status", "nodeagent-gate-agent-1", "nodeagent-gate-agent-2", "nodeagent-gate-agent-3"}, names)
+	// The gate's: its status, its reaper, and per agent a record
+	// (<gate>-<id>, written once) and the heartbeat that keeps it alive
+	// (<gate>.<id>).
+	require.ElementsMatch(t, []string{"nodeagent-election", "nodeagent-gate-status", "nodeagent-gate-reaper",
+		"nodeagent-gate-agent-1", "nodeagent-gate-agent-2", "nodeagent-gate-agent-3",
+		"nodeagent-gate.agent-1", "nodeagent-gate.agent-2", "nodeagent-gate.agent-3"}, names)
 
 	// The broadcaster sends events in the background: they reach the
 	// API a little after the leader took its term.
