@@ -26,7 +26,7 @@ import (
 func TestListAfterReapIsOneSnapshot(t *testing.T) {
 	ctx := testCtx(t)
 	cs := kubefake.NewClientset()
-	rec := storecheck.NewRecorder(nil, storecheck.ValidatedAfterWrite())
+	rec := storecheck.NewRecorder(nil, storecheck.ValidatedAfterWrite(), storecheck.LostRecordsLinger())
 	node := rec.Wrap("node", newStore(t, cs, "snap", nil))
 	other := rec.Wrap("other", newStore(t, cs, "snap", nil))
 	clk := newFakeClock()

@@ -93,6 +93,9 @@ func kubeBackend(t *testing.T) storecheck.Backend {
 		// WriteStatus applies a conditioned write, then validates it, and
 		// undoes it if refused: readers may see it meanwhile.
 		ValidatedAfterWrite: true,
+		// A keep-alive reports a record lost when its liveness lapses;
+		// the reaper deletes it later, so listings may still show it.
+		LostRecordsLinger: true,
 		RestartServer: func(tb testing.TB) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()

@@ -31,6 +31,9 @@ type Backend struct {
 	// ValidatedAfterWrite passes the option of that name to NewRecorder:
 	// the store validates a conditioned status write after applying it.
 	ValidatedAfterWrite bool
+	// LostRecordsLinger passes the option of that name to NewRecorder: a
+	// keep-alive may report a record lost before it is deleted.
+	LostRecordsLinger bool
 }
 
 // recorder returns a Recorder for a run on b.
@@ -38,6 +41,9 @@ func (b Backend) recorder() *Recorder {
 	var opts []RecorderOption
 	if b.ValidatedAfterWrite {
 		opts = append(opts, ValidatedAfterWrite())
+	}
+	if b.LostRecordsLinger {
+		opts = append(opts, LostRecordsLinger())
 	}
 	return NewRecorder(b.Guarded, opts...)
 }

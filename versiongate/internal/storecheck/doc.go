@@ -19,7 +19,12 @@
 //   - Publish: OK needs a revision above every revision reported before,
 //     and creates the record (replacing one with the same ID, which may
 //     have expired unseen). Held needs a record with the ID.
-//   - KeepAlive: OK needs the record bound to that lease. Lost removes it.
+//   - KeepAlive: OK needs the record bound to that lease. Lost removes it;
+//     on a store whose expiry an observer carries out
+//     (LostRecordsLinger: the Kubernetes store, whose keep-alive reports
+//     the loss when the record's liveness lapses, and whose reaper deletes
+//     the record later), Lost leaves the record, listable until a listing
+//     omits it, but never kept alive again.
 //   - Delete removes the record of that lease.
 //   - List: its revision is at least every one reported before; every
 //     listed record exists with that value and no newer revision; records

@@ -1,6 +1,7 @@
 package storecheck
 
 import (
+	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"maps"
@@ -20,6 +21,9 @@ type rec struct {
 	value  string
 	lease  int64
 	modRev int64
+	// lost: a keep-alive reported the lease lost while the record may
+	// linger (Input.Lingers): it can still be listed, never kept alive.
+	lost bool
 }
 
 // state is the store as the model knows it: what the operations
@@ -88,7 +92,7 @@ func (s *state) freeze() *state {
 	b.WriteString(" records:")
 	for _, id := range slices.Sorted(maps.Keys(s.records)) {
 		r := s.records[id]
-		fmt.Fprintf(&b, " %s=%q/%x/%d", id, r.value, r.lease, r.modRev)
+		fmt.Fprintf(&b, " %s=%q/%x/%d/%t", id, r.value, r.lease, r.modRev, r.lost)
 	}
 	s.key = b.String()
 	return s
@@ -118,7 +122,11 @@ func (s *state) describe() string {
 	b.WriteString("; records")
 	for _, id := range slices.Sorted(maps.Keys(s.records)) {
 		r := s.records[id]
-		fmt.Fprintf(&b, " %s(lease %x, rev %d)", id, r.lease, r.modRev)
+		fmt.Fprintf(&b, " %s(lease %x, rev %d", id, r.lease, r.modRev)
+		if r.lost {
+			b.WriteString(", lost")
+		}
+		b.WriteString(")")
 	}
 	return b.String()
 }
@@ -179,12 +187,16 @@ func step(s *state, in Input, out Output) []*state {
 		held := ok && r.lease == in.Lease
 		switch out.Outcome {
 		case OK:
-			if !held {
+			if !held || r.lost {
 				return nil
 			}
 			return []*state{s}
 		case Lost:
-			if held {
+			switch {
+			case held && in.Lingers:
+				r.lost = true
+				next.records[in.ID] = r
+			case held:
 				delete(next.records, in.ID)
 			}
 			return one()
@@ -523,9 +535,10 @@ const CheckTimeout = 10 * time.Second
 // Verify checks history against the model. It returns porcupine's result
 // and, when the history is not linearizable, the path of an HTML
 // visualization written into dir, beside the history as text
-// (history.txt, one operation a line). In a binary built with the race
-// detector, a history of more than childOps operations is checked in a
-// program built without it (verifyInChild).
+// (history.txt, one operation a line) and as the checker program reads
+// it (history.json). In a binary built with the race detector, a history
+// of more than childOps operations is checked in a program built without
+// it (verifyInChild).
 func Verify(history []Op, dir string) (porcupine.CheckResult, string, error) {
 	if raceEnabled && len(history) > childOps {
 		return verifyInChild(history, dir)
@@ -548,6 +561,13 @@ func verifyHere(history []Op, dir string) (porcupine.CheckResult, string, error)
 	path := filepath.Join(dir, "linearizability.html")
 	if err := os.WriteFile(filepath.Join(dir, "history.txt"), []byte(dump(history)), 0o644); err != nil {
 		return res, "", err
+	}
+	// The history as the checker program reads it, to check it again:
+	// go run ./versiongate/internal/storecheck/verifyhistory < history.json
+	if req, err := json.Marshal(ChildRequest{History: history, Dir: dir}); err == nil {
+		if err := os.WriteFile(filepath.Join(dir, "history.json"), req, 0o644); err != nil {
+			return res, "", err
+		}
 	}
 	f, err := os.Create(path)
 	if err != nil {

@@ -309,3 +309,27 @@ func TestLateLandingWriteAccepted(t *testing.T) {
 	require.NotNil(t, st.Value)
 	require.Equal(t, porcupine.Ok, verify(t, r.History()))
 }
+
+// A store whose expiry an observer carries out reports a keep-alive lost
+// when the record's liveness lapsed, before the record is deleted: a
+// listing may still show it then. The model accepts that only for such a
+// store (LostRecordsLinger), and on none may a lost lease be kept alive
+// again.
+func TestLostRecordLingersOnlyWhereTheStoreSaysSo(t *testing.T) {
+	lost := func(lingers bool) []storecheck.Op {
+		return []storecheck.Op{
+			{Client: 1, Name: "a", Input: storecheck.Input{Kind: storecheck.KindPublish, ID: "a", Value: "a"}, Output: storecheck.Output{Outcome: storecheck.OK, Lease: 1, Rev: 2}, Call: 1, Return: 2},
+			{Client: 1, Name: "a", Input: storecheck.Input{Kind: storecheck.KindKeepAlive, ID: "a", Lease: 1, Lingers: lingers}, Output: storecheck.Output{Outcome: storecheck.Lost}, Call: 3, Return: 4},
+			{Client: 2, Name: "b", Input: storecheck.Input{Kind: storecheck.KindList}, Output: storecheck.Output{Outcome: storecheck.OK, Rev: 3, Records: []versiongate.Record{{ID: "a", Value: []byte("a")}}}, Call: 5, Return: 6},
+		}
+	}
+	require.Equal(t, porcupine.Ok, verify(t, lost(true)))
+	require.Equal(t, porcupine.Illegal, verify(t, lost(false)))
+	again := append(lost(true), storecheck.Op{Client: 1, Name: "a", Input: storecheck.Input{Kind: storecheck.KindKeepAlive, ID: "a", Lease: 1, Lingers: true}, Output: storecheck.Output{Outcome: storecheck.OK}, Call: 7, Return: 8})
+	require.Equal(t, porcupine.Illegal, verify(t, again))
+	// Once a listing omits it, it is gone for good.
+	gone := append(lost(true),
+		storecheck.Op{Client: 2, Name: "b", Input: storecheck.Input{Kind: storecheck.KindList}, Output: storecheck.Output{Outcome: storecheck.OK, Rev: 4}, Call: 7, Return: 8},
+		storecheck.Op{Client: 2, Name: "b", Input: storecheck.Input{Kind: storecheck.KindList}, Output: storecheck.Output{Outcome: storecheck.OK, Rev: 5, Records: []versiongate.Record{{ID: "a", Value: []byte("a")}}}, Call: 9, Return: 10})
+	require.Equal(t, porcupine.Illegal, verify(t, gone))
+}

@@ -45,6 +45,9 @@ type Input struct {
 	// Tentative says the store validates a conditioned write after
 	// applying it (write). See ValidatedAfterWrite.
 	Tentative bool
+	// Lingers says a keep-alive reported lost may leave the record in
+	// place for a while (keepalive). See LostRecordsLinger.
+	Lingers bool
 }
 
 // Outcome classifies how an operation ended.
@@ -101,6 +104,7 @@ type Recorder struct {
 	start     time.Time
 	guarded   func(versiongate.Term) bool
 	tentative bool
+	lingers   bool
 
 	mu      sync.Mutex
 	ops     []Op
@@ -131,6 +135,13 @@ type RecorderOption func(*Recorder)
 // returns, and undone if it is refused, and a later term's Fence undoes
 // one never validated. See the package documentation.
 func ValidatedAfterWrite() RecorderOption { return func(r *Recorder) { r.tentative = true } }
+
+// LostRecordsLinger tells the model that a keep-alive of the store under
+// test can report a record lost while the record still exists (the
+// Kubernetes store: the record's liveness lapsed, and the reaper deletes
+// it later): the record stays listable until a listing omits it, and its
+// lease is never kept alive again. See the package documentation.
+func LostRecordsLinger() RecorderOption { return func(r *Recorder) { r.lingers = true } }
 
 // Wrap returns s logging every operation as one client named name. Each
 // call makes a new client: give each goroutine that calls the store
@@ -202,7 +213,7 @@ func (c *client) PublishRecord(ctx context.Context, id string, value []byte, ttl
 }
 
 func (c *client) KeepAlive(ctx context.Context, l versiongate.RecordLease) (time.Duration, error) {
-	in := Input{Kind: KindKeepAlive, ID: l.ID, Lease: l.Lease}
+	in := Input{Kind: KindKeepAlive, ID: l.ID, Lease: l.Lease, Lingers: c.r.lingers}
 	call := c.r.now()
 	ttl, err := c.s.KeepAlive(ctx, l)
 	c.done(in, call, err, Output{}, map[error]Outcome{versiongate.ErrRecordLost: Lost})
