@@ -590,6 +590,9 @@ func Check(t testing.TB, history []Op) {
 	dir := os.Getenv("STORECHECK_DIR")
 	if dir == "" {
 		dir = t.TempDir()
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Errorf("storecheck: STORECHECK_DIR: %v", err)
+		dir = t.TempDir()
 	}
 	res, path, err := Verify(history, dir)
 	switch {
