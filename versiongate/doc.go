@@ -150,7 +150,12 @@
 //     detection delay. TestCutOffNodeStopsServingBeforeLeaderReconciles
 //     and TestCutOffNodeStopsBeforeObserverDeletes measure the slack at
 //     default settings; a longer pause can make a node serve after its
-//     record is deleted, as with any lease.
+//     record is deleted, as with any lease. Ready judges the record's
+//     deadline itself when asked, so a node whose gate runs late (starved,
+//     not paused) reports not ready from the deadline on
+//     (TestReadyFalseAtTheDeadlineWhenTheKeepAliveLoopRunsLate); the
+//     readiness condition and WaitReady's error follow when the gate's
+//     goroutines run.
 //   - Kubernetes only: a restricted status that fails validation is seen
 //     until it is reverted; a joiner that reads it only waits (safe). One
 //     whose revert failed stays, marked, until the next term's Fence puts

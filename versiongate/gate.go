@@ -247,6 +247,11 @@ type Gate struct {
 	// record is the state of the local node record (gate-owned records
 	// only).
 	record event.Value[recordState]
+	// validUntil is the record's local validity deadline on recordClock,
+	// kept beside record so that Ready judges the deadline itself, at the
+	// moment it is asked, rather than trusting the keep-alive loop's timer
+	// to have fired on time (a starved process runs it late).
+	validUntil atomic.Pointer[time.Time]
 
 	running   atomic.Bool
 	ready     atomic.Bool // WaitReady succeeded and the record is still valid
@@ -378,7 +383,10 @@ func (g *Gate) setLeading(v bool) {
 // WaitReady has returned nil and, when the gate owns the records, the
 // node's record has stayed valid by its local deadline since it was
 // published. It turns false the moment the record is lost, before the
-// server can expire it; the host then waits in WaitReady again.
+// server can expire it; the host then waits in WaitReady again. It judges
+// the record's local deadline itself when called, so it is false from the
+// deadline on even when the gate's own goroutines run late (a starved or
+// paused process notices the loss late, but never reports ready past it).
 func (g *Gate) Ready() bool {
 	if !g.ready.Load() {
 		return false
@@ -387,7 +395,17 @@ func (g *Gate) Ready() bool {
 		return true
 	}
 	st, _ := g.record.Load()
-	return st.valid
+	return g.recordValid(st)
+}
+
+// recordValid reports whether st is a valid record whose local validity
+// deadline has not passed now.
+func (g *Gate) recordValid(st recordState) bool {
+	if !st.valid {
+		return false
+	}
+	until := g.validUntil.Load()
+	return until != nil && g.recordClock.Now().Before(*until)
 }
 
 // StatusError returns the decode error of the last stored status this gate

@@ -36,7 +36,7 @@ func (g *Gate) RecordCheck(grace time.Duration) func(*http.Request) error {
 		st, _ := g.record.Load()
 		mu.Lock()
 		defer mu.Unlock()
-		if st.valid {
+		if g.recordValid(st) {
 			invalidSince = time.Time{}
 			return nil
 		}

@@ -44,7 +44,7 @@ func (g *Gate) WaitReady(ctx context.Context) error {
 		// setRecordInvalid clears ready after marking the record lost, so
 		// a loss racing with this store is never missed.
 		g.ready.Store(true)
-		if st, _ := g.record.Load(); !st.valid {
+		if st, _ := g.record.Load(); !g.recordValid(st) {
 			g.ready.Store(false)
 			return fmt.Errorf("%w: lost while the status was read", ErrRecordLost)
 		}

@@ -90,6 +90,8 @@ func (g *Gate) publishRecord(ctx context.Context) (err error) {
 		lost = true
 		return fmt.Errorf("%w: publishing %q outlasted the record's TTL less the margin", ErrRecordLost, id)
 	}
+	until := validUntil // a copy: the loop below moves validUntil on
+	g.validUntil.Store(&until)
 	g.record.Set(recordState{rev: lease.Revision, valid: true})
 	defer g.setRecordInvalid()
 
@@ -119,6 +121,8 @@ func (g *Gate) publishRecord(ctx context.Context) (err error) {
 		switch {
 		case err == nil:
 			validUntil = start.Add(got - margin)
+			until := validUntil
+			g.validUntil.Store(&until)
 			next = interval
 			g.observe(Observation{Event: EventKeepAlive, Latency: rc.Since(start), ValidFor: validUntil.Sub(rc.Now())})
 		case errors.Is(err, ErrRecordLost):

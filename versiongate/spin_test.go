@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/reconkit/reconkit/versiongate"
@@ -222,4 +223,39 @@ func runInBackground(t *testing.T, g *versiongate.Gate) {
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = g.Run(ctx) }()
 	t.Cleanup(func() { cancel(); wg.Wait() })
+}
+
+// starvedTimers is a clock whose timers never fire, as for a goroutine
+// that a starved process does not run: Now moves on, the keep-alive loop
+// does not.
+type starvedTimers struct{ *clocktesting.FakeClock }
+
+func (starvedTimers) NewTimer(time.Duration) clock.Timer { return clocktesting.NewFakeClock(time.Time{}).NewTimer(time.Hour) }
+
+// Ready judges the record's local deadline when asked: a gate whose
+// keep-alive loop never runs again (its timers never fire) is ready until
+// the deadline and not a moment after, although nothing marked the record
+// lost.
+func TestReadyFalseAtTheDeadlineWhenTheKeepAliveLoopRunsLate(t *testing.T) {
+	rec := starvedTimers{clocktesting.NewFakeClock(time.Now())}
+	st := versiongatetest.NewStore(versiongatetest.StoreConfig{})
+	st.SetStatus(encodeStatus(t, versiongate.Status{State: versiongate.StateDone,
+		Version: versiongate.Version{Release: mustRelease(t, "1.0.0")}, MinimumCompatibleRelease: mustRelease(t, "1.0.0")}))
+	g, err := versiongate.New(versiongate.Config{
+		Store: st, NodeID: "a", Version: ver(t, "1.0.0"), MinimumCompatibleRelease: mustRelease(t, "1.0.0"),
+		RecordClock: rec, RecordTTL: 10 * time.Second, Candidate: neverWins,
+		Reconcile: func(context.Context, versiongate.Term) error { return nil },
+	})
+	require.NoError(t, err)
+	runInBackground(t, g)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, g.WaitReady(ctx))
+	require.True(t, g.Ready())
+	// The deadline is the publish's start plus the TTL less the margin
+	// (1s): 9s on the record clock.
+	rec.Step(8900 * time.Millisecond)
+	require.True(t, g.Ready(), "ready before the deadline")
+	rec.Step(200 * time.Millisecond)
+	require.False(t, g.Ready(), "ready past the record's deadline")
 }
