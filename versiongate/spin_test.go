@@ -230,7 +230,9 @@ func runInBackground(t *testing.T, g *versiongate.Gate) {
 // does not.
 type starvedTimers struct{ *clocktesting.FakeClock }
 
-func (starvedTimers) NewTimer(time.Duration) clock.Timer { return clocktesting.NewFakeClock(time.Time{}).NewTimer(time.Hour) }
+func (starvedTimers) NewTimer(time.Duration) clock.Timer {
+	return clocktesting.NewFakeClock(time.Time{}).NewTimer(time.Hour)
+}
 
 // Ready judges the record's local deadline when asked: a gate whose
 // keep-alive loop never runs again (its timers never fire) is ready until
