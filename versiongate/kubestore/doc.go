@@ -47,8 +47,12 @@
 // (TestReapConditionedOnJudgedVersion). PublishRecord judges a heartbeat
 // in its way the same way. A record whose heartbeat the reaper has not
 // seen alive (gone, or another object) for the record's TTL plus the
-// margin since it first noticed is an orphan, deleted the same way; a
-// heartbeat no record names is deleted once dead (TestOrphansEnd).
+// margin since it first noticed is an orphan candidate: the reaper reads
+// the heartbeat (GET, linearizable), and deletes the record, conditioned
+// likewise, only if the object it names is gone for good, so a reaper
+// whose view lags never deletes a record kept alive
+// (TestOrphanDeletedOnlyOnceItsHeartbeatIsReadGone); a heartbeat no
+// record names is deleted once dead (TestOrphansEnd).
 //
 // # The reaper
 //

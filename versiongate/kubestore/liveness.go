@@ -144,6 +144,39 @@ func (s *Store) nodeLeaseStill(ctx context.Context, j reapJob) bool {
 	return l.UID != j.hbUID || l.ResourceVersion == strconv.FormatInt(j.hbRV, 10)
 }
 
+// livenessGone reads (GET, linearizable) the liveness object an orphan
+// candidate names and reports whether it is gone for good: absent, or
+// another object under its name. The reaper's view alone is not enough: a
+// liveness watch that lags, or a listing that has not caught up after a
+// restart, has simply not seen a heartbeat that is being renewed. An
+// object with that UID cannot come back, so a record naming one gone is
+// an orphan from then on; one still there starts the orphan's clock
+// again.
+func (s *Store) livenessGone(ctx context.Context, j reapJob) bool {
+	ns, name, uid, ok := parseRef(j.ref)
+	if !ok {
+		return true // names nothing: an orphan from birth
+	}
+	_, leases, _ := s.livenessSource()
+	if ns0, _, _ := s.livenessSource(); ns != ns0 {
+		return true // names no object of this gate's liveness source
+	}
+	l, err := leases.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err) && !apiMissing(err):
+		return true
+	case err != nil:
+		logr.FromContextOrDiscard(ctx).Info("Could not read the liveness object of a record thought orphaned", "liveness", j.ref, "err", err.Error())
+		return false
+	case l.UID != uid:
+		return true
+	}
+	s.mu.Lock()
+	delete(s.orphans, j.record)
+	s.mu.Unlock()
+	return false
+}
+
 // reapJob is one deletion the reaper judged due: a dead liveness object
 // (hb, per-record mode) and the record naming it (id), or an orphaned
 // record (orphan), or a dead heartbeat no record names (id empty).
@@ -156,6 +189,7 @@ type reapJob struct {
 	hbRV   int64
 	node   string // records on node Leases: the node Lease judged dead
 	orphan bool
+	ref    string // an orphan's liveness object, as the record names it
 }
 
 // judge finds the records whose liveness object is dead, or which the
@@ -199,7 +233,7 @@ func (s *Store) judge(ctx context.Context) {
 			continue
 		}
 		if now.Sub(since) >= r.ttl+recordMargin(r.ttl) {
-			jobs = append(jobs, reapJob{id: id, record: r.uid, recRV: r.rv, orphan: true})
+			jobs = append(jobs, reapJob{id: id, record: r.uid, recRV: r.rv, orphan: true, ref: r.ref})
 		}
 	}
 	for uid := range s.orphans {
@@ -247,6 +281,9 @@ func (s *Store) reap(ctx context.Context, j reapJob) {
 		return
 	}
 	if s.node != nil && !j.orphan && !s.nodeLeaseStill(ctx, j) {
+		return
+	}
+	if j.orphan && !s.livenessGone(ctx, j) {
 		return
 	}
 	name := s.gate + "-" + j.id

@@ -353,3 +353,55 @@ func TestReaperDoesNotSpin(t *testing.T) {
 		t.Logf("%d renewals, %d reads, %d liveness watches in a minute", updates.Load(), gets.Load(), liveWatches.Load())
 	})
 }
+
+// A reaper whose liveness view misses a heartbeat that is being renewed
+// (a watch that lags, a listing not caught up) must not take the record
+// for an orphan: it reads the heartbeat itself before deleting. Here the
+// reaper's liveness listings leave the heartbeat out and its liveness
+// watches deliver nothing, while the node renews it every 3s for 40s.
+func TestOrphanDeletedOnlyOnceItsHeartbeatIsReadGone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		cs := kubefake.NewClientset()
+		leases := cs.CoordinationV1().Leases(testNamespace)
+		blind, h := wrap(cs)
+		heartbeats := kubestore.LabelRole + "=" + kubestore.RoleHeartbeat
+		h.set(func(h *hooks) {
+			h.list = func(opts metav1.ListOptions) (*coordinationv1.LeaseList, bool) {
+				if !strings.Contains(opts.LabelSelector, heartbeats) {
+					return nil, false
+				}
+				out, err := leases.List(ctx, opts)
+				if err != nil {
+					return nil, false
+				}
+				var kept []coordinationv1.Lease
+				for _, l := range out.Items {
+					if l.Name != "blind.n1" {
+						kept = append(kept, l)
+					}
+				}
+				out.Items = kept
+				return out, true
+			}
+			h.watch = func(opts metav1.ListOptions) (watch.Interface, error) {
+				if strings.Contains(opts.LabelSelector, heartbeats) {
+					return watch.NewFake(), nil
+				}
+				return leases.Watch(ctx, opts)
+			}
+		})
+		node := newStore(t, cs, "blind", nil)
+		l, err := node.PublishRecord(ctx, "n1", []byte("1.0.0"), 10*time.Second)
+		require.NoError(t, err)
+		runWatch(t, newStore(t, blind, "blind", nil))
+		for range 13 {
+			time.Sleep(3 * time.Second)
+			_, err := node.KeepAlive(ctx, l)
+			require.NoError(t, err)
+		}
+		_, err = leases.Get(ctx, "blind-n1", metav1.GetOptions{})
+		require.NoError(t, err, "a record whose heartbeat is renewed was deleted as an orphan")
+	})
+}
