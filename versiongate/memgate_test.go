@@ -121,11 +121,15 @@ func stepWhenWaiting(t *testing.T, clk *clocktesting.FakeClock, d time.Duration)
 	clk.Step(d)
 }
 
-// stepRecord lets d pass for the records: for the keep-alives, once the
-// keep-alive timer is armed, and for the store's leases.
+// stepRecord lets d pass for the records: for the store's leases, then
+// for the keep-alives, once the keep-alive timer is armed. The store's
+// clock goes first: a keep-alive the step sets off must renew the lease at
+// the store's new time, not at the old one (the other order let the
+// keep-alive loop run before the store's clock moved, and the lease then
+// expired a step early).
 func (c *memCluster) stepRecord(d time.Duration) {
-	stepWhenWaiting(c.t, c.recClock, d)
 	c.storeClock.Step(d)
+	stepWhenWaiting(c.t, c.recClock, d)
 }
 
 func (c *memCluster) node(id, version, minCompat string, settle time.Duration, opts ...func(*versiongate.Config)) *memNode {
