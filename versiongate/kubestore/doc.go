@@ -228,11 +228,14 @@
 //     The TTL is the node Lease's duration (40s with nodestatus' defaults),
 //     not the gate's RecordTTL: a dead node holds back a restrict for up
 //     to 44s.
-//   - KeepAlive sends nothing. It reports the TTL left from Heartbeat's
-//     last send time, on the store's Clock (Heartbeat's times must be on
-//     it), so the gate stops serving at that send plus TTL less its
-//     margin, before the reaper, which counts from a later sighting, can
-//     judge the record dead (TestNodeLeaseKeepAliveCountsFromSend). It
+//   - KeepAlive sends nothing. It, and PublishRecord, report the TTL left
+//     from Heartbeat's last send time, on the store's Clock (Heartbeat's
+//     times must be on it), so the gate stops serving at that send plus
+//     TTL less its margin, before the reaper, which counts from a later
+//     sighting, can judge the record dead
+//     (TestNodeLeaseKeepAliveCountsFromSend). Creating the record renews
+//     nothing the reaper judges, so a publish never counts from itself; it
+//     waits while no renewal was sent within the TTL. It
 //     reports ErrRecordLost when the heartbeat renews another Lease object,
 //     when this store saw the record deleted or replaced, or when no
 //     renewal was sent within the TTL. The gate publishes again with

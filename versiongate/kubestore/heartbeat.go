@@ -113,7 +113,12 @@ func (s *Store) publishOnNodeLease(ctx context.Context, id string, value []byte)
 	if msgs := validation.IsDNS1123Subdomain(id); len(msgs) > 0 {
 		return versiongate.RecordLease{}, fmt.Errorf("versiongate/kubestore: record ID %q is not a node Lease name: %s", id, strings.Join(msgs, "; "))
 	}
-	_, hbLease, ok := n.heartbeat(id)
+	// The record lives while the heartbeat renews the node Lease, and
+	// creating it renews nothing the reaper judges: the gate's deadline
+	// counts from the heartbeat's last send, read before anything else,
+	// never from this publish.
+	start := s.clock.Now()
+	sent, hbLease, ok := n.heartbeat(id)
 	if !ok {
 		return versiongate.RecordLease{}, fmt.Errorf("versiongate/kubestore: %s has not been renewed by this process's heartbeat yet", s.nodeRef(id))
 	}
@@ -128,6 +133,10 @@ func (s *Store) publishOnNodeLease(ctx context.Context, id string, value []byte)
 		return versiongate.RecordLease{}, fmt.Errorf("versiongate/kubestore: %s is object %s, not %s that the heartbeat renewed last: waiting for its next renewal", s.nodeRef(id), cur.UID, hbLease)
 	}
 	ttl := leaseTTL(cur)
+	left := ttl - start.Sub(sent)
+	if left <= 0 {
+		return versiongate.RecordLease{}, fmt.Errorf("versiongate/kubestore: no renewal of %s was sent within its TTL %v (the last one %v ago): waiting for the heartbeat", s.nodeRef(id), ttl, start.Sub(sent))
+	}
 	secs := leaseSeconds(ttl)
 	ref := livenessRef(cur)
 	rec, rev, err := s.createRecord(ctx, id, name, value, secs, ref, func(in *coordinationv1.Lease) string {
@@ -144,7 +153,7 @@ func (s *Store) publishOnNodeLease(ctx context.Context, id string, value []byte)
 	s.owned[lid] = &ownedRecord{id: id, name: name, record: rec.UID, rev: rev, ttl: ttl, node: cur.UID}
 	delete(n.claims, id)
 	s.mu.Unlock()
-	return versiongate.RecordLease{ID: id, Lease: lid, TTL: ttl, Revision: rev}, nil
+	return versiongate.RecordLease{ID: id, Lease: lid, TTL: left, Revision: rev}, nil
 }
 
 // inTheWay says why the record in, found where this store publishes node
