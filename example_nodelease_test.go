@@ -3,6 +3,7 @@ package reconkit_test
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -51,7 +52,10 @@ func Example_nodeLeaseRecords() {
 		return
 	}
 	lease, _ := client.CoordinationV1().Leases("kube-node-lease").Get(ctx, "edge-1", metav1.GetOptions{})
-	fmt.Println("record on Lease", lease.Namespace+"/"+lease.Name, "held by", *lease.Spec.HolderIdentity, "for", rec.TTL)
+	// The record is a Lease of the store's, written once; the node Lease
+	// keeps it alive, and the TTL counts from the heartbeat's last send.
+	fmt.Println("record kept alive by Lease", lease.Namespace+"/"+lease.Name, "held by", *lease.Spec.HolderIdentity, "for", *lease.Spec.LeaseDurationSeconds, "s")
+	fmt.Println("TTL left within the node Lease's:", rec.TTL > 0 && rec.TTL <= time.Duration(*lease.Spec.LeaseDurationSeconds)*time.Second)
 	records, _, _ := store.ListRecords(ctx)
 	for _, r := range records {
 		fmt.Printf("%s: %s\n", r.ID, r.Value)
@@ -62,7 +66,8 @@ func Example_nodeLeaseRecords() {
 	cancel()
 	fmt.Println("nodestatus stopped:", <-done)
 	// Output:
-	// record on Lease kube-node-lease/edge-1 held by edge-1 for 40s
+	// record kept alive by Lease kube-node-lease/edge-1 held by edge-1 for 40 s
+	// TTL left within the node Lease's: true
 	// edge-1: release 1.4
 	// kept alive: true
 	// nodestatus stopped: <nil>
