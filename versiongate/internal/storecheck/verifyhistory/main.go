@@ -2,25 +2,33 @@
 // against storecheck's model: it reads a storecheck.ChildRequest as JSON
 // on its standard input and writes a storecheck.ChildResult. storecheck
 // builds and runs it without the race detector when the tests run with it
-// (see storecheck.Verify); it is not meant to be run by hand.
+// (see storecheck.Verify); it is not meant to be run by hand. Every
+// failure is reported in the answer's Err, never by the exit status, so
+// that the test reading it says what went wrong.
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/anishathalye/porcupine"
 
 	"github.com/reconkit/reconkit/versiongate/internal/storecheck"
 )
 
 func main() {
-	in, err := io.ReadAll(os.Stdin)
+	out := answer(io.ReadAll(os.Stdin))
+	// A failed write leaves the answer empty, which the reader reports.
+	_, _ = os.Stdout.Write(out)
+}
+
+// answer is Serve's answer to the request read, or the read's error.
+func answer(in []byte, err error) []byte {
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "verifyhistory: reading the request:", err)
-		os.Exit(1)
+		b, _ := json.Marshal(storecheck.ChildResult{Result: porcupine.Unknown, Err: fmt.Sprintf("reading the request: %v", err)})
+		return b
 	}
-	if _, err := os.Stdout.Write(storecheck.Serve(in)); err != nil {
-		fmt.Fprintln(os.Stderr, "verifyhistory: writing the answer:", err)
-		os.Exit(1)
-	}
+	return storecheck.Serve(in)
 }
