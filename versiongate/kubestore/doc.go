@@ -23,7 +23,13 @@
 //     finalizer reconkit.io/versiongate-status.
 //
 // Node IDs must make valid object names of both <gate>-<id> and
-// <gate>.<id>; "status" and "reaper" are reserved.
+// <gate>.<id>; "status" and "reaper" are reserved. Gates that share a
+// namespace can want one name: gate a's record of node b-status is named
+// as gate a-b's status. A Store writes no Lease that is not labelled as
+// its own, and the second to want the name gets an error naming the clash
+// (a publish's wraps ErrRecordHeld): TestGatesWhoseNamesClashNeverWriteEachOthersLeases.
+// Give gates in one namespace names that are not another's followed by
+// '-', or namespaces of their own.
 //
 // Revisions are the Leases' resourceVersions, one counter for records and
 // status alike since they are one resource. The client needs get, list,

@@ -144,6 +144,15 @@ func (r *reaper) run(ctx context.Context) {
 					retry = reaperRetryBase
 				}
 			}
+			if err == nil {
+				if ferr := s.notOurs(l, RoleReaper); ferr != nil {
+					// Never take over what is not the reaper Lease; retry
+					// with the growing pause, in case it is renamed.
+					log.Error(ferr, "Cannot hold the reaper Lease: this gate's dead records are not reaped")
+					failed = true
+					break
+				}
+			}
 			if err != nil || !r.set(l) {
 				if err != nil && ctx.Err() == nil && !apierrors.IsAlreadyExists(err) {
 					log.Info("Could not read or create the reaper Lease", "lease", s.ref(name), "err", err.Error())

@@ -70,8 +70,12 @@ func (s *Store) stored(l *coordinationv1.Lease) (versiongate.StoredStatus, error
 }
 
 // checkLive returns an error wrapping ErrStatusDeleted if the status Lease
-// is being deleted.
+// is being deleted, and one naming the clash if the Lease by its name is
+// not this gate's status.
 func (s *Store) checkLive(l *coordinationv1.Lease) error {
+	if err := s.notOurs(l, RoleStatus); err != nil {
+		return err
+	}
 	if l.DeletionTimestamp == nil {
 		return nil
 	}

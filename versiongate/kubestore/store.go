@@ -218,6 +218,19 @@ func (s *Store) statusName() string { return s.gate + "-" + statusSuffix }
 
 func (s *Store) reaperName() string { return s.gate + "-" + reaperSuffix }
 
+// notOurs returns an error if l, read by the name of this gate's Lease of
+// role, is not labelled as that Lease. Two gates in one namespace can want
+// one name (gate a's record b-status is gate a-b's status), and neither
+// may write the other's Lease.
+func (s *Store) notOurs(l *coordinationv1.Lease, role string) error {
+	if l.Labels[LabelGate] == s.gate && l.Labels[LabelRole] == role {
+		return nil
+	}
+	return fmt.Errorf("versiongate/kubestore: %s is not gate %q's %s Lease: it is labelled %s=%q, %s=%q. Another gate in the namespace, or another program, uses this name; "+
+		"give gates that share a namespace names that are not another's name followed by '-', or move one to a namespace of its own",
+		s.ref(l.Name), s.gate, role, LabelGate, l.Labels[LabelGate], LabelRole, l.Labels[LabelRole])
+}
+
 func (s *Store) recordSelector() string {
 	return LabelGate + "=" + s.gate + "," + LabelRole + "=" + RoleRecord
 }
