@@ -118,11 +118,10 @@ type follower struct {
 	poll       clock.Timer // armed while the watch is down
 	wake       clock.Timer // armed at the step's wake-up instant
 
-	// namedUs is whether the last state of the Lease this loop saw names
-	// this candidate's identity as holder, and namedKnown whether that
-	// state is the one right before the next watch event (a read starts a
-	// new stream: the states between two reads are unknown).
-	namedUs, namedKnown bool
+	// namedUs is whether the last state of the Lease this loop saw, by a
+	// read or the watch resuming from it, names this candidate's identity
+	// as holder: the state right before the next watch event.
+	namedUs bool
 }
 
 func (f *follower) selector() string {
@@ -142,11 +141,11 @@ func (f *follower) read() (observation, error) {
 	// fake that ignores field selectors) returns.
 	for i := range list.Items {
 		if l := &list.Items[i]; l.Name == f.e.cfg.Name {
-			f.namedUs, f.namedKnown = recordFromLease(l).Holder == f.e.cfg.Identity, true
+			f.namedUs = recordFromLease(l).Holder == f.e.cfg.Identity
 			return f.e.note(l, l.ResourceVersion), nil
 		}
 	}
-	f.namedUs, f.namedKnown = false, true
+	f.namedUs = false
 	return f.e.note(nil, list.ResourceVersion), nil
 }
 
@@ -157,12 +156,12 @@ func (f *follower) read() (observation, error) {
 func (f *follower) witness(l *coordinationv1.Lease) {
 	rec := recordFromLease(l)
 	namesUs := rec.Holder == f.e.cfg.Identity
-	if namesUs && f.namedKnown && !f.namedUs && rec.AcquireTime.IsZero() {
+	if namesUs && !f.namedUs && rec.AcquireTime.IsZero() {
 		f.e.mu.Lock()
 		f.e.witnessed = l.ResourceVersion
 		f.e.mu.Unlock()
 	}
-	f.namedUs, f.namedKnown = namesUs, true
+	f.namedUs = namesUs
 }
 
 // ensureWatch starts the watch if it is not running; if that fails, it arms
@@ -226,7 +225,7 @@ func (f *follower) handle(ev watch.Event, ok bool) (obs observation, changed, re
 			rv = l.ResourceVersion
 			f.rv = rv
 		}
-		f.namedUs, f.namedKnown = false, true
+		f.namedUs = false
 		return f.e.note(nil, rv), true, false
 	case watch.Bookmark:
 		if l, isLease := ev.Object.(*coordinationv1.Lease); isLease {
