@@ -3,6 +3,7 @@ package kubestore_test
 import (
 	"context"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -27,7 +28,17 @@ func TestGatesWhoseNamesClashNeverWriteEachOthersLeases(t *testing.T) {
 		cs := kubefake.NewClientset()
 		leases := cs.CoordinationV1().Leases(testNamespace)
 		a := newStore(t, cs, "a", nil)
-		ab := newStore(t, cs, "a-b", nil)
+		hcs, h := wrap(cs)
+		var reaperReads atomic.Int64
+		h.set(func(h *hooks) {
+			h.beforeGet = func(name string) error {
+				if name == "a-b-reaper" {
+					reaperReads.Add(1)
+				}
+				return nil
+			}
+		})
+		ab := newStore(t, hcs, "a-b", nil)
 
 		// Gate a's records first: a-b's status and reaper names are taken.
 		// Short TTLs: gate a runs no reaper, and a Lease of 10s unchanged
@@ -59,9 +70,12 @@ func TestGatesWhoseNamesClashNeverWriteEachOthersLeases(t *testing.T) {
 		require.ErrorContains(t, err, `is not gate "a-b"'s status Lease`)
 		// Gate a-b's reaper finds its Lease's name taken, and never takes
 		// it over, however long it waits.
+		// It asks again, with a pause that grows to 10s: not in a spin.
 		runWatch(t, ab)
 		time.Sleep(10 * time.Minute)
 		require.Equal(t, before, rvs(), "gate a's records are untouched")
+		require.LessOrEqual(t, reaperReads.Load(), int64(10*6+5), "reads of the clashing reaper Lease in 10 minutes")
+		require.GreaterOrEqual(t, reaperReads.Load(), int64(10*6-5), "reads of the clashing reaper Lease in 10 minutes")
 		recs, _, err := a.ListRecords(ctx)
 		require.NoError(t, err)
 		require.Len(t, recs, 2)
