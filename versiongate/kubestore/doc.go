@@ -71,9 +71,12 @@
 // not changed for its duration plus the margin since this Store first saw
 // it, the judgement records get (TestReaperTakeover). While it holds it,
 // and only then, a Store lists and watches the liveness objects and
-// reaps; it stops when WatchRecords returns, releasing nothing (the
-// Lease ages out). No observer but the reaper receives a heartbeat
-// (TestOnlyTheReaperReceivesKeepAlives).
+// reaps. When its WatchRecords returns, it releases the Lease: a delete
+// conditioned on the UID and resourceVersion it last saw, so that another
+// Store creates it at once (TestReaperReleasedWhenItsWatchEnds). A Store
+// that crashes, or cannot reach the apiserver within 2s, releases
+// nothing, and the Lease ages out. No observer but the reaper receives a
+// heartbeat (TestOnlyTheReaperReceivesKeepAlives).
 //
 // Two reapers at once (a holder that has not yet seen the takeover, two
 // takeovers from stale views) are harmless, so the Lease needs no

@@ -19,6 +19,10 @@ const (
 	reaperRetryMax  = 10 * time.Second
 )
 
+// releaseTimeout bounds the release of the reaper Lease when its holder's
+// WatchRecords returns.
+const releaseTimeout = 2 * time.Second
+
 // reaper is one WatchRecords' part in holding the gate's reaper Lease
 // <gate>-reaper: it creates the Lease when absent, renews it while this
 // store holds it, takes it over once it has not changed for its duration
@@ -82,6 +86,30 @@ func (r *reaper) forget() {
 	r.mu.Unlock()
 }
 
+// release deletes the reaper Lease if this store holds it, conditioned on
+// the UID and resourceVersion it last saw, so that another store takes it
+// at once instead of once it has aged out. It waits releaseTimeout at most:
+// a store that cannot release it (cut off, or crashed) leaves the Lease to
+// age out, which costs the gate's liveness only.
+func (r *reaper) release(ctx context.Context) {
+	r.mu.Lock()
+	cur := r.cur
+	r.mu.Unlock()
+	if cur == nil || ptrString(cur.Spec.HolderIdentity) != r.s.identity {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	uid, rv := cur.UID, cur.ResourceVersion
+	err := r.s.leases.Delete(rctx, cur.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
+	log := logr.FromContextOrDiscard(ctx)
+	if err != nil && !apierrors.IsNotFound(err) {
+		log.Info("Could not release the reaper Lease; it ages out", "lease", r.s.ref(cur.Name), "err", err.Error())
+		return
+	}
+	log.V(1).Info("Released the reaper Lease", "lease", r.s.ref(cur.Name))
+}
+
 func (r *reaper) want(now time.Time) *coordinationv1.Lease {
 	s := r.s
 	secs := leaseSeconds(s.reaperDur)
@@ -123,6 +151,7 @@ func (r *reaper) run(ctx context.Context) {
 			stopLive = nil
 		}
 	}
+	defer r.release(ctx)
 	defer endLive()
 	retry := reaperRetryBase
 	var renewed time.Time // when this store's last write of the Lease that held was sent

@@ -128,14 +128,16 @@ func reaperHolder(t *testing.T, cs interface {
 	return ptr.Deref(l.Spec.HolderIdentity, "")
 }
 
-// The reaper's store stops; another takes the reaper Lease once it has
-// not changed for its 30s plus the margin, and reaps a dead node's
-// record then.
+// The reaper's store crashes (it stops, and its release never lands);
+// another takes the reaper Lease once it has not changed for its 30s plus
+// the margin, and reaps a dead node's record then.
 func TestReaperTakeover(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cs := kubefake.NewClientset()
 		leases := cs.CoordinationV1().Leases(testNamespace)
-		a := newStore(t, cs, "take", nil)
+		acs, ah := wrap(cs)
+		ah.set(func(h *hooks) { h.beforeDelete = func(string) error { return errCut } })
+		a := newStore(t, acs, "take", nil)
 		b := newStore(t, cs, "take", nil)
 		actx, stopA := context.WithCancel(context.Background())
 		aDone := make(chan struct{})
@@ -180,6 +182,50 @@ func TestReaperTakeover(t *testing.T) {
 		t.Logf("the reaper stopped; taken over at +%v, the dead record reaped at +%v", took.Sub(stopped), time.Since(stopped))
 		_, err = leases.Get(context.Background(), "take.n1", metav1.GetOptions{})
 		require.True(t, apierrors.IsNotFound(err), "the heartbeat went first")
+	})
+}
+
+// A reaper whose WatchRecords returns releases the Lease: another store
+// takes it at once, not after the 33s a crashed reaper's Lease takes to
+// age out, and reaps a dead node's record its TTL plus margin later.
+func TestReaperReleasedWhenItsWatchEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cs := kubefake.NewClientset()
+		leases := cs.CoordinationV1().Leases(testNamespace)
+		a := newStore(t, cs, "rel", nil)
+		actx, stopA := context.WithCancel(context.Background())
+		aDone := make(chan struct{})
+		go func() {
+			defer close(aDone)
+			_, rev, err := a.ListRecords(actx)
+			if err == nil {
+				_ = a.WatchRecords(actx, rev, func([]versiongate.Record, int64) {})
+			}
+		}()
+		synctest.Wait()
+		require.Equal(t, kubestore.ReaperIdentity(a), reaperHolder(t, leases, "rel"))
+		b := newStore(t, cs, "rel", nil)
+		runWatch(t, b)
+		time.Sleep(25 * time.Second)
+		node := newStore(t, cs, "rel", nil)
+		_, err := node.PublishRecord(context.Background(), "n1", []byte("1.0.0"), 10*time.Second)
+		require.NoError(t, err)
+		published := time.Now()
+		stopA()
+		<-aDone
+		synctest.Wait()
+		require.Equal(t, kubestore.ReaperIdentity(b), reaperHolder(t, leases, "rel"), "b holds the Lease at once")
+		for {
+			_, err := leases.Get(context.Background(), "rel-n1", metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				break
+			}
+			require.NoError(t, err)
+			time.Sleep(100 * time.Millisecond)
+		}
+		reaped := time.Since(published)
+		t.Logf("the dead record reaped %v after its only heartbeat", reaped)
+		require.Less(t, reaped, 10*time.Second+time.Second+2*time.Second, "within TTL + margin of b's first sight")
 	})
 }
 
