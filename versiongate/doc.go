@@ -163,8 +163,9 @@
 //     liveness, not safety. A first status that was reverted so leaves the
 //     status absent, which the next leader treats as missing (above).
 //   - Kubernetes only: expiry needs the reaper, a running gate; with none,
-//     a dead record stays, and after the reaper's death its successor
-//     first waits out the reaper Lease (up to 33s; liveness only).
+//     a dead record stays, and after the reaper crashes its successor
+//     first waits out the reaper Lease (up to 33s; liveness only; a
+//     reaper that stops releases it).
 //   - The linearizability check of a history with a server restart may
 //     run out of time; it is then logged as undecided, not failed, and
 //     the safety checks of the run still hold it.
