@@ -555,6 +555,21 @@ const childOps = 50
 func verifyHere(history []Op, dir string) (porcupine.CheckResult, string, error) {
 	model := Model()
 	res, info := porcupine.CheckOperationsVerbose(model, operations(history), CheckTimeout)
+	if res == porcupine.Unknown {
+		// Kept, so that a search that ran out of time can be run again
+		// for longer, or studied: undecided-*.json beside the others.
+		if req, err := json.Marshal(ChildRequest{History: history, Dir: dir}); err == nil {
+			if f, err := os.CreateTemp(dir, "undecided-*.json"); err == nil {
+				_, werr := f.Write(req)
+				if cerr := f.Close(); werr == nil {
+					werr = cerr
+				}
+				if werr != nil {
+					return res, "", werr
+				}
+			}
+		}
+	}
 	if res != porcupine.Illegal {
 		return res, "", nil
 	}
@@ -604,7 +619,7 @@ func Check(t testing.TB, history []Op) {
 		// Undecided is not a violation: the search ran out of time, which
 		// histories with many operations of unknown outcome can make it do.
 		// Safety is judged by the drivers' own checks regardless.
-		t.Logf("storecheck: linearizability of %d operations UNDECIDED after %v (not a violation; the checker ran out of time)", len(history), CheckTimeout)
+		t.Logf("storecheck: linearizability of %d operations UNDECIDED after %v (not a violation; the checker ran out of time; the history is kept in %s as undecided-*.json)", len(history), CheckTimeout, dir)
 	default:
 		t.Logf("storecheck: %d operations linearizable (checked in %v)", len(history), time.Since(start).Round(time.Millisecond))
 	}
