@@ -1,6 +1,7 @@
 package storecheck
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -520,7 +521,149 @@ func operations(history []Op) []porcupine.Operation {
 			ops = append(ops, porcupine.Operation{ClientId: o.Client, Input: call{Input: o.Input, id: i, part: p}, Call: int64(o.Call), Output: o.Output, Return: int64(o.Return)})
 		}
 	}
-	return ops
+	return narrow(ops)
+}
+
+// narrow shortens the intervals of the operations that report a
+// revision, by what the model requires of their order, so that the search
+// tries them in that order instead of backtracking over every ordering of
+// the operations around them (many joiners publishing and deleting at
+// once made a history of 150 operations undecided after minutes).
+//
+// The model orders them by revision: a publish needs a revision above
+// every one reported before it (by a publish, a listing or a read), a
+// listing one at least as high. So if X is a publish and Y reports a
+// revision at least X's, or X a listing and Y reports a higher one, X
+// precedes Y, and each interval can lose what lies on the wrong side of
+// the other: Y cannot take effect before X was called, nor X after Y
+// returned. No linearization the model accepts is lost. If the narrowed
+// intervals contradict the real-time order (call after return), the
+// history cannot be linearized, and the search is left to find that on
+// the intervals as recorded.
+func narrow(ops []porcupine.Operation) []porcupine.Operation {
+	type revved struct {
+		i     int
+		rev   int64
+		check byte // 'p': needs a higher revision, 'l': at least as high, 'r': none
+	}
+	var rs []revved
+	for i, op := range ops {
+		c, out := op.Input.(call), op.Output.(Output)
+		if c.part != whole || out.Outcome != OK {
+			continue
+		}
+		switch c.Kind {
+		case KindPublish:
+			rs = append(rs, revved{i, out.Rev, 'p'})
+		case KindList:
+			rs = append(rs, revved{i, out.Rev, 'l'})
+		case KindRead:
+			rs = append(rs, revved{i, out.Rev, 'r'})
+		}
+	}
+	// In revision order, publishes first at a revision ('l' < 'p' < 'r'
+	// would not do: a publish precedes what reports its revision).
+	rank := map[byte]int{'p': 0, 'l': 1, 'r': 2}
+	slices.SortStableFunc(rs, func(a, b revved) int {
+		if a.rev != b.rev {
+			return cmp.Compare(a.rev, b.rev)
+		}
+		return rank[a.check] - rank[b.check]
+	})
+	// precedes reports whether the model puts x before y.
+	precedes := func(x, y revved) bool {
+		return x.check == 'p' && y.rev >= x.rev || x.check == 'l' && y.rev > x.rev
+	}
+	calls := make([]int64, len(ops))
+	rets := make([]int64, len(ops))
+	for i, op := range ops {
+		calls[i], rets[i] = op.Call, op.Return
+	}
+	// Each call moves after the narrowed calls of what precedes it, and
+	// each return before the narrowed returns of what follows it, so that
+	// the calls are in the model's order, never tied.
+	for b, y := range rs {
+		for _, x := range rs[:b] {
+			if precedes(x, y) {
+				calls[y.i] = max(calls[y.i], calls[x.i]+1)
+			}
+		}
+	}
+	for a := len(rs) - 1; a >= 0; a-- {
+		x := rs[a]
+		for _, y := range rs[a+1:] {
+			if precedes(x, y) {
+				rets[x.i] = min(rets[x.i], rets[y.i]-1)
+			}
+		}
+	}
+	// A record published once and deleted after that publish returned is
+	// gone for good once the delete takes effect: every operation that
+	// shows it (a listing that lists it, a keep-alive that held it)
+	// precedes the delete.
+	type pubDel struct {
+		pubs []int
+		dels []int
+	}
+	byID := map[string]*pubDel{}
+	at := func(id string) *pubDel {
+		if byID[id] == nil {
+			byID[id] = &pubDel{}
+		}
+		return byID[id]
+	}
+	for i, op := range ops {
+		c, out := op.Input.(call), op.Output.(Output)
+		switch {
+		case c.part != whole:
+		case c.Kind == KindPublish:
+			at(c.ID).pubs = append(at(c.ID).pubs, i)
+		case c.Kind == KindDelete && out.Outcome == OK:
+			at(c.ID).dels = append(at(c.ID).dels, i)
+		}
+	}
+	for i, op := range ops {
+		c, out := op.Input.(call), op.Output.(Output)
+		if c.part != whole || out.Outcome != OK {
+			continue
+		}
+		var shown []string
+		switch c.Kind {
+		case KindList:
+			for _, r := range out.Records {
+				shown = append(shown, r.ID)
+			}
+		case KindKeepAlive:
+			shown = []string{c.ID}
+		}
+		for _, id := range shown {
+			pd := byID[id]
+			if pd == nil || len(pd.pubs) != 1 {
+				continue
+			}
+			p := ops[pd.pubs[0]]
+			pout := p.Output.(Output)
+			if pout.Outcome != OK {
+				continue
+			}
+			for _, d := range pd.dels {
+				dc := ops[d].Input.(call)
+				if dc.Lease != pout.Lease || ops[d].Call <= p.Return {
+					continue
+				}
+				calls[d] = max(calls[d], calls[i]+1)
+				rets[i] = min(rets[i], rets[d]-1)
+			}
+		}
+	}
+	out := slices.Clone(ops)
+	for i := range out {
+		if calls[i] >= rets[i] {
+			return ops
+		}
+		out[i].Call, out[i].Return = calls[i], rets[i]
+	}
+	return out
 }
 
 // CheckTimeout bounds Check's search. A history it cannot decide in that

@@ -2,6 +2,7 @@ package storecheck_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -332,4 +333,43 @@ func TestLostRecordLingersOnlyWhereTheStoreSaysSo(t *testing.T) {
 		storecheck.Op{Client: 2, Name: "b", Input: storecheck.Input{Kind: storecheck.KindList}, Output: storecheck.Output{Outcome: storecheck.OK, Rev: 4}, Call: 7, Return: 8},
 		storecheck.Op{Client: 2, Name: "b", Input: storecheck.Input{Kind: storecheck.KindList}, Output: storecheck.Output{Outcome: storecheck.OK, Rev: 5, Records: []versiongate.Record{{ID: "a", Value: []byte("a")}}}, Call: 9, Return: 10})
 	require.Equal(t, porcupine.Illegal, verify(t, gone))
+}
+
+// Many joiners at once, as the joiners race makes them: each publishes,
+// lists and deletes its record, all overlapping, with revisions that run
+// against the order of the calls. A search that tries the operations in
+// call order backtracks over every ordering of the deletes around them;
+// the model's revision order, applied to the intervals first, decides the
+// history at once. The same history with one listing that contradicts
+// the revisions is rejected.
+func TestManyConcurrentJoinersDecided(t *testing.T) {
+	const n = 40
+	var h []storecheck.Op
+	for i := range n {
+		id := fmt.Sprintf("j%02d", i)
+		rev := int64(100 + 2*(n-i)) // the last called gets the lowest revision
+		h = append(h,
+			at(op(publish(id), published(1, rev)), i, 100+i),
+			at(op(storecheck.Input{Kind: storecheck.KindDelete, ID: id, Lease: 1}, ok), 101+i, 300+i))
+	}
+	// A listing at the highest revision, before any delete took effect.
+	var ids []string
+	for i := range n {
+		ids = append(ids, fmt.Sprintf("j%02d", i))
+	}
+	h = append(h, at(op(listIn, list(100+2*n, ids...)), 50, 100+n))
+	h = append(h, at(op(listIn, list(100+2*n+1)), 400, 401)) // all deleted
+	for i := range h {
+		h[i].Client = i
+	}
+	start := time.Now()
+	require.Equal(t, porcupine.Ok, verify(t, h))
+	t.Logf("decided in %v", time.Since(start))
+
+	// A listing that returned before a publish of a lower revision was
+	// called, yet lists nothing of it.
+	bad := append([]storecheck.Op(nil), h...)
+	bad = append(bad, at(op(listIn, list(100+2*n+2)), 0, 1))
+	bad[len(bad)-1].Client = len(bad)
+	require.Equal(t, porcupine.Illegal, verify(t, bad))
 }
