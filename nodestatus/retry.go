@@ -75,9 +75,17 @@ type retryClock struct {
 	kind int
 }
 
+// NewTimer arms the retry's timer, then records when it fires. Until then
+// the job counts as due at once (jobState.wait), so a test that advances a
+// fake clock only while the controller is idle cannot advance it between
+// the two: the instant recorded is the timer's. In the other order, a step
+// in between armed the timer a step late, past the instant recorded, and
+// the controller looked busy, with a retry overdue, until a step that
+// never came.
 func (k retryClock) NewTimer(d time.Duration) clock.Timer {
+	t := k.Clock.NewTimer(d)
 	k.jobs.waitUntil(k.kind, k.Now().Add(d))
-	return k.Clock.NewTimer(d)
+	return t
 }
 
 // jobState tells whether lease and status jobs are at work, or waiting
