@@ -76,6 +76,18 @@
 // revision. Reads and keep-alives that failed so are dropped: they change
 // nothing the model tracks and show nothing.
 //
+// # The search
+//
+// Before porcupine searches, the intervals of the operations that report
+// a revision are narrowed to the order the model imposes on them
+// (publishes and listings by revision; a record published once shown only
+// before its delete), so that the search tries them in that order rather
+// than backtracking over every ordering of the operations around them
+// (TestManyConcurrentJoinersDecided). No linearization the model accepts
+// is lost. A history still undecided after CheckTimeout is logged as
+// undecided, not failed, and kept as undecided-*.json beside the
+// visualizations, to be searched again.
+//
 // # What the model does not check
 //
 //   - Watches (WatchRecords, WatchStatus): not recorded. Their promises
