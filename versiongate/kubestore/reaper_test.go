@@ -139,22 +139,13 @@ func TestReaperTakeover(t *testing.T) {
 		ah.set(func(h *hooks) { h.beforeDelete = func(string) error { return errCut } })
 		a := newStore(t, acs, "take", nil)
 		b := newStore(t, cs, "take", nil)
-		actx, stopA := context.WithCancel(context.Background())
-		aDone := make(chan struct{})
-		go func() {
-			defer close(aDone)
-			_, rev, err := a.ListRecords(actx)
-			if err == nil {
-				_ = a.WatchRecords(actx, rev, func([]versiongate.Record, int64) {})
-			}
-		}()
+		stopA := watchUntilStopped(a)
 		synctest.Wait()
 		require.Equal(t, kubestore.ReaperIdentity(a), reaperHolder(t, leases, "take"))
 		runWatch(t, b)
 		time.Sleep(25 * time.Second)
 		require.Equal(t, kubestore.ReaperIdentity(a), reaperHolder(t, leases, "take"), "a renews it")
 		stopA()
-		<-aDone
 		stopped := time.Now()
 		// A node that dies at once.
 		node := newStore(t, cs, "take", nil)
@@ -193,15 +184,7 @@ func TestReaperReleasedWhenItsWatchEnds(t *testing.T) {
 		cs := kubefake.NewClientset()
 		leases := cs.CoordinationV1().Leases(testNamespace)
 		a := newStore(t, cs, "rel", nil)
-		actx, stopA := context.WithCancel(context.Background())
-		aDone := make(chan struct{})
-		go func() {
-			defer close(aDone)
-			_, rev, err := a.ListRecords(actx)
-			if err == nil {
-				_ = a.WatchRecords(actx, rev, func([]versiongate.Record, int64) {})
-			}
-		}()
+		stopA := watchUntilStopped(a)
 		synctest.Wait()
 		require.Equal(t, kubestore.ReaperIdentity(a), reaperHolder(t, leases, "rel"))
 		b := newStore(t, cs, "rel", nil)
@@ -212,7 +195,6 @@ func TestReaperReleasedWhenItsWatchEnds(t *testing.T) {
 		require.NoError(t, err)
 		published := time.Now()
 		stopA()
-		<-aDone
 		synctest.Wait()
 		require.Equal(t, kubestore.ReaperIdentity(b), reaperHolder(t, leases, "rel"), "b holds the Lease at once")
 		for {
@@ -227,6 +209,21 @@ func TestReaperReleasedWhenItsWatchEnds(t *testing.T) {
 		t.Logf("the dead record reaped %v after its only heartbeat", reaped)
 		require.Less(t, reaped, 10*time.Second+time.Second+2*time.Second, "within TTL + margin of b's first sight")
 	})
+}
+
+// watchUntilStopped runs st's ListRecords and WatchRecords, as a gate
+// does, until the function it returns is called, which waits for them.
+func watchUntilStopped(st *kubestore.Store) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, rev, err := st.ListRecords(ctx)
+		if err == nil {
+			_ = st.WatchRecords(ctx, rev, func([]versiongate.Record, int64) {})
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // Two stores that both hold the reaper Lease (here: by one identity) both
