@@ -82,7 +82,7 @@
 // takeovers from stale views) are harmless, so the Lease needs no
 // fencing: every delete is conditioned on the object and resourceVersion
 // judged, so each record is deleted once and a live one never
-// (TestTwoReapersReapOnce). A dead reaper costs liveness only: dead
+// (TestTwoReapersReapOnce). A crashed reaper costs liveness only: dead
 // records wait up to the reaper Lease's duration plus its margin (33s)
 // longer, and a gate blocked by one waits that much more.
 //
