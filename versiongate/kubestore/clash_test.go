@@ -1,7 +1,6 @@
 package kubestore_test
 
 import (
-	"context"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -11,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/reconkit/reconkit/kubefake"
 	"github.com/reconkit/reconkit/versiongate"
 	"github.com/reconkit/reconkit/versiongate/versiongatetest"
 )
@@ -23,11 +21,9 @@ import (
 // writes the other's Lease, however long it runs.
 func TestGatesWhoseNamesClashNeverWriteEachOthersLeases(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		cs := kubefake.NewClientset()
-		leases := cs.CoordinationV1().Leases(testNamespace)
-		a := newStore(t, cs, "a", nil)
+		w := newFakeWorld(t)
+		ctx, cs, leases, clk := w.ctx, w.cs, w.leases, w.clk
+		a := newStore(t, cs, "a", clk)
 		hcs, h := wrap(cs)
 		var reaperReads atomic.Int64
 		h.set(func(h *hooks) {
@@ -38,7 +34,7 @@ func TestGatesWhoseNamesClashNeverWriteEachOthersLeases(t *testing.T) {
 				return nil
 			}
 		})
-		ab := newStore(t, hcs, "a-b", nil)
+		ab := newStore(t, hcs, "a-b", clk)
 
 		// Gate a's records first: a-b's status and reaper names are taken.
 		// Short TTLs: gate a runs no reaper, and a Lease of 10s unchanged
@@ -72,7 +68,7 @@ func TestGatesWhoseNamesClashNeverWriteEachOthersLeases(t *testing.T) {
 		// it over, however long it waits.
 		// It asks again, with a pause that grows to 10s: not in a spin.
 		runWatch(t, ab)
-		time.Sleep(10 * time.Minute)
+		advance(clk, 10*time.Minute)
 		require.Equal(t, before, rvs(), "gate a's records are untouched")
 		require.LessOrEqual(t, reaperReads.Load(), int64(10*6+5), "reads of the clashing reaper Lease in 10 minutes")
 		require.GreaterOrEqual(t, reaperReads.Load(), int64(10*6-5), "reads of the clashing reaper Lease in 10 minutes")
@@ -101,6 +97,5 @@ func TestGatesWhoseNamesClashNeverWriteEachOthersLeases(t *testing.T) {
 			names = append(names, l.Name)
 		}
 		require.ElementsMatch(t, []string{"a.b-status", "a.b-reaper"}, names)
-		cancel()
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -15,12 +16,15 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/reconkit/reconkit/internal/testenv"
+	"github.com/reconkit/reconkit/kubefake"
 	"github.com/reconkit/reconkit/versiongate"
 	"github.com/reconkit/reconkit/versiongate/kubestore"
 )
@@ -117,6 +121,50 @@ func runWatch(t *testing.T, st versiongate.Store) {
 		_ = st.WatchRecords(ctx, rev, func([]versiongate.Record, int64) {})
 	}()
 	t.Cleanup(func() { cancel(); <-done })
+}
+
+// fakeWorld is what a synctest test of stores on kubefake starts from: a
+// context that ends with the test, the clientset, its Leases in the test
+// namespace, and a fake clock for the stores, which advance steps.
+type fakeWorld struct {
+	ctx    context.Context
+	cs     *fake.Clientset
+	leases coordclient.LeaseInterface
+	clk    *clocktesting.FakeClock
+}
+
+func newFakeWorld(t *testing.T) fakeWorld {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	cs := kubefake.NewClientset()
+	return fakeWorld{ctx: ctx, cs: cs, leases: cs.CoordinationV1().Leases(testNamespace), clk: newFakeClock()}
+}
+
+// advance steps clk by d, at most a second at a time, in a synctest
+// bubble: after each step every goroutine of the bubble settles
+// (synctest.Wait), so that what a step set off (a request, a timer armed
+// for later) is done before the next step.
+func advance(clk *clocktesting.FakeClock, d time.Duration) {
+	for end := clk.Now().Add(d); clk.Now().Before(end); {
+		clk.Step(min(time.Second, end.Sub(clk.Now())))
+		synctest.Wait()
+	}
+}
+
+// advanceUntil steps clk as advance does, 100ms at a time, until cond
+// holds, and returns the fake time that took; it fails t once limit has
+// passed.
+func advanceUntil(t testing.TB, clk *clocktesting.FakeClock, limit time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := clk.Now()
+	for !cond() {
+		if clk.Since(start) > limit {
+			t.Fatalf("%s did not happen within %v of fake time", what, limit)
+		}
+		clk.Step(100 * time.Millisecond)
+		synctest.Wait()
+	}
+	return clk.Since(start)
 }
 
 // stepUntil steps clk a second at a time, every 10ms of real time, until

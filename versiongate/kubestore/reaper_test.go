@@ -133,46 +133,34 @@ func reaperHolder(t *testing.T, cs interface {
 // the margin, and reaps a dead node's record then.
 func TestReaperTakeover(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cs := kubefake.NewClientset()
-		leases := cs.CoordinationV1().Leases(testNamespace)
+		w := newFakeWorld(t)
+		cs, leases, clk := w.cs, w.leases, w.clk
 		acs, ah := wrap(cs)
 		ah.set(func(h *hooks) { h.beforeDelete = func(string) error { return errCut } })
-		a := newStore(t, acs, "take", nil)
-		b := newStore(t, cs, "take", nil)
+		a := newStore(t, acs, "take", clk)
+		b := newStore(t, cs, "take", clk)
 		stopA := watchUntilStopped(a)
 		synctest.Wait()
 		require.Equal(t, kubestore.ReaperIdentity(a), reaperHolder(t, leases, "take"))
 		runWatch(t, b)
-		time.Sleep(25 * time.Second)
+		advance(clk, 25*time.Second)
 		require.Equal(t, kubestore.ReaperIdentity(a), reaperHolder(t, leases, "take"), "a renews it")
 		stopA()
-		stopped := time.Now()
+		stopped := clk.Now()
 		// A node that dies at once.
-		node := newStore(t, cs, "take", nil)
+		node := newStore(t, cs, "take", clk)
 		_, err := node.PublishRecord(context.Background(), "n1", []byte("1.0.0"), 10*time.Second)
 		require.NoError(t, err)
-		var took time.Time
-		for took.IsZero() {
-			time.Sleep(100 * time.Millisecond)
-			if reaperHolder(t, leases, "take") == kubestore.ReaperIdentity(b) {
-				took = time.Now()
-			}
-		}
+		took := advanceUntil(t, clk, time.Minute, "b's takeover", func() bool {
+			return reaperHolder(t, leases, "take") == kubestore.ReaperIdentity(b)
+		})
 		// a's last renewal was at most 10s before it stopped, and b saw
 		// it then or later.
-		require.GreaterOrEqual(t, took.Sub(stopped), 30*time.Second+3*time.Second-10*time.Second)
-		require.LessOrEqual(t, took.Sub(stopped), 30*time.Second+3*time.Second+2*time.Second)
-		for {
-			_, err := leases.Get(context.Background(), "take-n1", metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				break
-			}
-			require.NoError(t, err)
-			time.Sleep(100 * time.Millisecond)
-		}
-		t.Logf("the reaper stopped; taken over at +%v, the dead record reaped at +%v", took.Sub(stopped), time.Since(stopped))
-		_, err = leases.Get(context.Background(), "take.n1", metav1.GetOptions{})
-		require.True(t, apierrors.IsNotFound(err), "the heartbeat went first")
+		require.GreaterOrEqual(t, took, 30*time.Second+3*time.Second-10*time.Second)
+		require.LessOrEqual(t, took, 30*time.Second+3*time.Second+2*time.Second)
+		advanceUntil(t, clk, time.Minute, "the dead record's reaping", func() bool { return leaseGone(t, leases, "take-n1") })
+		t.Logf("the reaper stopped; taken over at +%v, the dead record reaped at +%v", took, clk.Since(stopped))
+		require.True(t, leaseGone(t, leases, "take.n1"), "the heartbeat went first")
 	})
 }
 
@@ -181,34 +169,39 @@ func TestReaperTakeover(t *testing.T) {
 // age out, and reaps a dead node's record its TTL plus margin later.
 func TestReaperReleasedWhenItsWatchEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cs := kubefake.NewClientset()
-		leases := cs.CoordinationV1().Leases(testNamespace)
-		a := newStore(t, cs, "rel", nil)
+		w := newFakeWorld(t)
+		cs, leases, clk := w.cs, w.leases, w.clk
+		a := newStore(t, cs, "rel", clk)
 		stopA := watchUntilStopped(a)
 		synctest.Wait()
 		require.Equal(t, kubestore.ReaperIdentity(a), reaperHolder(t, leases, "rel"))
-		b := newStore(t, cs, "rel", nil)
+		b := newStore(t, cs, "rel", clk)
 		runWatch(t, b)
-		time.Sleep(25 * time.Second)
-		node := newStore(t, cs, "rel", nil)
+		advance(clk, 25*time.Second)
+		node := newStore(t, cs, "rel", clk)
 		_, err := node.PublishRecord(context.Background(), "n1", []byte("1.0.0"), 10*time.Second)
 		require.NoError(t, err)
-		published := time.Now()
 		stopA()
 		synctest.Wait()
 		require.Equal(t, kubestore.ReaperIdentity(b), reaperHolder(t, leases, "rel"), "b holds the Lease at once")
-		for {
-			_, err := leases.Get(context.Background(), "rel-n1", metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				break
-			}
-			require.NoError(t, err)
-			time.Sleep(100 * time.Millisecond)
-		}
-		reaped := time.Since(published)
+		reaped := advanceUntil(t, clk, time.Minute, "the dead record's reaping", func() bool { return leaseGone(t, leases, "rel-n1") })
 		t.Logf("the dead record reaped %v after its only heartbeat", reaped)
 		require.Less(t, reaped, 10*time.Second+time.Second+2*time.Second, "within TTL + margin of b's first sight")
 	})
+}
+
+// leaseGone reports whether the Lease name is gone; any other error fails
+// t.
+func leaseGone(t testing.TB, leases interface {
+	Get(context.Context, string, metav1.GetOptions) (*coordinationv1.Lease, error)
+}, name string) bool {
+	t.Helper()
+	_, err := leases.Get(context.Background(), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return true
+	}
+	require.NoError(t, err)
+	return false
 }
 
 // watchUntilStopped runs st's ListRecords and WatchRecords, as a gate
@@ -230,9 +223,8 @@ func watchUntilStopped(st *kubestore.Store) (stop func()) {
 // reap: each dead record is deleted once, and no live one.
 func TestTwoReapersReapOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		cs := kubefake.NewClientset()
+		w := newFakeWorld(t)
+		ctx, cs, clk := w.ctx, w.cs, w.clk
 		var mu sync.Mutex
 		deleted := map[string]int{}
 		reapers := make([]*kubestore.Store, 2)
@@ -247,40 +239,33 @@ func TestTwoReapersReapOnce(t *testing.T) {
 					}
 				}
 			})
-			reapers[i] = newStore(t, rcs, "two", nil)
+			reapers[i] = newStore(t, rcs, "two", clk)
 			kubestore.SetReaperIdentity(reapers[i], "both")
 		}
-		node := newStore(t, cs, "two", nil)
+		node := newStore(t, cs, "two", clk)
 		var leases []versiongate.RecordLease
 		for _, id := range []string{"live1", "live2", "dead1", "dead2"} {
 			l, err := node.PublishRecord(ctx, id, []byte("1.0.0"), 10*time.Second)
 			require.NoError(t, err)
 			leases = append(leases, l)
 		}
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				for _, l := range leases[:2] {
-					_, _ = node.KeepAlive(ctx, l)
-				}
-				time.Sleep(3 * time.Second)
-			}
-		}()
 		for _, r := range reapers {
 			runWatch(t, r)
 		}
-		time.Sleep(time.Minute)
-		synctest.Wait()
+		// A minute in which the first two are kept alive every 3s.
+		for range 20 {
+			for _, l := range leases[:2] {
+				_, err := node.KeepAlive(ctx, l)
+				require.NoError(t, err)
+			}
+			advance(clk, 3*time.Second)
+		}
 		rs, _, err := node.ListRecords(ctx)
 		require.NoError(t, err)
 		require.Equal(t, []string{"live1", "live2"}, recordIDs(rs))
 		mu.Lock()
 		require.Equal(t, map[string]int{"two.dead1": 1, "two-dead1": 1, "two.dead2": 1, "two-dead2": 1}, deleted)
 		mu.Unlock()
-		cancel()
-		wg.Wait()
 	})
 }
 
@@ -291,11 +276,9 @@ func TestTwoReapersReapOnce(t *testing.T) {
 // at once.
 func TestOrphansEnd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		cs := kubefake.NewClientset()
-		leases := cs.CoordinationV1().Leases(testNamespace)
-		node := newStore(t, cs, "orph", nil)
+		w := newFakeWorld(t)
+		ctx, cs, leases, clk := w.ctx, w.cs, w.leases, w.clk
+		node := newStore(t, cs, "orph", clk)
 		l, err := node.PublishRecord(ctx, "n1", []byte("1.0.0"), 10*time.Second)
 		require.NoError(t, err)
 		require.NoError(t, leases.Delete(ctx, "orph.n1", metav1.DeleteOptions{}))
@@ -304,11 +287,11 @@ func TestOrphansEnd(t *testing.T) {
 			Spec:       coordinationv1.LeaseSpec{LeaseDurationSeconds: ptr.To[int32](10)},
 		}, metav1.CreateOptions{})
 		require.NoError(t, err)
-		runWatch(t, newStore(t, cs, "orph", nil))
-		time.Sleep(5 * time.Second)
+		runWatch(t, newStore(t, cs, "orph", clk))
+		advance(clk, 5*time.Second)
 		_, err = leases.Get(ctx, "orph-n1", metav1.GetOptions{})
 		require.NoError(t, err, "an orphan is deleted only after its TTL plus the margin")
-		time.Sleep(10 * time.Second)
+		advance(clk, 10*time.Second)
 		for _, name := range []string{"orph-n1", "orph.n2"} {
 			_, err = leases.Get(ctx, name, metav1.GetOptions{})
 			require.True(t, apierrors.IsNotFound(err), "%s: %v", name, err)
@@ -404,10 +387,8 @@ func TestReaperDoesNotSpin(t *testing.T) {
 // watches deliver nothing, while the node renews it every 3s for 40s.
 func TestOrphanDeletedOnlyOnceItsHeartbeatIsReadGone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		cs := kubefake.NewClientset()
-		leases := cs.CoordinationV1().Leases(testNamespace)
+		w := newFakeWorld(t)
+		ctx, cs, leases, clk := w.ctx, w.cs, w.leases, w.clk
 		blind, h := wrap(cs)
 		heartbeats := kubestore.LabelRole + "=" + kubestore.RoleHeartbeat
 		h.set(func(h *hooks) {
@@ -435,12 +416,12 @@ func TestOrphanDeletedOnlyOnceItsHeartbeatIsReadGone(t *testing.T) {
 				return leases.Watch(ctx, opts)
 			}
 		})
-		node := newStore(t, cs, "blind", nil)
+		node := newStore(t, cs, "blind", clk)
 		l, err := node.PublishRecord(ctx, "n1", []byte("1.0.0"), 10*time.Second)
 		require.NoError(t, err)
-		runWatch(t, newStore(t, blind, "blind", nil))
+		runWatch(t, newStore(t, blind, "blind", clk))
 		for range 13 {
-			time.Sleep(3 * time.Second)
+			advance(clk, 3*time.Second)
 			_, err := node.KeepAlive(ctx, l)
 			require.NoError(t, err)
 		}
