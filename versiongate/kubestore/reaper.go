@@ -112,17 +112,7 @@ func (r *reaper) release(ctx context.Context) {
 
 func (r *reaper) want(now time.Time) *coordinationv1.Lease {
 	s := r.s
-	secs := leaseSeconds(s.reaperDur)
-	mt := metav1.NewMicroTime(now)
-	id := s.identity
-	return &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      s.reaperName(),
-			Namespace: s.ns,
-			Labels:    map[string]string{LabelGate: s.gate, LabelRole: RoleReaper},
-		},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: &id, LeaseDurationSeconds: &secs, AcquireTime: &mt, RenewTime: &mt},
-	}
+	return s.newLease(s.reaperName(), RoleReaper, s.identity, leaseSeconds(s.reaperDur), now)
 }
 
 // run holds, renews and takes over the reaper Lease until ctx ends,
@@ -155,6 +145,25 @@ func (r *reaper) run(ctx context.Context) {
 	defer endLive()
 	retry := reaperRetryBase
 	var renewed time.Time // when this store's last write of the Lease that held was sent
+	// write sends next, an update of the Lease conditioned on the version
+	// known, at now, and reports whether it landed. A refusal (409, or the
+	// Lease gone) ends the liveness watch and makes the loop read the
+	// Lease again.
+	write := func(next *coordinationv1.Lease, now time.Time, what string) bool {
+		l, err := s.leases.Update(ctx, next, metav1.UpdateOptions{})
+		switch {
+		case err == nil:
+			r.set(l)
+			renewed, retry = now, reaperRetryBase
+			return true
+		case apierrors.IsConflict(err) || apierrors.IsNotFound(err) && !apiMissing(err):
+			endLive()
+			r.forget()
+		case ctx.Err() == nil:
+			log.Info("Could not "+what+" the reaper Lease", "lease", s.ref(name), "err", err.Error())
+		}
+		return false
+	}
 	for {
 		r.mu.Lock()
 		cur, at := r.cur, r.at
@@ -201,22 +210,7 @@ func (r *reaper) run(ctx context.Context) {
 			next := cur.DeepCopy()
 			mt := metav1.NewMicroTime(now)
 			next.Spec.RenewTime = &mt
-			l, err := s.leases.Update(ctx, next, metav1.UpdateOptions{})
-			switch {
-			case err == nil:
-				r.set(l)
-				renewed = now
-				retry = reaperRetryBase
-			case apierrors.IsConflict(err) || apierrors.IsNotFound(err) && !apiMissing(err):
-				endLive()
-				r.forget()
-				failed = true
-			default:
-				if ctx.Err() == nil {
-					log.Info("Could not renew the reaper Lease", "lease", s.ref(name), "err", err.Error())
-				}
-				failed = true
-			}
+			failed = !write(next, now, "renew")
 		default:
 			endLive()
 			d := leaseTTL(cur)
@@ -231,21 +225,8 @@ func (r *reaper) run(ctx context.Context) {
 				next.Spec.LeaseTransitions = new(int32)
 			}
 			*next.Spec.LeaseTransitions++
-			l, err := s.leases.Update(ctx, next, metav1.UpdateOptions{})
-			switch {
-			case err == nil:
-				r.set(l)
-				renewed = now
-				retry = reaperRetryBase
+			if failed = !write(next, now, "take over"); !failed {
 				log.Info("Took over the reaper Lease", "lease", s.ref(name), "from", ptrString(cur.Spec.HolderIdentity), "unchangedFor", now.Sub(at))
-			case apierrors.IsConflict(err) || apierrors.IsNotFound(err) && !apiMissing(err):
-				r.forget()
-				failed = true
-			default:
-				if ctx.Err() == nil {
-					log.Info("Could not take over the reaper Lease", "lease", s.ref(name), "err", err.Error())
-				}
-				failed = true
 			}
 		}
 		// The pause after a failure grows until a write of the Lease

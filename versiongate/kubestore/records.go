@@ -84,28 +84,10 @@ func (s *Store) PublishRecord(ctx context.Context, id string, value []byte, ttl 
 	}
 	hbName := s.heartbeatName(id)
 	secs := leaseSeconds(ttl)
-	mt := metav1.NewMicroTime(s.clock.Now())
-	holder := id
-	want := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      hbName,
-			Namespace: s.ns,
-			Labels:    map[string]string{LabelGate: s.gate, LabelRole: RoleHeartbeat},
-		},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, AcquireTime: &mt, RenewTime: &mt},
-	}
-	hb, err := s.leases.Create(ctx, want, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		if err := s.judgeHeld(ctx, hbName); err != nil {
-			return versiongate.RecordLease{}, err
-		}
-		hb, err = s.leases.Create(ctx, want, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			return versiongate.RecordLease{}, fmt.Errorf("%w: %s was created again by another process", versiongate.ErrRecordHeld, s.ref(hbName))
-		}
-	}
+	want := s.newLease(hbName, RoleHeartbeat, id, secs, s.clock.Now())
+	hb, err := s.createClearing(ctx, want, func() error { return s.judgeHeld(ctx, hbName) })
 	if err != nil {
-		return versiongate.RecordLease{}, s.wrap("create", hbName, err)
+		return versiongate.RecordLease{}, err
 	}
 	ref := livenessRef(hb)
 	rec, rev, err := s.createRecord(ctx, id, name, value, secs, ref, func(cur *coordinationv1.Lease) string {
@@ -135,52 +117,59 @@ func (s *Store) PublishRecord(ctx context.Context, id string, value []byte, ttl 
 // resourceVersion, and the create tried again, when inTheWay says nothing
 // against it; otherwise the error wraps ErrRecordHeld.
 func (s *Store) createRecord(ctx context.Context, id, name string, value []byte, secs int32, ref string, inTheWay func(*coordinationv1.Lease) string) (*coordinationv1.Lease, int64, error) {
-	mt := metav1.NewMicroTime(s.clock.Now())
-	holder := id
-	want := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      name,
-			Namespace: s.ns,
-			Labels:    map[string]string{LabelGate: s.gate, LabelRole: RoleRecord},
-			Annotations: map[string]string{
-				AnnotationValue:     base64.StdEncoding.EncodeToString(value),
-				AnnotationHeartbeat: ref,
-			},
-		},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, AcquireTime: &mt, RenewTime: &mt},
+	want := s.newLease(name, RoleRecord, id, secs, s.clock.Now())
+	want.Annotations = map[string]string{
+		AnnotationValue:     base64.StdEncoding.EncodeToString(value),
+		AnnotationHeartbeat: ref,
 	}
-	created, err := s.leases.Create(ctx, want, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		cur, gerr := s.leases.Get(ctx, name, metav1.GetOptions{})
+	created, err := s.createClearing(ctx, want, func() error {
+		cur, err := s.leases.Get(ctx, name, metav1.GetOptions{})
 		switch {
-		case apierrors.IsNotFound(gerr) && !apiMissing(gerr):
-			// Gone meanwhile: create again.
-		case gerr != nil:
-			return nil, 0, s.wrap("get", name, gerr)
+		case apierrors.IsNotFound(err) && !apiMissing(err):
+			return nil // gone meanwhile: create again
+		case err != nil:
+			return s.wrap("get", name, err)
 		case cur.Labels[LabelGate] != s.gate || cur.Labels[LabelRole] != RoleRecord:
-			return nil, 0, fmt.Errorf("%w: %s exists and is not a record of gate %q (labels %v); delete or rename it", versiongate.ErrRecordHeld, s.ref(name), s.gate, cur.Labels)
-		default:
-			if why := inTheWay(cur); why != "" {
-				return nil, 0, fmt.Errorf("%w: %s %s", versiongate.ErrRecordHeld, s.ref(name), why)
-			}
-			if err := s.deleteCond(ctx, name, cur.UID, cur.ResourceVersion); err != nil {
-				return nil, 0, fmt.Errorf("%w: %w", versiongate.ErrRecordHeld, err)
-			}
-			logr.FromContextOrDiscard(ctx).Info("Replaced an orphaned node record", "lease", s.ref(name), "heartbeat", cur.Annotations[AnnotationHeartbeat])
+			return fmt.Errorf("%w: %s exists and is not a record of gate %q (labels %v); delete or rename it", versiongate.ErrRecordHeld, s.ref(name), s.gate, cur.Labels)
 		}
-		created, err = s.leases.Create(ctx, want, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			return nil, 0, fmt.Errorf("%w: %s was created again by another process", versiongate.ErrRecordHeld, s.ref(name))
+		if why := inTheWay(cur); why != "" {
+			return fmt.Errorf("%w: %s %s", versiongate.ErrRecordHeld, s.ref(name), why)
 		}
-	}
+		if err := s.deleteCond(ctx, name, cur.UID, cur.ResourceVersion); err != nil {
+			return fmt.Errorf("%w: %w", versiongate.ErrRecordHeld, err)
+		}
+		logr.FromContextOrDiscard(ctx).Info("Replaced an orphaned node record", "lease", s.ref(name), "heartbeat", cur.Annotations[AnnotationHeartbeat])
+		return nil
+	})
 	if err != nil {
-		return nil, 0, s.wrap("create", name, err)
+		return nil, 0, err
 	}
 	rev, err := revision(s.ref(name), created.ResourceVersion)
 	if err != nil {
 		return nil, 0, err
 	}
 	return created, rev, nil
+}
+
+// createClearing creates want. If a Lease of its name is in the way,
+// clear removes it, or returns why it stays (an error wrapping
+// ErrRecordHeld), and the create is tried once more; a Lease created again
+// in between is held by another process.
+func (s *Store) createClearing(ctx context.Context, want *coordinationv1.Lease, clear func() error) (*coordinationv1.Lease, error) {
+	l, err := s.leases.Create(ctx, want, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		if err := clear(); err != nil {
+			return nil, err
+		}
+		l, err = s.leases.Create(ctx, want, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("%w: %s was created again by another process", versiongate.ErrRecordHeld, s.ref(want.Name))
+		}
+	}
+	if err != nil {
+		return nil, s.wrap("create", want.Name, err)
+	}
+	return l, nil
 }
 
 // judgeHeld reads the heartbeat Lease name that holds a record ID and

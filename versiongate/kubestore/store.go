@@ -10,6 +10,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
@@ -217,6 +218,20 @@ func (s *Store) recordID(name string) string { return strings.TrimPrefix(name, s
 func (s *Store) statusName() string { return s.gate + "-" + statusSuffix }
 
 func (s *Store) reaperName() string { return s.gate + "-" + reaperSuffix }
+
+// newLease is a Lease of this gate with the role given, held by holder
+// for secs seconds, acquired and renewed at now.
+func (s *Store) newLease(name, role, holder string, secs int32, now time.Time) *coordinationv1.Lease {
+	mt := metav1.NewMicroTime(now)
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      name,
+			Namespace: s.ns,
+			Labels:    map[string]string{LabelGate: s.gate, LabelRole: role},
+		},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, AcquireTime: &mt, RenewTime: &mt},
+	}
+}
 
 // notOurs returns an error if l, read by the name of this gate's Lease of
 // role, is not labelled as that Lease. Two gates in one namespace can want
