@@ -39,6 +39,19 @@ type Config struct {
 	// no time but, without ListLag, LagListings as its bound in listings
 	// (lbrecon.ListingLagger).
 	DeclareListLag bool
+	// ReplicaLag makes List answer from read replicas, as EC2/ELB,
+	// OpenStack and regional caches do: each listing shows each object as
+	// it was a lag ago, drawn afresh per object and per listing, uniform
+	// in [0, ReplicaLag] from Seed, so a listing may miss what an earlier
+	// one showed (a new object, a deletion, an update, a tag), and a
+	// creation whose answer was lost (LoseCreateAnswers, FailCreateAfter)
+	// shows later than the rest: its lag is drawn in [ReplicaLag/2,
+	// ReplicaLag]. Every
+	// listing that starts ReplicaLag after a change shows it. It replaces
+	// ListLag and LagListings, which are then ignored by List.
+	ReplicaLag time.Duration
+	// Seed seeds the draws of ReplicaLag: one seed, one history.
+	Seed uint64
 	// LagListings makes List lag by a number of listings rather than a
 	// time: a created object is left out of the next LagListings List
 	// calls (of any caller), on top of ListLag.

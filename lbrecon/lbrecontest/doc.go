@@ -3,7 +3,9 @@
 // a knob of [Config]: every call takes a latency on an injected clock;
 // created objects stay pending for a while; listings lag behind writes (new
 // objects invisible, deleted objects still listed, updates and tags seen
-// late); deletion is asynchronous; references are enforced (a parent in use
+// late: a fixed ListLag, a count of listings, or read replicas with a
+// random lag per object and per listing that can go backwards, ReplicaLag);
+// deletion is asynchronous; references are enforced (a parent in use
 // cannot be destroyed, a child cannot be created under a missing parent);
 // names can be unique and length-limited; two binds can be refused one
 // address and port (UniqueBinds); identifiers can be unique per kind only;
@@ -30,8 +32,10 @@
 //
 // # What it does not model
 //
-//   - Lag is fixed per knob, not random: every new object is invisible for
-//     exactly ListLag; a real provider's lag varies and can reorder.
+//   - ListLag and LagListings are fixed and monotonic; only ReplicaLag
+//     draws a lag per object and per listing (uniform, from Seed), and
+//     it does not combine with them. Replicas lag on List only, and the
+//     state an object shows (pending, ok) is its state at the drawn time.
 //   - Get by ID is strongly consistent (it sees every write at once); on
 //     some providers a describe call lags too.
 //   - There is no pagination: one List is one call, whatever N.

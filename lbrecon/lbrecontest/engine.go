@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -22,6 +23,7 @@ type object struct {
 	listed    lbrecon.Object
 	listedAt  time.Time // List shows Object instead of listed from then on
 	hidden    int       // List calls that still leave it out (LagListings)
+	late      bool      // created by a call whose answer was lost (ReplicaLag)
 }
 
 // Engine is an in-memory [lbrecon.Engine], [lbrecon.Repairer] and
@@ -39,8 +41,10 @@ type Engine struct {
 	faults   []*fault
 	turn     []*fault // objects created while these match end failed
 	low      map[lbrecon.Key]int
-	tokens   map[string]lbrecon.Key // idempotency token -> the object its creation made
-	changed  chan struct{}          // closed and replaced at every change of the objects
+	tokens   map[string]lbrecon.Key    // idempotency token -> the object its creation made
+	changed  chan struct{}             // closed and replaced at every change of the objects
+	hist     map[lbrecon.Key][]version // with ReplicaLag: what replicas may still show
+	rng      *rand.Rand                // draws replicas' lags, from Config.Seed
 }
 
 var (
@@ -65,7 +69,8 @@ func New(cfg Config) *Engine {
 		cfg.Scope = loadBalancerScope
 	}
 	return &Engine{cfg: cfg, clock: c, objs: make(map[lbrecon.Key]*object), nextID: make(map[string]int),
-		calls: make(map[lbrecon.Verb]int), low: make(map[lbrecon.Key]int), tokens: make(map[string]lbrecon.Key)}
+		calls: make(map[lbrecon.Verb]int), low: make(map[lbrecon.Key]int), tokens: make(map[string]lbrecon.Key),
+		hist: make(map[lbrecon.Key][]version), rng: rand.New(rand.NewPCG(cfg.Seed, 0x1b5))}
 }
 
 // begin counts the call, waits the latency and returns the fault to apply.
@@ -104,6 +109,7 @@ func (e *Engine) List(ctx context.Context, q lbrecon.Query) ([]lbrecon.Object, e
 	now := e.clock.Now()
 	var out []lbrecon.Object
 	tagged := 0
+	defer e.snap() // the pending periods that ended, seen by the primary
 	consider := func(v lbrecon.Object) {
 		switch {
 		case v.HasTag(q.Tag):
@@ -114,18 +120,24 @@ func (e *Engine) List(ctx context.Context, q lbrecon.Query) ([]lbrecon.Object, e
 		}
 		out = append(out, v)
 	}
-	for _, o := range e.objs {
-		if o.hidden > 0 {
-			o.hidden--
-			continue
+	if e.cfg.ReplicaLag > 0 {
+		for _, v := range e.replicaList(now) {
+			consider(v)
 		}
-		if now.Before(o.visibleAt) {
-			continue
+	} else {
+		for _, o := range e.objs {
+			if o.hidden > 0 {
+				o.hidden--
+				continue
+			}
+			if now.Before(o.visibleAt) {
+				continue
+			}
+			consider(e.listView(o, now))
 		}
-		consider(e.listView(o, now))
-	}
-	for _, t := range e.tombs {
-		consider(t.obj)
+		for _, t := range e.tombs {
+			consider(t.obj)
+		}
 	}
 	e.requests += len(out)
 	if tagged == 0 && e.cfg.NothingTagged {
@@ -169,7 +181,13 @@ func (e *Engine) Create(ctx context.Context, obj lbrecon.Object) (lbrecon.Object
 }
 
 // store creates obj, pending for the configured period.
-func (e *Engine) store(obj lbrecon.Object) lbrecon.Object {
+func (e *Engine) store(obj lbrecon.Object) lbrecon.Object { return e.storeAs(obj, false) }
+
+// storeLost creates obj for a call whose answer is lost: with ReplicaLag,
+// replicas show it only after the whole lag.
+func (e *Engine) storeLost(obj lbrecon.Object) lbrecon.Object { return e.storeAs(obj, true) }
+
+func (e *Engine) storeAs(obj lbrecon.Object, lost bool) lbrecon.Object {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := e.clock.Now()
@@ -178,7 +196,7 @@ func (e *Engine) store(obj lbrecon.Object) lbrecon.Object {
 	if e.cfg.Default != nil {
 		obj.Spec = e.cfg.Default(obj.Spec)
 	}
-	o := &object{Object: obj, visibleAt: now.Add(e.cfg.ListLag), hidden: e.cfg.LagListings}
+	o := &object{Object: obj, visibleAt: now.Add(e.cfg.ListLag), hidden: e.cfg.LagListings, late: lost}
 	e.provision(o)
 	e.objs[obj.Key()] = o
 	e.track()
