@@ -20,6 +20,16 @@
 // balancer may change its ID: it builds the new one, then tears the old
 // ones down.
 //
+// # Words
+//
+// An intent is a creation whose outcome is not known yet (its call in
+// flight, or its answer lost); it holds its name, and the [Journal] keeps
+// it (as an [Intent]) across processes. An ack is a change the engine
+// acknowledged: an object created, adopted, updated or repaired. A
+// deletion is an object the engine was asked to destroy. The reconciler
+// keeps each until it settles: until a listing at its horizon, the first
+// listing that reflects the call, agrees with it.
+//
 // # Guarantees
 //
 //   - Ownership: only objects carrying [Config.Tag] are changed or
@@ -54,15 +64,25 @@
 //     next call. An object left
 //     untagged by a crash is found by its exact name and spec and adopted,
 //     never by a pattern.
-//   - Eventual consistency: created, updated, adopted and repaired objects
-//     are remembered until a listing shows them as written, destroyed ones
-//     until a listing no longer shows them (bounded by ConfirmTimeout).
-//     The plan is made from the listing merged with these writes, so a
-//     lagging listing neither causes a second creation nor a second
-//     destruction, and Reconcile returns nil (ReconcileOnce reports
-//     Converged) only once a listing confirms the desired state. Deletion
-//     that completes asynchronously is waited for on the clock, not
-//     re-issued.
+//   - Eventual consistency, and listings that go backwards: within the
+//     declared lag (ListLag, ListLagListings) a listing may miss what an
+//     earlier one showed (read replicas). An ack (a created, updated,
+//     adopted or repaired object) is unconfirmed until a listing shows it
+//     as written, then seen; it is forgotten only when a listing started
+//     at its horizon (ListLag after the call returned, or the
+//     ListLagListings+1-th listing started after it) shows it, or
+//     contradicts it once seen. A creation of unknown outcome that a
+//     listing shows becomes such an ack. A deletion is gone at the first
+//     listing that does not show the object, and forgotten at the first
+//     listing past the horizon (counted from then) that does not: a
+//     lagging listing that shows it again is not believed. The journal
+//     keeps an entry while an intent or ack of its name is kept. The plan
+//     is made from the listing merged with this memory, so a lagging
+//     listing neither causes a second creation nor a second destruction,
+//     and Reconcile returns nil (ReconcileOnce reports Converged) only
+//     once a listing confirms the desired state. An unconfirmed ack is
+//     given up after ConfirmTimeout. Deletion that completes
+//     asynchronously is waited for on the clock, not re-issued.
 //   - Make-before-break: a replaced object (changed immutable fields, or
 //     mutable ones on an engine without [Updater]) and an object nobody
 //     wants any more are destroyed only once the step has no creation left
@@ -180,6 +200,10 @@
 //     set of objects. Without a [Config.Journal], a new process starts
 //     without it: on a provider whose listing lags, it creates again what
 //     its predecessor created just before it died.
+//   - With no lag declared (ListLag and ListLagListings zero), the first
+//     listing after a call is trusted to reflect it: a provider whose
+//     listings can go backwards must declare its lag, or it may get
+//     duplicates.
 //   - If a listing lags by more than ConfirmTimeout (or ListLag or
 //     ListLagListings, when set or declared by the engine), a creation of
 //     unknown outcome may be made twice; the duplicate is then reported as

@@ -87,11 +87,10 @@ func (r *Reconciler) loadJournal(ctx context.Context) error {
 		nk := nameKey{in.Kind, in.Name}
 		r.mem.journal[nk] = &journaled{Intent: in, restored: true}
 		if _, ok := r.mem.intents[nk]; !ok {
-			w := &write{obj: Object{Kind: in.Kind, Name: in.Name}, at: in.At, fp: in.Spec, token: in.Token}
 			// The predecessor's calls ended before this reconciler
 			// started: a listing the lag after now shows their effect.
-			r.resolveLater(w, r.clock.Now())
-			r.mem.intents[nk] = w
+			r.mem.intents[nk] = &intent{obj: Object{Kind: in.Kind, Name: in.Name}, at: in.At, fp: in.Spec, token: in.Token,
+				horizon: r.horizonAfter(r.clock.Now())}
 		}
 	}
 	r.journalLoaded = true
@@ -123,35 +122,13 @@ func (r *Reconciler) forgetIntents(ctx context.Context) {
 	}
 }
 
-// resolveLater sets when a listing that does not show intent w's object
-// proves it was not created, for a call that returned at end: a listing
-// started ListLag after end, or this reconciler's ListLagListings+1-th
-// listing started after end. With neither bound, w is held until
-// ConfirmTimeout.
-func (r *Reconciler) resolveLater(w *write, end time.Time) {
-	if r.cfg.ListLag > 0 {
-		w.resolveAt = end.Add(r.cfg.ListLag)
-	}
-	w.resolveAfter = r.dueListing()
-}
-
-// dueListing returns the number of the first listing that reflects a call
-// returning now under ListLagListings (0 without it): listings numbered
-// up to listings.Load() started before now.
-func (r *Reconciler) dueListing() uint64 {
-	if n := r.cfg.ListLagListings; n > 0 {
-		return r.listings.Load() + uint64(n) + 1
-	}
-	return 0
-}
-
-// matches reports whether listed object o is the creation of intent w.
-func (w *write) matches(o Object) bool {
-	if o.Kind != w.obj.Kind || o.Name != w.obj.Name {
+// matches reports whether listed object o is the creation of intent in.
+func (in *intent) matches(o Object) bool {
+	if o.Kind != in.obj.Kind || o.Name != in.obj.Name {
 		return false
 	}
-	if w.obj.Spec != nil {
-		return SameSpec(o.Spec, w.obj.Spec)
+	if in.obj.Spec != nil {
+		return SameSpec(o.Spec, in.obj.Spec)
 	}
-	return SpecFingerprint(o.Spec) == w.fp
+	return SpecFingerprint(o.Spec) == in.fp
 }

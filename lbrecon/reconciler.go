@@ -424,7 +424,7 @@ func (r *Reconciler) reconcileOnce(ctx context.Context, down bool) (res Result, 
 	res.RequeueAfter = r.requeue
 	r.memMu.Lock()
 	settled := r.mem.settled()
-	newest, unconfirmed := r.mem.newestWrite(r.listings.Load())
+	newest, unconfirmed := r.mem.newestWrite(r.listings.Load(), r.cfg.ListLagListings > 0)
 	r.memMu.Unlock()
 	now := r.clock.Now()
 	if !settled.IsZero() {
