@@ -40,8 +40,8 @@
 //     with another value of the tag's key are never touched.
 //   - Crash mid-create: before each Create the reconciler records an
 //     intent for the name (kind, name, spec fingerprint, idempotency
-//     token), in [Config.Journal] first when there is one — nothing is
-//     sent until the journal returned — and in memory; a Create whose
+//     token), in [Config.Journal] first unless it is [NoJournal] — nothing
+//     is sent until the journal returned — and in memory; a Create whose
 //     outcome is unknown (a transient error, a lost answer) holds the name
 //     until a listing shows the object, a listing started
 //     [Config.ListLag] after the call does not, nor does the reconciler's
@@ -197,9 +197,12 @@
 //     same objects race. Reconcile, ReconcileOnce, Teardown and
 //     TeardownOnce calls on one Reconciler are serialised.
 //   - The memory of unconfirmed writes lives in the Reconciler: keep one per
-//     set of objects. Without a [Config.Journal], a new process starts
-//     without it: on a provider whose listing lags, it creates again what
-//     its predecessor created just before it died.
+//     set of objects. [Config.Journal] is required; a host that sets it to
+//     [NoJournal] chooses that a new process starts without that memory:
+//     on a provider whose listing lags, it creates again what its
+//     predecessor created just before it died.
+//   - ConfirmTimeout must exceed the list lag: New refuses a smaller one
+//     ([ErrInvalidConfig]) and raises the default to twice a longer lag.
 //   - With no lag declared (ListLag and ListLagListings zero), the first
 //     listing after a call is trusted to reflect it: a provider whose
 //     listings can go backwards must declare its lag, or it may get

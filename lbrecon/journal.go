@@ -44,6 +44,19 @@ type Journal interface {
 	Forget(ctx context.Context, intents []Intent) error
 }
 
+// NoJournal is the [Config.Journal] of a host that chooses to run without
+// a journal: intents are kept in memory only, so a process started after
+// a crash does not know what its predecessor may have created just
+// before it died, and on a provider whose listing lags it creates those
+// objects again. Its methods do nothing.
+var NoJournal Journal = noJournal{}
+
+type noJournal struct{}
+
+func (noJournal) Load(context.Context) ([]Intent, error) { return nil, nil }
+func (noJournal) Record(context.Context, []Intent) error { return nil }
+func (noJournal) Forget(context.Context, []Intent) error { return nil }
+
 // SpecFingerprint returns the text a [Journal] keeps of a spec: its type
 // and its fields as fmt's %+v prints them. Two specs equal under
 // [SameSpec] have equal fingerprints when they hold no pointers or maps.

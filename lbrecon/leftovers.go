@@ -57,7 +57,7 @@ func NewLeftovers(cfg Config, keep ...string) (*Leftovers, error) {
 	cfg.Engine = leftoverEngine{Engine: cfg.Engine, tag: cfg.Tag, kept: kept}
 	// A teardown creates nothing, and the journal is a load balancer
 	// reconciler's: forgetting its intents here would lose them.
-	cfg.Journal = nil
+	cfg.Journal = NoJournal
 	r, err := New(cfg)
 	if err != nil {
 		return nil, err

@@ -36,9 +36,9 @@ type Moving struct {
 }
 
 // NewMoving validates cfg and lb and returns a Moving for them; cfg is
-// used as for [NewLoadBalancer], and must have no Journal.
+// used as for [NewLoadBalancer], and its Journal must be [NoJournal].
 func NewMoving(cfg Config, lb LoadBalancer) (*Moving, error) {
-	if cfg.Journal != nil {
+	if cfg.Journal != nil && cfg.Journal != NoJournal {
 		return nil, fmt.Errorf("%w: a Moving keeps no journal: its reconcilers change with the load balancer's ID", ErrInvalidConfig)
 	}
 	r, err := NewLoadBalancer(cfg, lb)
