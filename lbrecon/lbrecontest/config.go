@@ -52,6 +52,20 @@ type Config struct {
 	ReplicaLag time.Duration
 	// Seed seeds the draws of ReplicaLag: one seed, one history.
 	Seed uint64
+	// Rate, when positive, puts the calls behind a token bucket, as EC2's
+	// and ELB's request throttling does: Rate tokens a second, up to
+	// Burst (at least 1); a call that finds the bucket empty fails at
+	// once with a [RateLimitError] whose RetryAfter is the time to the
+	// next token, and changes nothing. It counts as a call.
+	Rate  float64
+	Burst int
+	// Fence makes the provider check fencing tokens, as a conditional
+	// write does: every write (Create, CreateIdempotent, Destroy, Tag,
+	// Update, Repair) must carry one (lbrecon.WithToken), at least the
+	// highest one a write carried before, when it takes effect (after
+	// the latency); else it is refused with a permanent error wrapping
+	// lbrecon.ErrNoToken or a *lbrecon.FenceError, and changes nothing.
+	Fence bool
 	// LagListings makes List lag by a number of listings rather than a
 	// time: a created object is left out of the next LagListings List
 	// calls (of any caller), on top of ListLag.

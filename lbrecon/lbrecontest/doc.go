@@ -13,7 +13,9 @@
 // within the queried scope; faults (failed, rate-limited with Retry-After,
 // crashed between create and tag, failed tagging, an outage answering 503
 // to everything for a while, one create answer in k lost) can be
-// injected; idempotency tokens can be honoured (Idempotency); the list lag
+// injected; calls can be throttled by a token bucket (Rate, Burst);
+// writes can be fenced by token (Fence); idempotency tokens can be
+// honoured (Idempotency); the list lag
 // can be declared to the reconciler (DeclareListLag); a [Crasher]
 // in front of any engine stops the process at a crash point (before or
 // after its n-th write, or at a time); and calls
@@ -42,13 +44,19 @@
 //   - Latency is the same for every call and does not grow with the size of
 //     an answer; the effects of calls never overlap (one mutex), although
 //     their latencies do.
-//   - Rate limits come only from injected faults, not from a token bucket.
+//   - Rate limits come from injected faults or from one token bucket for
+//     every call (Rate, Burst); a real provider has buckets per API and
+//     per account.
 //   - Specs are stored as given: there is no server-side defaulting unless a
 //     test sets a Default hook.
 //   - Two binds on one address and port are refused only with
 //     UniqueBinds, and only binds listen: a frontend has no port of its own.
-//   - Fencing tokens are not checked: the engine accepts a write whatever
-//     lbrecon.TokenFrom says. A test that needs a provider refusing a
-//     deposed leader's writes wraps the engine with lbrecon.Guard and
-//     lbrecon.CheckToken, or keeps the highest token itself.
+//   - Fencing tokens are checked only with Fence, and then on every write
+//     when it takes effect, against one highest token for the whole
+//     provider; a real provider keeps it per object or per account, or
+//     (most) not at all: then wrap the engine with lbrecon.Guard and
+//     lbrecon.CheckToken.
+//   - The provider assigns nothing: no VIP, DNS name or other attribute
+//     is added to an object's spec (beyond a Default hook), and there is
+//     no load-balancer object of its own.
 package lbrecontest

@@ -32,19 +32,24 @@ type Engine struct {
 	cfg   Config
 	clock clock.Clock
 
-	mu       sync.Mutex
-	objs     map[lbrecon.Key]*object
-	tombs    []tombstone
-	nextID   map[string]int // by kind, or "" for all kinds
-	calls    map[lbrecon.Verb]int
-	requests int
-	faults   []*fault
-	turn     []*fault // objects created while these match end failed
-	low      map[lbrecon.Key]int
-	tokens   map[string]lbrecon.Key    // idempotency token -> the object its creation made
-	changed  chan struct{}             // closed and replaced at every change of the objects
-	hist     map[lbrecon.Key][]version // with ReplicaLag: what replicas may still show
-	rng      *rand.Rand                // draws replicas' lags, from Config.Seed
+	mu        sync.Mutex
+	objs      map[lbrecon.Key]*object
+	tombs     []tombstone
+	nextID    map[string]int // by kind, or "" for all kinds
+	calls     map[lbrecon.Verb]int
+	requests  int
+	faults    []*fault
+	turn      []*fault // objects created while these match end failed
+	low       map[lbrecon.Key]int
+	tokens    map[string]lbrecon.Key    // idempotency token -> the object its creation made
+	changed   chan struct{}             // closed and replaced at every change of the objects
+	hist      map[lbrecon.Key][]version // with ReplicaLag: what replicas may still show
+	rng       *rand.Rand                // draws replicas' lags, from Config.Seed
+	bucket    float64                   // tokens left (Config.Rate)
+	bucketAt  time.Time                 // when bucket was last filled
+	highest   uint64                    // the highest fencing token a write carried (Config.Fence)
+	fenced    int
+	throttled int
 }
 
 var (
@@ -73,12 +78,17 @@ func New(cfg Config) *Engine {
 		hist: make(map[lbrecon.Key][]version), rng: rand.New(rand.NewPCG(cfg.Seed, 0x1b5))}
 }
 
-// begin counts the call, waits the latency and returns the fault to apply.
+// begin counts the call, takes a token from the bucket, waits the
+// latency, checks the fence and returns the fault to apply.
 func (e *Engine) begin(ctx context.Context, verb lbrecon.Verb, obj lbrecon.Object) (*fault, error) {
 	e.mu.Lock()
 	e.calls[verb]++
 	e.requests++
+	err := e.throttle(e.clock.Now())
 	e.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
 	if e.cfg.Latency > 0 {
 		t := e.clock.NewTimer(e.cfg.Latency)
 		select {
@@ -91,6 +101,9 @@ func (e *Engine) begin(ctx context.Context, verb lbrecon.Verb, obj lbrecon.Objec
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.expire(e.clock.Now())
+	if err := e.fence(ctx, verb, obj); err != nil {
+		return nil, err
+	}
 	return take(e.faults, verb, obj), nil
 }
 
