@@ -174,7 +174,7 @@ func (r *Reconciler) create(ctx context.Context, p *plan) {
 			tok = r.intentToken(c, fp, now)
 		}
 		tokens[nk] = tok
-		intents[i] = Intent{Kind: c.Kind, Name: c.Name, Spec: fp, Token: tok, At: now}
+		intents[i] = Intent{Scope: r.cfg.Scope, Kind: c.Kind, Name: c.Name, Spec: fp, Token: tok, At: now}
 	}
 	r.memMu.Unlock()
 	if !r.budgetLeft(ctx) {

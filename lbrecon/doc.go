@@ -220,15 +220,23 @@
 //     started. Set CallTimeout above a List plus one write.
 //   - A journal's intents are matched to listed objects by
 //     [SpecFingerprint], which is exact for specs without pointers or
-//     maps. Two processes must not share one journal.
+//     maps. Two processes must not share one journal. Entries are kept
+//     per scope ([Intent].Scope): reconcilers of one owner with different
+//     scopes (a [Moving]'s old and new load balancers) may share one
+//     journal value, and never replace or remove each other's entries.
 //   - A child whose parent is missing from the listing stops the plan
-//     ([ErrInconsistent]) until the listing is consistent again.
+//     ([ErrInconsistent]) until the listing is consistent again; on read
+//     replicas, a listing may show a new child before its parent, and
+//     the pass is then reported as ErrInconsistent although a later
+//     listing will agree.
 //   - Moving an owner to another load balancer with a new
 //     [LoadBalancerReconciler] leaves its objects on the old one (backends
 //     and frontends of other load balancers are ignored) until the host
 //     calls Teardown on the old load balancer's reconciler, or
 //     TeardownExcept with the IDs it keeps; [Moving] does both, after the
-//     new load balancer converged, and keeps no journal.
+//     new load balancer converged; its reconcilers share cfg.Journal. A
+//     [Leftovers] sweep keeps no journal: it does not wait for a late
+//     creation on an old ID that no listing shows yet.
 //   - [Leftovers] knows a bind or server's load balancer only through its
 //     parent: one whose parent is not listed with the tag is left alone.
 //   - Teardown never destroys an untagged object, so an object left

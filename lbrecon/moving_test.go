@@ -127,10 +127,10 @@ func TestMovingToAnotherID(t *testing.T) {
 }
 
 // A move back to an ID not yet torn down takes that ID's reconciler back;
-// a journal and an invalid description are refused.
+// no journal chosen and an invalid description are refused.
 func TestMovingRefusesAndReturns(t *testing.T) {
 	eng := newEngine(lbrecontest.Config{})
-	_, err := lbrecon.NewMoving(lbrecon.Config{Engine: eng, Tag: owner, Journal: lbrecon.NewFileJournal(t.TempDir() + "/j")}, desc(1, 1, 1))
+	_, err := lbrecon.NewMoving(lbrecon.Config{Engine: eng, Tag: owner}, desc(1, 1, 1))
 	require.ErrorIs(t, err, lbrecon.ErrInvalidConfig)
 	m, err := lbrecon.NewMoving(lbrecon.Config{Engine: eng, Tag: owner, Journal: lbrecon.NoJournal}, desc(1, 1, 1))
 	require.NoError(t, err)
