@@ -278,3 +278,34 @@ func TestJournalLoadsOnlyItsScope(t *testing.T) {
 		require.Subset(t, left, recorded, "another scope's entries forgotten")
 	})
 }
+
+// A journal file is outside input: whatever it holds, Load returns
+// intents that each have a kind, a name and a time, or an error wrapping
+// ErrCorruptJournal (or a read error), never a panic; what it returns
+// survives a Record and a reload unchanged.
+func FuzzFileJournalLoad(f *testing.F) {
+	f.Add([]byte(`{"version":1,"intents":[{"scope":"lb-1","kind":"backend","name":"p0.svc-1","spec":"x","token":"t","at":"2030-01-01T00:00:00Z"}]}`))
+	f.Add([]byte(`{"version":1,"intents":[{"kind":"backend","name":"p0.svc-1","spec":"x","token":"t","at":"2030-01-01T00:00:00Z"}]}`))
+	f.Add([]byte(`{"version":2,"intents":[]}`))
+	f.Add([]byte(`{"version":1,"intents":[{"kind":"","name":"n","at":"2030-01-01T00:00:00Z"}]}`))
+	f.Add([]byte(`not json`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		path := filepath.Join(t.TempDir(), "j")
+		require.NoError(t, os.WriteFile(path, b, 0o600))
+		j := lbrecon.NewFileJournal(path)
+		got, err := j.Load(t.Context())
+		if err != nil {
+			require.ErrorIs(t, err, lbrecon.ErrCorruptJournal)
+			return
+		}
+		for _, in := range got {
+			require.NotEmpty(t, in.Kind)
+			require.NotEmpty(t, in.Name)
+			require.False(t, in.At.IsZero())
+		}
+		require.NoError(t, j.Record(t.Context(), nil))
+		again, err := lbrecon.NewFileJournal(path).Load(t.Context())
+		require.NoError(t, err)
+		require.Len(t, again, len(got))
+	})
+}
