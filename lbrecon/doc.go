@@ -114,7 +114,9 @@
 //     frontends carry the tag and whose ID is not kept, found anew in each
 //     listing (binds and servers by their parent); a kept load balancer's
 //     objects are never touched, and their states neither hold the
-//     teardown back nor fail it.
+//     teardown back nor fail it. They report success only from a listing
+//     made the list lag after the Leftovers was made, so that a crashed
+//     predecessor's late creation on an old ID is torn down too.
 //   - Update in place: a step's comparison ([Compare]) tells up-to-date
 //     (fields the provider defaults are no difference), updatable (through
 //     [Updater], else replaced) and replace.

@@ -175,3 +175,33 @@ func TestTeardownExceptLeavesChildrenOfUnknownParents(t *testing.T) {
 		require.Zero(t, onLB(eng, "lb-2"))
 	})
 }
+
+// A predecessor was creating the old load balancer when it died, and its
+// creations show only after the declared 3 s lag: the leftovers' teardown,
+// blocking or one pass at a time, converges only from a listing made the
+// lag after it started, so it finds and tears them down.
+func TestLeftoversWaitForLateCreations(t *testing.T) {
+	for _, oncePasses := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Teardown", true: "TeardownOnce"}[oncePasses], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				eng := newEngine(lbrecontest.Config{ListLag: 3 * time.Second, DeclareListLag: true})
+				eng.LoseCreateAnswers(1) // every answer lost: the predecessor dies after its first wave
+				_, err := newLB(t, eng, desc(2, 1, 1), nil).ReconcileOnce(t.Context())
+				require.NoError(t, err)
+				require.NotEmpty(t, eng.Objects(), "the predecessor's creations happened")
+
+				cfg := lbrecon.Config{Engine: eng, Tag: owner, Journal: lbrecon.NoJournal}
+				if oncePasses {
+					l, err := lbrecon.NewLeftovers(cfg, "lb-2")
+					require.NoError(t, err)
+					converged, _ := budgetRun(t, 50, l.TeardownOnce)
+					require.True(t, converged)
+				} else {
+					require.NoError(t, lbrecon.TeardownExcept(t.Context(), cfg, "lb-2"))
+				}
+				time.Sleep(10 * time.Second)
+				require.Empty(t, eng.Objects(), "a late creation on the old ID was left behind")
+			})
+		})
+	}
+}
