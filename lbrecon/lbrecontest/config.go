@@ -1,6 +1,7 @@
 package lbrecontest
 
 import (
+	"net/netip"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -59,6 +60,12 @@ type Config struct {
 	// next token, and changes nothing. It counts as a call.
 	Rate  float64
 	Burst int
+	// AssignVIP, when set, is called at every creation with the spec and
+	// the next free address of the provider's pool (198.51.100.1 and up,
+	// never reused); when it answers ok, the object is stored with the
+	// spec it returns, as a provider assigns a load balancer's VIP: the
+	// creation's answer, Get and listings show it, the request did not.
+	AssignVIP func(spec any, vip netip.Addr) (any, bool)
 	// Fence makes the provider check fencing tokens, as a conditional
 	// write does: every write (Create, CreateIdempotent, Destroy, Tag,
 	// Update, Repair) must carry one (lbrecon.WithToken), at least the

@@ -56,7 +56,8 @@
 //     provider; a real provider keeps it per object or per account, or
 //     (most) not at all: then wrap the engine with lbrecon.Guard and
 //     lbrecon.CheckToken.
-//   - The provider assigns nothing: no VIP, DNS name or other attribute
-//     is added to an object's spec (beyond a Default hook), and there is
-//     no load-balancer object of its own.
+//   - The provider assigns a VIP only through the AssignVIP hook, into
+//     the spec, from one pool; no DNS name or other attribute, and there
+//     is no load-balancer object kind of its own (a test declares one
+//     with its own specs and Refs).
 package lbrecontest

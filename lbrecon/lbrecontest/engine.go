@@ -50,6 +50,7 @@ type Engine struct {
 	highest   uint64                    // the highest fencing token a write carried (Config.Fence)
 	fenced    int
 	throttled int
+	vips      int // addresses assigned (Config.AssignVIP)
 }
 
 var (
@@ -208,6 +209,12 @@ func (e *Engine) storeAs(obj lbrecon.Object, lost bool) lbrecon.Object {
 	obj.Tags = slices.Clone(obj.Tags)
 	if e.cfg.Default != nil {
 		obj.Spec = e.cfg.Default(obj.Spec)
+	}
+	if e.cfg.AssignVIP != nil {
+		if spec, ok := e.cfg.AssignVIP(obj.Spec, e.nextVIP()); ok {
+			obj.Spec = spec
+			e.vips++
+		}
 	}
 	o := &object{Object: obj, visibleAt: now.Add(e.cfg.ListLag), hidden: e.cfg.LagListings, late: lost}
 	e.provision(o)

@@ -4,11 +4,18 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net/netip"
 	"time"
 
 	"github.com/reconkit/reconkit/backoff"
 	"github.com/reconkit/reconkit/lbrecon"
 )
+
+// nextVIP returns the address AssignVIP gets next. Called with e.mu held.
+func (e *Engine) nextVIP() netip.Addr {
+	n := e.vips
+	return netip.AddrFrom4([4]byte{198, 51, 100 + byte(n/254), byte(1 + n%254)})
+}
 
 // isWrite reports whether verb changes the provider's objects.
 func isWrite(verb lbrecon.Verb) bool {

@@ -3,6 +3,7 @@ package lbrecontest_test
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -66,4 +67,39 @@ func TestFence(t *testing.T) {
 	require.Equal(t, 1, e.Fenced())
 	e.ResetFence(1)
 	require.NoError(t, e.Tag(ctx(2), lbrecon.Object{Kind: lbrecon.KindBackend, ID: e.Objects()[0].ID}, []string{"x=y"}))
+}
+
+// lbSpec is a user's load-balancer object, whose VIP the provider assigns.
+type lbSpec struct {
+	Name string
+	VIP  netip.Addr
+}
+
+// The provider assigns a VIP at creation: the answer, Get and listings
+// show it; each load balancer gets its own; other specs are untouched.
+func TestAssignedVIP(t *testing.T) {
+	e := lbrecontest.New(lbrecontest.Config{AssignVIP: func(spec any, vip netip.Addr) (any, bool) {
+		s, ok := spec.(lbSpec)
+		s.VIP = vip
+		return s, ok
+	}})
+	newLB := func(name string) lbrecon.Object {
+		return lbrecon.Object{Kind: "loadbalancer", Name: name, Tags: []string{tag}, Spec: lbSpec{Name: name}}
+	}
+	a, err := e.Create(t.Context(), newLB("a"))
+	require.NoError(t, err)
+	require.Equal(t, netip.MustParseAddr("198.51.100.1"), a.Spec.(lbSpec).VIP)
+	b, err := e.Create(t.Context(), newLB("b"))
+	require.NoError(t, err)
+	require.Equal(t, netip.MustParseAddr("198.51.100.2"), b.Spec.(lbSpec).VIP)
+	got, err := e.Get(t.Context(), a)
+	require.NoError(t, err)
+	require.Equal(t, a.Spec, got.Spec)
+	l, err := e.List(t.Context(), lbrecon.Query{Tag: tag})
+	require.NoError(t, err)
+	require.Len(t, l, 2)
+	require.Equal(t, a.Spec, l[0].Spec)
+	be, err := e.Create(t.Context(), backend("x"))
+	require.NoError(t, err)
+	require.Equal(t, backend("x").Spec, be.Spec, "no VIP for other kinds")
 }
