@@ -227,10 +227,12 @@
 //     scopes (a [Moving]'s old and new load balancers) may share one
 //     journal value, and never replace or remove each other's entries.
 //   - A child whose parent is missing from the listing stops the plan
-//     ([ErrInconsistent]) until the listing is consistent again; on read
-//     replicas, a listing may show a new child before its parent, and
-//     the pass is then reported as ErrInconsistent although a later
-//     listing will agree.
+//     ([ErrInconsistent]) until the listing is consistent again. With a
+//     declared lag, a read replica may show a new child before its
+//     parent: the pass then changes nothing and lists again (Reconcile
+//     after PollInterval, ReconcileOnce as a Transient result) until a
+//     listing the lag after the first such answer, and only a listing
+//     past that still missing the parent is ErrInconsistent.
 //   - Moving an owner to another load balancer with a new
 //     [LoadBalancerReconciler] leaves its objects on the old one (backends
 //     and frontends of other load balancers are ignored) until the host

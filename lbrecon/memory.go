@@ -1,6 +1,7 @@
 package lbrecon
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
@@ -142,6 +143,28 @@ func (r *Reconciler) horizonAfter(now time.Time) horizon {
 		h.n = r.listings.Load() + 1
 	}
 	return h
+}
+
+// errParentNotListed is the inconsistent answer of a listing that shows
+// an object without its parent: on read replicas, within the lag, a new
+// child may show before its parent.
+var errParentNotListed = fmt.Errorf("%w: a parent is not listed", ErrInconsistent)
+
+// lagging reports whether err is a listing, made at at, that shows a
+// child without its parent, while the declared lag may explain it: the
+// first such answer sets a horizon, and until a listing reaches it the
+// pass waits and lists again instead of failing. Any other answer ends
+// it. Called with mu held.
+func (r *Reconciler) lagging(err error, at listing) bool {
+	if !errors.Is(err, errParentNotListed) || !r.lagDeclared() {
+		r.laggingUntil = nil
+		return false
+	}
+	if r.laggingUntil == nil {
+		h := r.horizonAfter(r.clock.Now())
+		r.laggingUntil = &h
+	}
+	return !r.laggingUntil.reachedBy(at)
 }
 
 // lagDeclared reports whether the list lag is bounded (configured or

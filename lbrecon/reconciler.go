@@ -178,6 +178,7 @@ type Reconciler struct {
 	tokenSeq      uint64        // makes idempotency tokens unique (guarded by mu)
 	idempotency   atomic.Int32  // 1: the engine takes idempotency tokens; -1: it does not; 0: not known yet
 	listings      atomic.Uint64 // List calls started, for ListLagListings
+	laggingUntil  *horizon      // a listing showed a child without its parent: wait until then (guarded by mu)
 }
 
 // New validates cfg, fills its defaults and returns a Reconciler.
@@ -428,6 +429,9 @@ func (r *Reconciler) reconcileOnce(ctx context.Context, down bool) (res Result, 
 		return r.requeueOr(ctx, err)
 	}
 	p, err := r.pass(ctx, listed, listedAt, down)
+	if r.lagging(err, listedAt) {
+		return Result{RequeueAfter: r.cfg.PollInterval, Transient: err}, nil
+	}
 	if err != nil {
 		return Result{}, err
 	}
@@ -540,6 +544,18 @@ func (r *Reconciler) converge(ctx context.Context, down bool) (err error) {
 			}
 		}
 		p, err := r.pass(ctx, listed, listedAt, down)
+		if r.lagging(err, listedAt) {
+			// A replica showed a child before its parent: list again.
+			fresh = false
+			t := r.clock.NewTimer(r.cfg.PollInterval)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return fmt.Errorf("lbrecon: wait for a listing that shows every parent: %w", ctx.Err())
+			case <-t.C():
+			}
+			continue
+		}
 		if err != nil {
 			return err
 		}

@@ -1,7 +1,9 @@
 package lbrecon_test
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -107,5 +109,72 @@ func TestReplicaListingsTeardownLeavesNothing(t *testing.T) {
 				require.Equal(t, n, eng.Calls()[lbrecon.VerbDestroy], "each object destroyed once")
 			})
 		})
+	}
+}
+
+// hideParents lists its engine's objects but leaves the backends out of
+// the next n listings, as a replica that shows children before parents.
+type hideParents struct {
+	*lbrecontest.Engine
+	n int
+}
+
+func (h *hideParents) List(ctx context.Context, q lbrecon.Query) ([]lbrecon.Object, error) {
+	objs, err := h.Engine.List(ctx, q)
+	if err != nil || h.n == 0 {
+		return objs, err
+	}
+	h.n--
+	return slices.DeleteFunc(objs, func(o lbrecon.Object) bool { return o.Kind == lbrecon.KindBackend }), nil
+}
+
+// A listing that shows children without their parents is, within a
+// declared lag, a wait: blocking or one pass at a time, the reconciler
+// lists again and converges, changing nothing meanwhile. Without a lag,
+// and past the lag, it is ErrInconsistent.
+func TestChildBeforeParentWithinTheLag(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		lag      time.Duration
+		hidden   int
+		wantFail bool
+	}{
+		{"within the lag", 2 * time.Second, 2, false},
+		{"no lag declared", 0, 2, true},
+		{"past the lag", 2 * time.Second, 1000, true},
+	} {
+		for _, oncePasses := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/once=%v", tc.name, oncePasses), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					eng := newEngine(lbrecontest.Config{})
+					lb := desc(2, 1, 2)
+					require.NoError(t, newLB(t, eng, lb, nil).Reconcile(t.Context()))
+					h := &hideParents{Engine: eng, n: tc.hidden}
+					r := newLB(t, h, lb, func(c *lbrecon.Config) { c.ListLag = tc.lag })
+					eng.ResetCalls()
+					var err error
+					if oncePasses {
+						for range 20 {
+							var res lbrecon.Result
+							res, err = r.ReconcileOnce(t.Context())
+							if err != nil || res.Converged {
+								break
+							}
+							require.Positive(t, res.RequeueAfter)
+							time.Sleep(res.RequeueAfter)
+						}
+					} else {
+						err = r.Reconcile(t.Context())
+					}
+					if tc.wantFail {
+						require.ErrorIs(t, err, lbrecon.ErrInconsistent)
+					} else {
+						require.NoError(t, err)
+					}
+					calls := eng.Calls()
+					require.Zero(t, calls[lbrecon.VerbCreate]+calls[lbrecon.VerbDestroy]+calls[lbrecon.VerbUpdate], "nothing changed")
+				})
+			})
+		}
 	}
 }

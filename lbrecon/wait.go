@@ -98,6 +98,9 @@ func (r *Reconciler) wait(ctx context.Context, p *plan, down bool) (listed []Obj
 			return false, err
 		}
 		next, err := r.planFor(ctx, objs, at, down)
+		if r.lagging(err, at) {
+			return false, nil // a replica showed a child before its parent: look again
+		}
 		if err != nil {
 			return false, backoff.Permanent(err)
 		}
