@@ -245,9 +245,12 @@ func (r *Reconciler) merge(listed []Object, listedAt listing) (*view, error) {
 	for nk, in := range m.intents {
 		o, ok := shown(in)
 		switch {
+		case ok && in.horizon == (horizon{}):
+			// In flight (a Check's listing during the call): its answer
+			// decides; the listing shows the object meanwhile.
 		case ok:
 			delete(m.intents, nk) // the journal's entry goes with the ack
-			if _, acked := m.acks[o.Key()]; !acked && r.owns(o) && in.horizon != (horizon{}) && m.deletions[o.Key()] == nil {
+			if _, acked := m.acks[o.Key()]; !acked && r.owns(o) && m.deletions[o.Key()] == nil {
 				m.acks[o.Key()] = &ack{obj: o.clone(), at: in.at, horizon: in.horizon}
 			}
 		case now.Sub(in.at) >= r.cfg.ConfirmTimeout, r.lagDeclared() && in.horizon.reachedBy(listedAt):
