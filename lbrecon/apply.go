@@ -59,7 +59,7 @@ func (r *Reconciler) repair(ctx context.Context, p *plan) {
 		case e == nil:
 			logr.FromContextOrDiscard(ctx).Info("repairing failed object in place", "object", o.String())
 			r.mem.failures[nameOf(o)]++
-			r.mem.written[o.Key()] = &write{obj: withTags(got[i], o), at: now, resolveAfter: r.dueListing()}
+			r.mem.acks[o.Key()] = &ack{obj: withTags(got[i], o), at: now, horizon: r.horizonAfter(now)}
 			p.changed = true
 		case errors.Is(e, ErrNotSupported):
 			// Not an error: the next pass recreates it.
@@ -92,7 +92,7 @@ func (r *Reconciler) adopt(ctx context.Context, p *plan) {
 			continue
 		}
 		o.Tags = append(o.Tags, r.cfg.Tag)
-		r.mem.written[o.Key()] = &write{obj: o, at: now, resolveAfter: r.dueListing()}
+		r.mem.acks[o.Key()] = &ack{obj: o, at: now, horizon: r.horizonAfter(now)}
 		p.changed = true
 	}
 	logr.FromContextOrDiscard(ctx).Info("adopted untagged objects", "objects", describe(p.Adopt))
@@ -119,8 +119,8 @@ func (r *Reconciler) destroyNow(ctx context.Context, p *plan) {
 		switch {
 		case p.fenced(e), p.unsent(e):
 		case e == nil, errors.Is(e, ErrNotFound):
-			r.mem.destroyed[o.Key()] = now
-			delete(r.mem.written, o.Key())
+			r.mem.deletions[o.Key()] = &deletion{at: now}
+			delete(r.mem.acks, o.Key())
 			if isRecreate(p, o) {
 				r.mem.failures[nameOf(o)]++
 			}
@@ -167,14 +167,14 @@ func (r *Reconciler) create(ctx context.Context, p *plan) {
 		nk := nameOf(c)
 		fp := SpecFingerprint(c.Spec)
 		tok := ""
-		if w, ok := r.mem.intents[nk]; ok && w.fp == fp {
-			tok = w.token // the same creation, sent again
+		if in, ok := r.mem.intents[nk]; ok && in.fp == fp {
+			tok = in.token // the same creation, sent again
 		}
 		if tok == "" {
 			tok = r.intentToken(c, fp, now)
 		}
 		tokens[nk] = tok
-		intents[i] = Intent{Kind: c.Kind, Name: c.Name, Spec: fp, Token: tok, At: now}
+		intents[i] = Intent{Scope: r.cfg.Scope, Kind: c.Kind, Name: c.Name, Spec: fp, Token: tok, At: now}
 	}
 	r.memMu.Unlock()
 	if !r.budgetLeft(ctx) {
@@ -193,7 +193,7 @@ func (r *Reconciler) create(ctx context.Context, p *plan) {
 	r.memMu.Lock()
 	for i, c := range p.Create {
 		nk := nameOf(c)
-		r.mem.intents[nk] = &write{obj: c.clone(), at: now, fp: intents[i].Spec, token: intents[i].Token}
+		r.mem.intents[nk] = &intent{obj: c.clone(), at: now, fp: intents[i].Spec, token: intents[i].Token}
 		if r.cfg.Journal != nil {
 			r.mem.journal[nk] = &journaled{Intent: intents[i]}
 		}
@@ -225,7 +225,7 @@ func (r *Reconciler) create(ctx context.Context, p *plan) {
 				failed = append(failed, fmt.Errorf("%v: %w: the engine returned no ID", c, ErrInconsistent))
 				continue
 			}
-			r.mem.written[got[i].Key()] = &write{obj: withTags(got[i], c), at: now, resolveAfter: r.dueListing()}
+			r.mem.acks[got[i].Key()] = &ack{obj: withTags(got[i], c), at: now, horizon: r.horizonAfter(now)}
 			p.changed = true
 		case errors.Is(e, ErrAlreadyExists):
 			// The name is taken: look again; if our own old object holds
@@ -240,8 +240,8 @@ func (r *Reconciler) create(ctx context.Context, p *plan) {
 			// The object may exist: the intent holds the name.
 			err := fmt.Errorf("%v: outcome unknown, waiting for a listing: %w", c, e)
 			p.changed = true
-			if w, ok := r.mem.intents[nk]; ok {
-				r.resolveLater(w, now)
+			if in, ok := r.mem.intents[nk]; ok {
+				in.horizon = r.horizonAfter(now)
 			}
 			if isOnePass(ctx) && ctx.Err() == nil && retryable(e) {
 				p.failed(ctx, fmt.Errorf("lbrecon: create %w", err))
@@ -316,7 +316,7 @@ func (r *Reconciler) update(ctx context.Context, p *plan) {
 				o = u.Current.clone()
 				o.Spec = u.Desired.Spec
 			}
-			r.mem.written[o.Key()] = &write{obj: withTags(o, u.Current), at: now, resolveAfter: r.dueListing()}
+			r.mem.acks[o.Key()] = &ack{obj: withTags(o, u.Current), at: now, horizon: r.horizonAfter(now)}
 			p.changed = true
 		case errors.Is(e, ErrNotSupported):
 			r.mem.noUpdate[u.Current.Key()] = true

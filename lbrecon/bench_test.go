@@ -14,7 +14,7 @@ func converged(b *testing.B) (*lbrecontest.Engine, *lbrecon.LoadBalancerReconcil
 	b.Helper()
 	eng := lbrecontest.New(lbrecontest.Config{})
 	lb := desc(4, 2, 50)
-	r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: eng, Tag: owner}, lb)
+	r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: eng, Tag: owner, Journal: lbrecon.NoJournal}, lb)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func BenchmarkCheckConverged(b *testing.B) {
 // BenchmarkCheckFromEmpty plans the first wave for an empty provider.
 func BenchmarkCheckFromEmpty(b *testing.B) {
 	eng := lbrecontest.New(lbrecontest.Config{})
-	r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: eng, Tag: owner}, desc(4, 2, 50))
+	r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: eng, Tag: owner, Journal: lbrecon.NoJournal}, desc(4, 2, 50))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -95,6 +95,17 @@ func crashRun(t *testing.T, s crashSetup, n int, after bool, at time.Duration) c
 		count(process().Reconcile(ctx))
 		cancel()
 		<-watched
+		if n > 0 {
+			// The crash came where the test says: at the n-th write,
+			// which reached the provider only when after.
+			select {
+			case <-crashed:
+			default:
+				t.Fatalf("no crash at write %d: %d writes", n, cr.Writes())
+			}
+			require.Equal(t, n, cr.Writes(), "crash at write %d", n)
+			require.Equal(t, map[bool]int{true: n, false: n - 1}[after], cr.Sent(), "writes sent before the crash at write %d (after=%v)", n, after)
+		}
 
 		cr.Restart()
 		if debugCrash {

@@ -20,6 +20,16 @@
 // balancer may change its ID: it builds the new one, then tears the old
 // ones down.
 //
+// # Words
+//
+// An intent is a creation whose outcome is not known yet (its call in
+// flight, or its answer lost); it holds its name, and the [Journal] keeps
+// it (as an [Intent]) across processes. An ack is a change the engine
+// acknowledged: an object created, adopted, updated or repaired. A
+// deletion is an object the engine was asked to destroy. The reconciler
+// keeps each until it settles: until a listing at its horizon, the first
+// listing that reflects the call, agrees with it.
+//
 // # Guarantees
 //
 //   - Ownership: only objects carrying [Config.Tag] are changed or
@@ -30,8 +40,8 @@
 //     with another value of the tag's key are never touched.
 //   - Crash mid-create: before each Create the reconciler records an
 //     intent for the name (kind, name, spec fingerprint, idempotency
-//     token), in [Config.Journal] first when there is one — nothing is
-//     sent until the journal returned — and in memory; a Create whose
+//     token), in [Config.Journal] first unless it is [NoJournal] — nothing
+//     is sent until the journal returned — and in memory; a Create whose
 //     outcome is unknown (a transient error, a lost answer) holds the name
 //     until a listing shows the object, a listing started
 //     [Config.ListLag] after the call does not, nor does the reconciler's
@@ -54,15 +64,25 @@
 //     next call. An object left
 //     untagged by a crash is found by its exact name and spec and adopted,
 //     never by a pattern.
-//   - Eventual consistency: created, updated, adopted and repaired objects
-//     are remembered until a listing shows them as written, destroyed ones
-//     until a listing no longer shows them (bounded by ConfirmTimeout).
-//     The plan is made from the listing merged with these writes, so a
-//     lagging listing neither causes a second creation nor a second
-//     destruction, and Reconcile returns nil (ReconcileOnce reports
-//     Converged) only once a listing confirms the desired state. Deletion
-//     that completes asynchronously is waited for on the clock, not
-//     re-issued.
+//   - Eventual consistency, and listings that go backwards: within the
+//     declared lag (ListLag, ListLagListings) a listing may miss what an
+//     earlier one showed (read replicas). An ack (a created, updated,
+//     adopted or repaired object) is unconfirmed until a listing shows it
+//     as written, then seen; it is forgotten only when a listing started
+//     at its horizon (ListLag after the call returned, or the
+//     ListLagListings+1-th listing started after it) shows it, or
+//     contradicts it once seen. A creation of unknown outcome that a
+//     listing shows becomes such an ack. A deletion is gone at the first
+//     listing that does not show the object, and forgotten at the first
+//     listing past the horizon (counted from then) that does not: a
+//     lagging listing that shows it again is not believed. The journal
+//     keeps an entry while an intent or ack of its name is kept. The plan
+//     is made from the listing merged with this memory, so a lagging
+//     listing neither causes a second creation nor a second destruction,
+//     and Reconcile returns nil (ReconcileOnce reports Converged) only
+//     once a listing confirms the desired state. An unconfirmed ack is
+//     given up after ConfirmTimeout. Deletion that completes
+//     asynchronously is waited for on the clock, not re-issued.
 //   - Make-before-break: a replaced object (changed immutable fields, or
 //     mutable ones on an engine without [Updater]) and an object nobody
 //     wants any more are destroyed only once the step has no creation left
@@ -94,7 +114,9 @@
 //     frontends carry the tag and whose ID is not kept, found anew in each
 //     listing (binds and servers by their parent); a kept load balancer's
 //     objects are never touched, and their states neither hold the
-//     teardown back nor fail it.
+//     teardown back nor fail it. They report success only from a listing
+//     made the list lag after the Leftovers was made, so that a crashed
+//     predecessor's late creation on an old ID is torn down too.
 //   - Update in place: a step's comparison ([Compare]) tells up-to-date
 //     (fields the provider defaults are no difference), updatable (through
 //     [Updater], else replaced) and replace.
@@ -177,9 +199,16 @@
 //     same objects race. Reconcile, ReconcileOnce, Teardown and
 //     TeardownOnce calls on one Reconciler are serialised.
 //   - The memory of unconfirmed writes lives in the Reconciler: keep one per
-//     set of objects. Without a [Config.Journal], a new process starts
-//     without it: on a provider whose listing lags, it creates again what
-//     its predecessor created just before it died.
+//     set of objects. [Config.Journal] is required; a host that sets it to
+//     [NoJournal] chooses that a new process starts without that memory:
+//     on a provider whose listing lags, it creates again what its
+//     predecessor created just before it died.
+//   - ConfirmTimeout must exceed the list lag: New refuses a smaller one
+//     ([ErrInvalidConfig]) and raises the default to twice a longer lag.
+//   - With no lag declared (ListLag and ListLagListings zero), the first
+//     listing after a call is trusted to reflect it: a provider whose
+//     listings can go backwards must declare its lag, or it may get
+//     duplicates.
 //   - If a listing lags by more than ConfirmTimeout (or ListLag or
 //     ListLagListings, when set or declared by the engine), a creation of
 //     unknown outcome may be made twice; the duplicate is then reported as
@@ -193,15 +222,25 @@
 //     started. Set CallTimeout above a List plus one write.
 //   - A journal's intents are matched to listed objects by
 //     [SpecFingerprint], which is exact for specs without pointers or
-//     maps. Two processes must not share one journal.
+//     maps. Two processes must not share one journal. Entries are kept
+//     per scope ([Intent].Scope): reconcilers of one owner with different
+//     scopes (a [Moving]'s old and new load balancers) may share one
+//     journal value, and never replace or remove each other's entries.
 //   - A child whose parent is missing from the listing stops the plan
-//     ([ErrInconsistent]) until the listing is consistent again.
+//     ([ErrInconsistent]) until the listing is consistent again. With a
+//     declared lag, a read replica may show a new child before its
+//     parent: the pass then changes nothing and lists again (Reconcile
+//     after PollInterval, ReconcileOnce as a Transient result) until a
+//     listing the lag after the first such answer, and only a listing
+//     past that still missing the parent is ErrInconsistent.
 //   - Moving an owner to another load balancer with a new
 //     [LoadBalancerReconciler] leaves its objects on the old one (backends
 //     and frontends of other load balancers are ignored) until the host
 //     calls Teardown on the old load balancer's reconciler, or
 //     TeardownExcept with the IDs it keeps; [Moving] does both, after the
-//     new load balancer converged, and keeps no journal.
+//     new load balancer converged; its reconcilers share cfg.Journal. A
+//     [Leftovers] sweep keeps no journal: it does not wait for a late
+//     creation on an old ID that no listing shows yet.
 //   - [Leftovers] knows a bind or server's load balancer only through its
 //     parent: one whose parent is not listed with the tag is left alone.
 //   - Teardown never destroys an untagged object, so an object left

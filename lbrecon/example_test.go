@@ -19,7 +19,7 @@ func Example() {
 	ctx := context.Background()
 	eng := lbrecontest.New(lbrecontest.Config{}) // no latency, nothing pending
 
-	r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: eng, Tag: "owner=svc-1"}, lbrecon.LoadBalancer{
+	r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: eng, Tag: "owner=svc-1", Journal: lbrecon.NoJournal}, lbrecon.LoadBalancer{
 		ID:     "lb-1",
 		Suffix: "svc-1",
 		Ports: []lbrecon.Port{
@@ -105,7 +105,7 @@ func ExampleReconciler_ReconcileOnce() {
 		Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")},
 		Targets:   []lbrecon.Target{{Name: "node-a", Address: netip.MustParseAddr("10.0.0.1")}},
 	}
-	r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: eng, Tag: "owner=svc-1", Clock: clk}, lb)
+	r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: eng, Tag: "owner=svc-1", Journal: lbrecon.NoJournal, Clock: clk}, lb)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -145,7 +145,7 @@ func ExampleLoadBalancerReconciler_Teardown() {
 		Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")},
 		Targets:   []lbrecon.Target{{Name: "node-a", Address: netip.MustParseAddr("10.0.0.1")}},
 	}
-	cfg := lbrecon.Config{Engine: eng, Tag: "owner=svc-1"}
+	cfg := lbrecon.Config{Engine: eng, Tag: "owner=svc-1", Journal: lbrecon.NoJournal}
 	old, err := lbrecon.NewLoadBalancer(cfg, lb)
 	if err != nil {
 		fmt.Println(err)
@@ -198,7 +198,7 @@ func ExampleCheckToken() {
 		Ports:   []lbrecon.Port{{Name: "http", NodePort: 30080, ExternalPort: 80}},
 		Targets: []lbrecon.Target{{Name: "node-a", Address: netip.MustParseAddr("10.0.0.1")}},
 	}
-	leader, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: fenced, Tag: "owner=svc-1", Parallelism: 1}, lb)
+	leader, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: fenced, Tag: "owner=svc-1", Journal: lbrecon.NoJournal, Parallelism: 1}, lb)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -208,7 +208,7 @@ func ExampleCheckToken() {
 	fmt.Println("term 5:", err, "objects:", len(eng.Objects()))
 
 	// Term 4's holder, deposed, tries to tear the load balancer down.
-	deposed, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: fenced, Tag: "owner=svc-1", Parallelism: 1}, lb)
+	deposed, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: fenced, Tag: "owner=svc-1", Journal: lbrecon.NoJournal, Parallelism: 1}, lb)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -229,7 +229,7 @@ func ExampleCheckToken() {
 func ExampleTeardownExcept() {
 	ctx := context.Background()
 	eng := lbrecontest.New(lbrecontest.Config{}) // no latency, no lag
-	cfg := lbrecon.Config{Engine: eng, Tag: "owner=svc-1", PollInterval: 10 * time.Millisecond}
+	cfg := lbrecon.Config{Engine: eng, Tag: "owner=svc-1", Journal: lbrecon.NoJournal, PollInterval: 10 * time.Millisecond}
 	lb := lbrecon.LoadBalancer{
 		ID:        "lb-1",
 		Suffix:    "svc-1",

@@ -18,13 +18,15 @@ var ErrCorruptJournal = errors.New("lbrecon: corrupt intent journal")
 // the crash-safe way: the new content is written to a temporary file in
 // the same directory, synced, renamed over the journal, and the directory
 // is synced. A crash at any point leaves either the old or the new
-// journal, never a mix. Give each reconciler a file of its own; the
-// directory must exist. It is safe for concurrent use.
+// journal, never a mix. Reconcilers of one owner may share one
+// FileJournal value (entries are kept per scope), never two values on one
+// file (each rewrites the file from what it holds); the directory must
+// exist. It is safe for concurrent use.
 type FileJournal struct {
 	path string
 
 	mu      sync.Mutex
-	intents map[nameKey]Intent // nil until loaded
+	intents map[entryKey]Intent // nil until loaded
 }
 
 var _ Journal = (*FileJournal)(nil)
@@ -58,7 +60,7 @@ func (j *FileJournal) read() error {
 	}
 	b, err := os.ReadFile(j.path)
 	if errors.Is(err, os.ErrNotExist) {
-		j.intents = make(map[nameKey]Intent)
+		j.intents = make(map[entryKey]Intent)
 		return nil
 	}
 	if err != nil {
@@ -71,12 +73,12 @@ func (j *FileJournal) read() error {
 	if f.Version != 1 {
 		return fmt.Errorf("%w %s: version %d, want 1", ErrCorruptJournal, j.path, f.Version)
 	}
-	m := make(map[nameKey]Intent, len(f.Intents))
+	m := make(map[entryKey]Intent, len(f.Intents))
 	for i, in := range f.Intents {
 		if in.Kind == "" || in.Name == "" || in.At.IsZero() {
 			return fmt.Errorf("%w %s: intent %d lacks a kind, name or time", ErrCorruptJournal, j.path, i)
 		}
-		m[nameKey{in.Kind, in.Name}] = in
+		m[in.key()] = in
 	}
 	j.intents = m
 	return nil
@@ -89,12 +91,12 @@ func (j *FileJournal) Record(_ context.Context, intents []Intent) error {
 	if err := j.read(); err != nil {
 		return err
 	}
-	next := make(map[nameKey]Intent, len(j.intents)+len(intents))
+	next := make(map[entryKey]Intent, len(j.intents)+len(intents))
 	for k, in := range j.intents {
 		next[k] = in
 	}
 	for _, in := range intents {
-		next[nameKey{in.Kind, in.Name}] = in
+		next[in.key()] = in
 	}
 	return j.write(next)
 }
@@ -106,12 +108,12 @@ func (j *FileJournal) Forget(_ context.Context, intents []Intent) error {
 	if err := j.read(); err != nil {
 		return err
 	}
-	next := make(map[nameKey]Intent, len(j.intents))
+	next := make(map[entryKey]Intent, len(j.intents))
 	for k, in := range j.intents {
 		next[k] = in
 	}
 	for _, in := range intents {
-		delete(next, nameKey{in.Kind, in.Name})
+		delete(next, in.key())
 	}
 	if len(next) == len(j.intents) {
 		return nil
@@ -122,7 +124,7 @@ func (j *FileJournal) Forget(_ context.Context, intents []Intent) error {
 // write replaces the file with intents: temporary file, fsync, rename,
 // fsync of the directory. Called with mu held; j.intents changes only
 // once the new file is durable.
-func (j *FileJournal) write(intents map[nameKey]Intent) error {
+func (j *FileJournal) write(intents map[entryKey]Intent) error {
 	f := journalFile{Version: 1, Intents: make([]Intent, 0, len(intents))}
 	for _, in := range intents {
 		f.Intents = append(f.Intents, in)

@@ -15,6 +15,10 @@ import (
 // reconciler started after a crash knows what its predecessor may have
 // created although no listing shows it yet.
 type Intent struct {
+	// Scope is the reconciler's [Config.Scope] (for the load-balancer
+	// plan, the load balancer's ID): reconcilers of several scopes may
+	// share one journal, each with its own entries.
+	Scope string `json:"scope,omitempty"`
 	// Kind and Name are those of the object to create.
 	Kind string `json:"kind"`
 	Name string `json:"name"`
@@ -29,20 +33,45 @@ type Intent struct {
 }
 
 // Journal keeps the reconciler's intents where they survive the process
-// (a file, an annotation of the object the load balancer serves). One
-// journal belongs to one reconciler (one scope and tag); the reconciler
-// calls it from one goroutine at a time. Record must be durable when it
-// returns: the Create calls are sent only after it returned nil.
+// (a file, an object of the owner's). An entry is identified by its
+// scope, kind and name: reconcilers of one owner (one tag) with different
+// scopes, such as the old and new load balancers of a [Moving], may share
+// a journal and never replace or remove each other's entries. Each
+// reconciler calls it from one goroutine at a time; a journal shared by
+// several reconcilers must be safe for concurrent use. Record must be
+// durable when it returns: the Create calls are sent only after it
+// returned nil.
 type Journal interface {
-	// Load returns the intents recorded and not forgotten.
+	// Load returns the intents recorded and not forgotten, of every
+	// scope; a reconciler keeps those of its own scope (and those
+	// recorded without a scope).
 	Load(ctx context.Context) ([]Intent, error)
-	// Record adds intents, replacing those of the same kind and name.
+	// Record adds intents, replacing those of the same scope, kind and
+	// name.
 	Record(ctx context.Context, intents []Intent) error
-	// Forget removes the intents of the given kinds and names (Spec, Token
-	// and At are ignored): a listing showed their objects, their creations
-	// are known not to have happened, or they expired.
+	// Forget removes the intents of the given scopes, kinds and names
+	// (Spec, Token and At are ignored): a listing showed their objects,
+	// their creations are known not to have happened, or they expired.
 	Forget(ctx context.Context, intents []Intent) error
 }
+
+// entryKey identifies a journal entry: scope, kind and name.
+type entryKey struct{ scope, kind, name string }
+
+func (in Intent) key() entryKey { return entryKey{in.Scope, in.Kind, in.Name} }
+
+// NoJournal is the [Config.Journal] of a host that chooses to run without
+// a journal: intents are kept in memory only, so a process started after
+// a crash does not know what its predecessor may have created just
+// before it died, and on a provider whose listing lags it creates those
+// objects again. Its methods do nothing.
+var NoJournal Journal = noJournal{}
+
+type noJournal struct{}
+
+func (noJournal) Load(context.Context) ([]Intent, error) { return nil, nil }
+func (noJournal) Record(context.Context, []Intent) error { return nil }
+func (noJournal) Forget(context.Context, []Intent) error { return nil }
 
 // SpecFingerprint returns the text a [Journal] keeps of a spec: its type
 // and its fields as fmt's %+v prints them. Two specs equal under
@@ -84,19 +113,21 @@ func (r *Reconciler) loadJournal(ctx context.Context) error {
 	r.memMu.Lock()
 	defer r.memMu.Unlock()
 	for _, in := range intents {
+		if in.Scope != r.cfg.Scope && in.Scope != "" {
+			continue // another reconciler's, sharing the journal
+		}
 		nk := nameKey{in.Kind, in.Name}
 		r.mem.journal[nk] = &journaled{Intent: in, restored: true}
 		if _, ok := r.mem.intents[nk]; !ok {
-			w := &write{obj: Object{Kind: in.Kind, Name: in.Name}, at: in.At, fp: in.Spec, token: in.Token}
 			// The predecessor's calls ended before this reconciler
 			// started: a listing the lag after now shows their effect.
-			r.resolveLater(w, r.clock.Now())
-			r.mem.intents[nk] = w
+			r.mem.intents[nk] = &intent{obj: Object{Kind: in.Kind, Name: in.Name}, at: in.At, fp: in.Spec, token: in.Token,
+				horizon: r.horizonAfter(r.clock.Now())}
 		}
 	}
 	r.journalLoaded = true
-	if len(intents) > 0 {
-		logr.FromContextOrDiscard(ctx).Info("loaded creations of unknown outcome from the intent journal", "intents", len(intents))
+	if n := len(r.mem.journal); n > 0 {
+		logr.FromContextOrDiscard(ctx).Info("loaded creations of unknown outcome from the intent journal", "intents", n)
 	}
 	return nil
 }
@@ -123,35 +154,13 @@ func (r *Reconciler) forgetIntents(ctx context.Context) {
 	}
 }
 
-// resolveLater sets when a listing that does not show intent w's object
-// proves it was not created, for a call that returned at end: a listing
-// started ListLag after end, or this reconciler's ListLagListings+1-th
-// listing started after end. With neither bound, w is held until
-// ConfirmTimeout.
-func (r *Reconciler) resolveLater(w *write, end time.Time) {
-	if r.cfg.ListLag > 0 {
-		w.resolveAt = end.Add(r.cfg.ListLag)
-	}
-	w.resolveAfter = r.dueListing()
-}
-
-// dueListing returns the number of the first listing that reflects a call
-// returning now under ListLagListings (0 without it): listings numbered
-// up to listings.Load() started before now.
-func (r *Reconciler) dueListing() uint64 {
-	if n := r.cfg.ListLagListings; n > 0 {
-		return r.listings.Load() + uint64(n) + 1
-	}
-	return 0
-}
-
-// matches reports whether listed object o is the creation of intent w.
-func (w *write) matches(o Object) bool {
-	if o.Kind != w.obj.Kind || o.Name != w.obj.Name {
+// matches reports whether listed object o is the creation of intent in.
+func (in *intent) matches(o Object) bool {
+	if o.Kind != in.obj.Kind || o.Name != in.obj.Name {
 		return false
 	}
-	if w.obj.Spec != nil {
-		return SameSpec(o.Spec, w.obj.Spec)
+	if in.obj.Spec != nil {
+		return SameSpec(o.Spec, in.obj.Spec)
 	}
-	return SpecFingerprint(o.Spec) == w.fp
+	return SpecFingerprint(o.Spec) == in.fp
 }

@@ -189,3 +189,123 @@ func TestCheckLoadsTheJournal(t *testing.T) {
 		require.Len(t, p.Unconfirmed, 2)
 	})
 }
+
+// Entries are kept per scope: one kind and name recorded by two scopes
+// are two entries, and forgetting one leaves the other.
+func TestFileJournalKeepsScopesApart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j")
+	j := lbrecon.NewFileJournal(path)
+	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	a := lbrecon.Intent{Scope: "lb-1", Kind: lbrecon.KindBackend, Name: "p0.svc-1", Spec: "x", Token: "a", At: at}
+	b := a
+	b.Scope, b.Token = "lb-2", "b"
+	require.NoError(t, j.Record(t.Context(), []lbrecon.Intent{a}))
+	require.NoError(t, j.Record(t.Context(), []lbrecon.Intent{b}))
+	got, err := lbrecon.NewFileJournal(path).Load(t.Context())
+	require.NoError(t, err)
+	require.ElementsMatch(t, []lbrecon.Intent{a, b}, got)
+	require.NoError(t, j.Forget(t.Context(), []lbrecon.Intent{b}))
+	got, err = lbrecon.NewFileJournal(path).Load(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, []lbrecon.Intent{a}, got)
+}
+
+// The old and the new load balancer's reconcilers share one journal and
+// use the same object names. The old one's creations lost their answers
+// and the process died; the new one then records, creates and forgets
+// the same names on its own ID. The old ID's next process still finds
+// its predecessor's entries, and holds those names while the listing
+// lags instead of creating them again.
+func TestJournalScopesDoNotOverwriteEachOther(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := newEngine(lbrecontest.Config{ListLag: 3 * time.Second, DeclareListLag: true})
+		onOld := func(o lbrecon.Object) bool {
+			s, ok := o.Spec.(lbrecon.BackendSpec)
+			return ok && s.LoadBalancer == "lb-1"
+		}
+		eng.FailCreateAfter(onOld, 2) // both backends of lb-1 created, answers lost
+		j := lbrecon.NewFileJournal(filepath.Join(t.TempDir(), "j"))
+		old, now := desc(2, 1, 1), moved(desc(2, 1, 1), "lb-2")
+		withJournal := func(c *lbrecon.Config) { c.Journal = j }
+
+		res, err := newLB(t, eng, old, withJournal).ReconcileOnce(t.Context()) // then the process dies
+		require.NoError(t, err)
+		require.Error(t, res.Transient)
+		_, err = newLB(t, eng, now, withJournal).ReconcileOnce(t.Context())
+		require.NoError(t, err)
+
+		r := newLB(t, eng, old, withJournal)
+		require.NoError(t, r.Reconcile(t.Context()))
+		creates := 0 // the names are the same on both IDs: count the old ID's
+		for _, o := range eng.Objects() {
+			if onOld(o) {
+				creates++
+			}
+		}
+		require.Equal(t, 2, creates, "the old ID's backends made once")
+	})
+}
+
+// A reconciler loads only its own scope's entries from a shared journal:
+// it neither holds another scope's names nor forgets its entries.
+func TestJournalLoadsOnlyItsScope(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := newEngine(lbrecontest.Config{ListLag: 3 * time.Second, DeclareListLag: true})
+		eng.LoseCreateAnswers(1) // every creation's answer is lost
+		j := lbrecon.NewFileJournal(filepath.Join(t.TempDir(), "j"))
+		other := moved(desc(1, 1, 1), "lb-2")
+		other.Suffix = "svc-2"
+		withJournal := func(c *lbrecon.Config) { c.Journal = j }
+		_, err := newLB(t, eng, other, withJournal).ReconcileOnce(t.Context()) // then the process dies
+		require.NoError(t, err)
+		recorded, err := j.Load(t.Context())
+		require.NoError(t, err)
+		require.NotEmpty(t, recorded)
+
+		r := newLB(t, eng, desc(1, 1, 1), withJournal)
+		p, err := r.Check(t.Context())
+		require.NoError(t, err)
+		for _, o := range p.Unconfirmed {
+			require.NotContains(t, o.Name, "svc-2", "another scope's name held")
+		}
+		_, err = r.ReconcileOnce(t.Context())
+		require.NoError(t, err)
+		time.Sleep(10 * time.Second) // past the lag
+		_, err = r.ReconcileOnce(t.Context())
+		require.NoError(t, err)
+		left, err := j.Load(t.Context())
+		require.NoError(t, err)
+		require.Subset(t, left, recorded, "another scope's entries forgotten")
+	})
+}
+
+// A journal file is outside input: whatever it holds, Load returns
+// intents that each have a kind, a name and a time, or an error wrapping
+// ErrCorruptJournal (or a read error), never a panic; what it returns
+// survives a Record and a reload unchanged.
+func FuzzFileJournalLoad(f *testing.F) {
+	f.Add([]byte(`{"version":1,"intents":[{"scope":"lb-1","kind":"backend","name":"p0.svc-1","spec":"x","token":"t","at":"2030-01-01T00:00:00Z"}]}`))
+	f.Add([]byte(`{"version":1,"intents":[{"kind":"backend","name":"p0.svc-1","spec":"x","token":"t","at":"2030-01-01T00:00:00Z"}]}`))
+	f.Add([]byte(`{"version":2,"intents":[]}`))
+	f.Add([]byte(`{"version":1,"intents":[{"kind":"","name":"n","at":"2030-01-01T00:00:00Z"}]}`))
+	f.Add([]byte(`not json`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		path := filepath.Join(t.TempDir(), "j")
+		require.NoError(t, os.WriteFile(path, b, 0o600))
+		j := lbrecon.NewFileJournal(path)
+		got, err := j.Load(t.Context())
+		if err != nil {
+			require.ErrorIs(t, err, lbrecon.ErrCorruptJournal)
+			return
+		}
+		for _, in := range got {
+			require.NotEmpty(t, in.Kind)
+			require.NotEmpty(t, in.Name)
+			require.False(t, in.At.IsZero())
+		}
+		require.NoError(t, j.Record(t.Context(), nil))
+		again, err := lbrecon.NewFileJournal(path).Load(t.Context())
+		require.NoError(t, err)
+		require.Len(t, again, len(got))
+	})
+}

@@ -129,7 +129,7 @@ func (lb LoadBalancer) children(obs *Observation, kind string) ([]Object, error)
 		mine := true
 		for _, k := range refs(o) {
 			if !obs.Known(k) {
-				return nil, fmt.Errorf("%w: %v refers to %v, which is not listed", ErrInconsistent, o, k)
+				return nil, fmt.Errorf("%w: %v refers to %v, which is not listed", errParentNotListed, o, k)
 			}
 			if p, ok := obs.Get(k); ok && !lb.onThisLB(p) {
 				mine = false

@@ -53,7 +53,7 @@ func newEngine(cfg lbrecontest.Config) *lbrecontest.Engine {
 
 func newLB(t *testing.T, eng lbrecon.Engine, lb lbrecon.LoadBalancer, mod func(*lbrecon.Config)) *lbrecon.LoadBalancerReconciler {
 	t.Helper()
-	cfg := lbrecon.Config{Engine: eng, Tag: owner}
+	cfg := lbrecon.Config{Engine: eng, Tag: owner, Journal: lbrecon.NoJournal}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -72,7 +72,7 @@ func requireConverged(t *testing.T, eng *lbrecontest.Engine, r *lbrecon.LoadBala
 	require.True(t, p.Empty(), "plan not empty: %+v", p)
 	// A reconciler without memory of the writes sees the same in a
 	// listing: the state is confirmed, not remembered.
-	fresh, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: eng, Tag: owner}, lb)
+	fresh, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: eng, Tag: owner, Journal: lbrecon.NoJournal}, lb)
 	require.NoError(t, err)
 	p, err = fresh.Check(ctx)
 	require.NoError(t, err)
@@ -679,7 +679,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		return lbrecon.Changes{}, nil
 	}
 	good := func() lbrecon.Config {
-		return lbrecon.Config{Engine: eng, Tag: owner, Steps: []lbrecon.Step{{Kind: "a", Plan: plan}, {Kind: "b", Plan: plan}}}
+		return lbrecon.Config{Engine: eng, Tag: owner, Journal: lbrecon.NoJournal, Steps: []lbrecon.Step{{Kind: "a", Plan: plan}, {Kind: "b", Plan: plan}}}
 	}
 	for name, mod := range map[string]func(*lbrecon.Config){
 		"no engine":         func(c *lbrecon.Config) { c.Engine = nil },
@@ -696,6 +696,13 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		"negative parallel": func(c *lbrecon.Config) { c.Parallelism = -1 },
 		"negative timeout":  func(c *lbrecon.Config) { c.PendingTimeout = -time.Second },
 		"max below poll":    func(c *lbrecon.Config) { c.PollInterval, c.MaxPollInterval = time.Minute, time.Second },
+		"no journal chosen": func(c *lbrecon.Config) { c.Journal = nil },
+		"confirm below lag": func(c *lbrecon.Config) { c.ListLag, c.ConfirmTimeout = 3*time.Minute, time.Minute },
+		"confirm at lag":    func(c *lbrecon.Config) { c.ListLag, c.ConfirmTimeout = time.Minute, time.Minute },
+		"declared lag above confirm": func(c *lbrecon.Config) {
+			c.Engine = lbrecontest.New(lbrecontest.Config{ListLag: time.Minute, DeclareListLag: true})
+			c.ConfirmTimeout = 30 * time.Second
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := good()
@@ -719,7 +726,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			lb := desc(2, 1, 2)
 			mod(&lb)
-			_, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: eng, Tag: owner}, lb)
+			_, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: eng, Tag: owner, Journal: lbrecon.NoJournal}, lb)
 			require.ErrorIs(t, err, lbrecon.ErrInvalidConfig)
 		})
 	}
@@ -744,4 +751,21 @@ func TestDiff(t *testing.T) {
 		ids = append(ids, d.ID)
 	}
 	require.ElementsMatch(t, []string{"1", "3", "5"}, ids)
+}
+
+// A declared lag above the default ConfirmTimeout widens it: an
+// acknowledged creation that the listings show only after 3 minutes is
+// waited for, not made again.
+func TestListLagAboveConfirmTimeoutWidensIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lag := 3 * time.Minute
+		require.Greater(t, lag, lbrecon.DefaultConfirmTimeout)
+		eng := newEngine(lbrecontest.Config{ListLag: lag, DeclareListLag: true})
+		lb := desc(1, 1, 2)
+		r := newLB(t, eng, lb, nil)
+		require.NoError(t, r.Reconcile(t.Context()))
+		require.Zero(t, duplicates(eng))
+		require.Equal(t, objectCount(lb), eng.Calls()[lbrecon.VerbCreate], "one create per object")
+		requireConverged(t, eng, r, lb)
+	})
 }

@@ -2,6 +2,7 @@ package lbrecon
 
 import (
 	"context"
+	"fmt"
 )
 
 // TeardownExcept tears down every load balancer whose backends or
@@ -33,8 +34,16 @@ func TeardownExcept(ctx context.Context, cfg Config, keep ...string) error {
 // pending for ever, one failed) neither hold the teardown back nor fail
 // it. A bind or server belongs to the load balancer of its parent; one
 // whose parent is not listed with the tag is left alone.
+//
+// A load balancer that a crashed predecessor was creating may show only
+// within the list lag of its last call, which ended before the Leftovers
+// was made: Teardown and TeardownOnce report convergence only from a
+// listing started at the horizon of the Leftovers' making (ListLag after
+// it, or the ListLagListings+1-th listing), so such a late creation is
+// torn down too.
 type Leftovers struct {
-	r *Reconciler
+	r       *Reconciler
+	horizon horizon // a listing from here on shows what predecessors made
 }
 
 // NewLeftovers validates cfg and returns a Leftovers for cfg.Tag's owner
@@ -54,15 +63,27 @@ func NewLeftovers(cfg Config, keep ...string) (*Leftovers, error) {
 		steps[i].Plan = func(context.Context, *Observation) (Changes, error) { return Changes{}, nil }
 	}
 	cfg.Steps, cfg.Scope = steps, ""
+	// The wrapper below hides the engine's declarations: take them first.
+	if ll, ok := cfg.Engine.(ListLagger); ok && cfg.ListLag == 0 {
+		cfg.ListLag = max(ll.ListLag(), 0)
+	}
+	if ll, ok := cfg.Engine.(ListingLagger); ok && cfg.ListLagListings == 0 {
+		cfg.ListLagListings = max(ll.ListLagListings(), 0)
+	}
 	cfg.Engine = leftoverEngine{Engine: cfg.Engine, tag: cfg.Tag, kept: kept}
 	// A teardown creates nothing, and the journal is a load balancer
 	// reconciler's: forgetting its intents here would lose them.
-	cfg.Journal = nil
+	cfg.Journal = NoJournal
 	r, err := New(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &Leftovers{r: r}, nil
+	return &Leftovers{r: r, horizon: r.horizonAfter(r.clock.Now())}, nil
+}
+
+// pastHorizon reports whether the next listing is at or past the horizon.
+func (l *Leftovers) pastHorizon() bool {
+	return l.horizon.reachedBy(listing{at: l.r.clock.Now(), n: l.r.listings.Load() + 1})
 }
 
 // leftoverEngine lists only the owned objects of load balancers that are
@@ -116,11 +137,43 @@ func (e leftoverEngine) leftover(o Object, owned map[Key]Object) bool {
 	return len(parents) > 0
 }
 
-// Teardown destroys the leftovers and waits until a listing shows none;
-// returns, errors and waits are those of [Reconciler.Teardown].
-func (l *Leftovers) Teardown(ctx context.Context) error { return l.r.Teardown(ctx) }
+// Teardown destroys the leftovers and waits until a listing at or past
+// the horizon shows none; returns, errors and waits are those of
+// [Reconciler.Teardown].
+func (l *Leftovers) Teardown(ctx context.Context) error {
+	for {
+		past := l.pastHorizon()
+		if err := l.r.Teardown(ctx); err != nil || past {
+			return err
+		}
+		// Converged before the horizon: a late creation may still show.
+		wait := max(l.horizon.at.Sub(l.r.clock.Now()), l.r.cfg.PollInterval)
+		if l.horizon.at.IsZero() {
+			wait = l.r.cfg.PollInterval // a lag in listings: list again
+		}
+		t := l.r.clock.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("lbrecon: wait for the list lag before the last look for leftovers: %w", ctx.Err())
+		case <-t.C():
+		}
+	}
+}
 
 // TeardownOnce makes one pass of [Leftovers.Teardown] without waiting and
-// reports Converged once a listing shows no leftover, or when to call
-// again; see [Reconciler.TeardownOnce].
-func (l *Leftovers) TeardownOnce(ctx context.Context) (Result, error) { return l.r.TeardownOnce(ctx) }
+// reports Converged once a listing at or past the horizon shows no
+// leftover, or when to call again; see [Reconciler.TeardownOnce].
+func (l *Leftovers) TeardownOnce(ctx context.Context) (Result, error) {
+	past := l.pastHorizon()
+	res, err := l.r.TeardownOnce(ctx)
+	if err != nil || !res.Converged || past {
+		return res, err
+	}
+	res.Converged = false
+	res.RequeueAfter = l.r.cfg.PollInterval
+	if !l.horizon.at.IsZero() {
+		res.RequeueAfter = max(l.horizon.at.Sub(l.r.clock.Now()), l.r.cfg.PollInterval)
+	}
+	return res, nil
+}

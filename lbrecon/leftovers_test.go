@@ -42,7 +42,7 @@ func TestTeardownExceptRemovesOtherLoadBalancers(t *testing.T) {
 		eng.ResetCalls()
 
 		var o outcomes
-		cfg := lbrecon.Config{Engine: eng, Tag: owner}
+		cfg := lbrecon.Config{Engine: eng, Tag: owner, Journal: lbrecon.NoJournal}
 		o.hook(&cfg)
 		require.NoError(t, lbrecon.TeardownExcept(t.Context(), cfg, "lb-1"))
 		require.Equal(t, 2*objectCount(lb), eng.Calls()[lbrecon.VerbDestroy], "one destroy per object, none re-issued")
@@ -68,7 +68,7 @@ func TestTeardownExceptNothingKept(t *testing.T) {
 		eng := realistic(nil)
 		lb := onLBs(t, eng, owner, "lb-1", "lb-2")
 		onLBs(t, eng, "owner=svc-2", "lb-3")
-		require.NoError(t, lbrecon.TeardownExcept(t.Context(), lbrecon.Config{Engine: eng, Tag: owner}, ""))
+		require.NoError(t, lbrecon.TeardownExcept(t.Context(), lbrecon.Config{Engine: eng, Tag: owner, Journal: lbrecon.NoJournal}, ""))
 		require.Zero(t, onLB(eng, "lb-1"))
 		require.Zero(t, onLB(eng, "lb-2"))
 		require.Equal(t, objectCount(lb), onLB(eng, "lb-3"))
@@ -83,7 +83,7 @@ func TestTeardownExceptKeepsChildrenOfKeptParents(t *testing.T) {
 		eng := realistic(nil)
 		lb := onLBs(t, eng, owner, "lb-1")
 		eng.ResetCalls()
-		require.NoError(t, lbrecon.TeardownExcept(t.Context(), lbrecon.Config{Engine: eng, Tag: owner}, "lb-1"))
+		require.NoError(t, lbrecon.TeardownExcept(t.Context(), lbrecon.Config{Engine: eng, Tag: owner, Journal: lbrecon.NoJournal}, "lb-1"))
 		require.Zero(t, eng.Calls()[lbrecon.VerbDestroy])
 		require.Equal(t, objectCount(lb), onLB(eng, "lb-1"))
 	})
@@ -109,7 +109,7 @@ func TestLeftoversTeardownOnceNeverWaits(t *testing.T) {
 		}
 	}
 	eng.ResetCalls()
-	l, err := lbrecon.NewLeftovers(lbrecon.Config{Engine: eng, Tag: owner, Clock: fc}, "lb-1")
+	l, err := lbrecon.NewLeftovers(lbrecon.Config{Engine: eng, Tag: owner, Journal: lbrecon.NoJournal, Clock: fc}, "lb-1")
 	require.NoError(t, err)
 	for calls := 1; ; calls++ {
 		require.Less(t, calls, 100, "no convergence")
@@ -128,7 +128,7 @@ func TestLeftoversTeardownOnceNeverWaits(t *testing.T) {
 }
 
 func TestNewLeftoversRejectsBadConfig(t *testing.T) {
-	_, err := lbrecon.NewLeftovers(lbrecon.Config{Engine: lbrecontest.New(lbrecontest.Config{}), Tag: "owner"}, "lb-1")
+	_, err := lbrecon.NewLeftovers(lbrecon.Config{Engine: lbrecontest.New(lbrecontest.Config{}), Tag: "owner", Journal: lbrecon.NoJournal}, "lb-1")
 	require.ErrorIs(t, err, lbrecon.ErrInvalidConfig)
 }
 
@@ -145,7 +145,7 @@ func TestTeardownExceptIgnoresKeptPendingObjects(t *testing.T) {
 			}
 		}
 		start := time.Now()
-		require.NoError(t, lbrecon.TeardownExcept(t.Context(), lbrecon.Config{Engine: eng, Tag: owner, PendingTimeout: time.Hour}, "lb-1"))
+		require.NoError(t, lbrecon.TeardownExcept(t.Context(), lbrecon.Config{Engine: eng, Tag: owner, Journal: lbrecon.NoJournal, PendingTimeout: time.Hour}, "lb-1"))
 		require.Less(t, time.Since(start), time.Hour, "waited for the kept load balancer")
 		require.Zero(t, onLB(eng, "lb-2"))
 		require.Equal(t, objectCount(lb), onLB(eng, "lb-1"))
@@ -153,7 +153,7 @@ func TestTeardownExceptIgnoresKeptPendingObjects(t *testing.T) {
 		// With no leftover, one listing suffices: no wait at all.
 		eng.ResetCalls()
 		start = time.Now()
-		require.NoError(t, lbrecon.TeardownExcept(t.Context(), lbrecon.Config{Engine: eng, Tag: owner}, "lb-1"))
+		require.NoError(t, lbrecon.TeardownExcept(t.Context(), lbrecon.Config{Engine: eng, Tag: owner, Journal: lbrecon.NoJournal}, "lb-1"))
 		require.Less(t, time.Since(start), lbrecon.DefaultPollInterval, "waited with nothing to tear down")
 		require.Equal(t, 1, eng.Calls()[lbrecon.VerbList])
 	})
@@ -170,8 +170,38 @@ func TestTeardownExceptLeavesChildrenOfUnknownParents(t *testing.T) {
 			Spec: lbrecon.BackendSpec{LoadBalancer: "lb-1"}})
 		child := eng.Put(lbrecon.Object{Kind: lbrecon.KindServer, Name: "debug", State: lbrecon.StateOK, Tags: []string{owner},
 			Spec: lbrecon.ServerSpec{Backend: hand.ID, Address: netip.MustParseAddr("10.0.0.9"), Port: 30000}})
-		require.NoError(t, lbrecon.TeardownExcept(t.Context(), lbrecon.Config{Engine: eng, Tag: owner}, "lb-1"))
+		require.NoError(t, lbrecon.TeardownExcept(t.Context(), lbrecon.Config{Engine: eng, Tag: owner, Journal: lbrecon.NoJournal}, "lb-1"))
 		require.ElementsMatch(t, []lbrecon.Object{hand, child}, eng.Objects())
 		require.Zero(t, onLB(eng, "lb-2"))
 	})
+}
+
+// A predecessor was creating the old load balancer when it died, and its
+// creations show only after the declared 3 s lag: the leftovers' teardown,
+// blocking or one pass at a time, converges only from a listing made the
+// lag after it started, so it finds and tears them down.
+func TestLeftoversWaitForLateCreations(t *testing.T) {
+	for _, oncePasses := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Teardown", true: "TeardownOnce"}[oncePasses], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				eng := newEngine(lbrecontest.Config{ListLag: 3 * time.Second, DeclareListLag: true})
+				eng.LoseCreateAnswers(1) // every answer lost: the predecessor dies after its first wave
+				_, err := newLB(t, eng, desc(2, 1, 1), nil).ReconcileOnce(t.Context())
+				require.NoError(t, err)
+				require.NotEmpty(t, eng.Objects(), "the predecessor's creations happened")
+
+				cfg := lbrecon.Config{Engine: eng, Tag: owner, Journal: lbrecon.NoJournal}
+				if oncePasses {
+					l, err := lbrecon.NewLeftovers(cfg, "lb-2")
+					require.NoError(t, err)
+					converged, _ := budgetRun(t, 50, l.TeardownOnce)
+					require.True(t, converged)
+				} else {
+					require.NoError(t, lbrecon.TeardownExcept(t.Context(), cfg, "lb-2"))
+				}
+				time.Sleep(10 * time.Second)
+				require.Empty(t, eng.Objects(), "a late creation on the old ID was left behind")
+			})
+		})
+	}
 }

@@ -29,7 +29,7 @@ func TestListingLagDeclared(t *testing.T) {
 	require.Zero(t, lbrecontest.New(lbrecontest.Config{LagListings: 2}).ListLagListings(), "not declared")
 	require.Zero(t, lbrecontest.New(lbrecontest.Config{LagListings: 2, ListLag: time.Second, DeclareListLag: true}).ListLagListings(),
 		"with a time lag on top, a count is no bound")
-	_, err := lbrecon.New(lbrecon.Config{Engine: eng, Tag: owner, ListLagListings: -1,
+	_, err := lbrecon.New(lbrecon.Config{Engine: eng, Tag: owner, Journal: lbrecon.NoJournal, ListLagListings: -1,
 		Steps: []lbrecon.Step{{Kind: "k", Plan: func(context.Context, *lbrecon.Observation) (lbrecon.Changes, error) {
 			return lbrecon.Changes{}, nil
 		}}}})

@@ -1,6 +1,7 @@
 package lbrecon
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
@@ -10,22 +11,64 @@ type nameKey struct{ kind, name string }
 
 func nameOf(o Object) nameKey { return nameKey{o.Kind, o.Name} }
 
-// write is a change the engine acknowledged (or may have made) that no
-// listing has reflected yet.
-type write struct {
-	obj Object    // the object as the engine returned it, or as desired
+// The memory's vocabulary (see doc.go, "Words"): an intent is a creation
+// whose outcome is not known yet, by name; an ack is a change the engine
+// acknowledged (created, adopted, updated, repaired), by key; a deletion
+// is an object the engine was asked to destroy, by key. Each is kept
+// until it settles: until a listing at or past its horizon agrees with
+// it (or ConfirmTimeout passes), since listings before the horizon may go
+// backwards (read replicas) and miss what an earlier one showed.
+
+// horizon is the first listing that reflects a call: one started at or
+// after at (ListLag after the call returned), or whose number is n or more
+// (the ListLagListings+1-th started after the call returned; with no lag
+// declared in either unit, the first). The zero horizon is reached by no
+// listing: the call has not returned.
+type horizon struct {
+	at time.Time
+	n  uint64
+}
+
+// reachedBy reports whether listing l is at or past h.
+func (h horizon) reachedBy(l listing) bool {
+	return (!h.at.IsZero() && !l.at.Before(h.at)) || (h.n > 0 && l.n >= h.n)
+}
+
+// intent is a creation whose outcome is unknown: its call is in flight, or
+// failed in a way that may have created the object. It holds its name
+// until a listing shows the object, a listing at its horizon does not
+// (only with a declared lag), or ConfirmTimeout passes.
+type intent struct {
+	obj Object    // as desired; Spec is nil for an intent loaded from the journal
 	at  time.Time // when the call was made
-	// For intents: the spec's fingerprint (obj.Spec is nil for an intent
-	// loaded from the journal), the idempotency token, and when a listing
-	// that does not show the object proves it was not created: one started
-	// at resolveAt or later (ListLag), or one whose number is resolveAfter
-	// or more (ListLagListings); zero for neither: at ConfirmTimeout.
-	// For written objects, resolveAfter is the first listing that must
-	// show the write (ListLagListings), for pacing polls only.
-	fp           string
-	token        string
-	resolveAt    time.Time
-	resolveAfter uint64
+	fp  string    // the spec's fingerprint
+	// token is the idempotency token sent with the creation.
+	token string
+	// horizon is set when the call returned (zero while it is in flight).
+	horizon horizon
+}
+
+// ack is a change the engine acknowledged: obj is what it wrote. It is
+// unconfirmed until a listing shows it, then seen; it settles (and is
+// forgotten) when a listing at its horizon shows it, or when a listing at
+// its horizon disagrees with a seen ack (that listing is the truth).
+type ack struct {
+	obj     Object    // the object as the engine returned it; State is the last one listed once seen
+	at      time.Time // when the call was made
+	horizon horizon   // the first listing that reflects the call
+	seen    bool      // a listing showed it
+	final   bool      // a listing showed it ok or failed (its settling time is learnt)
+}
+
+// deletion is an object the engine was asked to destroy. It is deleting
+// while listings still show it; gone once one does not (a later listing
+// that shows it again before its horizon lags, and is not believed); it
+// settles when a listing at its horizon, counted from when it was first
+// seen gone, does not show it.
+type deletion struct {
+	at      time.Time // when the call was made
+	gone    bool
+	horizon horizon // set when first seen gone
 }
 
 // listing identifies one List call: when it started, and its number
@@ -35,26 +78,19 @@ type listing struct {
 	n  uint64
 }
 
-// resolvedBy reports whether listing l reflects a call that returned when
-// intent w's resolveAt or resolveAfter were set.
-func (w *write) resolvedBy(l listing) bool {
-	return (!w.resolveAt.IsZero() && !l.at.Before(w.resolveAt)) || (w.resolveAfter > 0 && l.n >= w.resolveAfter)
-}
-
 // memory is what the reconciler keeps between passes and calls, so that a
 // listing that lags behind its writes cannot mislead it.
 type memory struct {
-	// written holds created, adopted, updated and repaired objects until a
-	// listing shows them as written (tagged, with the written spec).
-	written map[Key]*write
-	// intents holds creations whose outcome is unknown (the call is in
-	// flight, or failed in a way that may have created the object), by
-	// name: the name is not created again until a listing shows the object
-	// or ConfirmTimeout passes.
-	intents map[nameKey]*write
-	// destroyed holds destroyed objects until a listing no longer shows
-	// them: they are being deleted, not to be destroyed again.
-	destroyed map[Key]time.Time
+	// intents holds creations of unknown outcome by name: the name is not
+	// created again while the intent is held.
+	intents map[nameKey]*intent
+	// acks holds acknowledged changes until they settle: the plan is made
+	// from them, not from a listing that lacks them.
+	acks map[Key]*ack
+	// deletions holds destroyed objects until they settle: they are being
+	// deleted, not to be destroyed again, and once gone not to be believed
+	// back.
+	deletions map[Key]*deletion
 	// failures counts repairs and recreations per name.
 	failures map[nameKey]int
 	// pendingSince is when an object was first seen pending.
@@ -63,9 +99,9 @@ type memory struct {
 	// in place (it answered ErrNotSupported).
 	noRepair map[Key]bool
 	noUpdate map[Key]bool
-	// journal holds the intents recorded in Config.Journal, until a
-	// listing shows their objects or ConfirmTimeout passes; forget holds
-	// those to remove from it at the next occasion.
+	// journal holds the entries recorded in Config.Journal, until neither
+	// an intent nor an ack of their name is left (or ConfirmTimeout
+	// passes); forget holds those to remove from it at the next occasion.
 	journal map[nameKey]*journaled
 	forget  []Intent
 	// conflicts holds names whose creation the engine refused because the
@@ -81,9 +117,9 @@ type memory struct {
 
 func newMemory() memory {
 	return memory{
-		written:      make(map[Key]*write),
-		intents:      make(map[nameKey]*write),
-		destroyed:    make(map[Key]time.Time),
+		intents:      make(map[nameKey]*intent),
+		acks:         make(map[Key]*ack),
+		deletions:    make(map[Key]*deletion),
 		failures:     make(map[nameKey]int),
 		pendingSince: make(map[Key]time.Time),
 		noRepair:     make(map[Key]bool),
@@ -92,6 +128,49 @@ func newMemory() memory {
 		journal:      make(map[nameKey]*journaled),
 	}
 }
+
+// horizonAfter returns the horizon of a call returning now: ListLag after
+// it, the ListLagListings+1-th listing started after it, whichever comes
+// first; with neither declared, the first listing started after it.
+func (r *Reconciler) horizonAfter(now time.Time) horizon {
+	var h horizon
+	if r.cfg.ListLag > 0 {
+		h.at = now.Add(r.cfg.ListLag)
+	}
+	if k := r.cfg.ListLagListings; k > 0 {
+		h.n = r.listings.Load() + uint64(k) + 1
+	} else if r.cfg.ListLag == 0 {
+		h.n = r.listings.Load() + 1
+	}
+	return h
+}
+
+// errParentNotListed is the inconsistent answer of a listing that shows
+// an object without its parent: on read replicas, within the lag, a new
+// child may show before its parent.
+var errParentNotListed = fmt.Errorf("%w: a parent is not listed", ErrInconsistent)
+
+// lagging reports whether err is a listing, made at at, that shows a
+// child without its parent, while the declared lag may explain it: the
+// first such answer sets a horizon, and until a listing reaches it the
+// pass waits and lists again instead of failing. Any other answer ends
+// it. Called with mu held.
+func (r *Reconciler) lagging(err error, at listing) bool {
+	if !errors.Is(err, errParentNotListed) || !r.lagDeclared() {
+		r.laggingUntil = nil
+		return false
+	}
+	if r.laggingUntil == nil {
+		h := r.horizonAfter(r.clock.Now())
+		r.laggingUntil = &h
+	}
+	return !r.laggingUntil.reachedBy(at)
+}
+
+// lagDeclared reports whether the list lag is bounded (configured or
+// declared by the engine), so that a listing at an intent's horizon that
+// does not show its object proves it was not created.
+func (r *Reconciler) lagDeclared() bool { return r.cfg.ListLag > 0 || r.cfg.ListLagListings > 0 }
 
 // view is a listing merged with the memory.
 type view struct {
@@ -132,45 +211,49 @@ func (r *Reconciler) merge(listed []Object, listedAt listing) (*view, error) {
 		byKey[o.Key()] = o
 		v.listed[o.Key()] = true
 	}
-	// Destructions are confirmed when the object is no longer listed; one
-	// still listed after ConfirmTimeout is destroyed again.
-	for k, at := range m.destroyed {
-		if _, ok := byKey[k]; !ok {
-			m.settleDestroy = min(now.Sub(at), r.cfg.MaxPollInterval)
-			delete(m.destroyed, k)
-		} else if now.Sub(at) >= r.cfg.ConfirmTimeout {
-			delete(m.destroyed, k)
-		}
-	}
-	// Writes are confirmed when the listing shows them.
-	for k, w := range m.written {
-		o, ok := byKey[k]
-		if ok && r.owns(o) && SameSpec(o.Spec, w.obj.Spec) {
-			if o.State == StateOK || o.State == StateFailed {
-				m.settleWrite = min(now.Sub(w.at), r.cfg.MaxPollInterval)
-			}
-			delete(m.written, k)
-			continue
-		}
-		if now.Sub(w.at) >= r.cfg.ConfirmTimeout {
-			delete(m.written, k)
-			continue
-		}
-		v.written = append(v.written, w.obj)
-	}
-	shown := func(w *write) bool {
-		for _, o := range listed {
-			if w.matches(o) && (r.owns(o) || !r.tagged(o)) {
-				return true
-			}
-		}
-		return false
-	}
-	for nk, w := range m.intents {
+	// Deletions: gone at the first listing that does not show the object
+	// (a later one showing it again lags: it is not believed), settled at
+	// the first listing past the horizon that does not show it; one still
+	// listed after ConfirmTimeout, never seen gone, is destroyed again.
+	for k, d := range m.deletions {
+		_, listed := byKey[k]
 		switch {
-		case shown(w):
-			delete(m.intents, nk) // the journal's entry goes below
-		case now.Sub(w.at) >= r.cfg.ConfirmTimeout, w.resolvedBy(listedAt):
+		case !listed && d.gone && d.horizon.reachedBy(listedAt):
+			delete(m.deletions, k)
+		case !listed && !d.gone:
+			m.settleDestroy = min(now.Sub(d.at), r.cfg.MaxPollInterval)
+			d.gone, d.horizon = true, r.horizonAfter(now)
+		case listed && d.gone && d.horizon.reachedBy(listedAt):
+			// A listing past the horizon shows it: it is there.
+			d.gone, d.at = false, now
+		case listed && !d.gone && now.Sub(d.at) >= r.cfg.ConfirmTimeout:
+			delete(m.deletions, k)
+		}
+	}
+	// Intents whose object a listing shows end; an owned one whose call
+	// returned becomes a seen ack, kept until a listing past the horizon
+	// settles it, so that a listing lagging again does not make the name
+	// free.
+	shown := func(in *intent) (Object, bool) {
+		for _, o := range listed {
+			if in.matches(o) && (r.owns(o) || !r.tagged(o)) {
+				return o, true
+			}
+		}
+		return Object{}, false
+	}
+	for nk, in := range m.intents {
+		o, ok := shown(in)
+		switch {
+		case ok && in.horizon == (horizon{}):
+			// In flight (a Check's listing during the call): its answer
+			// decides; the listing shows the object meanwhile.
+		case ok:
+			delete(m.intents, nk) // the journal's entry goes with the ack
+			if _, acked := m.acks[o.Key()]; !acked && r.owns(o) && m.deletions[o.Key()] == nil {
+				m.acks[o.Key()] = &ack{obj: o.clone(), at: in.at, horizon: in.horizon}
+			}
+		case now.Sub(in.at) >= r.cfg.ConfirmTimeout, r.lagDeclared() && in.horizon.reachedBy(listedAt):
 			// Not created (a listing made after the list lag, in time or
 			// in listings, does not show it), or given up on.
 			delete(m.intents, nk)
@@ -179,9 +262,37 @@ func (r *Reconciler) merge(listed []Object, listedAt listing) (*view, error) {
 			v.held[nk] = true
 		}
 	}
+	// Acks: seen at the first listing that shows them, settled at the
+	// first listing past the horizon that shows them, or that contradicts
+	// a seen one; an ack never seen is given up after ConfirmTimeout.
+	for k, a := range m.acks {
+		o, listed := byKey[k]
+		shows := listed && r.owns(o) && SameSpec(o.Spec, a.obj.Spec)
+		past := a.horizon.reachedBy(listedAt)
+		if shows {
+			a.seen = true
+			a.obj.State = o.State
+			if !a.final && (o.State == StateOK || o.State == StateFailed) {
+				a.final = true
+				m.settleWrite = min(now.Sub(a.at), r.cfg.MaxPollInterval)
+			}
+		}
+		switch {
+		case past && (shows || a.seen):
+			delete(m.acks, k)
+		case !a.seen && now.Sub(a.at) >= r.cfg.ConfirmTimeout:
+			delete(m.acks, k)
+		case !a.seen:
+			v.written = append(v.written, a.obj)
+		}
+	}
+	// A journal entry goes once no intent or ack of its name is left.
+	named := make(map[nameKey]bool, len(m.acks))
+	for _, a := range m.acks {
+		named[nameOf(a.obj)] = true
+	}
 	for nk, j := range m.journal {
-		w := &write{obj: Object{Kind: j.Kind, Name: j.Name}, fp: j.Spec}
-		if _, held := m.intents[nk]; !held && (shown(w) || now.Sub(j.At) >= r.cfg.ConfirmTimeout) {
+		if _, held := m.intents[nk]; (!held && !named[nk]) || now.Sub(j.At) >= r.cfg.ConfirmTimeout {
 			m.dropJournal(nk)
 		}
 	}
@@ -193,26 +304,32 @@ func (r *Reconciler) merge(listed []Object, listedAt listing) (*view, error) {
 			continue
 		}
 		seen[k] = true
+		d, a := m.deletions[k], m.acks[k]
 		switch {
+		case d != nil && d.gone:
+			// Gone, listed again by a lagging listing.
+		case d != nil:
+			if r.owns(o) {
+				v.deleting = append(v.deleting, o)
+			}
+		case a != nil:
+			// The listing may lag behind the ack: plan from the ack,
+			// with the state the provider reports.
+			o = a.obj.clone()
+			o.State = byKey[k].State
+			v.owned = append(v.owned, o)
+			inOwned[k] = true
 		case !r.tagged(o):
 			v.untagged = append(v.untagged, o)
 		case !r.owns(o):
-		case !m.destroyed[k].IsZero():
-			v.deleting = append(v.deleting, o)
 		default:
-			if w, ok := m.written[k]; ok {
-				// The listing lags behind the write: plan from the write,
-				// with the state the provider reports.
-				o = w.obj.clone()
-				o.State = byKey[k].State
-			}
 			v.owned = append(v.owned, o)
 			inOwned[k] = true
 		}
 	}
-	for k, w := range m.written {
-		if !inOwned[k] && m.destroyed[k].IsZero() {
-			v.owned = append(v.owned, w.obj.clone())
+	for k, a := range m.acks {
+		if !inOwned[k] && m.deletions[k] == nil {
+			v.owned = append(v.owned, a.obj.clone())
 		}
 	}
 	// Pending times and failure counts.
@@ -276,8 +393,8 @@ func (r *Reconciler) tagged(o Object) bool {
 // Called with memMu held.
 func (m *memory) settled() time.Time {
 	var t time.Time
-	for _, w := range m.written {
-		if e := w.at.Add(m.settleWrite); e.After(t) {
+	for _, a := range m.acks {
+		if e := a.at.Add(m.settleWrite); !a.seen && e.After(t) {
 			t = e
 		}
 	}
@@ -287,8 +404,8 @@ func (m *memory) settled() time.Time {
 	if destroy == 0 {
 		destroy = m.settleWrite
 	}
-	for _, at := range m.destroyed {
-		if e := at.Add(destroy); e.After(t) {
+	for _, d := range m.deletions {
+		if e := d.at.Add(destroy); !d.gone && e.After(t) {
 			t = e
 		}
 	}
@@ -296,24 +413,27 @@ func (m *memory) settled() time.Time {
 }
 
 // newestWrite returns when the most recent write no listing has confirmed
-// yet was made, leaving out the writes and intents that the listings
-// made so far (listings) cannot show yet under ListLagListings: more
-// listings, not more time, show them, so they are no reason to space the
-// polls out. Called with memMu held.
-func (m *memory) newestWrite(listings uint64) (time.Time, bool) {
+// yet was made, leaving out, when the lag is counted in listings
+// (byCount), the acks and intents that the listings made so far
+// (listings) cannot show yet: more listings, not more time, show them, so
+// they are no reason to space the polls out. Called with memMu held.
+func (m *memory) newestWrite(listings uint64, byCount bool) (time.Time, bool) {
 	var t time.Time
-	for _, w := range m.written {
-		if w.resolveAfter <= listings {
-			t = later(t, w.at)
+	early := func(h horizon) bool { return byCount && h.n > listings }
+	for _, a := range m.acks {
+		if !a.seen && !early(a.horizon) {
+			t = later(t, a.at)
 		}
 	}
-	for _, w := range m.intents {
-		if w.resolveAfter <= listings {
-			t = later(t, w.at)
+	for _, in := range m.intents {
+		if !early(in.horizon) {
+			t = later(t, in.at)
 		}
 	}
-	for _, at := range m.destroyed {
-		t = later(t, at)
+	for _, d := range m.deletions {
+		if !d.gone {
+			t = later(t, d.at)
+		}
 	}
 	return t, !t.IsZero()
 }

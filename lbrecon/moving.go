@@ -23,8 +23,9 @@ import (
 // A provider that refuses one external address on two load balancers at
 // once cannot converge the new one while the old one holds the address:
 // such a host tears the old one down first ([TeardownExcept] with the new
-// ID) and accepts the gap. A Moving keeps no [Config.Journal] (a journal
-// belongs to one load balancer's reconciler).
+// ID) and accepts the gap. Every ID's reconciler shares cfg.Journal:
+// entries are kept per scope (the load balancer's ID), so the old and new
+// reconcilers never replace or remove each other's.
 type Moving struct {
 	cfg Config
 
@@ -36,11 +37,9 @@ type Moving struct {
 }
 
 // NewMoving validates cfg and lb and returns a Moving for them; cfg is
-// used as for [NewLoadBalancer], and must have no Journal.
+// used as for [NewLoadBalancer] by the reconciler of every ID, which
+// share its Journal.
 func NewMoving(cfg Config, lb LoadBalancer) (*Moving, error) {
-	if cfg.Journal != nil {
-		return nil, fmt.Errorf("%w: a Moving keeps no journal: its reconcilers change with the load balancer's ID", ErrInvalidConfig)
-	}
 	r, err := NewLoadBalancer(cfg, lb)
 	if err != nil {
 		return nil, err

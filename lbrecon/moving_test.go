@@ -72,7 +72,7 @@ func TestMovingToAnotherID(t *testing.T) {
 					Spec: lbrecon.BackendSpec{LoadBalancer: "lb-1"}, State: lbrecon.StateOK})
 				otherBefore := ownedOn(eng, "lb-1", "owner=svc-2")
 
-				cfg := lbrecon.Config{Engine: eng, Tag: owner}
+				cfg := lbrecon.Config{Engine: eng, Tag: owner, Journal: lbrecon.NoJournal}
 				m, err := lbrecon.NewMoving(cfg, lb)
 				require.NoError(t, err)
 				// converge calls m until converged; one pass at a time,
@@ -127,12 +127,12 @@ func TestMovingToAnotherID(t *testing.T) {
 }
 
 // A move back to an ID not yet torn down takes that ID's reconciler back;
-// a journal and an invalid description are refused.
+// no journal chosen and an invalid description are refused.
 func TestMovingRefusesAndReturns(t *testing.T) {
 	eng := newEngine(lbrecontest.Config{})
-	_, err := lbrecon.NewMoving(lbrecon.Config{Engine: eng, Tag: owner, Journal: lbrecon.NewFileJournal(t.TempDir() + "/j")}, desc(1, 1, 1))
+	_, err := lbrecon.NewMoving(lbrecon.Config{Engine: eng, Tag: owner}, desc(1, 1, 1))
 	require.ErrorIs(t, err, lbrecon.ErrInvalidConfig)
-	m, err := lbrecon.NewMoving(lbrecon.Config{Engine: eng, Tag: owner}, desc(1, 1, 1))
+	m, err := lbrecon.NewMoving(lbrecon.Config{Engine: eng, Tag: owner, Journal: lbrecon.NoJournal}, desc(1, 1, 1))
 	require.NoError(t, err)
 	first := m.Current()
 	require.NoError(t, m.SetLoadBalancer(moved(desc(1, 1, 1), "lb-2")))

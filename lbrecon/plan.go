@@ -175,18 +175,18 @@ func (r *Reconciler) compute(ctx context.Context, v *view, down bool) (*plan, er
 	for _, o := range v.written {
 		p.Unconfirmed = append(p.Unconfirmed, o)
 		p.waiting = append(p.waiting, o)
-		p.deadlineBefore(m.writtenAt(o).Add(r.cfg.ConfirmTimeout))
+		p.deadlineBefore(m.ackedAt(o).Add(r.cfg.ConfirmTimeout))
 	}
 	for _, o := range v.deleting {
 		p.Unconfirmed = append(p.Unconfirmed, o)
 		p.waiting = append(p.waiting, o)
-		p.deadlineBefore(m.destroyed[o.Key()].Add(r.cfg.ConfirmTimeout))
+		p.deadlineBefore(m.deletions[o.Key()].at.Add(r.cfg.ConfirmTimeout))
 	}
 	for nk := range v.held {
-		w := m.intents[nk]
-		p.Unconfirmed = append(p.Unconfirmed, w.obj)
-		p.waiting = append(p.waiting, w.obj)
-		p.deadlineBefore(w.at.Add(r.cfg.ConfirmTimeout))
+		in := m.intents[nk]
+		p.Unconfirmed = append(p.Unconfirmed, in.obj)
+		p.waiting = append(p.waiting, in.obj)
+		p.deadlineBefore(in.at.Add(r.cfg.ConfirmTimeout))
 	}
 
 	// Run the steps, each on the view its predecessors leave.
@@ -350,8 +350,8 @@ func (r *Reconciler) compute(ctx context.Context, v *view, down bool) (*plan, er
 // resend reports whether the held creation w is sent again as c: the
 // engine has answered a CreateIdempotent (it takes idempotency tokens)
 // and c is the same creation.
-func (r *Reconciler) resend(w *write, c Object) bool {
-	return r.idempotency.Load() > 0 && w != nil && w.token != "" && w.fp == SpecFingerprint(c.Spec)
+func (r *Reconciler) resend(in *intent, c Object) bool {
+	return r.idempotency.Load() > 0 && in != nil && in.token != "" && in.fp == SpecFingerprint(c.Spec)
 }
 
 // blocked reports whether c must wait: a parent it refers to is not ok
@@ -370,10 +370,10 @@ func (r *Reconciler) blocked(st Step, i int, c Object, view *Observation, notRea
 	return false
 }
 
-// writtenAt returns when o's unconfirmed write was made.
-func (m *memory) writtenAt(o Object) time.Time {
-	if w, ok := m.written[o.Key()]; ok {
-		return w.at
+// ackedAt returns when o's unconfirmed ack was made.
+func (m *memory) ackedAt(o Object) time.Time {
+	if a, ok := m.acks[o.Key()]; ok {
+		return a.at
 	}
 	return time.Time{}
 }

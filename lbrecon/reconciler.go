@@ -80,7 +80,10 @@ type Config struct {
 	// it: a created or updated object not listed by then is taken as lost
 	// (and created again), a destroyed object still listed is destroyed
 	// again, and a creation whose outcome is unknown (a transient error)
-	// blocks its name until then. Set it above the provider's list lag.
+	// blocks its name until then. It must exceed the list lag (ListLag,
+	// configured or declared by the engine): New refuses a smaller one
+	// with ErrInvalidConfig, and raises the default to twice the lag
+	// when the lag is longer.
 	ConfirmTimeout time.Duration
 	// ListLag bounds how long the provider's listings lag behind its
 	// writes: every listing that starts ListLag after a call returned
@@ -99,11 +102,13 @@ type Config struct {
 	// unknown. With both ListLag and ListLagListings, whichever listing
 	// comes first ends the hold.
 	ListLagListings int
-	// Journal, when set, records every creation durably before it is sent
-	// (see [Journal], [FileJournal]), so that a reconciler started after a
+	// Journal records every creation durably before it is sent (see
+	// [Journal], [FileJournal]), so that a reconciler started after a
 	// crash holds the names its predecessor may have created until a
 	// listing shows them or ConfirmTimeout passes, instead of creating
-	// them again while the listing lags. Nil keeps intents in memory only.
+	// them again while the listing lags. Required: a host that runs
+	// without one says so with [NoJournal] (intents in memory only); New
+	// refuses nil with ErrInvalidConfig.
 	Journal Journal
 	// GetPollMax is the largest number of pending objects polled with one
 	// Get each; more are polled with one List call instead.
@@ -173,6 +178,7 @@ type Reconciler struct {
 	tokenSeq      uint64        // makes idempotency tokens unique (guarded by mu)
 	idempotency   atomic.Int32  // 1: the engine takes idempotency tokens; -1: it does not; 0: not known yet
 	listings      atomic.Uint64 // List calls started, for ListLagListings
+	laggingUntil  *horizon      // a listing showed a child without its parent: wait until then (guarded by mu)
 }
 
 // New validates cfg, fills its defaults and returns a Reconciler.
@@ -182,6 +188,10 @@ func New(cfg Config) (*Reconciler, error) {
 	}
 	if cfg.Engine == nil {
 		return bad("Engine is nil")
+	}
+	if cfg.Journal == nil {
+		return bad("Journal is nil: set a Journal (such as a FileJournal) so that a process started after a crash " +
+			"does not create again what its predecessor created, or NoJournal to choose to run without one")
 	}
 	if len(cfg.Steps) == 0 {
 		return bad("no Steps")
@@ -212,6 +222,7 @@ func New(cfg Config) (*Reconciler, error) {
 			dependents[j] = append(dependents[j], i)
 		}
 	}
+	confirmSet := cfg.ConfirmTimeout != 0
 	for _, f := range []struct {
 		name string
 		v    *time.Duration
@@ -243,6 +254,15 @@ func New(cfg Config) (*Reconciler, error) {
 	}
 	if ll, ok := cfg.Engine.(ListingLagger); ok && cfg.ListLagListings == 0 {
 		cfg.ListLagListings = max(ll.ListLagListings(), 0) // declared by the provider
+	}
+	if cfg.ListLag >= cfg.ConfirmTimeout {
+		// An acknowledged creation not listed within ConfirmTimeout is
+		// given up and made again: it must outlast the lag.
+		if confirmSet {
+			return bad("ConfirmTimeout %v must exceed the list lag %v (configured or declared by the engine): "+
+				"a creation not listed by then is made again; raise it or leave it zero", cfg.ConfirmTimeout, cfg.ListLag)
+		}
+		cfg.ConfirmTimeout = 2 * cfg.ListLag
 	}
 	if cfg.MaxPollInterval < cfg.PollInterval {
 		return bad("MaxPollInterval %v is below PollInterval %v", cfg.MaxPollInterval, cfg.PollInterval)
@@ -276,7 +296,9 @@ func New(cfg Config) (*Reconciler, error) {
 	if r.metrics == nil {
 		r.metrics = noMetrics{}
 	}
-	if cfg.Journal != nil {
+	if cfg.Journal == NoJournal {
+		r.cfg.Journal = nil // the host chose to run without one
+	} else {
 		r.cfg.Journal = boundedJournal{j: cfg.Journal, r: r}
 	}
 	return r, nil
@@ -407,6 +429,9 @@ func (r *Reconciler) reconcileOnce(ctx context.Context, down bool) (res Result, 
 		return r.requeueOr(ctx, err)
 	}
 	p, err := r.pass(ctx, listed, listedAt, down)
+	if r.lagging(err, listedAt) {
+		return Result{RequeueAfter: r.cfg.PollInterval, Transient: err}, nil
+	}
 	if err != nil {
 		return Result{}, err
 	}
@@ -424,7 +449,7 @@ func (r *Reconciler) reconcileOnce(ctx context.Context, down bool) (res Result, 
 	res.RequeueAfter = r.requeue
 	r.memMu.Lock()
 	settled := r.mem.settled()
-	newest, unconfirmed := r.mem.newestWrite(r.listings.Load())
+	newest, unconfirmed := r.mem.newestWrite(r.listings.Load(), r.cfg.ListLagListings > 0)
 	r.memMu.Unlock()
 	now := r.clock.Now()
 	if !settled.IsZero() {
@@ -519,6 +544,18 @@ func (r *Reconciler) converge(ctx context.Context, down bool) (err error) {
 			}
 		}
 		p, err := r.pass(ctx, listed, listedAt, down)
+		if r.lagging(err, listedAt) {
+			// A replica showed a child before its parent: list again.
+			fresh = false
+			t := r.clock.NewTimer(r.cfg.PollInterval)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return fmt.Errorf("lbrecon: wait for a listing that shows every parent: %w", ctx.Err())
+			case <-t.C():
+			}
+			continue
+		}
 		if err != nil {
 			return err
 		}

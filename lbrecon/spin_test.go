@@ -183,7 +183,7 @@ func TestLeftoversNeverSpin(t *testing.T) {
 			defer cancel()
 			eng := &counting{Engine: lbrecontest.New(lbrecontest.Config{DeleteDelay: 1000 * time.Hour}), cancel: cancel}
 			require.NoError(t, newLB(t, eng.Engine, desc(2, 1, 2), nil).Reconcile(t.Context()))
-			l, err := lbrecon.NewLeftovers(lbrecon.Config{Engine: eng, Tag: owner})
+			l, err := lbrecon.NewLeftovers(lbrecon.Config{Engine: eng, Tag: owner, Journal: lbrecon.NoJournal})
 			require.NoError(t, err)
 			start := time.Now()
 			for ctx.Err() == nil {

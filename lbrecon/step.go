@@ -25,7 +25,8 @@ type Step struct {
 	// step loses it while any parent goes.
 	// An observed object whose parent is not in the listing is an
 	// inconsistent answer: the reconciler returns [ErrInconsistent] and
-	// changes nothing.
+	// changes nothing (with a declared lag, only once a listing the lag
+	// later still misses the parent).
 	Refs func(Object) []Key
 	// Plan returns the changes for this step's kind, given the observed
 	// objects. obs holds the objects the reconciler owns, minus those

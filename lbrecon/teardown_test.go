@@ -151,7 +151,7 @@ func TestReconcilerTeardownDestroysEveryOwnedObject(t *testing.T) {
 		require.NoError(t, newLB(t, eng, other, func(c *lbrecon.Config) { c.Tag = "owner=svc-2" }).Reconcile(t.Context()))
 		eng.Put(lbrecon.Object{Kind: lbrecon.KindBackend, Name: "debug", Spec: lbrecon.BackendSpec{LoadBalancer: "lb-1"}})
 
-		r, err := lbrecon.New(lbrecon.Config{Engine: eng, Tag: owner, Steps: a.Steps(), Scope: "lb-1"})
+		r, err := lbrecon.New(lbrecon.Config{Engine: eng, Tag: owner, Journal: lbrecon.NoJournal, Steps: a.Steps(), Scope: "lb-1"})
 		require.NoError(t, err)
 		require.NoError(t, r.Teardown(t.Context()))
 		require.Zero(t, onLB(eng, "lb-2"), "every owned object goes, on any load balancer")

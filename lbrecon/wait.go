@@ -98,6 +98,9 @@ func (r *Reconciler) wait(ctx context.Context, p *plan, down bool) (listed []Obj
 			return false, err
 		}
 		next, err := r.planFor(ctx, objs, at, down)
+		if r.lagging(err, at) {
+			return false, nil // a replica showed a child before its parent: look again
+		}
 		if err != nil {
 			return false, backoff.Permanent(err)
 		}
@@ -106,7 +109,7 @@ func (r *Reconciler) wait(ctx context.Context, p *plan, down bool) (listed []Obj
 		done := work || next.converged() || len(next.waiting) == 0
 		if !done {
 			r.memMu.Lock()
-			at, ok := r.mem.newestWrite(r.listings.Load())
+			at, ok := r.mem.newestWrite(r.listings.Load(), r.cfg.ListLagListings > 0)
 			settled := r.mem.settled()
 			r.memMu.Unlock()
 			if now := r.clock.Now(); ok && settled.After(at) && !now.Before(settled) {

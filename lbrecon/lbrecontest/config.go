@@ -1,6 +1,7 @@
 package lbrecontest
 
 import (
+	"net/netip"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -39,6 +40,39 @@ type Config struct {
 	// no time but, without ListLag, LagListings as its bound in listings
 	// (lbrecon.ListingLagger).
 	DeclareListLag bool
+	// ReplicaLag makes List answer from read replicas, as EC2/ELB,
+	// OpenStack and regional caches do: each listing shows each object as
+	// it was a lag ago, drawn afresh per object and per listing, uniform
+	// in [0, ReplicaLag] from Seed, so a listing may miss what an earlier
+	// one showed (a new object, a deletion, an update, a tag), and a
+	// creation whose answer was lost (LoseCreateAnswers, FailCreateAfter)
+	// shows later than the rest: its lag is drawn in [ReplicaLag/2,
+	// ReplicaLag]. Every
+	// listing that starts ReplicaLag after a change shows it. It replaces
+	// ListLag and LagListings, which are then ignored by List.
+	ReplicaLag time.Duration
+	// Seed seeds the draws of ReplicaLag: one seed, one history.
+	Seed uint64
+	// Rate, when positive, puts the calls behind a token bucket, as EC2's
+	// and ELB's request throttling does: Rate tokens a second, up to
+	// Burst (at least 1); a call that finds the bucket empty fails at
+	// once with a [RateLimitError] whose RetryAfter is the time to the
+	// next token, and changes nothing. It counts as a call.
+	Rate  float64
+	Burst int
+	// AssignVIP, when set, is called at every creation with the spec and
+	// the next free address of the provider's pool (198.51.100.1 and up,
+	// never reused); when it answers ok, the object is stored with the
+	// spec it returns, as a provider assigns a load balancer's VIP: the
+	// creation's answer, Get and listings show it, the request did not.
+	AssignVIP func(spec any, vip netip.Addr) (any, bool)
+	// Fence makes the provider check fencing tokens, as a conditional
+	// write does: every write (Create, CreateIdempotent, Destroy, Tag,
+	// Update, Repair) must carry one (lbrecon.WithToken), at least the
+	// highest one a write carried before, when it takes effect (after
+	// the latency); else it is refused with a permanent error wrapping
+	// lbrecon.ErrNoToken or a *lbrecon.FenceError, and changes nothing.
+	Fence bool
 	// LagListings makes List lag by a number of listings rather than a
 	// time: a created object is left out of the next LagListings List
 	// calls (of any caller), on top of ListLag.

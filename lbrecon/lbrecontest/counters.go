@@ -65,6 +65,7 @@ func (e *Engine) ResetLow() {
 
 // notify wakes the WaitFor calls. Called with e.mu held.
 func (e *Engine) notify() {
+	e.snap()
 	if e.changed != nil {
 		close(e.changed)
 		e.changed = nil

@@ -17,7 +17,10 @@ var ErrProcessCrashed = errors.New("lbrecontest: process crashed")
 // Crasher wraps an engine to model a process that dies at a crash point:
 // the n-th write (Create, CreateIdempotent, Destroy, Tag, Update, Repair)
 // through it either never reaches the engine, or reaches it and its answer
-// is lost; from then on every call fails with [ErrProcessCrashed], until
+// is lost. A CreateIdempotent that the engine answers with
+// lbrecon.ErrNotSupported (it takes no tokens, and sent nothing) is a
+// probe, not a write: it is not counted, and the Create the reconciler
+// sends instead is the write; from then on every call fails with [ErrProcessCrashed], until
 // Restart starts the next process. A test cancels the dying process's
 // context on Crashed and builds a new reconciler (the next process, with
 // no memory) after Restart. It forwards the optional interfaces, answering
@@ -30,9 +33,12 @@ type Crasher struct {
 
 	mu      sync.Mutex
 	writes  int
-	at      int  // crash at this write; 0: never
-	after   bool // the crashing write reaches the engine
-	dying   bool // the crashing write is in flight: nothing else is sent
+	sent    int           // writes that reached the engine since Arm or Restart
+	at      int           // crash at this write; 0: never
+	after   bool          // the crashing write reaches the engine
+	dying   bool          // the crashing write is in flight: nothing else is sent
+	probing chan struct{} // a first probe is in flight: other writes wait for its answer
+	tokens  int           // 1: the engine takes idempotency tokens; -1: it does not; 0: not known yet
 	crashed bool
 	done    chan struct{}
 }
@@ -54,7 +60,7 @@ func NewCrasher(e lbrecon.Engine) *Crasher { return &Crasher{e: e, done: make(ch
 func (c *Crasher) Arm(n int, after bool) <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.writes, c.at, c.after = 0, n, after
+	c.writes, c.sent, c.at, c.after = 0, 0, n, after
 	return c.done
 }
 
@@ -85,7 +91,7 @@ func (c *Crasher) Crashed() <-chan struct{} {
 func (c *Crasher) Restart() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.crashed, c.dying, c.at, c.writes = false, false, 0, 0
+	c.crashed, c.dying, c.at, c.writes, c.sent = false, false, 0, 0, 0
 	c.done = make(chan struct{})
 }
 
@@ -94,6 +100,16 @@ func (c *Crasher) Writes() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.writes
+}
+
+// Sent returns the writes that reached the engine since the last Arm or
+// Restart: after a crash at the n-th write, n when the crashing write
+// reached it, n-1 when it did not. A test asserts it to prove its crash
+// came where it says.
+func (c *Crasher) Sent() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sent
 }
 
 // read lets a read through unless the process crashed.
@@ -107,29 +123,72 @@ func (c *Crasher) read() error {
 }
 
 // write counts a write and reports whether it reaches the engine,
-// whether its answer is lost, and whether it is the crash point.
-func (c *Crasher) write() (send, lose, last bool) {
+// whether its answer is lost, and whether it is the crash point. While
+// the engine's answer to a probe is not known, a probe is sent alone: the
+// other writes wait for its answer, which tells whether it was a write,
+// and a probe at the crash point makes the process dying only then.
+func (c *Crasher) write(probe bool) (send, lose, last bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for c.probing != nil {
+		ch := c.probing
+		c.mu.Unlock()
+		<-ch
+		c.mu.Lock()
+	}
 	if c.dying {
 		return false, true, false
 	}
-	c.writes++
-	if c.at > 0 && c.writes == c.at {
-		c.dying = true
-		return c.after, true, true
+	if probe && c.tokens < 0 {
+		return false, false, false // answered by a probe before: no write
 	}
-	return true, false, false
+	c.writes++
+	point := c.at > 0 && c.writes == c.at
+	switch {
+	case point && !c.after:
+		c.dying = true
+		return false, true, true
+	case probe && c.tokens == 0:
+		c.probing = make(chan struct{})
+	case point:
+		c.dying = true
+	}
+	return true, point, point
 }
 
 // do makes a write through the crash point. The process dies (Crashed is
 // closed) once the crashing write has been made, so that the dying
 // process's context does not cancel it.
-func (c *Crasher) do(call func() error) error {
-	send, lose, last := c.write()
+func (c *Crasher) do(call func() error) error { return c.doProbe(call, false) }
+
+// doProbe is do for a write that may be a probe: with probe, an answer
+// wrapping lbrecon.ErrNotSupported (nothing sent) is not counted, and the
+// crash point, if it was this write, moves to the next one.
+func (c *Crasher) doProbe(call func() error, probe bool) error {
+	send, lose, last := c.write(probe)
+	if !send && !lose {
+		return fmt.Errorf("lbrecontest: idempotency tokens: %w", lbrecon.ErrNotSupported)
+	}
 	var err error
 	if send {
 		err = call()
+		c.mu.Lock()
+		notWrite := probe && errors.Is(err, lbrecon.ErrNotSupported)
+		if notWrite {
+			c.writes-- // the crash point, if this was it, is the next write
+		} else {
+			c.sent++
+		}
+		if probe && c.tokens == 0 {
+			c.tokens = map[bool]int{true: -1, false: 1}[notWrite]
+			close(c.probing)
+			c.probing = nil
+			c.dying = c.dying || (last && !notWrite)
+		}
+		c.mu.Unlock()
+		if notWrite {
+			return err
+		}
 	}
 	if last {
 		c.Crash()
@@ -165,10 +224,13 @@ func (c *Crasher) Create(ctx context.Context, obj lbrecon.Object) (got lbrecon.O
 // CreateIdempotent implements lbrecon.IdempotentCreator.
 func (c *Crasher) CreateIdempotent(ctx context.Context, obj lbrecon.Object, token string) (got lbrecon.Object, err error) {
 	ic, ok := c.e.(lbrecon.IdempotentCreator)
-	if !ok {
+	c.mu.Lock()
+	known := c.tokens < 0
+	c.mu.Unlock()
+	if !ok || known {
 		return lbrecon.Object{}, lbrecon.ErrNotSupported
 	}
-	err = c.do(func() error { got, err = ic.CreateIdempotent(ctx, obj, token); return err })
+	err = c.doProbe(func() error { got, err = ic.CreateIdempotent(ctx, obj, token); return err }, true)
 	return got, err
 }
 

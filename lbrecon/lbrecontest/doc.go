@@ -3,7 +3,9 @@
 // a knob of [Config]: every call takes a latency on an injected clock;
 // created objects stay pending for a while; listings lag behind writes (new
 // objects invisible, deleted objects still listed, updates and tags seen
-// late); deletion is asynchronous; references are enforced (a parent in use
+// late: a fixed ListLag, a count of listings, or read replicas with a
+// random lag per object and per listing that can go backwards, ReplicaLag);
+// deletion is asynchronous; references are enforced (a parent in use
 // cannot be destroyed, a child cannot be created under a missing parent);
 // names can be unique and length-limited; two binds can be refused one
 // address and port (UniqueBinds); identifiers can be unique per kind only;
@@ -11,7 +13,9 @@
 // within the queried scope; faults (failed, rate-limited with Retry-After,
 // crashed between create and tag, failed tagging, an outage answering 503
 // to everything for a while, one create answer in k lost) can be
-// injected; idempotency tokens can be honoured (Idempotency); the list lag
+// injected; calls can be throttled by a token bucket (Rate, Burst);
+// writes can be fenced by token (Fence); idempotency tokens can be
+// honoured (Idempotency); the list lag
 // can be declared to the reconciler (DeclareListLag); a [Crasher]
 // in front of any engine stops the process at a crash point (before or
 // after its n-th write, or at a time); and calls
@@ -30,21 +34,30 @@
 //
 // # What it does not model
 //
-//   - Lag is fixed per knob, not random: every new object is invisible for
-//     exactly ListLag; a real provider's lag varies and can reorder.
+//   - ListLag and LagListings are fixed and monotonic; only ReplicaLag
+//     draws a lag per object and per listing (uniform, from Seed), and
+//     it does not combine with them. Replicas lag on List only, and the
+//     state an object shows (pending, ok) is its state at the drawn time.
 //   - Get by ID is strongly consistent (it sees every write at once); on
 //     some providers a describe call lags too.
 //   - There is no pagination: one List is one call, whatever N.
 //   - Latency is the same for every call and does not grow with the size of
 //     an answer; the effects of calls never overlap (one mutex), although
 //     their latencies do.
-//   - Rate limits come only from injected faults, not from a token bucket.
+//   - Rate limits come from injected faults or from one token bucket for
+//     every call (Rate, Burst); a real provider has buckets per API and
+//     per account.
 //   - Specs are stored as given: there is no server-side defaulting unless a
 //     test sets a Default hook.
 //   - Two binds on one address and port are refused only with
 //     UniqueBinds, and only binds listen: a frontend has no port of its own.
-//   - Fencing tokens are not checked: the engine accepts a write whatever
-//     lbrecon.TokenFrom says. A test that needs a provider refusing a
-//     deposed leader's writes wraps the engine with lbrecon.Guard and
-//     lbrecon.CheckToken, or keeps the highest token itself.
+//   - Fencing tokens are checked only with Fence, and then on every write
+//     when it takes effect, against one highest token for the whole
+//     provider; a real provider keeps it per object or per account, or
+//     (most) not at all: then wrap the engine with lbrecon.Guard and
+//     lbrecon.CheckToken.
+//   - The provider assigns a VIP only through the AssignVIP hook, into
+//     the spec, from one pool; no DNS name or other attribute, and there
+//     is no load-balancer object kind of its own (a test declares one
+//     with its own specs and Refs).
 package lbrecontest

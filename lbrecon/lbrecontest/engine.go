@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -22,6 +23,7 @@ type object struct {
 	listed    lbrecon.Object
 	listedAt  time.Time // List shows Object instead of listed from then on
 	hidden    int       // List calls that still leave it out (LagListings)
+	late      bool      // created by a call whose answer was lost (ReplicaLag)
 }
 
 // Engine is an in-memory [lbrecon.Engine], [lbrecon.Repairer] and
@@ -30,17 +32,25 @@ type Engine struct {
 	cfg   Config
 	clock clock.Clock
 
-	mu       sync.Mutex
-	objs     map[lbrecon.Key]*object
-	tombs    []tombstone
-	nextID   map[string]int // by kind, or "" for all kinds
-	calls    map[lbrecon.Verb]int
-	requests int
-	faults   []*fault
-	turn     []*fault // objects created while these match end failed
-	low      map[lbrecon.Key]int
-	tokens   map[string]lbrecon.Key // idempotency token -> the object its creation made
-	changed  chan struct{}          // closed and replaced at every change of the objects
+	mu        sync.Mutex
+	objs      map[lbrecon.Key]*object
+	tombs     []tombstone
+	nextID    map[string]int // by kind, or "" for all kinds
+	calls     map[lbrecon.Verb]int
+	requests  int
+	faults    []*fault
+	turn      []*fault // objects created while these match end failed
+	low       map[lbrecon.Key]int
+	tokens    map[string]lbrecon.Key    // idempotency token -> the object its creation made
+	changed   chan struct{}             // closed and replaced at every change of the objects
+	hist      map[lbrecon.Key][]version // with ReplicaLag: what replicas may still show
+	rng       *rand.Rand                // draws replicas' lags, from Config.Seed
+	bucket    float64                   // tokens left (Config.Rate)
+	bucketAt  time.Time                 // when bucket was last filled
+	highest   uint64                    // the highest fencing token a write carried (Config.Fence)
+	fenced    int
+	throttled int
+	vips      int // addresses assigned (Config.AssignVIP)
 }
 
 var (
@@ -65,15 +75,21 @@ func New(cfg Config) *Engine {
 		cfg.Scope = loadBalancerScope
 	}
 	return &Engine{cfg: cfg, clock: c, objs: make(map[lbrecon.Key]*object), nextID: make(map[string]int),
-		calls: make(map[lbrecon.Verb]int), low: make(map[lbrecon.Key]int), tokens: make(map[string]lbrecon.Key)}
+		calls: make(map[lbrecon.Verb]int), low: make(map[lbrecon.Key]int), tokens: make(map[string]lbrecon.Key),
+		hist: make(map[lbrecon.Key][]version), rng: rand.New(rand.NewPCG(cfg.Seed, 0x1b5))}
 }
 
-// begin counts the call, waits the latency and returns the fault to apply.
+// begin counts the call, takes a token from the bucket, waits the
+// latency, checks the fence and returns the fault to apply.
 func (e *Engine) begin(ctx context.Context, verb lbrecon.Verb, obj lbrecon.Object) (*fault, error) {
 	e.mu.Lock()
 	e.calls[verb]++
 	e.requests++
+	err := e.throttle(e.clock.Now())
 	e.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
 	if e.cfg.Latency > 0 {
 		t := e.clock.NewTimer(e.cfg.Latency)
 		select {
@@ -86,6 +102,9 @@ func (e *Engine) begin(ctx context.Context, verb lbrecon.Verb, obj lbrecon.Objec
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.expire(e.clock.Now())
+	if err := e.fence(ctx, verb, obj); err != nil {
+		return nil, err
+	}
 	return take(e.faults, verb, obj), nil
 }
 
@@ -104,6 +123,7 @@ func (e *Engine) List(ctx context.Context, q lbrecon.Query) ([]lbrecon.Object, e
 	now := e.clock.Now()
 	var out []lbrecon.Object
 	tagged := 0
+	defer e.snap() // the pending periods that ended, seen by the primary
 	consider := func(v lbrecon.Object) {
 		switch {
 		case v.HasTag(q.Tag):
@@ -114,18 +134,24 @@ func (e *Engine) List(ctx context.Context, q lbrecon.Query) ([]lbrecon.Object, e
 		}
 		out = append(out, v)
 	}
-	for _, o := range e.objs {
-		if o.hidden > 0 {
-			o.hidden--
-			continue
+	if e.cfg.ReplicaLag > 0 {
+		for _, v := range e.replicaList(now) {
+			consider(v)
 		}
-		if now.Before(o.visibleAt) {
-			continue
+	} else {
+		for _, o := range e.objs {
+			if o.hidden > 0 {
+				o.hidden--
+				continue
+			}
+			if now.Before(o.visibleAt) {
+				continue
+			}
+			consider(e.listView(o, now))
 		}
-		consider(e.listView(o, now))
-	}
-	for _, t := range e.tombs {
-		consider(t.obj)
+		for _, t := range e.tombs {
+			consider(t.obj)
+		}
 	}
 	e.requests += len(out)
 	if tagged == 0 && e.cfg.NothingTagged {
@@ -169,7 +195,13 @@ func (e *Engine) Create(ctx context.Context, obj lbrecon.Object) (lbrecon.Object
 }
 
 // store creates obj, pending for the configured period.
-func (e *Engine) store(obj lbrecon.Object) lbrecon.Object {
+func (e *Engine) store(obj lbrecon.Object) lbrecon.Object { return e.storeAs(obj, false) }
+
+// storeLost creates obj for a call whose answer is lost: with ReplicaLag,
+// replicas show it only after the whole lag.
+func (e *Engine) storeLost(obj lbrecon.Object) lbrecon.Object { return e.storeAs(obj, true) }
+
+func (e *Engine) storeAs(obj lbrecon.Object, lost bool) lbrecon.Object {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := e.clock.Now()
@@ -178,7 +210,13 @@ func (e *Engine) store(obj lbrecon.Object) lbrecon.Object {
 	if e.cfg.Default != nil {
 		obj.Spec = e.cfg.Default(obj.Spec)
 	}
-	o := &object{Object: obj, visibleAt: now.Add(e.cfg.ListLag), hidden: e.cfg.LagListings}
+	if e.cfg.AssignVIP != nil {
+		if spec, ok := e.cfg.AssignVIP(obj.Spec, e.nextVIP()); ok {
+			obj.Spec = spec
+			e.vips++
+		}
+	}
+	o := &object{Object: obj, visibleAt: now.Add(e.cfg.ListLag), hidden: e.cfg.LagListings, late: lost}
 	e.provision(o)
 	e.objs[obj.Key()] = o
 	e.track()

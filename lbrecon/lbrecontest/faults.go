@@ -48,7 +48,7 @@ func (e *Engine) FailCreate(match func(lbrecon.Object) bool, n int, err error) {
 // lost would.
 func (e *Engine) FailCreateAfter(match func(lbrecon.Object) bool, n int) {
 	e.inject(lbrecon.VerbCreate, match, n, func(e *Engine, obj lbrecon.Object) error {
-		e.store(obj)
+		e.storeLost(obj)
 		return fmt.Errorf("%w: 503 after create", ErrInjected)
 	})
 }
@@ -137,7 +137,7 @@ func (e *Engine) LoseCreateAnswers(k int) {
 		n++
 		return n%k == 0
 	}, apply: func(e *Engine, obj lbrecon.Object) error {
-		e.store(obj)
+		e.storeLost(obj)
 		return fmt.Errorf("%w: 503 after create, answer lost", ErrInjected)
 	}})
 }

@@ -68,15 +68,19 @@ func (e *Engine) remember(o *object) {
 // a ListLag too, an object shows only after both, so the count alone is
 // no bound).
 func (e *Engine) ListLagListings() int {
-	if !e.cfg.DeclareListLag || e.cfg.ListLag > 0 {
+	if !e.cfg.DeclareListLag || e.cfg.ListLag > 0 || e.cfg.ReplicaLag > 0 {
 		return 0
 	}
 	return e.cfg.LagListings
 }
 
-// ListLag implements lbrecon.ListLagger: Config.ListLag with
-// Config.DeclareListLag and no LagListings, else 0 (none declared).
+// ListLag implements lbrecon.ListLagger: with Config.DeclareListLag,
+// Config.ReplicaLag when set, else Config.ListLag without LagListings;
+// otherwise 0 (none declared).
 func (e *Engine) ListLag() time.Duration {
+	if e.cfg.DeclareListLag && e.cfg.ReplicaLag > 0 {
+		return e.cfg.ReplicaLag
+	}
 	if !e.cfg.DeclareListLag || e.cfg.LagListings > 0 {
 		return 0
 	}

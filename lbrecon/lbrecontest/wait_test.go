@@ -70,7 +70,7 @@ func TestWaitConverged(t *testing.T) {
 			Ports:     []lbrecon.Port{{Name: "http", NodePort: 30080, ExternalPort: 80}, {Name: "https", NodePort: 30443, ExternalPort: 443}},
 			Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.1")},
 			Targets:   []lbrecon.Target{{Name: "a", Address: netip.MustParseAddr("10.0.0.1")}, {Name: "b", Address: netip.MustParseAddr("10.0.0.2")}}}
-		r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: e, Tag: tag}, lb)
+		r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: e, Tag: tag, Journal: lbrecon.NoJournal}, lb)
 		require.NoError(t, err)
 		require.False(t, lbrecontest.Converged(lb, tag)(e.Objects()))
 
