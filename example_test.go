@@ -70,7 +70,10 @@ func Example_wiring() {
 	for i, addr := range boot.Config.Targets {
 		lb.Targets = append(lb.Targets, lbrecon.Target{Name: fmt.Sprint("node-", i), Address: netip.MustParseAddr(addr)})
 	}
-	r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: engine, Tag: "owner=agents"}, lb)
+	// A provider whose listing lags wants a journal shared by the replicas
+	// (lbrecon.FileJournal on shared storage, or the CCM's journal); this
+	// engine lists what it holds at once, so this host chooses none.
+	r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: engine, Tag: "owner=agents", Journal: lbrecon.NoJournal}, lb)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -407,8 +407,12 @@ func (a *agent) lbReconciler(lb lbrecon.LoadBalancer) (*lbrecon.LoadBalancerReco
 		return a.lbr, a.lbr.SetLoadBalancer(lb)
 	}
 	r, err := lbrecon.NewLoadBalancer(lbrecon.Config{
-		Engine:          lbrecon.Guard(a.env.lb.engine(), a.checkWrite),
-		Tag:             ownerTag,
+		Engine: lbrecon.Guard(a.env.lb.engine(), a.checkWrite),
+		Tag:    ownerTag,
+		// The agents share one in-memory engine that lists what it
+		// holds at once; a journal would have to be shared by every
+		// agent to outlive a failover, and this engine needs none.
+		Journal:         lbrecon.NoJournal,
 		Metrics:         a.hooks.LBRecon,
 		PollInterval:    50 * time.Millisecond,
 		MaxPollInterval: 500 * time.Millisecond,

@@ -147,7 +147,7 @@ func TestPausedWriterRefusedAtApply(t *testing.T) {
 		return nil
 	}
 	require.NoError(t, s.raise(5))
-	r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: lbrecon.Guard(s.engine(), check), Tag: ownerTag, Parallelism: 1}, lb)
+	r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: lbrecon.Guard(s.engine(), check), Tag: ownerTag, Journal: lbrecon.NoJournal, Parallelism: 1}, lb)
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- r.Reconcile(lbrecon.WithToken(ctx, 5)) }()
@@ -175,7 +175,7 @@ func TestFencedReconcile(t *testing.T) {
 		{Name: "agent-2", Address: netip.MustParseAddr("10.0.0.2")},
 	})
 	require.NoError(t, err)
-	r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: lbrecon.Guard(s.engine(), allow), Tag: ownerTag}, lb)
+	r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: lbrecon.Guard(s.engine(), allow), Tag: ownerTag, Journal: lbrecon.NoJournal}, lb)
 	require.NoError(t, err)
 	require.NoError(t, r.Reconcile(lbrecon.WithToken(ctx, 9)))
 	sum := summarizeLB(eng.Objects())

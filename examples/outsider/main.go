@@ -83,7 +83,9 @@ func Run(ctx context.Context, d Deps) error {
 	elector, err3 := lease.New(lease.Config{Client: d.Kube, Namespace: d.Namespace, Name: "outsider-leader",
 		Identity: d.Node, Metrics: hooks.Election})
 	store, err4 := kubestore.New(kubestore.Config{Client: d.Kube, Namespace: d.Namespace, Gate: "outsider"})
-	lb, err5 := lbrecon.NewMoving(lbrecon.Config{Engine: d.Engine, Tag: "owner=outsider", Metrics: hooks.LBRecon},
+	// No journal: the replicas share no storage. A provider whose listing lags
+	// wants one they share (lbrecon.FileJournal on shared storage).
+	lb, err5 := lbrecon.NewMoving(lbrecon.Config{Engine: d.Engine, Tag: "owner=outsider", Journal: lbrecon.NoJournal, Metrics: hooks.LBRecon},
 		Settings{}.LoadBalancer(nil)) // kept across reconciles and terms
 	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
 		return err

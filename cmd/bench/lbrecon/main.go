@@ -225,7 +225,7 @@ func (o *ours) run(ctx context.Context, lb lbrecon.LoadBalancer) error {
 	// The host keeps one reconciler per load balancer and gives it each
 	// new description.
 	if o.r == nil {
-		r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: o.eng, Tag: owner, Parallelism: *parallelism}, lb)
+		r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: o.eng, Tag: owner, Journal: lbrecon.NoJournal, Parallelism: *parallelism}, lb)
 		if err != nil {
 			return err
 		}
