@@ -1,4 +1,4 @@
-package cloudprovider_test
+package ccm_test
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 
 	"github.com/reconkit/reconkit/internal/testenv"
 	"github.com/reconkit/reconkit/lbrecon"
-	lbcloud "github.com/reconkit/reconkit/lbrecon/cloudprovider"
+	"github.com/reconkit/reconkit/lbrecon/ccm"
 	"github.com/reconkit/reconkit/lbrecon/lbrecontest"
 )
 
@@ -37,7 +37,7 @@ func TestServiceJournalOnTheRealAPIServer(t *testing.T) {
 	cs := kubernetes.NewForConfigOrDie(a.Config())
 	ctx := t.Context()
 	svc := createService(t, cs, "j")
-	j := lbcloud.NewServiceJournal(cs.CoreV1(), svc, "")
+	j := ccm.NewServiceJournal(cs.CoreV1(), svc, "")
 	got, err := j.Load(ctx)
 	require.NoError(t, err)
 	require.Empty(t, got)
@@ -59,24 +59,24 @@ func TestServiceJournalOnTheRealAPIServer(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "by-another-writer", cur.Labels["changed"], "the other writer's change kept")
 
-	got, err = lbcloud.NewServiceJournal(cs.CoreV1(), svc, "").Load(ctx)
+	got, err = ccm.NewServiceJournal(cs.CoreV1(), svc, "").Load(ctx)
 	require.NoError(t, err)
 	require.ElementsMatch(t, []lbrecon.Intent{in1, in2}, got, "read back by another process")
 
 	require.NoError(t, j.Forget(ctx, []lbrecon.Intent{{Kind: "backend", Name: "a"}, {Kind: "server", Name: "b"}}))
 	cur, err = cs.CoreV1().Services("default").Get(ctx, "j", metav1.GetOptions{})
 	require.NoError(t, err)
-	require.NotContains(t, cur.Annotations, lbcloud.DefaultJournalAnnotation, "an empty journal removes the annotation")
+	require.NotContains(t, cur.Annotations, ccm.DefaultJournalAnnotation, "an empty journal removes the annotation")
 
 	for name, content := range map[string]string{
 		"not JSON":        "{garbage",
 		"another version": `{"version":2,"intents":[]}`,
 		"no name":         `{"version":1,"intents":[{"kind":"backend","at":"2030-01-01T00:00:00Z"}]}`,
 	} {
-		cur.Annotations = map[string]string{lbcloud.DefaultJournalAnnotation: content}
+		cur.Annotations = map[string]string{ccm.DefaultJournalAnnotation: content}
 		cur, err = cs.CoreV1().Services("default").Update(ctx, cur, metav1.UpdateOptions{})
 		require.NoError(t, err)
-		_, err := lbcloud.NewServiceJournal(cs.CoreV1(), svc, "").Load(ctx)
+		_, err := ccm.NewServiceJournal(cs.CoreV1(), svc, "").Load(ctx)
 		require.ErrorIs(t, err, lbrecon.ErrCorruptJournal, name)
 		require.Contains(t, err.Error(), "default/j")
 	}
@@ -87,7 +87,7 @@ func TestServiceJournalOnTheRealAPIServer(t *testing.T) {
 	got, err = j.Load(ctx)
 	require.NoError(t, err)
 	require.Empty(t, got, "the journal went with its Service")
-	require.ErrorIs(t, lbcloud.NewServiceJournal(cs.CoreV1(), svc, "").Record(ctx, []lbrecon.Intent{in1}), lbcloud.ErrServiceGone,
+	require.ErrorIs(t, ccm.NewServiceJournal(cs.CoreV1(), svc, "").Record(ctx, []lbrecon.Intent{in1}), ccm.ErrServiceGone,
 		"no intent, so no creation, for a Service that is gone")
 }
 
@@ -105,13 +105,13 @@ func TestCrashAtEveryWriteWithTheServiceJournal(t *testing.T) {
 		eng.LoseCreateAnswers(11)
 		cr := lbrecontest.NewCrasher(eng)
 		svc := createService(t, cs, name)
-		process := func() *lbcloud.Balancer {
-			return newBalancer(t, cr, func(c *lbcloud.Config) {
-				c.Journal = lbcloud.ServiceJournals(cs.CoreV1(), "")
+		process := func() *ccm.Balancer {
+			return newBalancer(t, cr, func(c *ccm.Config) {
+				c.Journal = ccm.ServiceJournals(cs.CoreV1(), "")
 				c.Reconciler = lbrecon.Config{Clock: clk}
 			})
 		}
-		drive := func(b *lbcloud.Balancer) error {
+		drive := func(b *ccm.Balancer) error {
 			for range 300 {
 				_, err := b.EnsureLoadBalancer(t.Context(), "c", svc, nodes(3))
 				var re *api.RetryError

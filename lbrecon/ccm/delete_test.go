@@ -1,4 +1,4 @@
-package cloudprovider_test
+package ccm_test
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 	"k8s.io/cloud-provider/api"
 
 	"github.com/reconkit/reconkit/lbrecon"
-	lbcloud "github.com/reconkit/reconkit/lbrecon/cloudprovider"
+	"github.com/reconkit/reconkit/lbrecon/ccm"
 	"github.com/reconkit/reconkit/lbrecon/lbrecontest"
 )
 
@@ -21,7 +21,7 @@ import (
 func TestDeleteConvergesWithinOneCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		eng := lbrecontest.New(lbrecontest.Config{Pending: time.Second, ListLag: time.Second, DeleteDelay: time.Second, Integrity: true})
-		b := newBalancer(t, eng, func(c *lbcloud.Config) { c.Reconciler.CallTimeout = 20 * time.Second })
+		b := newBalancer(t, eng, func(c *ccm.Config) { c.Reconciler.CallTimeout = 20 * time.Second })
 		svc := service("uid-1")
 		_, _, err := ensure(t, b, svc, nodes(2))
 		require.NoError(t, err)
@@ -41,7 +41,7 @@ func TestDeleteConvergesWithinOneCall(t *testing.T) {
 func TestDeleteCallEndsWithinCallTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		eng := lbrecontest.New(lbrecontest.Config{Latency: 300 * time.Millisecond, Pending: time.Second, ListLag: time.Second, DeleteDelay: 10 * time.Second, Integrity: true})
-		b := newBalancer(t, eng, func(c *lbcloud.Config) { c.Reconciler.CallTimeout = 3 * time.Second })
+		b := newBalancer(t, eng, func(c *ccm.Config) { c.Reconciler.CallTimeout = 3 * time.Second })
 		svc := service("uid-1")
 		_, _, err := ensure(t, b, svc, nodes(2))
 		require.NoError(t, err)
@@ -67,7 +67,7 @@ func TestDeleteCallEndsWithinCallTimeout(t *testing.T) {
 func TestDeleteOnePassPerCallWithNegativeTeardownWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		eng := lbrecontest.New(lbrecontest.Config{Pending: time.Second, ListLag: time.Second, DeleteDelay: time.Second, Integrity: true})
-		b := newBalancer(t, eng, func(c *lbcloud.Config) { c.TeardownWait = -1 })
+		b := newBalancer(t, eng, func(c *ccm.Config) { c.TeardownWait = -1 })
 		svc := service("uid-1")
 		_, _, err := ensure(t, b, svc, nodes(2))
 		require.NoError(t, err)
@@ -83,7 +83,7 @@ func TestDeleteOnePassPerCallWithNegativeTeardownWait(t *testing.T) {
 func TestDeleteCallStopsAtATransientFailure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		eng := lbrecontest.New(lbrecontest.Config{Pending: time.Second, ListLag: time.Second, DeleteDelay: time.Second, Integrity: true})
-		b := newBalancer(t, eng, func(c *lbcloud.Config) { c.Reconciler.CallTimeout = 20 * time.Second })
+		b := newBalancer(t, eng, func(c *ccm.Config) { c.Reconciler.CallTimeout = 20 * time.Second })
 		svc := service("uid-1")
 		_, _, err := ensure(t, b, svc, nodes(2))
 		require.NoError(t, err)

@@ -1,4 +1,4 @@
-package cloudprovider
+package ccm
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 
 // ErrUnsupportedService is wrapped by the mapping helpers when a Service
 // asks for something the load-balancer plan cannot express.
-var ErrUnsupportedService = errors.New("cloudprovider: service not supported")
+var ErrUnsupportedService = errors.New("ccm: service not supported")
 
 // Mapping turns a Service and the nodes the service controller gives into
 // the desired load balancer, and the load balancer into the Service's

@@ -1,4 +1,4 @@
-package cloudprovider
+package ccm
 
 import (
 	"context"
@@ -23,7 +23,7 @@ const DefaultJournalAnnotation = "lbrecon.reconkit.io/create-pending"
 // ErrServiceGone is wrapped by [ServiceJournal.Record] when the Service is
 // gone or was replaced by another of the same name (another UID): no
 // intent can be recorded, so no creation is sent.
-var ErrServiceGone = errors.New("cloudprovider: service gone or replaced")
+var ErrServiceGone = errors.New("ccm: service gone or replaced")
 
 // maxConflicts bounds the attempts of one journal write against
 // concurrent changes of the Service.
@@ -153,10 +153,10 @@ func (j *ServiceJournal) change(ctx context.Context, edit func(map[[2]string]lbr
 			return fmt.Errorf("%w: %s/%s: %w", ErrServiceGone, j.ns, j.name, err)
 		default:
 			j.rv = "" // the patch may have been applied: read before the next one
-			return fmt.Errorf("cloudprovider: write intent journal of service %s/%s: %w", j.ns, j.name, err)
+			return fmt.Errorf("ccm: write intent journal of service %s/%s: %w", j.ns, j.name, err)
 		}
 	}
-	return fmt.Errorf("cloudprovider: write intent journal of service %s/%s: %d conflicts: %w", j.ns, j.name, maxConflicts, err)
+	return fmt.Errorf("ccm: write intent journal of service %s/%s: %d conflicts: %w", j.ns, j.name, maxConflicts, err)
 }
 
 func same(a, b map[[2]string]lbrecon.Intent) bool {
@@ -176,7 +176,7 @@ func (j *ServiceJournal) read(ctx context.Context) error {
 		return fmt.Errorf("%w: %s/%s: %w", ErrServiceGone, j.ns, j.name, err)
 	}
 	if err != nil {
-		return fmt.Errorf("cloudprovider: read intent journal of service %s/%s: %w", j.ns, j.name, err)
+		return fmt.Errorf("ccm: read intent journal of service %s/%s: %w", j.ns, j.name, err)
 	}
 	if svc.UID != j.uid {
 		return fmt.Errorf("%w: %s/%s has UID %s, the journal's is %s", ErrServiceGone, j.ns, j.name, svc.UID, j.uid)
@@ -213,7 +213,7 @@ func (j *ServiceJournal) patch(ctx context.Context, intents map[[2]string]lbreco
 		}
 		b, err := json.Marshal(v)
 		if err != nil {
-			return "", fmt.Errorf("cloudprovider: encode intent journal: %w", err)
+			return "", fmt.Errorf("ccm: encode intent journal: %w", err)
 		}
 		value = string(b)
 	}
@@ -223,7 +223,7 @@ func (j *ServiceJournal) patch(ctx context.Context, intents map[[2]string]lbreco
 		"annotations":     map[string]any{j.key: value},
 	}})
 	if err != nil {
-		return "", fmt.Errorf("cloudprovider: encode intent journal patch: %w", err)
+		return "", fmt.Errorf("ccm: encode intent journal patch: %w", err)
 	}
 	svc, err := j.client.Services(j.ns).Patch(ctx, j.name, types.MergePatchType, body, metav1.PatchOptions{})
 	if err != nil {

@@ -1,4 +1,4 @@
-package cloudprovider_test
+package ccm_test
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 
 	"github.com/reconkit/reconkit/backoff"
 	"github.com/reconkit/reconkit/lbrecon"
-	lbcloud "github.com/reconkit/reconkit/lbrecon/cloudprovider"
+	"github.com/reconkit/reconkit/lbrecon/ccm"
 	"github.com/reconkit/reconkit/lbrecon/lbrecontest"
 )
 
@@ -38,22 +38,22 @@ func nodes(n int) []*v1.Node {
 	return out
 }
 
-func newBalancer(t *testing.T, eng lbrecon.Engine, mod func(*lbcloud.Config)) *lbcloud.Balancer {
+func newBalancer(t *testing.T, eng lbrecon.Engine, mod func(*ccm.Config)) *ccm.Balancer {
 	t.Helper()
-	cfg := lbcloud.Config{Engine: eng, Mapping: testMapping,
+	cfg := ccm.Config{Engine: eng, Mapping: testMapping,
 		Token:      func(context.Context) (uint64, error) { return 1, nil },
 		Reconciler: lbrecon.Config{ListLag: time.Second}}
 	if mod != nil {
 		mod(&cfg)
 	}
-	b, err := lbcloud.New(cfg)
+	b, err := ccm.New(cfg)
 	require.NoError(t, err)
 	return b
 }
 
 // ensure calls EnsureLoadBalancer as the service controller does: again
 // after a RetryError's delay, until it returns a status or another error.
-func ensure(t *testing.T, b *lbcloud.Balancer, svc *v1.Service, ns []*v1.Node) (*v1.LoadBalancerStatus, int, error) {
+func ensure(t *testing.T, b *ccm.Balancer, svc *v1.Service, ns []*v1.Node) (*v1.LoadBalancerStatus, int, error) {
 	t.Helper()
 	for calls := 1; calls <= 200; calls++ {
 		st, err := b.EnsureLoadBalancer(t.Context(), "c", svc, ns)
@@ -92,7 +92,7 @@ func TestEnsureReturnsRetryErrorUntilConverged(t *testing.T) {
 func TestEnsureHoldsNoWorkerLongerThanACall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		eng := lbrecontest.New(lbrecontest.Config{Latency: time.Minute})
-		b := newBalancer(t, eng, func(c *lbcloud.Config) { c.Reconciler.CallTimeout = time.Second })
+		b := newBalancer(t, eng, func(c *ccm.Config) { c.Reconciler.CallTimeout = time.Second })
 		start := time.Now()
 		_, err := b.EnsureLoadBalancer(t.Context(), "c", service("uid-1"), nodes(1))
 		var re *api.RetryError
@@ -146,7 +146,7 @@ func TestWritesCarryTheTermsToken(t *testing.T) {
 		fence := lbrecon.NewFence("provider", 0, "")
 		var mu sync.Mutex
 		var seen []uint64
-		b := newBalancer(t, eng, func(c *lbcloud.Config) {
+		b := newBalancer(t, eng, func(c *ccm.Config) {
 			c.Token = func(context.Context) (uint64, error) {
 				if !leading {
 					return 0, errNotLeader
@@ -184,7 +184,7 @@ func TestWritesCarryTheTermsToken(t *testing.T) {
 func TestDeleteTearsDownOnlyWhatTheServiceOwns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		eng := lbrecontest.New(lbrecontest.Config{Pending: time.Second, ListLag: time.Second, DeleteDelay: time.Second, Integrity: true})
-		other := eng.Put(lbrecon.Object{Kind: lbrecon.KindBackend, Name: "http.uid-1", Tags: []string{lbcloud.DefaultTagKey + "=uid-2"},
+		other := eng.Put(lbrecon.Object{Kind: lbrecon.KindBackend, Name: "http.uid-1", Tags: []string{ccm.DefaultTagKey + "=uid-2"},
 			Spec: lbrecon.BackendSpec{LoadBalancer: "lb-1"}})
 		manual := eng.Put(lbrecon.Object{Kind: lbrecon.KindBackend, Name: "https.uid-1", Spec: lbrecon.BackendSpec{LoadBalancer: "lb-2"}})
 		b := newBalancer(t, eng, nil)
@@ -219,7 +219,7 @@ func TestRestartWithTheJournal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		eng := lbrecontest.New(lbrecontest.Config{Pending: time.Second, ListLag: 5 * time.Second, UniqueBinds: true, Integrity: true})
 		dir := t.TempDir()
-		mod := func(c *lbcloud.Config) {
+		mod := func(c *ccm.Config) {
 			c.Journal = func(svc *v1.Service) lbrecon.Journal {
 				return lbrecon.NewFileJournal(filepath.Join(dir, string(svc.UID)))
 			}

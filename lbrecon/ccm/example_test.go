@@ -1,4 +1,4 @@
-package cloudprovider_test
+package ccm_test
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/reconkit/reconkit/lbrecon"
-	lbcloud "github.com/reconkit/reconkit/lbrecon/cloudprovider"
+	"github.com/reconkit/reconkit/lbrecon/ccm"
 	"github.com/reconkit/reconkit/lbrecon/lbrecontest"
 )
 
@@ -31,18 +31,18 @@ func Example() {
 	engine := lbrecontest.New(lbrecontest.Config{Clock: clk, Pending: time.Second, ListLag: time.Second}) // the provider
 
 	var term uint64 = 7 // the CCM's leader term, from its election
-	balancer, err := lbcloud.New(lbcloud.Config{
+	balancer, err := ccm.New(ccm.Config{
 		Engine: engine,
-		Mapping: lbcloud.Funcs{LoadBalancerFunc: func(_ context.Context, _ string, svc *v1.Service, nodes []*v1.Node) (lbrecon.LoadBalancer, error) {
-			ports, err := lbcloud.ServicePorts(svc)
+		Mapping: ccm.Funcs{LoadBalancerFunc: func(_ context.Context, _ string, svc *v1.Service, nodes []*v1.Node) (lbrecon.LoadBalancer, error) {
+			ports, err := ccm.ServicePorts(svc)
 			if err != nil {
 				return lbrecon.LoadBalancer{}, err
 			}
 			return lbrecon.LoadBalancer{ID: "lb-shared", Suffix: string(svc.UID), Ports: ports,
-				Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")}, Targets: lbcloud.NodeTargets(nodes)}, nil
+				Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")}, Targets: ccm.NodeTargets(nodes)}, nil
 		}},
 		Token: func(context.Context) (uint64, error) { return term, nil },
-		// Journal: lbcloud.ServiceJournals(clientset.CoreV1(), ""),
+		// Journal: ccm.ServiceJournals(clientset.CoreV1(), ""),
 		Reconciler: lbrecon.Config{Clock: clk, ListLag: time.Second},
 		// A real CCM leaves TeardownWait 0: EnsureLoadBalancerDeleted then
 		// waits between teardown passes for up to CallTimeout. On this

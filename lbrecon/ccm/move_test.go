@@ -1,4 +1,4 @@
-package cloudprovider_test
+package ccm_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/reconkit/reconkit/lbrecon"
-	lbcloud "github.com/reconkit/reconkit/lbrecon/cloudprovider"
+	"github.com/reconkit/reconkit/lbrecon/ccm"
 	"github.com/reconkit/reconkit/lbrecon/lbrecontest"
 )
 
@@ -28,8 +28,8 @@ func (m *movingMapping) set(uid, id string) {
 	m.ids[uid] = id
 }
 
-func (m *movingMapping) mapping() lbcloud.Mapping {
-	return lbcloud.Funcs{LoadBalancerFunc: func(ctx context.Context, cluster string, svc *v1.Service, nodes []*v1.Node) (lbrecon.LoadBalancer, error) {
+func (m *movingMapping) mapping() ccm.Mapping {
+	return ccm.Funcs{LoadBalancerFunc: func(ctx context.Context, cluster string, svc *v1.Service, nodes []*v1.Node) (lbrecon.LoadBalancer, error) {
 		lb, err := testMapping.LoadBalancer(ctx, cluster, svc, nodes)
 		m.mu.Lock()
 		defer m.mu.Unlock()
@@ -63,7 +63,7 @@ func onBalancer(eng *lbrecontest.Engine, id, uid string) []lbrecon.Object {
 	}
 	var out []lbrecon.Object
 	for _, o := range objs {
-		if lbOf(o) == id && o.HasTag(lbcloud.DefaultTagKey+"="+uid) {
+		if lbOf(o) == id && o.HasTag(ccm.DefaultTagKey+"="+uid) {
 			out = append(out, o)
 		}
 	}
@@ -81,7 +81,7 @@ func TestServiceMovesToAnotherLoadBalancerID(t *testing.T) {
 		eng := lbrecontest.New(lbrecontest.Config{Latency: 10 * time.Millisecond, Pending: time.Second, ListLag: time.Second,
 			DeleteDelay: time.Second, Integrity: true})
 		mm := &movingMapping{ids: map[string]string{"uid-1": "lb-1", "uid-2": "lb-1"}}
-		mod := func(c *lbcloud.Config) { c.Mapping = mm.mapping() }
+		mod := func(c *ccm.Config) { c.Mapping = mm.mapping() }
 		b := newBalancer(t, eng, mod)
 		svc, other := service("uid-1"), service("uid-2")
 		other.Name = "api"
@@ -106,7 +106,7 @@ func TestServiceMovesToAnotherLoadBalancerID(t *testing.T) {
 				break
 			}
 			if !confirmed {
-				r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: eng, Tag: lbcloud.DefaultTagKey + "=uid-1"},
+				r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: eng, Tag: ccm.DefaultTagKey + "=uid-1"},
 					lbrecon.LoadBalancer{ID: "lb-2", Suffix: "uid-1"})
 				require.NoError(t, err)
 				obs, err := r.Observe(t.Context())

@@ -1,4 +1,4 @@
-// Package cloudprovider implements k8s.io/cloud-provider's LoadBalancer
+// Package ccm implements k8s.io/cloud-provider's LoadBalancer
 // over an lbrecon [lbrecon.Engine], for cloud-controller-managers.
 //
 // A [Balancer] keeps one lbrecon reconciler per Service (by UID) across
@@ -120,4 +120,4 @@
 // k8s.io/component-base (Prometheus metrics, feature gates) to the
 // module's requirements. lbrecon and lbrecontest compile no k8s.io package
 // beyond k8s.io/utils; a test keeps it so.
-package cloudprovider
+package ccm

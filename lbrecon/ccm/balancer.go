@@ -1,4 +1,4 @@
-package cloudprovider
+package ccm
 
 import (
 	"context"
@@ -90,17 +90,17 @@ type entry struct {
 func New(cfg Config) (*Balancer, error) {
 	switch {
 	case cfg.Engine == nil:
-		return nil, fmt.Errorf("%w: cloudprovider: Engine is nil", lbrecon.ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: ccm: Engine is nil", lbrecon.ErrInvalidConfig)
 	case cfg.Mapping == nil:
-		return nil, fmt.Errorf("%w: cloudprovider: Mapping is nil", lbrecon.ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: ccm: Mapping is nil", lbrecon.ErrInvalidConfig)
 	case cfg.Token == nil:
-		return nil, fmt.Errorf("%w: cloudprovider: Token is nil", lbrecon.ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: ccm: Token is nil", lbrecon.ErrInvalidConfig)
 	}
 	if cfg.TagKey == "" {
 		cfg.TagKey = DefaultTagKey
 	}
 	if cfg.Admit == nil {
-		cfg.Admit = lbrecon.NewFence("cloudprovider.Balancer in memory", 0, "restart the cloud-controller-manager").Admit
+		cfg.Admit = lbrecon.NewFence("ccm.Balancer in memory", 0, "restart the cloud-controller-manager").Admit
 	}
 	return &Balancer{cfg: cfg, engine: lbrecon.Guard(cfg.Engine, lbrecon.CheckToken(cfg.Admit)),
 		entries: make(map[types.UID]*entry)}, nil
@@ -215,7 +215,7 @@ func (b *Balancer) EnsureLoadBalancerDeleted(ctx context.Context, clusterName st
 		return err
 	}
 	if !e.mu.TryLock() {
-		return api.NewRetryError(fmt.Sprintf("cloudprovider: service %s: another call is changing load balancer %s", e.svc, e.id), busyRetry)
+		return api.NewRetryError(fmt.Sprintf("ccm: service %s: another call is changing load balancer %s", e.svc, e.id), busyRetry)
 	}
 	defer e.mu.Unlock()
 	e.active = true
@@ -259,7 +259,7 @@ func (b *Balancer) reconcile(ctx context.Context, svc *v1.Service, lb lbrecon.Lo
 		return err
 	}
 	if !e.mu.TryLock() {
-		return api.NewRetryError(fmt.Sprintf("cloudprovider: service %s: another call is changing load balancer %s", e.svc, e.id), busyRetry)
+		return api.NewRetryError(fmt.Sprintf("ccm: service %s: another call is changing load balancer %s", e.svc, e.id), busyRetry)
 	}
 	defer e.mu.Unlock()
 	if err := e.r.SetLoadBalancer(lb); err != nil {
@@ -398,14 +398,14 @@ func (b *Balancer) fenced(ctx context.Context, svc *v1.Service) (context.Context
 }
 
 func (b *Balancer) errorf(svc *v1.Service, format string, a ...any) error {
-	return fmt.Errorf("cloudprovider: service %s/%s: "+format, append([]any{svc.Namespace, svc.Name}, a...)...)
+	return fmt.Errorf("ccm: service %s/%s: "+format, append([]any{svc.Namespace, svc.Name}, a...)...)
 }
 
 // retry returns the RetryError of a pass that did not converge, with the
 // failures a wait may cure that it met.
 func retry(e *entry, verb string, res lbrecon.Result) error {
 	p := res.Plan
-	msg := fmt.Sprintf("cloudprovider: service %s: %s load balancer %s: not converged yet (%d to create, %d to update, %d to destroy, %d pending, %d unconfirmed, %d blocked); retrying in %v",
+	msg := fmt.Sprintf("ccm: service %s: %s load balancer %s: not converged yet (%d to create, %d to update, %d to destroy, %d pending, %d unconfirmed, %d blocked); retrying in %v",
 		e.svc, verb, e.id, len(p.Create), len(p.Update), len(p.Destroy)+len(p.Deferred), len(p.Pending), len(p.Unconfirmed), p.Blocked, res.RequeueAfter)
 	after := res.RequeueAfter
 	if after <= 0 {
