@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
@@ -29,7 +31,10 @@ type Config struct {
 	// Engine is the provider's API. Required. Every write goes through
 	// lbrecon.Guard with a check of the term's fencing token.
 	Engine lbrecon.Engine
-	// Mapping turns Services and nodes into load balancers. Required.
+	// Mapping turns Services and nodes into load balancers. Required. It
+	// is called by EnsureLoadBalancer and UpdateLoadBalancer only:
+	// GetLoadBalancer and EnsureLoadBalancerDeleted work from the
+	// Service's UID alone.
 	Mapping Mapping
 	// Token returns the fencing token of the leader term the
 	// cloud-controller-manager runs in (election.Leadership's Token, or
@@ -40,20 +45,23 @@ type Config struct {
 	// (see lbrecon.CheckToken). Nil means an lbrecon.Fence in memory,
 	// which refuses a term older than the newest this Balancer saw.
 	Admit func(token uint64) error
-	// Journal returns the intent journal of a Service's reconciler, such
-	// as [NewServiceJournal] on the Service's annotations. Nil keeps
-	// intents in memory only: a restarted process may then create again
-	// what its predecessor created just before it died, on a provider
-	// whose listing lags.
-	Journal func(svc *v1.Service) lbrecon.Journal
+	// Journal keeps every Service's intents (the creations about to be
+	// sent) where a successor finds them. Required: [NewConfigMapJournal]
+	// is the crash-safe one; &[MemoryJournal]{} is the explicit choice of
+	// none, with which a process started after a crash, on a provider
+	// whose listing lags, may create again what its predecessor created
+	// just before it died, and answer GetLoadBalancer for a deleted
+	// Service with "does not exist" while such an object is there.
+	Journal Journal
 	// TagKey is the key of the ownership tag "<TagKey>=<Service UID>".
 	// Empty means DefaultTagKey.
 	TagKey string
-	// TeardownWait bounds how long one EnsureLoadBalancerDeleted call may
-	// go on making teardown passes, waiting on Reconciler.Clock between
-	// them (see the package documentation). Zero means
-	// Reconciler.CallTimeout; negative means one pass per call. With a
-	// fake clock, nothing but stepping it ends that wait.
+	// TeardownWait, when positive, lets one EnsureLoadBalancerDeleted
+	// call go on making teardown passes for up to that long, waiting on
+	// Reconciler.Clock between them (see the package documentation).
+	// Zero or negative means one pass per call: the call holds no
+	// service worker longer than one pass. With a fake clock, nothing but
+	// stepping it ends a wait.
 	TeardownWait time.Duration
 	// Reconciler is the template of every Service's reconciler
 	// configuration (timeouts, ListLag, Parallelism, Clock, Metrics).
@@ -62,8 +70,8 @@ type Config struct {
 }
 
 // Balancer implements k8s.io/cloud-provider's LoadBalancer over an
-// lbrecon engine, with one lbrecon reconciler per Service (by UID) kept
-// across calls. It is safe for concurrent use.
+// lbrecon engine, with one lbrecon reconciler per Service (by UID) and
+// load-balancer ID kept across calls. It is safe for concurrent use.
 type Balancer struct {
 	cfg    Config
 	engine lbrecon.Engine // guarded
@@ -74,16 +82,25 @@ type Balancer struct {
 
 var _ cloudprovider.LoadBalancer = (*Balancer)(nil)
 
-// entry is one Service's load balancer.
+// entry is one Service's load balancers.
 type entry struct {
-	mu      sync.Mutex // held by the call in progress (TryLock: never waited for)
-	svc     string     // namespace/name, for errors
-	r       *lbrecon.LoadBalancerReconciler
-	id      string
-	active  bool // a pass ran since the last converged teardown
-	sweep   *lbrecon.Leftovers
-	sweepID string // the ID sweep keeps
-	swept   bool   // sweep converged: nothing of another ID left
+	mu  sync.Mutex // held by the call in progress (TryLock: never waited for)
+	svc string     // namespace/name, for errors
+	// cur reconciles the load balancer the Service wants (ID id); nil
+	// before the first EnsureLoadBalancer or UpdateLoadBalancer, and once
+	// the Service wants none.
+	cur *lbrecon.LoadBalancerReconciler
+	id  string
+	// old tears down the load balancers the Service left (by ID): those
+	// of this process, with their memory of creations not yet confirmed,
+	// and those its journal names, with their intents.
+	old map[string]*lbrecon.LoadBalancerReconciler
+	// rest tears down what else carries the Service's tag on an ID other
+	// than restKeep (left before a restart, by an operator, ...).
+	rest     *lbrecon.Leftovers
+	restKeep string
+	scoped   bool // the journal's scopes were read into old
+	active   bool // a pass ran since the last converged teardown
 }
 
 // New validates cfg and returns a Balancer.
@@ -95,6 +112,9 @@ func New(cfg Config) (*Balancer, error) {
 		return nil, fmt.Errorf("%w: ccm: Mapping is nil", lbrecon.ErrInvalidConfig)
 	case cfg.Token == nil:
 		return nil, fmt.Errorf("%w: ccm: Token is nil", lbrecon.ErrInvalidConfig)
+	case cfg.Journal == nil:
+		return nil, fmt.Errorf("%w: ccm: Journal is nil: use NewConfigMapJournal, or &MemoryJournal{} to accept duplicates and leaks after a crash on a lagging provider",
+			lbrecon.ErrInvalidConfig)
 	}
 	if cfg.TagKey == "" {
 		cfg.TagKey = DefaultTagKey
@@ -112,60 +132,14 @@ func (b *Balancer) GetLoadBalancerName(_ context.Context, _ string, svc *v1.Serv
 	return cloudprovider.DefaultLoadBalancerName(svc)
 }
 
-// GetLoadBalancer implements cloudprovider.LoadBalancer. It reports that
-// the load balancer exists while the Service owns anything at the
-// provider: an object a listing shows with its tag, a creation no listing
-// confirmed yet (also one a predecessor recorded in the journal), or a
-// pass or teardown of this process not yet converged. So the service
-// controller neither skips EnsureLoadBalancerDeleted nor drops an
-// UpdateLoadBalancer error while something may be left. It makes no
-// write.
-func (b *Balancer) GetLoadBalancer(ctx context.Context, clusterName string, svc *v1.Service) (*v1.LoadBalancerStatus, bool, error) {
-	lb, err := b.cfg.Mapping.LoadBalancer(ctx, clusterName, svc, nil)
-	if err != nil {
-		return nil, false, b.errorf(svc, "map the service to a load balancer: %w", err)
-	}
-	e, err := b.entry(svc, lb)
-	if err != nil {
-		return nil, false, err
-	}
-	if !e.mu.TryLock() {
-		return &v1.LoadBalancerStatus{}, true, nil // a call is changing it: it exists
-	}
-	defer e.mu.Unlock()
-	obs, err := e.r.Observe(ctx)
-	if err != nil {
-		return nil, false, b.errorf(svc, "get load balancer %s: %w", e.id, err)
-	}
-	owned := 0
-	for _, k := range []string{lbrecon.KindBackend, lbrecon.KindFrontend, lbrecon.KindBind, lbrecon.KindServer} {
-		owned += len(obs.Objects(k))
-	}
-	exists := e.active || owned > 0
-	if !exists {
-		p, err := e.r.Check(ctx) // loads the journal: a predecessor's creations
-		if err != nil {
-			return nil, false, b.errorf(svc, "get load balancer %s: %w", e.id, err)
-		}
-		exists = len(p.Unconfirmed)+len(p.Pending)+len(p.Failed) > 0
-	}
-	if !exists {
-		b.forget(svc, e) // keep no entry for a Service without a load balancer
-		return nil, false, nil
-	}
-	st, err := b.cfg.Mapping.Status(ctx, svc, lb, lbrecon.StatusOf(lb, obs))
-	if err != nil {
-		return nil, false, b.errorf(svc, "status of load balancer %s: %w", e.id, err)
-	}
-	return st, true, nil
-}
-
 // EnsureLoadBalancer implements cloudprovider.LoadBalancer: one
 // ReconcileOnce pass of the Service's reconciler towards the load
 // balancer the mapping describes. It returns the status once a listing
 // confirms the load balancer, a cloud-provider RetryError (with the
 // pass's RequeueAfter) while it is not, and an error naming the Service,
-// the load balancer, the objects and the verbs that failed otherwise.
+// the load balancer, the objects and the verbs that failed otherwise. A
+// Service the mapping refuses (see [ServicePorts]) is an error naming the
+// field, never a RetryError.
 func (b *Balancer) EnsureLoadBalancer(ctx context.Context, clusterName string, svc *v1.Service, nodes []*v1.Node) (*v1.LoadBalancerStatus, error) {
 	lb, err := b.cfg.Mapping.LoadBalancer(ctx, clusterName, svc, nodes)
 	if err != nil {
@@ -193,112 +167,144 @@ func (b *Balancer) UpdateLoadBalancer(ctx context.Context, clusterName string, s
 	return b.reconcile(ctx, svc, lb, "update")
 }
 
-// EnsureLoadBalancerDeleted implements cloudprovider.LoadBalancer:
-// TeardownOnce passes of the Service's load balancer, then of the load
-// balancers of any other ID the Service's tag is found on, for up to
-// Config.TeardownWait while the teardown only waits for the provider
-// (see the package documentation). Only objects
-// carrying the Service's tag are destroyed, children before parents; it
-// returns nil once a listing shows none left, a RetryError until then. A
-// later call finds nothing and returns nil.
-func (b *Balancer) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, svc *v1.Service) error {
-	lb, err := b.cfg.Mapping.LoadBalancer(ctx, clusterName, svc, nil)
-	if err != nil {
-		return b.errorf(svc, "map the service to a load balancer: %w", err)
-	}
-	ctx, err = b.fenced(ctx, svc)
-	if err != nil {
-		return err
-	}
-	e, err := b.entry(svc, lb)
-	if err != nil {
-		return err
-	}
-	if !e.mu.TryLock() {
-		return api.NewRetryError(fmt.Sprintf("ccm: service %s: another call is changing load balancer %s", e.svc, e.id), busyRetry)
-	}
-	defer e.mu.Unlock()
-	e.active = true
-	var deadline time.Time // one pass
-	if wait := b.teardownWait(); wait > 0 {
-		deadline = b.clock().Now().Add(wait)
-	}
-	res, err := b.passes(ctx, deadline, e.r.TeardownOnce)
-	if err != nil {
-		return b.errorf(svc, "delete load balancer %s: %w", e.id, err)
-	}
-	if !res.Converged {
-		return retry(e, "delete", res)
-	}
-	if err := b.sweep(ctx, svc, e, "", deadline); err != nil {
-		return err
-	}
-	e.active = false
-	b.forget(svc, e)
-	return nil
-}
-
-// forget drops e, unless another entry replaced it.
-func (b *Balancer) forget(svc *v1.Service, e *entry) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.entries[svc.UID] == e {
-		delete(b.entries, svc.UID)
-	}
-}
-
 // reconcile makes one pass towards lb and, once converged, one teardown
-// pass of the Service's load balancers with other IDs.
+// pass of every other load balancer of the Service. The new load balancer
+// converged is success, whatever the old ones do: they are torn down on
+// the Service's later calls.
 func (b *Balancer) reconcile(ctx context.Context, svc *v1.Service, lb lbrecon.LoadBalancer, verb string) error {
 	ctx, err := b.fenced(ctx, svc)
 	if err != nil {
 		return err
 	}
-	e, err := b.entry(svc, lb)
+	e, err := b.entry(svc)
 	if err != nil {
 		return err
 	}
 	if !e.mu.TryLock() {
-		return api.NewRetryError(fmt.Sprintf("ccm: service %s: another call is changing load balancer %s", e.svc, e.id), busyRetry)
+		return api.NewRetryError(fmt.Sprintf("ccm: service %s: another call is changing its load balancer", e.svc), busyRetry)
 	}
 	defer e.mu.Unlock()
-	if err := e.r.SetLoadBalancer(lb); err != nil {
-		return b.errorf(svc, "%s load balancer %s: %w", verb, lb.ID, err)
+	if err := b.want(svc, e, lb); err != nil {
+		return err
 	}
 	e.active = true
-	res, err := e.r.ReconcileOnce(ctx)
+	res, err := e.cur.ReconcileOnce(ctx)
 	if err != nil {
 		return b.errorf(svc, "%s load balancer %s: %w", verb, lb.ID, err)
 	}
 	if !res.Converged {
-		return retry(e, verb, res)
+		return retry(e, verb, lb.ID, res)
 	}
-	return b.sweep(ctx, svc, e, e.id, time.Time{})
+	if _, err := b.teardownOthers(ctx, svc, e, lb.ID, time.Time{}); err != nil {
+		logr.FromContextOrDiscard(ctx).Error(err, "tearing down the service's other load balancers; retrying on its next call",
+			"service", e.svc, "loadBalancer", lb.ID)
+	}
+	return nil
 }
 
-// sweep makes teardown passes (see passes) of the load
-// balancers other than keep that carry the Service's tag: left by an ID
-// change, in this process or before a restart. Called with e.mu held.
-func (b *Balancer) sweep(ctx context.Context, svc *v1.Service, e *entry, keep string, deadline time.Time) error {
-	if e.swept && e.sweepID == keep {
-		return nil
+// want makes e.cur the reconciler of lb: the one of lb's ID when e has
+// one (in cur or old), a new one otherwise; a reconciler of another ID
+// moves to old, to be torn down. Called with e.mu held.
+func (b *Balancer) want(svc *v1.Service, e *entry, lb lbrecon.LoadBalancer) error {
+	if e.cur != nil && e.id != lb.ID {
+		e.old[e.id] = e.cur
+		e.cur = nil
 	}
-	if e.sweep == nil || e.sweepID != keep {
+	if e.cur == nil {
+		if r, ok := e.old[lb.ID]; ok {
+			delete(e.old, lb.ID)
+			e.cur, e.id = r, lb.ID
+		} else {
+			r, err := b.newReconciler(svc, lb)
+			if err != nil {
+				return err
+			}
+			e.cur, e.id = r, lb.ID
+		}
+	}
+	if err := e.cur.SetLoadBalancer(lb); err != nil {
+		return b.errorf(svc, "load balancer %s: %w", lb.ID, err)
+	}
+	return nil
+}
+
+// newReconciler returns a reconciler of lb for svc, journaled under lb's
+// ID.
+func (b *Balancer) newReconciler(svc *v1.Service, lb lbrecon.LoadBalancer) (*lbrecon.LoadBalancerReconciler, error) {
+	cfg := b.reconcilerConfig(svc)
+	cfg.Journal = b.cfg.Journal.For(svc, lb.ID)
+	r, err := lbrecon.NewLoadBalancer(cfg, lb)
+	if err != nil {
+		return nil, b.errorf(svc, "load balancer %s: %w", lb.ID, err)
+	}
+	return r, nil
+}
+
+// teardownOthers makes teardown passes (see passes) of every load
+// balancer of the Service but keep ("" for none): the reconcilers in
+// e.old, including one per ID the journal holds intents for (read once
+// per entry), then whatever else carries the Service's tag. It reports
+// whether all converged; a converged one leaves e.old. Called with e.mu
+// held.
+func (b *Balancer) teardownOthers(ctx context.Context, svc *v1.Service, e *entry, keep string, deadline time.Time) (bool, error) {
+	if !e.scoped {
+		scopes, err := b.cfg.Journal.Scopes(ctx, svc)
+		if err != nil {
+			return false, b.errorf(svc, "read the intent journal: %w", err)
+		}
+		for id := range scopes {
+			if _, ok := e.old[id]; ok || (e.cur != nil && id == e.id) || id == "" {
+				continue
+			}
+			r, err := b.newReconciler(svc, lbrecon.LoadBalancer{ID: id, Suffix: string(svc.UID)})
+			if err != nil {
+				return false, err
+			}
+			e.old[id] = r
+		}
+		e.scoped = true
+	}
+	ids := make([]string, 0, len(e.old))
+	for id := range e.old {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	done := true
+	var last lbrecon.Result
+	for _, id := range ids { // first, with their memory of creations not confirmed yet
+		if id == keep {
+			continue
+		}
+		res, err := b.passes(ctx, deadline, e.old[id].TeardownOnce)
+		if err != nil {
+			return false, b.errorf(svc, "delete load balancer %s: %w", id, err)
+		}
+		if res.Converged {
+			delete(e.old, id)
+		} else {
+			done, last = false, res
+		}
+	}
+	if !done {
+		return false, retry(e, "delete other load balancers of", keep, last)
+	}
+	// Then the rest, once those are gone: both would destroy the same
+	// objects.
+	if e.rest == nil || e.restKeep != keep {
 		l, err := lbrecon.NewLeftovers(b.reconcilerConfig(svc), keep)
 		if err != nil {
-			return b.errorf(svc, "load balancers other than %q: %w", keep, err)
+			return false, b.errorf(svc, "load balancers other than %q: %w", keep, err)
 		}
-		e.sweep, e.sweepID = l, keep
+		e.rest, e.restKeep = l, keep
 	}
-	res, err := b.passes(ctx, deadline, e.sweep.TeardownOnce)
+	res, err := b.passes(ctx, deadline, e.rest.TeardownOnce)
 	if err != nil {
-		return b.errorf(svc, "delete load balancers other than %q: %w", keep, err)
+		return false, b.errorf(svc, "delete load balancers other than %q: %w", keep, err)
 	}
 	if !res.Converged {
-		return retry(e, "delete other load balancers of", res)
+		return false, retry(e, "delete other load balancers of", keep, res)
 	}
-	e.swept = true
-	return nil
+	return true, nil
 }
 
 // passes makes one teardown pass, then more while the teardown is only
@@ -345,45 +351,32 @@ func (b *Balancer) clock() clock.Clock {
 	return clock.RealClock{}
 }
 
-func (b *Balancer) teardownWait() time.Duration {
-	switch {
-	case b.cfg.TeardownWait != 0:
-		return b.cfg.TeardownWait
-	case b.cfg.Reconciler.CallTimeout > 0:
-		return b.cfg.Reconciler.CallTimeout
-	}
-	return lbrecon.DefaultCallTimeout
-}
-
-// entry returns the Service's entry, made for lb's ID when there is none;
-// a Service whose load balancer ID changed gets a new reconciler (the old
-// load balancer is swept once the new one converged).
-func (b *Balancer) entry(svc *v1.Service, lb lbrecon.LoadBalancer) (*entry, error) {
+// entry returns the Service's entry, made when there is none.
+func (b *Balancer) entry(svc *v1.Service) (*entry, error) {
 	if svc.UID == "" {
 		return nil, b.errorf(svc, "%w: the service has no UID", lbrecon.ErrInvalidConfig)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if e, ok := b.entries[svc.UID]; ok && e.id == lb.ID {
+	if e, ok := b.entries[svc.UID]; ok {
 		return e, nil
 	}
-	cfg := b.reconcilerConfig(svc)
-	if b.cfg.Journal != nil {
-		cfg.Journal = b.cfg.Journal(svc)
-	}
-	r, err := lbrecon.NewLoadBalancer(cfg, lb)
-	if err != nil {
-		return nil, b.errorf(svc, "load balancer %s: %w", lb.ID, err)
-	}
-	e := &entry{svc: svc.Namespace + "/" + svc.Name, r: r, id: lb.ID}
+	e := &entry{svc: svc.Namespace + "/" + svc.Name, old: map[string]*lbrecon.LoadBalancerReconciler{}}
 	b.entries[svc.UID] = e
 	return e, nil
+}
+
+// lookup returns the Service's entry, or nil.
+func (b *Balancer) lookup(svc *v1.Service) *entry {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.entries[svc.UID]
 }
 
 func (b *Balancer) reconcilerConfig(svc *v1.Service) lbrecon.Config {
 	cfg := b.cfg.Reconciler
 	cfg.Engine = b.engine
-	cfg.Tag = b.cfg.TagKey + "=" + string(svc.UID)
+	cfg.Tag = b.tag(svc)
 	cfg.Journal = nil
 	return cfg
 }
@@ -403,10 +396,10 @@ func (b *Balancer) errorf(svc *v1.Service, format string, a ...any) error {
 
 // retry returns the RetryError of a pass that did not converge, with the
 // failures a wait may cure that it met.
-func retry(e *entry, verb string, res lbrecon.Result) error {
+func retry(e *entry, verb, id string, res lbrecon.Result) error {
 	p := res.Plan
-	msg := fmt.Sprintf("ccm: service %s: %s load balancer %s: not converged yet (%d to create, %d to update, %d to destroy, %d pending, %d unconfirmed, %d blocked); retrying in %v",
-		e.svc, verb, e.id, len(p.Create), len(p.Update), len(p.Destroy)+len(p.Deferred), len(p.Pending), len(p.Unconfirmed), p.Blocked, res.RequeueAfter)
+	msg := fmt.Sprintf("ccm: service %s: %s load balancer %q: not converged yet (%d to create, %d to update, %d to destroy, %d pending, %d unconfirmed, %d blocked); call again after %v",
+		e.svc, verb, id, len(p.Create), len(p.Update), len(p.Destroy)+len(p.Deferred), len(p.Pending), len(p.Unconfirmed), p.Blocked, res.RequeueAfter)
 	after := res.RequeueAfter
 	if after <= 0 {
 		after = busyRetry // never "call again at once"

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -40,7 +39,7 @@ func nodes(n int) []*v1.Node {
 
 func newBalancer(t *testing.T, eng lbrecon.Engine, mod func(*ccm.Config)) *ccm.Balancer {
 	t.Helper()
-	cfg := ccm.Config{Engine: eng, Mapping: testMapping,
+	cfg := ccm.Config{Engine: eng, Mapping: testMapping, Journal: &ccm.MemoryJournal{},
 		Token:      func(context.Context) (uint64, error) { return 1, nil },
 		Reconciler: lbrecon.Config{ListLag: time.Second}}
 	if mod != nil {
@@ -80,10 +79,11 @@ func TestEnsureReturnsRetryErrorUntilConverged(t *testing.T) {
 		require.Equal(t, []v1.LoadBalancerIngress{{IP: "192.0.2.10"}}, st.Ingress)
 		require.Greater(t, calls, 1, "pending objects made it call again")
 		require.Len(t, eng.Objects(), 2+2+2+2*2)
-		st, exists, err := b.GetLoadBalancer(t.Context(), "c", svc)
+		svc.Status.LoadBalancer = *st // the service controller's status patch
+		got, exists, err := b.GetLoadBalancer(t.Context(), "c", svc)
 		require.NoError(t, err)
 		require.True(t, exists)
-		require.Equal(t, []v1.LoadBalancerIngress{{IP: "192.0.2.10"}}, st.Ingress)
+		require.Equal(t, st, got, "the Service's own status")
 	})
 }
 
@@ -218,11 +218,9 @@ func TestDeleteTearsDownOnlyWhatTheServiceOwns(t *testing.T) {
 func TestRestartWithTheJournal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		eng := lbrecontest.New(lbrecontest.Config{Pending: time.Second, ListLag: 5 * time.Second, UniqueBinds: true, Integrity: true})
-		dir := t.TempDir()
+		journal := &ccm.MemoryJournal{} // outlives the Balancer, as a durable journal does
 		mod := func(c *ccm.Config) {
-			c.Journal = func(svc *v1.Service) lbrecon.Journal {
-				return lbrecon.NewFileJournal(filepath.Join(dir, string(svc.UID)))
-			}
+			c.Journal = journal
 			c.Reconciler.ListLag = 5 * time.Second
 		}
 		svc := service("uid-1")

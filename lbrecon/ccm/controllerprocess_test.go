@@ -187,7 +187,7 @@ func startController(t *testing.T, bin, kubeconfig string, cs kubernetes.Interfa
 		Mapping: testMapping,
 		Token:   func(context.Context) (uint64, error) { return term, nil },
 		Admit:   fence.Admit,
-		Journal: ccm.ServiceJournals(cs.CoreV1(), ""),
+		Journal: ccm.NewConfigMapJournal(cs.CoreV1(), ccm.ConfigMapJournalOptions{}),
 		Reconciler: lbrecon.Config{PollInterval: 50 * time.Millisecond, MaxPollInterval: 500 * time.Millisecond,
 			ListLag: testLag, CallTimeout: 5 * time.Second},
 	})

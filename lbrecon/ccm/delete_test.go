@@ -15,13 +15,13 @@ import (
 )
 
 // The service controller backs EnsureLoadBalancerDeleted's RetryError off
-// exponentially (it wraps the error with %v): a teardown that waits for
-// asynchronous deletes and a lagging listing between its passes converges
-// within one call when that fits in CallTimeout.
-func TestDeleteConvergesWithinOneCall(t *testing.T) {
+// exponentially (it wraps the error with %v): with a TeardownWait, a
+// teardown that waits for asynchronous deletes and a lagging listing
+// between its passes converges within one call when that fits.
+func TestDeleteConvergesWithinOneCallWithTeardownWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		eng := lbrecontest.New(lbrecontest.Config{Pending: time.Second, ListLag: time.Second, DeleteDelay: time.Second, Integrity: true})
-		b := newBalancer(t, eng, func(c *ccm.Config) { c.Reconciler.CallTimeout = 20 * time.Second })
+		b := newBalancer(t, eng, func(c *ccm.Config) { c.Reconciler.CallTimeout, c.TeardownWait = 20*time.Second, 20*time.Second })
 		svc := service("uid-1")
 		_, _, err := ensure(t, b, svc, nodes(2))
 		require.NoError(t, err)
@@ -29,19 +29,19 @@ func TestDeleteConvergesWithinOneCall(t *testing.T) {
 		start := time.Now()
 		require.NoError(t, b.EnsureLoadBalancerDeleted(t.Context(), "c", svc), "converged in one call")
 		took := time.Since(start)
-		require.LessOrEqual(t, took, 20*time.Second, "within CallTimeout")
+		require.LessOrEqual(t, took, 20*time.Second, "within TeardownWait")
 		t.Logf("teardown in one call of %v", took)
 		require.Empty(t, eng.Objects())
 	})
 }
 
-// A teardown that cannot converge within CallTimeout returns its
+// A teardown that cannot converge within TeardownWait returns its
 // RetryError by then: the call waits between passes only while the next
 // pass fits.
-func TestDeleteCallEndsWithinCallTimeout(t *testing.T) {
+func TestDeleteCallEndsWithinTeardownWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		eng := lbrecontest.New(lbrecontest.Config{Latency: 300 * time.Millisecond, Pending: time.Second, ListLag: time.Second, DeleteDelay: 10 * time.Second, Integrity: true})
-		b := newBalancer(t, eng, func(c *ccm.Config) { c.Reconciler.CallTimeout = 3 * time.Second })
+		b := newBalancer(t, eng, func(c *ccm.Config) { c.Reconciler.CallTimeout, c.TeardownWait = 3*time.Second, 3*time.Second })
 		svc := service("uid-1")
 		_, _, err := ensure(t, b, svc, nodes(2))
 		require.NoError(t, err)
@@ -50,7 +50,7 @@ func TestDeleteCallEndsWithinCallTimeout(t *testing.T) {
 			require.Less(t, calls, 100)
 			start := time.Now()
 			err := b.EnsureLoadBalancerDeleted(t.Context(), "c", svc)
-			require.LessOrEqual(t, time.Since(start), 3*time.Second, "call %d within CallTimeout", calls)
+			require.LessOrEqual(t, time.Since(start), 3*time.Second, "call %d within TeardownWait", calls)
 			var re *api.RetryError
 			if !errors.As(err, &re) {
 				require.NoError(t, err)
@@ -63,18 +63,35 @@ func TestDeleteCallEndsWithinCallTimeout(t *testing.T) {
 	})
 }
 
-// A negative TeardownWait makes one pass per call.
-func TestDeleteOnePassPerCallWithNegativeTeardownWait(t *testing.T) {
+// By default EnsureLoadBalancerDeleted holds no service worker: one pass
+// per call, no wait on the clock, a RetryError saying when to call again
+// until the teardown converged.
+func TestDeleteMakesOnePassPerCallByDefault(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		eng := lbrecontest.New(lbrecontest.Config{Pending: time.Second, ListLag: time.Second, DeleteDelay: time.Second, Integrity: true})
-		b := newBalancer(t, eng, func(c *ccm.Config) { c.TeardownWait = -1 })
+		eng := lbrecontest.New(lbrecontest.Config{Latency: 10 * time.Millisecond, Pending: time.Second, ListLag: time.Second, DeleteDelay: time.Second, Integrity: true})
+		b := newBalancer(t, eng, nil)
 		svc := service("uid-1")
 		_, _, err := ensure(t, b, svc, nodes(2))
 		require.NoError(t, err)
-		start := time.Now()
-		var re *api.RetryError
-		require.ErrorAs(t, b.EnsureLoadBalancerDeleted(t.Context(), "c", svc), &re)
-		require.Zero(t, time.Since(start), "no wait on the clock")
+		eng.ResetCalls()
+		for calls := 1; ; calls++ {
+			require.Less(t, calls, 100)
+			start := time.Now()
+			lists := eng.Calls()[lbrecon.VerbList]
+			err := b.EnsureLoadBalancerDeleted(t.Context(), "c", svc)
+			require.LessOrEqual(t, time.Since(start), 100*time.Millisecond, "call %d: no wait on the clock, only the provider's latency", calls)
+			require.LessOrEqual(t, eng.Calls()[lbrecon.VerbList]-lists, 2, "call %d: one pass (a List for each teardown it runs)", calls)
+			var re *api.RetryError
+			if !errors.As(err, &re) {
+				require.NoError(t, err)
+				require.Greater(t, calls, 2, "a teardown of three levels with asynchronous deletes takes several calls")
+				break
+			}
+			require.Contains(t, err.Error(), "call again after")
+			require.Positive(t, re.RetryAfter())
+			time.Sleep(re.RetryAfter())
+		}
+		require.Empty(t, eng.Objects())
 	})
 }
 

@@ -42,12 +42,10 @@ func Example() {
 				Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")}, Targets: ccm.NodeTargets(nodes)}, nil
 		}},
 		Token: func(context.Context) (uint64, error) { return term, nil },
-		// Journal: ccm.ServiceJournals(clientset.CoreV1(), ""),
+		// A real CCM keeps its intents where a successor finds them:
+		// ccm.NewConfigMapJournal(clientset.CoreV1(), ccm.ConfigMapJournalOptions{}).
+		Journal:    &ccm.MemoryJournal{},
 		Reconciler: lbrecon.Config{Clock: clk, ListLag: time.Second},
-		// A real CCM leaves TeardownWait 0: EnsureLoadBalancerDeleted then
-		// waits between teardown passes for up to CallTimeout. On this
-		// fake clock nothing would end that wait, so: one pass per call.
-		TeardownWait: -1,
 	})
 	if err != nil {
 		fmt.Println(err)
