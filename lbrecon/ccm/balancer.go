@@ -100,6 +100,7 @@ type entry struct {
 	rest     *lbrecon.Leftovers
 	restKeep string
 	scoped   bool // the journal's scopes were read into old
+	swept    bool // nothing of the Service left on another ID than id
 	active   bool // a pass ran since the last converged teardown
 }
 
@@ -168,9 +169,9 @@ func (b *Balancer) UpdateLoadBalancer(ctx context.Context, clusterName string, s
 }
 
 // reconcile makes one pass towards lb and, once converged, one teardown
-// pass of every other load balancer of the Service. The new load balancer
-// converged is success, whatever the old ones do: they are torn down on
-// the Service's later calls.
+// pass of every other load balancer of the Service until none is left.
+// The new load balancer converged is success, whatever the old ones do:
+// they are torn down on the Service's later calls.
 func (b *Balancer) reconcile(ctx context.Context, svc *v1.Service, lb lbrecon.LoadBalancer, verb string) error {
 	ctx, err := b.fenced(ctx, svc)
 	if err != nil {
@@ -195,10 +196,15 @@ func (b *Balancer) reconcile(ctx context.Context, svc *v1.Service, lb lbrecon.Lo
 	if !res.Converged {
 		return retry(e, verb, lb.ID, res)
 	}
-	if _, err := b.teardownOthers(ctx, svc, e, lb.ID, time.Time{}); err != nil {
+	if e.swept {
+		return nil
+	}
+	done, err := b.teardownOthers(ctx, svc, e, lb.ID, time.Time{})
+	if err != nil {
 		logr.FromContextOrDiscard(ctx).Error(err, "tearing down the service's other load balancers; retrying on its next call",
 			"service", e.svc, "loadBalancer", lb.ID)
 	}
+	e.swept = done
 	return nil
 }
 
@@ -208,7 +214,7 @@ func (b *Balancer) reconcile(ctx context.Context, svc *v1.Service, lb lbrecon.Lo
 func (b *Balancer) want(svc *v1.Service, e *entry, lb lbrecon.LoadBalancer) error {
 	if e.cur != nil && e.id != lb.ID {
 		e.old[e.id] = e.cur
-		e.cur = nil
+		e.cur, e.swept = nil, false
 	}
 	if e.cur == nil {
 		if r, ok := e.old[lb.ID]; ok {

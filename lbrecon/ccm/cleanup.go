@@ -113,7 +113,7 @@ func (b *Balancer) EnsureLoadBalancerDeleted(ctx context.Context, _ string, svc 
 	e.active = true
 	if e.cur != nil {
 		e.old[e.id] = e.cur
-		e.cur, e.id = nil, ""
+		e.cur, e.id, e.swept = nil, "", false
 	}
 	var deadline time.Time // one pass
 	if b.cfg.TeardownWait > 0 {

@@ -187,27 +187,30 @@ func TestMovePublishesWhileTheOldResists(t *testing.T) {
 }
 
 // A creation on the old ID whose answer was lost, on a listing that lags,
-// shows up after the move: the old ID's reconciler holds it and destroys
-// it once it shows; nothing of the Service stays on the old ID.
+// shows up after the Service moved back to a load balancer that is
+// converged already: the old ID's reconciler holds the creation and
+// destroys it once it shows; nothing of the Service stays on the old ID.
 func TestMoveSweepsALateCreationOnTheOldID(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		eng := lbrecontest.New(lbrecontest.Config{Pending: time.Second, ListLag: 5 * time.Second, DeleteDelay: time.Second, Integrity: true})
-		mm := &movingMapping{ids: map[string]string{"uid-1": "lb-1"}}
+		mm := &movingMapping{ids: map[string]string{"uid-1": "lb-2"}}
 		b := newBalancer(t, eng, func(c *ccm.Config) { c.Mapping = mm.mapping(); c.Reconciler.ListLag = 5 * time.Second })
 		svc := service("uid-1")
+		_, _, err := ensure(t, b, svc, nodes(2))
+		require.NoError(t, err)
+
+		mm.set("uid-1", "lb-1")
 		eng.FailCreateAfter(func(o lbrecon.Object) bool { return o.Kind == lbrecon.KindBackend }, 2)
-		_, err := b.EnsureLoadBalancer(t.Context(), "c", svc, nodes(2))
+		_, err = b.EnsureLoadBalancer(t.Context(), "c", svc, nodes(2))
 		require.True(t, isRetry(err), "%v", err)
 		require.Len(t, onBalancer(eng, "lb-1", "uid-1"), 2, "created, answers lost, not listed yet")
 
-		mm.set("uid-1", "lb-2")
-		_, _, err = ensure(t, b, svc, nodes(2))
-		require.NoError(t, err)
+		mm.set("uid-1", "lb-2") // back, before any listing shows them
+		_, err = b.EnsureLoadBalancer(t.Context(), "c", svc, nodes(2))
+		require.NoError(t, err, "lb-2 is converged: its status at once")
 		tearDownOld(t, b, eng, svc, "lb-1")
 		time.Sleep(time.Minute) // anything late is listed by now
 		require.Empty(t, onBalancer(eng, "lb-1", "uid-1"), "the late creations swept")
-		_, exists, err := b.GetLoadBalancer(t.Context(), "c", svc)
-		require.NoError(t, err)
-		require.True(t, exists)
+		require.Len(t, onBalancer(eng, "lb-2", "uid-1"), 2+2+2+2*2)
 	})
 }
