@@ -238,3 +238,22 @@ func TestRestartWithTheJournal(t *testing.T) {
 		require.Len(t, eng.Objects(), 2+2+2+2*2, "no duplicate")
 	})
 }
+
+// A converged Service costs one provider List per call and no write: the
+// sweep of other load-balancer IDs stops once nothing is left there, and a
+// provider that answers at once is not asked more often.
+func TestConvergedCallCostsOneList(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := lbrecontest.New(lbrecontest.Config{Pending: time.Second, ListLag: time.Second})
+		b := newBalancer(t, eng, nil)
+		svc := service("uid-1")
+		_, _, err := ensure(t, b, svc, nodes(2))
+		require.NoError(t, err)
+		eng.ResetCalls()
+		for range 10 {
+			require.NoError(t, b.UpdateLoadBalancer(t.Context(), "c", svc, nodes(2)))
+			time.Sleep(time.Second)
+		}
+		require.Equal(t, map[lbrecon.Verb]int{lbrecon.VerbList: 10}, eng.Calls(), "10 calls in 10 s")
+	})
+}

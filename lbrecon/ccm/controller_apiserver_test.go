@@ -270,11 +270,10 @@ func TestServiceControllerOnTheRealAPIServer(t *testing.T) {
 	run("nodes", func(t *testing.T) {
 		defer phase("nodes")()
 		// The node sync's UpdateLoadBalancer fails part-way: one of the
-		// new node's servers is not created, and the node is served all
-		// the same. (Not a check of the error reaching the controller:
-		// the journal's writes to the Service's annotations make the
-		// controller sync the Service again anyway; balancer_test.go
-		// checks that the error is not masked.)
+		// new node's servers is not created; the controller queues the
+		// Service again (its node sync's retry), and the node is served
+		// all the same. (balancer_test.go checks that the error is not
+		// masked.)
 		eng.FailCreate(func(o lbrecon.Object) bool {
 			s, ok := o.Spec.(lbrecon.ServerSpec)
 			return ok && s.Address == netip.MustParseAddr("10.0.0.3")
@@ -335,12 +334,12 @@ func TestServiceControllerOnTheRealAPIServer(t *testing.T) {
 			return apierrors.IsNotFound(err)
 		}, 3*time.Minute, 20*time.Millisecond, "the finalizer removed once the load balancer is gone")
 		// The service controller wraps a deletion's error with %v, so it
-		// backs a RetryError off exponentially from 5 s: the teardown's
-		// passes (servers, then binds and frontends, then backends, each
-		// once the deletes show) run within one call when they fit in
-		// CallTimeout (5 s here); a second call is the margin for a
-		// slow machine, five calls (5+10+20+40 s) was the cost without.
-		require.LessOrEqual(t, proc.lb.deletes.Load(), int64(2), "EnsureLoadBalancerDeleted calls")
+		// backs a RetryError off exponentially from 5 s; by default each
+		// call makes one teardown pass (servers, then binds and
+		// frontends, then backends, each once the deletes show), holding
+		// no worker, so the teardown takes a few calls.
+		t.Logf("EnsureLoadBalancerDeleted calls: %d", proc.lb.deletes.Load())
+		require.LessOrEqual(t, proc.lb.deletes.Load(), int64(6), "EnsureLoadBalancerDeleted calls")
 		var left []lbrecon.Object
 		for _, o := range eng.Objects() {
 			if o.HasTag(tag) {
