@@ -61,7 +61,7 @@ type ConfigMapJournalOptions struct {
 // and labelled with JournalServiceLabel and JournalScopeLabel, each
 // holding at most ShardBytes of intents as JSON
 // {"version":1,"intents":[...]}; a 5,000-node Service with 4 ports (about
-// 20,000 intents in flight at once) takes about 9 shards. An emptied
+// 20,000 intents in flight at once) takes 10 shards. An emptied
 // shard is deleted.
 //
 // Every write is a Create, an Update preconditioned on the

@@ -84,7 +84,7 @@
 //     TestCrashAtEveryWriteWithTheConfigMapJournal on the real apiserver).
 //   - The ConfigMap journal fits any Service: shards of at most
 //     ConfigMapJournalOptions.ShardBytes (512 KiB by default, under the
-//     apiserver's 1 MiB), a 5,000-node Service with 4 ports in 9, never
+//     apiserver's 1 MiB), a 5,000-node Service with 4 ports (20,012 intents, about 5 MB) in 10, never
 //     written to the Service itself, so no journal write re-queues the
 //     Service or reaches kube-proxy (TestConfigMapJournalFitsA5000NodeService,
 //     TestConfigMapJournalOnTheRealAPIServer). Writes are preconditioned on
