@@ -229,8 +229,13 @@ func (s *cmScope) Record(ctx context.Context, intents []lbrecon.Intent) error {
 			placed := false
 			for name, sh := range s.shards {
 				if _, ok := sh.intents[k]; ok {
-					sh.put(k, in, sizes[i])
-					changed[name], placed = true, true
+					changed[name] = true
+					if sh.total-sh.size[k]+sizes[i] <= s.j.shardBytes {
+						sh.put(k, in, sizes[i])
+						placed = true
+					} else {
+						sh.remove(k) // grown past the bound: placed below
+					}
 					break
 				}
 			}
@@ -344,6 +349,9 @@ func (s *cmScope) refused(cm string, err error) error {
 		return backoff.Permanent(fmt.Errorf("%w: the apiserver refused ConfigMap %s/%s of the intent journal of service %s: %w; "+
 			"lower ConfigMapJournalOptions.ShardBytes below the apiserver's object size limit, or allow the ConfigMap through the admission policy that refused it",
 			ErrJournalRefused, s.ns, cm, s.svc, err))
+	case apierrors.HasStatusCause(err, v1.NamespaceTerminatingCause):
+		return backoff.Permanent(fmt.Errorf("%w: the intent journal of service %s/%s: %w; its namespace is being deleted, and the service with it",
+			ErrJournalRefused, s.ns, s.svc, err))
 	case apierrors.IsForbidden(err):
 		return backoff.Permanent(fmt.Errorf("%w: the intent journal of service %s/%s: %w; "+
 			"grant the cloud-controller-manager get, list, create, update and delete on configmaps in namespace %s",
