@@ -95,12 +95,13 @@ func TestDeleteMakesOnePassPerCallByDefault(t *testing.T) {
 	})
 }
 
-// A pass that meets a failure a wait may cure ends the call at once: the
-// service controller's backoff is the wait, not the worker.
+// With a TeardownWait, a pass that meets a failure a wait may cure ends
+// the call at once: the service controller's backoff is the wait, not the
+// worker.
 func TestDeleteCallStopsAtATransientFailure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		eng := lbrecontest.New(lbrecontest.Config{Pending: time.Second, ListLag: time.Second, DeleteDelay: time.Second, Integrity: true})
-		b := newBalancer(t, eng, func(c *ccm.Config) { c.Reconciler.CallTimeout = 20 * time.Second })
+		b := newBalancer(t, eng, func(c *ccm.Config) { c.Reconciler.CallTimeout, c.TeardownWait = 20*time.Second, 20*time.Second })
 		svc := service("uid-1")
 		_, _, err := ensure(t, b, svc, nodes(2))
 		require.NoError(t, err)

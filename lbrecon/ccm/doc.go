@@ -37,8 +37,11 @@
 //     TestPartialUpdateErrorsAreNotMasked).
 //   - Non-blocking: EnsureLoadBalancer and UpdateLoadBalancer make one
 //     lbrecon pass (ReconcileOnce: one List and at most one round of calls
-//     per phase, each within Reconciler.CallTimeout) and never wait on the
-//     clock (TestEnsureHoldsNoWorkerLongerThanACall); while the load
+//     per phase, each pass within Reconciler.CallTimeout), plus, after a
+//     move and until the old load balancers are gone, one teardown pass of
+//     each, and never wait on the clock
+//     (TestEnsureHoldsNoWorkerLongerThanACall); a converged Service costs
+//     one provider List per call (TestConvergedCallCostsOneList); while the load
 //     balancer is not confirmed by a listing they return an api.RetryError
 //     with the pass's RequeueAfter, always positive
 //     (TestEnsureReturnsRetryErrorUntilConverged). EnsureLoadBalancerDeleted
