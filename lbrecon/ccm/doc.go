@@ -132,6 +132,30 @@
 // RetryError it honours (AddAfter). Every error it records as a Warning
 // event on the Service.
 //
+// # Testing a CCM with the real service controller
+//
+// Two pitfalls of k8s.io/cloud-provider v0.37.1's service controller in a
+// user's tests:
+//
+//   - It has a data race of its own: it writes its cached Service
+//     (controllers/service/controller.go:339) outside the lock its node
+//     sync reads it under (:503). Under -race, a report fails the test
+//     whatever the Balancer does. This package's tests therefore run the
+//     controller in a process of its own (internal/cmd/servicecontroller)
+//     and forward its load-balancer calls over HTTP (internal/lbwire) to
+//     the Balancer in the test process, which -race covers. Neither is
+//     public yet: a user copies the two (about 460 lines with tests).
+//   - It hangs inside a testing/synctest bubble: every error that is not a
+//     RetryError reaches apimachinery's runtime.HandleError, whose default
+//     rate limiter (runtime.ErrorHandlers) sleeps its 1 ms minimum period
+//     minus the time since its last error, and that "last error" is the
+//     real time when the package was initialised. The bubble's clock
+//     starts in 2000, so the first error sleeps some 26 fake years: the
+//     worker hangs, or, once the bubble is idle, every timer fires at
+//     once. Run the controller outside the bubble, or replace
+//     runtime.ErrorHandlers (a package variable) before the bubble
+//     starts, in that test binary alone.
+//
 // # Limits
 //
 //   - The plan has no protocol and forwards to node ports: see
