@@ -78,7 +78,8 @@
 //     holds its creations of unknown outcome, so a late creation is
 //     destroyed once it shows), then by the tag on every other ID, also
 //     after a restart (TestServiceMovesToAnotherLoadBalancerID,
-//     TestMovePublishesWhileTheOldResists). Each ID has its own journal
+//     TestMovePublishesWhileTheOldResists,
+//     TestMoveSweepsALateCreationOnTheOldID). Each ID has its own journal
 //     entries (TestConfigMapJournalScopesDoNotShare).
 //   - Crashes: with a journal, a process started after a crash knows the
 //     creations its predecessor sent, in EnsureLoadBalancer and in
