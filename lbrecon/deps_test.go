@@ -7,7 +7,7 @@ import (
 )
 
 // TestDependencies holds lbrecon's split: the core package and lbrecontest
-// compile neither k8s.io/cloud-provider nor client-go (only lbrecon/cloudprovider
+// compile neither k8s.io/cloud-provider nor client-go (only lbrecon/ccm
 // does); k8s.io/utils (the clock) is allowed.
 func TestDependencies(t *testing.T) {
 	if testing.Short() {

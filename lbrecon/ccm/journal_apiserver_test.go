@@ -1,4 +1,4 @@
-package cloudprovider_test
+package ccm_test
 
 import (
 	"context"
@@ -14,9 +14,10 @@ import (
 	"k8s.io/cloud-provider/api"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/reconkit/reconkit/backoff"
 	"github.com/reconkit/reconkit/internal/testenv"
 	"github.com/reconkit/reconkit/lbrecon"
-	lbcloud "github.com/reconkit/reconkit/lbrecon/cloudprovider"
+	"github.com/reconkit/reconkit/lbrecon/ccm"
 	"github.com/reconkit/reconkit/lbrecon/lbrecontest"
 )
 
@@ -32,70 +33,65 @@ func createService(t *testing.T, cs kubernetes.Interface, name string) *v1.Servi
 	return got
 }
 
-func TestServiceJournalOnTheRealAPIServer(t *testing.T) {
+// The ConfigMap journal on the real apiserver: its shards pass the
+// apiserver's validation at the scale of a 5,000-node Service with 4 ports,
+// each under the 1 MiB bound, owned by the Service; the Service itself is
+// never written; a shard the apiserver refuses is a permanent error that
+// says what to do.
+func TestConfigMapJournalOnTheRealAPIServer(t *testing.T) {
 	a := testenv.APIServer(t)
 	cs := kubernetes.NewForConfigOrDie(a.Config())
 	ctx := t.Context()
 	svc := createService(t, cs, "j")
-	j := lbcloud.NewServiceJournal(cs.CoreV1(), svc, "")
-	got, err := j.Load(ctx)
+	j := ccm.NewConfigMapJournal(cs.CoreV1(), ccm.ConfigMapJournalOptions{})
+	scope := j.For(svc, "lb-1")
+	got, err := scope.Load(ctx)
 	require.NoError(t, err)
 	require.Empty(t, got)
 
-	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	in1 := lbrecon.Intent{Kind: "backend", Name: "a", Spec: "s1", Token: "t1", At: at}
-	in2 := lbrecon.Intent{Kind: "server", Name: "b", Spec: "s2", Token: "t2", At: at}
-	require.NoError(t, j.Record(ctx, []lbrecon.Intent{in1}))
-
-	// Another writer changes the Service in between: the next write is
-	// refused by its resourceVersion precondition, read again and kept.
+	intents := scaleIntents(string(svc.UID), 5000, 4)
+	require.NoError(t, scope.Record(ctx, intents))
+	list, err := cs.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{LabelSelector: ccm.JournalServiceLabel + "=" + string(svc.UID)})
+	require.NoError(t, err)
+	require.Greater(t, len(list.Items), 1, "sharded")
+	for _, cm := range list.Items {
+		size := 0
+		for _, v := range cm.Data {
+			size += len(v)
+		}
+		require.Less(t, size, 1<<20, "shard %s", cm.Name)
+		require.Len(t, cm.OwnerReferences, 1)
+		require.Equal(t, svc.UID, cm.OwnerReferences[0].UID, "owned by the Service")
+	}
+	t.Logf("%d intents in %d shards", len(intents), len(list.Items))
 	cur, err := cs.CoreV1().Services("default").Get(ctx, "j", metav1.GetOptions{})
 	require.NoError(t, err)
-	cur.Labels = map[string]string{"changed": "by-another-writer"}
-	_, err = cs.CoreV1().Services("default").Update(ctx, cur, metav1.UpdateOptions{})
-	require.NoError(t, err)
-	require.NoError(t, j.Record(ctx, []lbrecon.Intent{in2}))
-	cur, err = cs.CoreV1().Services("default").Get(ctx, "j", metav1.GetOptions{})
-	require.NoError(t, err)
-	require.Equal(t, "by-another-writer", cur.Labels["changed"], "the other writer's change kept")
+	require.Equal(t, svc.ResourceVersion, cur.ResourceVersion, "the Service itself is never written")
 
-	got, err = lbcloud.NewServiceJournal(cs.CoreV1(), svc, "").Load(ctx)
+	got, err = j.For(svc, "lb-1").Load(ctx)
 	require.NoError(t, err)
-	require.ElementsMatch(t, []lbrecon.Intent{in1, in2}, got, "read back by another process")
-
-	require.NoError(t, j.Forget(ctx, []lbrecon.Intent{{Kind: "backend", Name: "a"}, {Kind: "server", Name: "b"}}))
-	cur, err = cs.CoreV1().Services("default").Get(ctx, "j", metav1.GetOptions{})
+	require.Len(t, got, len(intents), "read back by another process")
+	scopes, err := j.Scopes(ctx, svc)
 	require.NoError(t, err)
-	require.NotContains(t, cur.Annotations, lbcloud.DefaultJournalAnnotation, "an empty journal removes the annotation")
-
-	for name, content := range map[string]string{
-		"not JSON":        "{garbage",
-		"another version": `{"version":2,"intents":[]}`,
-		"no name":         `{"version":1,"intents":[{"kind":"backend","at":"2030-01-01T00:00:00Z"}]}`,
-	} {
-		cur.Annotations = map[string]string{lbcloud.DefaultJournalAnnotation: content}
-		cur, err = cs.CoreV1().Services("default").Update(ctx, cur, metav1.UpdateOptions{})
-		require.NoError(t, err)
-		_, err := lbcloud.NewServiceJournal(cs.CoreV1(), svc, "").Load(ctx)
-		require.ErrorIs(t, err, lbrecon.ErrCorruptJournal, name)
-		require.Contains(t, err.Error(), "default/j")
-	}
-
-	// A Service replaced by another of the same name is not the journal's.
-	require.NoError(t, cs.CoreV1().Services("default").Delete(ctx, "j", metav1.DeleteOptions{}))
-	createService(t, cs, "j")
-	got, err = j.Load(ctx)
+	require.Equal(t, map[string]int{"lb-1": len(intents)}, scopes)
+	require.NoError(t, scope.Forget(ctx, intents))
+	list, err = cs.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{LabelSelector: ccm.JournalServiceLabel + "=" + string(svc.UID)})
 	require.NoError(t, err)
-	require.Empty(t, got, "the journal went with its Service")
-	require.ErrorIs(t, lbcloud.NewServiceJournal(cs.CoreV1(), svc, "").Record(ctx, []lbrecon.Intent{in1}), lbcloud.ErrServiceGone,
-		"no intent, so no creation, for a Service that is gone")
+	require.Empty(t, list.Items, "an emptied shard is deleted")
+
+	// Shards past the apiserver's bound: 422, permanent, saying what to do.
+	big := ccm.NewConfigMapJournal(cs.CoreV1(), ccm.ConfigMapJournalOptions{ShardBytes: 2 << 20}).For(svc, "lb-1")
+	err = big.Record(ctx, scaleIntents(string(svc.UID), 5000, 4))
+	require.ErrorIs(t, err, ccm.ErrJournalRefused)
+	require.True(t, backoff.IsPermanent(err), "not retried: %v", err)
+	require.Contains(t, err.Error(), "ShardBytes")
 }
 
 // A cloud-controller-manager crashes at every write of a converge, on a
 // provider whose listing lags by one listing and which loses one create
 // answer in 11; the next process (a fresh Balancer) reads the journal
-// from the Service's annotation and creates nothing twice.
-func TestCrashAtEveryWriteWithTheServiceJournal(t *testing.T) {
+// from the Service's ConfigMaps and creates nothing twice.
+func TestCrashAtEveryWriteWithTheConfigMapJournal(t *testing.T) {
 	a := testenv.APIServer(t)
 	cs := kubernetes.NewForConfigOrDie(a.Config())
 	run := func(t *testing.T, name string, n int, after bool) (writes, dups, inconsistent int) {
@@ -105,13 +101,13 @@ func TestCrashAtEveryWriteWithTheServiceJournal(t *testing.T) {
 		eng.LoseCreateAnswers(11)
 		cr := lbrecontest.NewCrasher(eng)
 		svc := createService(t, cs, name)
-		process := func() *lbcloud.Balancer {
-			return newBalancer(t, cr, func(c *lbcloud.Config) {
-				c.Journal = lbcloud.ServiceJournals(cs.CoreV1(), "")
+		process := func() *ccm.Balancer {
+			return newBalancer(t, cr, func(c *ccm.Config) {
+				c.Journal = ccm.NewConfigMapJournal(cs.CoreV1(), ccm.ConfigMapJournalOptions{})
 				c.Reconciler = lbrecon.Config{Clock: clk}
 			})
 		}
-		drive := func(b *lbcloud.Balancer) error {
+		drive := func(b *ccm.Balancer) error {
 			for range 300 {
 				_, err := b.EnsureLoadBalancer(t.Context(), "c", svc, nodes(3))
 				var re *api.RetryError

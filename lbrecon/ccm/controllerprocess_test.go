@@ -1,4 +1,4 @@
-package cloudprovider_test
+package ccm_test
 
 import (
 	"context"
@@ -22,8 +22,8 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/reconkit/reconkit/lbrecon"
-	lbcloud "github.com/reconkit/reconkit/lbrecon/cloudprovider"
-	"github.com/reconkit/reconkit/lbrecon/cloudprovider/internal/lbwire"
+	"github.com/reconkit/reconkit/lbrecon/ccm"
+	"github.com/reconkit/reconkit/lbrecon/ccm/internal/lbwire"
 )
 
 // The service controller runs in a process of its own: k8s.io/cloud-provider
@@ -182,12 +182,12 @@ type controllerProcess struct {
 func startController(t *testing.T, bin, kubeconfig string, cs kubernetes.Interface, engine lbrecon.Engine, fence *lbrecon.Fence,
 	term uint64, fail context.CancelCauseFunc) *controllerProcess {
 	t.Helper()
-	b, err := lbcloud.New(lbcloud.Config{
+	b, err := ccm.New(ccm.Config{
 		Engine:  engine,
 		Mapping: testMapping,
 		Token:   func(context.Context) (uint64, error) { return term, nil },
 		Admit:   fence.Admit,
-		Journal: lbcloud.ServiceJournals(cs.CoreV1(), ""),
+		Journal: ccm.NewConfigMapJournal(cs.CoreV1(), ccm.ConfigMapJournalOptions{}),
 		Reconciler: lbrecon.Config{PollInterval: 50 * time.Millisecond, MaxPollInterval: 500 * time.Millisecond,
 			ListLag: testLag, CallTimeout: 5 * time.Second},
 	})

@@ -1,4 +1,4 @@
-package cloudprovider_test
+package ccm_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/reconkit/reconkit/lbrecon"
-	lbcloud "github.com/reconkit/reconkit/lbrecon/cloudprovider"
+	"github.com/reconkit/reconkit/lbrecon/ccm"
 	"github.com/reconkit/reconkit/lbrecon/lbrecontest"
 )
 
@@ -28,8 +28,8 @@ func (m *movingMapping) set(uid, id string) {
 	m.ids[uid] = id
 }
 
-func (m *movingMapping) mapping() lbcloud.Mapping {
-	return lbcloud.Funcs{LoadBalancerFunc: func(ctx context.Context, cluster string, svc *v1.Service, nodes []*v1.Node) (lbrecon.LoadBalancer, error) {
+func (m *movingMapping) mapping() ccm.Mapping {
+	return ccm.Funcs{LoadBalancerFunc: func(ctx context.Context, cluster string, svc *v1.Service, nodes []*v1.Node) (lbrecon.LoadBalancer, error) {
 		lb, err := testMapping.LoadBalancer(ctx, cluster, svc, nodes)
 		m.mu.Lock()
 		defer m.mu.Unlock()
@@ -63,7 +63,7 @@ func onBalancer(eng *lbrecontest.Engine, id, uid string) []lbrecon.Object {
 	}
 	var out []lbrecon.Object
 	for _, o := range objs {
-		if lbOf(o) == id && o.HasTag(lbcloud.DefaultTagKey+"="+uid) {
+		if lbOf(o) == id && o.HasTag(ccm.DefaultTagKey+"="+uid) {
 			out = append(out, o)
 		}
 	}
@@ -81,7 +81,7 @@ func TestServiceMovesToAnotherLoadBalancerID(t *testing.T) {
 		eng := lbrecontest.New(lbrecontest.Config{Latency: 10 * time.Millisecond, Pending: time.Second, ListLag: time.Second,
 			DeleteDelay: time.Second, Integrity: true})
 		mm := &movingMapping{ids: map[string]string{"uid-1": "lb-1", "uid-2": "lb-1"}}
-		mod := func(c *lbcloud.Config) { c.Mapping = mm.mapping() }
+		mod := func(c *ccm.Config) { c.Mapping = mm.mapping() }
 		b := newBalancer(t, eng, mod)
 		svc, other := service("uid-1"), service("uid-2")
 		other.Name = "api"
@@ -106,7 +106,7 @@ func TestServiceMovesToAnotherLoadBalancerID(t *testing.T) {
 				break
 			}
 			if !confirmed {
-				r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: eng, Tag: lbcloud.DefaultTagKey + "=uid-1"},
+				r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: eng, Tag: ccm.DefaultTagKey + "=uid-1"},
 					lbrecon.LoadBalancer{ID: "lb-2", Suffix: "uid-1"})
 				require.NoError(t, err)
 				obs, err := r.Observe(t.Context())
@@ -118,6 +118,10 @@ func TestServiceMovesToAnotherLoadBalancerID(t *testing.T) {
 			}
 			time.Sleep(time.Second)
 		}
+		// The new load balancer's status is published; the Service's
+		// later calls tear the old one down.
+		later := tearDownOld(t, b, eng, svc, "lb-1")
+		t.Logf("old load balancer torn down over %d later calls", later)
 		require.Empty(t, onBalancer(eng, "lb-1", "uid-1"), "the old ID's objects of the Service torn down")
 		require.Len(t, onBalancer(eng, "lb-2", "uid-1"), perService)
 		require.Equal(t, otherObjs, onBalancer(eng, "lb-1", "uid-2"), "another Service's objects on the old ID untouched")
@@ -129,11 +133,84 @@ func TestServiceMovesToAnotherLoadBalancerID(t *testing.T) {
 		b = newBalancer(t, eng, mod)
 		_, _, err := ensure(t, b, svc, nodes(2))
 		require.NoError(t, err)
+		tearDownOld(t, b, eng, svc, "lb-2")
 		require.Empty(t, onBalancer(eng, "lb-2", "uid-1"), "the load balancer left before the restart torn down")
 		require.Len(t, onBalancer(eng, "lb-3", "uid-1"), perService)
 		require.Equal(t, otherObjs, onBalancer(eng, "lb-1", "uid-2"))
 		_, exists, err := b.GetLoadBalancer(t.Context(), "c", svc)
 		require.NoError(t, err)
 		require.True(t, exists)
+	})
+}
+
+// tearDownOld calls EnsureLoadBalancer once a second, as the service
+// controller's later syncs of the Service do, until nothing of svc is left
+// on load balancer old; each call succeeds (the new load balancer
+// converged). It returns the calls made.
+func tearDownOld(t *testing.T, b *ccm.Balancer, eng *lbrecontest.Engine, svc *v1.Service, old string) int {
+	t.Helper()
+	calls := 0
+	for ; len(onBalancer(eng, old, string(svc.UID))) > 0; calls++ {
+		require.Less(t, calls, 60, "old load balancer %s not torn down", old)
+		st, err := b.EnsureLoadBalancer(t.Context(), "c", svc, nodes(2))
+		require.NoError(t, err, "the new load balancer's status, whatever the old one does")
+		require.NotEmpty(t, st.Ingress)
+		time.Sleep(time.Second)
+	}
+	return calls
+}
+
+// A move publishes the new load balancer's address once it converged,
+// while the old one refuses to go; the old one goes once it can.
+func TestMovePublishesWhileTheOldResists(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := lbrecontest.New(lbrecontest.Config{Pending: time.Second, ListLag: time.Second, DeleteDelay: time.Second, Integrity: true})
+		mm := &movingMapping{ids: map[string]string{"uid-1": "lb-1"}}
+		b := newBalancer(t, eng, func(c *ccm.Config) { c.Mapping = mm.mapping() })
+		svc := service("uid-1")
+		_, _, err := ensure(t, b, svc, nodes(2))
+		require.NoError(t, err)
+		oldIDs := map[string]bool{}
+		for _, o := range onBalancer(eng, "lb-1", "uid-1") {
+			oldIDs[o.ID] = true
+		}
+		eng.FailDestroy(func(o lbrecon.Object) bool { return oldIDs[o.ID] }, 40)
+
+		mm.set("uid-1", "lb-2")
+		st, calls, err := ensure(t, b, svc, nodes(2))
+		require.NoError(t, err, "published after %d calls", calls)
+		require.Equal(t, []v1.LoadBalancerIngress{{IP: "192.0.2.10"}}, st.Ingress)
+		require.Len(t, onBalancer(eng, "lb-1", "uid-1"), len(oldIDs), "the old one still there")
+		tearDownOld(t, b, eng, svc, "lb-1")
+		require.Len(t, onBalancer(eng, "lb-2", "uid-1"), 2+2+2+2*2)
+	})
+}
+
+// A creation on the old ID whose answer was lost, on a listing that lags,
+// shows up after the Service moved back to a load balancer that is
+// converged already: the old ID's reconciler holds the creation and
+// destroys it once it shows; nothing of the Service stays on the old ID.
+func TestMoveSweepsALateCreationOnTheOldID(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := lbrecontest.New(lbrecontest.Config{Pending: time.Second, ListLag: 5 * time.Second, DeleteDelay: time.Second, Integrity: true})
+		mm := &movingMapping{ids: map[string]string{"uid-1": "lb-2"}}
+		b := newBalancer(t, eng, func(c *ccm.Config) { c.Mapping = mm.mapping(); c.Reconciler.ListLag = 5 * time.Second })
+		svc := service("uid-1")
+		_, _, err := ensure(t, b, svc, nodes(2))
+		require.NoError(t, err)
+
+		mm.set("uid-1", "lb-1")
+		eng.FailCreateAfter(func(o lbrecon.Object) bool { return o.Kind == lbrecon.KindBackend }, 2)
+		_, err = b.EnsureLoadBalancer(t.Context(), "c", svc, nodes(2))
+		require.True(t, isRetry(err), "%v", err)
+		require.Len(t, onBalancer(eng, "lb-1", "uid-1"), 2, "created, answers lost, not listed yet")
+
+		mm.set("uid-1", "lb-2") // back, before any listing shows them
+		_, err = b.EnsureLoadBalancer(t.Context(), "c", svc, nodes(2))
+		require.NoError(t, err, "lb-2 is converged: its status at once")
+		tearDownOld(t, b, eng, svc, "lb-1")
+		time.Sleep(time.Minute) // anything late is listed by now
+		require.Empty(t, onBalancer(eng, "lb-1", "uid-1"), "the late creations swept")
+		require.Len(t, onBalancer(eng, "lb-2", "uid-1"), 2+2+2+2*2)
 	})
 }

@@ -1,7 +1,7 @@
 // Command servicecontroller runs k8s.io/cloud-provider's service
 // controller (controllers/service) against an apiserver, with a cloud whose
 // load balancer forwards every call over lbwire to the process that started
-// it. It is the controller process of lbrecon/cloudprovider's tests, built
+// it. It is the controller process of lbrecon/ccm's tests, built
 // without the race detector: the controller has a data race of its own
 // (v0.37.1 writes its cached Service at controller.go:339 outside the lock
 // its node sync reads it under at :503), while the load balancer it drives
@@ -33,7 +33,7 @@ import (
 	"k8s.io/component-base/featuregate"
 	controllersmetrics "k8s.io/component-base/metrics/prometheus/controllers"
 
-	"github.com/reconkit/reconkit/lbrecon/cloudprovider/internal/lbwire"
+	"github.com/reconkit/reconkit/lbrecon/ccm/internal/lbwire"
 )
 
 func main() {

@@ -14,7 +14,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/api"
 
-	"github.com/reconkit/reconkit/lbrecon/cloudprovider/internal/lbwire"
+	"github.com/reconkit/reconkit/lbrecon/ccm/internal/lbwire"
 )
 
 // fake answers each verb as its fields say and records what it received.

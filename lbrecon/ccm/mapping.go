@@ -1,4 +1,4 @@
-package cloudprovider
+package ccm
 
 import (
 	"context"
@@ -12,11 +12,12 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/reconkit/reconkit/lbrecon"
+	"github.com/reconkit/reconkit/lbrecon/nodetargets"
 )
 
 // ErrUnsupportedService is wrapped by the mapping helpers when a Service
 // asks for something the load-balancer plan cannot express.
-var ErrUnsupportedService = errors.New("cloudprovider: service not supported")
+var ErrUnsupportedService = errors.New("ccm: service not supported")
 
 // Mapping turns a Service and the nodes the service controller gives into
 // the desired load balancer, and the load balancer into the Service's
@@ -81,25 +82,36 @@ func IngressStatus(_ context.Context, _ *v1.Service, lb lbrecon.LoadBalancer, bo
 
 // ServicePorts returns the ports of svc as the load-balancer plan's ports:
 // named after the Service port (or "<protocol>-<port>" when it has no
-// name), forwarding the port to its node port. The plan has no protocol:
-// a Service with two ports on one port number (TCP and UDP), or a port
-// without a node port (spec.allocateLoadBalancerNodePorts false), is
-// refused with [ErrUnsupportedService].
+// name), forwarding the port to its node port. The plan has no protocol
+// and forwards to node ports, so it refuses, with an
+// [ErrUnsupportedService] error naming the field: a port without a node
+// port (spec.allocateLoadBalancerNodePorts false), and two ports on one
+// port number (TCP and UDP: a mixed-protocol Service). The Balancer
+// returns that error from EnsureLoadBalancer as it is, never as a
+// RetryError; deleting such a Service needs no mapping.
 func ServicePorts(svc *v1.Service) ([]lbrecon.Port, error) {
 	var out []lbrecon.Port
-	for _, p := range svc.Spec.Ports {
+	for i, p := range svc.Spec.Ports {
 		name := p.Name
 		if name == "" {
 			name = strings.ToLower(string(p.Protocol)) + "-" + strconv.Itoa(int(p.Port))
 		}
-		if p.NodePort <= 0 || p.NodePort > 65535 || p.Port <= 0 || p.Port > 65535 {
-			return nil, fmt.Errorf("%w: service %s/%s port %q: node port %d and port %d must be set",
-				ErrUnsupportedService, svc.Namespace, svc.Name, name, p.NodePort, p.Port)
+		if p.NodePort <= 0 || p.NodePort > 65535 {
+			why := "the load balancer forwards to node ports"
+			if a := svc.Spec.AllocateLoadBalancerNodePorts; a != nil && !*a {
+				why = "spec.allocateLoadBalancerNodePorts is false, and the load balancer forwards to node ports: set it true"
+			}
+			return nil, fmt.Errorf("%w: service %s/%s: spec.ports[%d].nodePort (port %q) is %d: %s",
+				ErrUnsupportedService, svc.Namespace, svc.Name, i, name, p.NodePort, why)
 		}
-		for _, q := range out {
+		if p.Port <= 0 || p.Port > 65535 {
+			return nil, fmt.Errorf("%w: service %s/%s: spec.ports[%d].port (port %q) is %d",
+				ErrUnsupportedService, svc.Namespace, svc.Name, i, name, p.Port)
+		}
+		for j, q := range out {
 			if q.ExternalPort == uint16(p.Port) {
-				return nil, fmt.Errorf("%w: service %s/%s: port %d used twice (by %q and %q)",
-					ErrUnsupportedService, svc.Namespace, svc.Name, p.Port, q.Name, name)
+				return nil, fmt.Errorf("%w: service %s/%s: spec.ports[%d] (%s %d) and spec.ports[%d] (%s %d) share a port number, which the load balancer cannot tell apart (mixed protocols): use one protocol per port number",
+					ErrUnsupportedService, svc.Namespace, svc.Name, j, svc.Spec.Ports[j].Protocol, q.ExternalPort, i, p.Protocol, p.Port)
 			}
 		}
 		out = append(out, lbrecon.Port{Name: name, NodePort: uint16(p.NodePort), ExternalPort: uint16(p.Port)})
@@ -107,23 +119,18 @@ func ServicePorts(svc *v1.Service) ([]lbrecon.Port, error) {
 	return out, nil
 }
 
-// NodeTargets returns one target per node, named after the node, at its
-// first InternalIP address. Every node given is used, whatever the
-// Service's externalTrafficPolicy: the service controller already left out
-// the nodes it excludes (see the package documentation). Nodes without an
-// InternalIP are left out.
+// NodeTargets returns nodetargets.From of the nodes the service controller
+// gives (one target per node at its first InternalIP, sorted by name, a
+// node without one or a second of one name left out). Every node given is
+// used, whatever the Service's externalTrafficPolicy: the service
+// controller already left out the nodes it excludes (see the package
+// documentation).
 func NodeTargets(nodes []*v1.Node) []lbrecon.Target {
-	out := make([]lbrecon.Target, 0, len(nodes))
+	vals := make([]v1.Node, 0, len(nodes))
 	for _, n := range nodes {
-		for _, a := range n.Status.Addresses {
-			if a.Type != v1.NodeInternalIP {
-				continue
-			}
-			if ip, err := netip.ParseAddr(a.Address); err == nil {
-				out = append(out, lbrecon.Target{Name: n.Name, Address: ip})
-				break
-			}
+		if n != nil {
+			vals = append(vals, *n)
 		}
 	}
-	return out
+	return nodetargets.From(vals, v1.NodeInternalIP)
 }

@@ -1,4 +1,4 @@
-package cloudprovider_test
+package ccm_test
 
 import (
 	"context"

@@ -1,10 +1,9 @@
-package cloudprovider_test
+package ccm_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -18,7 +17,7 @@ import (
 
 	"github.com/reconkit/reconkit/backoff"
 	"github.com/reconkit/reconkit/lbrecon"
-	lbcloud "github.com/reconkit/reconkit/lbrecon/cloudprovider"
+	"github.com/reconkit/reconkit/lbrecon/ccm"
 	"github.com/reconkit/reconkit/lbrecon/lbrecontest"
 )
 
@@ -38,22 +37,22 @@ func nodes(n int) []*v1.Node {
 	return out
 }
 
-func newBalancer(t *testing.T, eng lbrecon.Engine, mod func(*lbcloud.Config)) *lbcloud.Balancer {
+func newBalancer(t *testing.T, eng lbrecon.Engine, mod func(*ccm.Config)) *ccm.Balancer {
 	t.Helper()
-	cfg := lbcloud.Config{Engine: eng, Mapping: testMapping,
+	cfg := ccm.Config{Engine: eng, Mapping: testMapping, Journal: &ccm.MemoryJournal{},
 		Token:      func(context.Context) (uint64, error) { return 1, nil },
 		Reconciler: lbrecon.Config{ListLag: time.Second}}
 	if mod != nil {
 		mod(&cfg)
 	}
-	b, err := lbcloud.New(cfg)
+	b, err := ccm.New(cfg)
 	require.NoError(t, err)
 	return b
 }
 
 // ensure calls EnsureLoadBalancer as the service controller does: again
 // after a RetryError's delay, until it returns a status or another error.
-func ensure(t *testing.T, b *lbcloud.Balancer, svc *v1.Service, ns []*v1.Node) (*v1.LoadBalancerStatus, int, error) {
+func ensure(t *testing.T, b *ccm.Balancer, svc *v1.Service, ns []*v1.Node) (*v1.LoadBalancerStatus, int, error) {
 	t.Helper()
 	for calls := 1; calls <= 200; calls++ {
 		st, err := b.EnsureLoadBalancer(t.Context(), "c", svc, ns)
@@ -80,10 +79,11 @@ func TestEnsureReturnsRetryErrorUntilConverged(t *testing.T) {
 		require.Equal(t, []v1.LoadBalancerIngress{{IP: "192.0.2.10"}}, st.Ingress)
 		require.Greater(t, calls, 1, "pending objects made it call again")
 		require.Len(t, eng.Objects(), 2+2+2+2*2)
-		st, exists, err := b.GetLoadBalancer(t.Context(), "c", svc)
+		svc.Status.LoadBalancer = *st // the service controller's status patch
+		got, exists, err := b.GetLoadBalancer(t.Context(), "c", svc)
 		require.NoError(t, err)
 		require.True(t, exists)
-		require.Equal(t, []v1.LoadBalancerIngress{{IP: "192.0.2.10"}}, st.Ingress)
+		require.Equal(t, st, got, "the Service's own status")
 	})
 }
 
@@ -92,7 +92,7 @@ func TestEnsureReturnsRetryErrorUntilConverged(t *testing.T) {
 func TestEnsureHoldsNoWorkerLongerThanACall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		eng := lbrecontest.New(lbrecontest.Config{Latency: time.Minute})
-		b := newBalancer(t, eng, func(c *lbcloud.Config) { c.Reconciler.CallTimeout = time.Second })
+		b := newBalancer(t, eng, func(c *ccm.Config) { c.Reconciler.CallTimeout = time.Second })
 		start := time.Now()
 		_, err := b.EnsureLoadBalancer(t.Context(), "c", service("uid-1"), nodes(1))
 		var re *api.RetryError
@@ -146,7 +146,7 @@ func TestWritesCarryTheTermsToken(t *testing.T) {
 		fence := lbrecon.NewFence("provider", 0, "")
 		var mu sync.Mutex
 		var seen []uint64
-		b := newBalancer(t, eng, func(c *lbcloud.Config) {
+		b := newBalancer(t, eng, func(c *ccm.Config) {
 			c.Token = func(context.Context) (uint64, error) {
 				if !leading {
 					return 0, errNotLeader
@@ -184,7 +184,7 @@ func TestWritesCarryTheTermsToken(t *testing.T) {
 func TestDeleteTearsDownOnlyWhatTheServiceOwns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		eng := lbrecontest.New(lbrecontest.Config{Pending: time.Second, ListLag: time.Second, DeleteDelay: time.Second, Integrity: true})
-		other := eng.Put(lbrecon.Object{Kind: lbrecon.KindBackend, Name: "http.uid-1", Tags: []string{lbcloud.DefaultTagKey + "=uid-2"},
+		other := eng.Put(lbrecon.Object{Kind: lbrecon.KindBackend, Name: "http.uid-1", Tags: []string{ccm.DefaultTagKey + "=uid-2"},
 			Spec: lbrecon.BackendSpec{LoadBalancer: "lb-1"}})
 		manual := eng.Put(lbrecon.Object{Kind: lbrecon.KindBackend, Name: "https.uid-1", Spec: lbrecon.BackendSpec{LoadBalancer: "lb-2"}})
 		b := newBalancer(t, eng, nil)
@@ -218,11 +218,9 @@ func TestDeleteTearsDownOnlyWhatTheServiceOwns(t *testing.T) {
 func TestRestartWithTheJournal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		eng := lbrecontest.New(lbrecontest.Config{Pending: time.Second, ListLag: 5 * time.Second, UniqueBinds: true, Integrity: true})
-		dir := t.TempDir()
-		mod := func(c *lbcloud.Config) {
-			c.Journal = func(svc *v1.Service) lbrecon.Journal {
-				return lbrecon.NewFileJournal(filepath.Join(dir, string(svc.UID)))
-			}
+		journal := &ccm.MemoryJournal{} // outlives the Balancer, as a durable journal does
+		mod := func(c *ccm.Config) {
+			c.Journal = journal
 			c.Reconciler.ListLag = 5 * time.Second
 		}
 		svc := service("uid-1")
@@ -238,5 +236,24 @@ func TestRestartWithTheJournal(t *testing.T) {
 		_, _, err = ensure(t, b, svc, nodes(2))
 		require.NoError(t, err)
 		require.Len(t, eng.Objects(), 2+2+2+2*2, "no duplicate")
+	})
+}
+
+// A converged Service costs one provider List per call and no write: the
+// sweep of other load-balancer IDs stops once nothing is left there, and a
+// provider that answers at once is not asked more often.
+func TestConvergedCallCostsOneList(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := lbrecontest.New(lbrecontest.Config{Pending: time.Second, ListLag: time.Second})
+		b := newBalancer(t, eng, nil)
+		svc := service("uid-1")
+		_, _, err := ensure(t, b, svc, nodes(2))
+		require.NoError(t, err)
+		eng.ResetCalls()
+		for range 10 {
+			require.NoError(t, b.UpdateLoadBalancer(t.Context(), "c", svc, nodes(2)))
+			time.Sleep(time.Second)
+		}
+		require.Equal(t, map[lbrecon.Verb]int{lbrecon.VerbList: 10}, eng.Calls(), "10 calls in 10 s")
 	})
 }

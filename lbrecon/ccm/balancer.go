@@ -1,0 +1,439 @@
+package ccm
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/cloud-provider/api"
+	"k8s.io/utils/clock"
+
+	"github.com/reconkit/reconkit/lbrecon"
+)
+
+// DefaultTagKey is the key of the ownership tag when Config.TagKey is
+// empty; the tag's value is the Service's UID.
+const DefaultTagKey = "kubernetes-service-uid"
+
+// busyRetry is the RetryAfter of a call that found another call for the
+// same Service in progress.
+const busyRetry = time.Second
+
+// Config configures a [Balancer].
+type Config struct {
+	// Engine is the provider's API. Required. Every write goes through
+	// lbrecon.Guard with a check of the term's fencing token.
+	Engine lbrecon.Engine
+	// Mapping turns Services and nodes into load balancers. Required. It
+	// is called by EnsureLoadBalancer and UpdateLoadBalancer only:
+	// GetLoadBalancer and EnsureLoadBalancerDeleted work from the
+	// Service's UID alone.
+	Mapping Mapping
+	// Token returns the fencing token of the leader term the
+	// cloud-controller-manager runs in (election.Leadership's Token, or
+	// the term's lease generation). An error refuses every write of the
+	// call, which returns it. Required.
+	Token func(ctx context.Context) (uint64, error)
+	// Admit is the fence the token is checked against before every write
+	// (see lbrecon.CheckToken). Nil means an lbrecon.Fence in memory,
+	// which refuses a term older than the newest this Balancer saw.
+	Admit func(token uint64) error
+	// Journal keeps every Service's intents (the creations about to be
+	// sent) where a successor finds them. Required: [NewConfigMapJournal]
+	// is the crash-safe one; &[MemoryJournal]{} is the explicit choice of
+	// none, with which a process started after a crash, on a provider
+	// whose listing lags, may create again what its predecessor created
+	// just before it died, and answer GetLoadBalancer for a deleted
+	// Service with "does not exist" while such an object is there.
+	Journal Journal
+	// TagKey is the key of the ownership tag "<TagKey>=<Service UID>".
+	// Empty means DefaultTagKey.
+	TagKey string
+	// TeardownWait, when positive, lets one EnsureLoadBalancerDeleted
+	// call go on making teardown passes for up to that long, waiting on
+	// Reconciler.Clock between them (see the package documentation).
+	// Zero or negative means one pass per call: the call holds no
+	// service worker longer than one pass. With a fake clock, nothing but
+	// stepping it ends a wait.
+	TeardownWait time.Duration
+	// Reconciler is the template of every Service's reconciler
+	// configuration (timeouts, ListLag, Parallelism, Clock, Metrics).
+	// Engine, Steps, Scope, Tag and Journal are set by the Balancer.
+	Reconciler lbrecon.Config
+}
+
+// Balancer implements k8s.io/cloud-provider's LoadBalancer over an
+// lbrecon engine, with one lbrecon reconciler per Service (by UID) and
+// load-balancer ID kept across calls. It is safe for concurrent use.
+type Balancer struct {
+	cfg    Config
+	engine lbrecon.Engine // guarded
+
+	mu      sync.Mutex
+	entries map[types.UID]*entry
+}
+
+var _ cloudprovider.LoadBalancer = (*Balancer)(nil)
+
+// entry is one Service's load balancers.
+type entry struct {
+	mu  sync.Mutex // held by the call in progress (TryLock: never waited for)
+	svc string     // namespace/name, for errors
+	// cur reconciles the load balancer the Service wants (ID id); nil
+	// before the first EnsureLoadBalancer or UpdateLoadBalancer, and once
+	// the Service wants none.
+	cur *lbrecon.LoadBalancerReconciler
+	id  string
+	// old tears down the load balancers the Service left (by ID): those
+	// of this process, with their memory of creations not yet confirmed,
+	// and those its journal names, with their intents.
+	old map[string]*lbrecon.LoadBalancerReconciler
+	// rest tears down what else carries the Service's tag on an ID other
+	// than restKeep (left before a restart, by an operator, ...).
+	rest     *lbrecon.Leftovers
+	restKeep string
+	scoped   bool // the journal's scopes were read into old
+	swept    bool // nothing of the Service left on another ID than id
+	active   bool // a pass ran since the last converged teardown
+}
+
+// New validates cfg and returns a Balancer.
+func New(cfg Config) (*Balancer, error) {
+	switch {
+	case cfg.Engine == nil:
+		return nil, fmt.Errorf("%w: ccm: Engine is nil", lbrecon.ErrInvalidConfig)
+	case cfg.Mapping == nil:
+		return nil, fmt.Errorf("%w: ccm: Mapping is nil", lbrecon.ErrInvalidConfig)
+	case cfg.Token == nil:
+		return nil, fmt.Errorf("%w: ccm: Token is nil", lbrecon.ErrInvalidConfig)
+	case cfg.Journal == nil:
+		return nil, fmt.Errorf("%w: ccm: Journal is nil: use NewConfigMapJournal, or &MemoryJournal{} to accept duplicates and leaks after a crash on a lagging provider",
+			lbrecon.ErrInvalidConfig)
+	}
+	if cfg.TagKey == "" {
+		cfg.TagKey = DefaultTagKey
+	}
+	if cfg.Admit == nil {
+		cfg.Admit = lbrecon.NewFence("ccm.Balancer in memory", 0, "restart the cloud-controller-manager").Admit
+	}
+	return &Balancer{cfg: cfg, engine: lbrecon.Guard(cfg.Engine, lbrecon.CheckToken(cfg.Admit)),
+		entries: make(map[types.UID]*entry)}, nil
+}
+
+// GetLoadBalancerName implements cloudprovider.LoadBalancer: the name
+// cloudprovider.DefaultLoadBalancerName gives.
+func (b *Balancer) GetLoadBalancerName(_ context.Context, _ string, svc *v1.Service) string {
+	return cloudprovider.DefaultLoadBalancerName(svc)
+}
+
+// EnsureLoadBalancer implements cloudprovider.LoadBalancer: one
+// ReconcileOnce pass of the Service's reconciler towards the load
+// balancer the mapping describes. It returns the status once a listing
+// confirms the load balancer, a cloud-provider RetryError (with the
+// pass's RequeueAfter) while it is not, and an error naming the Service,
+// the load balancer, the objects and the verbs that failed otherwise. A
+// Service the mapping refuses (see [ServicePorts]) is an error naming the
+// field, never a RetryError.
+func (b *Balancer) EnsureLoadBalancer(ctx context.Context, clusterName string, svc *v1.Service, nodes []*v1.Node) (*v1.LoadBalancerStatus, error) {
+	lb, err := b.cfg.Mapping.LoadBalancer(ctx, clusterName, svc, nodes)
+	if err != nil {
+		return nil, b.errorf(svc, "map the service to a load balancer: %w", err)
+	}
+	if err := b.reconcile(ctx, svc, lb, "ensure"); err != nil {
+		return nil, err
+	}
+	st, err := b.cfg.Mapping.Status(ctx, svc, lb, boundOf(lb))
+	if err != nil {
+		return nil, b.errorf(svc, "status of load balancer %s: %w", lb.ID, err)
+	}
+	return st, nil
+}
+
+// UpdateLoadBalancer implements cloudprovider.LoadBalancer: the same pass
+// as EnsureLoadBalancer, for the node list the service controller's node
+// sync gives. A pass that failed part-way returns that failure, whatever a
+// later GetLoadBalancer shows.
+func (b *Balancer) UpdateLoadBalancer(ctx context.Context, clusterName string, svc *v1.Service, nodes []*v1.Node) error {
+	lb, err := b.cfg.Mapping.LoadBalancer(ctx, clusterName, svc, nodes)
+	if err != nil {
+		return b.errorf(svc, "map the service to a load balancer: %w", err)
+	}
+	return b.reconcile(ctx, svc, lb, "update")
+}
+
+// reconcile makes one pass towards lb and, once converged, one teardown
+// pass of every other load balancer of the Service until none is left.
+// The new load balancer converged is success, whatever the old ones do:
+// they are torn down on the Service's later calls.
+func (b *Balancer) reconcile(ctx context.Context, svc *v1.Service, lb lbrecon.LoadBalancer, verb string) error {
+	ctx, err := b.fenced(ctx, svc)
+	if err != nil {
+		return err
+	}
+	e, err := b.entry(svc)
+	if err != nil {
+		return err
+	}
+	if !e.mu.TryLock() {
+		return api.NewRetryError(fmt.Sprintf("ccm: service %s: another call is changing its load balancer", e.svc), busyRetry)
+	}
+	defer e.mu.Unlock()
+	if err := b.want(svc, e, lb); err != nil {
+		return err
+	}
+	e.active = true
+	res, err := e.cur.ReconcileOnce(ctx)
+	if err != nil {
+		return b.errorf(svc, "%s load balancer %s: %w", verb, lb.ID, err)
+	}
+	if !res.Converged {
+		return retry(e, verb, lb.ID, res)
+	}
+	if e.swept {
+		return nil
+	}
+	done, err := b.teardownOthers(ctx, svc, e, lb.ID, time.Time{})
+	if err != nil {
+		logr.FromContextOrDiscard(ctx).Error(err, "tearing down the service's other load balancers; retrying on its next call",
+			"service", e.svc, "loadBalancer", lb.ID)
+	}
+	e.swept = done
+	return nil
+}
+
+// want makes e.cur the reconciler of lb: the one of lb's ID when e has
+// one (in cur or old), a new one otherwise; a reconciler of another ID
+// moves to old, to be torn down. Called with e.mu held.
+func (b *Balancer) want(svc *v1.Service, e *entry, lb lbrecon.LoadBalancer) error {
+	if e.cur != nil && e.id != lb.ID {
+		e.old[e.id] = e.cur
+		e.cur, e.swept = nil, false
+	}
+	if e.cur == nil {
+		if r, ok := e.old[lb.ID]; ok {
+			delete(e.old, lb.ID)
+			e.cur, e.id = r, lb.ID
+		} else {
+			r, err := b.newReconciler(svc, lb)
+			if err != nil {
+				return err
+			}
+			e.cur, e.id = r, lb.ID
+		}
+	}
+	if err := e.cur.SetLoadBalancer(lb); err != nil {
+		return b.errorf(svc, "load balancer %s: %w", lb.ID, err)
+	}
+	return nil
+}
+
+// newReconciler returns a reconciler of lb for svc, journaled under lb's
+// ID.
+func (b *Balancer) newReconciler(svc *v1.Service, lb lbrecon.LoadBalancer) (*lbrecon.LoadBalancerReconciler, error) {
+	cfg := b.reconcilerConfig(svc)
+	cfg.Journal = b.cfg.Journal.For(svc, lb.ID)
+	r, err := lbrecon.NewLoadBalancer(cfg, lb)
+	if err != nil {
+		return nil, b.errorf(svc, "load balancer %s: %w", lb.ID, err)
+	}
+	return r, nil
+}
+
+// teardownOthers makes teardown passes (see passes) of every load
+// balancer of the Service but keep ("" for none): the reconcilers in
+// e.old, including one per ID the journal holds intents for (read once
+// per entry), then whatever else carries the Service's tag. It reports
+// whether all converged; a converged one leaves e.old. Called with e.mu
+// held.
+func (b *Balancer) teardownOthers(ctx context.Context, svc *v1.Service, e *entry, keep string, deadline time.Time) (bool, error) {
+	if !e.scoped {
+		scopes, err := b.cfg.Journal.Scopes(ctx, svc)
+		if err != nil {
+			return false, b.errorf(svc, "read the intent journal: %w", err)
+		}
+		for id := range scopes {
+			if _, ok := e.old[id]; ok || (e.cur != nil && id == e.id) || id == "" {
+				continue
+			}
+			r, err := b.newReconciler(svc, lbrecon.LoadBalancer{ID: id, Suffix: string(svc.UID)})
+			if err != nil {
+				return false, err
+			}
+			e.old[id] = r
+		}
+		e.scoped = true
+	}
+	ids := make([]string, 0, len(e.old))
+	for id := range e.old {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	done := true
+	var last lbrecon.Result
+	for _, id := range ids { // first, with their memory of creations not confirmed yet
+		if id == keep {
+			continue
+		}
+		res, err := b.passes(ctx, deadline, e.old[id].TeardownOnce)
+		if err != nil {
+			return false, b.errorf(svc, "delete load balancer %s: %w", id, err)
+		}
+		if res.Converged {
+			delete(e.old, id)
+		} else {
+			done, last = false, res
+		}
+	}
+	if !done {
+		return false, retry(e, "delete other load balancers of", keep, last)
+	}
+	// Then the rest, once those are gone: both would destroy the same
+	// objects.
+	if e.rest == nil || e.restKeep != keep {
+		l, err := lbrecon.NewLeftovers(b.reconcilerConfig(svc), keep)
+		if err != nil {
+			return false, b.errorf(svc, "load balancers other than %q: %w", keep, err)
+		}
+		e.rest, e.restKeep = l, keep
+	}
+	res, err := b.passes(ctx, deadline, e.rest.TeardownOnce)
+	if err != nil {
+		return false, b.errorf(svc, "delete load balancers other than %q: %w", keep, err)
+	}
+	if !res.Converged {
+		return false, retry(e, "delete other load balancers of", keep, res)
+	}
+	return true, nil
+}
+
+// passes makes one teardown pass, then more while the teardown is only
+// waiting for the provider and the wait fits before deadline: the pass met
+// no failure a wait may cure, it has objects to destroy or deletions to
+// see, and waiting its RequeueAfter, then running as long as it did, ends
+// before deadline. It waits on the clock between passes only, and starts
+// none after deadline; a zero deadline makes one pass.
+//
+// The service controller wraps EnsureLoadBalancerDeleted's error with %v,
+// so it backs a RetryError off exponentially (5 s, 10 s, 20 s, ...): a
+// teardown that needs several passes (children, then parents, each once a
+// listing shows their children gone) costs far less time done here.
+func (b *Balancer) passes(ctx context.Context, deadline time.Time, once func(context.Context) (lbrecon.Result, error)) (lbrecon.Result, error) {
+	clk := b.clock()
+	for {
+		start := clk.Now()
+		res, err := once(ctx)
+		if err != nil || res.Converged || res.Transient != nil || deadline.IsZero() {
+			return res, err
+		}
+		p := res.Plan
+		if len(p.Destroy)+len(p.Deferred)+len(p.Pending)+len(p.Unconfirmed) == 0 {
+			return res, nil // failed objects, nothing a wait here cures
+		}
+		took := clk.Since(start)
+		if clk.Now().Add(res.RequeueAfter + took).After(deadline) {
+			return res, nil
+		}
+		t := clk.NewTimer(res.RequeueAfter)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return res, nil // the RetryError of the last pass
+		case <-t.C():
+		}
+	}
+}
+
+func (b *Balancer) clock() clock.Clock {
+	if b.cfg.Reconciler.Clock != nil {
+		return b.cfg.Reconciler.Clock
+	}
+	return clock.RealClock{}
+}
+
+// entry returns the Service's entry, made when there is none.
+func (b *Balancer) entry(svc *v1.Service) (*entry, error) {
+	if svc.UID == "" {
+		return nil, b.errorf(svc, "%w: the service has no UID", lbrecon.ErrInvalidConfig)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if e, ok := b.entries[svc.UID]; ok {
+		return e, nil
+	}
+	e := &entry{svc: svc.Namespace + "/" + svc.Name, old: map[string]*lbrecon.LoadBalancerReconciler{}}
+	b.entries[svc.UID] = e
+	return e, nil
+}
+
+// lookup returns the Service's entry, or nil.
+func (b *Balancer) lookup(svc *v1.Service) *entry {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.entries[svc.UID]
+}
+
+func (b *Balancer) reconcilerConfig(svc *v1.Service) lbrecon.Config {
+	cfg := b.cfg.Reconciler
+	cfg.Engine = b.engine
+	cfg.Tag = b.tag(svc)
+	cfg.Journal = nil
+	return cfg
+}
+
+// fenced returns ctx carrying the term's fencing token.
+func (b *Balancer) fenced(ctx context.Context, svc *v1.Service) (context.Context, error) {
+	token, err := b.cfg.Token(ctx)
+	if err != nil {
+		return nil, b.errorf(svc, "no fencing token for this term: %w", err)
+	}
+	return lbrecon.WithToken(ctx, token), nil
+}
+
+func (b *Balancer) errorf(svc *v1.Service, format string, a ...any) error {
+	return fmt.Errorf("ccm: service %s/%s: "+format, append([]any{svc.Namespace, svc.Name}, a...)...)
+}
+
+// retry returns the RetryError of a pass that did not converge, with the
+// failures a wait may cure that it met.
+func retry(e *entry, verb, id string, res lbrecon.Result) error {
+	p := res.Plan
+	msg := fmt.Sprintf("ccm: service %s: %s load balancer %q: not converged yet (%d to create, %d to update, %d to destroy, %d pending, %d unconfirmed, %d blocked); call again after %v",
+		e.svc, verb, id, len(p.Create), len(p.Update), len(p.Destroy)+len(p.Deferred), len(p.Pending), len(p.Unconfirmed), p.Blocked, res.RequeueAfter)
+	after := res.RequeueAfter
+	if after <= 0 {
+		after = busyRetry // never "call again at once"
+	}
+	re := api.NewRetryError(msg, after)
+	if res.Transient != nil {
+		return &retryError{RetryError: re, cause: res.Transient}
+	}
+	return re
+}
+
+// retryError is a RetryError that carries the failures a wait may cure.
+type retryError struct {
+	*api.RetryError
+	cause error
+}
+
+func (e *retryError) Error() string { return e.RetryError.Error() + ": " + e.cause.Error() }
+
+func (e *retryError) Unwrap() []error { return []error{e.RetryError, e.cause} }
+
+// boundOf is the address-to-ports map of a converged lb.
+func boundOf(lb lbrecon.LoadBalancer) map[netip.Addr][]uint16 {
+	out := make(map[netip.Addr][]uint16, len(lb.Addresses))
+	for _, a := range lb.Addresses {
+		for _, p := range lb.Ports {
+			out[a] = append(out[a], p.ExternalPort)
+		}
+	}
+	return out
+}

@@ -1,0 +1,457 @@
+package ccm
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/cenkalti/backoff/v4"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	"github.com/reconkit/reconkit/lbrecon"
+)
+
+// Labels and annotation of a [ConfigMapJournal]'s ConfigMaps.
+const (
+	// JournalServiceLabel holds the Service's UID.
+	JournalServiceLabel = "lbrecon.reconkit.io/service-uid"
+	// JournalScopeLabel holds a hash of the load-balancer ID (IDs need
+	// not be label values).
+	JournalScopeLabel = "lbrecon.reconkit.io/scope"
+	// JournalScopeAnnotation holds the load-balancer ID itself.
+	JournalScopeAnnotation = "lbrecon.reconkit.io/load-balancer-id"
+	// journalKey is the ConfigMap data key of the intents.
+	journalKey = "intents"
+)
+
+// DefaultShardBytes is a [ConfigMapJournal] shard's size bound when
+// ConfigMapJournalOptions.ShardBytes is zero: half the apiserver's 1 MiB
+// bound on a ConfigMap's data.
+const DefaultShardBytes = 512 << 10
+
+// maxJournalAttempts bounds the attempts of one journal write against
+// concurrent changes of its ConfigMaps.
+const maxJournalAttempts = 5
+
+// ConfigMapJournalOptions configures a [ConfigMapJournal].
+type ConfigMapJournalOptions struct {
+	// ShardBytes bounds the encoded intents one ConfigMap holds; more go
+	// to further ConfigMaps. Zero means DefaultShardBytes. Keep it well
+	// below 1 MiB, the apiserver's bound.
+	ShardBytes int
+}
+
+// ConfigMapJournal is a [Journal] in ConfigMaps of the Service's
+// namespace, owned by the Service (an ownerReference, so the garbage
+// collector removes them once the Service is gone), never in the Service
+// itself: a journal write neither re-queues the Service in the service
+// controller nor reaches kube-proxy, and the Service's own size bound
+// (256 KiB of annotations) does not apply. Each Service and load-balancer
+// ID has its own shards, ConfigMaps named "lbrecon-journal-<hash>-<n>"
+// and labelled with JournalServiceLabel and JournalScopeLabel, each
+// holding at most ShardBytes of intents as JSON
+// {"version":1,"intents":[...]}; a 5,000-node Service with 4 ports (about
+// 20,000 intents in flight at once) takes 10 shards. An emptied
+// shard is deleted.
+//
+// Every write is a Create, an Update preconditioned on the
+// resourceVersion it read, or a Delete preconditioned the same way; on a
+// conflict it reads the scope's shards again and retries (at most 5
+// attempts). Reads are LISTs without a resourceVersion (served from etcd,
+// never from a cache). An intent is durable once Record returns. The
+// apiserver refusing a write as invalid, too large or forbidden is an
+// [ErrJournalRefused] error marked permanent, which says what to do.
+//
+// RBAC: get, list, create, update and delete on configmaps in the
+// namespaces of the Services the cloud-controller-manager serves.
+//
+// It is safe for concurrent use.
+type ConfigMapJournal struct {
+	client     corev1client.ConfigMapsGetter
+	shardBytes int
+}
+
+var _ Journal = (*ConfigMapJournal)(nil)
+
+// NewConfigMapJournal returns a journal kept in ConfigMaps through client.
+func NewConfigMapJournal(client corev1client.ConfigMapsGetter, opts ConfigMapJournalOptions) *ConfigMapJournal {
+	if opts.ShardBytes <= 0 {
+		opts.ShardBytes = DefaultShardBytes
+	}
+	return &ConfigMapJournal{client: client, shardBytes: opts.ShardBytes}
+}
+
+// For implements [Journal].
+func (j *ConfigMapJournal) For(svc *v1.Service, id string) lbrecon.Journal {
+	sum := sha256.Sum256([]byte(string(svc.UID) + "\x00" + id))
+	hash := hex.EncodeToString(sum[:8])
+	return &cmScope{j: j, ns: svc.Namespace, svc: svc.Name, uid: svc.UID, id: id, hash: hash}
+}
+
+// Scopes implements [Journal]: one LIST of the Service's shards.
+func (j *ConfigMapJournal) Scopes(ctx context.Context, svc *v1.Service) (map[string]int, error) {
+	list, err := j.client.ConfigMaps(svc.Namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: labels.Set{JournalServiceLabel: string(svc.UID)}.String()})
+	if err != nil {
+		return nil, fmt.Errorf("ccm: list the intent journal of service %s/%s: %w", svc.Namespace, svc.Name, err)
+	}
+	out := map[string]int{}
+	for i := range list.Items {
+		cm := &list.Items[i]
+		intents, err := decodeShard(cm)
+		if err != nil {
+			return nil, err
+		}
+		if len(intents) > 0 {
+			out[cm.Annotations[JournalScopeAnnotation]] += len(intents)
+		}
+	}
+	return out, nil
+}
+
+// shardValue is a shard's data.
+type shardValue struct {
+	Version int              `json:"version"`
+	Intents []lbrecon.Intent `json:"intents"`
+}
+
+// decodeShard returns the intents of shard cm, or an
+// lbrecon.ErrCorruptJournal error naming it.
+func decodeShard(cm *v1.ConfigMap) ([]lbrecon.Intent, error) {
+	corrupt := func(format string, a ...any) error {
+		return fmt.Errorf("%w: ConfigMap %s/%s: %s (delete it once the load balancer it journals is known)",
+			lbrecon.ErrCorruptJournal, cm.Namespace, cm.Name, fmt.Sprintf(format, a...))
+	}
+	s, ok := cm.Data[journalKey]
+	if !ok {
+		return nil, corrupt("no %q key", journalKey)
+	}
+	var v shardValue
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		return nil, corrupt("%v", err)
+	}
+	if v.Version != 1 {
+		return nil, corrupt("version %d, want 1", v.Version)
+	}
+	for i, in := range v.Intents {
+		if in.Kind == "" || in.Name == "" || in.At.IsZero() {
+			return nil, corrupt("intent %d lacks a kind, name or time", i)
+		}
+	}
+	return v.Intents, nil
+}
+
+// cmScope is the journal of one Service's load balancer: its shards.
+type cmScope struct {
+	j                 *ConfigMapJournal
+	ns, svc, id, hash string
+	uid               types.UID
+
+	mu     sync.Mutex
+	shards map[string]*shard // by ConfigMap name, as last read or written; nil before a read
+}
+
+// shard is one ConfigMap's intents.
+type shard struct {
+	rv      string
+	intents map[[2]string]lbrecon.Intent
+	size    map[[2]string]int // encoded size of each intent
+	total   int               // encoded size of the shard's value, about
+}
+
+func newShard(rv string) *shard {
+	return &shard{rv: rv, intents: map[[2]string]lbrecon.Intent{}, size: map[[2]string]int{}, total: 32}
+}
+
+func (s *shard) put(k [2]string, in lbrecon.Intent, size int) {
+	s.remove(k)
+	s.intents[k], s.size[k] = in, size
+	s.total += size + 1
+}
+
+func (s *shard) remove(k [2]string) {
+	if n, ok := s.size[k]; ok {
+		delete(s.intents, k)
+		delete(s.size, k)
+		s.total -= n + 1
+	}
+}
+
+var _ lbrecon.Journal = (*cmScope)(nil)
+
+// Load implements lbrecon.Journal.
+func (s *cmScope) Load(ctx context.Context) ([]lbrecon.Intent, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.read(ctx); err != nil {
+		return nil, err
+	}
+	var out []lbrecon.Intent
+	for _, sh := range s.shards {
+		for _, in := range sh.intents {
+			out = append(out, in)
+		}
+	}
+	return out, nil
+}
+
+// Record implements lbrecon.Journal: the intents are in etcd when it
+// returns nil.
+func (s *cmScope) Record(ctx context.Context, intents []lbrecon.Intent) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sizes := make([]int, len(intents))
+	for i, in := range intents {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("ccm: encode intent %s/%s: %w", in.Kind, in.Name, err)
+		}
+		if sizes[i] = len(b); sizes[i]+64 > s.j.shardBytes {
+			return backoff.Permanent(fmt.Errorf("%w: intent %s/%s takes %d bytes, more than a shard's %d: raise ConfigMapJournalOptions.ShardBytes",
+				ErrJournalRefused, in.Kind, in.Name, sizes[i], s.j.shardBytes))
+		}
+	}
+	return s.change(ctx, func() map[string]bool {
+		changed := map[string]bool{}
+		var rest []int
+		for i, in := range intents {
+			k := [2]string{in.Kind, in.Name}
+			placed := false
+			for name, sh := range s.shards {
+				if _, ok := sh.intents[k]; ok {
+					changed[name] = true
+					if sh.total-sh.size[k]+sizes[i] <= s.j.shardBytes {
+						sh.put(k, in, sizes[i])
+						placed = true
+					} else {
+						sh.remove(k) // grown past the bound: placed below
+					}
+					break
+				}
+			}
+			if !placed {
+				rest = append(rest, i)
+			}
+		}
+		names := make([]string, 0, len(s.shards))
+		for name := range s.shards {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		next := 0
+		for _, i := range rest {
+			k := [2]string{intents[i].Kind, intents[i].Name}
+			for {
+				if next == len(names) {
+					name := s.newShardName()
+					s.shards[name] = newShard("")
+					names = append(names, name)
+				}
+				sh := s.shards[names[next]]
+				if sh.total+sizes[i]+1 <= s.j.shardBytes {
+					sh.put(k, intents[i], sizes[i])
+					changed[names[next]] = true
+					break
+				}
+				next++
+			}
+		}
+		return changed
+	})
+}
+
+// Forget implements lbrecon.Journal; an emptied shard is deleted.
+func (s *cmScope) Forget(ctx context.Context, intents []lbrecon.Intent) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.change(ctx, func() map[string]bool {
+		changed := map[string]bool{}
+		for _, in := range intents {
+			k := [2]string{in.Kind, in.Name}
+			for name, sh := range s.shards {
+				if _, ok := sh.intents[k]; ok {
+					sh.remove(k)
+					changed[name] = true
+				}
+			}
+		}
+		return changed
+	})
+}
+
+// newShardName returns the name of a shard not in s.shards.
+func (s *cmScope) newShardName() string {
+	for n := 0; ; n++ {
+		name := "lbrecon-journal-" + s.hash + "-" + strconv.Itoa(n)
+		if _, ok := s.shards[name]; !ok {
+			return name
+		}
+	}
+}
+
+// change applies edit to the shards (read first when not known) and
+// writes the shards it changed; on a conflict it reads them all again
+// and retries. Called with mu held.
+func (s *cmScope) change(ctx context.Context, edit func() map[string]bool) error {
+	var err error
+	for range maxJournalAttempts {
+		if s.shards == nil {
+			if err := s.read(ctx); err != nil {
+				return err
+			}
+		}
+		changed := edit()
+		names := make([]string, 0, len(changed))
+		for name := range changed {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		err = nil
+		for _, name := range names {
+			if err = s.write(ctx, name); err != nil {
+				break
+			}
+		}
+		switch {
+		case err == nil:
+			return nil
+		case apierrors.IsConflict(err), apierrors.IsAlreadyExists(err), apierrors.IsNotFound(err):
+			s.shards = nil // changed since: read again
+			continue
+		}
+		s.shards = nil // a write may have been applied: read before the next one
+		return s.refused(firstOf(names), err)
+	}
+	return fmt.Errorf("ccm: write the intent journal of service %s/%s: %d conflicts: %w", s.ns, s.svc, maxJournalAttempts, err)
+}
+
+func firstOf(names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	return names[0]
+}
+
+// refused wraps a write's error, permanent when waiting cannot cure it.
+func (s *cmScope) refused(cm string, err error) error {
+	switch {
+	case apierrors.IsInvalid(err), apierrors.IsRequestEntityTooLargeError(err):
+		return backoff.Permanent(fmt.Errorf("%w: the apiserver refused ConfigMap %s/%s of the intent journal of service %s: %w; "+
+			"lower ConfigMapJournalOptions.ShardBytes below the apiserver's object size limit, or allow the ConfigMap through the admission policy that refused it",
+			ErrJournalRefused, s.ns, cm, s.svc, err))
+	case apierrors.HasStatusCause(err, v1.NamespaceTerminatingCause):
+		return backoff.Permanent(fmt.Errorf("%w: the intent journal of service %s/%s: %w; its namespace is being deleted, and the service with it",
+			ErrJournalRefused, s.ns, s.svc, err))
+	case apierrors.IsForbidden(err):
+		return backoff.Permanent(fmt.Errorf("%w: the intent journal of service %s/%s: %w; "+
+			"grant the cloud-controller-manager get, list, create, update and delete on configmaps in namespace %s",
+			ErrJournalRefused, s.ns, s.svc, err, s.ns))
+	}
+	return fmt.Errorf("ccm: write the intent journal of service %s/%s: %w", s.ns, s.svc, err)
+}
+
+// write stores shard name: Delete when empty, Create when new, Update
+// otherwise, each preconditioned on the resourceVersion read. Called with
+// mu held.
+func (s *cmScope) write(ctx context.Context, name string) error {
+	sh := s.shards[name]
+	cms := s.j.client.ConfigMaps(s.ns)
+	if len(sh.intents) == 0 {
+		delete(s.shards, name)
+		if sh.rv == "" {
+			return nil // never written
+		}
+		rv := sh.rv
+		err := cms.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	v := shardValue{Version: 1, Intents: make([]lbrecon.Intent, 0, len(sh.intents))}
+	for _, in := range sh.intents {
+		v.Intents = append(v.Intents, in)
+	}
+	slices.SortFunc(v.Intents, func(a, b lbrecon.Intent) int {
+		if c := cmpString(a.Kind, b.Kind); c != 0 {
+			return c
+		}
+		return cmpString(a.Name, b.Name)
+	})
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("ccm: encode the intent journal: %w", err)
+	}
+	ctrl := false
+	cm := &v1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.ns, ResourceVersion: sh.rv,
+			Labels:      map[string]string{JournalServiceLabel: string(s.uid), JournalScopeLabel: s.hash},
+			Annotations: map[string]string{JournalScopeAnnotation: s.id},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: s.svc, UID: s.uid,
+				Controller: &ctrl}}},
+		Data: map[string]string{journalKey: string(data)},
+	}
+	var got *v1.ConfigMap
+	if sh.rv == "" {
+		got, err = cms.Create(ctx, cm, metav1.CreateOptions{})
+	} else {
+		got, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return err
+	}
+	sh.rv = got.ResourceVersion
+	return nil
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// read LISTs the scope's shards (a linearizable read). Called with mu
+// held.
+func (s *cmScope) read(ctx context.Context) error {
+	list, err := s.j.client.ConfigMaps(s.ns).List(ctx, metav1.ListOptions{
+		LabelSelector: labels.Set{JournalServiceLabel: string(s.uid), JournalScopeLabel: s.hash}.String()})
+	if err != nil {
+		return fmt.Errorf("ccm: read the intent journal of service %s/%s: %w", s.ns, s.svc, err)
+	}
+	shards := map[string]*shard{}
+	for i := range list.Items {
+		cm := &list.Items[i]
+		if cm.Annotations[JournalScopeAnnotation] != s.id {
+			continue // another ID with the same hash: not this scope
+		}
+		intents, err := decodeShard(cm)
+		if err != nil {
+			return err
+		}
+		sh := newShard(cm.ResourceVersion)
+		for _, in := range intents {
+			b, err := json.Marshal(in)
+			if err != nil {
+				return fmt.Errorf("ccm: encode intent %s/%s: %w", in.Kind, in.Name, err)
+			}
+			sh.put([2]string{in.Kind, in.Name}, in, len(b))
+		}
+		shards[cm.Name] = sh
+	}
+	s.shards = shards
+	return nil
+}

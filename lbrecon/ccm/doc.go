@@ -1,0 +1,186 @@
+// Package ccm implements k8s.io/cloud-provider's LoadBalancer over an
+// lbrecon [lbrecon.Engine], for cloud-controller-managers.
+//
+// A [Balancer] keeps one lbrecon reconciler per Service (by UID) and
+// load-balancer ID across calls, and maps each Service and the nodes the
+// service controller gives to a load balancer through the host's
+// [Mapping]. Objects carry the ownership tag "<TagKey>=<Service UID>".
+// A [Journal] keeps the creations about to be sent (lbrecon's intents)
+// where a successor finds them: [ConfigMapJournal] in ConfigMaps owned by
+// the Service, or, as an explicit choice of none, [MemoryJournal].
+//
+// # Guarantees
+//
+// Each guarantee names the test that holds it.
+//
+//   - Cleanup never depends on the spec: GetLoadBalancer and
+//     EnsureLoadBalancerDeleted work from the Service's UID, namespace and
+//     name, what the provider lists with its tag (on any load-balancer
+//     ID) and what the journal holds, never from ports or node ports. So
+//     after type LoadBalancer -> ClusterIP (node ports dropped) every
+//     object goes and the controller then removes the finalizer, in this
+//     process or a new one (TestCleanupAfterTypeChangeNeedsNoSpec,
+//     TestServiceControllerCleanupNeedsNoSpec against the real controller).
+//   - A Service the plan cannot express (two protocols on one port number;
+//     spec.allocateLoadBalancerNodePorts false) is refused by
+//     EnsureLoadBalancer with an [ErrUnsupportedService] error naming the
+//     field, never a RetryError, and deleting it completes
+//     (TestUnsupportedServiceIsRefusedByFieldAndDeletes,
+//     TestServiceControllerCleanupNeedsNoSpec).
+//   - GetLoadBalancer answers "exists" while anything of the Service's may
+//     be at the provider: a call or a pass of this process not torn down,
+//     an object listed with its tag, or any journal entry, so a new
+//     process on a lagging listing never answers "does not exist" while a
+//     creation it cannot see may have happened, and the service controller
+//     neither skips EnsureLoadBalancerDeleted nor drops an
+//     UpdateLoadBalancer error (TestNewProcessDeleteCountsTheJournal,
+//     TestPartialUpdateErrorsAreNotMasked).
+//   - Non-blocking: EnsureLoadBalancer and UpdateLoadBalancer make one
+//     lbrecon pass (ReconcileOnce: one List and at most one round of calls
+//     per phase, each pass within Reconciler.CallTimeout), plus, after a
+//     move and until the old load balancers are gone, one teardown pass of
+//     each, and never wait on the clock
+//     (TestEnsureHoldsNoWorkerLongerThanACall); a converged Service costs
+//     one provider List per call (TestConvergedCallCostsOneList); while the load
+//     balancer is not confirmed by a listing they return an api.RetryError
+//     with the pass's RequeueAfter, always positive
+//     (TestEnsureReturnsRetryErrorUntilConverged). EnsureLoadBalancerDeleted
+//     makes one teardown pass per call by default and returns a RetryError
+//     ("call again after D") until a listing shows nothing of the
+//     Service's left (TestDeleteMakesOnePassPerCallByDefault); a positive
+//     Config.TeardownWait lets it go on within that time
+//     (TestDeleteConvergesWithinOneCallWithTeardownWait,
+//     TestDeleteCallEndsWithinTeardownWait), stopping at the first failure
+//     a wait may cure (TestDeleteCallStopsAtATransientFailure). A call that
+//     finds another call for the same Service in progress returns a
+//     RetryError at once.
+//   - Errors are not masked: a pass that failed part-way returns that
+//     failure, naming the Service, the load balancer, and lbrecon's verb
+//     and object ("create server/n3.http.<uid>"); failures a wait may cure
+//     come inside the RetryError (errors.Is finds them), the others are
+//     plain errors, which the service controller backs off exponentially
+//     (TestPartialUpdateErrorsAreNotMasked).
+//   - Fencing: every call takes the fencing token of the current leader
+//     term from Config.Token and puts it in the context
+//     (lbrecon.WithToken); every write goes through lbrecon.Guard with
+//     lbrecon.CheckToken(Config.Admit). Without a token nothing is written;
+//     a token below the fence's is refused with lbrecon.ErrFenced
+//     (TestWritesCarryTheTermsToken).
+//   - Ownership: only objects carrying the Service's tag are changed or
+//     destroyed; another Service's, an operator's and another tool's
+//     objects on the same load balancer stay
+//     (TestDeleteTearsDownOnlyWhatTheServiceOwns).
+//   - Moves: a Service whose load-balancer ID changes gets a reconciler
+//     for the new ID; nothing of the old one is destroyed before the new
+//     one converged; once it did, EnsureLoadBalancer returns its status
+//     whatever the old one does, and the old one is torn down on that and
+//     the Service's later calls by the old ID's own reconciler (which
+//     holds its creations of unknown outcome, so a late creation is
+//     destroyed once it shows), then by the tag on every other ID, also
+//     after a restart (TestServiceMovesToAnotherLoadBalancerID,
+//     TestMovePublishesWhileTheOldResists,
+//     TestMoveSweepsALateCreationOnTheOldID). Each ID has its own journal
+//     entries (TestConfigMapJournalScopesDoNotShare).
+//   - Crashes: with a journal, a process started after a crash knows the
+//     creations its predecessor sent, in EnsureLoadBalancer and in
+//     GetLoadBalancer and EnsureLoadBalancerDeleted, and does not create
+//     them again on a lagging provider (TestRestartWithTheJournal,
+//     TestCrashAtEveryWriteWithTheConfigMapJournal on the real apiserver).
+//   - The ConfigMap journal fits any Service: shards of at most
+//     ConfigMapJournalOptions.ShardBytes (512 KiB by default, under the
+//     apiserver's 1 MiB), a 5,000-node Service with 4 ports (20,012 intents, about 5 MB) in 10, never
+//     written to the Service itself, so no journal write re-queues the
+//     Service or reaches kube-proxy (TestConfigMapJournalFitsA5000NodeService,
+//     TestConfigMapJournalOnTheRealAPIServer). Writes are preconditioned on
+//     the resourceVersion read, and a concurrent writer's intents are kept
+//     (TestConfigMapJournalKeepsAConcurrentWritersIntents). A write the
+//     apiserver refuses as invalid, too large or forbidden is a permanent
+//     [ErrJournalRefused] error saying what to do, and nothing is created
+//     (TestConfigMapJournalRefusalIsPermanent). A shard that is not a
+//     journal is an lbrecon.ErrCorruptJournal error naming it, left for an
+//     operator (TestConfigMapJournalCorruptShard, FuzzConfigMapJournalLoad).
+//
+// # Nodes and externalTrafficPolicy
+//
+// The Mapping receives the node list exactly as the service controller of
+// k8s.io/cloud-provider v0.37 passes it: every node except those being
+// deleted, those labelled node.kubernetes.io/exclude-from-external-load-balancers,
+// and those tainted ToBeDeletedByClusterAutoscaler. The controller does
+// not filter by readiness (since the StableLoadBalancerNodeSet change) nor
+// by where the Service's endpoints run, and it passes the same list for
+// externalTrafficPolicy Local and Cluster: with Local, the provider's
+// health check against spec.healthCheckNodePort is what keeps traffic off
+// nodes without endpoints. [NodeTargets] (lbrecon/nodetargets.From over
+// the controller's pointers) therefore uses every node given. lbrecon's
+// load-balancer plan has no health-check object: an engine for a provider
+// that needs one configures it itself. A Mapping must not filter by
+// endpoints: the controller calls again on node changes only, not on
+// endpoint changes.
+//
+// # What the service controller does with the answers
+//
+// Judged against k8s.io/cloud-provider v0.37.1's controllers/service:
+// for a Service that wants no load balancer, or is being deleted with the
+// finalizer, it calls GetLoadBalancer, then EnsureLoadBalancerDeleted only
+// if that answered exists, then removes the finalizer: an error from
+// GetLoadBalancer keeps the Service (and its finalizer) for ever, and a
+// wrong "does not exist" leaks the load balancer. It wraps
+// EnsureLoadBalancerDeleted's error with %v, so it backs a RetryError off
+// exponentially (5 s, 10 s, 20 s, ... up to 300 s) rather than honouring
+// its delay: a teardown of several passes (children, then parents, each
+// once a listing shows deletes done) costs that backoff between calls,
+// which TeardownWait trades against a worker held. EnsureLoadBalancer's
+// RetryError it honours (AddAfter). Every error it records as a Warning
+// event on the Service.
+//
+// # Testing a CCM with the real service controller
+//
+// Two pitfalls of k8s.io/cloud-provider v0.37.1's service controller in a
+// user's tests:
+//
+//   - It has a data race of its own: it writes its cached Service
+//     (controllers/service/controller.go:339) outside the lock its node
+//     sync reads it under (:503). Under -race, a report fails the test
+//     whatever the Balancer does. This package's tests therefore run the
+//     controller in a process of its own (internal/cmd/servicecontroller)
+//     and forward its load-balancer calls over HTTP (internal/lbwire) to
+//     the Balancer in the test process, which -race covers. Neither is
+//     public yet: a user copies the two (about 460 lines with tests).
+//   - It hangs inside a testing/synctest bubble: every error that is not a
+//     RetryError reaches apimachinery's runtime.HandleError, whose default
+//     rate limiter (runtime.ErrorHandlers) sleeps its 1 ms minimum period
+//     minus the time since its last error, and that "last error" is the
+//     real time when the package was initialised. The bubble's clock
+//     starts in 2000, so the first error sleeps some 26 fake years: the
+//     worker hangs, or, once the bubble is idle, every timer fires at
+//     once. Run the controller outside the bubble, or replace
+//     runtime.ErrorHandlers (a package variable) before the bubble
+//     starts, in that test binary alone.
+//
+// # Limits
+//
+//   - The plan has no protocol and forwards to node ports: see
+//     [ServicePorts].
+//   - Two Balancers (two processes) must not manage one Service at once;
+//     the fence keeps a deposed term from writing, if Admit holds the
+//     newest token where both can see it (in memory it holds only this
+//     process's).
+//   - After a move, the old load balancer is torn down on the Service's
+//     later calls (node changes, Service changes, resyncs, deletion): the
+//     service controller makes none for a converged Service otherwise.
+//   - [ConfigMapJournal] needs get, list, create, update and delete on
+//     configmaps in the Services' namespaces. Its shards are owned by the
+//     Service (no blockOwnerDeletion); the garbage collector removes any
+//     left once the Service is gone.
+//
+// # Dependencies
+//
+// This package imports k8s.io/cloud-provider's root and api packages. The
+// root package imports client-go's informers, every API group's. Its tests
+// run the real service controller in a process of their own
+// (internal/cmd/servicecontroller: the controller has a data race of its
+// own), its load balancer calls forwarded over HTTP (internal/lbwire) to a
+// Balancer in the test process, which runs under the race detector. lbrecon
+// and lbrecontest compile no k8s.io package beyond k8s.io/utils; a test
+// keeps it so.
+package ccm
