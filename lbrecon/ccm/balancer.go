@@ -333,9 +333,11 @@ func (b *Balancer) passes(ctx context.Context, deadline time.Time, once func(con
 			return res, err
 		}
 		p := res.Plan
-		if len(p.Destroy)+len(p.Deferred)+len(p.Pending)+len(p.Unconfirmed) == 0 {
+		if len(p.Destroy)+len(p.Deferred)+len(p.Pending)+len(p.Unconfirmed) == 0 && !p.Empty() {
 			return res, nil // failed objects, nothing a wait here cures
 		}
+		// An empty plan not converged waits for a listing the list lag
+		// later (lbrecon.Leftovers): a wait cures that.
 		took := clk.Since(start)
 		if clk.Now().Add(res.RequeueAfter + took).After(deadline) {
 			return res, nil

@@ -192,24 +192,39 @@ func TestDeleteTearsDownOnlyWhatTheServiceOwns(t *testing.T) {
 		_, _, err := ensure(t, b, svc, nodes(2))
 		require.NoError(t, err)
 
-		for calls := 1; ; calls++ {
-			require.Less(t, calls, 100)
-			err := b.EnsureLoadBalancerDeleted(t.Context(), "c", svc)
-			var re *api.RetryError
-			if errors.As(err, &re) {
-				time.Sleep(re.RetryAfter())
-				continue
-			}
-			require.NoError(t, err)
-			break
-		}
+		deleteConverged(t, b, svc)
 		require.Equal(t, []lbrecon.Object{other, manual}, eng.Objects())
 		_, exists, err := b.GetLoadBalancer(t.Context(), "c", svc)
 		require.NoError(t, err)
 		require.False(t, exists)
-		require.NoError(t, b.EnsureLoadBalancerDeleted(t.Context(), "c", svc), "idempotent")
-		require.NoError(t, newBalancer(t, eng, nil).EnsureLoadBalancerDeleted(t.Context(), "c", svc), "idempotent in a new process")
+		// Again, and in a new process: nothing more is destroyed. Each
+		// converges once a listing the list lag after its sweep began
+		// shows nothing left, since a crashed predecessor's late
+		// creation could show until then.
+		eng.ResetCalls()
+		deleteConverged(t, b, svc)
+		deleteConverged(t, newBalancer(t, eng, nil), svc)
+		require.Equal(t, []lbrecon.Object{other, manual}, eng.Objects())
+		require.Zero(t, eng.Calls()[lbrecon.VerbDestroy], "idempotent")
 	})
+}
+
+// deleteConverged calls EnsureLoadBalancerDeleted as the service controller
+// does until it returns nil, waiting out each RetryError, and fails on any
+// other error.
+func deleteConverged(t *testing.T, b *ccm.Balancer, svc *v1.Service) {
+	t.Helper()
+	for calls := 1; ; calls++ {
+		require.Less(t, calls, 100)
+		err := b.EnsureLoadBalancerDeleted(t.Context(), "c", svc)
+		var re *api.RetryError
+		if errors.As(err, &re) {
+			time.Sleep(re.RetryAfter())
+			continue
+		}
+		require.NoError(t, err)
+		return
+	}
 }
 
 // A new process (a fresh Balancer) with the journal sees the creations its
@@ -240,8 +255,10 @@ func TestRestartWithTheJournal(t *testing.T) {
 }
 
 // A converged Service costs one provider List per call and no write: the
-// sweep of other load-balancer IDs stops once nothing is left there, and a
-// provider that answers at once is not asked more often.
+// sweep of other load-balancer IDs stops once a listing the list lag after
+// it began shows nothing left there (a late creation of a crashed
+// predecessor shows by then), and a provider that answers at once is not
+// asked more often.
 func TestConvergedCallCostsOneList(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		eng := lbrecontest.New(lbrecontest.Config{Pending: time.Second, ListLag: time.Second})
@@ -249,6 +266,13 @@ func TestConvergedCallCostsOneList(t *testing.T) {
 		svc := service("uid-1")
 		_, _, err := ensure(t, b, svc, nodes(2))
 		require.NoError(t, err)
+		eng.ResetCalls()
+		// The sweep's own listings, until one the lag after it began.
+		for range 2 {
+			require.NoError(t, b.UpdateLoadBalancer(t.Context(), "c", svc, nodes(2)))
+			time.Sleep(time.Second)
+		}
+		require.Equal(t, map[lbrecon.Verb]int{lbrecon.VerbList: 4}, eng.Calls(), "the sweep lists until the lag has passed")
 		eng.ResetCalls()
 		for range 10 {
 			require.NoError(t, b.UpdateLoadBalancer(t.Context(), "c", svc, nodes(2)))

@@ -135,6 +135,13 @@ func TestCrashAtEveryWriteWithTheConfigMapJournal(t *testing.T) {
 		if n > 0 {
 			cr.Arm(n, after)
 			_ = drive(process())
+			// The process died where this run says, not earlier or never.
+			select {
+			case <-cr.Crashed():
+			default:
+				t.Fatalf("%s: no crash at write %d", name, n)
+			}
+			require.Equal(t, map[bool]int{true: n, false: n - 1}[after], cr.Sent(), "%s: writes sent before the crash", name)
 			cr.Restart()
 		}
 		n = 0

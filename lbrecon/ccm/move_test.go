@@ -106,7 +106,7 @@ func TestServiceMovesToAnotherLoadBalancerID(t *testing.T) {
 				break
 			}
 			if !confirmed {
-				r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: eng, Tag: ccm.DefaultTagKey + "=uid-1"},
+				r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: eng, Tag: ccm.DefaultTagKey + "=uid-1", Journal: lbrecon.NoJournal},
 					lbrecon.LoadBalancer{ID: "lb-2", Suffix: "uid-1"})
 				require.NoError(t, err)
 				obs, err := r.Observe(t.Context())
