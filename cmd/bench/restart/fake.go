@@ -21,6 +21,8 @@ import (
 
 	"github.com/reconkit/reconkit/election/lease"
 	"github.com/reconkit/reconkit/kubefake"
+	"github.com/reconkit/reconkit/versiongate"
+	"github.com/reconkit/reconkit/versiongate/kubestore"
 )
 
 // answers are the persistent answers the fake mode gives every request.
@@ -69,6 +71,18 @@ func fakeMode() {
 			}
 			fmt.Fprintf(w, "election/lease Campaign (defaults)\t%s\t%.2f%s\t\n", a.name, rate, note)
 		}
+		for _, rejoin := range []bool{false, true} {
+			name := "versiongate on kubestore, one ready node leading (every loop)"
+			if rejoin {
+				name += ", RejoinAfterRecordLoss"
+			}
+			for _, a := range answers {
+				var rate float64
+				var note string
+				synctest.Test(t, func(t *testing.T) { rate, note = gateRate(t, a.fault, rejoin) })
+				fmt.Fprintf(w, "%s\t%s\t%.2f%s\t\n", name, a.name, rate, note)
+			}
+		}
 		_ = w.Flush()
 	}}}, nil, nil)
 }
@@ -110,4 +124,72 @@ func campaignRate(t *testing.T, fault func(*kubefake.Server, *kubefake.Client)) 
 		}
 	}
 	return float64(n) / 60, won
+}
+
+// gateRate runs one versiongate node on kubestore and an election/lease
+// candidate, with default settings, until it is ready and its leader's
+// start is done, then gives answer to every request of its client, and
+// counts what every loop of the gate sends (keep-alive, leader, watches).
+func gateRate(t *testing.T, fault func(*kubefake.Server, *kubefake.Client), rejoin bool) (rate float64, note string) {
+	srv := kubefake.Config{}.NewServer()
+	cl := srv.NewClient()
+	var mu sync.Mutex
+	var at []time.Time
+	record := func() {
+		mu.Lock()
+		at = append(at, time.Now())
+		mu.Unlock()
+	}
+	cl.PrependReactor("*", "*", func(k8stesting.Action) (bool, runtime.Object, error) { record(); return false, nil, nil })
+	cl.PrependWatchReactor("*", func(k8stesting.Action) (bool, watch.Interface, error) { record(); return false, nil, nil })
+	store, err := kubestore.New(kubestore.Config{Client: cl, Namespace: "agents", Gate: "fleet"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	elector, err := lease.New(lease.Config{Client: cl, Namespace: "agents", Name: "fleet-leader", Identity: "node-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	version, _ := versiongate.ParseVersion("1.4.0")
+	gate, err := versiongate.New(versiongate.Config{
+		Store: store, NodeID: "node-a", Version: version,
+		MinimumCompatibleRelease: versiongate.Release{Major: 1, Minor: 3},
+		Candidate:                elector,
+		Reconcile:                func(context.Context, versiongate.Term) error { return nil },
+		RejoinAfterRecordLoss:    rejoin,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- gate.Run(ctx) }()
+	if err := gate.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for gate.Phase() != versiongate.PhaseDone {
+		<-gate.PhaseChanged()
+	}
+	synctest.Wait()
+	fault(srv, cl)
+	start := time.Now()
+	timer := time.NewTimer(90 * time.Second) // the bubble's clock
+	select {
+	case err := <-done:
+		note = fmt.Sprintf(" (Run returned after %v: %v)", time.Since(start).Round(100*time.Millisecond), err)
+		<-timer.C
+	case <-timer.C:
+		cancel()
+		<-done
+	}
+	cancel()
+	mu.Lock()
+	defer mu.Unlock()
+	n := 0
+	for _, a := range at {
+		if d := a.Sub(start); d >= 30*time.Second && d < 90*time.Second {
+			n++
+		}
+	}
+	return float64(n) / 60, note
 }
