@@ -46,6 +46,7 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"sort"
 	"strings"
@@ -229,10 +230,14 @@ func (r *recorder) add(kind string) {
 }
 
 // counted returns cfg with every request recorded in rec, with no
-// client-side rate limit (an agent's own client sends little).
+// client-side rate limit (an agent's own client sends little), and with
+// a transport and connections of its own: client-go shares one transport
+// between configs that look alike, which a Proxy function (here, none)
+// prevents.
 func counted(cfg *rest.Config, rec *recorder) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS = -1
+	cfg.Proxy = func(*http.Request) (*url.URL, error) { return nil, nil }
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
 			rec.add(kindOf(req))
