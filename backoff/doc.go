@@ -44,6 +44,19 @@
 //     sequence or a positive retry-after hint: whatever a server says, a loop
 //     does not spin.
 //
+// # Request budgets
+//
+// A loop that talks to a server owes it at most one request per second
+// once the server has given the same answer for 30 s, with jitter (see
+// BUDGETS.md at the root of the module). Retry meets that with its
+// defaults: from 30 s on, at most one call per 24 s, and two loops that
+// failed together call at different instants (TestRetryRequestBudget).
+// Every and Poll wait their interval after a failed call as after any
+// other (Poll's waits grow only with [WithMultiplier], and Poll has no
+// jitter by default): a loop on them that talks to a server either has an
+// interval of a second or more, or backs off its failures itself, as
+// checkpoint.PollSource does with Retry.
+//
 // # Permanent errors
 //
 // An error is permanent when its chain holds a value with a method

@@ -29,10 +29,22 @@ type ConfigSource interface {
 // DefaultPollInterval is PollSource's interval when Interval is 0.
 const DefaultPollInterval = 30 * time.Second
 
+// pollMaxWait caps PollSource's backoff after failed fetches when
+// Interval is shorter.
+const pollMaxWait = 30 * time.Second
+
 // PollSource is a [ConfigSource] that calls Fetch every Interval (plus up
 // to 10% jitter) and delivers what it returns. Fetch returns an error
 // wrapping [ErrNotFound] when nothing is assigned. Polling costs one
 // request per interval per node; prefer a watch where the origin has one.
+//
+// A Fetch that fails is retried with backoff: the first wait is 1.5 ×
+// Interval and each further one half as long again, with ±20% jitter
+// (never shorter than Interval), up to the larger of 1.5 × Interval and
+// 30 s, so that an origin that fails for good costs at most one request
+// per 24 s however short Interval is
+// (TestPollSourceBacksOffPersistentErrors). The first success returns to
+// Interval.
 type PollSource struct {
 	// Fetch reads the assigned payload. Required.
 	Fetch func(ctx context.Context) ([]byte, Source, error)
@@ -58,7 +70,7 @@ func (p *PollSource) Watch(ctx context.Context, assign func(context.Context, []b
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	err := backoff.Every(ctx, interval, 0.1, func(ctx context.Context) error {
+	fetch := func(ctx context.Context) error {
 		payload, src, err := p.Fetch(ctx)
 		if errors.Is(err, ErrNotFound) {
 			logr.FromContextOrDiscard(ctx).V(1).Info("nothing assigned", "detail", err.Error())
@@ -69,6 +81,14 @@ func (p *PollSource) Watch(ctx context.Context, assign func(context.Context, []b
 		}
 		assign(ctx, payload, src)
 		return nil
+	}
+	err := backoff.Every(ctx, interval, 0.1, func(ctx context.Context) error {
+		err := backoff.Retry(ctx, fetch, backoff.WithClock(clk), backoff.WithName("checkpoint poll source"),
+			backoff.WithInitialInterval(interval*3/2), backoff.WithMaxInterval(max(interval*3/2, pollMaxWait)))
+		if ctx.Err() != nil {
+			return nil // ended while it retried
+		}
+		return err
 	}, backoff.WithClock(clk), backoff.WithName("checkpoint poll source"))
 	return err // nil when ctx ends, as Every returns
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -85,7 +86,8 @@ func (s *countingStore) SetState(ctx context.Context, st checkpoint.State) error
 }
 
 // TestPollSourceDoesNotSpin: PollSource fetches once per Interval (plus up
-// to 10%) whatever Fetch answers at once.
+// to 10%) whatever Fetch answers at once; a failing Fetch is retried no
+// sooner than Interval either, and less often as failures go on.
 func TestPollSourceDoesNotSpin(t *testing.T) {
 	for name, answer := range map[string]error{
 		"payload":          nil,
@@ -110,10 +112,72 @@ func TestPollSourceDoesNotSpin(t *testing.T) {
 				require.NoError(t, <-done)
 				n := int(fetches.Load())
 				require.LessOrEqual(t, n, 61)
-				require.GreaterOrEqual(t, n, 50)
+				if answer == nil || errors.Is(answer, checkpoint.ErrNotFound) {
+					require.GreaterOrEqual(t, n, 50)
+				} else {
+					require.GreaterOrEqual(t, n, 25, "retried at 1.5 to 1.8 minutes")
+				}
 			})
 		})
 	}
+}
+
+// TestPollSourceBacksOffPersistentErrors: with a short Interval (100 ms),
+// a Fetch that fails for good (a GET answered 500, 403 or a refused
+// connection: to PollSource they are all an error) is retried less and
+// less often: from 30 s to 90 s at most one request per 24 s, not ten a
+// second. A success returns to Interval.
+func TestPollSourceBacksOffPersistentErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := clocktesting.NewFakeClock(t0)
+		var mu sync.Mutex
+		var at []time.Duration
+		var failing atomic.Bool
+		failing.Store(true)
+		ps := &checkpoint.PollSource{Interval: 100 * time.Millisecond, Clock: clk,
+			Fetch: func(context.Context) ([]byte, checkpoint.Source, error) {
+				mu.Lock()
+				at = append(at, clk.Since(t0))
+				mu.Unlock()
+				if failing.Load() {
+					return nil, checkpoint.Source{}, errors.New("the server is currently unable to handle the request")
+				}
+				return []byte("level=3"), src("a", "1"), nil
+			}}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- ps.Watch(ctx, func(context.Context, []byte, checkpoint.Source) {}) }()
+		count := func(from, to time.Duration) int {
+			mu.Lock()
+			defer mu.Unlock()
+			n := 0
+			for _, a := range at {
+				if a >= from && a < to {
+					n++
+				}
+			}
+			return n
+		}
+		for range 900 {
+			synctest.Wait()
+			clk.Step(100 * time.Millisecond)
+		}
+		synctest.Wait()
+		late := count(30*time.Second, 90*time.Second)
+		t.Logf("%d fetches in the first 30 s, %d from 30 s to 90 s", count(0, 30*time.Second), late)
+		require.LessOrEqual(t, late, 4, "one fetch per 24 s at most, 30 s into the failure")
+		require.GreaterOrEqual(t, late, 1, "still retried")
+
+		failing.Store(false)
+		for range 400 { // up to 36 s for the pending retry, then 4 s
+			synctest.Wait()
+			clk.Step(100 * time.Millisecond)
+		}
+		synctest.Wait()
+		require.GreaterOrEqual(t, count(126*time.Second, 130*time.Second), 20, "back to Interval after a success")
+		cancel()
+		require.NoError(t, <-done)
+	})
 }
 
 // TestSourceReturningAtOnce: a source whose Watch returns nil at once is

@@ -15,4 +15,17 @@
 // full, so the adapter meets the packages' threading contracts. Event
 // types are "Normal" and "Warning" (corev1.EventTypeNormal and
 // corev1.EventTypeWarning), reasons CamelCase words.
+//
+// # Request budget
+//
+// The requests are the broadcaster's, which the host starts
+// (StartRecordingToSink). With client-go's defaults an agent sends at
+// most one request per second about one object whatever the API server
+// answers: the correlator lets 25 events of one object through at once
+// and then one per 5 minutes, an event refused with a status (403, 404,
+// 409, 410, 422, 429, 5xx) is dropped, not retried, and one that cannot
+// reach the server is retried up to 12 times, 10 s apart, one event at a
+// time (TestRequestBudgetUnderPersistentAnswers, with an event every
+// 100 ms). A host that raises the correlator's QPS or burst gives that
+// up.
 package events

@@ -95,6 +95,17 @@
 //     others answers 409, is read again and the report recomputed. The Node
 //     is also read at start, after a 404, after failed or stopped
 //     heartbeats and when the lease vanished.
+//   - Request budget: whatever the API server answers for good (403, 404,
+//     409, 410, 422, 429, 5xx, a refused or reset connection), each loop
+//     (lease renewal, status writes) sends at most one request per second
+//     from 30 s on, its waits jittered; most answers cost about 0.25
+//     requests per second per loop. A write refused with 409 is read again
+//     at once only if the attempt had not just read it, and a lease found
+//     missing and not created is created again without reading it first:
+//     at most two requests per retry wait. After an API server restart a
+//     node sends its next renewal within 5 s, one linearizable GET of the
+//     Node and one status patch (TestRequestBudgetUnderPersistentAnswers,
+//     TestRequestsAfterAPIServerRestart; BUDGETS.md has the table).
 //   - Ping runs on its own goroutine with PingTimeout. A failing Ping sets
 //     Ready=False (reason ReasonPingFailed) while the lease keeps renewing:
 //     reachability and health stay separate, unless PingFailure says

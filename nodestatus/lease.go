@@ -54,9 +54,22 @@ func (c *NodeController) renewLease(ctx context.Context, job leaseJob) leaseResu
 	last := unpackLease(job.last) // decoded here: deep decoding would grow the loop's stack
 	cur := last
 	var renewed *coordinationv1.Lease
+	read := false   // the attempt read the lease itself
+	absent := false // the last attempt found the lease missing and could not create it
+	recreate := func(ctx, rctx context.Context) error {
+		err := c.recreateLease(ctx, rctx, &res, &cur, &renewed)
+		absent = err != nil && apierrors.IsNotFound(err) && !res.gone
+		return err
+	}
 	attempt := func(ctx context.Context) error {
 		rctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 		defer cancel()
+		read = cur == nil
+		if cur == nil && absent {
+			// Known missing since the last attempt: create it again
+			// without reading it first.
+			return recreate(ctx, rctx)
+		}
 		if cur == nil {
 			start := c.clk.Now()
 			l, err := leases.Get(rctx, c.name, metav1.GetOptions{})
@@ -71,7 +84,7 @@ func (c *NodeController) renewLease(ctx context.Context, job leaseJob) leaseResu
 				}
 				if last != nil {
 					// We had one: it vanished.
-					return c.recreateLease(ctx, rctx, &res, &cur, &renewed)
+					return recreate(ctx, rctx)
 				}
 				start := c.clk.Now()
 				l, err := leases.Create(rctx, c.newLease(nil, job.owner), metav1.CreateOptions{FieldManager: c.cfg.FieldManager})
@@ -106,15 +119,19 @@ func (c *NodeController) renewLease(ctx context.Context, job leaseJob) leaseResu
 			}
 			// Deleted by the garbage collector with its Node, or by an
 			// administrator: recreated here, never behind a status job.
-			return c.recreateLease(ctx, rctx, &res, &cur, &renewed)
+			return recreate(ctx, rctx)
 		}
 		return fmt.Errorf("update lease: %w", err)
 	}
 	err := c.retry(ctx, retryLease, func(ctx context.Context) error {
 		err := attempt(ctx)
-		if err != nil && cur == nil && !backoff.IsPermanent(err) && (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) {
+		if err != nil && cur == nil && !read && !backoff.IsPermanent(err) && (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) {
+			// Read the lease again at once, unless this attempt read
+			// it itself: a conflict with the server's newest copy is
+			// not cured by reading it again, and only the backoff
+			// bounds what it costs.
 			res.failures++
-			err = attempt(ctx) // read the lease again at once
+			err = attempt(ctx)
 		}
 		if err != nil && !backoff.IsPermanent(err) {
 			res.failures++

@@ -69,8 +69,12 @@ func (c *NodeController) syncStatus(ctx context.Context, job statusJob) statusRe
 			defer l.Release(1)
 		}
 		err := s.attempt(ctx)
-		if err != nil && s.stale && !isPermanent(err) {
+		if err != nil && s.stale && !s.readFresh && !isPermanent(err) {
 			// A stale copy or a vanished Node: read it again at once.
+			// Not when the attempt read it linearizably itself: the
+			// server disagrees with its own newest copy (another writer
+			// at every turn, or a server that answers 409 to
+			// everything), and only the backoff bounds what that costs.
 			s.res.failures++
 			err = s.attempt(ctx)
 		}
@@ -98,6 +102,9 @@ type statusSync struct {
 	got    *corev1.Node // the newest copy the server answered, reported to the loop
 	fresh  bool         // read the Node linearizably rather than from the apiserver's cache
 	stale  bool         // the attempt found its copy outdated: read it again at once
+	// readFresh is set when the attempt read the Node linearizably
+	// itself: a copy it finds outdated is not read again at once.
+	readFresh bool
 }
 
 // reread drops the copy: the next attempt reads the Node linearizably.
@@ -110,12 +117,13 @@ func (s *statusSync) took(n *corev1.Node) { s.server, s.got = n, n }
 // cordon if due, and writes the status.
 func (s *statusSync) attempt(ctx context.Context) error {
 	c := s.c
-	s.stale = false
+	s.stale, s.readFresh = false, false
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 	defer cancel()
 	src, ping := c.latest.Load(), *c.ping.Load()
 	want := c.want(src, ping)
 	if s.server == nil {
+		s.readFresh = s.fresh
 		if err := s.read(ctx, rctx, want, src, ping); err != nil {
 			return err
 		}

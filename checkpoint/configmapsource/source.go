@@ -71,7 +71,13 @@ type Config struct {
 // fresh list, a bookmark of the resourceVersion it started from) is
 // followed by a wait that grows from 100 ms to 30 s until a
 // watch delivers an event: such a server is never asked again at once
-// (TestWatchEndingAtOnceDoesNotSpin).
+// (TestWatchEndingAtOnceDoesNotSpin). Whatever the server answers for
+// good (403, 404, 409, 410, 422, 429, 5xx, a refused connection, a watch
+// that ends at once), failed attempts are retried from 100 ms growing to
+// 30 s with ±20% jitter: from 30 s on, at most one list and one watch per
+// wait (TestRequestBudgetUnderPersistentAnswers). After an API server
+// restart it watches again from the last version seen, and lists once if
+// that answers 410 (TestRequestsAfterAPIServerRestart).
 type Source struct {
 	cfg    Config
 	clock  clock.Clock
