@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	k8stesting "k8s.io/client-go/testing"
@@ -79,7 +80,11 @@ func (w *world) start(ctx context.Context, s *slot) {
 		return false, nil, nil
 	})
 	runCtx, cancel := context.WithCancel(ctx)
-	runCtx = logr.NewContext(runCtx, w.cfg.Logger.WithName(s.name))
+	log := w.cfg.Logger
+	if log.GetSink() == nil {
+		log = funcr.New(func(prefix, args string) { w.tl.add(s.name, "log: %s", args) }, funcr.Options{})
+	}
+	runCtx = logr.NewContext(runCtx, log.WithName(s.name))
 	s.cancel, s.done, s.started = cancel, make(chan error, 1), time.Now()
 	s.label = fmt.Sprintf("%s/%s#%d", w.id, s.name, s.boot)
 	d := s.deps(runCtx)
@@ -97,8 +102,15 @@ func (w *world) start(ctx context.Context, s *slot) {
 // before counts a request of s's current run. It runs on the requesting
 // goroutine, inside the client, with the client's lock held: it must not
 // block (a goroutine waiting for that lock would stop simulated time).
-func (w *world) before(s *slot, _ k8stesting.Action) {
-	s.req.add()
+func (w *world) before(s *slot, a k8stesting.Action) {
+	what := a.GetVerb() + " " + a.GetResource().Resource
+	if sub := a.GetSubresource(); sub != "" {
+		what += "/" + sub
+	}
+	if named, ok := a.(interface{ GetName() string }); ok && named.GetName() != "" {
+		what += " " + named.GetName()
+	}
+	s.req.add(what)
 	w.mu.Lock()
 	w.requests++
 	w.mu.Unlock()

@@ -1,6 +1,11 @@
 package fleetsim
 
 import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -19,16 +24,21 @@ type meter struct {
 	seconds [60]int   // requests in each of the last 60 seconds, by second mod 60
 	second  int64     // the second seconds[second%60] counts
 	over    bool      // reported already
+	recent  []string  // what the last requests were, for the report
 }
 
 func newMeter(w *world, s *slot, server string) *meter {
 	return &meter{w: w, s: s, server: server}
 }
 
-// add counts one request now.
-func (m *meter) add() {
+// add counts one request, described by what, now.
+func (m *meter) add(what string) {
 	now := time.Now()
 	m.mu.Lock()
+	if len(m.recent) == 2*recentKept {
+		m.recent = append(m.recent[:0], m.recent[recentKept:]...)
+	}
+	m.recent = append(m.recent, what)
 	if now.Equal(m.instant) {
 		m.atOnce++
 	} else {
@@ -50,6 +60,7 @@ func (m *meter) add() {
 		total += n
 	}
 	atOnce, over := m.atOnce, m.over
+	recent := summary(m.recent[max(0, len(m.recent)-recentKept):])
 	b := m.w.cfg.Budget
 	report := !over && (atOnce > b.AtOnce || total > b.PerMinute)
 	if report {
@@ -60,9 +71,28 @@ func (m *meter) add() {
 		return
 	}
 	if atOnce > b.AtOnce {
-		m.w.violate(RequestBudget, m.s.name, "%d requests to the %s at one instant of simulated time (a loop spins; budget %d)",
-			atOnce, m.server, b.AtOnce)
+		m.w.violate(RequestBudget, m.s.name, "%d requests to the %s at one instant of simulated time (a loop spins; budget %d); the last %d: %s",
+			atOnce, m.server, b.AtOnce, recentKept, recent)
 		return
 	}
-	m.w.violate(RequestBudget, m.s.name, "%d requests to the %s within one minute (budget %d)", total, m.server, b.PerMinute)
+	m.w.violate(RequestBudget, m.s.name, "%d requests to the %s within one minute (budget %d); the last %d: %s", total, m.server,
+		b.PerMinute, recentKept, recent)
+}
+
+// recentKept is how many of its last requests a meter describes.
+const recentKept = 200
+
+// summary counts the requests of each description, most frequent first.
+func summary(reqs []string) string {
+	counts := map[string]int{}
+	for _, r := range reqs {
+		counts[r]++
+	}
+	keys := slices.Collect(maps.Keys(counts))
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(counts[b]-counts[a], strings.Compare(a, b)) })
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%d× %s", counts[k], k))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -184,3 +184,27 @@ func TestFenceOrder(t *testing.T) {
 		}
 	})
 }
+
+// A failed run's report names the seed, how to run it again, and the
+// timeline around the violation, with the requests that broke the budget.
+func TestReport(t *testing.T) {
+	r := simulate(t, Config{Seed: 7, Agent: poller(50 * time.Millisecond), Nemesis: Nemesis{}.Only(Crash)})
+	err := r.Err()
+	if err == nil {
+		t.Fatal("no violation")
+	}
+	for _, want := range []string{"seed 7", "-fleetsim.seed=7", "request-budget", "starts (run 1)", "get configmaps settings"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the report lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+// A fleet whose agents do nothing but wait on timers replays exactly: the
+// nemesis's schedule is the seed's alone.
+func TestReplayRate(t *testing.T) {
+	rate, parted := ReplayRate(t, Config{Agent: poller(time.Second), Duration: 5 * time.Minute, Quiet: time.Minute}, 3, 3)
+	if rate != 1 {
+		t.Errorf("replay rate %.2f, want 1: %s", rate, parted)
+	}
+}

@@ -85,7 +85,8 @@ type Config struct {
 	// context ended; 0 means one minute.
 	StopTimeout time.Duration
 	// Logger is given, named after each agent, to the agents' contexts; the
-	// zero value discards.
+	// zero value writes the agents' info and error logs (V(0)) to the
+	// timeline.
 	Logger logr.Logger
 	// Start is the simulated wall-clock time the run begins at, when it is
 	// later than the bubble's own start (midnight UTC, 1 January 2000).

@@ -39,8 +39,8 @@ var (
 	_ lbrecon.ListingLagger     = (*link)(nil)
 )
 
-func (l *link) call(ctx context.Context) (context.Context, error) {
-	l.req.add()
+func (l *link) call(ctx context.Context, verb lbrecon.Verb) (context.Context, error) {
+	l.req.add(string(verb))
 	if l.cut.Load() {
 		return ctx, ErrUnreachable
 	}
@@ -48,7 +48,7 @@ func (l *link) call(ctx context.Context) (context.Context, error) {
 }
 
 func (l *link) List(ctx context.Context, q lbrecon.Query) ([]lbrecon.Object, error) {
-	ctx, err := l.call(ctx)
+	ctx, err := l.call(ctx, lbrecon.VerbList)
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +56,7 @@ func (l *link) List(ctx context.Context, q lbrecon.Query) ([]lbrecon.Object, err
 }
 
 func (l *link) Get(ctx context.Context, obj lbrecon.Object) (lbrecon.Object, error) {
-	ctx, err := l.call(ctx)
+	ctx, err := l.call(ctx, lbrecon.VerbGet)
 	if err != nil {
 		return lbrecon.Object{}, err
 	}
@@ -64,7 +64,7 @@ func (l *link) Get(ctx context.Context, obj lbrecon.Object) (lbrecon.Object, err
 }
 
 func (l *link) Create(ctx context.Context, obj lbrecon.Object) (lbrecon.Object, error) {
-	ctx, err := l.call(ctx)
+	ctx, err := l.call(ctx, lbrecon.VerbCreate)
 	if err != nil {
 		return lbrecon.Object{}, err
 	}
@@ -72,7 +72,7 @@ func (l *link) Create(ctx context.Context, obj lbrecon.Object) (lbrecon.Object, 
 }
 
 func (l *link) Destroy(ctx context.Context, obj lbrecon.Object) error {
-	ctx, err := l.call(ctx)
+	ctx, err := l.call(ctx, lbrecon.VerbDestroy)
 	if err != nil {
 		return err
 	}
@@ -80,7 +80,7 @@ func (l *link) Destroy(ctx context.Context, obj lbrecon.Object) error {
 }
 
 func (l *link) Tag(ctx context.Context, obj lbrecon.Object, tags []string) error {
-	ctx, err := l.call(ctx)
+	ctx, err := l.call(ctx, lbrecon.VerbTag)
 	if err != nil {
 		return err
 	}
@@ -92,7 +92,7 @@ func (l *link) Repair(ctx context.Context, obj lbrecon.Object) (lbrecon.Object, 
 	if !ok {
 		return lbrecon.Object{}, lbrecon.ErrNotSupported
 	}
-	ctx, err := l.call(ctx)
+	ctx, err := l.call(ctx, lbrecon.VerbRepair)
 	if err != nil {
 		return lbrecon.Object{}, err
 	}
@@ -104,7 +104,7 @@ func (l *link) Update(ctx context.Context, current, desired lbrecon.Object) (lbr
 	if !ok {
 		return lbrecon.Object{}, lbrecon.ErrNotSupported
 	}
-	ctx, err := l.call(ctx)
+	ctx, err := l.call(ctx, lbrecon.VerbUpdate)
 	if err != nil {
 		return lbrecon.Object{}, err
 	}
@@ -116,7 +116,7 @@ func (l *link) CreateIdempotent(ctx context.Context, obj lbrecon.Object, token s
 	if !ok {
 		return lbrecon.Object{}, lbrecon.ErrNotSupported
 	}
-	ctx, err := l.call(ctx)
+	ctx, err := l.call(ctx, lbrecon.VerbCreate)
 	if err != nil {
 		return lbrecon.Object{}, err
 	}
