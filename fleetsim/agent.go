@@ -82,7 +82,7 @@ func (w *world) start(ctx context.Context, s *slot) {
 	runCtx, cancel := context.WithCancel(ctx)
 	log := w.cfg.Logger
 	if log.GetSink() == nil {
-		log = funcr.New(func(prefix, args string) { w.tl.add(s.name, "log: %s", args) }, funcr.Options{})
+		log = funcr.New(func(prefix, args string) { w.tl.add(s.name, "log: %s", args) }, funcr.Options{Verbosity: w.cfg.LogVerbosity})
 	}
 	runCtx = logr.NewContext(runCtx, log.WithName(s.name))
 	s.cancel, s.done, s.started = cancel, make(chan error, 1), time.Now()

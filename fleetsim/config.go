@@ -88,6 +88,10 @@ type Config struct {
 	// zero value writes the agents' info and error logs (V(0)) to the
 	// timeline.
 	Logger logr.Logger
+	// LogVerbosity is the verbosity of the agents' logs in the timeline
+	// when Logger is the zero value: 0 keeps info and errors, 1 adds
+	// reconkit's retries and plans.
+	LogVerbosity int
 	// Start is the simulated wall-clock time the run begins at, when it is
 	// later than the bubble's own start (midnight UTC, 1 January 2000).
 	// Test sets it to the start of the current UTC day (see the package

@@ -46,7 +46,8 @@ const (
 	// ProviderOutage makes every provider call answer 503 for 10 seconds
 	// to 3 minutes.
 	ProviderOutage Kind = "provider-outage"
-	// ProviderFailCreate makes the next 1 to 5 creations fail.
+	// ProviderFailCreate makes the next 1 to 5 creations fail (none once
+	// the quiet period began).
 	ProviderFailCreate Kind = "provider-fail-create"
 	// ProviderLostAnswer loses the answer of every first to third creation
 	// (made, then reported failed) for 30 seconds to 3 minutes.
@@ -216,6 +217,7 @@ func (n *nemesis) run(ctx context.Context) int {
 
 // undoAll ends every fault at once, in the order they were due.
 func (n *nemesis) undoAll(ctx context.Context) {
+	n.w.quieting.Store(true)
 	for _, p := range n.undo {
 		n.w.tl.add("nemesis", "%s", p.what)
 		p.do(ctx)
@@ -343,7 +345,7 @@ func (n *nemesis) event(ctx context.Context, k Kind) {
 	case ProviderFailCreate:
 		times := 1 + r.IntN(5)
 		tl("next %d creations", times)
-		w.engine.FailCreate(nil, times, nil)
+		w.engine.FailCreate(func(lbrecon.Object) bool { return !w.quieting.Load() }, times, nil)
 	case ProviderLostAnswer:
 		k, d := 1+r.IntN(3), between(r, 30*time.Second, 3*time.Minute)
 		tl("every %d. creation for %s", k, d)

@@ -184,8 +184,9 @@ type passed struct {
 	highest uint64
 }
 
-// wrote records a write that passed the fence.
-func (p *passed) wrote(ctx context.Context, verb lbrecon.Verb, obj lbrecon.Object) {
+// wrote records a write that passed the fence, before it is sent, and
+// returns the function that records its answer.
+func (p *passed) wrote(ctx context.Context, verb lbrecon.Verb, obj lbrecon.Object) func(id string, err error) {
 	agent, _ := ctx.Value(agentKey{}).(string)
 	token, _ := lbrecon.TokenFrom(ctx)
 	p.mu.Lock()
@@ -193,10 +194,19 @@ func (p *passed) wrote(ctx context.Context, verb lbrecon.Verb, obj lbrecon.Objec
 	highest := p.highest
 	p.highest = max(p.highest, token)
 	p.mu.Unlock()
-	p.w.tl.add("provider", "%s %s %s by %s, token %#x", verb, obj.Kind, obj.Name, agent, token)
 	if lower {
 		p.w.violate(FenceOrder, agent, "the fence let %s %s through with token %#x after a write with %#x", verb, obj.Name,
 			token, highest)
+	}
+	return func(id string, err error) {
+		answer := "ok"
+		switch {
+		case err != nil:
+			answer = err.Error()
+		case id != "":
+			answer = id
+		}
+		p.w.tl.add("provider", "%s %s %s by %s, token %#x: %s", verb, obj.Kind, obj.Name, agent, token, answer)
 	}
 }
 
@@ -209,36 +219,48 @@ func (p *passed) Get(ctx context.Context, obj lbrecon.Object) (lbrecon.Object, e
 }
 
 func (p *passed) Create(ctx context.Context, obj lbrecon.Object) (lbrecon.Object, error) {
-	p.wrote(ctx, lbrecon.VerbCreate, obj)
-	return p.e.Create(ctx, obj)
+	done := p.wrote(ctx, lbrecon.VerbCreate, obj)
+	got, err := p.e.Create(ctx, obj)
+	done(got.ID, err)
+	return got, err
 }
 
 func (p *passed) Destroy(ctx context.Context, obj lbrecon.Object) error {
-	p.wrote(ctx, lbrecon.VerbDestroy, obj)
-	return p.e.Destroy(ctx, obj)
+	done := p.wrote(ctx, lbrecon.VerbDestroy, obj)
+	err := p.e.Destroy(ctx, obj)
+	done(obj.ID, err)
+	return err
 }
 
 func (p *passed) Tag(ctx context.Context, obj lbrecon.Object, tags []string) error {
-	p.wrote(ctx, lbrecon.VerbTag, obj)
-	return p.e.Tag(ctx, obj, tags)
+	done := p.wrote(ctx, lbrecon.VerbTag, obj)
+	err := p.e.Tag(ctx, obj, tags)
+	done(obj.ID, err)
+	return err
 }
 
 func (p *passed) Repair(ctx context.Context, obj lbrecon.Object) (lbrecon.Object, error) {
-	p.wrote(ctx, lbrecon.VerbRepair, obj)
-	return p.e.Repair(ctx, obj)
+	done := p.wrote(ctx, lbrecon.VerbRepair, obj)
+	got, err := p.e.Repair(ctx, obj)
+	done(got.ID, err)
+	return got, err
 }
 
 func (p *passed) Update(ctx context.Context, current, desired lbrecon.Object) (lbrecon.Object, error) {
-	p.wrote(ctx, lbrecon.VerbUpdate, desired)
-	return p.e.Update(ctx, current, desired)
+	done := p.wrote(ctx, lbrecon.VerbUpdate, desired)
+	got, err := p.e.Update(ctx, current, desired)
+	done(got.ID, err)
+	return got, err
 }
 
 func (p *passed) CreateIdempotent(ctx context.Context, obj lbrecon.Object, token string) (lbrecon.Object, error) {
 	if !p.w.cfg.Provider.Idempotency {
 		return lbrecon.Object{}, lbrecon.ErrNotSupported // nothing sent, so nothing recorded
 	}
-	p.wrote(ctx, lbrecon.VerbCreate, obj)
-	return p.e.CreateIdempotent(ctx, obj, token)
+	done := p.wrote(ctx, lbrecon.VerbCreate, obj)
+	got, err := p.e.CreateIdempotent(ctx, obj, token)
+	done(got.ID, err)
+	return got, err
 }
 
 func (p *passed) ListLag() time.Duration { return p.e.ListLag() }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing/synctest"
 	"time"
 
@@ -27,6 +28,7 @@ type world struct {
 	fence    *lbrecon.Fence
 	agents   []*slot
 	terms    termWatch
+	quieting atomic.Bool // the quiet period began: count-bound provider faults are spent
 
 	mu         sync.Mutex
 	violations []Violation
