@@ -59,6 +59,11 @@ func Test(t *testing.T, cfg Config, seeds ...uint64) {
 	}
 }
 
+// Seeded reports whether the seeds were given on the command line
+// (-fleetsim.seed or -fleetsim.count), as cmd/soak gives them: a test too
+// long for every run of the suite can skip unless they were.
+func Seeded() bool { return *seedFlag != 0 || *countFlag != 0 }
+
 // writeTimeline writes r's whole timeline to the -fleetsim.timeline
 // directory.
 func writeTimeline(t *testing.T, r Result) {

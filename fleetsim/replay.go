@@ -1,8 +1,10 @@
 package fleetsim
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -10,10 +12,10 @@ import (
 
 // ReplayRate runs seed runs times, each in a synctest bubble of its own
 // inside a subtest of t, and returns the fraction of runs whose timeline
-// is the first run's, line for line (random identities masked), and a description of where the
-// first run that differs parted from it ("" when none did). Agent log
-// lines are left out of the comparison (they carry random identities).
-// It measures how far Go's scheduler lets one seed replay (see the package
+// is the first run's: the same entries at the same instants (log lines
+// left out, random identities masked, entries of one instant in any
+// order), and a description of where the
+// first run that differs parted from it ("" when none did). It measures how far Go's scheduler lets one seed replay (see the package
 // documentation).
 func ReplayRate(t *testing.T, cfg Config, seed uint64, runs int) (float64, string) {
 	t.Helper()
@@ -45,8 +47,9 @@ func ReplayRate(t *testing.T, cfg Config, seed uint64, runs int) (float64, strin
 // reaper identity), which differ between runs by design.
 var randomID = regexp.MustCompile(`\b[0-9a-f]{16}\b`)
 
-// comparable drops the log lines and masks the random identities of a
-// timeline.
+// comparable drops the log lines of a timeline, masks its random
+// identities, and sorts the entries of each instant, whose order is the
+// scheduler's.
 func comparable(tl []Entry) []Entry {
 	var out []Entry
 	for _, e := range tl {
@@ -56,6 +59,9 @@ func comparable(tl []Entry) []Entry {
 		e.What = randomID.ReplaceAllString(e.What, "<id>")
 		out = append(out, e)
 	}
+	slices.SortStableFunc(out, func(a, b Entry) int {
+		return cmp.Or(cmp.Compare(a.At, b.At), cmp.Compare(a.Source, b.Source), cmp.Compare(a.What, b.What))
+	})
 	return out
 }
 

@@ -100,14 +100,8 @@ func soak(ctx context.Context, c config, out io.Writer) error {
 	var t totals
 	var wg sync.WaitGroup
 	errs := make([]error, c.procs)
-	per := (c.seeds + c.procs - 1) / c.procs
-	for p := range c.procs {
-		from := c.first + uint64(p*per)
-		n := min(per, c.seeds-p*per)
-		if n <= 0 {
-			break
-		}
-		wg.Go(func() { errs[p] = runSeeds(ctx, c, bin, from, n, &t) })
+	for p, r := range split(c.first, c.seeds, c.procs) {
+		wg.Go(func() { errs[p] = runSeeds(ctx, c, bin, r.first, r.n, &t) })
 	}
 	wg.Wait()
 	wall := time.Since(start)
@@ -127,6 +121,54 @@ func soak(ctx context.Context, c config, out io.Writer) error {
 		return fmt.Errorf("%d of %d seeds failed", len(t.failed), t.runs)
 	}
 	return nil
+}
+
+// seedRange is n seeds from first on.
+type seedRange struct {
+	first uint64
+	n     int
+}
+
+// split divides seeds seeds from first into at most procs ranges of
+// nearly equal size.
+func split(first uint64, seeds, procs int) []seedRange {
+	var out []seedRange
+	per := (seeds + procs - 1) / procs
+	for p := range procs {
+		n := min(per, seeds-p*per)
+		if n <= 0 {
+			break
+		}
+		out = append(out, seedRange{first: first + uint64(p*per), n: n})
+	}
+	return out
+}
+
+// run is what one "fleetsim-run" line reports.
+type run struct {
+	seed       uint64
+	simulated  time.Duration
+	agentHours float64
+	violated   bool
+}
+
+// parse reads a "fleetsim-run" line, or a failed subtest's line (then only
+// seed and violated are set), and reports whether line was one.
+func parse(line string) (run, bool) {
+	if m := runLine.FindStringSubmatch(line); m != nil {
+		seed, err1 := strconv.ParseUint(m[1], 10, 64)
+		sim, err2 := time.ParseDuration(m[2])
+		hours, err3 := strconv.ParseFloat(m[3], 64)
+		if err := errors.Join(err1, err2, err3); err != nil {
+			return run{}, false
+		}
+		return run{seed: seed, simulated: sim, agentHours: hours, violated: m[4] == "true"}, true
+	}
+	if m := failLine.FindStringSubmatch(line); m != nil {
+		seed, err := strconv.ParseUint(m[1], 10, 64)
+		return run{seed: seed, violated: true}, err == nil
+	}
+	return run{}, false
 }
 
 // runSeeds runs n seeds from first in one process of the test binary and
@@ -151,23 +193,19 @@ func runSeeds(ctx context.Context, c config, bin string, first uint64, n int, t 
 	sc := bufio.NewScanner(stdout)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for sc.Scan() {
-		line := sc.Text()
-		if m := runLine.FindStringSubmatch(line); m != nil {
-			seed, _ := strconv.ParseUint(m[1], 10, 64)
-			sim, _ := time.ParseDuration(m[2])
-			hours, _ := strconv.ParseFloat(m[3], 64)
+		r, ok := parse(sc.Text())
+		if !ok {
+			continue
+		}
+		if r.violated {
+			failed[r.seed] = true
+		}
+		if r.simulated > 0 {
 			t.mu.Lock()
 			t.runs++
-			t.simulated += sim
-			t.agentHours += hours
+			t.simulated += r.simulated
+			t.agentHours += r.agentHours
 			t.mu.Unlock()
-			if m[4] == "true" {
-				failed[seed] = true
-			}
-		}
-		if m := failLine.FindStringSubmatch(line); m != nil {
-			seed, _ := strconv.ParseUint(m[1], 10, 64)
-			failed[seed] = true
 		}
 	}
 	werr := cmd.Wait() // exits 1 when a seed failed; that is reported by seed
