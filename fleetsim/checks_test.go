@@ -208,3 +208,37 @@ func TestReplayRate(t *testing.T) {
 		t.Errorf("replay rate %.2f, want 1: %s", rate, parted)
 	}
 }
+
+// creator is an agent whose first member creates objs once, with a token,
+// and then waits.
+func creator(objs ...lbrecon.Object) Agent {
+	return func(ctx context.Context, d Deps) error {
+		if d.Index == 0 && d.Boot == 0 {
+			for _, o := range objs {
+				if _, err := d.Engine.Create(lbrecon.WithToken(ctx, 1), o); err != nil {
+					return err
+				}
+			}
+		}
+		<-ctx.Done()
+		return nil
+	}
+}
+
+// An object left without the fleet's tag is a leak, and two tagged objects
+// of one kind and name a duplicate: the run does not converge.
+func TestLeakedAndDuplicateObjects(t *testing.T) {
+	for name, objs := range map[string][]lbrecon.Object{
+		"not tagged": {{Kind: lbrecon.KindBackend, Name: "b"}},
+		"exists twice": {{Kind: lbrecon.KindBackend, Name: "b", Tags: []string{"t"}},
+			{Kind: lbrecon.KindBackend, Name: "b", Tags: []string{"t"}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			v := only(t, simulate(t, Config{Agent: creator(objs...), Tag: "t", Duration: time.Minute, Quiet: time.Minute,
+				Nemesis: Nemesis{}.Only(RestartAPIServer)}), Converges)
+			if !strings.Contains(v.Detail, name) {
+				t.Errorf("violation %q, want it to say %q", v.Detail, name)
+			}
+		})
+	}
+}
