@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/pprof"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -42,6 +43,10 @@ type slot struct {
 	started time.Time
 	ran     time.Duration
 	req     *meter // this run's apiserver requests
+	// emptyWatches makes every watch of this run end at once, empty.
+	emptyWatches atomic.Bool
+	// partitioned is set while the nemesis keeps this run's client cut.
+	partitioned atomic.Bool
 }
 
 const stateDir = "/var/lib/agent"
@@ -75,8 +80,14 @@ func (w *world) start(ctx context.Context, s *slot) {
 		w.before(s, a)
 		return false, nil, nil
 	})
+	s.emptyWatches.Store(false)
+	s.partitioned.Store(false)
 	s.kube.PrependWatchReactor("*", func(a k8stesting.Action) (bool, watch.Interface, error) {
 		w.before(s, a)
+		if s.emptyWatches.Load() {
+			ended := watch.NewEmptyWatch() // its result channel is closed
+			return true, ended, nil
+		}
 		return false, nil, nil
 	})
 	runCtx, cancel := context.WithCancel(ctx)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/reconkit/reconkit/lbrecon"
 	"github.com/reconkit/reconkit/lbrecon/lbrecontest"
@@ -240,5 +241,42 @@ func TestLeakedAndDuplicateObjects(t *testing.T) {
 				t.Errorf("violation %q, want it to say %q", v.Detail, name)
 			}
 		})
+	}
+}
+
+// An agent that watches again at once whenever its watch ends spins once
+// the nemesis ends every watch at once.
+func TestWatchSpinsOnEmptyWatches(t *testing.T) {
+	rewatch := func(ctx context.Context, d Deps) error {
+		for ctx.Err() == nil {
+			w, err := d.Kube.CoreV1().ConfigMaps("default").Watch(ctx, metav1.ListOptions{})
+			if err != nil {
+				if !sleepCtx(ctx, time.Second) {
+					return nil
+				}
+				continue
+			}
+			drain(ctx, w)
+		}
+		return nil
+	}
+	v := only(t, simulate(t, Config{Agent: rewatch, Nemesis: Nemesis{}.Only(EmptyWatches)}), RequestBudget)
+	if !strings.Contains(v.Detail, "watch configmaps") {
+		t.Errorf("violation %q, want it to name the watches", v.Detail)
+	}
+}
+
+// drain reads w until it ends or ctx does, and stops it.
+func drain(ctx context.Context, w watch.Interface) {
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-w.ResultChan():
+			if !ok {
+				return
+			}
+		}
 	}
 }

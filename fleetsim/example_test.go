@@ -24,4 +24,5 @@ func ExampleNemesis_Without() {
 	// provider-outage: 0
 	// provider-fail-create: 1
 	// provider-lost-answer: 1
+	// empty-watches: 1
 }

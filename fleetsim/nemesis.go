@@ -33,6 +33,10 @@ const (
 	// (kubefake.Server.EndWatches), and with a server that has a Restart
 	// method, that is called instead.
 	RestartAPIServer Kind = "apiserver-restart"
+	// EmptyWatches makes every watch of one agent end at once with no
+	// event, as behind a proxy that closes idle streams, for 30 seconds to
+	// 3 minutes.
+	EmptyWatches Kind = "empty-watches"
 	// DeleteLease deletes one Lease, chosen among all of them (an
 	// election's, a version gate's records, Node heartbeats), as an
 	// operator does to unstick a controller.
@@ -57,14 +61,14 @@ const (
 // Kinds returns every kind of event, in a fixed order.
 func Kinds() []Kind {
 	return []Kind{Crash, PartitionAPIServer, PartitionProvider, RestartAPIServer, DeleteLease,
-		OperatorEdit, ProviderRateLimit, ProviderOutage, ProviderFailCreate, ProviderLostAnswer}
+		OperatorEdit, ProviderRateLimit, ProviderOutage, ProviderFailCreate, ProviderLostAnswer, EmptyWatches}
 }
 
 // DefaultWeights returns the weights a Nemesis with nil Weights uses.
 func DefaultWeights() map[Kind]int {
 	return map[Kind]int{Crash: 3, PartitionAPIServer: 3, PartitionProvider: 2, RestartAPIServer: 2,
 		DeleteLease: 1, OperatorEdit: 1, ProviderRateLimit: 2, ProviderOutage: 1, ProviderFailCreate: 1,
-		ProviderLostAnswer: 1}
+		ProviderLostAnswer: 1, EmptyWatches: 1}
 }
 
 // Nemesis chooses the faults of a run.
@@ -284,7 +288,13 @@ func (n *nemesis) event(ctx context.Context, k Kind) {
 		c := s.kube
 		tl("%s cut from the apiserver for %s", s.name, d)
 		c.Cut()
-		n.later(d, "heal "+s.name+" to the apiserver", func(context.Context) { c.Heal() })
+		s.partitioned.Store(true)
+		n.later(d, "heal "+s.name+" to the apiserver", func(context.Context) {
+			c.Heal()
+			if s.kube == c {
+				s.partitioned.Store(false)
+			}
+		})
 	case PartitionProvider:
 		d := between(r, 5*time.Second, 90*time.Second)
 		if !s.running() {
@@ -332,6 +342,24 @@ func (n *nemesis) event(ctx context.Context, k Kind) {
 				}
 			})
 		}
+	case EmptyWatches:
+		d := between(r, 30*time.Second, 3*time.Minute)
+		if !s.running() {
+			tl("%s is down", s.name)
+			return
+		}
+		c := s.kube
+		tl("every watch of %s ends at once, for %s", s.name, d)
+		s.emptyWatches.Store(true)
+		if !s.partitioned.Load() {
+			c.Cut() // ends the watches open now, as the proxy closing them does
+			c.Heal()
+		}
+		n.later(d, "watches of "+s.name+" last again", func(context.Context) {
+			if s.kube == c {
+				s.emptyWatches.Store(false)
+			}
+		})
 	case ProviderRateLimit:
 		verbs := []lbrecon.Verb{lbrecon.VerbList, lbrecon.VerbGet, lbrecon.VerbCreate, lbrecon.VerbDestroy}
 		verb := verbs[r.IntN(len(verbs))]
