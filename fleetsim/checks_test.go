@@ -280,3 +280,29 @@ func drain(ctx context.Context, w watch.Interface) {
 		}
 	}
 }
+
+// Creation failures the nemesis injected and the agents have not spent yet
+// end with the quiet period: it judges the agents' liveness, not the
+// faults' count.
+func TestQuietEndsCreationFailures(t *testing.T) {
+	retry := func(ctx context.Context, d Deps) error {
+		ctx = lbrecon.WithToken(ctx, 1)
+		// Every 4 minutes, from when failures have piled up.
+		for d.Index == 0 && d.Boot == 0 && sleepCtx(ctx, 4*time.Minute) {
+			_, err := d.Engine.Create(ctx, lbrecon.Object{Kind: lbrecon.KindBackend, Name: "b", Tags: []string{"t"}})
+			if err == nil {
+				break
+			}
+		}
+		<-ctx.Done()
+		return nil
+	}
+	one := func([]Deps) func([]lbrecon.Object) bool {
+		return func(objs []lbrecon.Object) bool { return len(objs) == 1 }
+	}
+	r := simulate(t, Config{Agent: retry, Tag: "t", Converged: one, Duration: 5 * time.Minute,
+		Nemesis: Nemesis{Every: 5 * time.Second}.Only(ProviderFailCreate)})
+	if err := r.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
