@@ -60,11 +60,11 @@ func newSlot(w *world, i int) *slot {
 
 func (s *slot) running() bool { return s.cancel != nil }
 
-// deps returns what the current run gets; with a nil ctx, only the names.
-func (s *slot) deps(ctx context.Context) Deps {
+// deps returns what the current run gets; without live, only the names.
+func (s *slot) deps(live bool) Deps {
 	d := Deps{Name: s.name, Index: s.index, IP: s.ip, Boot: s.boot - 1, FS: s.fs, Dir: stateDir,
 		Clock: clock.RealClock{}}
-	if ctx != nil {
+	if live {
 		d.Kube, d.Engine = s.kube, s.link
 	}
 	return d
@@ -98,7 +98,7 @@ func (w *world) start(ctx context.Context, s *slot) {
 	runCtx = logr.NewContext(runCtx, log.WithName(s.name))
 	s.cancel, s.done, s.started = cancel, make(chan error, 1), time.Now()
 	s.label = fmt.Sprintf("%s/%s#%d", w.id, s.name, s.boot)
-	d := s.deps(runCtx)
+	d := s.deps(true)
 	done := s.done
 	w.tl.add(s.name, "starts (run %d)", s.boot)
 	go pprof.Do(runCtx, pprof.Labels(labelKey, s.label), func(ctx context.Context) {

@@ -138,7 +138,7 @@ func (w *world) quiet(ctx context.Context, n *nemesis) {
 	}
 	var fleet []Deps
 	for _, s := range w.agents {
-		fleet = append(fleet, s.deps(nil))
+		fleet = append(fleet, s.deps(false))
 	}
 	converged := func([]lbrecon.Object) bool { return true }
 	if w.cfg.Converged != nil {

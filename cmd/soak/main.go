@@ -159,7 +159,7 @@ func parse(line string) (run, bool) {
 		seed, err1 := strconv.ParseUint(m[1], 10, 64)
 		sim, err2 := time.ParseDuration(m[2])
 		hours, err3 := strconv.ParseFloat(m[3], 64)
-		if err := errors.Join(err1, err2, err3); err != nil {
+		if err := errors.Join(err1, err2, err3); err != nil || sim < 0 || !(hours >= 0) {
 			return run{}, false
 		}
 		return run{seed: seed, simulated: sim, agentHours: hours, violated: m[4] == "true"}, true

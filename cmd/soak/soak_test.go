@@ -43,3 +43,28 @@ func TestParse(t *testing.T) {
 		}
 	}
 }
+
+// The lines soak reads come from another process: parse never panics, and
+// what it accepts names a seed it could print again.
+func FuzzParse(f *testing.F) {
+	for _, line := range []string{
+		"    fleetsim.go:49: fleetsim-run seed=12 events=30 simulated=15m2s agent-hours=0.727 requests=2512 violated=false",
+		"    --- FAIL: TestFleet/seed=9 (12.00s)",
+		"fleetsim-run seed=99999999999999999999999 events=1 simulated=1s agent-hours=1 requests=1 violated=true",
+		"fleetsim-run seed=1 events=1 simulated=9999999999h agent-hours=1e400 requests=1 violated=false",
+		"fleetsim-run seed=1 events=1 simulated=-5s agent-hours=-1 requests=1 violated=false",
+		"fleetsim-run seed=1 events=1 simulated=5s agent-hours=NaN requests=1 violated=false",
+		"",
+	} {
+		f.Add(line)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		r, ok := parse(line)
+		if !ok && r != (run{}) {
+			t.Errorf("parse(%q) refused the line but returned %+v", line, r)
+		}
+		if ok && (r.simulated < 0 || !(r.agentHours >= 0)) {
+			t.Errorf("parse(%q) = %+v: negative or not a number", line, r)
+		}
+	})
+}
