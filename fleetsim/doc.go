@@ -99,9 +99,9 @@
 //   - A goroutine cannot be killed: an agent whose Run never returns is
 //     reported (Stops), and then the bubble, left with a goroutine blocked
 //     for ever, ends the test with synctest's deadlock panic and the stacks.
-//   - Speed: five examples/outsider agents make about 6 simulated
-//     agent-hours per CPU-minute without the race detector (cmd/soak, 4 runs
-//     of an hour), far from 100. About 60% of the CPU goes to client-go's
+//   - Speed: five examples/outsider agents make 6 to 7 simulated
+//     agent-hours per CPU-minute without the race detector (cmd/soak, two
+//     soaks of 4 runs of an hour each), far from 100. About 60% of the CPU goes to client-go's
 //     field-managed object tracker under kubefake, which builds a REST
 //     mapper on every Update.
 package fleetsim
