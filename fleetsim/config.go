@@ -1,0 +1,156 @@
+package fleetsim
+
+import (
+	"context"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+
+	"github.com/reconkit/reconkit/checkpoint/checkpointtest"
+	"github.com/reconkit/reconkit/kubefake"
+	"github.com/reconkit/reconkit/lbrecon"
+	"github.com/reconkit/reconkit/lbrecon/lbrecontest"
+)
+
+// Agent runs one agent of the fleet until ctx ends, as a host's main runs
+// it; it returns nil then. The simulator calls it again, with the same disk,
+// after every crash.
+type Agent func(ctx context.Context, d Deps) error
+
+// Deps is what one run of one agent gets from the world. ctx carries a
+// logger (logr.FromContextOrDiscard) named after the agent.
+type Deps struct {
+	Name  string // "agent-0", "agent-1", ...: a Node name, a Lease identity
+	Index int    // the agent's place in the fleet, from 0
+	IP    string // "10.0.0.<Index+1>"
+	Boot  int    // how many runs of this agent came before this one
+
+	// Kube is this run's own client of the one apiserver: a partition or a
+	// crash cuts it alone. A restarted agent gets a new client.
+	Kube *kubefake.Client
+	// Engine is this run's link to the one provider: writes pass its fence
+	// (lbrecon.Guard with the world's lbrecon.Fence), and a partition or a
+	// crash cuts the link alone.
+	Engine lbrecon.Engine
+	// FS is the agent's disk; it keeps across a crash only what was
+	// synced. Dir is a durable directory on it for the agent's state.
+	FS  *checkpointtest.StrictFS
+	Dir string
+	// Clock is the real clock: inside the simulation, simulated time.
+	Clock clock.WithTicker
+}
+
+// Config describes a fleet and the world it runs in. Agent is required;
+// every other field has a default.
+type Config struct {
+	// Seed draws every choice of the nemesis; the same seed and Config give
+	// the same schedule of faults. 0 means 1.
+	Seed uint64
+	// Agents is the fleet's size; 0 means 3.
+	Agents int
+	// Agent runs one agent.
+	Agent Agent
+	// Objects are in the apiserver when the run starts.
+	Objects []runtime.Object
+	// Kube configures the apiserver; its Clock is set to the real clock
+	// (simulated time) when nil.
+	Kube kubefake.Config
+	// Provider configures the provider; its Clock is set to the real clock
+	// when nil.
+	Provider lbrecontest.Config
+	// Tag marks the provider objects the agents own. When set, no object
+	// may be left untagged and no two tagged objects may share a kind and
+	// a name once the quiet period has converged.
+	Tag string
+	// Converged returns, for the fleet (each agent's latest Deps, Kube and
+	// Engine left out), the condition the provider's objects meet once the
+	// fleet has converged; nil means the provider is not judged (see
+	// lbrecontest.Converged).
+	Converged func(fleet []Deps) func([]lbrecon.Object) bool
+	// Duration is how long the nemesis acts, in simulated time; 0 means
+	// 30 minutes.
+	Duration time.Duration
+	// Quiet is the time allowed after the nemesis stopped, every fault
+	// undone and every agent running, for the fleet to converge; 0 means
+	// 10 minutes.
+	Quiet time.Duration
+	// Nemesis chooses the faults.
+	Nemesis Nemesis
+	// Budget bounds each agent's requests.
+	Budget Budget
+	// StopTimeout is how long an agent's Run may take to return once its
+	// context ended; 0 means one minute.
+	StopTimeout time.Duration
+	// Logger is given, named after each agent, to the agents' contexts; the
+	// zero value writes the agents' info and error logs (V(0)) to the
+	// timeline.
+	Logger logr.Logger
+	// LogVerbosity is the verbosity of the agents' logs in the timeline
+	// when Logger is the zero value: 0 keeps info and errors, 1 adds
+	// reconkit's retries and plans.
+	LogVerbosity int
+	// Start is the simulated wall-clock time the run begins at, when it is
+	// later than the bubble's own start (midnight UTC, 1 January 2000).
+	// Test sets it to the start of the current UTC day (see the package
+	// documentation on HandleError).
+	Start time.Time
+}
+
+// Budget bounds the requests one agent sends. Every loop that meets the
+// same answer for ever must fall to about one request per second (the
+// project's request-budget rule); a loop that spins sends many requests
+// without simulated time passing.
+type Budget struct {
+	// PerMinute is the most requests one run of an agent may send to the
+	// apiserver, and the most calls it may make to the provider, in any
+	// minute of simulated time; 0 means 600.
+	PerMinute int
+	// AtOnce is the most it may send at one instant of simulated time;
+	// 0 means 200.
+	AtOnce int
+}
+
+// Edit is an operator's edit of the host's objects, such as a bad ConfigMap.
+type Edit struct {
+	Name string
+	// Do makes the edit.
+	Do func(ctx context.Context, c kubernetes.Interface) error
+	// Undo, when set, puts things right again, a while after Do and at the
+	// latest when the quiet period begins.
+	Undo func(ctx context.Context, c kubernetes.Interface) error
+}
+
+func (c Config) withDefaults() Config {
+	if c.Seed == 0 {
+		c.Seed = 1
+	}
+	if c.Agents == 0 {
+		c.Agents = 3
+	}
+	if c.Duration == 0 {
+		c.Duration = 30 * time.Minute
+	}
+	if c.Quiet == 0 {
+		c.Quiet = 10 * time.Minute
+	}
+	if c.StopTimeout == 0 {
+		c.StopTimeout = time.Minute
+	}
+	if c.Budget.PerMinute == 0 {
+		c.Budget.PerMinute = 600
+	}
+	if c.Budget.AtOnce == 0 {
+		c.Budget.AtOnce = 200
+	}
+	if c.Kube.Clock == nil {
+		c.Kube.Clock = clock.RealClock{}
+	}
+	if c.Provider.Clock == nil {
+		c.Provider.Clock = clock.RealClock{}
+	}
+	c.Nemesis = c.Nemesis.withDefaults()
+	return c
+}
