@@ -2,7 +2,8 @@
 // candidates that share an etcd key prefix, with terms whose writes etcd
 // itself fences.
 //
-// An [Elector] implements election.Elector; its terms are [*Leadership]
+// An [Elector] implements election.Elector and election.TermHolder
+// ([Elector.CurrentEtcd] gives the concrete term); its terms are [*Leadership]
 // values, which implement election.Leadership and election.Expiring and
 // add the comparison and transactions that make etcd refuse a write once
 // the term has ended ([Leadership.Guard], [Leadership.Txn],

@@ -3,7 +3,8 @@
 // client-go's record format, so client-go candidates and ours can share
 // one Lease.
 //
-// An [Elector] implements election.Elector; its terms implement
+// An [Elector] implements election.Elector and election.TermHolder
+// ([Elector.Current]); its terms implement
 // election.Leadership and election.Expiring. [GuardedConfig] gates a
 // client's writes on a term of either backend. Run, the Metrics and
 // EventRecorder hooks, the sentinels and the guarantees this backend keeps

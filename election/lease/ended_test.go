@@ -49,6 +49,9 @@ func TestGateClosesAtTheRenewalThatFindsTheLeaseGone(t *testing.T) {
 			defer cancel()
 			l, err := f.Campaign(ctx)
 			require.NoError(t, err)
+			cur, ok := f.Current()
+			require.True(t, ok, "Current while leading")
+			require.Equal(t, l, cur, "Current while leading")
 			next := &okTransport{}
 			gate := &writeGate{next: next, l: l}
 			write := func() error {
@@ -80,6 +83,8 @@ func TestGateClosesAtTheRenewalThatFindsTheLeaseGone(t *testing.T) {
 			require.True(t, errors.Is(write(), election.ErrNotLeader), "a write after the term ended")
 			require.Equal(t, 2, next.sent, "writes that reached the apiserver")
 			require.False(t, f.Leading())
+			_, ok = f.Current()
+			require.False(t, ok, "Current after the term was lost")
 		})
 	}
 }

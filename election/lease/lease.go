@@ -143,7 +143,10 @@ type Elector struct {
 	candidateWG   sync.WaitGroup // the keeper, waited for by Close
 }
 
-var _ election.Elector = (*Elector)(nil)
+var (
+	_ election.Elector    = (*Elector)(nil)
+	_ election.TermHolder = (*Elector)(nil)
+)
 
 // New validates cfg, fills its defaults and returns a candidate. It
 // sends no request.
@@ -225,6 +228,17 @@ func (e *Elector) Identity() string { return e.cfg.Identity }
 // it may act on now: leader flag up, term context live, clock before
 // ValidUntil. The write gate of GuardedConfig asks the same question.
 func (e *Elector) Leading() bool { return e.validNow() }
+
+// Current implements election.TermHolder: the term this candidate holds,
+// while Leading reports true. It is the term a GuardedConfig for this
+// moment is built on.
+func (e *Elector) Current() (election.Leadership, bool) {
+	t := e.current()
+	if t == nil || !t.ValidNow() {
+		return nil, false
+	}
+	return t, true
+}
 
 // LeadingChanged returns a channel that is closed when this candidate next
 // starts or ends a term; read Leading after it is closed, and call
