@@ -436,6 +436,12 @@ func (e *Elector) campaignErr(cctx context.Context) error {
 // campaignOnce follows the Lease until this candidate acquires it.
 func (e *Elector) campaignOnce(ctx context.Context, log logr.Logger) (*leadership, error) {
 	var won *leadership
+	// conflicts counts the takeover attempts in a row that met a
+	// conflict. The first is read again at once (somebody else wrote
+	// first, and the read shows who); the next ones wait a retry period,
+	// as client-go's candidates do, so that a server or webhook that
+	// answers every write with 409 does not make the candidate spin.
+	conflicts := 0
 	err := e.follow(ctx, func(ctx context.Context, o observation) followAction {
 		now := e.clock.Now()
 		switch {
@@ -449,6 +455,9 @@ func (e *Elector) campaignOnce(ctx context.Context, log logr.Logger) (*leadershi
 			return followAction{wakeAt: o.expiry()}
 		}
 		t, err := e.tryAcquire(ctx, o)
+		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
+			conflicts = 0
+		}
 		switch {
 		case err == nil:
 			// The previous holder's term ended, as this candidate saw it,
@@ -463,12 +472,16 @@ func (e *Elector) campaignOnce(ctx context.Context, log logr.Logger) (*leadershi
 			won = t
 			return followAction{done: true}
 		case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
-			return followAction{refresh: true} // somebody else wrote first: read again
+			conflicts++
+			if conflicts == 1 {
+				return followAction{refresh: true} // somebody else wrote first: read again
+			}
+			return followAction{rereadAt: e.clock.Now().Add(e.retryWait())}
 		case ctx.Err() != nil:
 			return followAction{}
 		default:
 			log.Error(err, "acquiring the lease failed; retrying")
-			return followAction{wakeAt: e.clock.Now().Add(e.cfg.RetryPeriod)}
+			return followAction{wakeAt: e.clock.Now().Add(e.retryWait())}
 		}
 	})
 	if won == nil {
