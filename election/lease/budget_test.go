@@ -163,3 +163,64 @@ func requestBudget(t *testing.T, lead bool, inject func(*kubefake.Server, *kubef
 		require.LessOrEqual(t, got, int64((budgetWindow-budgetSettle)/time.Second), "requests: more than one a second")
 	})
 }
+
+// A coordinated candidate whose LeaseCandidate watch ends at once, or
+// whose LeaseCandidate requests all fail, retries after a wait that
+// doubles from RetryPeriod to 30s: after 30s of it, at most one request a
+// second (here a read, a write and a watch per 30s), where it paid that
+// round every RetryPeriod before.
+func TestLeaseCandidateRequestBudget(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		inject func(cli *kubefake.Client, count func())
+	}{
+		{"every watch ends at once", func(cli *kubefake.Client, count func()) {
+			cli.PrependWatchReactor("leasecandidates", func(k8stesting.Action) (bool, watch.Interface, error) {
+				count()
+				return true, watch.NewEmptyWatch(), nil
+			})
+		}},
+		{"500 on every request", func(cli *kubefake.Client, _ func()) {
+			cli.Server().Inject(kubefake.Fault{Resource: "leasecandidates", Answer: kubefake.InternalError()})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				cli := kubefake.Config{}.NewServer().NewClient()
+				var counting atomic.Bool
+				var n atomic.Int64
+				count := func() {
+					if counting.Load() {
+						n.Add(1)
+					}
+				}
+				cli.PrependReactor("*", "leasecandidates", func(k8stesting.Action) (bool, runtime.Object, error) {
+					count()
+					return false, nil, nil
+				})
+				cli.PrependWatchReactor("leasecandidates", func(k8stesting.Action) (bool, watch.Interface, error) {
+					count()
+					return false, nil, nil
+				})
+				tc.inject(cli, count)
+				e, err := New(Config{
+					Client: cli, Namespace: "ns", Name: "lease", Identity: "pod-0",
+					Coordinated: &Coordinated{BinaryVersion: "1.4.2"},
+				})
+				require.NoError(t, err)
+				ctx, cancel := context.WithCancel(context.Background())
+				ch := campaignAsync(ctx, e) // nobody names it: it waits
+				<-time.After(budgetSettle)
+				counting.Store(true)
+				<-time.After(budgetWindow - budgetSettle)
+				counting.Store(false)
+				got := n.Load()
+				t.Logf("%d LeaseCandidate requests in %v after %v of the answer", got, budgetWindow-budgetSettle, budgetSettle)
+				cancel()
+				<-ch
+				require.NoError(t, e.Close())
+				require.LessOrEqual(t, got, int64((budgetWindow-budgetSettle)/time.Second), "requests: more than one a second")
+			})
+		})
+	}
+}
