@@ -224,3 +224,20 @@ func TestLeaseCandidateRequestBudget(t *testing.T) {
 		})
 	}
 }
+
+// Retries wait RetryPeriod plus up to 1.2 × RetryPeriod more, spread at
+// random as client-go's candidates' are, so that followers whose watches
+// one restart ended do not poll the apiserver in step.
+func TestRetryWaitIsJittered(t *testing.T) {
+	e, err := New(Config{Client: kubefake.NewClientset(), Namespace: "ns", Name: "lease", Identity: "me"})
+	require.NoError(t, err)
+	seen := map[time.Duration]bool{}
+	for range 200 {
+		d := e.retryWait()
+		require.GreaterOrEqual(t, d, DefaultRetryPeriod)
+		require.Less(t, d, DefaultRetryPeriod+time.Duration(leaseJitter*float64(DefaultRetryPeriod)))
+		seen[d] = true
+	}
+	require.Greater(t, len(seen), 100, "waits of a fleet's followers must differ")
+	require.NoError(t, e.Close())
+}
