@@ -3,7 +3,8 @@
 // leadership is lost.
 //
 // This package holds what hosts and backends share: the [Elector] and
-// [Leadership] interfaces, [Token], [LeaderInfo], [Expiring], [Run], the
+// [Leadership] interfaces, [Token], [LeaderInfo], [Expiring],
+// [TermHolder], [Run], the
 // [Metrics] and [EventRecorder] hooks, the sentinels and the
 // [HealthCheck]. It compiles neither etcd's client nor client-go. The
 // backends live in subpackages, so a host compiles only the client it
@@ -69,7 +70,11 @@
 //
 // Both electors answer Leading without a request (term live and before its
 // ValidUntil) and LeadingChanged returns a channel closed at the next
-// change, so a host neither polls nor asks the server. Both are built
+// change, so a host neither polls nor asks the server. Both are a
+// [TermHolder]: Current returns the term they hold while Leading is true,
+// so an object a host keeps across terms (a cloud-controller-manager's
+// load balancer implementation) takes the current term's context and
+// token at each call rather than from a lead function. Both are built
 // with their package's New(cfg), campaign with Campaign or Run, and are
 // shut down with Close, which ends a term still held and leaves its
 // release to its holder (see above). [Token] is a plain uint64 and

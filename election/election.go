@@ -123,3 +123,19 @@ type Expiring interface {
 	// which the term is known valid.
 	ValidUntil() time.Time
 }
+
+// TermHolder is implemented by an Elector that tells, without a request,
+// which term it holds now: etcd.Elector, lease.Elector and electiontest's
+// Candidate. It is for a host that keeps an object across terms (a
+// cloud-controller-manager's load balancer implementation, a cache) and
+// needs the current term's Context and Token at each call, not only
+// inside the lead function Run hands a term to.
+type TermHolder interface {
+	// Current returns the term this candidate holds and true when its
+	// Leading reports true: the term context is live and, for a term
+	// that implements Expiring, the clock is before its ValidUntil.
+	// Otherwise it returns nil and false. The term can end right after
+	// Current returned: act under its Context, and fence writes with its
+	// Token (or, on etcd, its guard), as for any term.
+	Current() (Leadership, bool)
+}

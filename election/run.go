@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -63,8 +64,9 @@ func WithRetryInterval(initial, max time.Duration) RunOption {
 	return func(o *runOptions) { o.initialInterval, o.maxInterval = initial, max }
 }
 
-// WithRetryJitter sets the randomization factor of retry waits, in [0, 1]
-// (default 0.2). Zero makes them deterministic, which tests rely on.
+// WithRetryJitter sets the randomization factor of retry waits and of
+// the pauses between terms, in [0, 1] (default 0.2). Zero makes them
+// deterministic, which tests rely on.
 func WithRetryJitter(f float64) RunOption {
 	return func(o *runOptions) { o.jitter = f }
 }
@@ -115,9 +117,10 @@ func newRunOptions(opts []RunOption) (*runOptions, error) {
 // After a term ends (lost, resigned by lead, or lead returned) it campaigns
 // again: losing leadership never ends Run, as it never ends the process.
 // Before it does, it pauses for the retry interval, growing by half after
-// each consecutive term shorter than the maximum interval, so neither a
-// lead that returns or resigns at once nor a backend that ends every term
-// at once makes Run spin through terms.
+// each consecutive term shorter than the maximum interval and spread by
+// the retry jitter, so neither a lead that returns or resigns at once nor
+// a backend that ends every term at once makes Run spin through terms,
+// and candidates whose terms ended together do not campaign in step.
 //
 // Every term ends in this strict order:
 //  1. lead's context is cancelled (the term was lost, or ctx ended);
@@ -205,13 +208,19 @@ func Run(ctx context.Context, e Elector, lead func(ctx context.Context, l Leader
 
 // stepDownPause is the pause after the n-th consecutive short term that
 // ended without a failure: the retry interval, growing by half each time
-// up to the maximum, without jitter.
+// up to the maximum, then spread by the retry jitter, so that candidates
+// whose terms a server restart ended at once do not campaign again in
+// step.
 func (o *runOptions) stepDownPause(n int) time.Duration {
 	d := o.initialInterval
 	for i := 1; i < n && d < o.maxInterval; i++ {
 		d += d / 2
 	}
-	return min(d, o.maxInterval)
+	d = min(d, o.maxInterval)
+	if o.jitter > 0 {
+		d += time.Duration((2*rand.Float64() - 1) * o.jitter * float64(d))
+	}
+	return d
 }
 
 // errLeadFailed marks lead's errors apart from Campaign's in Retry's logs.

@@ -25,10 +25,23 @@
 // "?verbose" lists every check on success too; "?exclude=name" (repeatable)
 // skips a check, and names that match no check are reported on a "warn:"
 // line, as Kubernetes does. [Handler.Install] serves the handler on a
-// ServeMux at a path and each check at path/<name> alone, as the
-// Kubernetes components serve /healthz/<name> (404 for a name no check
-// has), so a probe can watch one check. The reason of a failure is shown:
-// mount the handler where those who may see it can reach it.
+// ServeMux at a path and at the path with a trailing slash, and each check
+// at path/<name> alone, as the Kubernetes components and
+// controller-runtime serve /healthz/<name> (404 for a name no check has),
+// so a probe can watch one check. A request for one check runs it
+// whatever ?exclude= says, as theirs do: it never answers "ok" for a
+// check that fails. Every HTTP method is answered alike, as
+// controller-runtime's healthz does (a load balancer may probe with HEAD
+// or POST).
+//
+// Where it differs from controller-runtime's healthz, on purpose: the
+// reason of a failure is shown, on the aggregate path too, where
+// controller-runtime writes "reason withheld" (mount the handler where
+// those who may see it can reach it); a single check answers in the
+// aggregate's format ("[-]name failed: reason", "healthz check failed")
+// rather than "internal server error: reason", with the same status code;
+// checks run in the order given rather than a map's; and a Handler with
+// no checks answers "ok" without serving a "ping" check of its own.
 //
 // Checks run on the request's goroutine, one after the other, and get the
 // request (its context ends when the client goes away); a check must not

@@ -79,7 +79,7 @@ var _ Checker = (*Handler)(nil).Check
 // result: 200 "ok" (or every check's line with ?verbose) when all pass,
 // 500 with every check's line when any fails.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	serve(w, req, h.checks)
+	serve(w, req, h.checks, true)
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -88,13 +88,17 @@ var _ http.Handler = (*Handler)(nil)
 // serve, or one that mux already serves.
 var ErrInvalidPath = errors.New("healthz: invalid path")
 
-// Install serves h on mux for GET requests: path (for example "/healthz")
-// runs every check, as ServeHTTP does, and path/<name> runs the check
-// called name alone, in the same format (?verbose works), answering 404
-// for a name no check has. path must begin with a slash and not end with
-// one. Install returns an error wrapping ErrInvalidPath for a path it
-// cannot use or one that conflicts with a pattern mux already has, in which
-// case it may have registered the first of its two patterns.
+// Install serves h on mux, for every method as controller-runtime's
+// healthz does: path (for example "/healthz") and path + "/" run every
+// check, as ServeHTTP does, and path/<name> runs the check called name
+// alone, in the same format (?verbose works), answering 404 for a name no
+// check has. A request for one check runs it whatever ?exclude= says, as
+// controller-runtime's and the Kubernetes components' do: a probe that
+// names a check asks for that check, and is never told "ok" for one that
+// fails. path must begin with a slash and not end with one. Install
+// returns an error wrapping ErrInvalidPath for a path it cannot use or one
+// that conflicts with a pattern mux already has, in which case it may have
+// registered some of its three patterns.
 func (h *Handler) Install(mux *http.ServeMux, path string) (err error) {
 	if !strings.HasPrefix(path, "/") || strings.HasSuffix(path, "/") || strings.ContainsAny(path, "{} \t\r\n") {
 		return fmt.Errorf("%w: %q must begin with a slash, not end with one, and hold no braces or spaces", ErrInvalidPath, path)
@@ -104,28 +108,34 @@ func (h *Handler) Install(mux *http.ServeMux, path string) (err error) {
 			err = fmt.Errorf("%w: %v", ErrInvalidPath, r)
 		}
 	}()
-	mux.Handle("GET "+path, h)
-	mux.HandleFunc("GET "+path+"/{check}", h.serveOne)
+	mux.Handle(path, h)
+	mux.Handle(path+"/{$}", h)
+	mux.HandleFunc(path+"/{check}", h.serveOne)
 	return nil
 }
 
-// serveOne serves the check named by the request's {check} path value.
+// serveOne serves the check named by the request's {check} path value,
+// ignoring ?exclude=.
 func (h *Handler) serveOne(w http.ResponseWriter, req *http.Request) {
 	name := req.PathValue("check")
 	for _, c := range h.checks {
 		if c.Name == name {
-			serve(w, req, []Check{c})
+			serve(w, req, []Check{c}, false)
 			return
 		}
 	}
 	http.Error(w, fmt.Sprintf("healthz: no check named %q", name), http.StatusNotFound)
 }
 
-// serve runs checks and writes the result; see ServeHTTP.
-func serve(w http.ResponseWriter, req *http.Request, checks []Check) {
+// serve runs checks and writes the result; see ServeHTTP. With exclusive
+// false it ignores ?exclude=.
+func serve(w http.ResponseWriter, req *http.Request, checks []Check, exclusive bool) {
 	q := req.URL.Query()
 	_, verbose := q["verbose"]
 	excluded := map[string]bool{}
+	if !exclusive {
+		q.Del("exclude")
+	}
 	for _, v := range q["exclude"] {
 		for n := range strings.SplitSeq(v, ",") {
 			if n = strings.TrimSpace(n); n != "" {

@@ -92,6 +92,12 @@ func TestInstall(t *testing.T) {
 		{"/healthz/heartbeat", 500, "[-]heartbeat failed: lease not renewed\nhealthz check failed\n"},
 		{"/healthz/nope", 404, "healthz: no check named \"nope\"\n"},
 		{"/healthz/ping/more", 404, "404 page not found\n"},
+		// A request for one check runs it: excluding it answers no "ok".
+		{"/healthz/heartbeat?exclude=heartbeat", 500, "[-]heartbeat failed: lease not renewed\nhealthz check failed\n"},
+		{"/healthz/ping?exclude=ping&verbose", 200, "[+]ping ok\nhealthz check passed\n"},
+		// The path with a slash is the path, as controller-runtime serves it.
+		{"/healthz/", 500, "[+]ping ok\n[-]heartbeat failed: lease not renewed\nhealthz check failed\n"},
+		{"/healthz/?exclude=heartbeat", 200, "ok"},
 	} {
 		t.Run(tc.target, func(t *testing.T) {
 			code, body := serve(t, mux, tc.target)
@@ -99,9 +105,14 @@ func TestInstall(t *testing.T) {
 			require.Equal(t, tc.body, body)
 		})
 	}
-	rec := httptest.NewRecorder()
-	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/healthz/ping", nil))
-	require.Equal(t, http.StatusMethodNotAllowed, rec.Code, "GET only")
+	// Every method is served, as controller-runtime's healthz does.
+	for _, method := range []string{http.MethodPost, http.MethodHead, http.MethodPut} {
+		for target, code := range map[string]int{"/healthz/ping": 200, "/healthz/heartbeat": 500, "/healthz": 500, "/healthz/": 500} {
+			rec := httptest.NewRecorder()
+			mux.ServeHTTP(rec, httptest.NewRequest(method, target, nil))
+			require.Equal(t, code, rec.Code, "%s %s", method, target)
+		}
+	}
 
 	for _, bad := range []string{"", "healthz", "/healthz/", "/{x}", "/a b"} {
 		require.ErrorIs(t, h.Install(http.NewServeMux(), bad), healthz.ErrInvalidPath, "path %q", bad)

@@ -256,7 +256,10 @@ type Candidate struct {
 	changed     chan struct{} // closed at the next start or end of a term; nil until asked for
 }
 
-var _ election.Elector = (*Candidate)(nil)
+var (
+	_ election.Elector    = (*Candidate)(nil)
+	_ election.TermHolder = (*Candidate)(nil)
+)
 
 // Identity implements election.Elector.
 func (c *Candidate) Identity() string { return c.id }
@@ -267,6 +270,17 @@ func (c *Candidate) Leading() bool {
 	c.e.mu.Lock()
 	defer c.e.mu.Unlock()
 	return c.term != nil && c.term.ctx.Err() == nil
+}
+
+// Current implements election.TermHolder, as the real electors' Current
+// does: the term the candidate holds while Leading reports true.
+func (c *Candidate) Current() (election.Leadership, bool) {
+	c.e.mu.Lock()
+	defer c.e.mu.Unlock()
+	if c.term == nil || c.term.ctx.Err() != nil {
+		return nil, false
+	}
+	return c.term, true
 }
 
 // LeadingChanged returns a channel that is closed when the candidate next

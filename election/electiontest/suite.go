@@ -87,6 +87,10 @@ type Subject struct {
 //     "no leader", and after a burst of changes delivers the final one;
 //   - CampaignWhileLeading: a second Campaign on a leading candidate fails
 //     and does not disturb the term;
+//   - CurrentTerm (for a candidate that is an election.TermHolder, as
+//     every reconkit elector is): Current reports no term before the
+//     first, the very term Campaign returned while it is live, and no term
+//     once it was resigned or lost; after a new Campaign, the new term;
 //   - CloseLeavesReleaseToHolder (for a candidate that is an io.Closer, as
 //     every reconkit elector is): Close ends the term context at once with
 //     cause election.ErrClosed, but the term is not released behind its
@@ -109,6 +113,7 @@ func Run(t *testing.T, newSubject func(t *testing.T) Subject) {
 		{"ObserveFinalState", testObserveFinalState},
 		{"CampaignWhileLeading", testCampaignWhileLeading},
 		{"CloseLeavesReleaseToHolder", testCloseLeavesReleaseToHolder},
+		{"CurrentTerm", testCurrentTerm},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -472,6 +477,43 @@ func testLossOnSessionDeath(t *testing.T, s *suite) {
 	la2 := s.win(t, chA, "a again")
 	require.Greater(t, la2.Token(), lb.Token())
 	s.resign(t, la2)
+}
+
+func testCurrentTerm(t *testing.T, s *suite) {
+	c := s.NewCandidate(t)
+	h, ok := c.(election.TermHolder)
+	if !ok {
+		t.Skip("the candidate is not an election.TermHolder")
+	}
+	ctx := s.ctx(t)
+	requireNoCurrent := func(what string) {
+		t.Helper()
+		l, ok := h.Current()
+		require.False(t, ok, "Current %s", what)
+		require.Nil(t, l, "Current %s", what)
+	}
+	requireCurrent := func(want election.Leadership, what string) {
+		t.Helper()
+		l, ok := h.Current()
+		require.True(t, ok, "Current %s", what)
+		require.Equal(t, want.Token(), l.Token(), "Current's token %s", what)
+		require.Equal(t, want.Context(), l.Context(), "Current's context %s", what)
+		require.Equal(t, c.Identity(), l.Identity(), "Current's identity %s", what)
+	}
+	requireNoCurrent("before any term")
+	l1 := s.lead(t, ctx, c, "the candidate")
+	requireCurrent(l1, "while the first term is live")
+	s.resign(t, l1)
+	requireNoCurrent("after Resign")
+
+	l2 := s.lead(t, ctx, c, "the candidate again")
+	require.Greater(t, l2.Token(), l1.Token())
+	requireCurrent(l2, "in the second term")
+	s.KillSession(t, c)
+	cause := s.ended(t, l2, "the second term after its session was killed")
+	require.ErrorIs(t, cause, election.ErrLeadershipLost)
+	requireNoCurrent("after the term was lost")
+	require.NoError(t, l2.Resign(ctx), "Resign after the loss")
 }
 
 func testLossByPartition(t *testing.T, s *suite) {

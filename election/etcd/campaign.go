@@ -200,7 +200,7 @@ func (e *Elector) confirm(ctx context.Context, key string, rev int64, lease clie
 // A watch that fails or ends without the delete (a proxy or load balancer
 // that closes streams, an etcd member that lost its leader, a compaction)
 // is re-established after a pause on the elector's clock, growing from
-// 100ms to at most 2s, after reading the prefix again: the candidate keeps
+// 100ms to at most 5s, after reading the prefix again: the candidate keeps
 // its key, and so its place in the queue, for as long as ctx (which ends
 // with the session) lives. A failed read of the prefix is retried the same
 // way: only ctx or a real deletion ends the wait, so a transient error
@@ -233,8 +233,10 @@ func (e *Elector) waitDeletes(ctx context.Context, maxRev int64) (time.Time, err
 }
 
 // maxRewatchInterval caps the pause before a campaign watches its
-// predecessor's key again.
-const maxRewatchInterval = 2 * time.Second
+// predecessor's key again: a read and a watch every 5s (±20%) at most
+// while every watch fails or ends at once, under the library's budget of
+// one request a second.
+const maxRewatchInterval = 5 * time.Second
 
 // waitDelete watches key from revision rev until it is deleted. It returns
 // an error if the watch fails or ends first.

@@ -2,7 +2,8 @@
 // candidates that share an etcd key prefix, with terms whose writes etcd
 // itself fences.
 //
-// An [Elector] implements election.Elector; its terms are [*Leadership]
+// An [Elector] implements election.Elector and election.TermHolder
+// ([Elector.CurrentEtcd] gives the concrete term); its terms are [*Leadership]
 // values, which implement election.Leadership and election.Expiring and
 // add the comparison and transactions that make etcd refuse a write once
 // the term has ended ([Leadership.Guard], [Leadership.Txn],
@@ -22,7 +23,7 @@
 // is deleted, so each later leader's key was created after every earlier
 // leader's. While a candidate waits, it watches the key just ahead of
 // its own; a watch that fails or ends early, or a read of the keys ahead
-// that fails, is tried again after a pause that grows from 100ms to 2s,
+// that fails, is tried again after a pause that grows from 100ms to 5s,
 // and the candidate keeps its key, and so its place in the queue, for as
 // long as its session lives.
 //
@@ -32,7 +33,11 @@
 // ends when the key is deleted, the session ends, or no renewal succeeded
 // for the TTL less the margin; a crashed leader is replaced after at most
 // the TTL plus the up to 500ms etcd takes to notice an expired lease and a
-// round trip. Resign orphans the session and revokes the lease, so that a
+// round trip. A failed renewal is tried again after 500ms, growing by half
+// each time up to TTL/3. A term watches its key; a watch that ends early
+// is re-established after a pause that grows from 500ms to the TTL, so a
+// server that ends every watch at once costs at most a read and a watch
+// per TTL, while every renewal still checks the key. Resign orphans the session and revokes the lease, so that a
 // successor leads at once; it returns only once the revoke was answered,
 // returns its error, and can be called again after a failure. Close ends
 // the term at once and stops its keepalives but leaves the revoke to the

@@ -96,7 +96,10 @@ type Elector struct {
 	leading term.Flag
 }
 
-var _ election.Elector = (*Elector)(nil)
+var (
+	_ election.Elector    = (*Elector)(nil)
+	_ election.TermHolder = (*Elector)(nil)
+)
 
 // New validates cfg, fills its defaults and returns an elector.
 func New(cfg Config) (*Elector, error) {
@@ -170,10 +173,30 @@ func (e *Elector) Identity() string { return e.identity }
 // that is valid now: its context is live and the clock is before its
 // ValidUntil.
 func (e *Elector) Leading() bool {
+	_, ok := e.CurrentEtcd()
+	return ok
+}
+
+// Current implements election.TermHolder: the term this candidate holds,
+// while Leading reports true.
+func (e *Elector) Current() (election.Leadership, bool) {
+	l, ok := e.CurrentEtcd()
+	if !ok {
+		return nil, false
+	}
+	return l, true
+}
+
+// CurrentEtcd is Current returning the concrete etcd term, for a host
+// that needs its Guard or Txn, as CampaignEtcd is to Campaign.
+func (e *Elector) CurrentEtcd() (*Leadership, bool) {
 	e.mu.Lock()
 	cur := e.cur
 	e.mu.Unlock()
-	return cur != nil && !cur.core.Ended() && e.clock.Now().Before(cur.ValidUntil())
+	if cur == nil || !cur.ValidNow() {
+		return nil, false
+	}
+	return cur, true
 }
 
 // LeadingChanged returns a channel that is closed when this candidate next

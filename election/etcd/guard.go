@@ -17,13 +17,22 @@ func (l *Leadership) Guard() clientv3.Cmp {
 	return clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.rev)
 }
 
-// Txn returns a transaction whose If always includes Guard, whether or not
-// the caller calls If. Its Commit returns an error wrapping election.ErrNotLeader,
-// without a round trip, when the term is known to have ended; otherwise a
-// response with Succeeded false means the guard or one of the caller's
-// comparisons failed (use GuardedTxn to tell which).
+// Txn returns a transaction under the guard, with the shape of a plain
+// clientv3.Txn: If, Then and Else hold the caller's comparisons and
+// operations, and Commit runs them as GuardedTxn does. Commit returns an
+// error wrapping election.ErrNotLeader when the term has ended, whether
+// the term already knows it (no round trip) or etcd finds the guard false
+// (the candidate key was deleted, its lease revoked, or the key put again
+// by somebody else while this process had not noticed): then neither the
+// Then nor the Else operations run. Otherwise the response is that of the
+// caller's transaction: Succeeded tells whether the caller's comparisons
+// held, and Else ran if not.
+//
+// The guard is not put beside the caller's comparisons in one If: a
+// guard that failed there would run the Else operations, a write by a
+// deposed leader.
 func (l *Leadership) Txn(ctx context.Context) clientv3.Txn {
-	return &guardedTxn{l: l, txn: l.e.client.Txn(ctx)}
+	return &guardedTxn{l: l, ctx: ctx}
 }
 
 // GuardedTxn runs a transaction under the guard: if cmps all hold, thenOps
@@ -36,7 +45,7 @@ func (l *Leadership) GuardedTxn(ctx context.Context, cmps []clientv3.Cmp, thenOp
 	}
 	resp, err := l.e.client.Txn(ctx).If(l.Guard()).Then(clientv3.OpTxn(cmps, thenOps, elseOps)).Commit()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("election: guarded transaction: %w", err)
 	}
 	if !resp.Succeeded {
 		return nil, fmt.Errorf("%w: term %d of %s has ended in etcd", election.ErrNotLeader, l.rev, l.Identity())
@@ -57,41 +66,30 @@ func (l *Leadership) notLeader() error {
 	return nil
 }
 
-// guardedTxn is a clientv3.Txn whose If always includes the guard.
+// guardedTxn is a clientv3.Txn whose Commit is GuardedTxn: the caller's
+// transaction runs nested under the guard.
 type guardedTxn struct {
-	l   *Leadership
-	txn clientv3.Txn
-	cif bool
+	l            *Leadership
+	ctx          context.Context
+	cmps         []clientv3.Cmp
+	thens, elses []clientv3.Op
 }
 
 func (g *guardedTxn) If(cs ...clientv3.Cmp) clientv3.Txn {
-	g.cif = true
-	g.txn = g.txn.If(append([]clientv3.Cmp{g.l.Guard()}, cs...)...)
+	g.cmps = append(g.cmps, cs...)
 	return g
 }
 
-func (g *guardedTxn) ensureIf() {
-	if !g.cif {
-		g.If()
-	}
-}
-
 func (g *guardedTxn) Then(ops ...clientv3.Op) clientv3.Txn {
-	g.ensureIf()
-	g.txn = g.txn.Then(ops...)
+	g.thens = append(g.thens, ops...)
 	return g
 }
 
 func (g *guardedTxn) Else(ops ...clientv3.Op) clientv3.Txn {
-	g.ensureIf()
-	g.txn = g.txn.Else(ops...)
+	g.elses = append(g.elses, ops...)
 	return g
 }
 
 func (g *guardedTxn) Commit() (*clientv3.TxnResponse, error) {
-	if err := g.l.notLeader(); err != nil {
-		return nil, err
-	}
-	g.ensureIf()
-	return g.txn.Commit()
+	return g.l.GuardedTxn(g.ctx, g.cmps, g.thens, g.elses)
 }

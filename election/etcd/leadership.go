@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -101,6 +102,7 @@ func (l *Leadership) keep() {
 	interval := e.ttl / 3
 	retry := min(500*time.Millisecond, interval)
 	next := interval
+	failed := 0 // renewals failed in a row
 	for {
 		t := e.clock.NewTimer(next)
 		select {
@@ -126,13 +128,22 @@ func (l *Leadership) keep() {
 			case l.renewed <- struct{}{}:
 			default:
 			}
-			next = interval
+			next, failed = interval, 0
 		case errors.Is(err, election.ErrLeadershipLost):
 			l.core.Lose(err)
 			return
 		default:
+			// Retried after 500ms, growing by half each time up to
+			// the renewal interval: five tries before ValidUntil at
+			// the default TTL rather than twelve, each a keepalive
+			// and a read.
 			l.log.V(1).Info("Renewing the term failed; retrying", "error", err)
+			failed++
 			next = retry
+			for i := 1; i < failed && next < interval; i++ {
+				next += next / 2
+			}
+			next = min(next, interval)
 		}
 	}
 }
@@ -159,10 +170,14 @@ func (l *Leadership) monitor() {
 	defer func() { expiry.Stop() }()
 	// The watch ends on every etcd leader change (WithRequireLeader), on
 	// a network error, or when the server cancels it: it is re-established,
-	// after checking the key, every rewatchInterval until it is back. A
-	// watch that lasted less than rewatchInterval is re-established only
-	// after that interval, so a server or proxy that ends every watch at
-	// once cannot make this loop spin through reads and watches.
+	// after checking the key. A watch that lasted at least the longest
+	// pause is re-established at once; after a shorter one, and after a
+	// failed check, the pause grows from rewatchInterval by half each
+	// time, spread by up to a fifth, to at most the session TTL. So a
+	// server or proxy that ends every watch at once, or fails every read,
+	// costs a read and a watch per TTL at most, not a spin; meanwhile each
+	// renewal checks the key (every TTL/3), so the term still learns of
+	// a deleted key within a renewal.
 	var rewatch clock.Timer
 	var rewatchC <-chan time.Time
 	defer func() {
@@ -170,16 +185,22 @@ func (l *Leadership) monitor() {
 			rewatch.Stop()
 		}
 	}()
+	failures := 0 // short watches and failed checks in a row
+	armRewatch := func(wait time.Duration) {
+		rewatch = e.clock.NewTimer(wait)
+		rewatchC = rewatch.C()
+	}
 	watchLost := func(reason string, err error) {
 		l.log.V(1).Info("Watching the candidate key ended; re-establishing it", "reason", reason, "error", err)
 		cancel()
 		wch = nil
-		var wait time.Duration
-		if e.clock.Since(watchedAt) < rewatchInterval {
-			wait = rewatchInterval
+		if e.clock.Since(watchedAt) >= e.ttl {
+			failures = 0
+			armRewatch(0)
+			return
 		}
-		rewatch = e.clock.NewTimer(wait)
-		rewatchC = rewatch.C()
+		failures++
+		armRewatch(rewatchPause(failures, e.ttl))
 	}
 	for !l.core.Ended() {
 		select {
@@ -196,8 +217,8 @@ func (l *Leadership) monitor() {
 				l.core.Lose(errCandidateKeyDeleted)
 			case err != nil:
 				l.log.V(1).Info("Re-establishing the watch on the candidate key failed; retrying", "error", err)
-				rewatch = e.clock.NewTimer(rewatchInterval)
-				rewatchC = rewatch.C()
+				failures++
+				armRewatch(rewatchPause(failures, e.ttl))
 			default:
 				started, cancel = l.watchAsync(&watches, rev+1)
 				watchedAt = e.clock.Now()
@@ -255,8 +276,22 @@ func (l *Leadership) watchAsync(wg *sync.WaitGroup, rev int64) (<-chan clientv3.
 	return ch, cancel
 }
 
-// rewatchInterval paces attempts to re-establish a term's watch.
+// rewatchInterval is the first pause before a term re-establishes a
+// watch that ended early.
 const rewatchInterval = 500 * time.Millisecond
+
+// rewatchPause is the pause before the n-th attempt in a row to
+// re-establish a term's watch: rewatchInterval, growing by half with each
+// attempt up to limit, plus up to a fifth more at random, so that the
+// terms of many elections on one etcd do not watch again in step.
+func rewatchPause(n int, limit time.Duration) time.Duration {
+	d := rewatchInterval
+	for i := 1; i < n && d < limit; i++ {
+		d += d / 2
+	}
+	d = min(d, limit)
+	return d + time.Duration(rand.Float64()*float64(d)/5)
+}
 
 // errCandidateKeyDeleted is the reason of a term lost because its key went.
 var errCandidateKeyDeleted = errors.New("the candidate key was deleted")

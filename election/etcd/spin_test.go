@@ -87,11 +87,17 @@ func endingElector(t *testing.T, id string) (*etcd.Elector, *testingclock.FakeCl
 // endingElectorOn is endingElector on srv, with the prefix "/spin".
 func endingElectorOn(t *testing.T, srv *testenv.EtcdCluster, id string) (*etcd.Elector, *testingclock.FakeClock, <-chan string) {
 	t.Helper()
+	return endingElectorTTL(t, srv, id, 10*time.Second)
+}
+
+// endingElectorTTL is endingElectorOn with a session TTL of ttl.
+func endingElectorTTL(t *testing.T, srv *testenv.EtcdCluster, id string, ttl time.Duration) (*etcd.Elector, *testingclock.FakeClock, <-chan string) {
+	t.Helper()
 	clk := testingclock.NewFakeClock(time.Now())
 	cli := testenv.NewEtcdClient(t, srv.Members[0].ClientAddr())
 	w := &endingWatcher{Watcher: cli.Watcher, calls: make(chan string)}
 	cli.Watcher = w
-	e, err := etcd.New(etcd.Config{Client: cli, Prefix: "/spin", Identity: id, SessionTTL: 10 * time.Second, Clock: clk})
+	e, err := etcd.New(etcd.Config{Client: cli, Prefix: "/spin", Identity: id, SessionTTL: ttl, Clock: clk})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = e.Close() })
 	return e, clk, w.calls
@@ -265,7 +271,7 @@ func TestEtcdRenewalFailingAtOnceDoesNotSpin(t *testing.T) {
 		}
 	}
 	n := 0
-	for range 20 { // 2s in steps of 100ms: a retry every 500ms
+	for range 20 { // 2s in steps of 100ms: retries from 500ms apart, growing
 		clk.Step(100 * time.Millisecond)
 		select {
 		case <-f.calls:
@@ -429,5 +435,30 @@ func TestEtcdCampaignReadFailingAtOnceKeepsKeyAndDoesNotSpin(t *testing.T) {
 		}
 	}
 	require.Equal(t, string(ours.Key), l.(*etcd.Leadership).Key())
+	require.NoError(t, l.Resign(ctx))
+}
+
+// A server or proxy that ends every watch of a term at once costs the
+// term a read and a watch per pause, and the pause grows by half from
+// 500ms up to the session TTL: about 10 watches in the first 30s, 2 in
+// the next 30s, where it paid one every 500ms before, 4 requests a second
+// for as long as the term lasted. The TTL is long (300s) so that no
+// renewal falls due on the fake clock: the test never depends on one
+// meeting its deadline in real time.
+func TestEtcdTermRewatchBudget(t *testing.T) {
+	t.Parallel() // an etcd of its own; waits on the server, not the CPU
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	e, clk, calls := endingElectorTTL(t, testenv.Etcd(t), "leader", 300*time.Second)
+	l, err := e.Campaign(ctx)
+	require.NoError(t, err)
+	receive(t, calls, "the term's first watch, which ends at once")
+	// 30s of fake time in steps of 250ms, then 30s more, counted apart.
+	settle := countWhile(clk, calls, 120, 250*time.Millisecond)
+	n := countWhile(clk, calls, 120, 250*time.Millisecond)
+	t.Logf("%d watches in the first 30s of fake time, %d in the next 30s", settle, n)
+	require.NoError(t, l.Context().Err(), "the term ended")
+	require.LessOrEqual(t, settle, 12, "watches in the first 30s")
+	require.LessOrEqual(t, n, 4, "watches in 30s after 30s of watches ending at once")
 	require.NoError(t, l.Resign(ctx))
 }

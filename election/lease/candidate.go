@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/wait"
 	coordinationv1beta1client "k8s.io/client-go/kubernetes/typed/coordination/v1beta1"
 
 	"github.com/reconkit/reconkit/election"
@@ -130,21 +131,47 @@ func (e *Elector) keepCandidate(ctx context.Context, log logr.Logger) {
 			log.V(1).Info("Deleting the LeaseCandidate failed; the apiserver collects it later", "err", err)
 		}
 	}()
+	failures := 0 // failed renewals or watches in a row
 	for ctx.Err() == nil {
 		rv, err := e.renewCandidate(ctx, cands)
 		if err == nil {
 			err = e.awaitPing(ctx, cands, rv)
 		}
-		if err != nil && ctx.Err() == nil {
-			log.V(1).Info("Keeping the LeaseCandidate failed; retrying", "err", err)
-			t := e.clock.NewTimer(e.cfg.RetryPeriod)
-			select {
-			case <-t.C():
-			case <-ctx.Done():
-				t.Stop()
-			}
+		if err == nil {
+			failures = 0
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		failures++
+		wait := candidateRetryWait(failures, e.cfg.RetryPeriod)
+		log.V(1).Info("Keeping the LeaseCandidate failed; retrying", "err", err, "wait", wait)
+		t := e.clock.NewTimer(wait)
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			t.Stop()
 		}
 	}
+}
+
+// candidateRetryMax caps the wait between failed attempts to keep the
+// LeaseCandidate: a candidate whose watch is broken misses pings anyway,
+// and the controller only drops candidates not renewed for 15 minutes.
+const candidateRetryMax = 30 * time.Second
+
+// candidateRetryWait is the wait after the n-th failed attempt in a row to
+// keep the LeaseCandidate: RetryPeriod, doubling with each failure up to
+// candidateRetryMax, plus up to a fifth more at random. A watch that ends
+// at once costs a read, a write and a watch per wait, so after 30s of it
+// a candidate sends one such round per 30s, not one per RetryPeriod.
+func candidateRetryWait(n int, retryPeriod time.Duration) time.Duration {
+	d := retryPeriod
+	for i := 1; i < n && d < candidateRetryMax; i++ {
+		d *= 2
+	}
+	return wait.Jitter(min(d, candidateRetryMax), 0.2)
 }
 
 // renewCandidate creates the LeaseCandidate or writes a new renewTime, and

@@ -3,7 +3,8 @@
 // client-go's record format, so client-go candidates and ours can share
 // one Lease.
 //
-// An [Elector] implements election.Elector; its terms implement
+// An [Elector] implements election.Elector and election.TermHolder
+// ([Elector.Current]); its terms implement
 // election.Leadership and election.Expiring. [GuardedConfig] gates a
 // client's writes on a term of either backend. Run, the Metrics and
 // EventRecorder hooks, the sentinels and the guarantees this backend keeps
@@ -26,7 +27,15 @@
 // is healthy they send no request at all, take a released lease as soon as
 // the release arrives, and take an expired one when a timer set at the
 // local expiry instant fires. While the watch fails they poll every
-// RetryPeriod.
+// RetryPeriod plus up to 1.2 × RetryPeriod more, spread at random as
+// client-go's candidates spread theirs, so that the followers whose
+// watches one apiserver restart ended do not poll in step. A failed
+// takeover is retried after such a wait too; of takeovers that meet a
+// conflict in a row, only the first is read again at once. Under any
+// answer the apiserver gives for good (403, 404, 409, 422, 429, 5xx, a
+// watch that fails or ends at once, a refused connection) a candidate
+// under election.Run sends at most one request a second after 30s of it,
+// leader or follower (TestRequestBudgetUnderPersistentAnswers).
 //
 // The leader renews every RetryPeriod, and its term implements election.Expiring:
 // ValidUntil is the start of the last renewal a follower can tell apart

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/clock"
 )
@@ -19,6 +20,10 @@ type followAction struct {
 	done    bool      // stop following
 	refresh bool      // read the Lease again at once (after a conflict)
 	wakeAt  time.Time // call the step again at this instant (zero: no timer)
+	// rereadAt reads the Lease again at this instant (zero: no timer),
+	// as after repeated conflicts: one more read at once would meet the
+	// same answer.
+	rereadAt time.Time
 }
 
 // follow keeps up with the Lease and calls step with the newest
@@ -26,7 +31,8 @@ type followAction struct {
 // and at the instant the last step asked to be woken (the lease's local
 // expiry). It lists the Lease by name, then watches it from the list's
 // resourceVersion; while the watch cannot be established it polls every
-// RetryPeriod, trying to re-establish it each time. A healthy watch costs
+// RetryPeriod (jittered, see retryWait), trying to re-establish it each
+// time. A healthy watch costs
 // no request per change.
 //
 // step runs on the calling goroutine. follow returns nil when step says
@@ -55,6 +61,7 @@ func (e *Elector) follow(ctx context.Context, step func(context.Context, observa
 					return nil
 				}
 				f.armWake(act.wakeAt)
+				f.armReread(act.rereadAt)
 				if act.refresh {
 					needRead = true
 					continue
@@ -89,6 +96,7 @@ func (e *Elector) follow(ctx context.Context, step func(context.Context, observa
 				return nil
 			}
 			f.armWake(act.wakeAt)
+			f.armReread(act.rereadAt)
 			needRead = act.refresh
 		case ev, ok := <-evc:
 			obs, changed, reread := f.handle(ev, ok)
@@ -101,6 +109,7 @@ func (e *Elector) follow(ctx context.Context, step func(context.Context, observa
 				return nil
 			}
 			f.armWake(act.wakeAt)
+			f.armReread(act.rereadAt)
 			needRead = needRead || act.refresh
 		}
 	}
@@ -235,10 +244,31 @@ func (f *follower) handle(ev watch.Event, ok bool) (obs observation, changed, re
 	return observation{}, false, false
 }
 
+// armPoll arms the poll timer, unless armed already, for RetryPeriod
+// spread as client-go's candidates spread their retries (up to 1.2 ×
+// RetryPeriod more), so that followers whose watches one apiserver
+// restart ended do not poll in step.
 func (f *follower) armPoll() {
 	if f.poll == nil {
-		f.poll = f.e.clock.NewTimer(f.e.cfg.RetryPeriod)
+		f.poll = f.e.clock.NewTimer(f.e.retryWait())
 	}
+}
+
+// armReread arms the poll timer for the instant at, unless it is zero or
+// the timer is armed already: the poll reads the Lease when it fires.
+func (f *follower) armReread(at time.Time) {
+	if at.IsZero() || f.poll != nil {
+		return
+	}
+	f.poll = f.e.clock.NewTimer(max(at.Sub(f.e.clock.Now()), 0))
+}
+
+// retryWait is the wait before a retry of a failed read or write:
+// RetryPeriod plus up to leaseJitter × RetryPeriod, as client-go's
+// candidates wait between attempts (wait.JitterUntil with JitterFactor
+// 1.2).
+func (e *Elector) retryWait() time.Duration {
+	return wait.Jitter(e.cfg.RetryPeriod, leaseJitter)
 }
 
 func (f *follower) armWake(at time.Time) {

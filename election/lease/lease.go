@@ -143,7 +143,10 @@ type Elector struct {
 	candidateWG   sync.WaitGroup // the keeper, waited for by Close
 }
 
-var _ election.Elector = (*Elector)(nil)
+var (
+	_ election.Elector    = (*Elector)(nil)
+	_ election.TermHolder = (*Elector)(nil)
+)
 
 // New validates cfg, fills its defaults and returns a candidate. It
 // sends no request.
@@ -225,6 +228,17 @@ func (e *Elector) Identity() string { return e.cfg.Identity }
 // it may act on now: leader flag up, term context live, clock before
 // ValidUntil. The write gate of GuardedConfig asks the same question.
 func (e *Elector) Leading() bool { return e.validNow() }
+
+// Current implements election.TermHolder: the term this candidate holds,
+// while Leading reports true. It is the term a GuardedConfig for this
+// moment is built on.
+func (e *Elector) Current() (election.Leadership, bool) {
+	t := e.current()
+	if t == nil || !t.ValidNow() {
+		return nil, false
+	}
+	return t, true
+}
 
 // LeadingChanged returns a channel that is closed when this candidate next
 // starts or ends a term; read Leading after it is closed, and call
@@ -422,6 +436,12 @@ func (e *Elector) campaignErr(cctx context.Context) error {
 // campaignOnce follows the Lease until this candidate acquires it.
 func (e *Elector) campaignOnce(ctx context.Context, log logr.Logger) (*leadership, error) {
 	var won *leadership
+	// conflicts counts the takeover attempts in a row that met a
+	// conflict. The first is read again at once (somebody else wrote
+	// first, and the read shows who); the next ones wait a retry period,
+	// as client-go's candidates do, so that a server or webhook that
+	// answers every write with 409 does not make the candidate spin.
+	conflicts := 0
 	err := e.follow(ctx, func(ctx context.Context, o observation) followAction {
 		now := e.clock.Now()
 		switch {
@@ -435,6 +455,9 @@ func (e *Elector) campaignOnce(ctx context.Context, log logr.Logger) (*leadershi
 			return followAction{wakeAt: o.expiry()}
 		}
 		t, err := e.tryAcquire(ctx, o)
+		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
+			conflicts = 0
+		}
 		switch {
 		case err == nil:
 			// The previous holder's term ended, as this candidate saw it,
@@ -449,12 +472,16 @@ func (e *Elector) campaignOnce(ctx context.Context, log logr.Logger) (*leadershi
 			won = t
 			return followAction{done: true}
 		case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
-			return followAction{refresh: true} // somebody else wrote first: read again
+			conflicts++
+			if conflicts == 1 {
+				return followAction{refresh: true} // somebody else wrote first: read again
+			}
+			return followAction{rereadAt: e.clock.Now().Add(e.retryWait())}
 		case ctx.Err() != nil:
 			return followAction{}
 		default:
 			log.Error(err, "acquiring the lease failed; retrying")
-			return followAction{wakeAt: e.clock.Now().Add(e.cfg.RetryPeriod)}
+			return followAction{wakeAt: e.clock.Now().Add(e.retryWait())}
 		}
 	})
 	if won == nil {
