@@ -126,6 +126,16 @@
 //     (etcd: TestCutOffNodeStopsServingBeforeLeaderReconciles; Kubernetes:
 //     TestCutOffNodeStopsBeforeObserverDeletes; both:
 //     TestRecordLostBeforeStoreExpiresIt).
+//   - A node waiting for its status costs the server a read and a watch,
+//     not a loop. Whatever the store answers persistently (a status being
+//     deleted, 403, a name clash, 410, 429, 5xx), WaitReady retries from
+//     100ms doubling to 10s, each pause drawn from half to one and a half
+//     times that, so after 30s a node sends at most a read and a watch
+//     per 5s (TestReadinessRetriesBackOff, on the Kubernetes store).
+//     Kubernetes: ReadStatus returns the revision of a LIST, which the
+//     server can serve a watch from however long the status Lease has
+//     been unchanged, so a 410 after a restart costs one fresh read and
+//     one more watch (TestStatusWatchFromListingAfterHistoryMovedOn).
 //   - End to end: a rolling upgrade of 5 gates with crashes, restarts,
 //     partitions and server restarts serves no node below the minimum and
 //     completes, and every store operation is linearizable against a model

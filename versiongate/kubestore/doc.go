@@ -140,7 +140,10 @@
 //   - A watch the server ends is reopened from the last revision seen,
 //     after a pause that grows while watches deliver nothing; 410 Gone
 //     returns ErrWatchExpired and the caller lists again
-//     (TestWatchEndingAtOnceDoesNotSpin). The reaper's loop and its
+//     (TestWatchEndingAtOnceDoesNotSpin). ReadStatus's revision is its
+//     LIST's, not the status Lease's own resourceVersion, so the status
+//     watch starts where the server can serve it, however old the status
+//     (TestStatusWatchFromListingAfterHistoryMovedOn). The reaper's loop and its
 //     liveness watch pause likewise after a refusal or a failure
 //     (TestReaperDoesNotSpin).
 //

@@ -85,31 +85,35 @@ func (s *Store) checkLive(l *coordinationv1.Lease) error {
 		ErrStatusDeleted, s.ref(l.Name), l.DeletionTimestamp.UTC().Format(time.RFC3339), Finalizer, s.ns, l.Name)
 }
 
-// ReadStatus implements versiongate.Store with a GET, resourceVersion
-// unset (linearizable). When the status Lease does not exist, a LIST of it
-// (also linearizable) gives the revision to watch from.
+// ReadStatus implements versiongate.Store with one LIST of the status
+// Lease (field selector metadata.name), resourceVersion unset: a
+// linearizable read. The revision it returns is the listing's, not the
+// status Lease's own resourceVersion: the Lease may be unchanged for
+// longer than the server keeps watch history (or than it has been up,
+// after a restart), and a watch from its resourceVersion would then get
+// 410 Gone at every attempt, whereas the listing's is as recent as the
+// server's state, so one fresh read always gives a watch the server can
+// serve (TestStatusWatchFromListingAfterHistoryMovedOn).
 func (s *Store) ReadStatus(ctx context.Context) (versiongate.StoredStatus, error) {
 	name := s.statusName()
-	l, err := s.leases.Get(ctx, name, metav1.GetOptions{})
-	if err == nil {
-		return s.stored(l)
-	}
-	if !apierrors.IsNotFound(err) || apiMissing(err) {
-		return versiongate.StoredStatus{}, s.wrap("get", name, err)
-	}
 	sel := "metadata.name=" + name
 	list, err := s.leases.List(ctx, metav1.ListOptions{FieldSelector: sel})
 	if err != nil {
 		return versiongate.StoredStatus{}, s.wrapSel("list", sel, err)
 	}
-	for i := range list.Items {
-		if list.Items[i].Name == name {
-			return s.stored(&list.Items[i])
-		}
-	}
 	rev, err := revision("the status listing", list.ResourceVersion)
 	if err != nil {
 		return versiongate.StoredStatus{}, err
+	}
+	for i := range list.Items {
+		if list.Items[i].Name == name {
+			st, err := s.stored(&list.Items[i])
+			if err != nil {
+				return versiongate.StoredStatus{}, err
+			}
+			st.Revision = max(st.Revision, rev)
+			return st, nil
+		}
 	}
 	return versiongate.StoredStatus{Revision: rev}, nil
 }
