@@ -2,12 +2,16 @@ package kubestore_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/reconkit/reconkit/internal/testenv"
 	"github.com/reconkit/reconkit/kubefake"
 	"github.com/reconkit/reconkit/versiongate"
 )
@@ -59,4 +63,92 @@ func TestStatusWatchFromListingAfterHistoryMovedOn(t *testing.T) {
 		writeStatus(t, ctx, cs, "herd", 4, statusAt(t, "2.0.0", versiongate.Release{Major: 1}))
 		require.NoError(t, <-ready)
 	})
+}
+
+// On a real apiserver, nodes waiting for a status that does not admit them
+// recover from an apiserver restart with a few requests each, not a read
+// and a 410 every retry: counted per node from the restart until it has
+// read and watched again, then over 10s after.
+func TestWaitingNodesRecoverFromAPIServerRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a kube-apiserver (internal/testenv); skipped under -short")
+	}
+	a := testenv.APIServer(t)
+	cs := clientFor(t, a.Config())
+	ctx := testCtx(t)
+	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNamespace}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	writeStatus(t, ctx, cs, "restart", 3, statusAt(t, "2.0.0", versiongate.Release{Major: 2}))
+
+	const nodes = 10
+	hooks := make([]*hooks, nodes)
+	ready := make(chan error, nodes)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for i := range nodes {
+		ncs, h := wrap(clientFor(t, a.Config()))
+		hooks[i] = h
+		g := waitingGate(t, ncs, "restart")
+		go func() { ready <- g.WaitReady(wctx) }()
+	}
+	requests := func() (lists, watches []int64) {
+		for _, h := range hooks {
+			lists, watches = append(lists, h.lists.Load()), append(watches, h.watches.Load())
+		}
+		return lists, watches
+	}
+	// Every node has read and opened its watch.
+	require.Eventually(t, func() bool {
+		_, w := requests()
+		return !slices.Contains(w, 0)
+	}, time.Minute, 10*time.Millisecond)
+
+	l0, w0 := requests()
+	restarted := time.Now()
+	rctx, rcancel := context.WithTimeout(ctx, time.Minute)
+	defer rcancel()
+	require.NoError(t, a.Restart(rctx))
+	t.Logf("apiserver restarted in %v", time.Since(restarted).Round(time.Millisecond))
+	// Every node reads again and opens a new watch; then, for 10s, none
+	// reads and watches more than once more (its first watch may get 410
+	// if its revision is older than the restarted server's history).
+	require.Eventually(t, func() bool {
+		l, w := requests()
+		for i := range nodes {
+			if l[i] == l0[i] || w[i] == w0[i] {
+				return false
+			}
+		}
+		return true
+	}, time.Minute, 10*time.Millisecond, "every node read the status and watched it again")
+	l1, w1 := requests()
+	recovered := time.Since(restarted)
+	require.Never(t, func() bool {
+		l, w := requests()
+		for i := range nodes {
+			if l[i] > l1[i]+1 || w[i] > w1[i]+1 {
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 100*time.Millisecond, "a node read the status or watched it twice more after it watched again")
+	l2, w2 := requests()
+	for i := range nodes {
+		t.Logf("node %d: %d reads and %d watches in the %v from the restart to its recovery, %d and %d in the 10s after",
+			i, l1[i]-l0[i], w1[i]-w0[i], recovered.Round(time.Millisecond), l2[i]-l1[i], w2[i]-w1[i])
+		// Retries from 100ms doubling while the server is down, then one
+		// read and one watch (two if the first gets 410).
+		require.LessOrEqual(t, l1[i]-l0[i], int64(10), "node %d: status reads from the restart to its recovery", i)
+		require.LessOrEqual(t, w1[i]-w0[i], int64(10), "node %d: status watches from the restart to its recovery", i)
+	}
+	select {
+	case err := <-ready:
+		t.Fatalf("a node passed WaitReady on a status that does not admit it: %v", err)
+	default:
+	}
+	// The watches are open: a status that admits the nodes ends every wait.
+	writeStatus(t, ctx, cs, "restart", 4, statusAt(t, "2.0.0", versiongate.Release{Major: 1}))
+	for range nodes {
+		require.NoError(t, <-ready)
+	}
 }
