@@ -57,7 +57,9 @@
 //     request undid.
 //   - The gate stalls rather than act on what it does not know: an absent
 //     or corrupt status blocks WaitReady and is overwritten only after a
-//     successful reconcile; an unknown newer release stops this node from
+//     successful reconcile (on the Kubernetes store, a value annotation
+//     that is not base64 too: TestNonBase64StatusIsCorruptAndRepaired);
+//     an unknown newer release stops this node from
 //     campaigning. It is not Byzantine-tolerant: a node that lies about its
 //     release defeats it.
 //   - A missing or corrupt status is no licence to reconcile: it may have

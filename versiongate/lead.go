@@ -203,9 +203,9 @@ func (g *Gate) lead(ctx context.Context, term Term, reachedDone *bool) error {
 		return fmt.Errorf("read status: %w", err)
 	}
 	var current *Status
-	existed := stored.Value != nil
+	existed := stored.exists()
 	if existed {
-		cur, err := DecodeStatus(stored.Value)
+		cur, err := stored.decode()
 		g.setStatusError(err)
 		if err != nil {
 			log.Error(err, "Stored status is corrupt; treating it as absent")

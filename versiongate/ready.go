@@ -102,13 +102,13 @@ func (g *Gate) waitRecord(ctx context.Context) (context.Context, func(), error) 
 // time the reason to wait changes.
 func (g *Gate) waitStatus(ctx context.Context, log logr.Logger, onWait func(reason, message string)) error {
 	var lastReason string
-	ready := func(value []byte, exists bool) bool {
+	ready := func(stored StoredStatus) bool {
 		var reason string
 		cond := ReasonStatusNotAdmitting
-		if !exists {
+		if !stored.exists() {
 			cond = ReasonStatusPending
 			reason = "no status yet: the initial reconcile has not finished"
-		} else if st, err := DecodeStatus(value); err != nil {
+		} else if st, err := stored.decode(); err != nil {
 			g.setStatusError(err)
 			cond = ReasonStatusCorrupt
 			reason = "status is corrupt: " + err.Error()
@@ -145,13 +145,13 @@ func (g *Gate) waitStatus(ctx context.Context, log logr.Logger, onWait func(reas
 			}
 			continue
 		}
-		if ready(cur.Value, cur.Value != nil) {
+		if ready(cur) {
 			return nil
 		}
 		var ok bool
 		began := g.clock.Now()
 		err = st.WatchStatus(ctx, cur.Revision, func(s StoredStatus) bool {
-			ok = ready(s.Value, s.Value != nil)
+			ok = ready(s)
 			return ok
 		})
 		if ok {

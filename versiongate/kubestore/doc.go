@@ -137,6 +137,11 @@
 //     as a deleted status (TestFirstBootAmongRecordsIsInfo). An operator
 //     who removes the finalizer of a deleted status makes the next one a
 //     first boot too.
+//   - A status value annotation that is not base64 (an operator's typo)
+//     is a corrupt status, not a failed read: StoredStatus.Corrupt wraps
+//     versiongate.ErrCorruptStatus, the gate blocks on it and its leader
+//     overwrites it after a successful reconcile
+//     (TestNonBase64StatusIsCorruptAndRepaired, FuzzStatusAnnotation).
 //   - A watch the server ends is reopened from the last revision seen,
 //     after a pause that grows while watches deliver nothing; 410 Gone
 //     returns ErrWatchExpired and the caller lists again

@@ -32,7 +32,9 @@ const revertTimeout = 5 * time.Second
 // status. base64 never produces it.
 const noPrevious = "-"
 
-// statusValue decodes the status Lease's value; nil when it has none.
+// statusValue decodes the status Lease's value; nil when it has none. A
+// value that is not base64 is a corrupt status: the error wraps
+// versiongate.ErrCorruptStatus.
 func (s *Store) statusValue(l *coordinationv1.Lease) ([]byte, error) {
 	v, ok := l.Annotations[AnnotationValue]
 	if !ok {
@@ -40,7 +42,8 @@ func (s *Store) statusValue(l *coordinationv1.Lease) ([]byte, error) {
 	}
 	b, err := base64.StdEncoding.DecodeString(v)
 	if err != nil {
-		return nil, fmt.Errorf("versiongate/kubestore: %s: annotation %s is not base64: %w", s.ref(l.Name), AnnotationValue, err)
+		return nil, fmt.Errorf("%w: %s: annotation %s is not base64 (%v); the next leader overwrites it after its reconcile",
+			versiongate.ErrCorruptStatus, s.ref(l.Name), AnnotationValue, err)
 	}
 	if b == nil {
 		b = []byte{}
@@ -60,7 +63,9 @@ func (s *Store) stored(l *coordinationv1.Lease) (versiongate.StoredStatus, error
 	}
 	v, err := s.statusValue(l)
 	if err != nil {
-		return versiongate.StoredStatus{}, err
+		// A corrupt status, not a failed read: the gate blocks on it, and
+		// its leader repairs it.
+		return versiongate.StoredStatus{Revision: rev, Corrupt: err}, nil
 	}
 	// A status Lease without a value, not being deleted, was created by a
 	// Fence and never held a status that stood: a deleted one would be
