@@ -124,6 +124,23 @@
 //     saw that keep-alive's resourceVersion after it started, and waits
 //     TTL + margin from then (TestCutOffNodeStopsBeforeObserverDeletes:
 //     with the default 10s TTL, stopped 7.3s after the cut, deleted at 10s).
+//   - A record deleted by anyone but the reaper (an operator, a script)
+//     is no proof that its node stopped: that node serves until its next
+//     keep-alive, up to a third of its TTL later, learns of the loss. So a
+//     Store that sees a record deleted reads the heartbeat it named (GET),
+//     and while it is there reports no deletion and keeps listing the
+//     record, reading it again every third of the TTL, until it is gone
+//     (the node's KeepAlive, finding its record lost, deletes it before
+//     returning ErrRecordLost, conditioned on its own last renewal) or
+//     unchanged for the TTL plus the margin (the reaper's rule). A leader
+//     therefore counts the node until it has stopped: at most the TTL,
+//     the margin and a third of the TTL after the delete (58s with 40s
+//     records, a node cut off from the apiserver), typically two
+//     keep-alive periods (TestRecordDeletedByHandIsNoProofOfDeath: 40s
+//     records, the node stopped 6.7s after the delete and the leader
+//     reconciled at 19s). The reaper and DeleteRecord delete the
+//     heartbeat first, so their deletions are reported at once. With
+//     Config.NodeLease this does not hold: see its limits.
 //   - A node whose record was deleted or replaced (seen by its store's
 //     listing or watch), or whose heartbeat is gone, gets ErrRecordLost
 //     from its next KeepAlive (TestRecordDeletedAloneIsLost,
@@ -275,4 +292,10 @@
 //   - The reaper receives every renewal of every Lease in the node Lease
 //     namespace, gates or not (N per renewal interval); no other gate
 //     receives any.
+//   - A record deleted by hand is taken as its node's death at once, as
+//     before: the store cannot stop a node Lease it does not write, so its
+//     heartbeat proves nothing. The node serves until its gate's next
+//     KeepAlive, which reports the loss (it sends nothing, so at the
+//     gate's keep-alive period, RecordTTL/3); delete records in this mode
+//     only once their nodes have stopped.
 package kubestore
