@@ -154,6 +154,12 @@
 //     as a deleted status (TestFirstBootAmongRecordsIsInfo). An operator
 //     who removes the finalizer of a deleted status makes the next one a
 //     first boot too.
+//   - Uninstalling: the finalizer also holds the namespace's deletion, so
+//     a gate that goes away with all its nodes calls Store.Uninstall,
+//     which removes the finalizer and the status Lease; the namespace's
+//     deletion then completes (TestUninstallRemovesTheStatus,
+//     TestUninstallLetsTheNamespaceGo). Nothing removes it by itself: a
+//     gate cannot tell its last node stopping from a restart.
 //   - A status value annotation that is not base64 (an operator's typo)
 //     is a corrupt status, not a failed read: StoredStatus.Corrupt wraps
 //     versiongate.ErrCorruptStatus, the gate blocks on it and its leader
