@@ -179,8 +179,9 @@
 //     first waits out the reaper Lease (up to 33s; liveness only; a
 //     reaper that stops releases it).
 //   - The linearizability check of a history with a server restart may
-//     run out of time; it is then logged as undecided, not failed, and
-//     the safety checks of the run still hold it.
+//     run out of time; it is then searched again for longer, and fails
+//     the test if still undecided (a check that could not look proves
+//     nothing).
 //   - Neither store is Byzantine-tolerant: a node can publish any
 //     release.
 //
