@@ -216,22 +216,11 @@
 //     the apiserver O(N) watch events, all to the reaper, and every other
 //     gate receives only the reaper Lease's renewals (one per 10s)
 //     besides membership changes (TestOnlyTheReaperReceivesKeepAlives).
-//     Before this layout every gate received every keep-alive (N² events
-//     per renewal period): 200 gates held on a 2-core machine (apiserver
-//     0.45 cores, 391 MiB) and 1,000 did not. Now, on one 2-core machine
-//     running the servers and every gate, 1,000 gates with records kept
-//     alive by node Leases were ready 74s after the first started, the
-//     servers using 0.47 cores and 625 MiB, and each node received 8.9
-//     KiB a minute, as at 50 gates (8.4). With heartbeats of the store's
-//     own, the renewals are writes, 300 a second for 1,000 nodes at the
-//     default 10s RecordTTL: started 10 a second, 1,000 gates held (the
-//     servers at 1.06 cores, 647 MiB; 21 KiB per node a minute, as at 10
-//     gates), but started 50 a second, while every new gate listed every
-//     record, renewals fell behind their deadlines and records were lost.
-//     With a 40s RecordTTL (the kubelet's node Lease duration), 1,000
-//     gates started 50 a second were ready in 33s (0.42 cores, 523 MiB).
-//     So large fleets on the Kubernetes API want node Leases, or a
-//     RecordTTL near 40s. cmd/bench/versiongate -big 1000 measures it.
+//     With heartbeats of the store's own, the renewals are writes, N×3
+//     per RecordTTL; large fleets want node Leases, or a RecordTTL near
+//     40s (the kubelet's node Lease duration). The figures behind this,
+//     measured with cmd/bench/versiongate -big 1000, are in
+//     cmd/bench/versiongate/README.md.
 //
 // # Records kept alive by node Leases
 //
@@ -298,6 +287,14 @@
 //   - The reaper receives every renewal of every Lease in the node Lease
 //     namespace, gates or not (N per renewal interval); no other gate
 //     receives any.
+//   - The margins differ. The gate stops serving at the last send plus
+//     the node Lease's duration less its own margin, which it takes from
+//     RecordTTL (a tenth, at least 500ms); the reaper waits the node
+//     Lease's duration plus a margin taken from that duration. With the
+//     defaults (RecordTTL 10s, node Leases of 40s) that is 1s + 4s = 5s
+//     of slack for clock rates and pauses, less the reaper's detection
+//     delay, not twice a tenth of 40s; a RecordTTL equal to the node
+//     Lease's duration makes it 8s.
 //   - A record deleted by hand is taken as its node's death at once, as
 //     before: the store cannot stop a node Lease it does not write, so its
 //     heartbeat proves nothing. The node serves until its gate's next
