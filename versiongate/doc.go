@@ -133,7 +133,8 @@
 //     deleted, 403, a name clash, 410, 429, 5xx), WaitReady retries from
 //     100ms doubling to 10s, each pause drawn from half to one and a half
 //     times that, so after 30s a node sends at most a read and a watch
-//     per 5s (TestReadinessRetriesBackOff, on the Kubernetes store).
+//     per 5s (TestStatusWatchEndingAtOnceBacksOff;
+//     TestReadinessRetriesBackOff, per answer on the Kubernetes store).
 //     Kubernetes: ReadStatus returns the revision of a LIST, which the
 //     server can serve a watch from however long the status Lease has
 //     been unchanged, so a 410 after a restart costs one fresh read and

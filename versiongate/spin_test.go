@@ -100,6 +100,37 @@ func TestStatusWatchEndingAtOnceDoesNotSpin(t *testing.T) {
 	stepCounting(t, clk, 100*time.Millisecond, 10, 1, "status reads", st.reads.Load)
 }
 
+// The status watch keeps ending at once, for two minutes of fake time:
+// WaitReady's pauses grow, with jitter, so that after 30s a node reads at
+// most once per 5s (a read and a watch, two requests), whatever the store.
+func TestStatusWatchEndingAtOnceBacksOff(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	st := &eofStore{Store: versiongatetest.NewStore(versiongatetest.StoreConfig{Clock: clk})}
+	g, err := versiongate.New(versiongate.Config{
+		Store: st, NodeID: "a", Version: ver(t, "1.0.0"), MinimumCompatibleRelease: mustRelease(t, "1.0.0"),
+		Decode: notMember, Clock: clk,
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.WaitReady(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	start := clk.Now()
+	var at30 int64
+	for clk.Since(start) < 2*time.Minute {
+		stepWhenWaiting(t, clk, 100*time.Millisecond)
+		if at30 == 0 && clk.Since(start) >= 30*time.Second {
+			at30 = st.reads.Load()
+		}
+	}
+	after := st.reads.Load() - at30
+	t.Logf("%d status reads in the first 30s, %d in the 90s after", at30, after)
+	require.LessOrEqual(t, at30, int64(15), "status reads in the first 30s")
+	require.LessOrEqual(t, after, int64(90/5+1), "status reads from 30s to 120s")
+	require.GreaterOrEqual(t, after, int64(90/15), "status reads from 30s to 120s: it stopped trying")
+}
+
 // ver parses a version for the external tests.
 func ver(t *testing.T, s string) versiongate.Version {
 	t.Helper()
