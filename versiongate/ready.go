@@ -170,7 +170,8 @@ func (g *Gate) waitStatus(ctx context.Context, log logr.Logger, onWait func(reas
 	}
 }
 
-// Retries of the readiness wait's read and watch: readRetryBase doubling
+// Retries of the readiness wait's read and watch, and of the leader's
+// conditioned status write: readRetryBase doubling
 // up to readRetryMax, each pause drawn from [½, 1½] of that, so that the
 // nodes an apiserver restart turned away together come back apart. A
 // watch that lasted readRetryReset starts the sequence again. After 30s
@@ -212,17 +213,6 @@ func (r *readRetry) wait(ctx context.Context, reset bool) error {
 	defer t.Stop()
 	select {
 	case <-t.C():
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// pause waits a short, fixed time on the gate's clock before a read is
-// retried.
-func (g *Gate) pause(ctx context.Context) error {
-	select {
-	case <-g.clock.After(pauseBase):
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
