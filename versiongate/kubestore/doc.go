@@ -136,9 +136,9 @@
 //     therefore counts the node until it has stopped: at most the TTL,
 //     the margin and a third of the TTL after the delete (58s with 40s
 //     records, a node cut off from the apiserver), typically two
-//     keep-alive periods (TestRecordDeletedByHandIsNoProofOfDeath: 40s
-//     records, the node stopped 6.7s after the delete and the leader
-//     reconciled at 19s). The reaper and DeleteRecord delete the
+//     keep-alive periods (TestRecordDeletedByHandIsNoProofOfDeath and
+//     TestRecordDeletedByHandIsNoProofOfDeathAPIServer, with 40s
+//     records). The reaper and DeleteRecord delete the
 //     heartbeat first, so their deletions are reported at once. With
 //     Config.NodeLease this does not hold: see its limits.
 //   - A node whose record was deleted or replaced (seen by its store's
