@@ -57,7 +57,9 @@
 //     request undid.
 //   - The gate stalls rather than act on what it does not know: an absent
 //     or corrupt status blocks WaitReady and is overwritten only after a
-//     successful reconcile; an unknown newer release stops this node from
+//     successful reconcile (on the Kubernetes store, a value annotation
+//     that is not base64 too: TestNonBase64StatusIsCorruptAndRepaired);
+//     an unknown newer release stops this node from
 //     campaigning. It is not Byzantine-tolerant: a node that lies about its
 //     release defeats it.
 //   - A missing or corrupt status is no licence to reconcile: it may have
@@ -126,6 +128,17 @@
 //     (etcd: TestCutOffNodeStopsServingBeforeLeaderReconciles; Kubernetes:
 //     TestCutOffNodeStopsBeforeObserverDeletes; both:
 //     TestRecordLostBeforeStoreExpiresIt).
+//   - A node waiting for its status costs the server a read and a watch,
+//     not a loop. Whatever the store answers persistently (a status being
+//     deleted, 403, a name clash, 410, 429, 5xx), WaitReady retries from
+//     100ms doubling to 10s, each pause drawn from half to one and a half
+//     times that, so after 30s a node sends at most a read and a watch
+//     per 5s (TestStatusWatchEndingAtOnceBacksOff;
+//     TestReadinessRetriesBackOff, per answer on the Kubernetes store).
+//     Kubernetes: ReadStatus returns the revision of a LIST, which the
+//     server can serve a watch from however long the status Lease has
+//     been unchanged, so a 410 after a restart costs one fresh read and
+//     one more watch (TestStatusWatchFromListingAfterHistoryMovedOn).
 //   - End to end: a rolling upgrade of 5 gates with crashes, restarts,
 //     partitions and server restarts serves no node below the minimum and
 //     completes, and every store operation is linearizable against a model
@@ -167,8 +180,9 @@
 //     first waits out the reaper Lease (up to 33s; liveness only; a
 //     reaper that stops releases it).
 //   - The linearizability check of a history with a server restart may
-//     run out of time; it is then logged as undecided, not failed, and
-//     the safety checks of the run still hold it.
+//     run out of time; it is then searched again for longer, and fails
+//     the test if still undecided (a check that could not look proves
+//     nothing).
 //   - Neither store is Byzantine-tolerant: a node can publish any
 //     release.
 //

@@ -203,9 +203,9 @@ func (g *Gate) lead(ctx context.Context, term Term, reachedDone *bool) error {
 		return fmt.Errorf("read status: %w", err)
 	}
 	var current *Status
-	existed := stored.Value != nil
+	existed := stored.exists()
 	if existed {
-		cur, err := DecodeStatus(stored.Value)
+		cur, err := stored.decode()
 		g.setStatusError(err)
 		if err != nil {
 			log.Error(err, "Stored status is corrupt; treating it as absent")
@@ -327,6 +327,7 @@ func (g *Gate) restrict(ctx context.Context, term Term, restricted Status) error
 		return err
 	}
 	need := restricted.MinimumCompatibleRelease
+	retry := g.newReadRetry()
 	w := g.releases.Watch()
 	defer func() { w.Close() }()
 	var lastLogged *Release
@@ -358,10 +359,10 @@ func (g *Gate) restrict(ctx context.Context, term Term, restricted Status) error
 			// The watcher will publish the change.
 			log.Info("Nodes changed since the last summary; retrying the restricted status write")
 		default:
-			// A transient failure: try again after a pause, with the
-			// newest summary.
+			// A transient failure: try again after a pause that grows
+			// while it persists (as WaitReady's), with the newest summary.
 			log.Info("Could not write the restricted status, retrying", "err", err.Error())
-			if err := g.pause(ctx); err != nil {
+			if err := retry.wait(ctx, false); err != nil {
 				return err
 			}
 			w.Close()

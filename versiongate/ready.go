@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
+	cbackoff "github.com/cenkalti/backoff/v4"
 	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
 )
 
 // WaitReady blocks until the stored status lets the local node serve:
@@ -14,7 +17,9 @@ import (
 // function Ready). A
 // WORKING status does not block. An absent or corrupt status does: the
 // first leader writes a status only after its initial reconcile. It logs
-// why it waits, once each time the reason changes.
+// why it waits, once each time the reason changes. A failed read, or a
+// watch that ended, is retried after a pause that doubles from 100ms to
+// 10s, with jitter (see the package doc).
 //
 // When the gate owns the node records, WaitReady first waits until Run has
 // published the local record, and reads the status after it: a leader that
@@ -97,13 +102,13 @@ func (g *Gate) waitRecord(ctx context.Context) (context.Context, func(), error) 
 // time the reason to wait changes.
 func (g *Gate) waitStatus(ctx context.Context, log logr.Logger, onWait func(reason, message string)) error {
 	var lastReason string
-	ready := func(value []byte, exists bool) bool {
+	ready := func(stored StoredStatus) bool {
 		var reason string
 		cond := ReasonStatusNotAdmitting
-		if !exists {
+		if !stored.exists() {
 			cond = ReasonStatusPending
 			reason = "no status yet: the initial reconcile has not finished"
-		} else if st, err := DecodeStatus(value); err != nil {
+		} else if st, err := stored.decode(); err != nil {
 			g.setStatusError(err)
 			cond = ReasonStatusCorrupt
 			reason = "status is corrupt: " + err.Error()
@@ -127,6 +132,7 @@ func (g *Gate) waitStatus(ctx context.Context, log logr.Logger, onWait func(reas
 	}
 
 	st := g.cfg.Store
+	retry := g.newReadRetry()
 	for {
 		cur, err := st.ReadStatus(ctx)
 		if err != nil {
@@ -134,17 +140,18 @@ func (g *Gate) waitStatus(ctx context.Context, log logr.Logger, onWait func(reas
 				return ctx.Err()
 			}
 			log.Info("Could not read status, retrying", "err", err.Error())
-			if err := g.pause(ctx); err != nil {
+			if err := retry.wait(ctx, false); err != nil {
 				return err
 			}
 			continue
 		}
-		if ready(cur.Value, cur.Value != nil) {
+		if ready(cur) {
 			return nil
 		}
 		var ok bool
+		began := g.clock.Now()
 		err = st.WatchStatus(ctx, cur.Revision, func(s StoredStatus) bool {
-			ok = ready(s.Value, s.Value != nil)
+			ok = ready(s)
 			return ok
 		})
 		if ok {
@@ -153,20 +160,59 @@ func (g *Gate) waitStatus(ctx context.Context, log logr.Logger, onWait func(reas
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		// A watch that ends at once (an EOF, a store that returns nil)
-		// must not make a read loop.
+		// A watch that ends at once (an EOF, a store that returns nil, a
+		// 410 from a server that restarted) leads to one fresh read after
+		// a pause, and a watch that keeps ending so to fewer and fewer.
 		log.Info("Status watch ended, reading status again", "reason", fmt.Sprint(err))
-		if err := g.pause(ctx); err != nil {
+		if err := retry.wait(ctx, g.clock.Since(began) >= readRetryReset); err != nil {
 			return err
 		}
 	}
 }
 
-// pause waits a short, fixed time on the gate's clock before a read is
-// retried.
-func (g *Gate) pause(ctx context.Context) error {
+// Retries of the readiness wait's read and watch, and of the leader's
+// conditioned status write: readRetryBase doubling
+// up to readRetryMax, each pause drawn from [½, 1½] of that, so that the
+// nodes an apiserver restart turned away together come back apart. A
+// watch that lasted readRetryReset starts the sequence again. After 30s
+// of one failure a node sends at most two requests (a read and a watch)
+// per 5s (TestReadinessRetriesBackOff).
+const (
+	readRetryBase   = 100 * time.Millisecond
+	readRetryMax    = 10 * time.Second
+	readRetryJitter = 0.5
+	readRetryReset  = time.Minute
+)
+
+// readRetry paces the readiness wait's retries on the gate's clock.
+type readRetry struct {
+	clock clock.Clock
+	b     *cbackoff.ExponentialBackOff
+}
+
+func (g *Gate) newReadRetry() *readRetry {
+	b := &cbackoff.ExponentialBackOff{
+		InitialInterval:     readRetryBase,
+		RandomizationFactor: readRetryJitter,
+		Multiplier:          2,
+		MaxInterval:         readRetryMax,
+		Stop:                cbackoff.Stop,
+		Clock:               g.clock,
+	}
+	b.Reset()
+	return &readRetry{clock: g.clock, b: b}
+}
+
+// wait pauses before the next read, from the start of the sequence again
+// if reset.
+func (r *readRetry) wait(ctx context.Context, reset bool) error {
+	if reset {
+		r.b.Reset()
+	}
+	t := r.clock.NewTimer(r.b.NextBackOff())
+	defer t.Stop()
 	select {
-	case <-g.clock.After(pauseBase):
+	case <-t.C():
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

@@ -2,6 +2,7 @@ package versiongate_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -98,6 +99,37 @@ func TestStatusWatchEndingAtOnceDoesNotSpin(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 
 	stepCounting(t, clk, 100*time.Millisecond, 10, 1, "status reads", st.reads.Load)
+}
+
+// The status watch keeps ending at once, for two minutes of fake time:
+// WaitReady's pauses grow, with jitter, so that after 30s a node reads at
+// most once per 5s (a read and a watch, two requests), whatever the store.
+func TestStatusWatchEndingAtOnceBacksOff(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	st := &eofStore{Store: versiongatetest.NewStore(versiongatetest.StoreConfig{Clock: clk})}
+	g, err := versiongate.New(versiongate.Config{
+		Store: st, NodeID: "a", Version: ver(t, "1.0.0"), MinimumCompatibleRelease: mustRelease(t, "1.0.0"),
+		Decode: notMember, Clock: clk,
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.WaitReady(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	start := clk.Now()
+	var at30 int64
+	for clk.Since(start) < 2*time.Minute {
+		stepWhenWaiting(t, clk, 100*time.Millisecond)
+		if at30 == 0 && clk.Since(start) >= 30*time.Second {
+			at30 = st.reads.Load()
+		}
+	}
+	after := st.reads.Load() - at30
+	t.Logf("%d status reads in the first 30s, %d in the 90s after", at30, after)
+	require.LessOrEqual(t, at30, int64(15), "status reads in the first 30s")
+	require.LessOrEqual(t, after, int64(90/5+1), "status reads from 30s to 120s")
+	require.GreaterOrEqual(t, after, int64(90/15), "status reads from 30s to 120s: it stopped trying")
 }
 
 // ver parses a version for the external tests.
@@ -260,4 +292,56 @@ func TestReadyFalseAtTheDeadlineWhenTheKeepAliveLoopRunsLate(t *testing.T) {
 	require.True(t, g.Ready(), "ready before the deadline")
 	rec.Step(200 * time.Millisecond)
 	require.False(t, g.Ready(), "ready past the record's deadline")
+}
+
+// failingRestrictStore fails every status write conditioned on the
+// records (the leader's restrict) with a transient error, and counts them.
+type failingRestrictStore struct {
+	versiongate.Store
+	conditioned atomic.Int64
+}
+
+func (s *failingRestrictStore) WriteStatus(ctx context.Context, t versiongate.Term, value []byte, nodesRev int64) error {
+	if nodesRev > 0 {
+		s.conditioned.Add(1)
+		return errors.New("test: 503 from the server")
+	}
+	return s.Store.WriteStatus(ctx, t, value, nodesRev)
+}
+
+// The leader's restricted status write fails for two minutes of fake time
+// with a transient error: it retries with pauses that grow, with jitter,
+// so that after 30s it writes at most once per 5s.
+func TestRestrictWriteFailingBacksOff(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	mem := versiongatetest.NewStore(versiongatetest.StoreConfig{Clock: clk})
+	ctx := context.Background()
+	old := versiongatetest.NewTerm("old", 1)
+	require.NoError(t, mem.Fence(ctx, old))
+	b, err := versiongate.Status{State: versiongate.StateDone, Version: ver(t, "1.0.0"), MinimumCompatibleRelease: mustRelease(t, "1.0.0")}.Encode()
+	require.NoError(t, err)
+	require.NoError(t, mem.WriteStatus(ctx, old, b, 0))
+	st := &failingRestrictStore{Store: mem}
+	g, err := versiongate.New(versiongate.Config{
+		Store: st, NodeID: "a", Version: ver(t, "2.0.0"), MinimumCompatibleRelease: mustRelease(t, "2.0.0"),
+		Decode: notMember, Clock: clk, SettleTime: -1,
+		Candidate: &budgetCandidate{budget: 1},
+		Reconcile: func(context.Context, versiongate.Term) error { return nil },
+	})
+	require.NoError(t, err)
+	runInBackground(t, g)
+
+	start := clk.Now()
+	var at30 int64
+	for clk.Since(start) < 2*time.Minute {
+		stepWhenWaiting(t, clk, 100*time.Millisecond)
+		if at30 == 0 && clk.Since(start) >= 30*time.Second {
+			at30 = st.conditioned.Load()
+		}
+	}
+	after := st.conditioned.Load() - at30
+	t.Logf("%d restricted writes in the first 30s, %d in the 90s after", at30, after)
+	require.Positive(t, at30, "the leader never tried to restrict")
+	require.LessOrEqual(t, at30, int64(15), "restricted writes in the first 30s")
+	require.LessOrEqual(t, after, int64(90/5+1), "restricted writes from 30s to 120s")
 }

@@ -103,3 +103,15 @@ func DecodeStatus(data []byte) (Status, error) {
 	s.MinimumCompatibleRelease = releaseFromProto(p.GetMinimumCompatibleRelease())
 	return s, nil
 }
+
+// exists reports whether the store holds a status, decodable or not.
+func (s StoredStatus) exists() bool { return s.Value != nil || s.Corrupt != nil }
+
+// decode decodes the stored status: s.Corrupt if the store set it,
+// otherwise what DecodeStatus makes of s.Value.
+func (s StoredStatus) decode() (Status, error) {
+	if s.Corrupt != nil {
+		return Status{}, s.Corrupt
+	}
+	return DecodeStatus(s.Value)
+}

@@ -88,6 +88,13 @@ type StoredStatus struct {
 	// status among other nodes' records at info level instead of with an
 	// error and a StatusMissing warning; it waits the same way either way.
 	FirstBoot bool
+	// Corrupt, when not nil, says the store holds a status it cannot hand
+	// back as an encoded one (on the Kubernetes store, a value annotation
+	// that is not base64, as an operator's typo leaves); it wraps
+	// ErrCorruptStatus, and Value is nil. The gate treats such a status as
+	// one that DecodeStatus refuses: it blocks WaitReady and is
+	// overwritten only after a successful reconcile.
+	Corrupt error
 }
 
 // Store is the storage under a Gate: the node records, the status, and

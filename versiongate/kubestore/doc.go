@@ -124,6 +124,23 @@
 //     saw that keep-alive's resourceVersion after it started, and waits
 //     TTL + margin from then (TestCutOffNodeStopsBeforeObserverDeletes:
 //     with the default 10s TTL, stopped 7.3s after the cut, deleted at 10s).
+//   - A record deleted by anyone but the reaper (an operator, a script)
+//     is no proof that its node stopped: that node serves until its next
+//     keep-alive, up to a third of its TTL later, learns of the loss. So a
+//     Store that sees a record deleted reads the heartbeat it named (GET),
+//     and while it is there reports no deletion and keeps listing the
+//     record, reading it again every third of the TTL, until it is gone
+//     (the node's KeepAlive, finding its record lost, deletes it before
+//     returning ErrRecordLost, conditioned on its own last renewal) or
+//     unchanged for the TTL plus the margin (the reaper's rule). A leader
+//     therefore counts the node until it has stopped: at most the TTL,
+//     the margin and a third of the TTL after the delete (58s with 40s
+//     records, a node cut off from the apiserver), typically two
+//     keep-alive periods (TestRecordDeletedByHandIsNoProofOfDeath and
+//     TestRecordDeletedByHandIsNoProofOfDeathAPIServer, with 40s
+//     records). The reaper and DeleteRecord delete the
+//     heartbeat first, so their deletions are reported at once. With
+//     Config.NodeLease this does not hold: see its limits.
 //   - A node whose record was deleted or replaced (seen by its store's
 //     listing or watch), or whose heartbeat is gone, gets ErrRecordLost
 //     from its next KeepAlive (TestRecordDeletedAloneIsLost,
@@ -137,10 +154,24 @@
 //     as a deleted status (TestFirstBootAmongRecordsIsInfo). An operator
 //     who removes the finalizer of a deleted status makes the next one a
 //     first boot too.
+//   - Uninstalling: the finalizer also holds the namespace's deletion, so
+//     a gate that goes away with all its nodes calls Store.Uninstall,
+//     which removes the finalizer and the status Lease; the namespace's
+//     deletion then completes (TestUninstallRemovesTheStatus,
+//     TestUninstallLetsTheNamespaceGo). Nothing removes it by itself: a
+//     gate cannot tell its last node stopping from a restart.
+//   - A status value annotation that is not base64 (an operator's typo)
+//     is a corrupt status, not a failed read: StoredStatus.Corrupt wraps
+//     versiongate.ErrCorruptStatus, the gate blocks on it and its leader
+//     overwrites it after a successful reconcile
+//     (TestNonBase64StatusIsCorruptAndRepaired, FuzzStatusAnnotation).
 //   - A watch the server ends is reopened from the last revision seen,
 //     after a pause that grows while watches deliver nothing; 410 Gone
 //     returns ErrWatchExpired and the caller lists again
-//     (TestWatchEndingAtOnceDoesNotSpin). The reaper's loop and its
+//     (TestWatchEndingAtOnceDoesNotSpin). ReadStatus's revision is its
+//     LIST's, not the status Lease's own resourceVersion, so the status
+//     watch starts where the server can serve it, however old the status
+//     (TestStatusWatchFromListingAfterHistoryMovedOn). The reaper's loop and its
 //     liveness watch pause likewise after a refusal or a failure
 //     (TestReaperDoesNotSpin).
 //
@@ -185,22 +216,11 @@
 //     the apiserver O(N) watch events, all to the reaper, and every other
 //     gate receives only the reaper Lease's renewals (one per 10s)
 //     besides membership changes (TestOnlyTheReaperReceivesKeepAlives).
-//     Before this layout every gate received every keep-alive (N² events
-//     per renewal period): 200 gates held on a 2-core machine (apiserver
-//     0.45 cores, 391 MiB) and 1,000 did not. Now, on one 2-core machine
-//     running the servers and every gate, 1,000 gates with records kept
-//     alive by node Leases were ready 74s after the first started, the
-//     servers using 0.47 cores and 625 MiB, and each node received 8.9
-//     KiB a minute, as at 50 gates (8.4). With heartbeats of the store's
-//     own, the renewals are writes, 300 a second for 1,000 nodes at the
-//     default 10s RecordTTL: started 10 a second, 1,000 gates held (the
-//     servers at 1.06 cores, 647 MiB; 21 KiB per node a minute, as at 10
-//     gates), but started 50 a second, while every new gate listed every
-//     record, renewals fell behind their deadlines and records were lost.
-//     With a 40s RecordTTL (the kubelet's node Lease duration), 1,000
-//     gates started 50 a second were ready in 33s (0.42 cores, 523 MiB).
-//     So large fleets on the Kubernetes API want node Leases, or a
-//     RecordTTL near 40s. cmd/bench/versiongate -big 1000 measures it.
+//     With heartbeats of the store's own, the renewals are writes, N×3
+//     per RecordTTL; large fleets want node Leases, or a RecordTTL near
+//     40s (the kubelet's node Lease duration). The figures behind this,
+//     measured with cmd/bench/versiongate -big 1000, are in
+//     cmd/bench/versiongate/README.md.
 //
 // # Records kept alive by node Leases
 //
@@ -267,4 +287,18 @@
 //   - The reaper receives every renewal of every Lease in the node Lease
 //     namespace, gates or not (N per renewal interval); no other gate
 //     receives any.
+//   - The margins differ. The gate stops serving at the last send plus
+//     the node Lease's duration less its own margin, which it takes from
+//     RecordTTL (a tenth, at least 500ms); the reaper waits the node
+//     Lease's duration plus a margin taken from that duration. With the
+//     defaults (RecordTTL 10s, node Leases of 40s) that is 1s + 4s = 5s
+//     of slack for clock rates and pauses, less the reaper's detection
+//     delay, not twice a tenth of 40s; a RecordTTL equal to the node
+//     Lease's duration makes it 8s.
+//   - A record deleted by hand is taken as its node's death at once, as
+//     before: the store cannot stop a node Lease it does not write, so its
+//     heartbeat proves nothing. The node serves until its gate's next
+//     KeepAlive, which reports the loss (it sends nothing, so at the
+//     gate's keep-alive period, RecordTTL/3); delete records in this mode
+//     only once their nodes have stopped.
 package kubestore

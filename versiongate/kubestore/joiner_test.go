@@ -168,10 +168,10 @@ func TestJoinerRaceStaleCacheNotUsed(t *testing.T) {
 	require.ErrorIs(t, werr, versiongate.ErrNodesChanged, "the joiner's record was missed: it serves on the open status while the restricted one stands")
 }
 
-// A cache in front of the status GET (what resourceVersion "0" reads)
-// answers with the status as it was before the restrict: a joiner must
-// not read from it, or it serves on the open status after the restricted
-// one stands.
+// A cache in front of the status GET and LIST (what resourceVersion "0"
+// reads) answers with the status as it was before the restrict: a joiner
+// must not read from it, or it serves on the open status after the
+// restricted one stands.
 func TestStatusReadNotFromCache(t *testing.T) {
 	ctx := testCtx(t)
 	cs := kubefake.NewClientset()
@@ -183,6 +183,12 @@ func TestStatusReadNotFromCache(t *testing.T) {
 		h.cachedGet = func(name string, opts metav1.GetOptions) (*coordinationv1.Lease, bool) {
 			if opts.ResourceVersion == "0" {
 				return before.DeepCopy(), true
+			}
+			return nil, false
+		}
+		h.list = func(opts metav1.ListOptions) (*coordinationv1.LeaseList, bool) {
+			if opts.ResourceVersion == "0" {
+				return &coordinationv1.LeaseList{ListMeta: metav1.ListMeta{ResourceVersion: before.ResourceVersion}, Items: []coordinationv1.Lease{*before.DeepCopy()}}, true
 			}
 			return nil, false
 		}

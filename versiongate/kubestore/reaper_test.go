@@ -29,6 +29,12 @@ import (
 // receive nothing but the reaper Lease's renewals. (Before records and
 // liveness were split, every store received every keep-alive: K² events
 // per renewal period.)
+//
+// What it counts is where keep-alives go, not whether they arrive in
+// time: the records live an hour, so a loaded machine that delays
+// keep-alives by seconds expires none (with 3s records, one did once, and
+// its deletion reached every store), and the reaper Lease's renewals are
+// bounded by the window's own length, whatever it took.
 func TestOnlyTheReaperReceivesKeepAlives(t *testing.T) {
 	const k = 5
 	ctx := testCtx(t)
@@ -43,7 +49,7 @@ func TestOnlyTheReaperReceivesKeepAlives(t *testing.T) {
 	for i := range stores {
 		ccs, c := newCountingClient(cs)
 		stores[i], counted[i] = newStore(t, ccs, gate, nil), c
-		l, err := stores[i].PublishRecord(ctx, fmt.Sprintf("n%d", i), []byte("1.0.0"), 3*time.Second)
+		l, err := stores[i].PublishRecord(ctx, fmt.Sprintf("n%d", i), []byte("1.0.0"), time.Hour)
 		require.NoError(t, err)
 		runWatch(t, stores[i])
 		wg.Add(1)
@@ -84,7 +90,9 @@ func TestOnlyTheReaperReceivesKeepAlives(t *testing.T) {
 		c.reset()
 	}
 	before := keepAlives.Load()
+	began := time.Now()
 	require.Eventually(t, func() bool { return keepAlives.Load()-before >= 20*k }, time.Minute, 10*time.Millisecond, "keep-alives")
+	window := time.Since(began)
 	received := func(i int) (all, reaperLease int) {
 		ev, _ := counted[i].snapshot()
 		for _, m := range ev {
@@ -97,7 +105,9 @@ func TestOnlyTheReaperReceivesKeepAlives(t *testing.T) {
 		}
 		return all, reaperLease
 	}
-	// The reaper's renewals: one per 10s, and the window is at least 4s.
+	// The reaper Lease's renewals: one per 10s, so at most one more than
+	// the window holds (read a little after it ended).
+	renewals := int(window/(10*time.Second)) + 2
 	rall, _ := received(reaper)
 	require.GreaterOrEqual(t, rall, 15*k, "the reaper receives the keep-alives")
 	for i := range stores {
@@ -106,7 +116,7 @@ func TestOnlyTheReaperReceivesKeepAlives(t *testing.T) {
 		}
 		all, rl := received(i)
 		require.Equal(t, rl, all, "store %d received %d events, %d of them not the reaper Lease's", i, all, all-rl)
-		require.LessOrEqual(t, all, 3, "store %d: the reaper Lease's renewals only", i)
+		require.LessOrEqual(t, all, renewals, "store %d: the reaper Lease's renewals only, in %v", i, window)
 		_, w := counted[i].snapshot()
 		require.Zero(t, w[testNamespace+" "+heartbeatSelector(gate)], "store %d watches heartbeats", i)
 	}

@@ -32,6 +32,9 @@ type ownedRecord struct {
 	// lost is set once this store saw the record deleted or replaced (in
 	// a listing or a watch), deleted it, or its keep-alive failed.
 	lost bool
+	// stopped is set once KeepAlive, finding the record lost, deleted the
+	// heartbeat (or tried to).
+	stopped bool
 }
 
 // leaseSeconds rounds ttl up to whole seconds, at least one.
@@ -255,6 +258,27 @@ func (s *Store) owner(l versiongate.RecordLease) (*ownedRecord, error) {
 	return o, nil
 }
 
+// stopHeartbeat deletes, once, the heartbeat of l's record, which this
+// store found lost, conditioned on the resourceVersion of its own last
+// renewal. Gates that saw the record deleted by someone other than the
+// reaper count the node as a member until its heartbeat is gone or dead
+// (see heldDeath): this tells them the node's gate has learned, and stops
+// serving as KeepAlive returns.
+func (s *Store) stopHeartbeat(ctx context.Context, l versiongate.RecordLease) {
+	s.mu.Lock()
+	o := s.owned[l.Lease]
+	if o == nil || !o.lost || o.hb == nil || o.stopped {
+		s.mu.Unlock()
+		return
+	}
+	o.stopped = true
+	hb := o.hb
+	s.mu.Unlock()
+	if err := s.deleteCond(ctx, hb.Name, hb.UID, hb.ResourceVersion); err != nil {
+		logr.FromContextOrDiscard(ctx).Info("Could not delete the heartbeat of a lost record; it expires", "lease", s.ref(hb.Name), "err", err.Error())
+	}
+}
+
 func (s *Store) loseRecord(o *ownedRecord) {
 	s.mu.Lock()
 	o.lost = true
@@ -272,6 +296,7 @@ func (s *Store) KeepAlive(ctx context.Context, l versiongate.RecordLease) (time.
 	}
 	o, err := s.owner(l)
 	if err != nil {
+		s.stopHeartbeat(ctx, l)
 		return 0, err
 	}
 	s.mu.Lock()
@@ -294,6 +319,7 @@ func (s *Store) KeepAlive(ctx context.Context, l versiongate.RecordLease) (time.
 			lost := o.lost
 			s.mu.Unlock()
 			if lost {
+				s.stopHeartbeat(ctx, l)
 				return 0, fmt.Errorf("%w: %s was deleted or replaced", versiongate.ErrRecordLost, s.ref(o.name))
 			}
 			return o.ttl, nil
@@ -337,13 +363,16 @@ func (s *Store) DeleteRecord(ctx context.Context, l versiongate.RecordLease) err
 	if o == nil {
 		return nil
 	}
-	if err := s.deleteCond(ctx, o.name, o.record, ""); err != nil && !errors.Is(err, errRecordAlive) {
-		return err
-	}
+	// The heartbeat first, as the reaper does: a gate that sees the
+	// record deleted then finds the heartbeat gone, proof that the node
+	// stopped, and need not wait for it to expire (see heldDeath).
 	if o.hb != nil {
 		if err := s.deleteCond(ctx, o.hb.Name, o.hb.UID, ""); err != nil && !errors.Is(err, errRecordAlive) {
 			return err
 		}
+	}
+	if err := s.deleteCond(ctx, o.name, o.record, ""); err != nil && !errors.Is(err, errRecordAlive) {
+		return err
 	}
 	s.mu.Lock()
 	o.lost = true

@@ -32,7 +32,9 @@ const revertTimeout = 5 * time.Second
 // status. base64 never produces it.
 const noPrevious = "-"
 
-// statusValue decodes the status Lease's value; nil when it has none.
+// statusValue decodes the status Lease's value; nil when it has none. A
+// value that is not base64 is a corrupt status: the error wraps
+// versiongate.ErrCorruptStatus.
 func (s *Store) statusValue(l *coordinationv1.Lease) ([]byte, error) {
 	v, ok := l.Annotations[AnnotationValue]
 	if !ok {
@@ -40,7 +42,8 @@ func (s *Store) statusValue(l *coordinationv1.Lease) ([]byte, error) {
 	}
 	b, err := base64.StdEncoding.DecodeString(v)
 	if err != nil {
-		return nil, fmt.Errorf("versiongate/kubestore: %s: annotation %s is not base64: %w", s.ref(l.Name), AnnotationValue, err)
+		return nil, fmt.Errorf("%w: %s: annotation %s is not base64 (%v); the next leader overwrites it after its reconcile",
+			versiongate.ErrCorruptStatus, s.ref(l.Name), AnnotationValue, err)
 	}
 	if b == nil {
 		b = []byte{}
@@ -60,7 +63,9 @@ func (s *Store) stored(l *coordinationv1.Lease) (versiongate.StoredStatus, error
 	}
 	v, err := s.statusValue(l)
 	if err != nil {
-		return versiongate.StoredStatus{}, err
+		// A corrupt status, not a failed read: the gate blocks on it, and
+		// its leader repairs it.
+		return versiongate.StoredStatus{Revision: rev, Corrupt: err}, nil
 	}
 	// A status Lease without a value, not being deleted, was created by a
 	// Fence and never held a status that stood: a deleted one would be
@@ -85,31 +90,35 @@ func (s *Store) checkLive(l *coordinationv1.Lease) error {
 		ErrStatusDeleted, s.ref(l.Name), l.DeletionTimestamp.UTC().Format(time.RFC3339), Finalizer, s.ns, l.Name)
 }
 
-// ReadStatus implements versiongate.Store with a GET, resourceVersion
-// unset (linearizable). When the status Lease does not exist, a LIST of it
-// (also linearizable) gives the revision to watch from.
+// ReadStatus implements versiongate.Store with one LIST of the status
+// Lease (field selector metadata.name), resourceVersion unset: a
+// linearizable read. The revision it returns is the listing's, not the
+// status Lease's own resourceVersion: the Lease may be unchanged for
+// longer than the server keeps watch history (or than it has been up,
+// after a restart), and a watch from its resourceVersion would then get
+// 410 Gone at every attempt, whereas the listing's is as recent as the
+// server's state, so one fresh read always gives a watch the server can
+// serve (TestStatusWatchFromListingAfterHistoryMovedOn).
 func (s *Store) ReadStatus(ctx context.Context) (versiongate.StoredStatus, error) {
 	name := s.statusName()
-	l, err := s.leases.Get(ctx, name, metav1.GetOptions{})
-	if err == nil {
-		return s.stored(l)
-	}
-	if !apierrors.IsNotFound(err) || apiMissing(err) {
-		return versiongate.StoredStatus{}, s.wrap("get", name, err)
-	}
 	sel := "metadata.name=" + name
 	list, err := s.leases.List(ctx, metav1.ListOptions{FieldSelector: sel})
 	if err != nil {
 		return versiongate.StoredStatus{}, s.wrapSel("list", sel, err)
 	}
-	for i := range list.Items {
-		if list.Items[i].Name == name {
-			return s.stored(&list.Items[i])
-		}
-	}
 	rev, err := revision("the status listing", list.ResourceVersion)
 	if err != nil {
 		return versiongate.StoredStatus{}, err
+	}
+	for i := range list.Items {
+		if list.Items[i].Name == name {
+			st, err := s.stored(&list.Items[i])
+			if err != nil {
+				return versiongate.StoredStatus{}, err
+			}
+			st.Revision = max(st.Revision, rev)
+			return st, nil
+		}
 	}
 	return versiongate.StoredStatus{Revision: rev}, nil
 }

@@ -133,6 +133,9 @@ type Store struct {
 	// orphans are the records whose liveness object the reaper has not
 	// seen alive, by record UID, with when it first noticed.
 	orphans map[types.UID]time.Time
+	// held are records seen deleted while the heartbeat they named may
+	// still be renewed, by record ID (see heldDeath).
+	held map[string]*heldDeath
 	// node is set when records are kept alive by node Leases
 	// (Config.NodeLease).
 	node *nodeMode
@@ -184,6 +187,7 @@ func New(cfg Config) (*Store, error) {
 		live:   newTracker(),
 
 		orphans:     map[types.UID]time.Time{},
+		held:        map[string]*heldDeath{},
 		identity:    newToken(),
 		reaperDur:   defaultReaperDuration,
 		reaperRenew: defaultReaperRenew,

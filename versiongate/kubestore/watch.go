@@ -58,12 +58,16 @@ func (s *Store) ListRecords(ctx context.Context) ([]versiongate.Record, int64, e
 	}
 	s.seen.listed(present, rev, now)
 	s.noteListing(uids, rev)
+	for id := range present {
+		delete(s.held, id) // published again
+	}
+	held := s.heldRecords(present)
 	s.mu.Unlock()
-	out := make([]versiongate.Record, 0, len(list))
+	out := make([]versiongate.Record, 0, len(list)+len(held))
 	for _, r := range list {
 		out = append(out, versiongate.Record{ID: r.id, Value: r.value})
 	}
-	return out, rev, nil
+	return append(out, held...), rev, nil
 }
 
 type listedRecord struct {
@@ -154,7 +158,20 @@ func (s *Store) WatchRecords(ctx context.Context, rev int64, fn func([]versionga
 		cancel()
 		<-done
 	}()
-	return s.watchLoop(ctx, s.ns, s.leases, rev, metav1.ListOptions{LabelSelector: s.watchSelector()}, nil, nil,
+	tick := s.clock.NewTicker(reapInterval)
+	defer tick.Stop()
+	onTick := func(ctx context.Context) {
+		s.mu.Lock()
+		n, covered := len(s.held), s.seen.covered
+		s.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		if dead := s.checkHeld(ctx); len(dead) > 0 {
+			fn(dead, covered)
+		}
+	}
+	return s.watchLoop(ctx, s.ns, s.leases, rev, metav1.ListOptions{LabelSelector: s.watchSelector()}, tick.C(), onTick,
 		func(ev watch.EventType, l *coordinationv1.Lease, evRev int64) (bool, error) {
 			if l.Labels[LabelRole] != RoleRecord {
 				if l.Name == s.reaperName() {
@@ -165,6 +182,9 @@ func (s *Store) WatchRecords(ctx context.Context, rev int64, fn func([]versionga
 			id := s.recordID(l.Name)
 			value := s.recordValue(l)
 			deleted := ev == watch.Deleted
+			// A deletion the heartbeat does not confirm is reported once
+			// it does (see heldDeath).
+			held := deleted && s.holdDeath(ctx, id, l, value)
 			if deleted {
 				value = nil
 			}
@@ -172,8 +192,11 @@ func (s *Store) WatchRecords(ctx context.Context, rev int64, fn func([]versionga
 			changed := s.seen.observe(id, l.UID, value, l.Annotations[AnnotationHeartbeat], evRev, leaseTTL(l), s.clock.Now())
 			s.seen.covered = max(s.seen.covered, evRev)
 			s.noteRecord(id, l.UID, deleted, evRev)
+			if !deleted {
+				delete(s.held, id) // published again
+			}
 			s.mu.Unlock()
-			if changed {
+			if changed && !held {
 				fn([]versiongate.Record{{ID: id, Value: value}}, evRev)
 			}
 			return false, nil

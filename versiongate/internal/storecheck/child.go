@@ -23,6 +23,8 @@ type ChildRequest struct {
 	History []Op
 	// Dir is where the visualization of an illegal history goes.
 	Dir string
+	// Timeout bounds the search; zero means CheckTimeout.
+	Timeout time.Duration
 }
 
 // ChildResult is what the checker program answers on its standard output.
@@ -41,7 +43,11 @@ func Serve(in []byte) []byte {
 		res.Err = fmt.Sprintf("decoding the history: %v", err)
 	} else {
 		var err error
-		res.Result, res.Path, err = verifyHere(req.History, req.Dir)
+		timeout := req.Timeout
+		if timeout <= 0 {
+			timeout = CheckTimeout
+		}
+		res.Result, res.Path, err = verifyHere(req.History, req.Dir, timeout)
 		if err != nil {
 			res.Err = err.Error()
 		}
@@ -58,8 +64,8 @@ func Serve(in []byte) []byte {
 // that time on every core the tests share. The program is built with the
 // go command that runs the tests, from the build cache after the first
 // time.
-func verifyInChild(history []Op, dir string) (porcupine.CheckResult, string, error) {
-	req, err := json.Marshal(ChildRequest{History: history, Dir: dir})
+func verifyInChild(history []Op, dir string, timeout time.Duration) (porcupine.CheckResult, string, error) {
+	req, err := json.Marshal(ChildRequest{History: history, Dir: dir, Timeout: timeout})
 	if err != nil {
 		return porcupine.Unknown, "", fmt.Errorf("storecheck: encoding the history: %w", err)
 	}

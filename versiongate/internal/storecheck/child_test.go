@@ -55,10 +55,10 @@ func TestVerifyInChildAgrees(t *testing.T) {
 		Op{Client: 3, Name: "b", Input: Input{Kind: KindKeepAlive, ID: "b", Lease: 2}, Output: Output{Outcome: OK}, Call: 11, Return: 12},
 	)
 	for h, want := range map[*[]Op]porcupine.CheckResult{&legal: porcupine.Ok, &illegal: porcupine.Illegal} {
-		here, _, err := verifyHere(*h, t.TempDir())
+		here, _, err := verifyHere(*h, t.TempDir(), CheckTimeout)
 		require.NoError(t, err)
 		require.Equal(t, want, here)
-		got, path, err := verifyInChild(*h, t.TempDir())
+		got, path, err := verifyInChild(*h, t.TempDir(), CheckTimeout)
 		require.NoError(t, err)
 		require.Equal(t, want, got)
 		if got == porcupine.Illegal {

@@ -84,9 +84,10 @@
 // before its delete), so that the search tries them in that order rather
 // than backtracking over every ordering of the operations around them
 // (TestManyConcurrentJoinersDecided). No linearization the model accepts
-// is lost. A history still undecided after CheckTimeout is logged as
-// undecided, not failed, and kept as undecided-*.json beside the
-// visualizations, to be searched again.
+// is lost. A history still undecided after CheckTimeout is kept as
+// undecided-*.json beside the visualizations and searched again for
+// RetryTimeout; still undecided then, it fails the test, since a check
+// that could not look proves nothing (TestUndecidedHistoryFails).
 //
 // # What the model does not check
 //
@@ -97,7 +98,8 @@
 //     while kept alive, and expires within its TTL otherwise, is not
 //     checked here (the drivers check that nodes stop serving first).
 //   - TTLs granted, lease identity beyond equality, and revision values
-//     other than their order and the nodesRev condition.
+//     other than their order, the nodesRev condition, and that a
+//     ReadStatus reports no revision below one reported before it.
 //   - Anything done to the store outside recorded clients (an operator's
 //     write, host-owned records): the model starts from an empty store,
 //     and every client of the store under test must be recorded.

@@ -173,9 +173,13 @@ func TestModelCases(t *testing.T) {
 		{"guarded term refused, then writes", seq(op(fence(5, true), lost), op(write(5, true, "x", 0), ok)), porcupine.Illegal},
 		{"guarded term refused without a successor", seq(op(fence(5, true), ok), op(write(5, true, "x", 0), lost)), porcupine.Ok},
 		{"guarded earlier term after a later one", seq(op(fence(6, true), ok), op(write(5, true, "x", 0), ok)), porcupine.Illegal},
-		// A read's revision is one at which its value is current, not
-		// necessarily the newest.
-		{"read revision of an unchanged status goes back", seq(op(readIn, read("", 5)), op(readIn, read("", 4))), porcupine.Ok},
+		// A read's revision is the store's at the read: never below one
+		// reported before it, even when the status has not changed since
+		// (a store that reports the status object's own revision, which a
+		// watch may no longer be served from, is caught).
+		{"read revision of an unchanged status goes back", seq(op(readIn, read("", 5)), op(readIn, read("", 4))), porcupine.Illegal},
+		{"read revision of an unchanged status below a publish", seq(op(fence(1, false), ok), op(write(1, false, "x", 0), ok), op(publish("a"), published(1, 5)), op(readIn, read("x", 3))), porcupine.Illegal},
+		{"read revision at a publish", seq(op(publish("a"), published(1, 5)), op(readIn, read("", 5))), porcupine.Ok},
 		{"read revision after the status' write", seq(op(fence(1, false), ok), op(publish("a"), published(1, 5)), op(write(1, false, "x", 0), ok), op(readIn, read("x", 6))), porcupine.Ok},
 		{"revision goes back", seq(op(publish("a"), published(1, 5)), op(listIn, list(4, "a"))), porcupine.Illegal},
 		{"expired record comes back", seq(op(publish("a"), published(1, 5)), op(listIn, list(6)), op(listIn, list(7, "a"))), porcupine.Illegal},

@@ -1,0 +1,75 @@
+package kubestore
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// uninstallAttempts bounds Uninstall's reads after a conflict: each means
+// another writer changed the status Lease in between.
+const uninstallAttempts = 5
+
+// Uninstall removes the gate's status for good, so that deleting its
+// namespace completes: it removes the finalizer Finalizer from the status
+// Lease (an update conditioned on the resourceVersion read) and deletes
+// the Lease (conditioned on its UID) unless it is being deleted already,
+// as it is while its namespace is. A status Lease that is absent is no
+// error; one by the status' name that is not this gate's is left alone,
+// and the error names the clash.
+//
+// The finalizer is what keeps a deleted status from reading as a first
+// boot (see the package doc), so call Uninstall only when the gate goes
+// away with every node of it: a gate that runs afterwards finds no status
+// and reconciles once no incompatible node has a record, and a term still
+// running may write the status again (Uninstall then reports nothing; run
+// it again once every node has stopped). Records, heartbeats and the
+// reaper Lease carry no finalizer and go with the namespace.
+// TestUninstallLetsTheNamespaceGo holds it.
+func (s *Store) Uninstall(ctx context.Context) error {
+	name := s.statusName()
+	for attempt := 1; ; attempt++ {
+		cur, err := s.leases.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) && !apiMissing(err) {
+			return nil
+		}
+		if err != nil {
+			return s.wrap("get", name, err)
+		}
+		if err := s.notOurs(cur, RoleStatus); err != nil {
+			return err
+		}
+		if hasFinalizer(cur) {
+			next := cur.DeepCopy()
+			next.Finalizers = nil
+			for _, f := range cur.Finalizers {
+				if f != Finalizer {
+					next.Finalizers = append(next.Finalizers, f)
+				}
+			}
+			_, err = s.leases.Update(ctx, next, metav1.UpdateOptions{})
+			switch {
+			case apierrors.IsConflict(err) && attempt < uninstallAttempts:
+				continue
+			case apierrors.IsNotFound(err) && !apiMissing(err):
+				return nil
+			case err != nil:
+				return fmt.Errorf("%w (removing the finalizer %s)", s.wrap("update", name, err), Finalizer)
+			}
+		}
+		if cur.DeletionTimestamp != nil {
+			return nil
+		}
+		uid := cur.UID
+		err = s.leases.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		switch {
+		case err == nil, apierrors.IsNotFound(err) && !apiMissing(err):
+			return nil
+		case apierrors.IsConflict(err) && attempt < uninstallAttempts:
+			continue
+		}
+		return s.wrap("delete", name, err)
+	}
+}
