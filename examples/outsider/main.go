@@ -103,6 +103,9 @@ func Run(ctx context.Context, d Deps) error {
 		corev1.NodeReady, checkpoint.ConditionConfigOK, versiongate.ConditionReleaseReady}})
 	// The leader's work, called by the gate at each term's start, then every 30s.
 	reconcile := func(ctx context.Context, term versiongate.Term) error {
+		if configs.Status().ID == "" { // the zero local Settings describe no load balancer: hand the term to an agent with settings
+			return errors.Join(errors.New("no assigned or last-known-good settings: resigning, the load balancer left as it is"), term.Resign(ctx))
+		}
 		healthy, err := health.List(ctx, d.Kube, metav1.ListOptions{LabelSelector: NodeLabel})
 		if err != nil {
 			return err
