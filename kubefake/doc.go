@@ -52,7 +52,10 @@
 //     the selectors arrives as DELETED (its last matching state, at the
 //     change's resourceVersion) and one that comes to match as ADDED, as
 //     the apiserver sends them; a watch from before the kept
-//     history ([Config.WatchHistory]) fails with 410 Gone; a DELETED event
+//     history ([Config.WatchHistory], [Config.WatchWindow]) opens and
+//     sends one ERROR event, a 410 Gone with reason Expired, then ends,
+//     as the apiserver's watch cache answers it (Watch itself does not
+//     fail); a DELETED event
 //     carries the deletion's own resourceVersion; a slow reader never
 //     blocks writers.
 //
@@ -76,10 +79,20 @@
 //     watches deliver late, never out of order; a read not older than a
 //     resourceVersion the paused cache has not reached fails with 504
 //     (Too large resource version), as the apiserver's does after its wait.
-//   - Watch endings: [Server.EndWatches] ends every open watch, as an
-//     apiserver restart does; [Config.WatchLifetime] ends each watch that
+//   - Watch endings: [Server.EndWatches] ends every open watch, as a
+//     dropped connection does; [Config.WatchLifetime] ends each watch that
 //     long after it began, as --min-request-timeout does. Clients must
 //     watch again from the last resourceVersion they saw.
+//   - Restarts: [Server.Restart] is an apiserver restart over a store
+//     that lives on: every watch ends, and the watch history starts
+//     again empty, so a watch from any resourceVersion handed out before
+//     it gets 410 Gone and the client must list again.
+//   - A bounded watch window: [Config.WatchHistory] keeps that many
+//     changes (across resources), and [Config.WatchWindow] drops changes
+//     older than a duration on the clock, as etcd's compaction does.
+//   - Request budgets: [Client.Requests] counts the requests a client
+//     sent, by verb, resource and subresource, so a test can hold a loop
+//     to a number of requests per unit of fake time without a reactor.
 //   - Latency: [Config.Latency] makes every request wait on the clock
 //     ([Config.Clock] when it is a clock.Clock, so that fake clocks and
 //     synctest bubbles see the time pass) before it is served.
