@@ -37,8 +37,23 @@
 //     the stored object at its resourceVersion, and no watch event is
 //     sent, as the apiserver skips a write whose bytes are unchanged;
 //   - Delete with Preconditions (resourceVersion, uid): 409 on mismatch;
+//     Update carrying a uid other than the stored object's: 409, as the
+//     apiserver takes the uid as a precondition (an object deleted and
+//     created again under its name is another object); a patch that
+//     changes the uid: 422;
 //   - finalizers: deleting an object that has some sets its
-//     deletionTimestamp; the write that removes the last one deletes it;
+//     deletionTimestamp (and a deletionGracePeriodSeconds of 0); no
+//     finalizer can be added to it then (422, "no new finalizers can be
+//     added if the object is being deleted"); the write that removes the
+//     last one deletes it;
+//   - graceful pod deletion: deleting a pod bound to a node that has not
+//     terminated sets its deletionTimestamp to now plus its grace period
+//     (the request's, else spec.terminationGracePeriodSeconds, else the
+//     apiserver's default of 30s) and deletionGracePeriodSeconds, and
+//     keeps the pod; a later delete may only shorten the period, and one
+//     of 0 removes it. A pod bound to no node, or Succeeded or Failed, is
+//     removed at once after a write that marks it (a watch sees MODIFIED
+//     then DELETED), as on the apiserver;
 //   - List returns the resourceVersion it was served at in its ListMeta,
 //     and applies label and field (metadata.name, metadata.namespace)
 //     selectors, where client-go's fake applies labels only;
