@@ -55,15 +55,22 @@
 //     removed at once after a write that marks it (a watch sees MODIFIED
 //     then DELETED), as on the apiserver;
 //   - List returns the resourceVersion it was served at in its ListMeta,
-//     and applies label and field (metadata.name, metadata.namespace)
-//     selectors, where client-go's fake applies labels only;
+//     and applies label and field selectors, where client-go's fake
+//     applies labels only;
+//   - field selectors as the apiserver (1.37) takes them, on lists and
+//     watches: metadata.name and metadata.namespace on every resource,
+//     and the fields the core resources, Jobs and
+//     CertificateSigningRequests register (a pod's spec.nodeName,
+//     status.phase and the rest, a node's spec.unschedulable, a
+//     secret's type, an event's involvedObject.*...); a field the
+//     resource does not select on is refused with 400 Bad Request, as
+//     the apiserver refuses it, never answered with an empty list;
 //   - reads as the apiserver serves them: a Get or List with no
 //     resourceVersion is linearizable (the store); with "0" it is served
 //     from the watch cache, whatever that holds; with a number it is not
 //     older than that number (the cache, caught up to it if it must);
 //   - Watch from a resourceVersion replays every change after it, in order,
-//     with label and field (metadata.name, metadata.namespace) selectors
-//     applied, served from the watch cache; an object that stops matching
+//     with label and field selectors applied, served from the watch cache; an object that stops matching
 //     the selectors arrives as DELETED (its last matching state, at the
 //     change's resourceVersion) and one that comes to match as ADDED, as
 //     the apiserver sends them; a watch from before the kept

@@ -80,6 +80,10 @@ func (c *Client) watch(action k8stesting.Action) (bool, watch.Interface, error) 
 		return true, nil, err
 	}
 	r := a.GetWatchRestrictions()
+	sel, err := fieldSelector(a.GetResource().GroupResource(), r.Fields)
+	if err != nil {
+		return true, nil, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if c.cut {
@@ -107,7 +111,7 @@ func (c *Client) watch(action k8stesting.Action) (bool, watch.Interface, error) 
 		gvr:    a.GetResource(),
 		ns:     a.GetNamespace(),
 		labels: r.Labels,
-		fields: r.Fields,
+		fields: sel,
 		out:    make(chan watch.Event),
 		wake:   make(chan struct{}, 1),
 		done:   make(chan struct{}),
@@ -236,11 +240,8 @@ func (w *watcher) selects(obj runtime.Object) bool {
 	if w.labels != nil && !w.labels.Matches(labels.Set(m.GetLabels())) {
 		return false
 	}
-	if w.fields != nil && !w.fields.Empty() {
-		f := fields.Set{"metadata.name": m.GetName(), "metadata.namespace": m.GetNamespace()}
-		if !w.fields.Matches(f) {
-			return false
-		}
+	if w.fields != nil && !w.fields.Empty() && !w.fields.Matches(fieldSet(obj)) {
+		return false
 	}
 	return true
 }
