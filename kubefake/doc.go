@@ -45,7 +45,10 @@
 //     deletionTimestamp (and a deletionGracePeriodSeconds of 0); no
 //     finalizer can be added to it then (422, "no new finalizers can be
 //     added if the object is being deleted"); the write that removes the
-//     last one deletes it;
+//     last one is not stored but deletes the object as it was (the
+//     DELETED event carries its finalizers, at the deletion's
+//     resourceVersion; the writer gets its own object back), unless a
+//     pod's grace period still runs;
 //   - graceful pod deletion: deleting a pod bound to a node that has not
 //     terminated sets its deletionTimestamp to now plus its grace period
 //     (the request's, else spec.terminationGracePeriodSeconds, else the

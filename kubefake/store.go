@@ -189,14 +189,21 @@ func (s *Server) write(gvr schema.GroupVersionResource, ns, sub string, obj, pre
 		// stored object.
 		return true, prev.DeepCopyObject(), nil
 	}
-	m.SetResourceVersion(s.next())
-	if cur.GetDeletionTimestamp() != nil && len(m.GetFinalizers()) == 0 {
-		if err := s.tracker.Delete(gvr, ns, m.GetName()); err != nil {
+	if g := cur.GetDeletionGracePeriodSeconds(); cur.GetDeletionTimestamp() != nil &&
+		len(m.GetFinalizers()) == 0 && (g == nil || *g == 0) {
+		// The write that empties the finalizers of an object being
+		// deleted is not stored: the apiserver deletes the object as it
+		// was (the DELETED event carries that state, at the deletion's
+		// resourceVersion) and answers the request's object. A pod whose
+		// grace period still runs is not deleted; it waits for a delete
+		// with a zero period.
+		m.SetResourceVersion(cur.GetResourceVersion())
+		if _, _, err := s.remove(gvr, ns, prev.DeepCopyObject()); err != nil {
 			return true, nil, err
 		}
-		s.record(gvr, ns, "DELETED", obj, prev)
 		return true, obj, nil
 	}
+	m.SetResourceVersion(s.next())
 	return s.commit(k8stesting.UpdateActionImpl{
 		ActionImpl: k8stesting.ActionImpl{Namespace: ns, Verb: "update", Resource: gvr, Subresource: sub},
 		Object:     obj,
