@@ -130,23 +130,42 @@
 // # What it does not model
 //
 // Tests that need these use a real apiserver (internal/testenv in this
-// repository): admission, validation and defaulting; the status
+// repository): admission, validation and defaulting (beyond the
+// metadata rules above: a pod keeps no defaulted terminationGracePeriod,
+// phase or service account, and an invalid spec is accepted); the status
 // subresource's separation (an update of the main resource may change
 // status, as on client-go's fake); generation; create on update (the
 // apiserver's Lease strategy allows a PUT to create a missing Lease;
 // here an Update of a missing object answers 404);
-// resourceVersionMatch=Exact (served as NotOlderThan); watch bookmarks, progress notifications and initial
-// events (a watch from "" or "0" starts where the cache is and sends no
-// synthetic ADDED events); list pagination; DeleteCollection's changes
-// (they reach neither the watch cache nor the watches); client-go's own
-// retries (its REST client waits out a 429's or 5xx's Retry-After up to
-// ten times before the caller sees it; here the caller sees it at once);
-// a cache that lags in time rather than in changes; a request cancelled
-// while it waits out its latency (reactors see no context); a
-// partitioned request whose write reached the server (a cut refuses it
-// whole; use AfterWrite for lost answers); a different latency per
-// client or verb; priority levels and fairness between clients; the
-// apiserver's randomness (WatchLifetime is exact). Objects added through
-// a Tracker directly get no resourceVersion and reach no watch. A watch's
-// goroutine runs until the watch is stopped or ended.
+// resourceVersionMatch=Exact (served as NotOlderThan); watch bookmarks,
+// progress notifications and initial events (a watch from "" or "0"
+// starts where the cache is and sends no synthetic ADDED events, where
+// the apiserver first sends every object it holds); list pagination;
+// DeleteCollection's changes (they reach neither the watch cache nor
+// the watches); the field selectors of resources outside the core
+// group, Jobs and CertificateSigningRequests beyond metadata.name and
+// metadata.namespace (refused here with 400, where the apiserver may
+// accept more); a field or label selector client-go cannot parse (its
+// fake clientset panics); client-go's own retries (its REST client
+// waits out a 429's or 5xx's Retry-After up to ten times before the
+// caller sees it; here the caller sees it at once); the time an
+// apiserver is down while it restarts ([Server.Restart] is instant; cut
+// the clients to model it); the apiserver's watch cache sizing (its
+// history grows while its oldest change is younger than 75s; here it is
+// a fixed number and an optional window); a cache that lags in time
+// rather than in changes; a request cancelled while it waits out its
+// latency (reactors see no context); a partitioned request whose write
+// reached the server (a cut refuses it whole; use AfterWrite for lost
+// answers); a different latency per client or verb; priority levels and
+// fairness between clients; the apiserver's randomness (WatchLifetime
+// is exact). Objects added through a Tracker directly get no
+// resourceVersion and reach no watch. A watch's goroutine runs until
+// the watch is stopped or ended. client-go's fake clientset records
+// every request it serves (Actions), which a long run must clear
+// (ClearActions) to bound its memory.
+//
+// The differential test (differential_test.go) runs seeded sequences of
+// the operations above on this fake and on a real kube-apiserver and
+// compares their answers; the seeds that once differed are kept, with
+// the apiserver's transcripts, in testdata/differential.
 package kubefake
