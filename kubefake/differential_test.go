@@ -42,8 +42,8 @@ import (
 )
 
 var (
-	diffSeeds  = flag.Int("diff.seeds", 6, "random sequences the differential test runs besides its regression seeds")
-	diffLength = flag.Int("diff.length", 40, "operations in each sequence of the differential test")
+	diffSeeds  = flag.Int("diff.seeds", 4, "random sequences the differential test runs besides its regression seeds")
+	diffLength = flag.Int("diff.length", 60, "operations in each sequence of the differential test")
 	diffUpdate = flag.Bool("diff.update", false, "rewrite testdata/differential/*.golden from the real apiserver")
 )
 
@@ -62,13 +62,14 @@ func (o op) String() string {
 	return fmt.Sprintf("%s %s/%s v%d r%d", o.Kind, o.Res, o.Name, o.Variant, o.Ref)
 }
 
-// generate draws a sequence from seed. At most one restart, and only
-// after some steps, so that there are resourceVersions to go stale.
+// generate draws a sequence from seed. At most one restart, in half the
+// sequences, and only after some steps, so that there are
+// resourceVersions to go stale.
 func generate(seed uint64, n int) []op {
 	r := rand.New(rand.NewPCG(seed, 0x6b756265))
-	names := []string{"a", "b", "c"}
+	names := []string{"a", "b"}
 	pick := func() string { return names[r.IntN(len(names))] }
-	restarted := false
+	restarted := r.IntN(2) == 0 // half the sequences have no restart: it takes seconds on a real apiserver
 	var ops []op
 	for len(ops) < n {
 		var o op
