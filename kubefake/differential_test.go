@@ -42,7 +42,7 @@ import (
 )
 
 var (
-	diffSeeds  = flag.Int("diff.seeds", 4, "random sequences the differential test runs besides its regression seeds")
+	diffSeeds  = flag.Int("diff.seeds", 2, "random sequences the differential test runs besides its regression seeds")
 	diffLength = flag.Int("diff.length", 60, "operations in each sequence of the differential test")
 	diffUpdate = flag.Bool("diff.update", false, "rewrite testdata/differential/*.golden from the real apiserver")
 )

@@ -80,3 +80,27 @@ func TestNoNewFinalizerWhileDeleting(t *testing.T) {
 		t.Fatalf("removing a finalizer while deleting: %v", err)
 	}
 }
+
+// A patch that changes nothing writes nothing, as on the apiserver: the
+// answer keeps the resourceVersion and no watch event is sent, although
+// the patch's round trip changes the managedFields' timestamps.
+func TestNoopPatchKeepsResourceVersion(t *testing.T) {
+	cs := kubefake.NewClientset()
+	ctx := context.Background()
+	cms := cs.CoreV1().ConfigMaps(ns)
+	c := cm("a", map[string]string{"app": "x"})
+	c.Finalizers = []string{"example.com/a"}
+	created, err := cms.Create(ctx, c, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{`{"metadata":{"labels":{"app":"x"}}}`, `{"metadata":{"finalizers":["example.com/a"]}}`} {
+		got, err := cms.Patch(ctx, "a", types.MergePatchType, []byte(p), metav1.PatchOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.ResourceVersion != created.ResourceVersion {
+			t.Fatalf("no-op patch %s: rv %s, want %s kept", p, got.ResourceVersion, created.ResourceVersion)
+		}
+	}
+}

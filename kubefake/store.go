@@ -292,14 +292,17 @@ func invalid(gr schema.GroupResource, name string, errs ...*field.Error) error {
 }
 
 // unchanged reports whether obj, written over prev, stores the same
-// object: equal but for the resourceVersion and the type's apiVersion and
-// kind, which a client may or may not send.
+// object: equal but for the resourceVersion, the type's apiVersion and
+// kind, which a client may or may not send, and managedFields, whose
+// timestamps the apiserver ignores when it judges a write a no-op (a
+// patch's round trip through JSON truncates them to the second).
 func unchanged(obj, prev runtime.Object) bool {
 	a, b := obj.DeepCopyObject(), prev.DeepCopyObject()
 	for _, o := range []runtime.Object{a, b} {
 		o.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
 		if m, err := meta.Accessor(o); err == nil {
 			m.SetResourceVersion("")
+			m.SetManagedFields(nil)
 		}
 	}
 	return equality.Semantic.DeepEqual(a, b)
