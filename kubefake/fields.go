@@ -14,25 +14,37 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// selectable lists the field selector labels the apiserver (1.37)
+// selectable returns the field selector labels the apiserver (1.37)
 // accepts for the resources that register their own
-// (pkg/apis/*/v1/conversion.go); every other resource accepts
-// metadata.name and metadata.namespace only.
-var selectable = map[schema.GroupResource][]string{
-	{Resource: "pods"}: {"metadata.name", "metadata.namespace", "spec.nodeName", "spec.restartPolicy",
-		"spec.schedulerName", "spec.serviceAccountName", "spec.hostNetwork", "status.phase",
-		"status.podIP", "status.podIPs", "status.nominatedNodeName"},
-	{Resource: "nodes"}:                  {"metadata.name", "spec.unschedulable"},
-	{Resource: "replicationcontrollers"}: {"metadata.name", "metadata.namespace", "status.replicas"},
-	{Resource: "events"}: {"involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
-		"involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
-		"involvedObject.fieldPath", "reason", "reportingComponent", "source", "type",
-		"metadata.namespace", "metadata.name"},
-	{Resource: "namespaces"}:           {"status.phase", "metadata.name"},
-	{Resource: "secrets"}:              {"type", "metadata.namespace", "metadata.name"},
-	{Resource: "services"}:             {"metadata.namespace", "metadata.name", "spec.clusterIP", "spec.type"},
-	{Group: "batch", Resource: "jobs"}: {"metadata.name", "metadata.namespace", "status.successful"},
-	{Group: "certificates.k8s.io", Resource: "certificatesigningrequests"}: {"metadata.name", "spec.signerName"},
+// (pkg/apis/*/v1/conversion.go), and false for every other resource,
+// which accepts metadata.name and metadata.namespace only.
+func selectable(gr schema.GroupResource) ([]string, bool) {
+	switch gr {
+	case schema.GroupResource{Resource: "pods"}:
+		return []string{"metadata.name", "metadata.namespace", "spec.nodeName", "spec.restartPolicy",
+			"spec.schedulerName", "spec.serviceAccountName", "spec.hostNetwork", "status.phase",
+			"status.podIP", "status.podIPs", "status.nominatedNodeName"}, true
+	case schema.GroupResource{Resource: "nodes"}:
+		return []string{"metadata.name", "spec.unschedulable"}, true
+	case schema.GroupResource{Resource: "replicationcontrollers"}:
+		return []string{"metadata.name", "metadata.namespace", "status.replicas"}, true
+	case schema.GroupResource{Resource: "events"}:
+		return []string{"involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
+			"involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
+			"involvedObject.fieldPath", "reason", "reportingComponent", "source", "type",
+			"metadata.namespace", "metadata.name"}, true
+	case schema.GroupResource{Resource: "namespaces"}:
+		return []string{"status.phase", "metadata.name"}, true
+	case schema.GroupResource{Resource: "secrets"}:
+		return []string{"type", "metadata.namespace", "metadata.name"}, true
+	case schema.GroupResource{Resource: "services"}:
+		return []string{"metadata.namespace", "metadata.name", "spec.clusterIP", "spec.type"}, true
+	case schema.GroupResource{Group: "batch", Resource: "jobs"}:
+		return []string{"metadata.name", "metadata.namespace", "status.successful"}, true
+	case schema.GroupResource{Group: "certificates.k8s.io", Resource: "certificatesigningrequests"}:
+		return []string{"metadata.name", "spec.signerName"}, true
+	}
+	return []string{"metadata.name", "metadata.namespace"}, false
 }
 
 // fieldSelector checks sel as the apiserver converts it before it serves
@@ -44,10 +56,7 @@ func fieldSelector(gr schema.GroupResource, sel fields.Selector) (fields.Selecto
 	if sel == nil || sel.Empty() {
 		return sel, nil
 	}
-	known, ok := selectable[gr]
-	if !ok {
-		known = []string{"metadata.name", "metadata.namespace"}
-	}
+	known, ok := selectable(gr)
 	out, err := sel.Transform(func(label, value string) (string, string, error) {
 		if gr == (schema.GroupResource{Resource: "pods"}) && label == "spec.host" {
 			return "spec.nodeName", value, nil
