@@ -24,8 +24,16 @@ type Config struct {
 	// WatchHistory is how many changes are kept for watches started from
 	// an older resourceVersion; a watch from before the oldest kept change
 	// fails with 410 Gone, as it does when the apiserver's watch cache has
-	// moved on. 0 means DefaultWatchHistory.
+	// moved on. 0 means DefaultWatchHistory. The history is one across
+	// all resources, so writes to any resource push a change out.
 	WatchHistory int
+	// WatchWindow, when set, also drops from that history every change
+	// written longer ago than this on Clock, as etcd's compaction
+	// (--etcd-compaction-interval, 5 minutes by default) and a watch cache
+	// under write load drop them: a watch from a resourceVersion older
+	// than the window gets 410 Gone even when fewer than WatchHistory
+	// changes followed it. 0 means changes are dropped by number only.
+	WatchWindow time.Duration
 	// Latency is how long every request waits on the clock before the
 	// server serves it, as a round trip to the apiserver takes. A request
 	// cannot be cancelled while it waits (a reactor sees no context). 0

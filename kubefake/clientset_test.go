@@ -223,6 +223,9 @@ func TestWatchFromListResourceVersion(t *testing.T) {
 	}
 }
 
+// A watch from before the kept history opens, and its one event is a
+// 410 Gone, as the apiserver's watch cache sends it; Watch itself does
+// not fail.
 func TestWatchTooOldIsGone(t *testing.T) {
 	cs := kubefake.Config{WatchHistory: 2}.NewClientset()
 	ctx := context.Background()
@@ -233,8 +236,32 @@ func TestWatchTooOldIsGone(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := cms.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion}); !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
-		t.Fatalf("watch from a compacted resourceVersion: %v, want 410", err)
+	w, err := cms.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatalf("watch from a compacted resourceVersion: %v, want the 410 as an event", err)
+	}
+	expectGone(t, w)
+}
+
+// expectGone reads a watch whose one event must be a 410 Gone, after
+// which the watch must end.
+func expectGone(t *testing.T, w watch.Interface) {
+	t.Helper()
+	defer w.Stop()
+	ev := nextEvent(t, w)
+	if ev.Type != watch.Error {
+		t.Fatalf("first event %s, want ERROR", ev.Type)
+	}
+	if err := apierrors.FromObject(ev.Object); !apierrors.IsResourceExpired(err) || apierrors.ReasonForError(err) != metav1.StatusReasonExpired {
+		t.Fatalf("ERROR event %v, want 410 Expired", err)
+	}
+	select {
+	case ev, ok := <-w.ResultChan():
+		if ok {
+			t.Fatalf("event %s after the 410, want the watch closed", ev.Type)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch stayed open after its 410")
 	}
 }
 

@@ -37,22 +37,50 @@
 //     the stored object at its resourceVersion, and no watch event is
 //     sent, as the apiserver skips a write whose bytes are unchanged;
 //   - Delete with Preconditions (resourceVersion, uid): 409 on mismatch;
+//     Update carrying a uid other than the stored object's: 409, as the
+//     apiserver takes the uid as a precondition (an object deleted and
+//     created again under its name is another object); a patch that
+//     changes the uid: 422;
 //   - finalizers: deleting an object that has some sets its
-//     deletionTimestamp; the write that removes the last one deletes it;
+//     deletionTimestamp (and a deletionGracePeriodSeconds of 0); no
+//     finalizer can be added to it then (422, "no new finalizers can be
+//     added if the object is being deleted"); the write that removes the
+//     last one is not stored but deletes the object as it was (the
+//     DELETED event carries its finalizers, at the deletion's
+//     resourceVersion; the writer gets its own object back), unless a
+//     pod's grace period still runs;
+//   - graceful pod deletion: deleting a pod bound to a node that has not
+//     terminated sets its deletionTimestamp to now plus its grace period
+//     (the request's, else spec.terminationGracePeriodSeconds, else the
+//     apiserver's default of 30s) and deletionGracePeriodSeconds, and
+//     keeps the pod; a later delete may only shorten the period, and one
+//     of 0 removes it. A pod bound to no node, or Succeeded or Failed, is
+//     removed at once after a write that marks it (a watch sees MODIFIED
+//     then DELETED), as on the apiserver;
 //   - List returns the resourceVersion it was served at in its ListMeta,
-//     and applies label and field (metadata.name, metadata.namespace)
-//     selectors, where client-go's fake applies labels only;
+//     and applies label and field selectors, where client-go's fake
+//     applies labels only;
+//   - field selectors as the apiserver (1.37) takes them, on lists and
+//     watches: metadata.name and metadata.namespace on every resource,
+//     and the fields the core resources, Jobs and
+//     CertificateSigningRequests register (a pod's spec.nodeName,
+//     status.phase and the rest, a node's spec.unschedulable, a
+//     secret's type, an event's involvedObject.*...); a field the
+//     resource does not select on is refused with 400 Bad Request, as
+//     the apiserver refuses it, never answered with an empty list;
 //   - reads as the apiserver serves them: a Get or List with no
 //     resourceVersion is linearizable (the store); with "0" it is served
 //     from the watch cache, whatever that holds; with a number it is not
 //     older than that number (the cache, caught up to it if it must);
 //   - Watch from a resourceVersion replays every change after it, in order,
-//     with label and field (metadata.name, metadata.namespace) selectors
-//     applied, served from the watch cache; an object that stops matching
+//     with label and field selectors applied, served from the watch cache; an object that stops matching
 //     the selectors arrives as DELETED (its last matching state, at the
 //     change's resourceVersion) and one that comes to match as ADDED, as
 //     the apiserver sends them; a watch from before the kept
-//     history ([Config.WatchHistory]) fails with 410 Gone; a DELETED event
+//     history ([Config.WatchHistory], [Config.WatchWindow]) opens and
+//     sends one ERROR event, a 410 Gone with reason Expired, then ends,
+//     as the apiserver's watch cache answers it (Watch itself does not
+//     fail); a DELETED event
 //     carries the deletion's own resourceVersion; a slow reader never
 //     blocks writers.
 //
@@ -76,10 +104,20 @@
 //     watches deliver late, never out of order; a read not older than a
 //     resourceVersion the paused cache has not reached fails with 504
 //     (Too large resource version), as the apiserver's does after its wait.
-//   - Watch endings: [Server.EndWatches] ends every open watch, as an
-//     apiserver restart does; [Config.WatchLifetime] ends each watch that
+//   - Watch endings: [Server.EndWatches] ends every open watch, as a
+//     dropped connection does; [Config.WatchLifetime] ends each watch that
 //     long after it began, as --min-request-timeout does. Clients must
 //     watch again from the last resourceVersion they saw.
+//   - Restarts: [Server.Restart] is an apiserver restart over a store
+//     that lives on: every watch ends, and the watch history starts
+//     again empty, so a watch from any resourceVersion handed out before
+//     it gets 410 Gone and the client must list again.
+//   - A bounded watch window: [Config.WatchHistory] keeps that many
+//     changes (across resources), and [Config.WatchWindow] drops changes
+//     older than a duration on the clock, as etcd's compaction does.
+//   - Request budgets: [Client.Requests] counts the requests a client
+//     sent, by verb, resource and subresource, so a test can hold a loop
+//     to a number of requests per unit of fake time without a reactor.
 //   - Latency: [Config.Latency] makes every request wait on the clock
 //     ([Config.Clock] when it is a clock.Clock, so that fake clocks and
 //     synctest bubbles see the time pass) before it is served.
@@ -92,23 +130,42 @@
 // # What it does not model
 //
 // Tests that need these use a real apiserver (internal/testenv in this
-// repository): admission, validation and defaulting; the status
+// repository): admission, validation and defaulting (beyond the
+// metadata rules above: a pod keeps no defaulted terminationGracePeriod,
+// phase or service account, and an invalid spec is accepted); the status
 // subresource's separation (an update of the main resource may change
 // status, as on client-go's fake); generation; create on update (the
 // apiserver's Lease strategy allows a PUT to create a missing Lease;
 // here an Update of a missing object answers 404);
-// resourceVersionMatch=Exact (served as NotOlderThan); watch bookmarks, progress notifications and initial
-// events (a watch from "" or "0" starts where the cache is and sends no
-// synthetic ADDED events); list pagination; DeleteCollection's changes
-// (they reach neither the watch cache nor the watches); client-go's own
-// retries (its REST client waits out a 429's or 5xx's Retry-After up to
-// ten times before the caller sees it; here the caller sees it at once);
-// a cache that lags in time rather than in changes; a request cancelled
-// while it waits out its latency (reactors see no context); a
-// partitioned request whose write reached the server (a cut refuses it
-// whole; use AfterWrite for lost answers); a different latency per
-// client or verb; priority levels and fairness between clients; the
-// apiserver's randomness (WatchLifetime is exact). Objects added through
-// a Tracker directly get no resourceVersion and reach no watch. A watch's
-// goroutine runs until the watch is stopped or ended.
+// resourceVersionMatch=Exact (served as NotOlderThan); watch bookmarks,
+// progress notifications and initial events (a watch from "" or "0"
+// starts where the cache is and sends no synthetic ADDED events, where
+// the apiserver first sends every object it holds); list pagination;
+// DeleteCollection's changes (they reach neither the watch cache nor
+// the watches); the field selectors of resources outside the core
+// group, Jobs and CertificateSigningRequests beyond metadata.name and
+// metadata.namespace (refused here with 400, where the apiserver may
+// accept more); a field or label selector client-go cannot parse (its
+// fake clientset panics); client-go's own retries (its REST client
+// waits out a 429's or 5xx's Retry-After up to ten times before the
+// caller sees it; here the caller sees it at once); the time an
+// apiserver is down while it restarts ([Server.Restart] is instant; cut
+// the clients to model it); the apiserver's watch cache sizing (its
+// history grows while its oldest change is younger than 75s; here it is
+// a fixed number and an optional window); a cache that lags in time
+// rather than in changes; a request cancelled while it waits out its
+// latency (reactors see no context); a partitioned request whose write
+// reached the server (a cut refuses it whole; use AfterWrite for lost
+// answers); a different latency per client or verb; priority levels and
+// fairness between clients; the apiserver's randomness (WatchLifetime
+// is exact). Objects added through a Tracker directly get no
+// resourceVersion and reach no watch. A watch's goroutine runs until
+// the watch is stopped or ended. client-go's fake clientset records
+// every request it serves (Actions), which a long run must clear
+// (ClearActions) to bound its memory.
+//
+// The differential test (differential_test.go) runs seeded sequences of
+// the operations above on this fake and on a real kube-apiserver and
+// compares their answers; the seeds that once differed are kept, with
+// the apiserver's transcripts, in testdata/differential.
 package kubefake

@@ -75,3 +75,44 @@ func Example_partition() {
 	// node-b sees the holder: node-a
 	// node-a, healed, renews: true
 }
+
+// A test holds a loop to a request budget: it counts what the client
+// sent between two snapshots, by verb and resource, with no reactor.
+func ExampleClient_Requests() {
+	ctx := context.Background()
+	srv := kubefake.Config{}.NewServer()
+	agent := srv.NewClient()
+
+	before := agent.Requests()
+	for range 3 { // a loop that polls a Lease that is not there
+		_, _ = agent.CoordinationV1().Leases("kube-system").Get(ctx, "agent", metav1.GetOptions{})
+	}
+	sent := agent.Requests().Sub(before)
+	fmt.Println("lease gets:", sent[kubefake.Request{Verb: "get", Resource: "leases"}])
+	fmt.Println("in all:", sent.Total())
+	// Output:
+	// lease gets: 3
+	// in all: 3
+}
+
+// An apiserver restart ends every watch, and a watch from a
+// resourceVersion handed out before it gets 410 Gone as its one event:
+// the client must list again.
+func ExampleServer_Restart() {
+	ctx := context.Background()
+	srv := kubefake.Config{}.NewServer()
+	cs := srv.NewClient()
+	list, _ := cs.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+
+	srv.Restart()
+	w, err := cs.CoreV1().ConfigMaps("default").Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	fmt.Println("watch opened:", err == nil)
+	ev := <-w.ResultChan()
+	fmt.Println(ev.Type, apierrors.IsResourceExpired(apierrors.FromObject(ev.Object)))
+	_, open := <-w.ResultChan()
+	fmt.Println("still open:", open)
+	// Output:
+	// watch opened: true
+	// ERROR true
+	// still open: false
+}

@@ -20,8 +20,9 @@ import (
 // travel a network of their own that a test can cut.
 type Client struct {
 	*fake.Clientset
-	srv *Server
-	cut bool // guarded by srv.mu
+	srv      *Server
+	cut      bool // guarded by srv.mu
+	requests requestCounter
 }
 
 var _ kubernetes.Interface = (*Client)(nil)

@@ -12,6 +12,19 @@ import (
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 )
 
+// applyJSONPatch applies p to doc. The JSON patch library panics on
+// some malformed patches (a test operation with no value); the
+// apiserver's handler recovers such a panic and answers 500, and so does
+// this.
+func applyJSONPatch(p jsonpatch.Patch, doc []byte) (out []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, apierrors.NewInternalError(fmt.Errorf("json patch: %v", r))
+		}
+	}()
+	return p.Apply(doc)
+}
+
 // applyPatch applies a JSON, merge or strategic merge patch to stored
 // and returns the result as a new object, as the apiserver computes it
 // before it checks the resourceVersion.
@@ -27,7 +40,10 @@ func applyPatch(stored runtime.Object, pt types.PatchType, patch []byte) (runtim
 		if err != nil {
 			return nil, apierrors.NewBadRequest("json patch: " + err.Error())
 		}
-		if modified, err = p.Apply(old); err != nil {
+		if modified, err = applyJSONPatch(p, old); err != nil {
+			if apierrors.IsInternalError(err) {
+				return nil, err
+			}
 			// A failed "test" operation, as a precondition on the
 			// resourceVersion uses, is a 422 on the apiserver too.
 			return nil, apierrors.NewInvalid(stored.GetObjectKind().GroupVersionKind().GroupKind(), "", nil)

@@ -34,6 +34,10 @@ func (s *Server) list(a k8stesting.ListActionImpl) (bool, runtime.Object, error)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	gvr := a.GetResource()
+	sel, err := fieldSelector(gvr.GroupResource(), a.GetListRestrictions().Fields)
+	if err != nil {
+		return true, nil, err
+	}
 	fromCache, err := s.readCache(gvr, a.ListOptions.ResourceVersion)
 	if err != nil {
 		return true, nil, err
@@ -49,7 +53,7 @@ func (s *Server) list(a k8stesting.ListActionImpl) (bool, runtime.Object, error)
 		}
 		rv = s.cacheRV(gvr)
 	}
-	if err := filterFields(obj, a.GetListRestrictions().Fields); err != nil {
+	if err := filterFields(obj, sel); err != nil {
 		return true, nil, err
 	}
 	if lm, lerr := meta.ListAccessor(obj); lerr == nil {
@@ -168,9 +172,9 @@ func (s *Server) cachedList(list runtime.Object, gvr schema.GroupVersionResource
 	return meta.SetList(list, kept)
 }
 
-// filterFields keeps the items of list that match sel on metadata.name
-// and metadata.namespace, as the apiserver does for every resource;
-// client-go's tracker applies no field selector on List.
+// filterFields keeps the items of list that match sel, as the apiserver
+// does (see fieldSet); client-go's tracker applies no field selector on
+// List.
 func filterFields(list runtime.Object, sel fields.Selector) error {
 	if sel == nil || sel.Empty() {
 		return nil
@@ -181,11 +185,7 @@ func filterFields(list runtime.Object, sel fields.Selector) error {
 	}
 	kept := items[:0]
 	for _, it := range items {
-		m, err := meta.Accessor(it)
-		if err != nil {
-			return err
-		}
-		if sel.Matches(fields.Set{"metadata.name": m.GetName(), "metadata.namespace": m.GetNamespace()}) {
+		if sel.Matches(fieldSet(it)) {
 			kept = append(kept, it)
 		}
 	}

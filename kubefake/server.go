@@ -101,6 +101,7 @@ func (s *Server) NewClient() *Client {
 // meets the injected faults, then reaches the store.
 func (c *Client) serve(action k8stesting.Action) (bool, runtime.Object, error) {
 	s := c.srv
+	c.requests.add(action)
 	s.delay()
 	if err := c.refused(action); err != nil {
 		return true, nil, err

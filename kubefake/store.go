@@ -1,6 +1,7 @@
 package kubefake
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -12,8 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 )
 
 func (s *Server) next() string {
@@ -77,6 +81,13 @@ func (s *Server) update(a k8stesting.UpdateActionImpl) (bool, runtime.Object, er
 	if err != nil {
 		return true, nil, apierrors.NewBadRequest(err.Error())
 	}
+	if uid := m.GetUID(); uid != "" && uid != cur.GetUID() {
+		// The uid an update carries is a precondition, as the apiserver
+		// takes it (rest.DefaultUpdatedObjectInfo): the object must be
+		// that one, not another of the same name.
+		return true, nil, conflictWhy(a.GetResource(), m.GetName(),
+			fmt.Sprintf("Precondition failed: UID in precondition: %v, UID in object meta: %v", uid, cur.GetUID()))
+	}
 	rv := m.GetResourceVersion()
 	if rv == "" && !allowsUnconditionalUpdate(a.GetResource().GroupResource()) {
 		return true, nil, mustSpecifyResourceVersion(a.GetResource().GroupResource(), m.GetName())
@@ -124,6 +135,11 @@ func (s *Server) patch(a k8stesting.PatchActionImpl) (bool, runtime.Object, erro
 	if m.GetResourceVersion() != cur.GetResourceVersion() {
 		return true, nil, conflict(a.GetResource(), a.GetName())
 	}
+	if uid := m.GetUID(); uid != "" && uid != cur.GetUID() {
+		// A patch carries no precondition; validation refuses the change.
+		return true, nil, invalid(a.GetResource().GroupResource(), a.GetName(),
+			field.Invalid(field.NewPath("metadata", "uid"), uid, "field is immutable"))
+	}
 	return s.write(a.GetResource(), a.GetNamespace(), a.GetSubresource(), obj, stored)
 }
 
@@ -160,20 +176,34 @@ func (s *Server) write(gvr schema.GroupVersionResource, ns, sub string, obj, pre
 	m.SetUID(cur.GetUID())
 	m.SetCreationTimestamp(cur.GetCreationTimestamp())
 	m.SetDeletionTimestamp(cur.GetDeletionTimestamp())
+	m.SetDeletionGracePeriodSeconds(cur.GetDeletionGracePeriodSeconds())
+	if cur.GetDeletionTimestamp() != nil {
+		if extra := sets.New(m.GetFinalizers()...).Difference(sets.New(cur.GetFinalizers()...)); extra.Len() > 0 {
+			return true, nil, invalid(gvr.GroupResource(), m.GetName(), field.Forbidden(field.NewPath("metadata", "finalizers"),
+				fmt.Sprintf("no new finalizers can be added if the object is being deleted, found new finalizers %q", sets.List(extra))))
+		}
+	}
 	if unchanged(obj, prev) {
 		// The apiserver writes nothing for an update that changes nothing:
 		// no new resourceVersion, no watch event; it answers with the
 		// stored object.
 		return true, prev.DeepCopyObject(), nil
 	}
-	m.SetResourceVersion(s.next())
-	if cur.GetDeletionTimestamp() != nil && len(m.GetFinalizers()) == 0 {
-		if err := s.tracker.Delete(gvr, ns, m.GetName()); err != nil {
+	if g := cur.GetDeletionGracePeriodSeconds(); cur.GetDeletionTimestamp() != nil &&
+		len(m.GetFinalizers()) == 0 && (g == nil || *g == 0) {
+		// The write that empties the finalizers of an object being
+		// deleted is not stored: the apiserver deletes the object as it
+		// was (the DELETED event carries that state, at the deletion's
+		// resourceVersion) and answers the request's object. A pod whose
+		// grace period still runs is not deleted; it waits for a delete
+		// with a zero period.
+		m.SetResourceVersion(cur.GetResourceVersion())
+		if _, _, err := s.remove(gvr, ns, prev.DeepCopyObject()); err != nil {
 			return true, nil, err
 		}
-		s.record(gvr, ns, "DELETED", obj, prev)
 		return true, obj, nil
 	}
+	m.SetResourceVersion(s.next())
 	return s.commit(k8stesting.UpdateActionImpl{
 		ActionImpl: k8stesting.ActionImpl{Namespace: ns, Verb: "update", Resource: gvr, Subresource: sub},
 		Object:     obj,
@@ -199,26 +229,41 @@ func (s *Server) delete(a k8stesting.DeleteActionImpl) (bool, runtime.Object, er
 			return true, nil, conflict(a.GetResource(), a.GetName())
 		}
 	}
+	if period, ok := gracePeriod(stored, a.DeleteOptions.GracePeriodSeconds); ok {
+		return s.deleteGracefully(a, stored, cur, period)
+	}
 	prev := stored.DeepCopyObject()
 	if len(cur.GetFinalizers()) > 0 {
 		if cur.GetDeletionTimestamp() != nil {
 			return true, stored, nil // deletion already under way
 		}
+		// As the apiserver marks an object whose finalizers hold it: a
+		// deletionTimestamp of now and a grace period of zero.
 		now := s.now()
 		cur.SetDeletionTimestamp(&now)
+		cur.SetDeletionGracePeriodSeconds(ptr.To[int64](0))
 		cur.SetResourceVersion(s.next())
 		return s.commit(k8stesting.UpdateActionImpl{
 			ActionImpl: k8stesting.ActionImpl{Namespace: a.GetNamespace(), Verb: "update", Resource: a.GetResource()},
 			Object:     stored,
 		}, a.GetResource(), a.GetNamespace(), "MODIFIED", stored, prev)
 	}
-	if err := s.tracker.Delete(a.GetResource(), a.GetNamespace(), a.GetName()); err != nil {
+	return s.remove(a.GetResource(), a.GetNamespace(), stored)
+}
+
+// remove deletes stored, a change with its own resourceVersion, which
+// the DELETED event carries. The caller holds s.mu.
+func (s *Server) remove(gvr schema.GroupVersionResource, ns string, stored runtime.Object) (bool, runtime.Object, error) {
+	cur, err := meta.Accessor(stored)
+	if err != nil {
+		return true, nil, apierrors.NewBadRequest(err.Error())
+	}
+	prev := stored.DeepCopyObject()
+	if err := s.tracker.Delete(gvr, ns, cur.GetName()); err != nil {
 		return true, nil, err
 	}
-	// A deletion is a change with its own resourceVersion, which the
-	// DELETED event carries.
 	cur.SetResourceVersion(s.next())
-	s.record(a.GetResource(), a.GetNamespace(), "DELETED", stored, prev)
+	s.record(gvr, ns, "DELETED", stored, prev)
 	return true, nil, nil
 }
 
@@ -234,19 +279,30 @@ func (s *Server) commit(a k8stesting.Action, gvr schema.GroupVersionResource, ns
 }
 
 func conflict(gvr schema.GroupVersionResource, name string) error {
-	return apierrors.NewConflict(gvr.GroupResource(), name,
-		fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
+	return conflictWhy(gvr, name, "the object has been modified; please apply your changes to the latest version and try again")
+}
+
+func conflictWhy(gvr schema.GroupVersionResource, name, why string) error {
+	return apierrors.NewConflict(gvr.GroupResource(), name, errors.New(why))
+}
+
+// invalid is the apiserver's 422 for a write that validation refuses.
+func invalid(gr schema.GroupResource, name string, errs ...*field.Error) error {
+	return apierrors.NewInvalid(schema.GroupKind{Group: gr.Group, Kind: gr.Resource}, name, errs)
 }
 
 // unchanged reports whether obj, written over prev, stores the same
-// object: equal but for the resourceVersion and the type's apiVersion and
-// kind, which a client may or may not send.
+// object: equal but for the resourceVersion, the type's apiVersion and
+// kind, which a client may or may not send, and managedFields, whose
+// timestamps the apiserver ignores when it judges a write a no-op (a
+// patch's round trip through JSON truncates them to the second).
 func unchanged(obj, prev runtime.Object) bool {
 	a, b := obj.DeepCopyObject(), prev.DeepCopyObject()
 	for _, o := range []runtime.Object{a, b} {
 		o.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
 		if m, err := meta.Accessor(o); err == nil {
 			m.SetResourceVersion("")
+			m.SetManagedFields(nil)
 		}
 	}
 	return equality.Semantic.DeepEqual(a, b)

@@ -23,6 +23,7 @@ type change struct {
 	ns   string
 	name string
 	rv   uint64
+	at   time.Time // when it was written, on Config.Clock
 	ev   watch.Event
 	prev runtime.Object // the object before the write; nil for a creation
 }
@@ -30,7 +31,7 @@ type change struct {
 // record keeps a change for later watches and for the watch cache, which
 // hands it to the open watches when it applies it. The caller holds s.mu.
 func (s *Server) record(gvr schema.GroupVersionResource, ns, typ string, obj, prev runtime.Object) {
-	c := change{gvr: gvr, ns: ns, rv: s.rv, ev: watch.Event{Type: watch.EventType(typ), Object: obj.DeepCopyObject()}}
+	c := change{gvr: gvr, ns: ns, rv: s.rv, at: s.clock.Now(), ev: watch.Event{Type: watch.EventType(typ), Object: obj.DeepCopyObject()}}
 	if m, err := meta.Accessor(obj); err == nil {
 		c.name = m.GetName()
 	}
@@ -38,12 +39,26 @@ func (s *Server) record(gvr schema.GroupVersionResource, ns, typ string, obj, pr
 		c.prev = prev.DeepCopyObject()
 	}
 	s.history = append(s.history, c)
-	if over := len(s.history) - s.keep; over > 0 {
-		s.compact = s.history[over-1].rv
-		s.history = append(s.history[:0:0], s.history[over:]...)
-	}
+	s.trim()
 	s.pending[gvr] = append(s.pending[gvr], c)
 	s.follow(gvr)
+}
+
+// trim drops from the history the changes past Config.WatchHistory in
+// number and those older than Config.WatchWindow on the clock, and moves
+// the compaction point past them. The caller holds s.mu.
+func (s *Server) trim() {
+	n := max(len(s.history)-s.keep, 0)
+	if w := s.cfg.WatchWindow; w > 0 {
+		oldest := s.clock.Now().Add(-w)
+		for n < len(s.history) && s.history[n].at.Before(oldest) {
+			n++
+		}
+	}
+	if n > 0 {
+		s.compact = max(s.compact, s.history[n-1].rv)
+		s.history = append(s.history[:0:0], s.history[n:]...)
+	}
 }
 
 // watch serves a watch of one client from the watch cache: from the
@@ -56,6 +71,7 @@ func (c *Client) watch(action k8stesting.Action) (bool, watch.Interface, error) 
 		return false, nil, nil
 	}
 	s := c.srv
+	c.requests.add(action)
 	s.delay()
 	if err := c.refused(action); err != nil {
 		return true, nil, err
@@ -64,6 +80,10 @@ func (c *Client) watch(action k8stesting.Action) (bool, watch.Interface, error) 
 		return true, nil, err
 	}
 	r := a.GetWatchRestrictions()
+	sel, err := fieldSelector(a.GetResource().GroupResource(), r.Fields)
+	if err != nil {
+		return true, nil, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if c.cut {
@@ -76,8 +96,11 @@ func (c *Client) watch(action k8stesting.Action) (bool, watch.Interface, error) 
 		if err != nil {
 			return true, nil, apierrors.NewBadRequest(fmt.Sprintf("invalid resourceVersion %q", rv))
 		}
+		s.trim()
 		if n < s.compact {
-			return true, nil, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", n, s.compact))
+			// The apiserver's watch cache opens the watch and sends the
+			// 410 as its one event; Watch itself succeeds.
+			return true, expired(fmt.Sprintf("too old resource version: %d (%d)", n, s.compact)), nil
 		}
 		from = n
 	}
@@ -88,7 +111,7 @@ func (c *Client) watch(action k8stesting.Action) (bool, watch.Interface, error) 
 		gvr:    a.GetResource(),
 		ns:     a.GetNamespace(),
 		labels: r.Labels,
-		fields: r.Fields,
+		fields: sel,
 		out:    make(chan watch.Event),
 		wake:   make(chan struct{}, 1),
 		done:   make(chan struct{}),
@@ -118,6 +141,23 @@ func (s *Server) EndWatches() {
 		w.end()
 	}
 }
+
+// expired is a watch whose one event is a 410 Gone (reason Expired),
+// as the apiserver's watch cache answers a watch from a resourceVersion
+// it no longer holds; the result channel is closed after it.
+func expired(msg string) watch.Interface {
+	st := apierrors.NewResourceExpired(msg).ErrStatus
+	ch := make(chan watch.Event, 1)
+	ch <- watch.Event{Type: watch.Error, Object: &st}
+	close(ch)
+	return errWatcher(ch)
+}
+
+// errWatcher is a watch that was over before it began.
+type errWatcher <-chan watch.Event
+
+func (w errWatcher) ResultChan() <-chan watch.Event { return w }
+func (errWatcher) Stop()                            {}
 
 // watcher is one open watch. Its queue has no bound, so a slow reader
 // never blocks a writer (client-go's fake watcher panics at 100 unread
@@ -200,11 +240,8 @@ func (w *watcher) selects(obj runtime.Object) bool {
 	if w.labels != nil && !w.labels.Matches(labels.Set(m.GetLabels())) {
 		return false
 	}
-	if w.fields != nil && !w.fields.Empty() {
-		f := fields.Set{"metadata.name": m.GetName(), "metadata.namespace": m.GetNamespace()}
-		if !w.fields.Matches(f) {
-			return false
-		}
+	if w.fields != nil && !w.fields.Empty() && !w.fields.Matches(fieldSet(obj)) {
+		return false
 	}
 	return true
 }
