@@ -532,7 +532,7 @@ func operations(history []Op) []porcupine.Operation {
 //
 // The model orders them by revision: a publish needs a revision above
 // every one reported before it (by a publish, a listing or a read), a
-// listing one at least as high. So if X is a publish and Y reports a
+// listing or a read one at least as high. So if X is a publish and Y reports a
 // revision at least X's, or X a listing and Y reports a higher one, X
 // precedes Y, and each interval can lose what lies on the wrong side of
 // the other: Y cannot take effect before X was called, nor X after Y
@@ -544,7 +544,7 @@ func narrow(ops []porcupine.Operation) []porcupine.Operation {
 	type revved struct {
 		i     int
 		rev   int64
-		check byte // 'p': needs a higher revision, 'l': at least as high, 'r': none
+		check byte // 'p': needs a higher revision, 'l': at least as high
 	}
 	var rs []revved
 	for i, op := range ops {
@@ -558,12 +558,14 @@ func narrow(ops []porcupine.Operation) []porcupine.Operation {
 		case KindList:
 			rs = append(rs, revved{i, out.Rev, 'l'})
 		case KindRead:
-			rs = append(rs, revved{i, out.Rev, 'r'})
+			// A read's revision is held to the listing's rule: at
+			// least every revision reported before it.
+			rs = append(rs, revved{i, out.Rev, 'l'})
 		}
 	}
-	// In revision order, publishes first at a revision ('l' < 'p' < 'r'
-	// would not do: a publish precedes what reports its revision).
-	rank := map[byte]int{'p': 0, 'l': 1, 'r': 2}
+	// In revision order, publishes first at a revision ('l' < 'p' would
+	// not do: a publish precedes what reports its revision).
+	rank := map[byte]int{'p': 0, 'l': 1}
 	slices.SortStableFunc(rs, func(a, b revved) int {
 		if a.rev != b.rev {
 			return cmp.Compare(a.rev, b.rev)
