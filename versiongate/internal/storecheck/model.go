@@ -768,7 +768,19 @@ func check(t testing.TB, history []Op, first, retry time.Duration, verify func([
 	start := time.Now()
 	dir := os.Getenv("STORECHECK_DIR")
 	if dir == "" {
-		dir = t.TempDir()
+		// Not t.TempDir, which goes with the test: a history that fails
+		// the check is kept for study, one that passes is removed.
+		tmp, err := os.MkdirTemp("", "storecheck-")
+		if err != nil {
+			t.Errorf("storecheck: %v", err)
+			tmp = t.TempDir()
+		}
+		dir = tmp
+		defer func() {
+			if !t.Failed() {
+				os.RemoveAll(tmp)
+			}
+		}()
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Errorf("storecheck: STORECHECK_DIR: %v", err)
 		dir = t.TempDir()
