@@ -511,6 +511,7 @@ func Model() porcupine.Model {
 // operations converts a history for porcupine, a tentative write as two
 // operations spanning the same interval.
 func operations(history []Op) []porcupine.Operation {
+	history = resolveOpen(history)
 	ops := make([]porcupine.Operation, 0, len(history))
 	for i, o := range history {
 		parts := []part{whole}
