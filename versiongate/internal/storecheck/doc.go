@@ -74,7 +74,14 @@
 // may place it anywhere after its call, applied (if its conditions hold
 // there) or not at all. A publish applied so has an unknown lease and
 // revision. Reads and keep-alives that failed so are dropped: they change
-// nothing the model tracks and show nothing.
+// nothing the model tracks and show nothing. So are deletes: no operation
+// needs a record gone. An open publish is pending from its call on, and
+// takes effect, if at all, just before an operation that cannot be
+// accepted without its record (a listing that shows it, a publish refused
+// as held, a write refused for changed nodes); one that no later
+// operation could need is dropped. Each of these keeps a linearization of
+// every history the model accepts otherwise, and none accepts more
+// (resolveOpen argues it).
 //
 // # The search
 //
@@ -84,10 +91,13 @@
 // before its delete), so that the search tries them in that order rather
 // than backtracking over every ordering of the operations around them
 // (TestManyConcurrentJoinersDecided). No linearization the model accepts
-// is lost. A history still undecided after CheckTimeout is kept as
-// undecided-*.json beside the visualizations and searched again for
-// RetryTimeout; still undecided then, it fails the test, since a check
-// that could not look proves nothing (TestUndecidedHistoryFails).
+// is lost. Open publishes are counted pending, not placed: an apiserver
+// restart leaves dozens open, and the search tried each at every step
+// after its call (TestOpenPublishesDecided). A history still undecided
+// after CheckTimeout is kept as undecided-*.json beside the
+// visualizations and searched again for RetryTimeout; still undecided
+// then, it fails the test, since a check that could not look proves
+// nothing (TestUndecidedHistoryFails).
 //
 // # What the model does not check
 //

@@ -2,6 +2,7 @@ package storecheck
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -60,8 +61,17 @@ type state struct {
 	// halves tracks the two halves of a tentative write (see call) while
 	// only one has been linearized: halfApplied or halfSettled.
 	halves map[int]byte
-	key    string
+	// pending counts the open publishes of each record ID and value whose
+	// call has passed (see resolveOpen) and that have not taken effect:
+	// one takes effect just before an operation that needs its record.
+	pending map[pend]int
+	// key identifies the state, for Equal and Hash; base is key without
+	// pending.
+	key, base string
 }
+
+// pend is the record an open publish makes: its ID and value.
+type pend struct{ id, value string }
 
 // The values of state.halves.
 const (
@@ -76,6 +86,10 @@ func (s *state) clone() *state {
 	c.halves = maps.Clone(s.halves)
 	if c.halves == nil {
 		c.halves = map[int]byte{}
+	}
+	c.pending = maps.Clone(s.pending)
+	if c.pending == nil {
+		c.pending = map[pend]int{}
 	}
 	return &c
 }
@@ -94,6 +108,11 @@ func (s *state) freeze() *state {
 	for _, id := range slices.Sorted(maps.Keys(s.records)) {
 		r := s.records[id]
 		fmt.Fprintf(&b, " %s=%q/%x/%d/%t", id, r.value, r.lease, r.modRev, r.lost)
+	}
+	s.base = b.String()
+	b.WriteString(" pending:")
+	for _, p := range sortedPending(s.pending) {
+		fmt.Fprintf(&b, " %s=%q/%d", p.id, p.value, s.pending[p])
 	}
 	s.key = b.String()
 	return s
@@ -129,7 +148,19 @@ func (s *state) describe() string {
 		}
 		b.WriteString(")")
 	}
+	if len(s.pending) > 0 {
+		b.WriteString("; open publishes of")
+		for _, p := range sortedPending(s.pending) {
+			fmt.Fprintf(&b, " %s=%s (%d)", p.id, short(p.value), s.pending[p])
+		}
+	}
 	return b.String()
+}
+
+func sortedPending(m map[pend]int) []pend {
+	return slices.SortedFunc(maps.Keys(m), func(a, b pend) int {
+		return cmp.Or(cmp.Compare(a.id, b.id), cmp.Compare(a.value, b.value))
+	})
 }
 
 // termHolds reports whether a fence or write of in's term may succeed now.
@@ -284,6 +315,72 @@ func step(s *state, in Input, out Output) []*state {
 	return nil
 }
 
+// stepEnable counts an open publish pending: from here on it may take
+// effect, just before an operation that needs its record (stepNeeding).
+func stepEnable(s *state, c call) []*state {
+	n := s.clone()
+	n.pending[pend{c.ID, c.Value}]++
+	return []*state{n.freeze()}
+}
+
+// stepNeeding steps c by stepc from s; if c cannot step from s, it steps
+// c from s with pending publishes taken effect just before it, those that
+// c may need (see resolveOpen): the records a listing shows, a record of
+// the ID for a publish refused as held or a keep-alive of lease 0, and a
+// record of unknown revision for a write refused for changed nodes.
+func stepNeeding(s *state, c call, out Output, stepc func(*state) []*state) []*state {
+	res := stepc(s)
+	if len(res) > 0 || len(s.pending) == 0 {
+		return res
+	}
+	for _, n := range takeEffect(s, c, out) {
+		res = append(res, stepc(n)...)
+	}
+	return res
+}
+
+// takeEffect returns the states that s may be in once the pending
+// publishes that c needs have taken effect.
+func takeEffect(s *state, c call, out Output) []*state {
+	take := func(from *state, p pend) *state {
+		n := from.clone()
+		n.records[p.id] = rec{value: p.value}
+		if n.pending[p]--; n.pending[p] == 0 {
+			delete(n.pending, p)
+		}
+		return n
+	}
+	var res []*state
+	switch {
+	case c.Kind == KindList && out.Outcome == OK:
+		n := s
+		for _, r := range out.Records {
+			if m, ok := s.records[r.ID]; ok && m.value == string(r.Value) && m.modRev <= out.Rev {
+				continue
+			}
+			p := pend{r.ID, string(r.Value)}
+			if n.pending[p] == 0 {
+				return nil
+			}
+			n = take(n, p)
+		}
+		if n != s {
+			res = append(res, n.freeze())
+		}
+	case c.Kind == KindPublish && out.Outcome == Held, c.Kind == KindKeepAlive && c.Lease == 0:
+		for _, p := range sortedPending(s.pending) {
+			if p.id == c.ID {
+				res = append(res, take(s, p).freeze())
+			}
+		}
+	case c.Kind == KindWrite && out.Outcome == NodesChanged:
+		for _, p := range sortedPending(s.pending) {
+			res = append(res, take(s, p).freeze())
+		}
+	}
+	return res
+}
+
 // refuse returns s with guarded token tok known to have ended.
 func refuse(s *state, tok uint64) *state {
 	if slices.Contains(s.dead, tok) {
@@ -368,6 +465,7 @@ const (
 	whole  part = iota
 	apply       // a tentative write's apply: it may show
 	settle      // a tentative write's outcome: validated, undone or refused
+	enable      // an open publish's call: it may take effect from then on
 )
 
 // call is what the model steps on: an operation, or one half of a
@@ -468,17 +566,19 @@ func stepSettle(s *state, c call, out Output) []*state {
 func Model() porcupine.Model {
 	nm := porcupine.NondeterministicModel{
 		Init: func() []interface{} {
-			return []interface{}{(&state{records: map[string]rec{}, halves: map[int]byte{}}).freeze()}
+			return []interface{}{(&state{records: map[string]rec{}, halves: map[int]byte{}, pending: map[pend]int{}}).freeze()}
 		},
 		Step: func(st, in, out interface{}) []interface{} {
 			var next []*state
 			switch c := in.(call); c.part {
 			case apply:
 				next = stepApply(st.(*state), c)
+			case enable:
+				next = stepEnable(st.(*state), c)
 			case settle:
-				next = stepSettle(st.(*state), c, out.(Output))
+				next = stepNeeding(st.(*state), c, out.(Output), func(s *state) []*state { return stepSettle(s, c, out.(Output)) })
 			default:
-				next = step(st.(*state), c.Input, out.(Output))
+				next = stepNeeding(st.(*state), c, out.(Output), func(s *state) []*state { return step(s, c.Input, out.(Output)) })
 			}
 			res := make([]interface{}, len(next))
 			for i, n := range next {
@@ -500,21 +600,76 @@ func Model() porcupine.Model {
 				d = "apply of " + d
 			case settle:
 				d = "outcome of " + d
+			case enable:
+				d = "call of " + d + ": may take effect from here"
 			}
 			return d
 		},
 		DescribeState: func(st interface{}) string { return st.(*state).describe() },
 	}
-	return nm.ToModel()
+	m := nm.ToModel()
+	stepSet := m.StepContext
+	m.StepContext = func(ctx context.Context, st, in, out interface{}) (bool, interface{}) {
+		ok, next := stepSet(ctx, st, in, out)
+		if ok {
+			next = prune(next.([]interface{}))
+		}
+		return ok, next
+	}
+	m.Step = func(st, in, out interface{}) (bool, interface{}) {
+		return m.StepContext(context.Background(), st, in, out)
+	}
+	return m
+}
+
+// prune drops from a set of states those another state of the set
+// dominates: the same but for fewer pending publishes of some record and
+// no more of any. Whatever a state can go on to do, one with more pending
+// can too, since pending publishes only take effect where an operation
+// could not step without them.
+func prune(set []interface{}) []interface{} {
+	if len(set) < 2 {
+		return set
+	}
+	dominates := func(a, b *state) bool {
+		if a.base != b.base || a.key == b.key {
+			return false
+		}
+		for p, n := range b.pending {
+			if a.pending[p] < n {
+				return false
+			}
+		}
+		return true
+	}
+	kept := set[:0:0]
+	for i, x := range set {
+		dominated := false
+		for j, y := range set {
+			if i != j && dominates(y.(*state), x.(*state)) {
+				dominated = true
+				break
+			}
+		}
+		if !dominated {
+			kept = append(kept, x)
+		}
+	}
+	return kept
 }
 
 // operations converts a history for porcupine, a tentative write as two
-// operations spanning the same interval.
+// operations spanning the same interval, and an open publish as the point
+// from which it may take effect (see resolveOpen).
 func operations(history []Op) []porcupine.Operation {
+	history, enables := resolveOpen(history)
 	ops := make([]porcupine.Operation, 0, len(history))
 	for i, o := range history {
 		parts := []part{whole}
-		if tentative(o.Input, o.Output) {
+		switch {
+		case enables[i]:
+			parts = []part{enable}
+		case tentative(o.Input, o.Output):
 			parts = []part{apply, settle}
 		}
 		for _, p := range parts {
@@ -617,9 +772,9 @@ func narrow(ops []porcupine.Operation) []porcupine.Operation {
 	for i, op := range ops {
 		c, out := op.Input.(call), op.Output.(Output)
 		switch {
-		case c.part != whole:
-		case c.Kind == KindPublish:
+		case c.Kind == KindPublish: // an open one's enable too: it may make the record
 			at(c.ID).pubs = append(at(c.ID).pubs, i)
+		case c.part != whole:
 		case c.Kind == KindDelete && out.Outcome == OK:
 			at(c.ID).dels = append(at(c.ID).dels, i)
 		}
