@@ -87,10 +87,10 @@
 //
 // Before porcupine searches, the intervals of the operations that report
 // a revision are narrowed to the order the model imposes on them
-// (publishes and listings by revision; a record published once shown only
-// before its delete), so that the search tries them in that order rather
-// than backtracking over every ordering of the operations around them
-// (TestManyConcurrentJoinersDecided). No linearization the model accepts
+// (publishes, listings and reads by revision; a record published once
+// shown only before its delete), so that the search tries them in that
+// order rather than backtracking over every ordering of the operations
+// around them (TestManyConcurrentJoinersDecided, TestJoinersReadsDecided). No linearization the model accepts
 // is lost. Open publishes are counted pending, not placed: an apiserver
 // restart leaves dozens open, and the search tried each at every step
 // after its call (TestOpenPublishesDecided). A history still undecided

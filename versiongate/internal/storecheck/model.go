@@ -687,11 +687,13 @@ func operations(history []Op) []porcupine.Operation {
 //
 // The model orders them by revision: a publish needs a revision above
 // every one reported before it (by a publish, a listing or a read), a
-// listing or a read one at least as high. So if X is a publish and Y reports a
-// revision at least X's, or X a listing and Y reports a higher one, X
-// precedes Y, and each interval can lose what lies on the wrong side of
-// the other: Y cannot take effect before X was called, nor X after Y
-// returned. No linearization the model accepts is lost. If the narrowed
+// listing or a read one at least as high. So if X is a publish and Y
+// reports a revision at least X's, or X a listing or a read and Y reports
+// a higher one, X precedes Y, and each interval can lose what lies on the
+// wrong side of the other: Y cannot take effect before X was called, nor
+// X after Y returned. (Reads took part only as Y until their revision was
+// checked; as X they let a joiners history of 148 operations, 40 of them
+// reads, be decided at once instead of in 16 s.) No linearization the model accepts is lost. If the narrowed
 // intervals contradict the real-time order (call after return), the
 // history cannot be linearized, and the search is left to find that on
 // the intervals as recorded.
@@ -699,7 +701,7 @@ func narrow(ops []porcupine.Operation) []porcupine.Operation {
 	type revved struct {
 		i     int
 		rev   int64
-		check byte // 'p': needs a higher revision, 'l': at least as high
+		check byte // 'p': needs a higher revision; 'l' (a listing or a read): at least as high
 	}
 	var rs []revved
 	for i, op := range ops {
@@ -729,7 +731,7 @@ func narrow(ops []porcupine.Operation) []porcupine.Operation {
 	})
 	// precedes reports whether the model puts x before y.
 	precedes := func(x, y revved) bool {
-		return x.check == 'p' && y.rev >= x.rev || x.check == 'l' && y.rev > x.rev
+		return x.check == 'p' && y.rev >= x.rev || x.check != 'p' && y.rev > x.rev
 	}
 	calls := make([]int64, len(ops))
 	rets := make([]int64, len(ops))
