@@ -138,8 +138,15 @@ type openWatch struct {
 
 const foreignUID = types.UID("5f1d0c1e-0000-4000-8000-000000000000")
 
-// rv marks a resourceVersion in a transcript, for normalise.
+// rv marks an object's resourceVersion in a transcript, for normalise.
 func rv(s string) string { return "⟨" + s + "⟩" }
+
+// listRV marks a listing's resourceVersion. A real apiserver answers a list
+// with etcd's current revision, which counts writes outside the test's
+// namespace (the apiserver's own identity Lease, every 10 s), so a listing
+// cannot be ranked among objects' versions by equality; normalise renders it
+// as the greatest object version at or below it.
+func listRV(s string) string { return "⟪" + s + "⟫" }
 
 func (r *run) say(format string, args ...any) {
 	r.out = append(r.out, fmt.Sprintf(format, args...))
@@ -193,7 +200,7 @@ func (r *run) remember(res string, obj runtime.Object, err error) string {
 	}
 	m, _ := meta.Accessor(obj)
 	r.known[res+"/"+m.GetName()] = obj.DeepCopyObject()
-	r.rvs = append(r.rvs, m.GetResourceVersion())
+	r.rvs = append(r.rvs, rv(m.GetResourceVersion()))
 	return "ok " + state(obj)
 }
 
@@ -412,7 +419,7 @@ func (r *run) list(ctx context.Context, o op) {
 		return
 	}
 	lm, _ := meta.ListAccessor(obj)
-	r.rvs = append(r.rvs, lm.GetResourceVersion())
+	r.rvs = append(r.rvs, listRV(lm.GetResourceVersion()))
 	items, _ := meta.ExtractList(obj)
 	var got []string
 	for _, it := range items {
@@ -429,7 +436,7 @@ func (r *run) watch(ctx context.Context, o op) {
 	}
 	from := r.rvs[max(len(r.rvs)-1-o.Ref, 0)]
 	opts := selector(o.Res, o.Variant)
-	opts.ResourceVersion = from
+	opts.ResourceVersion = strings.Trim(from, "⟨⟩⟪⟫")
 	var w watch.Interface
 	var err error
 	if o.Res == "pods" {
@@ -438,7 +445,7 @@ func (r *run) watch(ctx context.Context, o op) {
 		w, err = r.tg.cs.CoreV1().ConfigMaps(r.tg.ns).Watch(ctx, opts)
 	}
 	id := len(r.out)
-	r.say("%s: watch#%d from %s: %s", o, id, rv(from), answer(err))
+	r.say("%s: watch#%d from %s: %s", o, id, from, answer(err))
 	if err == nil {
 		r.watches = append(r.watches, &openWatch{id: id, res: o.Res, w: w})
 	}
@@ -513,11 +520,15 @@ func (r *run) readUntil(ctx context.Context, w *openWatch, sentinel string) stri
 	}
 }
 
-var rvMark = regexp.MustCompile(`⟨([0-9]*)⟩`)
+var (
+	rvMark   = regexp.MustCompile(`⟨([0-9]*)⟩`)
+	listMark = regexp.MustCompile(`⟪([0-9]*)⟫`)
+)
 
-// normalise replaces every resourceVersion by its rank among those the
-// transcript shows, so that two servers' transcripts compare on order
-// alone.
+// normalise replaces every object's resourceVersion by its rank among those
+// the transcript shows, and every listing's by "after" the rank of the
+// greatest object version at or below it, so that two servers' transcripts
+// compare on order alone.
 func normalise(lines []string) []string {
 	var all []uint64
 	for _, l := range lines {
@@ -534,6 +545,14 @@ func normalise(lines []string) []string {
 			n, _ := strconv.ParseUint(rvMark.FindStringSubmatch(s)[1], 10, 64)
 			k, _ := slices.BinarySearch(all, n)
 			return fmt.Sprint("#", k)
+		})
+		out[i] = listMark.ReplaceAllStringFunc(out[i], func(s string) string {
+			n, _ := strconv.ParseUint(listMark.FindStringSubmatch(s)[1], 10, 64)
+			k, found := slices.BinarySearch(all, n)
+			if !found {
+				k-- // the greatest object version below n
+			}
+			return fmt.Sprint("after #", k)
 		})
 	}
 	return out
