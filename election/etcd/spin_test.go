@@ -146,7 +146,7 @@ func TestEtcdWatchesThatEndAtOnceDoNotSpin(t *testing.T) {
 		defer cancel()
 		srv := testenv.Etcd(t)
 		admin := srv.Client(t)
-		leader := newEtcd(t, testenv.NewEtcdClient(t, srv.Members[0].ClientAddr()), "/spin", "leader", 10*time.Second)
+		leader := newEtcd(t, testenv.NewEtcdClient(t, srv.Members[0].ClientAddr()), "/spin", "leader", steadyTTL)
 		held, err := leader.Campaign(ctx)
 		require.NoError(t, err)
 		e, clk, calls := endingElectorOn(t, srv, "waiting")
@@ -375,7 +375,7 @@ func TestEtcdCampaignReadFailingAtOnceKeepsKeyAndDoesNotSpin(t *testing.T) {
 	defer cancel()
 	srv := testenv.Etcd(t)
 	admin := srv.Client(t)
-	leader := newEtcd(t, testenv.NewEtcdClient(t, srv.Members[0].ClientAddr()), "/spin-read", "leader", 10*time.Second)
+	leader := newEtcd(t, testenv.NewEtcdClient(t, srv.Members[0].ClientAddr()), "/spin-read", "leader", steadyTTL)
 	held, err := leader.Campaign(ctx)
 	require.NoError(t, err)
 
