@@ -51,11 +51,13 @@
 // BUDGETS.md at the root of the module). Retry meets that with its
 // defaults: from 30 s on, at most one call per 24 s, and two loops that
 // failed together call at different instants (TestRetryRequestBudget).
-// Every and Poll wait their interval after a failed call as after any
-// other (Poll's waits grow only with [WithMultiplier], and Poll has no
-// jitter by default): a loop on them that talks to a server either has an
-// interval of a second or more, or backs off its failures itself, as
-// checkpoint.PollSource does with Retry.
+// Every and Poll, by default, wait their interval after a failed call as
+// after any other (Poll's waits grow only with [WithMultiplier], and Poll
+// has no jitter by default). [WithFailureBackoff] makes Every back off its
+// failures instead: each failure in a row grows the wait by half, with
+// jitter, up to a cap, and the first success returns to the interval
+// (TestEveryFailureBackoffBudget). A loop on Every that talks to a server
+// uses it, as checkpoint.PollSource does.
 //
 // # Permanent errors
 //
@@ -76,15 +78,24 @@
 // delay a Kubernetes API server suggests through
 // k8s.io/apimachinery/pkg/api/errors.SuggestsClientDelay) by wrapping its
 // error with [RetryAfter]; this package does not import client libraries.
-// Retry and Poll honour hints; Every runs at its interval.
+// Retry and Poll honour hints, and so does Every with [WithFailureBackoff];
+// Every without it runs at its interval.
 //
-//   - A positive hint replaces the computed wait for that one attempt.
+//   - A positive hint is a minimum, never a replacement: the next wait is
+//     the longer of the hinted wait and the computed backoff. A server that
+//     says "retry after 1 s" to a loop already at a 30 s backoff does not
+//     bring its next attempt forward. This is what every client in the
+//     field does: client-go's REST client (rest/with_retry.go, Before)
+//     sleeps the larger of its backoff and the Retry-After, and the
+//     Kubernetes API server's hints are floors for a whole fleet of
+//     clients, so a hint that shortened waits would herd them back at once.
 //   - A hint of zero or less asks for nothing, and the computed wait applies.
 //     The API server suggests a delay of 0 for a ServerTimeout; taking that
 //     literally would retry in a hot loop.
 //   - A hint above the cap set by [WithMaxRetryAfter] (one minute by
 //     default) is cut to it, so a misbehaving server cannot stall the caller
-//     for long, and the first such hint of a loop is logged.
+//     for long, and the first such hint of a loop is logged. The cap bounds
+//     what the hint asks for, not the computed backoff.
 //   - The hinted wait is jittered upwards, drawn from [hint, hint*(1+j)]
 //     with the loop's jitter factor j, so that the many callers a server
 //     throttled together do not all come back at the same instant, and none

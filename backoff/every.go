@@ -14,7 +14,9 @@ import (
 // [WithDelayedStart] makes it wait before the first run too.
 //
 // A failed run is logged (see the package documentation) and the loop goes
-// on. Every returns nil when ctx ends, as every Run of this module does
+// on after the same interval, unless [WithFailureBackoff] is given: then
+// failures in a row make the waits grow, with jitter, until a run succeeds.
+// Without it Every ignores retry-after hints. Every returns nil when ctx ends, as every Run of this module does
 // (a loop asked to stop has not failed), and fn's error (without the
 // permanent marker) when fn returns a Permanent error, even if ctx ended
 // meanwhile. fn runs on the
@@ -50,6 +52,10 @@ func Every(ctx context.Context, interval time.Duration, jitter float64, fn func(
 		}
 	}
 	rep := newReporter(ctx, o, clk.Now(), "Periodic run failed")
+	var fw *waits // the failure backoff, with WithFailureBackoff
+	if o.failureSet {
+		fw = newWaits(failureOptions(o, interval))
+	}
 	for run := 1; ; run++ {
 		err := fn(ctx)
 		if IsPermanent(err) {
@@ -60,13 +66,36 @@ func Every(ctx context.Context, interval time.Duration, jitter float64, fn func(
 			return nil
 		}
 		wait := jitterUp(interval, jitter)
-		if err != nil {
-			rep.failure(err, run, wait)
-		} else {
+		switch {
+		case err == nil:
+			if fw != nil {
+				fw.b.Reset()
+			}
 			rep.success(run)
+		case fw != nil:
+			wait = max(wait, fw.next(err, rep))
+			rep.failure(err, run, wait)
+		default:
+			rep.failure(err, run, wait)
 		}
 		if sleep(ctx, clk, wait) != nil {
 			return nil // ctx ended
 		}
 	}
+}
+
+// failureOptions returns the options of Every's failure backoff: waits
+// from 1.5 × interval growing by DefaultMultiplier to the cap,
+// DefaultJitter, hints honoured up to DefaultMaxRetryAfter.
+func failureOptions(o *options, interval time.Duration) *options {
+	fo := *o
+	fo.maxInterval = max(o.failureMax, interval)
+	fo.initialInterval = min(interval+interval/2, fo.maxInterval)
+	if fo.initialInterval < interval { // overflow
+		fo.initialInterval = fo.maxInterval
+	}
+	fo.multiplier = DefaultMultiplier
+	fo.jitter = DefaultJitter
+	fo.maxRetryAfter = DefaultMaxRetryAfter
+	return &fo
 }

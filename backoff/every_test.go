@@ -199,12 +199,14 @@ func TestEveryBadInput(t *testing.T) {
 		jitter   float64
 		opts     []EveryOption
 	}{
-		"zero interval":     {0, 0, nil},
-		"negative interval": {-time.Second, 0, nil},
-		"negative jitter":   {time.Second, -0.1, nil},
-		"jitter above 1":    {time.Second, 1.1, nil},
-		"jitter NaN":        {time.Second, math.NaN(), nil},
-		"bad option":        {time.Second, 0, []EveryOption{WithLogInterval(-1)}},
+		"zero interval":        {0, 0, nil},
+		"negative interval":    {-time.Second, 0, nil},
+		"negative jitter":      {time.Second, -0.1, nil},
+		"jitter above 1":       {time.Second, 1.1, nil},
+		"jitter NaN":           {time.Second, math.NaN(), nil},
+		"bad option":           {time.Second, 0, []EveryOption{WithLogInterval(-1)}},
+		"zero failure cap":     {time.Second, 0, []EveryOption{WithFailureBackoff(0)}},
+		"negative failure cap": {time.Second, 0, []EveryOption{WithFailureBackoff(-time.Second)}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -75,6 +75,7 @@ type (
 	waitOption   func(*options)
 	retryOption  func(*options)
 	startOption  func(*options)
+	everyOption  func(*options)
 )
 
 func (f commonOption) applyRetry(o *options) { f(o) }
@@ -85,12 +86,14 @@ func (f waitOption) applyPoll(o *options)    { f(o) }
 func (f retryOption) applyRetry(o *options)  { f(o) }
 func (f startOption) applyEvery(o *options)  { f(o) }
 func (f startOption) applyPoll(o *options)   { f(o) }
+func (f everyOption) applyEvery(o *options)  { f(o) }
 
 var (
 	_ Option      = commonOption(nil)
 	_ WaitOption  = waitOption(nil)
 	_ RetryOption = retryOption(nil)
 	_ StartOption = startOption(nil)
+	_ EveryOption = everyOption(nil)
 )
 
 type options struct {
@@ -107,6 +110,8 @@ type options struct {
 	logInterval     time.Duration
 	name            string
 	delayedStart    bool
+	failureMax      time.Duration // Every's backoff cap on failures; 0: none
+	failureSet      bool
 }
 
 // WithInitialInterval sets Retry's base wait after the first failure
@@ -193,6 +198,25 @@ func WithName(name string) Option {
 // before the first call instead of calling at once.
 func WithDelayedStart() StartOption {
 	return startOption(func(o *options) { o.delayedStart = true })
+}
+
+// WithFailureBackoff makes [Every] back off when fn fails, instead of
+// waiting its interval after a failure as after a success. After the n-th
+// failure in a row the wait's base is interval × 1.5^n, capped at maxWait
+// (or at the interval if that is longer), and each wait is drawn from
+// [base*0.8, base*1.2] (the package's default jitter, so loops that failed
+// together spread out even when Every's own jitter is 0), never shorter
+// than the interval. A positive retry-after hint in fn's error is honoured
+// as a minimum, as Retry honours it (up to [DefaultMaxRetryAfter]). The
+// first run that returns nil resets the wait to the interval. maxWait must
+// be positive.
+//
+// A loop that talks to a server needs it (or an interval of a second or
+// more): with a maxWait of 30 s, an answer that fails for good costs at
+// most one call per 24 s once the cap is reached, however short the
+// interval.
+func WithFailureBackoff(maxWait time.Duration) EveryOption {
+	return everyOption(func(o *options) { o.failureMax, o.failureSet = maxWait, true })
 }
 
 // loop names the function options are built for; the defaults differ.
@@ -295,6 +319,9 @@ func (o *options) validate() error {
 	}
 	if o.logInterval < 0 {
 		bad("log interval %v must not be negative", o.logInterval)
+	}
+	if o.failureSet && o.failureMax <= 0 {
+		bad("failure backoff cap %v must be positive", o.failureMax)
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)

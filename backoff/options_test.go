@@ -24,7 +24,7 @@ func TestOptionScopes(t *testing.T) {
 		_, p := o.(PollOption)
 		return scopes{r, e, p}
 	}
-	all, retryPoll, retryOnly, everyPoll := scopes{true, true, true}, scopes{true, false, true}, scopes{true, false, false}, scopes{false, true, true}
+	all, retryPoll, retryOnly, everyPoll, everyOnly := scopes{true, true, true}, scopes{true, false, true}, scopes{true, false, false}, scopes{false, true, true}, scopes{false, true, false}
 	for name, tc := range map[string]struct {
 		opt  any
 		want scopes
@@ -41,6 +41,7 @@ func TestOptionScopes(t *testing.T) {
 		"WithMaxAttempts":     {WithMaxAttempts(1), retryOnly},
 		"WithMaxElapsedTime":  {WithMaxElapsedTime(time.Second), retryOnly},
 		"WithDelayedStart":    {WithDelayedStart(), everyPoll},
+		"WithFailureBackoff":  {WithFailureBackoff(time.Second), everyOnly},
 	} {
 		require.Equal(t, tc.want, scope(tc.opt), name)
 	}

@@ -18,7 +18,7 @@ import (
 //   - any other error is transient: Poll logs it as Retry does (quietly at
 //     first, see the package documentation) and calls cond again after the
 //     next wait, or after the error's retry-after hint if it has a positive
-//     one (see [RetryAfter]).
+//     one that is longer (a hint is a minimum; see [RetryAfter]).
 //
 // Poll gives up when timeout has passed since the first call, measured on
 // the injected clock: the last wait is shortened so that cond is called once

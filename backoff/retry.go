@@ -22,8 +22,9 @@ var ErrGaveUp = errors.New("backoff: gave up retrying")
 // attempts it waits with exponential backoff: the first wait is the initial
 // interval (100ms), and each further one is the previous one times the
 // multiplier (1.5), capped at the max interval (30s), each randomized by the
-// jitter factor (±20%). A positive retry-after hint in op's error replaces
-// the computed wait (see [RetryAfter]).
+// jitter factor (±20%). A positive retry-after hint in op's error is a
+// minimum: the next wait is the longer of the hint and the computed wait
+// (see [RetryAfter]).
 //
 // Retry stops early in these cases:
 //   - op returns a [Permanent] error: Retry returns it (without the
@@ -107,15 +108,19 @@ func newWaits(o *options) *waits {
 
 // next returns the wait after a call that returned err (nil for a poll that
 // was not done). The exponential sequence advances on every call, hinted or
-// not. A positive hint replaces the computed wait and is jittered upwards
-// only, so the operation never runs before the hint asked and callers
-// given the same hint do not all wake at the same instant. The cap bounds
-// the wait, jitter included: a hint within it waits from [hint,
-// min(hint*(1+j), cap)], and a hint above it from [cap/(1+j), cap], which
-// keeps such callers spread without ever waiting longer than the cap. A
-// hint of zero or less asks for nothing and gets the computed wait: it is
-// what a server that suggests "retry at once" (Kubernetes' ServerTimeout)
-// says, and obeying it literally would spin.
+// not. A positive hint is a minimum: the wait is the longer of the computed
+// one and the hinted one, so a server that says "1 s" to a loop already at
+// a 30 s backoff does not bring its next attempt forward (client-go's REST
+// client does the same: rest/with_retry.go takes the larger of its backoff
+// and the Retry-After). The hinted wait is jittered upwards only, so the
+// operation never runs before the hint asked and callers given the same
+// hint do not all wake at the same instant. The cap bounds the hinted wait,
+// jitter included: a hint within it waits from [hint, min(hint*(1+j),
+// cap)], and a hint above it from [cap/(1+j), cap], which keeps such
+// callers spread without a hint ever stalling them longer than the cap.
+// A hint of zero or less asks for nothing and gets the computed wait: it
+// is what a server that suggests "retry at once" (Kubernetes'
+// ServerTimeout) says, and obeying it literally would spin.
 func (w *waits) next(err error, rep *reporter) time.Duration {
 	wait := w.b.NextBackOff()
 	if wait < 0 { // float overflow with an enormous max interval
@@ -128,13 +133,18 @@ func (w *waits) next(err error, rep *reporter) time.Duration {
 	if !ok || hint <= 0 {
 		return wait
 	}
-	limit := w.o.maxRetryAfter
+	return max(wait, hintedWait(hint, w.o.maxRetryAfter, w.o.jitter, rep))
+}
+
+// hintedWait is the wait a positive hint asks for, jittered upwards by j
+// and bounded by limit, jitter included (see waits.next).
+func hintedWait(hint, limit time.Duration, j float64, rep *reporter) time.Duration {
 	if hint > limit {
 		rep.hintCapped(hint, limit)
-		lo := time.Duration(float64(limit) / (1 + w.o.jitter))
+		lo := time.Duration(float64(limit) / (1 + j))
 		return lo + time.Duration(rand.Float64()*float64(limit-lo))
 	}
-	return min(jitterUp(hint, w.o.jitter), limit)
+	return min(jitterUp(hint, j), limit)
 }
 
 // jitterUp draws a wait uniformly from [d, d*(1+j)], saturating.

@@ -289,7 +289,8 @@ func TestRetryAfterHintZeroDoesNotSpin(t *testing.T) {
 }
 
 // Callers given the same hint do not all wake at the same instant: a hinted
-// wait is drawn from [hint, hint*(1+j)], never shorter than the hint.
+// wait is drawn from [hint, hint*(1+j)], never shorter than the hint. (The
+// backoff is capped below the hint here, so the hint is the longer wait.)
 func TestRetryAfterHintJittered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n = 40
@@ -301,7 +302,7 @@ func TestRetryAfterHintJittered(t *testing.T) {
 				return RetryAfter(errBoom, 10*time.Second)
 			}
 			return nil
-		}, WithJitter(0.5))
+		}, WithJitter(0.5), WithMaxInterval(time.Second))
 		require.NoError(t, err)
 		distinct := map[time.Duration]bool{}
 		for i := 1; i < len(times); i++ {
@@ -586,7 +587,9 @@ func TestRetryGiveUpAndCancelLoggedAtV1(t *testing.T) {
 
 // The cap bounds a hinted wait with its jitter: a hint at or above the cap
 // never waits longer than the cap, and hints cut to the cap stay spread
-// (nodestatus promises at most 5 s between attempts, jitter included).
+// (nodestatus promises at most 5 s between attempts, jitter included, and
+// caps its backoff as here, so that the longer of the backoff and the hint
+// stays within 5 s too).
 func TestRetryAfterCapIncludesJitter(t *testing.T) {
 	for _, hint := range []time.Duration{4 * time.Second, 5 * time.Second, 6 * time.Second, time.Minute} {
 		synctest.Test(t, func(t *testing.T) {
@@ -599,7 +602,7 @@ func TestRetryAfterCapIncludesJitter(t *testing.T) {
 					return RetryAfter(errBoom, hint)
 				}
 				return nil
-			}, WithJitter(0.2), WithMaxRetryAfter(5*time.Second))
+			}, WithJitter(0.2), WithMaxInterval(5*time.Second*5/6), WithMaxRetryAfter(5*time.Second))
 			require.NoError(t, err)
 			distinct := map[time.Duration]bool{}
 			for i := 1; i < len(times); i++ {

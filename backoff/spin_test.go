@@ -36,6 +36,11 @@ func TestLoopsDoNotSpin(t *testing.T) {
 		{"Every/nil", every, func() error { return nil }, 30, 61},
 		{"Every/error", every, func() error { return errBoom }, 30, 61},
 		{"Every/hint 0", every, func() error { return RetryAfter(errBoom, 0) }, 30, 61},
+		// Every with WithFailureBackoff(30 s) at a 1 min interval: the cap
+		// is the interval, so failures wait 1 min to 1.2 min.
+		{"Every+backoff/error", everyBackoff, func() error { return errBoom }, 45, 61},
+		{"Every+backoff/hint 0", everyBackoff, func() error { return RetryAfter(errBoom, 0) }, 45, 61},
+		{"Every+backoff/nil", everyBackoff, func() error { return nil }, 30, 61},
 		{"Poll/not done", poll(false), func() error { return nil }, 3000, 3601},
 		{"Poll/error", poll(false), func() error { return errBoom }, 3000, 3601},
 		{"Poll/hint 0", poll(false), func() error { return RetryAfter(errBoom, 0) }, 3000, 3601},
@@ -67,6 +72,10 @@ func retry(ctx context.Context, call func() error) error {
 
 func every(ctx context.Context, call func() error) error {
 	return Every(ctx, time.Minute, 0, func(context.Context) error { return call() })
+}
+
+func everyBackoff(ctx context.Context, call func() error) error {
+	return Every(ctx, time.Minute, 0, func(context.Context) error { return call() }, WithFailureBackoff(30*time.Second))
 }
 
 // poll polls every second with no timeout; the adversary is never done.

@@ -38,10 +38,10 @@ const pollMaxWait = 30 * time.Second
 // wrapping [ErrNotFound] when nothing is assigned. Polling costs one
 // request per interval per node; prefer a watch where the origin has one.
 //
-// A Fetch that fails is retried with backoff: the first wait is 1.5 ×
-// Interval and each further one half as long again, with ±20% jitter
-// (never shorter than Interval), up to the larger of 1.5 × Interval and
-// 30 s, so that an origin that fails for good costs at most one request
+// A Fetch that fails is retried with backoff ([backoff.WithFailureBackoff]):
+// the first wait is 1.5 × Interval and each further one half as long
+// again, with ±20% jitter (never shorter than Interval), up to the larger
+// of 1.5 × Interval and 30 s, so that an origin that fails for good costs at most one request
 // per 24 s however short Interval is
 // (TestPollSourceBacksOffPersistentErrors). The first success returns to
 // Interval.
@@ -82,13 +82,7 @@ func (p *PollSource) Watch(ctx context.Context, assign func(context.Context, []b
 		assign(ctx, payload, src)
 		return nil
 	}
-	err := backoff.Every(ctx, interval, 0.1, func(ctx context.Context) error {
-		err := backoff.Retry(ctx, fetch, backoff.WithClock(clk), backoff.WithName("checkpoint poll source"),
-			backoff.WithInitialInterval(interval*3/2), backoff.WithMaxInterval(max(interval*3/2, pollMaxWait)))
-		if ctx.Err() != nil {
-			return nil // ended while it retried
-		}
-		return err
-	}, backoff.WithClock(clk), backoff.WithName("checkpoint poll source"))
+	err := backoff.Every(ctx, interval, 0.1, fetch, backoff.WithClock(clk), backoff.WithName("checkpoint poll source"),
+		backoff.WithFailureBackoff(max(interval*3/2, pollMaxWait)))
 	return err // nil when ctx ends, as Every returns
 }

@@ -46,4 +46,23 @@
 // The Campaign context bounds the wait only, as in etcd's
 // concurrency.Election: a term outlives it, so that the holder releases
 // strictly after its own leader work returned.
+//
+// # Request budget
+//
+// Under any answer etcd (or a proxy before it) gives persistently
+// (Unavailable, ResourceExhausted, PermissionDenied, Unauthenticated,
+// DeadlineExceeded, refused connections, watches that end at once or are
+// compacted), each elector run by election.Run sends at most one request a
+// second once the answer has lasted 30 s, with jitter: renewals are single
+// keep-alive requests retried by the term's backoff (clientv3's
+// KeepAliveOnce is not used, since it resends at once for as long as the
+// answer is Unavailable), and reads and watches back off as above
+// (TestEtcdRequestBudgetUnderPersistentAnswers, BUDGETS.md). Two loops
+// belong to the etcd client, not to the elector, and the host configures
+// them: the client resends a read answered Unavailable up to
+// clientv3.Config.MaxUnaryRetries times (100 by default), 25 ms apart, so
+// a host that wants the budget to hold on the wire sets it low (1 sends
+// each request once and leaves retrying to the elector's backoff); and the
+// client reopens its keep-alive and watch streams on its own, on the real
+// clock.
 package etcd

@@ -50,6 +50,13 @@ func (c *capturing) lastTerm() *etcd.Leadership {
 	return c.last
 }
 
+// steadyTTL is the session TTL of real-clock terms in tests about
+// something other than expiry: renewals on the real clock meet it however
+// long a loaded machine stalls the test, so that no term ends early by a
+// late keep-alive. Tests about expiry use short TTLs and say so, or step a
+// fake clock.
+const steadyTTL = 60 * time.Second
+
 func newEtcd(t *testing.T, cli *clientv3.Client, prefix, identity string, ttl time.Duration) *etcd.Elector {
 	t.Helper()
 	e, err := etcd.New(etcd.Config{Client: cli, Prefix: prefix, Identity: identity, SessionTTL: ttl})
@@ -92,7 +99,7 @@ func TestEtcdGuardRefusesWritesAfterResign(t *testing.T) {
 	srv := testenv.Etcd(t)
 	cli := srv.Client(t)
 	ctx := context.Background()
-	e := newEtcd(t, cli, "/guard", "a", 5*time.Second)
+	e := newEtcd(t, cli, "/guard", "a", steadyTTL)
 	l, err := e.Campaign(ctx)
 	require.NoError(t, err)
 	el := l.(*etcd.Leadership)

@@ -2,11 +2,13 @@ package etcd_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/reconkit/reconkit/election"
@@ -24,20 +26,36 @@ func (silentWatcher) Watch(ctx context.Context, _ string, _ ...clientv3.OpOption
 	return ch
 }
 
-// reportedRenewals reports every renewal (a KeepAliveOnce answered) on
-// calls.
+// reportedRenewals reports every renewal of the elector (one keep-alive
+// request, see isRenewal) on calls once it was answered.
 type reportedRenewals struct {
-	clientv3.Lease
 	calls chan struct{}
 }
 
-func (r *reportedRenewals) KeepAliveOnce(ctx context.Context, id clientv3.LeaseID) (*clientv3.LeaseKeepAliveResponse, error) {
-	resp, err := r.Lease.KeepAliveOnce(ctx, id)
-	select {
-	case r.calls <- struct{}{}:
-	case <-ctx.Done():
+func (r *reportedRenewals) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	s, err := streamer(ctx, desc, cc, method, opts...)
+	if err != nil || !isRenewal(ctx, method) {
+		return s, err
 	}
-	return resp, err
+	return &answeredStream{ClientStream: s, answered: func() {
+		select {
+		case r.calls <- struct{}{}:
+		case <-ctx.Done():
+		}
+	}}, nil
+}
+
+// answeredStream calls answered after its first message was received.
+type answeredStream struct {
+	grpc.ClientStream
+	answered func()
+	once     sync.Once
+}
+
+func (s *answeredStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	s.once.Do(s.answered)
+	return err
 }
 
 // The term ends when its key is deleted even if the watch on the key never
@@ -51,10 +69,9 @@ func TestEtcdKeyDeletedEndsTermAtNextRenewal(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	clk := testingclock.NewFakeClock(time.Now())
-	cli := testenv.NewEtcdClient(t, srv.Members[0].ClientAddr())
+	r := &reportedRenewals{calls: make(chan struct{}, 1)}
+	cli := interceptedClient(t, srv.Members[0].ClientAddr(), 0, nil, r.stream)
 	cli.Watcher = silentWatcher{cli.Watcher}
-	r := &reportedRenewals{Lease: cli.Lease, calls: make(chan struct{}, 1)}
-	cli.Lease = r
 	e, err := etcd.New(etcd.Config{Client: cli, Prefix: "/keycheck", Identity: "leader", SessionTTL: 10 * time.Second, Clock: clk})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = e.Close() })

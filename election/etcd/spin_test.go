@@ -9,6 +9,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/reconkit/reconkit/election"
@@ -143,7 +146,7 @@ func TestEtcdWatchesThatEndAtOnceDoNotSpin(t *testing.T) {
 		defer cancel()
 		srv := testenv.Etcd(t)
 		admin := srv.Client(t)
-		leader := newEtcd(t, testenv.NewEtcdClient(t, srv.Members[0].ClientAddr()), "/spin", "leader", 10*time.Second)
+		leader := newEtcd(t, testenv.NewEtcdClient(t, srv.Members[0].ClientAddr()), "/spin", "leader", steadyTTL)
 		held, err := leader.Campaign(ctx)
 		require.NoError(t, err)
 		e, clk, calls := endingElectorOn(t, srv, "waiting")
@@ -224,23 +227,22 @@ func TestEtcdWatchesThatEndAtOnceDoNotSpin(t *testing.T) {
 	})
 }
 
-// failingRenewals is an etcd whose keepalives fail at once once armed;
-// each attempt is reported on calls.
+// failingRenewals is an etcd whose answers to the elector's renewals (see
+// isRenewal) fail at once once armed; each attempt is reported on calls.
 type failingRenewals struct {
-	clientv3.Lease
 	armed atomic.Bool
 	calls chan struct{}
 }
 
-func (f *failingRenewals) KeepAliveOnce(ctx context.Context, id clientv3.LeaseID) (*clientv3.LeaseKeepAliveResponse, error) {
-	if !f.armed.Load() {
-		return f.Lease.KeepAliveOnce(ctx, id)
+func (f *failingRenewals) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	if !f.armed.Load() || !isRenewal(ctx, method) {
+		return streamer(ctx, desc, cc, method, opts...)
 	}
 	select {
 	case f.calls <- struct{}{}:
 	case <-ctx.Done():
 	}
-	return nil, errors.New("etcd unavailable")
+	return nil, status.Error(codes.Unavailable, "etcd unavailable")
 }
 
 // A leader whose renewals fail at once retries every 500ms of its clock
@@ -251,9 +253,8 @@ func TestEtcdRenewalFailingAtOnceDoesNotSpin(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	clk := testingclock.NewFakeClock(time.Now())
-	cli := testenv.NewEtcdClient(t, srv.Members[0].ClientAddr())
-	f := &failingRenewals{Lease: cli.Lease, calls: make(chan struct{})}
-	cli.Lease = f
+	f := &failingRenewals{calls: make(chan struct{})}
+	cli := interceptedClient(t, srv.Members[0].ClientAddr(), 0, nil, f.stream)
 	e, err := etcd.New(etcd.Config{Client: cli, Prefix: "/spin-renew", Identity: "leader", SessionTTL: 10 * time.Second, Clock: clk})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = e.Close() })
@@ -374,7 +375,7 @@ func TestEtcdCampaignReadFailingAtOnceKeepsKeyAndDoesNotSpin(t *testing.T) {
 	defer cancel()
 	srv := testenv.Etcd(t)
 	admin := srv.Client(t)
-	leader := newEtcd(t, testenv.NewEtcdClient(t, srv.Members[0].ClientAddr()), "/spin-read", "leader", 10*time.Second)
+	leader := newEtcd(t, testenv.NewEtcdClient(t, srv.Members[0].ClientAddr()), "/spin-read", "leader", steadyTTL)
 	held, err := leader.Campaign(ctx)
 	require.NoError(t, err)
 

@@ -816,7 +816,7 @@ func TestLeaseTokenSurvivesLeaseDeletion(t *testing.T) {
 	cs := clientset(t, a.Config())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	e := newLease(t, a.Config(), name)
+	e := newLease(t, a.Config(), name, steadyTimings) // about tokens, not expiry
 	closeOnCleanup(t, e)
 	var tokens []election.Token
 	for range 3 { // several transitions, so a restarted count would be lower
@@ -848,7 +848,7 @@ func TestLeaseTokenSurvivesLeaseRecreatedAtOnce(t *testing.T) {
 	cs := clientset(t, a.Config())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	e := newLease(t, a.Config(), name)
+	e := newLease(t, a.Config(), name, steadyTimings) // about tokens, not expiry
 	closeOnCleanup(t, e)
 	var tokens []election.Token
 	sameSecond := 0

@@ -140,10 +140,15 @@ func TestLeaseCoordinatedRestartUnderSameName(t *testing.T) {
 		require.NoError(t, err)
 	}
 	name := uniqueName("cle-restart")
+	// A 15 s lease renewed every 300 ms: "while the predecessor renews"
+	// holds however long a loaded machine delays a renewal (up to 10 s),
+	// where the 3 s test lease let one late renewal end the predecessor's
+	// term and hand the Lease over during the wait.
 	coordinated := func(cfg *rest.Config) *lease.Elector {
 		e := newLease(t, cfg, name, func(c *lease.Config) {
 			c.Identity = "pod-0"
 			c.Coordinated = &lease.Coordinated{BinaryVersion: "1.0.0"}
+			c.LeaseDuration, c.RenewDeadline = 15*time.Second, 10*time.Second
 		})
 		closeOnCleanup(t, e)
 		return e
