@@ -20,7 +20,8 @@
 // a versionpb.NodeRelease record bound to a lease, so a dead node's record
 // disappears) or by the host (Config.Decode reads the host's own records,
 // for example nodes in a registry filtered by role). A record that does not
-// decode is logged and skipped.
+// decode is logged and counted as a node of unknown release, which blocks
+// every restriction until it decodes or goes (TestUndecodableRecordBlocksRestrict).
 //
 // # Safety assumptions and guarantees
 //

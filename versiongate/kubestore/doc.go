@@ -165,6 +165,17 @@
 //     versiongate.ErrCorruptStatus, the gate blocks on it and its leader
 //     overwrites it after a successful reconcile
 //     (TestNonBase64StatusIsCorruptAndRepaired, FuzzStatusAnnotation).
+//   - A record whose value annotation is not base64, missing or empty is
+//     a corrupt record, never a deleted one (which would make its node,
+//     perhaps still serving, count as gone): versiongate.Record.Corrupt
+//     wraps versiongate.ErrCorruptRecord, the gate counts it as a node of
+//     unknown release that blocks every restriction, and the record's
+//     owner, once its store has seen the edit in a listing or watch,
+//     writes its value back at its next keep-alive, conditioned on the
+//     resourceVersion it saw (TestNonBase64RecordBlocksUntilRepaired,
+//     TestNonBase64RecordBlocksUntilRepairedAPIServer,
+//     FuzzRecordAnnotation). Any other edit of a record's value is
+//     repaired the same way.
 //   - A watch the server ends is reopened from the last revision seen,
 //     after a pause that grows while watches deliver nothing; 410 Gone
 //     returns ErrWatchExpired and the caller lists again

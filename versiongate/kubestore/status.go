@@ -390,7 +390,7 @@ func (s *Store) validate(ctx context.Context, nodesRev int64) (string, error) {
 		return fmt.Sprintf("this store's listings and watches cover revision %d only, not %d", s.seen.covered, nodesRev), nil
 	}
 	for _, r := range list {
-		if why := s.seen.check(r.id, r.uid, r.value, nodesRev); why != "" {
+		if why := s.seen.check(r.id, r.uid, r.stored, nodesRev); why != "" {
 			return why, nil
 		}
 	}
