@@ -24,7 +24,7 @@ func TestUndecodableRecordBlocksRestrict(t *testing.T) {
 	}{
 		{name: "not protobuf", value: []byte("\xff\xff garbage")},
 		{name: "no release", value: []byte("\x0a\x03old")}, // node ID only
-		{name: "another node's", value: nil},             // filled in below
+		{name: "another node's", value: nil},               // filled in below
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()

@@ -21,12 +21,12 @@ import (
 type heldDeath struct {
 	uid   types.UID
 	rec   versiongate.Record // as the gate last had it
-	hb    string        // the heartbeat's name
-	hbUID types.UID     // and UID, as the record named it
-	ttl   time.Duration // the record's
-	rv    string        // the heartbeat's resourceVersion last read
-	since time.Time     // when rv was first read
-	next  time.Time     // when to read the heartbeat again
+	hb    string             // the heartbeat's name
+	hbUID types.UID          // and UID, as the record named it
+	ttl   time.Duration      // the record's
+	rv    string             // the heartbeat's resourceVersion last read
+	since time.Time          // when rv was first read
+	next  time.Time          // when to read the heartbeat again
 }
 
 // holdDeath decides, with one read of the heartbeat the deleted record l
