@@ -117,8 +117,11 @@
 //     (TestLeaderStatusDeletedWhileOldNodeServes,
 //     TestStatusAfterMissingOneConditionedOnRecords). Kubernetes keeps a
 //     deleted status visible with a finalizer: it is unreadable, never
-//     absent, and the gate waits (TestStatusDeletedIsUnreadable,
-//     TestGateWaitsOnDeletedStatus).
+//     absent, until the next term's Fence finishes the deletion and
+//     creates the status Lease again, marked as deleted and with the fence
+//     carried on, so the leader treats it as missing, with a warning
+//     (TestStatusDeletedIsUnreadableUntilTheNextFence,
+//     TestGateRecreatesDeletedStatus).
 //   - A dead record goes only as the record judged dead. etcd: the
 //     server's lease expiry deletes it. Kubernetes: the reaper (the one
 //     gate holding the reaper Lease) deletes its heartbeat, then it, each

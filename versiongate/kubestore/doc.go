@@ -145,21 +145,39 @@
 //     listing or watch), or whose heartbeat is gone, gets ErrRecordLost
 //     from its next KeepAlive (TestRecordDeletedAloneIsLost,
 //     TestReapConditionedOnJudgedVersion).
-//   - A deleted status is never a first boot: the finalizer keeps it,
-//     terminating; every status operation then fails with ErrStatusDeleted,
-//     naming the Lease and how to clear it, and the gate waits
-//     (TestStatusDeletedIsUnreadable, TestGateWaitsOnDeletedStatus). So
-//     a status Lease without a value proves a first boot
-//     (StoredStatus.FirstBoot), which the leader logs at info level, not
-//     as a deleted status (TestFirstBootAmongRecordsIsInfo). An operator
-//     who removes the finalizer of a deleted status makes the next one a
-//     first boot too.
+//   - A deleted status is never a first boot, and an operator's delete
+//     does not wedge the gate. The finalizer keeps a deleted status Lease,
+//     terminating; reads and writes of the status then fail with
+//     ErrStatusDeleted, naming the Lease and what happens next, so a
+//     waiting node keeps waiting, with the readiness wait's backoff. The
+//     next term's Fence (every leader's first step) finishes the
+//     deletion, removing the finalizer conditioned on the resourceVersion
+//     read, and creates the Lease again: its term is the new token, at
+//     least the deleted Lease's (a lower token is fenced off by the
+//     deleted Lease, and recreates nothing), so the fence never goes
+//     back; and it carries AnnotationStatusDeleted, so it reads as a
+//     missing status, not a first boot. The leader then warns
+//     (StatusMissing), reconciles only once no node below its minimum
+//     compatible release has a record, and writes conditioned on the
+//     records, the rule for any missing status
+//     (TestStatusDeletedIsUnreadableUntilTheNextFence,
+//     TestGateRecreatesDeletedStatus, which also counts the gate's
+//     requests meanwhile, and TestGateRecreatesDeletedStatusAPIServer).
+//     A status Lease without a value and without that annotation proves a
+//     first boot (StoredStatus.FirstBoot), which the leader logs at info
+//     level (TestFirstBootAmongRecordsIsInfo). An operator who removes
+//     the finalizer of a deleted status by hand makes the next one a
+//     first boot. A deleted status Lease that another controller's
+//     finalizer also holds stays until that finalizer goes; Fence's error
+//     names it, and the leader retries with its backoff.
 //   - Uninstalling: the finalizer also holds the namespace's deletion, so
 //     a gate that goes away with all its nodes calls Store.Uninstall,
 //     which removes the finalizer and the status Lease; the namespace's
 //     deletion then completes (TestUninstallRemovesTheStatus,
-//     TestUninstallLetsTheNamespaceGo). Nothing removes it by itself: a
-//     gate cannot tell its last node stopping from a restart.
+//     TestUninstallLetsTheNamespaceGo). A leader still running in a
+//     namespace being deleted finishes the status Lease's deletion too;
+//     the server refuses to create it again there. Nothing else removes
+//     it: a gate cannot tell its last node stopping from a restart.
 //   - A status value annotation that is not base64 (an operator's typo)
 //     is a corrupt status, not a failed read: StoredStatus.Corrupt wraps
 //     versiongate.ErrCorruptStatus, the gate blocks on it and its leader
