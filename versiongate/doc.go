@@ -238,7 +238,10 @@
 // With gate-owned records, Run keeps a local validity deadline for the
 // node's record on RecordClock (the real monotonic clock by default): the
 // start of the last keep-alive the server acknowledged, plus the TTL, less a
-// margin of a tenth of the TTL (at least 500ms). When it passes, the node
+// margin of a tenth of the lease's duration as the store granted it
+// (RecordLease.Granted, else its TTL; at least 500ms), the duration the
+// store's own expiry adds its margin to (TestMarginFromTheGrantedLease).
+// When it passes, the node
 // stops serving at once (Ready reports false, WaitReady returns
 // ErrRecordLost, Run returns ErrRecordLost), before the server can expire
 // the record and so before any leader can see the node gone. A leader that

@@ -73,8 +73,14 @@ type RecordLease struct {
 	ID string
 	// Lease is the store's identifier of the lease.
 	Lease int64
-	// TTL is the lease's time to live as granted.
+	// TTL is the lease's time to live as granted, from the publish.
 	TTL time.Duration
+	// Granted is the lease's full duration, when the store counts TTL
+	// from an earlier renewal than the publish (the Kubernetes store with
+	// records kept alive by node Leases: the node Lease's duration); zero
+	// means TTL. The gate's safety margin is a tenth of it, at least
+	// 500ms, the margin the store's own judgement of expiry adds.
+	Granted time.Duration
 	// Revision is the store revision at which the record was created.
 	Revision int64
 }

@@ -316,14 +316,14 @@
 //   - The reaper receives every renewal of every Lease in the node Lease
 //     namespace, gates or not (N per renewal interval); no other gate
 //     receives any.
-//   - The margins differ. The gate stops serving at the last send plus
-//     the node Lease's duration less its own margin, which it takes from
-//     RecordTTL (a tenth, at least 500ms); the reaper waits the node
-//     Lease's duration plus a margin taken from that duration. With the
-//     defaults (RecordTTL 10s, node Leases of 40s) that is 1s + 4s = 5s
-//     of slack for clock rates and pauses, less the reaper's detection
-//     delay, not twice a tenth of 40s; a RecordTTL equal to the node
-//     Lease's duration makes it 8s.
+//   - The margins are one. The gate stops serving at the last send plus
+//     the node Lease's duration less a tenth of that duration (at least
+//     500ms), which PublishRecord reports as RecordLease.Granted; the
+//     reaper waits the node Lease's duration plus the same margin. With
+//     node Leases of 40s that is 4s + 4s = 8s of slack for clock rates
+//     and pauses, less the reaper's detection delay, whatever the gate's
+//     RecordTTL (TestMarginFromTheGrantedLease in the root package,
+//     TestNodeLeaseGateMarginFromTheNodeLease here).
 //   - A record deleted by hand is taken as its node's death at once, as
 //     before: the store cannot stop a node Lease it does not write, so its
 //     heartbeat proves nothing. The node serves until its gate's next

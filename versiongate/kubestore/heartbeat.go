@@ -153,7 +153,9 @@ func (s *Store) publishOnNodeLease(ctx context.Context, id string, value []byte)
 	s.owned[lid] = &ownedRecord{id: id, name: name, record: rec.UID, rev: rev, ttl: ttl, node: cur.UID, value: rec.Annotations[AnnotationValue]}
 	delete(n.claims, id)
 	s.mu.Unlock()
-	return versiongate.RecordLease{ID: id, Lease: lid, TTL: left, Revision: rev}, nil
+	// Granted is the node Lease's duration, which the reaper adds its
+	// margin to: the gate takes its margin from it too.
+	return versiongate.RecordLease{ID: id, Lease: lid, TTL: left, Granted: ttl, Revision: rev}, nil
 }
 
 // inTheWay says why the record in, found where this store publishes node
