@@ -328,6 +328,11 @@
 //     before: the store cannot stop a node Lease it does not write, so its
 //     heartbeat proves nothing. The node serves until its gate's next
 //     KeepAlive, which reports the loss (it sends nothing, so at the
-//     gate's keep-alive period, RecordTTL/3); delete records in this mode
-//     only once their nodes have stopped.
+//     gate's keep-alive period, RecordTTL/3, after its store's watch saw
+//     the delete). A leader waiting to restrict writes the restricted
+//     status at once and reconciles SettleTime later, so the node has
+//     stopped before the reconcile only while RecordTTL/3 is below
+//     SettleTime (the defaults: 3.3s and 5s;
+//     TestNodeLeaseRecordDeletedByHandMidRestrict). Delete records in
+//     this mode only once their nodes have stopped.
 package kubestore
