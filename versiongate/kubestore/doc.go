@@ -226,10 +226,21 @@
 //     failed stays, restricted and marked, until the same term writes again
 //     or the next term fences (liveness only).
 //   - The fence lives on the status Lease. Removing the finalizer of a
-//     deleted status, or the term annotation, resets it: an operator does
-//     so only when no deposed leader may still write. Tokens must never go
-//     back; if they do, Fence returns a *versiongate.FencedOffError naming
-//     the annotation and how to clear it.
+//     deleted status by hand, or the term annotation, resets it: an
+//     operator does so only when no deposed leader may still write (a
+//     leader's Fence that finishes a deletion carries the fence on
+//     instead; see above). Tokens must never go back; if they do, Fence
+//     returns a *versiongate.FencedOffError naming the annotation and how
+//     to clear it. With the Kubernetes Lease election (election/lease),
+//     tokens go back across a delete of the election's Lease exactly when
+//     its doc says: when the new Lease's creationTimestamp is not a later
+//     second than the old one's (a Lease deleted and created again within
+//     a second of its creation, or within the clock skew between HA
+//     apiservers plus a second: 1 s apart, about two seconds), and the
+//     candidate that takes it did not see the old Lease's last term (not
+//     merely the old Lease); and when an apiserver's clock goes back or
+//     an etcd backup is restored. No term can lead then until an operator
+//     clears the fence.
 //   - A listing is a LIST in pages of Config.ListPageSize (500 by
 //     default): the first page, resourceVersion unset, is a consistent
 //     read, and the continue token keeps the later pages at its revision,
