@@ -214,4 +214,3 @@ func leadingNodeRequests(t *testing.T, fault func(*kubefake.Server, *kubefake.Cl
 	defer mu.Unlock()
 	return perLoop, total
 }
-
