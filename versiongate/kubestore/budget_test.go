@@ -71,11 +71,7 @@ func loopOf(a k8stesting.Action) string {
 		return "reaper"
 	case k8stesting.GetAction:
 		return objectLoop(a.GetName())
-	case k8stesting.UpdateAction:
-		if m, err := meta.Accessor(a.GetObject()); err == nil {
-			return objectLoop(m.GetName())
-		}
-	case k8stesting.CreateAction:
+	case k8stesting.UpdateAction: // creates too: the same method set
 		if m, err := meta.Accessor(a.GetObject()); err == nil {
 			return objectLoop(m.GetName())
 		}
