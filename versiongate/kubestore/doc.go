@@ -202,7 +202,12 @@
 //     watch starts where the server can serve it, however old the status
 //     (TestStatusWatchFromListingAfterHistoryMovedOn). The reaper's loop and its
 //     liveness watch pause likewise after a refusal or a failure
-//     (TestReaperDoesNotSpin).
+//     (TestReaperDoesNotSpin), and a heartbeat whose conditioned delete
+//     was refused (renewed meanwhile, though a watch that keeps ending has
+//     not shown it) is judged again from then, a TTL and the margin later.
+//     Every loop of a leading node sends at most one request a second
+//     after 30s of any persistent answer
+//     (TestEveryLoopOfALeadingNodeKeepsItsBudget; BUDGETS.md).
 //
 // # Limits
 //
