@@ -33,14 +33,14 @@ func BenchmarkTrackerApply(b *testing.B) {
 			}
 			values[r][i] = enc
 		}
-		tr.update(logr.Discard(), keys[i], values[i%3][i])
+		tr.update(logr.Discard(), Record{ID: keys[i], Value: values[i%3][i]})
 	}
 	tr.publish()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for n := 0; n < b.N; n++ {
 		i := n % benchNodes
-		tr.update(logr.Discard(), keys[i], values[(n/benchNodes+i+1)%3][i])
+		tr.update(logr.Discard(), Record{ID: keys[i], Value: values[(n/benchNodes+i+1)%3][i]})
 		tr.rev++
 		tr.publish()
 	}

@@ -20,7 +20,8 @@
 // a versionpb.NodeRelease record bound to a lease, so a dead node's record
 // disappears) or by the host (Config.Decode reads the host's own records,
 // for example nodes in a registry filtered by role). A record that does not
-// decode is logged and skipped.
+// decode is logged and counted as a node of unknown release, which blocks
+// every restriction until it decodes or goes (TestUndecodableRecordBlocksRestrict).
 //
 // # Safety assumptions and guarantees
 //
@@ -116,8 +117,11 @@
 //     (TestLeaderStatusDeletedWhileOldNodeServes,
 //     TestStatusAfterMissingOneConditionedOnRecords). Kubernetes keeps a
 //     deleted status visible with a finalizer: it is unreadable, never
-//     absent, and the gate waits (TestStatusDeletedIsUnreadable,
-//     TestGateWaitsOnDeletedStatus).
+//     absent, until the next term's Fence finishes the deletion and
+//     creates the status Lease again, marked as deleted and with the fence
+//     carried on, so the leader treats it as missing, with a warning
+//     (TestStatusDeletedIsUnreadableUntilTheNextFence,
+//     TestGateRecreatesDeletedStatus).
 //   - A dead record goes only as the record judged dead. etcd: the
 //     server's lease expiry deletes it. Kubernetes: the reaper (the one
 //     gate holding the reaper Lease) deletes its heartbeat, then it, each
@@ -234,7 +238,10 @@
 // With gate-owned records, Run keeps a local validity deadline for the
 // node's record on RecordClock (the real monotonic clock by default): the
 // start of the last keep-alive the server acknowledged, plus the TTL, less a
-// margin of a tenth of the TTL (at least 500ms). When it passes, the node
+// margin of a tenth of the lease's duration as the store granted it
+// (RecordLease.Granted, else its TTL; at least 500ms), the duration the
+// store's own expiry adds its margin to (TestMarginFromTheGrantedLease).
+// When it passes, the node
 // stops serving at once (Ready reports false, WaitReady returns
 // ErrRecordLost, Run returns ErrRecordLost), before the server can expire
 // the record and so before any leader can see the node gone. A leader that

@@ -19,18 +19,31 @@ type Node struct {
 	ID string
 	// Release is the release the node runs.
 	Release Release
+	// Unknown is set when the node's record does not decode (or its store
+	// reports it corrupt): its release is unknown, Release is the zero
+	// release, and the node blocks every restriction.
+	Unknown bool
 }
 
-// String returns "id@release".
-func (n Node) String() string { return n.ID + "@" + n.Release.String() }
+// String returns "id@release", or "id@unknown" for a node whose record
+// does not decode.
+func (n Node) String() string {
+	if n.Unknown {
+		return n.ID + "@unknown"
+	}
+	return n.ID + "@" + n.Release.String()
+}
 
 // DecodeFunc decodes a node record the host owns (Config.Decode): id is
 // the record's ID (on etcd, its key without the nodes prefix) and value its
 // non-empty value. It returns the
 // node's release and whether the record counts as a member at all (for
 // example only nodes with a certain role, and only once they report a
-// release). An error is logged and the record skipped, as if it were not a
-// member; it never stops the gate.
+// release). An error is logged and the record counted as a member of
+// unknown release (the zero release, so it blocks every restriction until
+// it decodes or goes): a record the gate cannot read may be a node that
+// still serves an old release. It never stops the gate; return member
+// false, not an error, for records that are not nodes.
 //
 // DecodeFunc is called from the gate's single watcher goroutine, never
 // concurrently with itself; it must not block and must not keep value.

@@ -32,6 +32,17 @@ func recordMargin(ttl time.Duration) time.Duration {
 	return max(ttl/10, 500*time.Millisecond)
 }
 
+// leaseMargin is the margin of a published record: from the lease's
+// duration as the store granted it (Granted, else TTL), which is what the
+// store's judgement of expiry adds its own margin to, not from the TTL
+// the gate asked for (TestMarginFromTheGrantedLease).
+func leaseMargin(l RecordLease) time.Duration {
+	if l.Granted > 0 {
+		return recordMargin(l.Granted)
+	}
+	return recordMargin(l.TTL)
+}
+
 // publishRecord publishes the local node's record bound to a lease, only if
 // no record for this node exists (a second process with the same NodeID
 // never takes it over), keeps the lease alive until ctx ends, then deletes
@@ -54,15 +65,16 @@ func (g *Gate) publishRecord(ctx context.Context) (err error) {
 		return err
 	}
 	ttl := g.cfg.RecordTTL
-	margin := recordMargin(ttl)
 	var lease RecordLease
 	var validUntil time.Time
+	var margin time.Duration
 	err = backoff.Retry(ctx, func(ctx context.Context) error {
 		start := rc.Now()
 		l, err := st.PublishRecord(ctx, id, value, ttl)
 		if err != nil {
 			return err
 		}
+		margin = leaseMargin(l)
 		lease, validUntil = l, start.Add(l.TTL-margin)
 		return nil
 	}, backoff.WithClock(g.clock), backoff.WithName("versiongate: publish node record"))

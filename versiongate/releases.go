@@ -45,6 +45,7 @@ type tracker struct {
 
 	mu       sync.Mutex
 	blocking map[string]Release // node ID -> release below minCompat
+	unknown  map[string]bool    // blocking nodes whose record does not decode
 }
 
 func newTracker(local, minCompat Release, decode DecodeFunc, out *event.Value[Releases]) *tracker {
@@ -59,12 +60,18 @@ func (t *tracker) reset() {
 	t.counts = make(map[Release]int)
 	t.mu.Lock()
 	t.blocking = make(map[string]Release)
+	t.unknown = make(map[string]bool)
 	t.mu.Unlock()
 }
 
 // update applies one record: its current value, or a deletion when value
-// is empty.
-func (t *tracker) update(log logr.Logger, id string, value []byte) {
+// is empty and the record is not corrupt. A record whose value does not
+// decode, or that the store reports corrupt, counts as a member of
+// unknown release (the zero release, below every minimum): its node may
+// be one that still serves an old release, so it blocks every
+// restriction until it decodes again or goes.
+func (t *tracker) update(log logr.Logger, r Record) {
+	id := r.ID
 	if prev, ok := t.nodes[id]; ok {
 		delete(t.nodes, id)
 		if t.counts[prev]--; t.counts[prev] == 0 {
@@ -73,16 +80,23 @@ func (t *tracker) update(log logr.Logger, id string, value []byte) {
 		if prev.Less(t.minCompat) {
 			t.mu.Lock()
 			delete(t.blocking, id)
+			delete(t.unknown, id)
 			t.mu.Unlock()
 		}
 	}
-	if len(value) == 0 {
+	if len(r.Value) == 0 && r.Corrupt == nil {
 		return
 	}
-	rel, member, err := t.decode(id, value)
-	if err != nil {
-		log.Error(err, "Skipping node record that does not decode", "id", id)
-		return
+	err := r.Corrupt
+	var rel Release
+	member := true
+	if err == nil {
+		rel, member, err = t.decode(id, r.Value)
+	}
+	unknown := err != nil
+	if unknown {
+		log.Error(err, "Node record does not decode: counting it as a node of unknown release, which blocks every restriction until it decodes or goes", "id", id)
+		rel, member = Release{}, true
 	}
 	if !member {
 		return
@@ -92,6 +106,9 @@ func (t *tracker) update(log logr.Logger, id string, value []byte) {
 	if rel.Less(t.minCompat) {
 		t.mu.Lock()
 		t.blocking[id] = rel
+		if unknown {
+			t.unknown[id] = true
+		}
 		t.mu.Unlock()
 	}
 }
@@ -120,7 +137,7 @@ func (t *tracker) blockingNodes() []Node {
 	t.mu.Lock()
 	out := make([]Node, 0, len(t.blocking))
 	for id, rel := range t.blocking {
-		out = append(out, Node{ID: id, Release: rel})
+		out = append(out, Node{ID: id, Release: rel, Unknown: t.unknown[id]})
 	}
 	t.mu.Unlock()
 	slices.SortFunc(out, func(a, b Node) int {
@@ -181,7 +198,7 @@ func (t *tracker) list(ctx context.Context, st Store) error {
 	}
 	t.reset()
 	for _, r := range records {
-		t.update(log, r.ID, r.Value)
+		t.update(log, r)
 	}
 	t.rev = rev
 	return nil
@@ -193,7 +210,7 @@ func (t *tracker) watch(ctx context.Context, log logr.Logger, st Store, delivere
 	return st.WatchRecords(ctx, t.rev, func(changes []Record, rev int64) {
 		*delivered = true
 		for _, r := range changes {
-			t.update(log, r.ID, r.Value)
+			t.update(log, r)
 		}
 		t.rev = max(t.rev, rev)
 		t.publish()

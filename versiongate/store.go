@@ -55,8 +55,15 @@ type Record struct {
 	// ID is the record's key below the nodes prefix: the node's ID.
 	ID string
 	// Value is the record's value; nil in a change means the record was
-	// deleted (or expired).
+	// deleted (or expired), unless Corrupt is set.
 	Value []byte
+	// Corrupt, when not nil, says the store holds this record but cannot
+	// hand back its value as stored (on the Kubernetes store, a value
+	// annotation that is not base64, as an operator's typo leaves); it
+	// wraps ErrCorruptRecord. The gate counts such a record as a node of
+	// unknown release, as it counts one whose value does not decode: a
+	// member that blocks every restriction until it is repaired or goes.
+	Corrupt error
 }
 
 // RecordLease identifies a record a Store published for this node, bound
@@ -66,8 +73,14 @@ type RecordLease struct {
 	ID string
 	// Lease is the store's identifier of the lease.
 	Lease int64
-	// TTL is the lease's time to live as granted.
+	// TTL is the lease's time to live as granted, from the publish.
 	TTL time.Duration
+	// Granted is the lease's full duration, when the store counts TTL
+	// from an earlier renewal than the publish (the Kubernetes store with
+	// records kept alive by node Leases: the node Lease's duration); zero
+	// means TTL. The gate's safety margin is a tenth of it, at least
+	// 500ms, the margin the store's own judgement of expiry adds.
+	Granted time.Duration
 	// Revision is the store revision at which the record was created.
 	Revision int64
 }

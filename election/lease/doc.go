@@ -56,24 +56,39 @@
 // Our candidates increment leaseTransitions on every term they acquire;
 // client-go increments it only when the holder changes, so two
 // consecutive terms of one client-go identity share a token. Tokens never
-// decrease in a mixed fleet, and not when somebody deletes the Lease
-// either (a common remedy for a stuck controller): the apiserver creates
-// the new Lease in the same second or a later one, and a candidate of ours
-// that takes it goes on counting from the highest token it has seen for
-// the Lease (it writes leaseTransitions at least that token's count, in
-// the write that takes the Lease, under its resourceVersion), so every
-// fence that keeps the highest token it has seen accepts the next leader
-// with no operator step.
+// decrease in a mixed fleet while the Lease lives. Across a delete (a
+// common remedy for a stuck controller) the new Lease's token is higher
+// when its epoch is a later second than the old one's; when it is the same
+// second, its count starts again, and a candidate of ours that takes it
+// goes on counting from the highest token it has seen for the Lease (it
+// writes leaseTransitions at least that token's count, in the write that
+// takes the Lease, under its resourceVersion). So every fence that keeps
+// the highest token it has seen accepts the next leader with no operator
+// step, exactly when one of these holds:
 //
-// This rests on the apiserver's clock not going back, and on the
-// candidate that takes the new Lease having seen the old one. What still
-// sends a token back: a Lease deleted and created again within the same
-// second, then taken by a client-go candidate or by one of ours that never
-// saw the old Lease (a process started after the deletion, which keeps no
-// memory across restarts); an apiserver whose clock went back by more
-// than the time between the delete and the create; and an etcd backup
-// restored under the apiserver (which brings back an older Lease). A
-// fence that sees a token go back should say so loudly.
+//   - the new Lease's creationTimestamp is a later second than the old
+//     one's; or
+//   - it is the same second, and the candidate that takes the new Lease
+//     saw the old Lease's last term (not merely the old Lease: one that
+//     last saw an earlier term counts on from that term's count, below the
+//     last one's).
+//
+// The creationTimestamp is the clock of the apiserver that served the
+// create. With one apiserver whose clock does not go back, the first
+// condition fails only for a Lease deleted and created again within the
+// second it was created in. With HA apiservers it fails whenever the
+// apiserver that serves the create runs behind the one that created the
+// old Lease by at least the old Lease's age: two apiservers whose clocks
+// are 1 s apart send the epoch back for a Lease deleted and created again
+// within about a second of its creation, and give it the same epoch within
+// about two. What then sends a token back: such a Lease taken by a
+// client-go candidate, or by one of ours that did not see the old Lease's
+// last term (a process started after the deletion keeps no memory across
+// restarts); an apiserver clock that went back by more than the time
+// between the delete and the create; and an etcd backup restored under
+// the apiserver (which brings back an older Lease). A fence that sees a
+// token go back should say so loudly (versiongate's kubestore does:
+// *versiongate.FencedOffError).
 //
 // Resign drops the in-memory leader flag first (as Pinniped's releaseLock
 // does), stops the renewals, and only then clears holderIdentity with

@@ -152,6 +152,11 @@ func TestReleaseTracking(t *testing.T) {
 			return ok && r.Min == rel(t, min) && r.Max == rel(t, max) && r.Nodes == nodes && nodeIDs(g.Blocking()) == blocking
 		}, "want min %s max %s nodes %d blocking %q; have %+v %q", min, max, nodes, blocking, fmtReleases(g), nodeIDs(g.Blocking()))
 	}
+	// A record that does not decode counts as a node of unknown release,
+	// which blocks, until it goes (TestEmptyRecordIsNoDeletion).
+	want("0.0.0", "1.1.0", 2, "junk@unknown")
+	_, err = cli.Delete(ctx, testNodesPrefix+"junk")
+	require.NoError(t, err)
 	want("1.1.0", "1.1.0", 1, "")
 
 	putRegistry(t, cli, "b", "0.9.0")

@@ -203,7 +203,7 @@ func (s *Store) ListRecords(ctx context.Context) ([]versiongate.Record, int64, e
 			rev = resp.Header.Revision
 		}
 		for _, kv := range resp.Kvs {
-			out = append(out, versiongate.Record{ID: string(kv.Key[len(prefix):]), Value: kv.Value})
+			out = append(out, s.record(prefix, kv.Key, kv.Value))
 		}
 		if !resp.More || len(resp.Kvs) == 0 {
 			break
@@ -240,7 +240,7 @@ func (s *Store) WatchRecords(ctx context.Context, rev int64, fn func([]versionga
 		for _, ev := range resp.Events {
 			r := versiongate.Record{ID: string(ev.Kv.Key[len(prefix):])}
 			if ev.Type != mvccpb.DELETE {
-				r.Value = ev.Kv.Value
+				r = s.record(prefix, ev.Kv.Key, ev.Kv.Value)
 			}
 			batch = append(batch, r)
 			// The response header's revision can run ahead of the events
@@ -254,6 +254,22 @@ func (s *Store) WatchRecords(ctx context.Context, rev int64, fn func([]versionga
 		return ctx.Err()
 	}
 	return errWatchClosed
+}
+
+// record is the versiongate.Record of a key that exists under prefix. An
+// empty value (an operator's put of "") is corrupt, wrapping
+// versiongate.ErrCorruptRecord: handed on as empty, it would read as a
+// deleted record, and its node, perhaps still serving, as gone. The gate
+// counts a corrupt record, like one whose value does not decode, as a
+// node of unknown release that blocks every restriction
+// (TestEmptyRecordIsNoDeletion).
+func (s *Store) record(prefix string, key, value []byte) versiongate.Record {
+	r := versiongate.Record{ID: string(key[len(prefix):]), Value: value}
+	if len(value) == 0 {
+		r.Value = nil
+		r.Corrupt = fmt.Errorf("%w: %s is empty", versiongate.ErrCorruptRecord, key)
+	}
+	return r
 }
 
 // ReadStatus implements Store.

@@ -145,26 +145,55 @@
 //     listing or watch), or whose heartbeat is gone, gets ErrRecordLost
 //     from its next KeepAlive (TestRecordDeletedAloneIsLost,
 //     TestReapConditionedOnJudgedVersion).
-//   - A deleted status is never a first boot: the finalizer keeps it,
-//     terminating; every status operation then fails with ErrStatusDeleted,
-//     naming the Lease and how to clear it, and the gate waits
-//     (TestStatusDeletedIsUnreadable, TestGateWaitsOnDeletedStatus). So
-//     a status Lease without a value proves a first boot
-//     (StoredStatus.FirstBoot), which the leader logs at info level, not
-//     as a deleted status (TestFirstBootAmongRecordsIsInfo). An operator
-//     who removes the finalizer of a deleted status makes the next one a
-//     first boot too.
+//   - A deleted status is never a first boot, and an operator's delete
+//     does not wedge the gate. The finalizer keeps a deleted status Lease,
+//     terminating; reads and writes of the status then fail with
+//     ErrStatusDeleted, naming the Lease and what happens next, so a
+//     waiting node keeps waiting, with the readiness wait's backoff. The
+//     next term's Fence (every leader's first step) finishes the
+//     deletion, removing the finalizer conditioned on the resourceVersion
+//     read, and creates the Lease again: its term is the new token, at
+//     least the deleted Lease's (a lower token is fenced off by the
+//     deleted Lease, and recreates nothing), so the fence never goes
+//     back; and it carries AnnotationStatusDeleted, so it reads as a
+//     missing status, not a first boot. The leader then warns
+//     (StatusMissing), reconciles only once no node below its minimum
+//     compatible release has a record, and writes conditioned on the
+//     records, the rule for any missing status
+//     (TestStatusDeletedIsUnreadableUntilTheNextFence,
+//     TestGateRecreatesDeletedStatus, which also counts the gate's
+//     requests meanwhile, and TestGateRecreatesDeletedStatusAPIServer).
+//     A status Lease without a value and without that annotation proves a
+//     first boot (StoredStatus.FirstBoot), which the leader logs at info
+//     level (TestFirstBootAmongRecordsIsInfo). An operator who removes
+//     the finalizer of a deleted status by hand makes the next one a
+//     first boot. A deleted status Lease that another controller's
+//     finalizer also holds stays until that finalizer goes; Fence's error
+//     names it, and the leader retries with its backoff.
 //   - Uninstalling: the finalizer also holds the namespace's deletion, so
 //     a gate that goes away with all its nodes calls Store.Uninstall,
 //     which removes the finalizer and the status Lease; the namespace's
 //     deletion then completes (TestUninstallRemovesTheStatus,
-//     TestUninstallLetsTheNamespaceGo). Nothing removes it by itself: a
-//     gate cannot tell its last node stopping from a restart.
+//     TestUninstallLetsTheNamespaceGo). A leader still running in a
+//     namespace being deleted finishes the status Lease's deletion too;
+//     the server refuses to create it again there. Nothing else removes
+//     it: a gate cannot tell its last node stopping from a restart.
 //   - A status value annotation that is not base64 (an operator's typo)
 //     is a corrupt status, not a failed read: StoredStatus.Corrupt wraps
 //     versiongate.ErrCorruptStatus, the gate blocks on it and its leader
 //     overwrites it after a successful reconcile
 //     (TestNonBase64StatusIsCorruptAndRepaired, FuzzStatusAnnotation).
+//   - A record whose value annotation is not base64, missing or empty is
+//     a corrupt record, never a deleted one (which would make its node,
+//     perhaps still serving, count as gone): versiongate.Record.Corrupt
+//     wraps versiongate.ErrCorruptRecord, the gate counts it as a node of
+//     unknown release that blocks every restriction, and the record's
+//     owner, once its store has seen the edit in a listing or watch,
+//     writes its value back at its next keep-alive, conditioned on the
+//     resourceVersion it saw (TestNonBase64RecordBlocksUntilRepaired,
+//     TestNonBase64RecordBlocksUntilRepairedAPIServer,
+//     FuzzRecordAnnotation). Any other edit of a record's value is
+//     repaired the same way.
 //   - A watch the server ends is reopened from the last revision seen,
 //     after a pause that grows while watches deliver nothing; 410 Gone
 //     returns ErrWatchExpired and the caller lists again
@@ -173,7 +202,12 @@
 //     watch starts where the server can serve it, however old the status
 //     (TestStatusWatchFromListingAfterHistoryMovedOn). The reaper's loop and its
 //     liveness watch pause likewise after a refusal or a failure
-//     (TestReaperDoesNotSpin).
+//     (TestReaperDoesNotSpin), and a heartbeat whose conditioned delete
+//     was refused (renewed meanwhile, though a watch that keeps ending has
+//     not shown it) is judged again from then, a TTL and the margin later.
+//     Every loop of a leading node sends at most one request a second
+//     after 30s of any persistent answer
+//     (TestEveryLoopOfALeadingNodeKeepsItsBudget; BUDGETS.md).
 //
 // # Limits
 //
@@ -197,10 +231,21 @@
 //     failed stays, restricted and marked, until the same term writes again
 //     or the next term fences (liveness only).
 //   - The fence lives on the status Lease. Removing the finalizer of a
-//     deleted status, or the term annotation, resets it: an operator does
-//     so only when no deposed leader may still write. Tokens must never go
-//     back; if they do, Fence returns a *versiongate.FencedOffError naming
-//     the annotation and how to clear it.
+//     deleted status by hand, or the term annotation, resets it: an
+//     operator does so only when no deposed leader may still write (a
+//     leader's Fence that finishes a deletion carries the fence on
+//     instead; see above). Tokens must never go back; if they do, Fence
+//     returns a *versiongate.FencedOffError naming the annotation and how
+//     to clear it. With the Kubernetes Lease election (election/lease),
+//     tokens go back across a delete of the election's Lease exactly when
+//     its doc says: when the new Lease's creationTimestamp is not a later
+//     second than the old one's (a Lease deleted and created again within
+//     a second of its creation, or within the clock skew between HA
+//     apiservers plus a second: 1 s apart, about two seconds), and the
+//     candidate that takes it did not see the old Lease's last term (not
+//     merely the old Lease); and when an apiserver's clock goes back or
+//     an etcd backup is restored. No term can lead then until an operator
+//     clears the fence.
 //   - A listing is a LIST in pages of Config.ListPageSize (500 by
 //     default): the first page, resourceVersion unset, is a consistent
 //     read, and the continue token keeps the later pages at its revision,
@@ -287,18 +332,23 @@
 //   - The reaper receives every renewal of every Lease in the node Lease
 //     namespace, gates or not (N per renewal interval); no other gate
 //     receives any.
-//   - The margins differ. The gate stops serving at the last send plus
-//     the node Lease's duration less its own margin, which it takes from
-//     RecordTTL (a tenth, at least 500ms); the reaper waits the node
-//     Lease's duration plus a margin taken from that duration. With the
-//     defaults (RecordTTL 10s, node Leases of 40s) that is 1s + 4s = 5s
-//     of slack for clock rates and pauses, less the reaper's detection
-//     delay, not twice a tenth of 40s; a RecordTTL equal to the node
-//     Lease's duration makes it 8s.
+//   - The margins are one. The gate stops serving at the last send plus
+//     the node Lease's duration less a tenth of that duration (at least
+//     500ms), which PublishRecord reports as RecordLease.Granted; the
+//     reaper waits the node Lease's duration plus the same margin. With
+//     node Leases of 40s that is 4s + 4s = 8s of slack for clock rates
+//     and pauses, less the reaper's detection delay, whatever the gate's
+//     RecordTTL (TestMarginFromTheGrantedLease in the root package,
+//     TestNodeLeaseGateMarginFromTheNodeLease here).
 //   - A record deleted by hand is taken as its node's death at once, as
 //     before: the store cannot stop a node Lease it does not write, so its
 //     heartbeat proves nothing. The node serves until its gate's next
 //     KeepAlive, which reports the loss (it sends nothing, so at the
-//     gate's keep-alive period, RecordTTL/3); delete records in this mode
-//     only once their nodes have stopped.
+//     gate's keep-alive period, RecordTTL/3, after its store's watch saw
+//     the delete). A leader waiting to restrict writes the restricted
+//     status at once and reconciles SettleTime later, so the node has
+//     stopped before the reconcile only while RecordTTL/3 is below
+//     SettleTime (the defaults: 3.3s and 5s;
+//     TestNodeLeaseRecordDeletedByHandMidRestrict). Delete records in
+//     this mode only once their nodes have stopped.
 package kubestore

@@ -150,10 +150,12 @@ func (s *Store) publishOnNodeLease(ctx context.Context, id string, value []byte)
 	s.mu.Lock()
 	s.nextLease++
 	lid := s.nextLease
-	s.owned[lid] = &ownedRecord{id: id, name: name, record: rec.UID, rev: rev, ttl: ttl, node: cur.UID}
+	s.owned[lid] = &ownedRecord{id: id, name: name, record: rec.UID, rev: rev, ttl: ttl, node: cur.UID, value: rec.Annotations[AnnotationValue]}
 	delete(n.claims, id)
 	s.mu.Unlock()
-	return versiongate.RecordLease{ID: id, Lease: lid, TTL: left, Revision: rev}, nil
+	// Granted is the node Lease's duration, which the reaper adds its
+	// margin to: the gate takes its margin from it too.
+	return versiongate.RecordLease{ID: id, Lease: lid, TTL: left, Granted: ttl, Revision: rev}, nil
 }
 
 // inTheWay says why the record in, found where this store publishes node
@@ -198,7 +200,7 @@ func (s *Store) inTheWay(id string, in *coordinationv1.Lease, ref string, ttl ti
 // deleted or replaced (in a listing, a watch or its own delete), once
 // the heartbeat renews another object (the node Lease was deleted and
 // created again), or when no renewal was sent within the TTL.
-func (s *Store) keepAliveOnNodeLease(l versiongate.RecordLease) (time.Duration, error) {
+func (s *Store) keepAliveOnNodeLease(ctx context.Context, l versiongate.RecordLease) (time.Duration, error) {
 	o, err := s.owner(l)
 	if err != nil {
 		return 0, err
@@ -217,5 +219,6 @@ func (s *Store) keepAliveOnNodeLease(l versiongate.RecordLease) (time.Duration, 
 		s.loseRecord(o)
 		return 0, fmt.Errorf("%w: no renewal of %s was sent within its TTL %v", versiongate.ErrRecordLost, s.nodeRef(o.id), o.ttl)
 	}
+	s.repair(ctx, o)
 	return left, nil
 }

@@ -20,13 +20,13 @@ import (
 // in its listings, so the gate counts the node as a member.
 type heldDeath struct {
 	uid   types.UID
-	value []byte
-	hb    string        // the heartbeat's name
-	hbUID types.UID     // and UID, as the record named it
-	ttl   time.Duration // the record's
-	rv    string        // the heartbeat's resourceVersion last read
-	since time.Time     // when rv was first read
-	next  time.Time     // when to read the heartbeat again
+	rec   versiongate.Record // as the gate last had it
+	hb    string             // the heartbeat's name
+	hbUID types.UID          // and UID, as the record named it
+	ttl   time.Duration      // the record's
+	rv    string             // the heartbeat's resourceVersion last read
+	since time.Time          // when rv was first read
+	next  time.Time          // when to read the heartbeat again
 }
 
 // holdDeath decides, with one read of the heartbeat the deleted record l
@@ -34,7 +34,7 @@ type heldDeath struct {
 // true, and keeps the record as held, while the heartbeat is there. With
 // records kept alive by node Leases, which the store does not write, it
 // holds nothing. s.mu is not held.
-func (s *Store) holdDeath(ctx context.Context, id string, l *coordinationv1.Lease, value []byte) bool {
+func (s *Store) holdDeath(ctx context.Context, id string, l *coordinationv1.Lease, rec versiongate.Record) bool {
 	if s.node != nil {
 		return false
 	}
@@ -43,7 +43,7 @@ func (s *Store) holdDeath(ctx context.Context, id string, l *coordinationv1.Leas
 		return false
 	}
 	now := s.clock.Now()
-	h := &heldDeath{uid: l.UID, value: value, hb: name, hbUID: uid, ttl: leaseTTL(l), since: now}
+	h := &heldDeath{uid: l.UID, rec: rec, hb: name, hbUID: uid, ttl: leaseTTL(l), since: now}
 	if s.heartbeatDead(ctx, h, now) {
 		return false
 	}
@@ -113,7 +113,7 @@ func (s *Store) heldRecords(listed map[string]bool) []versiongate.Record {
 	var out []versiongate.Record
 	for id, h := range s.held {
 		if !listed[id] {
-			out = append(out, versiongate.Record{ID: id, Value: h.value})
+			out = append(out, h.rec)
 		}
 	}
 	return out

@@ -265,7 +265,18 @@ func (s *Store) reap(ctx context.Context, j reapJob) {
 	if j.hb != "" {
 		err := s.deleteCond(ctx, j.hb, j.hbUID, strconv.FormatInt(j.hbRV, 10))
 		if err != nil {
-			if !errors.Is(err, errRecordAlive) {
+			if errors.Is(err, errRecordAlive) {
+				// Renewed since it was judged, though this store's watch
+				// has not shown it (a watch that keeps ending): judge it
+				// again from now, a TTL and the margin later, instead of
+				// trying the same refused delete every reap interval
+				// (TestEveryLoopOfALeadingNodeKeepsItsBudget).
+				s.mu.Lock()
+				if e := s.live.recs[j.hb]; e != nil && e.uid == j.hbUID && e.rv == j.hbRV {
+					e.at = s.clock.Now()
+				}
+				s.mu.Unlock()
+			} else {
 				log.Info("Could not delete a dead heartbeat", "lease", s.ref(j.hb), "err", err.Error())
 			}
 			return

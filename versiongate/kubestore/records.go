@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,6 +30,13 @@ type ownedRecord struct {
 	ttl    time.Duration
 	hb     *coordinationv1.Lease // records in Namespace: the heartbeat
 	node   types.UID             // records on node Leases: the node Lease
+	// value is the value annotation as published.
+	value string
+	// damaged is the record as last seen (in a listing or a watch) with
+	// another value annotation than value (an operator's edit, a typo):
+	// the next successful KeepAlive writes value back, conditioned on
+	// its resourceVersion. nil while the record is as published.
+	damaged *coordinationv1.Lease
 	// lost is set once this store saw the record deleted or replaced (in
 	// a listing or a watch), deleted it, or its keep-alive failed.
 	lost bool
@@ -56,15 +64,39 @@ func parseRef(ref string) (ns, name string, uid types.UID, ok bool) {
 	return parts[0], parts[1], types.UID(parts[2]), true
 }
 
-// recordValue decodes a record Lease's value. It is never nil, which
-// means deleted: a record with no value, or one that does not decode, has
-// an empty value, which the gate reports as a record that does not decode.
-func (s *Store) recordValue(l *coordinationv1.Lease) []byte {
-	b, err := base64.StdEncoding.DecodeString(l.Annotations[AnnotationValue])
-	if err != nil || b == nil {
-		return []byte{}
+// recordValue decodes a record Lease's value. A value annotation that is
+// not base64 (an operator's typo), missing or empty returns a nil value
+// and corrupt, wrapping versiongate.ErrCorruptRecord: never an empty value,
+// which would make the record read as deleted and its node, perhaps
+// still serving, as gone. The gate counts a corrupt record as a node of
+// unknown release, which blocks every restriction, until the record's
+// owner repairs it at its next keep-alive (TestNonBase64RecordBlocksUntilRepaired).
+func (s *Store) recordValue(l *coordinationv1.Lease) (value []byte, corrupt error) {
+	a, ok := l.Annotations[AnnotationValue]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s has no annotation %s", versiongate.ErrCorruptRecord, s.ref(l.Name), AnnotationValue)
 	}
-	return b
+	b, err := base64.StdEncoding.DecodeString(a)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%w: %s: annotation %s is not base64: %w", versiongate.ErrCorruptRecord, s.ref(l.Name), AnnotationValue, err)
+	case len(b) == 0:
+		return nil, fmt.Errorf("%w: %s: annotation %s is empty", versiongate.ErrCorruptRecord, s.ref(l.Name), AnnotationValue)
+	}
+	return b, nil
+}
+
+// storedValue is a record Lease's value annotation as stored, never nil:
+// what the tracker compares, so that a value that does not decode is a
+// value too, distinct from every other.
+func storedValue(l *coordinationv1.Lease) []byte {
+	return append([]byte{}, l.Annotations[AnnotationValue]...)
+}
+
+// record is the versiongate.Record of the record Lease l.
+func (s *Store) record(id string, l *coordinationv1.Lease) versiongate.Record {
+	v, corrupt := s.recordValue(l)
+	return versiongate.Record{ID: id, Value: v, Corrupt: corrupt}
 }
 
 // PublishRecord implements versiongate.Store. With records in Namespace it
@@ -110,7 +142,7 @@ func (s *Store) PublishRecord(ctx context.Context, id string, value []byte, ttl 
 	s.mu.Lock()
 	s.nextLease++
 	lid := s.nextLease
-	s.owned[lid] = &ownedRecord{id: id, name: name, record: rec.UID, rev: rev, ttl: granted, hb: hb}
+	s.owned[lid] = &ownedRecord{id: id, name: name, record: rec.UID, rev: rev, ttl: granted, hb: hb, value: rec.Annotations[AnnotationValue]}
 	s.mu.Unlock()
 	return versiongate.RecordLease{ID: id, Lease: lid, TTL: granted, Revision: rev}, nil
 }
@@ -292,7 +324,7 @@ func (s *Store) loseRecord(o *ownedRecord) {
 // record this store saw deleted or replaced, wraps ErrRecordLost.
 func (s *Store) KeepAlive(ctx context.Context, l versiongate.RecordLease) (time.Duration, error) {
 	if s.node != nil {
-		return s.keepAliveOnNodeLease(l)
+		return s.keepAliveOnNodeLease(ctx, l)
 	}
 	o, err := s.owner(l)
 	if err != nil {
@@ -322,6 +354,7 @@ func (s *Store) KeepAlive(ctx context.Context, l versiongate.RecordLease) (time.
 				s.stopHeartbeat(ctx, l)
 				return 0, fmt.Errorf("%w: %s was deleted or replaced", versiongate.ErrRecordLost, s.ref(o.name))
 			}
+			s.repair(ctx, o)
 			return o.ttl, nil
 		case apierrors.IsNotFound(err) && !apiMissing(err):
 			s.loseRecord(o)
@@ -381,27 +414,89 @@ func (s *Store) DeleteRecord(ctx context.Context, l versiongate.RecordLease) err
 	return nil
 }
 
-// noteRecord applies a record event at revision rev to this store's own
-// records: one deleted, or replaced by another object, is lost. s.mu is
-// held.
-func (s *Store) noteRecord(id string, uid types.UID, deleted bool, rev int64) {
+// noteRecord applies a record event at revision rev (l, the object; its
+// last state when deleted) to this store's own records: one deleted, or
+// replaced by another object, is lost; one whose value annotation is not
+// the one published is damaged, to be repaired. s.mu is held.
+func (s *Store) noteRecord(id string, l *coordinationv1.Lease, deleted bool, rev int64) {
 	for _, o := range s.owned {
 		if o.id != id || o.lost || rev <= o.rev {
 			continue
 		}
-		if (deleted && uid == o.record) || (!deleted && uid != o.record) {
+		if (deleted && l.UID == o.record) || (!deleted && l.UID != o.record) {
 			o.lost = true
+			continue
+		}
+		if !deleted {
+			o.noteValue(l, rev)
 		}
 	}
 }
 
-// noteListing applies a listing at revision rev (present: the record UIDs
-// listed, by ID) to this store's own records: one created before rev and
-// not listed is lost. s.mu is held.
-func (s *Store) noteListing(present map[string]types.UID, rev int64) {
-	for _, o := range s.owned {
-		if !o.lost && o.rev <= rev && present[o.id] != o.record {
-			o.lost = true
+// noteValue marks o damaged, or no longer, by l, its record as seen at
+// revision rev. s.mu is held.
+func (o *ownedRecord) noteValue(l *coordinationv1.Lease, rev int64) {
+	if o.damaged != nil {
+		if seen, err := strconv.ParseInt(o.damaged.ResourceVersion, 10, 64); err == nil && rev < seen {
+			return // older than what was noted
 		}
 	}
+	if l.Annotations[AnnotationValue] == o.value {
+		o.damaged = nil
+		return
+	}
+	o.damaged = l.DeepCopy()
+}
+
+// noteListing applies a listing at revision rev (present: the record
+// Leases listed, by ID) to this store's own records: one created before
+// rev and not listed is lost; one listed with another value is damaged.
+// s.mu is held.
+func (s *Store) noteListing(present map[string]*coordinationv1.Lease, rev int64) {
+	for _, o := range s.owned {
+		if o.lost || o.rev > rev {
+			continue
+		}
+		l := present[o.id]
+		if l == nil || l.UID != o.record {
+			o.lost = true
+			continue
+		}
+		if lrv, err := strconv.ParseInt(l.ResourceVersion, 10, 64); err == nil {
+			o.noteValue(l, lrv)
+		}
+	}
+}
+
+// repair writes the published value back into o's record if this store
+// saw it damaged: an update conditioned on the resourceVersion seen, so
+// that it undoes exactly the edit seen and nothing later. A failure is
+// logged; the gates count the record as it is (one that does not decode
+// blocks every restriction) until a later keep-alive repairs it.
+func (s *Store) repair(ctx context.Context, o *ownedRecord) {
+	s.mu.Lock()
+	d := o.damaged
+	s.mu.Unlock()
+	if d == nil {
+		return
+	}
+	next := d.DeepCopy()
+	if next.Annotations == nil {
+		next.Annotations = map[string]string{}
+	}
+	next.Annotations[AnnotationValue] = o.value
+	log := logr.FromContextOrDiscard(ctx)
+	_, err := s.leases.Update(ctx, next, metav1.UpdateOptions{})
+	s.mu.Lock()
+	if o.damaged == d && (err == nil || apierrors.IsConflict(err) || apierrors.IsNotFound(err)) {
+		// Done, or the record changed again since: its next event
+		// tells whether it still needs repair.
+		o.damaged = nil
+	}
+	s.mu.Unlock()
+	if err != nil {
+		log.Info("Could not repair this node's record, whose value was edited; trying again at the next keep-alive", "lease", s.ref(o.name), "err", s.wrap("update", o.name, err).Error())
+		return
+	}
+	log.Info("Repaired this node's record, whose value was edited", "lease", s.ref(o.name), "resourceVersion", d.ResourceVersion)
 }

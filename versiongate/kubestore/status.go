@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -70,8 +71,10 @@ func (s *Store) stored(l *coordinationv1.Lease) (versiongate.StoredStatus, error
 	// A status Lease without a value, not being deleted, was created by a
 	// Fence and never held a status that stood: a deleted one would be
 	// terminating (the finalizer), and a write is taken back only while
-	// unvalidated.
-	return versiongate.StoredStatus{Value: v, Revision: rev, FirstBoot: v == nil}, nil
+	// unvalidated; unless a Fence created it again after a deletion, as
+	// its AnnotationStatusDeleted says.
+	_, recreated := l.Annotations[AnnotationStatusDeleted]
+	return versiongate.StoredStatus{Value: v, Revision: rev, FirstBoot: v == nil && !recreated}, nil
 }
 
 // checkLive returns an error wrapping ErrStatusDeleted if the status Lease
@@ -84,10 +87,10 @@ func (s *Store) checkLive(l *coordinationv1.Lease) error {
 	if l.DeletionTimestamp == nil {
 		return nil
 	}
-	return fmt.Errorf("%w: %s has been deleting since %s, held by the finalizer %s. Nodes may still serve on the status it holds, so no leader treats it as a first boot. "+
-		"There is no undelete: to start over, remove the finalizer (kubectl -n %s patch lease %s --type=json -p '[{\"op\":\"remove\",\"path\":\"/metadata/finalizers\"}]'); "+
-		"the next leader then finds no status and reconciles only once no incompatible node has a record",
-		ErrStatusDeleted, s.ref(l.Name), l.DeletionTimestamp.UTC().Format(time.RFC3339), Finalizer, s.ns, l.Name)
+	return fmt.Errorf("%w: %s has been deleting since %s, held by the finalizers %v. Nodes may still serve on the status it holds, so no leader treats it as a first boot. "+
+		"The gate's leader, at the start of its term, finishes the deletion and creates the status Lease again, without a status: it then reconciles only once no incompatible node has a record. "+
+		"With no leader running (a gate being uninstalled), remove the finalizer (kubectl -n %s patch lease %s --type=json -p '[{\"op\":\"remove\",\"path\":\"/metadata/finalizers\"}]')",
+		ErrStatusDeleted, s.ref(l.Name), l.DeletionTimestamp.UTC().Format(time.RFC3339), l.Finalizers, s.ns, l.Name)
 }
 
 // ReadStatus implements versiongate.Store with one LIST of the status
@@ -182,25 +185,45 @@ func checkToken(what string, tok uint64) error {
 // *versiongate.FencedOffError. Raising the term also undoes an earlier
 // term's status write that was never validated (see WriteStatus): its
 // value goes back to the one it replaced, in the same update.
+//
+// A status Lease being deleted (an operator's delete, held by the
+// finalizer) whose term is at most the token is deleted for good: Fence
+// removes the finalizer, conditioned on the resourceVersion read, and
+// creates the Lease again with the token as its term, so the fence goes
+// on from where the deleted Lease held it, never back, and with
+// AnnotationStatusDeleted, so the status reads as missing, never as a
+// first boot: the gate then reconciles only once no incompatible node has
+// a record, and writes conditioned on the records. A deleted Lease whose
+// term is above the token fences the term off as a live one does; one
+// held by another finalizer too returns an error wrapping
+// ErrStatusDeleted that names it.
 func (s *Store) Fence(ctx context.Context, t versiongate.Term) error {
 	tok := t.Token()
 	if err := checkToken("fence", tok); err != nil {
 		return err
 	}
 	name := s.statusName()
+	deletedAt := ""
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		cur, err := s.leases.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) && !apiMissing(err) {
+			ann := map[string]string{AnnotationTerm: strconv.FormatUint(tok, 10)}
+			if deletedAt != "" {
+				ann[AnnotationStatusDeleted] = deletedAt
+			}
 			_, err := s.leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
 				Name:        name,
 				Namespace:   s.ns,
 				Labels:      map[string]string{LabelGate: s.gate, LabelRole: RoleStatus},
-				Annotations: map[string]string{AnnotationTerm: strconv.FormatUint(tok, 10)},
+				Annotations: ann,
 				Finalizers:  []string{Finalizer},
 			}}, metav1.CreateOptions{})
+			if err == nil && deletedAt != "" {
+				logr.FromContextOrDiscard(ctx).Info("Created the status Lease again after its deletion, without a status: reconciling once no incompatible node has a record", "lease", s.ref(name), "deletedAt", deletedAt, "token", tok)
+			}
 			if apierrors.IsAlreadyExists(err) {
 				continue
 			}
@@ -212,17 +235,26 @@ func (s *Store) Fence(ctx context.Context, t versiongate.Term) error {
 		if err != nil {
 			return s.wrap("get", name, err)
 		}
-		if err := s.checkLive(cur); err != nil {
+		if err := s.notOurs(cur, RoleStatus); err != nil {
 			return err
 		}
 		stored, err := s.term(cur)
 		if err != nil {
 			return err
 		}
-		switch {
-		case stored > tok:
+		if stored > tok {
 			return s.fencedOff(stored, tok)
-		case stored == tok:
+		}
+		if cur.DeletionTimestamp != nil {
+			// Seen deleting, whoever finishes the deletion: the Lease
+			// created next is no first boot.
+			deletedAt = cur.DeletionTimestamp.UTC().Format(time.RFC3339)
+			if err := s.finishDelete(ctx, cur); err != nil {
+				return err
+			}
+			continue
+		}
+		if stored == tok {
 			return nil
 		}
 		next := cur.DeepCopy()
@@ -246,6 +278,30 @@ func (s *Store) Fence(ctx context.Context, t versiongate.Term) error {
 		}
 		return nil
 	}
+}
+
+// finishDelete removes the store's finalizer from the status Lease cur,
+// which is being deleted, in an update conditioned on its
+// resourceVersion, so that the server deletes it; after a conflict the
+// caller reads again. A Lease that another finalizer still holds is an
+// error wrapping ErrStatusDeleted.
+func (s *Store) finishDelete(ctx context.Context, cur *coordinationv1.Lease) error {
+	at := cur.DeletionTimestamp.UTC().Format(time.RFC3339)
+	if !hasFinalizer(cur) {
+		return fmt.Errorf("%w: %s, deleted at %s, is held by the finalizers %v of another controller; the next term creates the status Lease again once it is gone",
+			ErrStatusDeleted, s.ref(cur.Name), at, cur.Finalizers)
+	}
+	next := cur.DeepCopy()
+	next.Finalizers = slices.DeleteFunc(next.Finalizers, func(f string) bool { return f == Finalizer })
+	_, err := s.leases.Update(ctx, next, metav1.UpdateOptions{})
+	switch {
+	case err == nil:
+		logr.FromContextOrDiscard(ctx).Info("The status Lease was deleted; finishing its deletion to create it again", "lease", s.ref(cur.Name), "deletedAt", at)
+		return nil
+	case apierrors.IsConflict(err), apierrors.IsNotFound(err) && !apiMissing(err):
+		return nil
+	}
+	return s.wrap("update", cur.Name, err)
 }
 
 func hasFinalizer(l *coordinationv1.Lease) bool {
@@ -390,7 +446,7 @@ func (s *Store) validate(ctx context.Context, nodesRev int64) (string, error) {
 		return fmt.Sprintf("this store's listings and watches cover revision %d only, not %d", s.seen.covered, nodesRev), nil
 	}
 	for _, r := range list {
-		if why := s.seen.check(r.id, r.uid, r.value, nodesRev); why != "" {
+		if why := s.seen.check(r.id, r.uid, r.stored, nodesRev); why != "" {
 			return why, nil
 		}
 	}

@@ -52,6 +52,11 @@ const (
 	// write replaced (base64; empty when there was none). A Fence of a
 	// later term puts that value back (see the package doc).
 	AnnotationUnvalidated = "reconkit.io/unvalidated-previous"
+	// AnnotationStatusDeleted is set on a status Lease a leader's Fence
+	// created again after finishing the deletion of the one before (see
+	// Fence); it holds when that one was deleted (RFC 3339). Such a
+	// status Lease without a value is a missing status, not a first boot.
+	AnnotationStatusDeleted = "reconkit.io/status-deleted"
 	// Finalizer is kept on the status, so that a delete leaves it
 	// terminating, visible, instead of absent as on a first boot.
 	Finalizer = "reconkit.io/versiongate-status"

@@ -48,16 +48,16 @@ func (s *Store) ListRecords(ctx context.Context) ([]versiongate.Record, int64, e
 	}
 	now := s.clock.Now()
 	present := make(map[string]bool, len(list))
-	uids := make(map[string]types.UID, len(list))
+	leases := make(map[string]*coordinationv1.Lease, len(list))
 	s.mu.Lock()
 	for i := range list {
 		l := &list[i].lease
 		present[list[i].id] = true
-		uids[list[i].id] = list[i].uid
-		s.seen.observe(list[i].id, list[i].uid, list[i].value, l.Annotations[AnnotationHeartbeat], list[i].rv, leaseTTL(l), now)
+		leases[list[i].id] = l
+		s.seen.observe(list[i].id, list[i].uid, list[i].stored, l.Annotations[AnnotationHeartbeat], list[i].rv, leaseTTL(l), now)
 	}
 	s.seen.listed(present, rev, now)
-	s.noteListing(uids, rev)
+	s.noteListing(leases, rev)
 	for id := range present {
 		delete(s.held, id) // published again
 	}
@@ -65,17 +65,17 @@ func (s *Store) ListRecords(ctx context.Context) ([]versiongate.Record, int64, e
 	s.mu.Unlock()
 	out := make([]versiongate.Record, 0, len(list)+len(held))
 	for _, r := range list {
-		out = append(out, versiongate.Record{ID: r.id, Value: r.value})
+		out = append(out, s.record(r.id, &r.lease))
 	}
 	return append(out, held...), rev, nil
 }
 
 type listedRecord struct {
-	id    string
-	lease coordinationv1.Lease
-	uid   types.UID
-	value []byte
-	rv    int64
+	id     string
+	lease  coordinationv1.Lease
+	uid    types.UID
+	stored []byte // the value annotation as stored (storedValue)
+	rv     int64
 }
 
 // listAttempts bounds the listings started again because a continue
@@ -124,7 +124,7 @@ func (s *Store) listPages(ctx context.Context) ([]listedRecord, int64, error) {
 			if err != nil {
 				return nil, 0, err
 			}
-			out = append(out, listedRecord{id: s.recordID(l.Name), lease: l, uid: l.UID, value: s.recordValue(&l), rv: rv})
+			out = append(out, listedRecord{id: s.recordID(l.Name), lease: l, uid: l.UID, stored: storedValue(&l), rv: rv})
 		}
 		if list.Continue == "" {
 			return out, rev, nil
@@ -180,24 +180,25 @@ func (s *Store) WatchRecords(ctx context.Context, rev int64, fn func([]versionga
 				return false, nil
 			}
 			id := s.recordID(l.Name)
-			value := s.recordValue(l)
+			rec := s.record(id, l)
+			stored := storedValue(l)
 			deleted := ev == watch.Deleted
 			// A deletion the heartbeat does not confirm is reported once
 			// it does (see heldDeath).
-			held := deleted && s.holdDeath(ctx, id, l, value)
+			held := deleted && s.holdDeath(ctx, id, l, rec)
 			if deleted {
-				value = nil
+				rec, stored = versiongate.Record{ID: id}, nil
 			}
 			s.mu.Lock()
-			changed := s.seen.observe(id, l.UID, value, l.Annotations[AnnotationHeartbeat], evRev, leaseTTL(l), s.clock.Now())
+			changed := s.seen.observe(id, l.UID, stored, l.Annotations[AnnotationHeartbeat], evRev, leaseTTL(l), s.clock.Now())
 			s.seen.covered = max(s.seen.covered, evRev)
-			s.noteRecord(id, l.UID, deleted, evRev)
+			s.noteRecord(id, l, deleted, evRev)
 			if !deleted {
 				delete(s.held, id) // published again
 			}
 			s.mu.Unlock()
 			if changed && !held {
-				fn([]versiongate.Record{{ID: id, Value: value}}, evRev)
+				fn([]versiongate.Record{rec}, evRev)
 			}
 			return false, nil
 		})

@@ -1,0 +1,97 @@
+package kubestore_test
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/reconkit/reconkit/versiongate"
+	"github.com/reconkit/reconkit/versiongate/kubestore"
+	"github.com/reconkit/reconkit/versiongate/versiongatetest"
+)
+
+// countingTransport counts the requests a client sends.
+type countingTransport struct {
+	next http.RoundTripper
+	n    *atomic.Int64
+}
+
+func (c countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return c.next.RoundTrip(r)
+}
+
+// TestGateRecreatesDeletedStatus on a real apiserver, whose finalizers
+// and deletions are the real ones: the leader finishes the deletion and
+// creates the status Lease again, marked, waits while an old node has its
+// record, costing no more than its heartbeat's and the reaper's renewals
+// and its watches, and writes the status once the old node goes.
+func TestGateRecreatesDeletedStatusAPIServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a kube-apiserver (internal/testenv); skipped under -short")
+	}
+	cfg := apiServer(t)
+	cs := clientFor(t, cfg)
+	gate := uniqueGate("gone")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	writeStatus(t, ctx, cs, gate, 3, statusAt(t, "1.0.0", versiongate.Release{Major: 1}))
+	seed := newStore(t, cs, gate, nil)
+	rec, err := versiongate.EncodeNodeRelease("old", version(t, "1.0.0"))
+	require.NoError(t, err)
+	oldLease, err := seed.PublishRecord(ctx, "old", rec, 40*time.Second)
+	require.NoError(t, err)
+	leases := cs.CoordinationV1().Leases(testNamespace)
+	require.NoError(t, leases.Delete(ctx, gate+"-status", metav1.DeleteOptions{}))
+
+	var sent atomic.Int64
+	gcfg := rest.CopyConfig(cfg)
+	gcfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countingTransport{next: rt, n: &sent} })
+	var reconciles atomic.Int64
+	var token atomic.Uint64
+	token.Store(10)
+	g, err := versiongate.New(versiongate.Config{
+		Store: newStore(t, clientFor(t, gcfg), gate, nil), NodeID: "n1", Version: version(t, "2.0.0"),
+		MinimumCompatibleRelease: versiongate.Release{Major: 2}, RecordTTL: 30 * time.Second,
+		Candidate: versiongate.CandidateFunc(func(ctx context.Context) (versiongate.Term, error) {
+			return versiongatetest.NewTerm("n1", token.Add(1)), nil
+		}),
+		Reconcile: func(context.Context, versiongate.Term) error { reconciles.Add(1); return nil },
+	})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = g.Run(ctx) }()
+
+	require.Eventually(t, func() bool {
+		l, err := leases.Get(ctx, gate+"-status", metav1.GetOptions{})
+		return err == nil && l.DeletionTimestamp == nil && l.Annotations[kubestore.AnnotationStatusDeleted] != ""
+	}, time.Minute, 20*time.Millisecond, "the leader creates the status Lease again")
+	require.Eventually(t, func() bool { return len(g.Blocking()) == 1 }, time.Minute, 20*time.Millisecond, "the leader waits for the old node")
+	before := sent.Load()
+	start := time.Now()
+	require.Never(t, func() bool { return reconciles.Load() > 0 }, 5*time.Second, 50*time.Millisecond, "a leader reconciled while an old node may serve on the deleted status")
+	n, took := sent.Load()-before, time.Since(start)
+	t.Logf("the gate sent %d requests in %v while waiting", n, took)
+	// 30s records: a renewal per 10s; the reaper Lease's, per 10s; a
+	// watch reopened now and then. A loop on the status would send
+	// hundreds.
+	require.LessOrEqual(t, n, int64(2+3*took/(10*time.Second)+2))
+
+	require.NoError(t, seed.DeleteRecord(ctx, oldLease))
+	require.NoError(t, versiongatetest.WaitPhase(ctx, g, versiongate.PhaseDone))
+	got, err := seed.ReadStatus(ctx)
+	require.NoError(t, err)
+	st, err := versiongate.DecodeStatus(got.Value)
+	require.NoError(t, err)
+	require.Equal(t, versiongate.Release{Major: 2}, st.MinimumCompatibleRelease)
+}
