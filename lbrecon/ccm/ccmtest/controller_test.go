@@ -71,7 +71,9 @@ func (f *fakeLB) EnsureLoadBalancer(ctx context.Context, _ string, svc *v1.Servi
 	return &v1.LoadBalancerStatus{Ingress: []v1.LoadBalancerIngress{{IP: "192.0.2.1"}}}, nil
 }
 
-func (f *fakeLB) UpdateLoadBalancer(context.Context, string, *v1.Service, []*v1.Node) error { return nil }
+func (f *fakeLB) UpdateLoadBalancer(context.Context, string, *v1.Service, []*v1.Node) error {
+	return nil
+}
 
 func (f *fakeLB) EnsureLoadBalancerDeleted(_ context.Context, _ string, svc *v1.Service) error {
 	f.mu.Lock()
