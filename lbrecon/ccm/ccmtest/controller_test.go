@@ -27,8 +27,10 @@ const stepTimeout = time.Minute
 // fakeLB provisions in two calls (a RetryError, then the status), and
 // can hold EnsureLoadBalancer until its context ends.
 type fakeLB struct {
-	block   bool
-	started chan struct{} // closed at the first EnsureLoadBalancer
+	block    bool
+	started  chan struct{} // closed at the first EnsureLoadBalancer
+	ctxEnded chan struct{} // closed when the held call's context ended
+	release  chan struct{} // the held call returns once it is closed
 
 	mu      sync.Mutex
 	ensures map[types.UID]int
@@ -40,7 +42,7 @@ type fakeLB struct {
 var _ cloudprovider.LoadBalancer = (*fakeLB)(nil)
 
 func newFakeLB() *fakeLB {
-	return &fakeLB{started: make(chan struct{}), ensures: map[types.UID]int{}, exists: map[types.UID]bool{}}
+	return &fakeLB{started: make(chan struct{}), ctxEnded: make(chan struct{}), release: make(chan struct{}), ensures: map[types.UID]int{}, exists: map[types.UID]bool{}}
 }
 
 func (f *fakeLB) GetLoadBalancer(_ context.Context, _ string, svc *v1.Service) (*v1.LoadBalancerStatus, bool, error) {
@@ -57,6 +59,8 @@ func (f *fakeLB) EnsureLoadBalancer(ctx context.Context, _ string, svc *v1.Servi
 	f.once.Do(func() { close(f.started) })
 	if f.block {
 		<-ctx.Done()
+		close(f.ctxEnded)
+		<-f.release
 		f.mu.Lock()
 		f.ctxErrs = append(f.ctxErrs, ctx.Err())
 		f.mu.Unlock()
@@ -172,7 +176,7 @@ func TestServiceConvergesAndIsDeleted(t *testing.T) {
 }
 
 // Kill crashes the controller; the call it had in flight sees its context
-// end, and has returned when Kill returns.
+// end, and Kill returns only once that call returned.
 func TestKillEndsTheCallsInFlight(t *testing.T) {
 	a := testenv.APIServer(t)
 	cs := kubernetes.NewForConfigOrDie(a.Config())
@@ -186,7 +190,20 @@ func TestKillEndsTheCallsInFlight(t *testing.T) {
 	case <-time.After(stepTimeout):
 		t.Fatalf("no EnsureLoadBalancer call; the controller's output:\n%s", c.Log())
 	}
-	require.NoError(t, c.Kill())
+	killed := make(chan error, 1)
+	go func() { killed <- c.Kill() }()
+	select {
+	case <-lb.ctxEnded:
+	case <-time.After(stepTimeout):
+		t.Fatal("Kill did not end the context of the call in flight")
+	}
+	select {
+	case <-killed:
+		t.Fatal("Kill returned while a call was in flight")
+	default:
+	}
+	close(lb.release)
+	require.NoError(t, <-killed)
 	lb.mu.Lock()
 	defer lb.mu.Unlock()
 	require.Len(t, lb.ctxErrs, 1, "the call in flight returned before Kill did")
