@@ -65,22 +65,6 @@ func (p *controllerProcess) kill(t testing.TB) {
 	require.NoError(t, p.Kill())
 }
 
-// recv returns the next value of ch (or its zero value once ch is
-// closed), and fails tb if none comes within d.
-func recv[T any](tb testing.TB, ch <-chan T, d time.Duration, what string) T {
-	tb.Helper()
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case v := <-ch:
-		return v
-	case <-timer.C:
-		tb.Fatalf("%s: nothing within %v", what, d)
-		var zero T
-		return zero
-	}
-}
-
 func lastLines(s string, n int) string {
 	for i := len(s) - 1; i >= 0; i-- {
 		if s[i] == '\n' {
