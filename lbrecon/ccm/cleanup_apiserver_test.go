@@ -42,15 +42,12 @@ const lbFinalizer = "service.kubernetes.io/load-balancer-cleanup"
 // measures what one provisioning costs: provider calls, the Balancer's
 // apiserver requests and the events on the Service.
 func TestServiceControllerCleanupNeedsNoSpec(t *testing.T) {
-	built := buildServiceController(t)
 	a := testenv.APIServer(t)
 	cs := kubernetes.NewForConfigOrDie(a.Config())
 	var journalRequests atomic.Int64
 	jcfg := rest.CopyConfig(a.Config())
 	jcfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{next: rt, n: &journalRequests} }
 	jcs := kubernetes.NewForConfigOrDie(jcfg)
-	kubeconfig := writeKubeconfig(t, a.Config())
-	bin := built()
 	ctx, fail := context.WithCancelCause(t.Context())
 	defer fail(nil)
 	ctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
@@ -60,7 +57,7 @@ func TestServiceControllerCleanupNeedsNoSpec(t *testing.T) {
 		Integrity: true, UniqueBinds: true})
 	createNode(t, cs, "n1", "10.0.0.1")
 	createNode(t, cs, "n2", "10.0.0.2")
-	proc := startController(t, bin, kubeconfig, jcs, eng, lbrecon.NewFence("provider", 0, ""), 1, fail)
+	proc := startController(t, a.Config(), jcs, eng, lbrecon.NewFence("provider", 0, ""), 1, fail)
 	svcs := cs.CoreV1().Services("default")
 
 	eventually := func(t *testing.T, cond func() bool, what string) {
@@ -118,7 +115,7 @@ func TestServiceControllerCleanupNeedsNoSpec(t *testing.T) {
 			}
 		}
 		t.Logf("one provisioning (2 ports, 2 nodes, %v list lag): %v; provider calls %d; Balancer's apiserver requests %d; load-balancer calls %d; events %d (%d warnings)",
-			testLag, time.Since(start).Round(100*time.Millisecond), eng.Requests(), journalRequests.Load(), proc.lb.calls.Load(), count, warnings)
+			testLag, time.Since(start).Round(100*time.Millisecond), eng.Requests(), journalRequests.Load(), proc.Calls().Total(), count, warnings)
 		require.Equal(t, 2+2+2+2*2, len(owned(eng, string(svc.UID))))
 
 		cur, err := svcs.Get(ctx, "web", metav1.GetOptions{})
@@ -135,7 +132,7 @@ func TestServiceControllerCleanupNeedsNoSpec(t *testing.T) {
 		cms, err := cs.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{LabelSelector: ccm.JournalServiceLabel + "=" + string(svc.UID)})
 		require.NoError(t, err)
 		require.Empty(t, cms.Items, "the journal emptied")
-		t.Logf("EnsureLoadBalancerDeleted calls: %d", proc.lb.deletes.Load())
+		t.Logf("EnsureLoadBalancerDeleted calls: %d", proc.Calls().Delete)
 	})
 
 	no := false

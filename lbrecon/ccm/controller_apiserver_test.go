@@ -161,16 +161,13 @@ func serverSet(objs []lbrecon.Object, suffix string) map[string]map[string]bool 
 }
 
 // The real service controller of k8s.io/cloud-provider v0.37.1, in a
-// process of its own (see controllerprocess_test.go), on the real
+// process of its own (ccmtest, see controllerprocess_test.go), on the real
 // apiserver, over a Balancer in this process on a provider model with list
 // lag and asynchronous deletes. The restart is a crash: SIGKILL.
 func TestServiceControllerOnTheRealAPIServer(t *testing.T) {
 	start := time.Now()
-	built := buildServiceController(t) // while the apiserver starts
 	a := testenv.APIServer(t)
 	cs := kubernetes.NewForConfigOrDie(a.Config())
-	kubeconfig := writeKubeconfig(t, a.Config())
-	bin := built()
 	ctx, fail := context.WithCancelCause(t.Context())
 	defer fail(nil)
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
@@ -223,7 +220,7 @@ func TestServiceControllerOnTheRealAPIServer(t *testing.T) {
 
 	createNode(t, cs, "n1", "10.0.0.1")
 	createNode(t, cs, "n2", "10.0.0.2")
-	proc := startController(t, bin, kubeconfig, cs, smp, fence, 1, fail)
+	proc := startController(t, a.Config(), cs, smp, fence, 1, fail)
 
 	svc, err := cs.CoreV1().Services("default").Create(ctx, &v1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
@@ -321,7 +318,7 @@ func TestServiceControllerOnTheRealAPIServer(t *testing.T) {
 			return false
 		})
 		proc.kill(t)
-		proc = startController(top, bin, kubeconfig, cs, smp, fence, 2, fail)
+		proc = startController(top, a.Config(), cs, smp, fence, 2, fail)
 		waitFor(t, want("10.0.0.2", "10.0.0.3"))
 		require.Empty(t, smp.duplicates())
 	})
@@ -338,8 +335,8 @@ func TestServiceControllerOnTheRealAPIServer(t *testing.T) {
 		// call makes one teardown pass (servers, then binds and
 		// frontends, then backends, each once the deletes show), holding
 		// no worker, so the teardown takes a few calls.
-		t.Logf("EnsureLoadBalancerDeleted calls: %d", proc.lb.deletes.Load())
-		require.LessOrEqual(t, proc.lb.deletes.Load(), int64(6), "EnsureLoadBalancerDeleted calls")
+		t.Logf("EnsureLoadBalancerDeleted calls: %d", proc.Calls().Delete)
+		require.LessOrEqual(t, proc.Calls().Delete, int64(6), "EnsureLoadBalancerDeleted calls")
 		var left []lbrecon.Object
 		for _, o := range eng.Objects() {
 			if o.HasTag(tag) {
@@ -355,5 +352,5 @@ func TestServiceControllerOnTheRealAPIServer(t *testing.T) {
 	})
 	require.Empty(t, smp.duplicates(), "duplicates seen at an engine call")
 	t.Logf("engine calls sampled: %d; load-balancer calls after the restart: %d, of them EnsureLoadBalancerDeleted: %d; total %v",
-		smp.calls, proc.lb.calls.Load(), proc.lb.deletes.Load(), time.Since(start).Round(100*time.Millisecond))
+		smp.calls, proc.Calls().Total(), proc.Calls().Delete, time.Since(start).Round(100*time.Millisecond))
 }

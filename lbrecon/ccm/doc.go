@@ -135,27 +135,30 @@
 //
 // # Testing a CCM with the real service controller
 //
-// Two pitfalls of k8s.io/cloud-provider v0.37.1's service controller in a
-// user's tests:
+// Package [github.com/reconkit/reconkit/lbrecon/ccm/ccmtest] runs
+// k8s.io/cloud-provider v0.37.1's service controller against a Balancer
+// in a user's tests, from a *rest.Config, race-free; its documentation
+// says why the controller runs in a process of its own:
 //
 //   - It has a data race of its own: it writes its cached Service
 //     (controllers/service/controller.go:339) outside the lock its node
 //     sync reads it under (:503). Under -race, a report fails the test
-//     whatever the Balancer does. This package's tests therefore run the
-//     controller in a process of its own (internal/cmd/servicecontroller)
-//     and forward its load-balancer calls over HTTP (internal/lbwire) to
-//     the Balancer in the test process, which -race covers. Neither is
-//     public yet: a user copies the two (about 460 lines with tests).
+//     whatever the Balancer does.
 //   - It hangs inside a testing/synctest bubble: every error that is not a
 //     RetryError reaches apimachinery's runtime.HandleError, whose default
 //     rate limiter (runtime.ErrorHandlers) sleeps its 1 ms minimum period
 //     minus the time since its last error, and that "last error" is the
 //     real time when the package was initialised. The bubble's clock
-//     starts in 2000, so the first error sleeps some 26 fake years: the
-//     worker hangs, or, once the bubble is idle, every timer fires at
-//     once. Run the controller outside the bubble, or replace
-//     runtime.ErrorHandlers (a package variable) before the bubble
-//     starts, in that test binary alone.
+//     starts in 2000, so the first error sleeps some 26 fake years. Test a
+//     Balancer inside a bubble by calling its methods as the controller
+//     does; run it under the real controller with ccmtest, on real time.
+//
+// Each RetryError EnsureLoadBalancer returns costs the controller a
+// Warning event (SyncLoadBalancerFailed), a Normal one
+// (EnsuringLoadBalancer) and the requests that send them: a
+// Reconciler.PollInterval shorter than the provider's list lag retries
+// before any listing can show a pass's creations
+// (TestProvisioningCostThroughTheController).
 //
 // # Limits
 //
@@ -177,10 +180,10 @@
 //
 // This package imports k8s.io/cloud-provider's root and api packages. The
 // root package imports client-go's informers, every API group's. Its tests
-// run the real service controller in a process of their own
-// (internal/cmd/servicecontroller: the controller has a data race of its
-// own), its load balancer calls forwarded over HTTP (internal/lbwire) to a
-// Balancer in the test process, which runs under the race detector. lbrecon
+// run the real service controller with ccmtest, in a process of its own
+// (the controller has a data race of its own), its load balancer calls
+// forwarded over HTTP (internal/lbwire) to a Balancer in the test process,
+// which runs under the race detector. lbrecon
 // and lbrecontest compile no k8s.io package beyond k8s.io/utils; a test
 // keeps it so.
 package ccm

@@ -3,7 +3,7 @@
 // cloudprovider.LoadBalancer that forwards every call, [Handler] serves
 // them from a cloudprovider.LoadBalancer.
 //
-// It lets the tests run k8s.io/cloud-provider's service controller in a
+// It lets ccmtest run k8s.io/cloud-provider's service controller in a
 // process of its own, built without the race detector (the controller has
 // a data race of its own), while the load balancer it drives runs in the
 // test process, under the race detector, against the provider model the
