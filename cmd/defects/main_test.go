@@ -95,9 +95,9 @@ func TestParsePatch(t *testing.T) {
 	}
 	for _, bad := range []string{
 		"Fixed by: abc\n\ndiff --git a/x b/x\n+++ b/x\n", // no Defect
-		"Defect: d\n\ndiff --git a/x b/x\n+++ b/x\n",   // no Fixed by
-		"Defect: d\nFixed by: f\n",                     // no diff
-		"Defect: d\nFixed by: f\ndiff --git a/x b/x\n", // no file
+		"Defect: d\n\ndiff --git a/x b/x\n+++ b/x\n",     // no Fixed by
+		"Defect: d\nFixed by: f\n",                       // no diff
+		"Defect: d\nFixed by: f\ndiff --git a/x b/x\n",   // no file
 	} {
 		if _, err := parsePatch("bad", bad); err == nil {
 			t.Errorf("parsePatch(%q) accepted it", bad)
