@@ -28,6 +28,8 @@ type Server struct {
 
 	mu       sync.Mutex // orders every write, as etcd orders revisions
 	rv       uint64     // the last resourceVersion handed out, across all resources
+	uids     uint64     // uids handed out
+	names    uint64     // generateName suffixes handed out
 	history  []change   // the newest changes, oldest first
 	compact  uint64     // a watch must start at or after this resourceVersion
 	watchers map[*watcher]struct{}
@@ -71,6 +73,10 @@ func (c Config) NewServer(objects ...runtime.Object) *Server {
 	s.base = fake.NewClientset(stamped...)
 	s.tracker = s.base.Tracker()
 	s.react = k8stesting.ObjectReaction(s.tracker)
+	if ft, ok := newFieldTracker(s.tracker); ok {
+		// The same writes, without a REST mapper built for each.
+		s.react = k8stesting.ObjectReaction(ft)
+	}
 	return s
 }
 
