@@ -57,7 +57,11 @@ func (s *Server) trim() {
 	}
 	if n > 0 {
 		s.compact = max(s.compact, s.history[n-1].rv)
-		s.history = append(s.history[:0:0], s.history[n:]...)
+		// Dropped from the front, not copied: append moves the rest
+		// when it next grows the array, so a write costs no copy of the
+		// whole history once it is full.
+		clear(s.history[:n])
+		s.history = s.history[n:]
 	}
 }
 
@@ -72,6 +76,7 @@ func (c *Client) watch(action k8stesting.Action) (bool, watch.Interface, error) 
 	}
 	s := c.srv
 	c.requests.add(action)
+	c.trimActions()
 	s.delay()
 	if err := c.refused(action); err != nil {
 		return true, nil, err
