@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"os"
 	"path"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -44,7 +45,7 @@ func (c *Client) Cut() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c.cut = true
-	for w := range s.watchers {
+	for _, w := range slices.Clone(s.watchers) { // end removes w
 		if w.client == c {
 			w.end()
 		}

@@ -26,13 +26,13 @@ type Server struct {
 	react   k8stesting.ReactionFunc
 	base    *fake.Clientset // holds the store until the first client takes it
 
-	mu       sync.Mutex // orders every write, as etcd orders revisions
-	rv       uint64     // the last resourceVersion handed out, across all resources
-	uids     uint64     // uids handed out
-	names    uint64     // generateName suffixes handed out
-	history  []change   // the newest changes, oldest first
-	compact  uint64     // a watch must start at or after this resourceVersion
-	watchers map[*watcher]struct{}
+	mu       sync.Mutex                               // orders every write, as etcd orders revisions
+	rv       uint64                                   // the last resourceVersion handed out, across all resources
+	uids     uint64                                   // uids handed out
+	names    uint64                                   // generateName suffixes handed out
+	history  []change                                 // the newest changes, oldest first
+	compact  uint64                                   // a watch must start at or after this resourceVersion
+	watchers []*watcher                               // open, oldest first: changes reach them in that order, the same in every run
 	pending  map[schema.GroupVersionResource][]change // written, not yet in the watch cache
 	paused   bool                                     // the watch cache does not follow the store
 	faults   []*Fault
@@ -45,7 +45,7 @@ func (c Config) NewServer(objects ...runtime.Object) *Server {
 	// The counter starts at 1, so that no list answers "0", which means
 	// "any" to a watch.
 	s := &Server{cfg: c, clock: c.Clock, keep: c.WatchHistory, rv: 1,
-		watchers: map[*watcher]struct{}{}, pending: map[schema.GroupVersionResource][]change{}}
+		pending: map[schema.GroupVersionResource][]change{}}
 	if s.clock == nil {
 		s.clock = clock.RealClock{}
 	}

@@ -2,6 +2,7 @@ package kubefake
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -126,7 +127,7 @@ func (c *Client) watch(action k8stesting.Action) (bool, watch.Interface, error) 
 			w.offer(ch)
 		}
 	}
-	s.watchers[w] = struct{}{}
+	s.watchers = append(s.watchers, w)
 	var expire <-chan time.Time
 	if d := s.cfg.WatchLifetime; d > 0 {
 		w.timer = s.timer.NewTimer(d)
@@ -142,7 +143,7 @@ func (c *Client) watch(action k8stesting.Action) (bool, watch.Interface, error) 
 func (s *Server) EndWatches() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for w := range s.watchers {
+	for _, w := range slices.Clone(s.watchers) { // end removes w
 		w.end()
 	}
 }
@@ -294,7 +295,7 @@ func (w *watcher) Stop() {
 // end ends the watch from the server's side. The caller holds srv.mu.
 func (w *watcher) end() {
 	w.stopOnce.Do(func() {
-		delete(w.srv.watchers, w)
+		w.srv.watchers = slices.DeleteFunc(w.srv.watchers, func(o *watcher) bool { return o == w })
 		if w.timer != nil {
 			w.timer.Stop()
 		}
