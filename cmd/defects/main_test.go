@@ -77,7 +77,7 @@ func checkout(t *testing.T) string {
 }
 
 func TestParsePatch(t *testing.T) {
-	text := "Defect: it spins.\nFixed by: abc123 (it waits)\nPackage: ./examples/other\nRun: ^TestOther$\n\n" +
+	text := "Defect: it spins.\nFixed by: abc123 (it waits)\nCaught by: ./x ^TestX$\nPackage: ./examples/other\nRun: ^TestOther$\n\n" +
 		"diff --git a/x/y.go b/x/y.go\n--- a/x/y.go\n+++ b/x/y.go\n@@ -1 +1 @@\n-a\n+b\n" +
 		"diff --git a/x/z.go b/x/z.go\n--- a/x/z.go\n+++ b/x/z.go\n@@ -1 +1 @@\n-a\n+b\n" +
 		"diff --git a/w/v.go b/w/v.go\n--- a/w/v.go\n+++ b/w/v.go\n@@ -1 +1 @@\n-a\n+b\n"
@@ -85,7 +85,8 @@ func TestParsePatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := defect{Name: "spin", Defect: "it spins.", FixedBy: "abc123 (it waits)", Package: "./examples/other", Run: "^TestOther$",
+	want := defect{Name: "spin", Defect: "it spins.", FixedBy: "abc123 (it waits)", Caught: "./x ^TestX$",
+		Package: "./examples/other", Run: "^TestOther$",
 		files: []string{"x/y.go", "x/z.go", "w/v.go"}}
 	if !reflect.DeepEqual(d, want) {
 		t.Errorf("parsePatch = %+v, want %+v", d, want)
@@ -94,10 +95,11 @@ func TestParsePatch(t *testing.T) {
 		t.Errorf("packages = %v", got)
 	}
 	for _, bad := range []string{
-		"Fixed by: abc\n\ndiff --git a/x b/x\n+++ b/x\n", // no Defect
-		"Defect: d\n\ndiff --git a/x b/x\n+++ b/x\n",     // no Fixed by
-		"Defect: d\nFixed by: f\n",                       // no diff
-		"Defect: d\nFixed by: f\ndiff --git a/x b/x\n",   // no file
+		"Fixed by: abc\nCaught by: ./x ^T$\n\ndiff --git a/x b/x\n+++ b/x\n", // no Defect
+		"Defect: d\nFixed by: abc\n\ndiff --git a/x b/x\n+++ b/x\n",          // no Caught by
+		"Defect: d\n\ndiff --git a/x b/x\n+++ b/x\n",                         // no Fixed by
+		"Defect: d\nFixed by: f\n",                                           // no diff
+		"Defect: d\nFixed by: f\ndiff --git a/x b/x\n",                       // no file
 	} {
 		if _, err := parsePatch("bad", bad); err == nil {
 			t.Errorf("parsePatch(%q) accepted it", bad)
