@@ -20,8 +20,9 @@
 // name another fleet package and test to run ("Package:", "Run:"), for
 // defects that only another fleet exercises.
 //
-// With -baseline it first runs the same seeds on the unpatched copy, so a
-// failure that is not the defect's shows up as such. With -unit it also
+// With -baseline it first runs the same seeds on the unpatched copy, and
+// a seed that violates an invariant there is not counted as finding any
+// defect. With -unit it also
 // runs, in the patched copy, the test named by "Caught by:", which must
 // fail: the proof that the patch re-introduces the defect the fix's test
 // was written for. It exits 1 when a patch does not apply or a build
@@ -80,6 +81,9 @@ type config struct {
 	unit     bool
 	check    bool
 	timeout  time.Duration
+	// failing are the seeds that violated an invariant on the unpatched
+	// copy (-baseline): a violation there is not the defect's.
+	failing map[uint64]bool
 }
 
 func main() {
@@ -137,6 +141,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	}
 	var sums []string
 	if c.baseline {
+		c.failing = map[uint64]bool{}
 		sum, err := c.measure(ctx, out, nil)
 		if err != nil {
 			return err
@@ -218,6 +223,13 @@ func (c config) measure(ctx context.Context, out io.Writer, d *defect) (string, 
 	found := 0
 	var first time.Duration
 	for _, o := range outcomes {
+		if d == nil && c.failing != nil && o.Invariant != "" {
+			c.failing[o.Seed] = true
+		}
+		if d != nil && c.failing[o.Seed] {
+			fmt.Fprintf(out, "   %s (fails unpatched too: not counted)\n", o)
+			continue
+		}
 		fmt.Fprintf(out, "   %s\n", o)
 		if o.Invariant != "" {
 			found++
