@@ -220,9 +220,10 @@ func (c config) measure(ctx context.Context, out io.Writer, d *defect) (string, 
 		cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	}
 	outcomes := parseOutput(output.String())
-	found := 0
+	found, violated := 0, false
 	var first time.Duration
 	for _, o := range outcomes {
+		violated = violated || o.Invariant != ""
 		if d == nil && c.failing != nil && o.Invariant != "" {
 			c.failing[o.Seed] = true
 		}
@@ -238,7 +239,7 @@ func (c config) measure(ctx context.Context, out io.Writer, d *defect) (string, 
 			}
 		}
 	}
-	if werr != nil && found == 0 {
+	if werr != nil && !violated {
 		// The process failed without a violation: a build of the fleet
 		// that panicked, timed out or hung. Show its end.
 		fmt.Fprintf(out, "   the test process failed without a violation (%v); its last lines:\n%s", werr, tail(output.String(), 30))
@@ -246,7 +247,7 @@ func (c config) measure(ctx context.Context, out io.Writer, d *defect) (string, 
 	verdict := "NOT FOUND"
 	if found > 0 {
 		verdict = fmt.Sprintf("found by %d of %d seeds, first at %s simulated", found, len(outcomes), first)
-	} else if werr != nil {
+	} else if werr != nil && !violated {
 		verdict = fmt.Sprintf("test process failed: %v", werr)
 	}
 	if d == nil {
