@@ -1,6 +1,10 @@
 package kubefake
 
 import (
+	"cmp"
+	"maps"
+	"slices"
+
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -48,7 +52,7 @@ func (s *Server) applyThrough(gvr schema.GroupVersionResource, rv uint64) {
 func (s *Server) apply(gvr schema.GroupVersionResource, n int) {
 	p := s.pending[gvr]
 	for _, c := range p[:n] {
-		for w := range s.watchers {
+		for _, w := range s.watchers {
 			w.offer(c)
 		}
 	}
@@ -77,7 +81,13 @@ func (s *Server) SyncCache() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.paused = false
-	for gvr, p := range s.pending {
-		s.apply(gvr, len(p))
+	// Resource by resource, in the order of their oldest pending change,
+	// so that the watches are woken in the same order in every run.
+	gvrs := slices.Collect(maps.Keys(s.pending))
+	slices.SortFunc(gvrs, func(a, b schema.GroupVersionResource) int {
+		return cmp.Compare(s.pending[a][0].rv, s.pending[b][0].rv)
+	})
+	for _, gvr := range gvrs {
+		s.apply(gvr, len(s.pending[gvr]))
 	}
 }

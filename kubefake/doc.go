@@ -19,7 +19,11 @@
 //   - one resourceVersion counter across all resources, raised by every
 //     create, update, patch and delete that changes something, as etcd's
 //     revision is; uid and
-//     creationTimestamp set on create (from [Config.Clock]);
+//     creationTimestamp set on create (from [Config.Clock]); uids, and
+//     the suffixes of generateName, come from a sequence of the server's
+//     own, not from a random source, so that a run given the same
+//     requests in the same order gives the same answers (a uid is unique
+//     within one server, not across servers);
 //   - Update carrying a resourceVersion other than the stored one: 409
 //     Conflict; Update carrying none is unconditional where the resource
 //     allows it (configmaps, secrets, nodes, pods and most others) and

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"os"
 	"path"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -23,6 +24,9 @@ type Client struct {
 	srv      *Server
 	cut      bool // guarded by srv.mu
 	requests requestCounter
+	// actions is the fake's record of requests, which trimActions bounds
+	// (Config.ActionHistory); nil when unbounded.
+	actions *[]k8stesting.Action
 }
 
 var _ kubernetes.Interface = (*Client)(nil)
@@ -41,7 +45,7 @@ func (c *Client) Cut() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c.cut = true
-	for w := range s.watchers {
+	for _, w := range slices.Clone(s.watchers) { // end removes w
 		if w.client == c {
 			w.end()
 		}

@@ -1,6 +1,10 @@
 package kubefake
 
-import "k8s.io/apimachinery/pkg/runtime/schema"
+import (
+	"slices"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
 
 // Restart restarts the apiserver, as an upgrade or a crash does, while
 // the store (etcd) lives on: every open watch of every client ends (its
@@ -18,7 +22,7 @@ import "k8s.io/apimachinery/pkg/runtime/schema"
 func (s *Server) Restart() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for w := range s.watchers {
+	for _, w := range slices.Clone(s.watchers) { // end removes w
 		w.end()
 	}
 	s.next()

@@ -26,11 +26,13 @@ type Server struct {
 	react   k8stesting.ReactionFunc
 	base    *fake.Clientset // holds the store until the first client takes it
 
-	mu       sync.Mutex // orders every write, as etcd orders revisions
-	rv       uint64     // the last resourceVersion handed out, across all resources
-	history  []change   // the newest changes, oldest first
-	compact  uint64     // a watch must start at or after this resourceVersion
-	watchers map[*watcher]struct{}
+	mu       sync.Mutex                               // orders every write, as etcd orders revisions
+	rv       uint64                                   // the last resourceVersion handed out, across all resources
+	uids     uint64                                   // uids handed out
+	names    uint64                                   // generateName suffixes handed out
+	history  []change                                 // the newest changes, oldest first
+	compact  uint64                                   // a watch must start at or after this resourceVersion
+	watchers []*watcher                               // open, oldest first: changes reach them in that order, the same in every run
 	pending  map[schema.GroupVersionResource][]change // written, not yet in the watch cache
 	paused   bool                                     // the watch cache does not follow the store
 	faults   []*Fault
@@ -43,7 +45,7 @@ func (c Config) NewServer(objects ...runtime.Object) *Server {
 	// The counter starts at 1, so that no list answers "0", which means
 	// "any" to a watch.
 	s := &Server{cfg: c, clock: c.Clock, keep: c.WatchHistory, rv: 1,
-		watchers: map[*watcher]struct{}{}, pending: map[schema.GroupVersionResource][]change{}}
+		pending: map[schema.GroupVersionResource][]change{}}
 	if s.clock == nil {
 		s.clock = clock.RealClock{}
 	}
@@ -71,6 +73,10 @@ func (c Config) NewServer(objects ...runtime.Object) *Server {
 	s.base = fake.NewClientset(stamped...)
 	s.tracker = s.base.Tracker()
 	s.react = k8stesting.ObjectReaction(s.tracker)
+	if ft, ok := newFieldTracker(s.tracker); ok {
+		// The same writes, without a REST mapper built for each.
+		s.react = k8stesting.ObjectReaction(ft)
+	}
 	return s
 }
 
@@ -92,6 +98,9 @@ func (s *Server) NewClient() *Client {
 		cs = fake.NewClientset()
 	}
 	c := &Client{Clientset: cs, srv: s}
+	if s.cfg.ActionHistory > 0 {
+		c.actions = actionsOf(&cs.Fake)
+	}
 	cs.PrependReactor("*", "*", c.serve)
 	cs.PrependWatchReactor("*", c.watch)
 	return c
@@ -102,6 +111,7 @@ func (s *Server) NewClient() *Client {
 func (c *Client) serve(action k8stesting.Action) (bool, runtime.Object, error) {
 	s := c.srv
 	c.requests.add(action)
+	c.trimActions()
 	s.delay()
 	if err := c.refused(action); err != nil {
 		return true, nil, err

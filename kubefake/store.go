@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
@@ -25,10 +24,39 @@ func (s *Server) next() string {
 	return strconv.FormatUint(s.rv, 10)
 }
 
+// newUID returns the server's next uid, shaped as the apiserver's random
+// (version 4) UUIDs are. The caller holds s.mu, or is NewServer.
+func (s *Server) newUID() types.UID {
+	s.uids++
+	return types.UID(fmt.Sprintf("%08x-0000-4000-8000-%012x", uint32(s.uids>>48), s.uids&(1<<48-1)))
+}
+
+// nameSuffix returns the next five characters that generateName appends,
+// from the alphabet the apiserver draws them from, derived from the
+// server's sequence rather than drawn at random. The caller holds s.mu.
+func (s *Server) nameSuffix() string {
+	const alphabet = "bcdfghjklmnpqrstvwxz2456789"
+	s.names++
+	// A bijective mix of the counter (splitmix64's finaliser), so that
+	// consecutive names do not share their first characters.
+	x := s.names
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	b := make([]byte, 5)
+	for i := range b {
+		b[i] = alphabet[x%uint64(len(alphabet))]
+		x /= uint64(len(alphabet))
+	}
+	return string(b)
+}
+
 // stampNew sets what the apiserver sets on every new object.
 func (s *Server) stampNew(m metav1.Object) {
 	if m.GetUID() == "" {
-		m.SetUID(uuid.NewUUID())
+		m.SetUID(s.newUID())
 	}
 	if ts := m.GetCreationTimestamp(); ts.IsZero() {
 		m.SetCreationTimestamp(s.now())
@@ -51,7 +79,7 @@ func (s *Server) create(a k8stesting.CreateActionImpl) (bool, runtime.Object, er
 		return true, nil, apierrors.NewBadRequest("resourceVersion should not be set on objects to be created")
 	}
 	if m.GetName() == "" && m.GetGenerateName() != "" {
-		m.SetName(m.GetGenerateName() + string(uuid.NewUUID())[:5])
+		m.SetName(m.GetGenerateName() + s.nameSuffix())
 	}
 	if _, err := s.tracker.Get(a.GetResource(), a.GetNamespace(), m.GetName()); err == nil {
 		return true, nil, apierrors.NewAlreadyExists(a.GetResource().GroupResource(), m.GetName())

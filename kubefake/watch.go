@@ -2,6 +2,7 @@ package kubefake
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -57,7 +58,11 @@ func (s *Server) trim() {
 	}
 	if n > 0 {
 		s.compact = max(s.compact, s.history[n-1].rv)
-		s.history = append(s.history[:0:0], s.history[n:]...)
+		// Dropped from the front, not copied: append moves the rest
+		// when it next grows the array, so a write costs no copy of the
+		// whole history once it is full.
+		clear(s.history[:n])
+		s.history = s.history[n:]
 	}
 }
 
@@ -72,6 +77,7 @@ func (c *Client) watch(action k8stesting.Action) (bool, watch.Interface, error) 
 	}
 	s := c.srv
 	c.requests.add(action)
+	c.trimActions()
 	s.delay()
 	if err := c.refused(action); err != nil {
 		return true, nil, err
@@ -121,7 +127,7 @@ func (c *Client) watch(action k8stesting.Action) (bool, watch.Interface, error) 
 			w.offer(ch)
 		}
 	}
-	s.watchers[w] = struct{}{}
+	s.watchers = append(s.watchers, w)
 	var expire <-chan time.Time
 	if d := s.cfg.WatchLifetime; d > 0 {
 		w.timer = s.timer.NewTimer(d)
@@ -137,7 +143,7 @@ func (c *Client) watch(action k8stesting.Action) (bool, watch.Interface, error) 
 func (s *Server) EndWatches() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for w := range s.watchers {
+	for _, w := range slices.Clone(s.watchers) { // end removes w
 		w.end()
 	}
 }
@@ -289,7 +295,7 @@ func (w *watcher) Stop() {
 // end ends the watch from the server's side. The caller holds srv.mu.
 func (w *watcher) end() {
 	w.stopOnce.Do(func() {
-		delete(w.srv.watchers, w)
+		w.srv.watchers = slices.DeleteFunc(w.srv.watchers, func(o *watcher) bool { return o == w })
 		if w.timer != nil {
 			w.timer.Stop()
 		}

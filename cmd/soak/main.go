@@ -12,10 +12,18 @@
 // It prints each failed seed with the command that runs it again, and the
 // totals: runs, failures, simulated agent-hours, CPU-minutes, and
 // agent-hours per CPU-minute. It exits 1 when a seed failed.
+//
+// With -baseline REV it first runs the same seeds on the package as it is
+// at the git revision REV (extracted with git archive to a temporary
+// directory), then on the working tree, and prints the two totals side by
+// side, so that a change's effect on speed is measured by one command:
+//
+//	go run ./cmd/soak -pkg ./examples/outsider -run '^TestFleetFive$' -seeds 4 -baseline main
 package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -28,6 +36,7 @@ import (
 	"regexp"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -40,6 +49,7 @@ type config struct {
 	procs     int
 	race      bool
 	timelines string
+	baseline  string // a git revision to measure first
 }
 
 // totals is what the runs reported.
@@ -66,13 +76,64 @@ func main() {
 	flag.IntVar(&c.procs, "procs", runtime.NumCPU(), "processes at once")
 	flag.BoolVar(&c.race, "race", false, "build with the race detector")
 	flag.StringVar(&c.timelines, "timelines", "", "write the whole timeline of every failed run to this directory")
+	flag.StringVar(&c.baseline, "baseline", "", "a git revision whose package to run the same seeds on first, for a side-by-side figure")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := soak(ctx, c, os.Stdout); err != nil {
+	run := soak
+	if c.baseline != "" {
+		run = compare
+	}
+	if err := run(ctx, c, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "soak:", err)
 		os.Exit(1)
 	}
+}
+
+// compare runs soak on the package as it is at c.baseline, then as it is
+// in the working tree, and writes the two totals side by side.
+func compare(ctx context.Context, c config, out io.Writer) error {
+	pkg, err := filepath.Abs(c.pkg)
+	if err != nil {
+		return err
+	}
+	top := exec.CommandContext(ctx, "git", "rev-parse", "--show-toplevel")
+	top.Dir = pkg
+	b, err := top.Output()
+	if err != nil {
+		return fmt.Errorf("-baseline needs the package in a git checkout: %w", err)
+	}
+	root := strings.TrimSpace(string(b))
+	rel, err := filepath.Rel(root, pkg)
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "soak-baseline")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	archive := exec.CommandContext(ctx, "sh", "-c", `git archive "$1" | tar -x -C "$2"`, "sh", c.baseline, dir)
+	archive.Dir = root
+	if b, err := archive.CombinedOutput(); err != nil {
+		return fmt.Errorf("extracting %s: %w\n%s", c.baseline, err, b)
+	}
+	var before, after bytes.Buffer
+	old := c
+	old.pkg = filepath.Join(dir, rel)
+	fmt.Fprintf(out, "%s:\n", c.baseline)
+	errOld := soak(ctx, old, io.MultiWriter(out, &before))
+	fmt.Fprintln(out, "working tree:")
+	errNew := soak(ctx, c, io.MultiWriter(out, &after))
+	fmt.Fprintf(out, "\nside by side (%s, seeds %d to %d):\n  %-14s %s  %-14s %s", c.run, c.first, c.first+uint64(c.seeds)-1,
+		c.baseline, lastLine(before.String()), "working tree", lastLine(after.String()))
+	return errors.Join(errOld, errNew)
+}
+
+// lastLine returns the last line of s, with its newline.
+func lastLine(s string) string {
+	s = strings.TrimRight(s, "\n")
+	return s[strings.LastIndexByte(s, '\n')+1:] + "\n"
 }
 
 // soak builds the test binary, runs the seeds and writes the report to out.

@@ -68,3 +68,16 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestLastLine(t *testing.T) {
+	for in, want := range map[string]string{
+		"FAILED seed 2: ...\n4 runs, 1 failed: 44 agent-hours per CPU-minute\n": "4 runs, 1 failed: 44 agent-hours per CPU-minute\n",
+		"one line": "one line\n",
+		"a\nb\n\n": "b\n",
+		"":         "\n",
+	} {
+		if got := lastLine(in); got != want {
+			t.Errorf("lastLine(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

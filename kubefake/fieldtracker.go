@@ -1,0 +1,189 @@
+package kubefake
+
+import (
+	"reflect"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/meta/testrestmapper"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/client-go/applyconfigurations"
+	"k8s.io/client-go/kubernetes/scheme"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// fieldTracker writes to the store of client-go's field-managed object
+// tracker as that tracker does, with the same field managers, but builds
+// its REST mapper and each kind's field manager once instead of on every
+// write. client-go's tracker builds a static REST mapper of every type in
+// the scheme for each Create, Update and Patch, which was most of the CPU
+// a long simulation spent. Its answers are the tracker's: the object
+// stored, managedFields included, is what the same field manager makes of
+// the same inputs.
+//
+// Server-side apply is left to the managed tracker itself (Apply). Reads
+// and deletions go to the store, which both share.
+type fieldTracker struct {
+	k8stesting.ObjectTracker // the store: the managed tracker's own
+
+	managed k8stesting.ObjectTracker // for Apply
+	mapper  meta.RESTMapper
+	conv    managedfields.TypeConverter
+
+	mu       sync.Mutex
+	managers map[schema.GroupVersionKind]*managedfields.FieldManager
+}
+
+// newFieldTracker returns a fieldTracker over the store of managed, a
+// tracker made by k8stesting.NewFieldManagedObjectTracker (as
+// fake.NewClientset makes it), and false when managed does not have the
+// shape that tracker has had (it embeds its store), so that the caller
+// keeps using managed itself.
+func newFieldTracker(managed k8stesting.ObjectTracker) (*fieldTracker, bool) {
+	v := reflect.ValueOf(managed)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return nil, false
+	}
+	f := v.Elem().FieldByName("ObjectTracker")
+	if !f.IsValid() || !f.CanInterface() {
+		return nil, false
+	}
+	store, ok := f.Interface().(k8stesting.ObjectTracker)
+	if !ok || store == nil {
+		return nil, false
+	}
+	return &fieldTracker{
+		ObjectTracker: store,
+		managed:       managed,
+		mapper:        testrestmapper.TestOnlyStaticRESTMapper(scheme.Scheme),
+		conv:          applyconfigurations.NewTypeConverter(scheme.Scheme),
+		managers:      map[schema.GroupVersionKind]*managedfields.FieldManager{},
+	}, true
+}
+
+// manager returns the field manager of the resource gvr, as
+// NewFieldManagedObjectTracker's fieldManagerFor builds it.
+func (t *fieldTracker) manager(gvr schema.GroupVersionResource) (schema.GroupVersionKind, *managedfields.FieldManager, error) {
+	gvk, err := t.mapper.KindFor(gvr)
+	if err != nil {
+		return gvk, nil, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if m, ok := t.managers[gvk]; ok {
+		return gvk, m, nil
+	}
+	m, err := managedfields.NewDefaultFieldManager(t.conv, scheme.Scheme, noDefaults{}, scheme.Scheme, gvk, gvk.GroupVersion(), "", nil)
+	if err != nil {
+		return gvk, nil, err
+	}
+	t.managers[gvk] = m
+	return gvk, m, nil
+}
+
+// noDefaults defaults nothing, as the managed tracker's defaulter does.
+type noDefaults struct{}
+
+func (noDefaults) Default(runtime.Object) {}
+
+func (t *fieldTracker) Create(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.CreateOptions) error {
+	var o metav1.CreateOptions
+	if len(opts) > 1 {
+		return t.managed.Create(gvr, obj, ns, opts...) // its error
+	}
+	if len(opts) == 1 {
+		o = opts[0]
+	}
+	gvk, mgr, err := t.manager(gvr)
+	if err != nil {
+		return err
+	}
+	typ, err := meta.TypeAccessor(obj)
+	if err != nil {
+		return err
+	}
+	apiVersion, kind := gvk.ToAPIVersionAndKind()
+	typ.SetAPIVersion(apiVersion)
+	typ.SetKind(kind)
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return err
+	}
+	live, err := t.ObjectTracker.Get(gvr, ns, m.GetName(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		if live, err = scheme.Scheme.New(gvk); err != nil {
+			return err
+		}
+		live.GetObjectKind().SetGroupVersionKind(gvk)
+	} else if err != nil {
+		return err
+	}
+	managed, err := mgr.Update(live, obj, o.FieldManager)
+	if err != nil {
+		return err
+	}
+	return t.ObjectTracker.Create(gvr, managed, ns, o)
+}
+
+func (t *fieldTracker) Update(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.UpdateOptions) error {
+	var o metav1.UpdateOptions
+	if len(opts) > 1 {
+		return t.managed.Update(gvr, obj, ns, opts...)
+	}
+	if len(opts) == 1 {
+		o = opts[0]
+	}
+	_, mgr, err := t.manager(gvr)
+	if err != nil {
+		return err
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return err
+	}
+	old, err := t.ObjectTracker.Get(gvr, ns, m.GetName(), metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	managed, err := mgr.Update(old, obj, o.FieldManager)
+	if err != nil {
+		return err
+	}
+	return t.ObjectTracker.Update(gvr, managed, ns, o)
+}
+
+func (t *fieldTracker) Patch(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.PatchOptions) error {
+	var o metav1.PatchOptions
+	if len(opts) > 1 {
+		return t.managed.Patch(gvr, obj, ns, opts...)
+	}
+	if len(opts) == 1 {
+		o = opts[0]
+	}
+	_, mgr, err := t.manager(gvr)
+	if err != nil {
+		return err
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return err
+	}
+	old, err := t.ObjectTracker.Get(gvr, ns, m.GetName(), metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	managed, err := mgr.Update(old, obj, o.FieldManager)
+	if err != nil {
+		return err
+	}
+	return t.ObjectTracker.Patch(gvr, managed, ns, opts...)
+}
+
+// Apply is server-side apply: the managed tracker's.
+func (t *fieldTracker) Apply(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.PatchOptions) error {
+	return t.managed.Apply(gvr, obj, ns, opts...)
+}
