@@ -94,7 +94,9 @@ func (a *agent) start(ctx context.Context) (err error) {
 	if a.hooks, err = a.env.ops.hooksFor(a.name); err != nil {
 		return err
 	}
-	a.events = a.env.events.forNode(a.name)
+	if a.env.events != nil { // none in the fleet simulator
+		a.events = a.env.events.forNode(a.name)
+	}
 	if a.member, err = a.env.coord.join(a.name, a.hooks, a.events); err != nil {
 		return err
 	}
@@ -117,7 +119,7 @@ func (a *agent) start(ctx context.Context) (err error) {
 
 	a.provider = nodestatus.NewProvider(nodestatus.ProviderConfig{})
 	a.provider.SetCondition(gatedCondition(false, "WaitingForReconciler", "waiting for a reconciler status that admits release "+a.version.Release.String()))
-	store, err := checkpoint.NewFS(checkpoint.FSConfig{Dir: filepath.Join(a.env.stateDir, a.name)})
+	store, err := checkpoint.NewFS(checkpoint.FSConfig{Dir: filepath.Join(a.env.stateDir, a.name), FS: a.env.fs})
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/reconkit/reconkit/checkpoint"
 	"github.com/reconkit/reconkit/kubefake"
 	"github.com/reconkit/reconkit/lbrecon/lbrecontest"
 	"github.com/reconkit/reconkit/versiongate"
@@ -42,6 +43,7 @@ type env struct {
 
 	stateDir  string
 	ownsState bool
+	fs        checkpoint.FS // the checkpoints' file system; nil means the OS's
 
 	lb *lbStore // the in-memory load balancer behind its fence
 
