@@ -25,4 +25,5 @@ func ExampleNemesis_Without() {
 	// provider-fail-create: 1
 	// provider-lost-answer: 1
 	// empty-watches: 1
+	// rolling-upgrade: 1
 }

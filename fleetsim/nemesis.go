@@ -56,19 +56,26 @@ const (
 	// ProviderLostAnswer loses the answer of every first to third creation
 	// (made, then reported failed) for 30 seconds to 3 minutes.
 	ProviderLostAnswer Kind = "provider-lost-answer"
+	// RollingUpgrade stops one agent below the newest of Config.Gate's
+	// Releases, as a rolling update does (its context ends, no power loss),
+	// and starts it again 5 to 30 seconds later at the next release; it
+	// never happens without two releases. Releases only go up: the quiet
+	// period keeps what the upgrades reached.
+	RollingUpgrade Kind = "rolling-upgrade"
 )
 
 // Kinds returns every kind of event, in a fixed order.
 func Kinds() []Kind {
 	return []Kind{Crash, PartitionAPIServer, PartitionProvider, RestartAPIServer, DeleteLease,
-		OperatorEdit, ProviderRateLimit, ProviderOutage, ProviderFailCreate, ProviderLostAnswer, EmptyWatches}
+		OperatorEdit, ProviderRateLimit, ProviderOutage, ProviderFailCreate, ProviderLostAnswer, EmptyWatches,
+		RollingUpgrade}
 }
 
 // DefaultWeights returns the weights a Nemesis with nil Weights uses.
 func DefaultWeights() map[Kind]int {
 	return map[Kind]int{Crash: 3, PartitionAPIServer: 3, PartitionProvider: 2, RestartAPIServer: 2,
 		DeleteLease: 1, OperatorEdit: 1, ProviderRateLimit: 2, ProviderOutage: 1, ProviderFailCreate: 1,
-		ProviderLostAnswer: 1, EmptyWatches: 1}
+		ProviderLostAnswer: 1, EmptyWatches: 1, RollingUpgrade: 1}
 }
 
 // Nemesis chooses the faults of a run.
@@ -152,7 +159,7 @@ func newNemesis(w *world) *nemesis {
 	for _, k := range Kinds() {
 		n.rng[k] = stream(w.cfg.Seed, string(k))
 		weight := w.cfg.Nemesis.Weights[k]
-		if k == OperatorEdit && len(w.cfg.Nemesis.Edits) == 0 {
+		if k == OperatorEdit && len(w.cfg.Nemesis.Edits) == 0 || k == RollingUpgrade && len(w.cfg.Gate.Releases) < 2 {
 			weight = 0
 		}
 		if weight > 0 {
@@ -293,6 +300,7 @@ func (n *nemesis) event(ctx context.Context, k Kind) {
 			c.Heal()
 			if s.kube == c {
 				s.partitioned.Store(false)
+				s.reached.Store(time.Now().UnixNano())
 			}
 		})
 	case PartitionProvider:
@@ -342,6 +350,22 @@ func (n *nemesis) event(ctx context.Context, k Kind) {
 				}
 			})
 		}
+	case RollingUpgrade:
+		d := between(r, 5*time.Second, 30*time.Second)
+		next := s.releaseIndex + 1
+		if !s.running() || next >= len(w.cfg.Gate.Releases) {
+			tl("%s is down or at the newest release", s.name)
+			return
+		}
+		to := w.cfg.Gate.Releases[next]
+		tl("%s from %s to %s, back in %s", s.name, s.release.Release, to.Release, d)
+		w.stop(s, false)
+		s.releaseIndex, s.release = next, to
+		n.later(d, "restart "+s.name+" at "+to.Release.String(), func(ctx context.Context) {
+			if !s.running() && ctx.Err() == nil {
+				w.start(ctx, s)
+			}
+		})
 	case EmptyWatches:
 		d := between(r, 30*time.Second, 3*time.Minute)
 		if !s.running() {

@@ -29,6 +29,7 @@ type world struct {
 	agents   []*slot
 	terms    termWatch
 	quieting atomic.Bool // the quiet period began: count-bound provider faults are spent
+	serving  serving
 
 	mu         sync.Mutex
 	violations []Violation
@@ -79,6 +80,7 @@ func Simulate(ctx context.Context, cfg Config) Result {
 
 	var observers sync.WaitGroup
 	observers.Go(func() { w.watchLeases(ctx) })
+	observers.Go(func() { w.lifecycle(ctx) })
 
 	for i := range cfg.Agents {
 		s := newSlot(w, i)

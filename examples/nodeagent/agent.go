@@ -133,7 +133,7 @@ func (a *agent) start(ctx context.Context) (err error) {
 		return err
 	}
 	a.ctrl, err = checkpoint.New(checkpoint.Config[agentConfig]{
-		Store:         store,
+		Store:         a.env.observeStore(store),
 		Parse:         parseConfig,
 		Validate:      validateConfig,
 		Local:         localConfig(),
@@ -470,7 +470,11 @@ func (h *writeHold) stop(agentCtx context.Context, verb lbrecon.Verb, obj lbreco
 func (a *agent) setState(f func(*agentState)) {
 	a.mu.Lock()
 	f(&a.state)
+	ready := a.state.Ready
 	a.mu.Unlock()
+	if a.env.serving != nil {
+		a.env.serving(ready)
+	}
 	a.env.changed()
 }
 
