@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/pprof"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -57,6 +58,11 @@ type slot struct {
 	// release is the current run's, Config.Gate.Releases[releaseIndex].
 	release      versiongate.Version
 	releaseIndex int
+	// slow delays this run's requests (SlowReads, SlowWrites).
+	slow slowness
+	// record is the latest checkpoint record of any run (Deps.Checkpoint).
+	recordMu sync.Mutex
+	record   checkpoint.State
 }
 
 const stateDir = "/var/lib/agent"
@@ -96,6 +102,9 @@ func (w *world) start(ctx context.Context, s *slot) {
 	})
 	s.emptyWatches.Store(false)
 	s.partitioned.Store(false)
+	s.slow.reads.Store(0)
+	s.slow.writes.Store(0)
+	s.kube.PrependReactor("*", "*", s.slowReactor()) // first: it waits before the request is counted and served
 	s.kube.PrependWatchReactor("*", func(a k8stesting.Action) (bool, watch.Interface, error) {
 		w.before(s, a)
 		if s.emptyWatches.Load() {

@@ -56,6 +56,12 @@ type Deps struct {
 	// so that the world writes its records to the timeline and checks
 	// LKGProven.
 	Checkpoints func(checkpoint.LKGStore) checkpoint.LKGStore
+	// Checkpoint is, in the Deps given to Config.Converged only, the latest
+	// record the agent's checkpoint store read or wrote through
+	// Checkpoints (the zero State without): a host whose agents stay out
+	// of the load balancer while their assigned configuration is refused
+	// expects them out by it.
+	Checkpoint checkpoint.State
 }
 
 // Config describes a fleet and the world it runs in. Agent is required;
@@ -81,9 +87,11 @@ type Config struct {
 	// a name once the quiet period has converged.
 	Tag string
 	// Converged returns, for the fleet (each agent's latest Deps, Kube and
-	// Engine left out), the condition the provider's objects meet once the
-	// fleet has converged; nil means the provider is not judged (see
-	// lbrecontest.Converged).
+	// Engine left out, Checkpoint set), the condition the provider's
+	// objects meet once the fleet has converged; nil means the provider is
+	// not judged (see lbrecontest.Converged). It is called again at every
+	// change of the provider during the quiet period, with the fleet as it
+	// is then.
 	Converged func(fleet []Deps) func([]lbrecon.Object) bool
 	// Duration is how long the nemesis acts, in simulated time; 0 means
 	// 30 minutes.

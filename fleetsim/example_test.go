@@ -26,4 +26,6 @@ func ExampleNemesis_Without() {
 	// provider-lost-answer: 1
 	// empty-watches: 1
 	// rolling-upgrade: 1
+	// slow-reads: 1
+	// slow-writes: 1
 }

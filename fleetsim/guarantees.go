@@ -144,6 +144,7 @@ func (l *lkgWatch) State(ctx context.Context) (checkpoint.State, error) {
 		l.mu.Lock()
 		if !l.read {
 			l.prev, l.read = st, true
+			l.s.setRecord(st)
 		}
 		l.mu.Unlock()
 	}
@@ -159,6 +160,7 @@ func (l *lkgWatch) SetState(ctx context.Context, st checkpoint.State) error {
 	l.mu.Lock()
 	prev := l.prev
 	l.prev, l.read = st, true
+	l.s.setRecord(st)
 	started := st.Assigned != "" && st.Error == nil && st.LastKnownGood == prev.LastKnownGood &&
 		(st.Assigned != prev.Assigned || st.TriesLeft < prev.TriesLeft)
 	if started {
@@ -249,4 +251,17 @@ func renewTime(l *coordinationv1.Lease) time.Time {
 		return l.Spec.AcquireTime.Time
 	}
 	return l.CreationTimestamp.Time
+}
+
+// setRecord keeps st as the latest checkpoint record of s.
+func (s *slot) setRecord(st checkpoint.State) {
+	s.recordMu.Lock()
+	s.record = st
+	s.recordMu.Unlock()
+}
+
+func (s *slot) lastRecord() checkpoint.State {
+	s.recordMu.Lock()
+	defer s.recordMu.Unlock()
+	return s.record
 }

@@ -62,20 +62,28 @@ const (
 	// never happens without two releases. Releases only go up: the quiet
 	// period keeps what the upgrades reached.
 	RollingUpgrade Kind = "rolling-upgrade"
+	// SlowReads makes every get and list of one agent wait 100ms to 3s
+	// before the apiserver sees it, for 30 seconds to 3 minutes; its other
+	// requests go on meanwhile (see the package documentation).
+	SlowReads Kind = "slow-reads"
+	// SlowWrites does the same to creations, updates, patches and
+	// deletions.
+	SlowWrites Kind = "slow-writes"
 )
 
 // Kinds returns every kind of event, in a fixed order.
 func Kinds() []Kind {
 	return []Kind{Crash, PartitionAPIServer, PartitionProvider, RestartAPIServer, DeleteLease,
 		OperatorEdit, ProviderRateLimit, ProviderOutage, ProviderFailCreate, ProviderLostAnswer, EmptyWatches,
-		RollingUpgrade}
+		RollingUpgrade, SlowReads, SlowWrites}
 }
 
 // DefaultWeights returns the weights a Nemesis with nil Weights uses.
 func DefaultWeights() map[Kind]int {
 	return map[Kind]int{Crash: 3, PartitionAPIServer: 3, PartitionProvider: 2, RestartAPIServer: 2,
 		DeleteLease: 1, OperatorEdit: 1, ProviderRateLimit: 2, ProviderOutage: 1, ProviderFailCreate: 1,
-		ProviderLostAnswer: 1, EmptyWatches: 1, RollingUpgrade: 1}
+		ProviderLostAnswer: 1, EmptyWatches: 1, RollingUpgrade: 1,
+		SlowReads: 1, SlowWrites: 1}
 }
 
 // Nemesis chooses the faults of a run.
@@ -364,6 +372,24 @@ func (n *nemesis) event(ctx context.Context, k Kind) {
 		n.later(d, "restart "+s.name+" at "+to.Release.String(), func(ctx context.Context) {
 			if !s.running() && ctx.Err() == nil {
 				w.start(ctx, s)
+			}
+		})
+	case SlowReads, SlowWrites:
+		d, lag := between(r, 30*time.Second, 3*time.Minute), between(r, 100*time.Millisecond, 3*time.Second)
+		if !s.running() {
+			tl("%s is down", s.name)
+			return
+		}
+		v := &s.slow.reads
+		if k == SlowWrites {
+			v = &s.slow.writes
+		}
+		c := s.kube
+		tl("%s's requests wait %s, for %s", s.name, lag, d)
+		v.Store(int64(lag))
+		n.later(d, string(k)+" of "+s.name+" end", func(context.Context) {
+			if s.kube == c {
+				v.Store(0)
 			}
 		})
 	case EmptyWatches:
