@@ -28,4 +28,6 @@ func ExampleNemesis_Without() {
 	// rolling-upgrade: 1
 	// slow-reads: 1
 	// slow-writes: 1
+	// service-change: 1
+	// namespace-delete: 1
 }

@@ -69,13 +69,25 @@ const (
 	// SlowWrites does the same to creations, updates, patches and
 	// deletions.
 	SlowWrites Kind = "slow-writes"
+	// ServiceChange deletes one Service, or changes its type between
+	// LoadBalancer and ClusterIP, and undoes that 20 seconds to 2 minutes
+	// later; it does nothing when there is no Service.
+	ServiceChange Kind = "service-change"
+	// NamespaceDelete deletes one namespace of Config.Objects as the
+	// namespace controller would: every configmap, secret, service,
+	// endpoints, event, pod, lease and endpointslice in it is deleted
+	// (finalizers keep theirs terminating), and creations in it are
+	// refused with 403 Forbidden until, 20 seconds to 2 minutes later, the
+	// namespace and its Config.Objects are created again. The Namespace
+	// object itself is not modelled.
+	NamespaceDelete Kind = "namespace-delete"
 )
 
 // Kinds returns every kind of event, in a fixed order.
 func Kinds() []Kind {
 	return []Kind{Crash, PartitionAPIServer, PartitionProvider, RestartAPIServer, DeleteLease,
 		OperatorEdit, ProviderRateLimit, ProviderOutage, ProviderFailCreate, ProviderLostAnswer, EmptyWatches,
-		RollingUpgrade, SlowReads, SlowWrites}
+		RollingUpgrade, SlowReads, SlowWrites, ServiceChange, NamespaceDelete}
 }
 
 // DefaultWeights returns the weights a Nemesis with nil Weights uses.
@@ -83,7 +95,7 @@ func DefaultWeights() map[Kind]int {
 	return map[Kind]int{Crash: 3, PartitionAPIServer: 3, PartitionProvider: 2, RestartAPIServer: 2,
 		DeleteLease: 1, OperatorEdit: 1, ProviderRateLimit: 2, ProviderOutage: 1, ProviderFailCreate: 1,
 		ProviderLostAnswer: 1, EmptyWatches: 1, RollingUpgrade: 1,
-		SlowReads: 1, SlowWrites: 1}
+		SlowReads: 1, SlowWrites: 1, ServiceChange: 1, NamespaceDelete: 1}
 }
 
 // Nemesis chooses the faults of a run.
@@ -147,6 +159,9 @@ type nemesis struct {
 	kinds []Kind
 	total int
 	undo  []pending // by time
+	// services are the Services ServiceChange changed and has not put
+	// back yet: they are left alone until it has.
+	services map[string]bool
 }
 
 // pending is a fault's end: a healed partition, a restarted agent.
@@ -374,6 +389,10 @@ func (n *nemesis) event(ctx context.Context, k Kind) {
 				w.start(ctx, s)
 			}
 		})
+	case ServiceChange:
+		n.changeService(ctx, r, tl)
+	case NamespaceDelete:
+		n.deleteNamespace(ctx, r, tl)
 	case SlowReads, SlowWrites:
 		d, lag := between(r, 30*time.Second, 3*time.Minute), between(r, 100*time.Millisecond, 3*time.Second)
 		if !s.running() {

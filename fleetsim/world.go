@@ -30,6 +30,9 @@ type world struct {
 	terms    termWatch
 	quieting atomic.Bool // the quiet period began: count-bound provider faults are spent
 	serving  serving
+	// namespaces are the flags of the namespaces NamespaceDelete
+	// deleted: set while creations in them are refused.
+	namespaces map[string]*atomic.Bool
 
 	mu         sync.Mutex
 	violations []Violation

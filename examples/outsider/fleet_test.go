@@ -79,10 +79,11 @@ func fleetConfig() fleetsim.Config {
 }
 
 // ciNemesis is the nemesis of the seeds CI runs: every kind but those that
-// find the defects TestFleetKnownDefects names, crashes rarer than one per
+// find the defect TestFleetKnownDefects names (deleting the gate's status
+// Lease, by hand or with its namespace), crashes rarer than one per
 // checkpoint trial period (10 minutes) for each agent.
 func ciNemesis(n fleetsim.Nemesis) fleetsim.Nemesis {
-	n = n.Without(fleetsim.DeleteLease)
+	n = n.Without(fleetsim.DeleteLease, fleetsim.NamespaceDelete)
 	n.Weights[fleetsim.Crash] = 1
 	n.Every = 30 * time.Second
 	return n
