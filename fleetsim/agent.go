@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/utils/clock"
 
 	"github.com/reconkit/reconkit/checkpoint"
 	"github.com/reconkit/reconkit/checkpoint/checkpointtest"
@@ -58,6 +57,8 @@ type slot struct {
 	// release is the current run's, Config.Gate.Releases[releaseIndex].
 	release      versiongate.Version
 	releaseIndex int
+	// clock is the agent's clock, across its runs (ClockDrift).
+	clock *driftClock
 	// slow delays this run's requests (SlowReads, SlowWrites).
 	slow slowness
 	// record is the latest checkpoint record of any run (Deps.Checkpoint).
@@ -69,7 +70,7 @@ const stateDir = "/var/lib/agent"
 
 func newSlot(w *world, i int) *slot {
 	s := &slot{w: w, index: i, name: fmt.Sprintf("agent-%d", i), ip: fmt.Sprintf("10.0.0.%d", i+1),
-		fs: checkpointtest.NewStrictFS()}
+		fs: checkpointtest.NewStrictFS(), clock: newDriftClock()}
 	if len(w.cfg.Gate.Releases) > 0 {
 		s.release = w.cfg.Gate.Releases[0]
 	}
@@ -82,7 +83,7 @@ func (s *slot) running() bool { return s.cancel != nil }
 // deps returns what the current run gets; without live, only the names.
 func (s *slot) deps(live bool) Deps {
 	d := Deps{Name: s.name, Index: s.index, IP: s.ip, Boot: s.boot - 1, FS: s.fs, Dir: stateDir,
-		Clock: clock.RealClock{}, Release: s.release, Serving: func(bool) {}, Checkpoints: func(c checkpoint.LKGStore) checkpoint.LKGStore { return c }}
+		Clock: s.clock, Release: s.release, Serving: func(bool) {}, Checkpoints: func(c checkpoint.LKGStore) checkpoint.LKGStore { return c }}
 	if live {
 		d.Kube, d.Engine = s.kube, s.link
 		d.Serving, d.Checkpoints = s.w.servingFunc(s, s.release.Release), s.w.watchCheckpoints(s)

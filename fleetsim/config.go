@@ -41,7 +41,10 @@ type Deps struct {
 	// synced. Dir is a durable directory on it for the agent's state.
 	FS  *checkpointtest.StrictFS
 	Dir string
-	// Clock is the real clock: inside the simulation, simulated time.
+	// Clock is the agent's clock: simulated time, at a rate of its own
+	// once ClockDrift changed it (within Nemesis.MaxDrift). Only what the
+	// host gives it to (the Clock fields of reconkit's Configs) drifts;
+	// the rest of the agent runs on simulated time.
 	Clock clock.WithTicker
 	// Release is the release this run runs: Config.Gate's first, or a
 	// later one after a RollingUpgrade; the zero Version without

@@ -30,4 +30,5 @@ func ExampleNemesis_Without() {
 	// slow-writes: 1
 	// service-change: 1
 	// namespace-delete: 1
+	// clock-drift: 1
 }

@@ -81,13 +81,20 @@ const (
 	// namespace and its Config.Objects are created again. The Namespace
 	// object itself is not modelled.
 	NamespaceDelete Kind = "namespace-delete"
+	// ClockDrift sets one agent's clock (Deps.Clock) to run at a rate
+	// drawn within Nemesis.MaxDrift of simulated time, the apiserver's and
+	// provider's; the rate lasts, across restarts and the quiet period,
+	// until the next ClockDrift of that agent. A timer runs at the rate of
+	// when it was set.
+	ClockDrift Kind = "clock-drift"
 )
 
 // Kinds returns every kind of event, in a fixed order.
 func Kinds() []Kind {
 	return []Kind{Crash, PartitionAPIServer, PartitionProvider, RestartAPIServer, DeleteLease,
 		OperatorEdit, ProviderRateLimit, ProviderOutage, ProviderFailCreate, ProviderLostAnswer, EmptyWatches,
-		RollingUpgrade, SlowReads, SlowWrites, ServiceChange, NamespaceDelete}
+		RollingUpgrade, SlowReads, SlowWrites, ServiceChange, NamespaceDelete,
+		ClockDrift}
 }
 
 // DefaultWeights returns the weights a Nemesis with nil Weights uses.
@@ -95,7 +102,8 @@ func DefaultWeights() map[Kind]int {
 	return map[Kind]int{Crash: 3, PartitionAPIServer: 3, PartitionProvider: 2, RestartAPIServer: 2,
 		DeleteLease: 1, OperatorEdit: 1, ProviderRateLimit: 2, ProviderOutage: 1, ProviderFailCreate: 1,
 		ProviderLostAnswer: 1, EmptyWatches: 1, RollingUpgrade: 1,
-		SlowReads: 1, SlowWrites: 1, ServiceChange: 1, NamespaceDelete: 1}
+		SlowReads: 1, SlowWrites: 1, ServiceChange: 1, NamespaceDelete: 1,
+		ClockDrift: 1}
 }
 
 // Nemesis chooses the faults of a run.
@@ -109,6 +117,9 @@ type Nemesis struct {
 	// Edits are the operator edits OperatorEdit chooses from; with none,
 	// OperatorEdit never happens.
 	Edits []Edit
+	// MaxDrift bounds ClockDrift: an agent's clock runs at a rate within
+	// [1-MaxDrift, 1+MaxDrift]; 0 means DefaultMaxDrift.
+	MaxDrift float64
 }
 
 // Without returns n with kinds turned off.
@@ -145,6 +156,9 @@ func (n Nemesis) withDefaults() Nemesis {
 	}
 	if n.Every == 0 {
 		n.Every = 20 * time.Second
+	}
+	if n.MaxDrift == 0 {
+		n.MaxDrift = DefaultMaxDrift
 	}
 	return n
 }
@@ -389,6 +403,10 @@ func (n *nemesis) event(ctx context.Context, k Kind) {
 				w.start(ctx, s)
 			}
 		})
+	case ClockDrift:
+		rate := 1 + (2*r.Float64()-1)*w.cfg.Nemesis.MaxDrift
+		tl("%s's clock runs at %.4f s per second from now on", s.name, rate)
+		s.clock.setRate(rate)
 	case ServiceChange:
 		n.changeService(ctx, r, tl)
 	case NamespaceDelete:
