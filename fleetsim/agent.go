@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/pprof"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -14,10 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/utils/clock"
 
+	"github.com/reconkit/reconkit/checkpoint"
 	"github.com/reconkit/reconkit/checkpoint/checkpointtest"
 	"github.com/reconkit/reconkit/kubefake"
+	"github.com/reconkit/reconkit/versiongate"
 )
 
 // labelKey is the pprof label every goroutine of an agent's run carries
@@ -47,13 +49,31 @@ type slot struct {
 	emptyWatches atomic.Bool
 	// partitioned is set while the nemesis keeps this run's client cut.
 	partitioned atomic.Bool
+	// reached is when this run's client last reached the apiserver again
+	// (its start, or the heal of a partition), in Unix nanoseconds; up is
+	// set while a run lasts. The checks read both from their goroutines.
+	reached atomic.Int64
+	up      atomic.Bool
+	// release is the current run's, Config.Gate.Releases[releaseIndex].
+	release      versiongate.Version
+	releaseIndex int
+	// clock is the agent's clock, across its runs (ClockDrift).
+	clock *driftClock
+	// slow delays this run's requests (SlowReads, SlowWrites).
+	slow slowness
+	// record is the latest checkpoint record of any run (Deps.Checkpoint).
+	recordMu sync.Mutex
+	record   checkpoint.State
 }
 
 const stateDir = "/var/lib/agent"
 
 func newSlot(w *world, i int) *slot {
 	s := &slot{w: w, index: i, name: fmt.Sprintf("agent-%d", i), ip: fmt.Sprintf("10.0.0.%d", i+1),
-		fs: checkpointtest.NewStrictFS()}
+		fs: checkpointtest.NewStrictFS(), clock: newDriftClock()}
+	if len(w.cfg.Gate.Releases) > 0 {
+		s.release = w.cfg.Gate.Releases[0]
+	}
 	s.fs.MkdirAll(stateDir)
 	return s
 }
@@ -63,9 +83,10 @@ func (s *slot) running() bool { return s.cancel != nil }
 // deps returns what the current run gets; without live, only the names.
 func (s *slot) deps(live bool) Deps {
 	d := Deps{Name: s.name, Index: s.index, IP: s.ip, Boot: s.boot - 1, FS: s.fs, Dir: stateDir,
-		Clock: clock.RealClock{}}
+		Clock: s.clock, Release: s.release, Serving: func(bool) {}, Checkpoints: func(c checkpoint.LKGStore) checkpoint.LKGStore { return c }}
 	if live {
 		d.Kube, d.Engine = s.kube, s.link
+		d.Serving, d.Checkpoints = s.w.servingFunc(s, s.release.Release), s.w.watchCheckpoints(s)
 	}
 	return d
 }
@@ -82,6 +103,9 @@ func (w *world) start(ctx context.Context, s *slot) {
 	})
 	s.emptyWatches.Store(false)
 	s.partitioned.Store(false)
+	s.slow.reads.Store(0)
+	s.slow.writes.Store(0)
+	s.kube.PrependReactor("*", "*", s.slowReactor()) // first: it waits before the request is counted and served
 	s.kube.PrependWatchReactor("*", func(a k8stesting.Action) (bool, watch.Interface, error) {
 		w.before(s, a)
 		if s.emptyWatches.Load() {
@@ -97,6 +121,8 @@ func (w *world) start(ctx context.Context, s *slot) {
 	}
 	runCtx = logr.NewContext(runCtx, log.WithName(s.name))
 	s.cancel, s.done, s.started = cancel, make(chan error, 1), time.Now()
+	s.reached.Store(time.Now().UnixNano())
+	s.up.Store(true)
 	s.label = fmt.Sprintf("%s/%s#%d", w.id, s.name, s.boot)
 	d := s.deps(true)
 	done := s.done
@@ -141,6 +167,8 @@ func (w *world) stop(s *slot, crash bool) {
 	} else {
 		w.tl.add(s.name, "stops")
 	}
+	s.up.Store(false)
+	w.notServing(s)
 	s.cancel()
 	s.cancel = nil
 	s.ran += time.Since(s.started)

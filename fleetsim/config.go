@@ -9,10 +9,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
+	"github.com/reconkit/reconkit/checkpoint"
 	"github.com/reconkit/reconkit/checkpoint/checkpointtest"
 	"github.com/reconkit/reconkit/kubefake"
 	"github.com/reconkit/reconkit/lbrecon"
 	"github.com/reconkit/reconkit/lbrecon/lbrecontest"
+	"github.com/reconkit/reconkit/versiongate"
 )
 
 // Agent runs one agent of the fleet until ctx ends, as a host's main runs
@@ -39,8 +41,30 @@ type Deps struct {
 	// synced. Dir is a durable directory on it for the agent's state.
 	FS  *checkpointtest.StrictFS
 	Dir string
-	// Clock is the real clock: inside the simulation, simulated time.
+	// Clock is the agent's clock: simulated time, at a rate of its own
+	// once ClockDrift changed it (within Nemesis.MaxDrift). Only what the
+	// host gives it to (the Clock fields of reconkit's Configs) drifts;
+	// the rest of the agent runs on simulated time.
 	Clock clock.WithTicker
+	// Release is the release this run runs: Config.Gate's first, or a
+	// later one after a RollingUpgrade; the zero Version without
+	// Config.Gate.Releases.
+	Release versiongate.Version
+	// Serving is called by a host that has a version gate whenever this
+	// run starts or stops serving (passed WaitReady; lost its record): the
+	// world checks NoIncompatibleServing by it. Calls after the run ended
+	// are ignored.
+	Serving func(serving bool)
+	// Checkpoints wraps the run's checkpoint store (checkpoint.Config.Store)
+	// so that the world writes its records to the timeline and checks
+	// LKGProven.
+	Checkpoints func(checkpoint.LKGStore) checkpoint.LKGStore
+	// Checkpoint is, in the Deps given to Config.Converged only, the latest
+	// record the agent's checkpoint store read or wrote through
+	// Checkpoints (the zero State without): a host whose agents stay out
+	// of the load balancer while their assigned configuration is refused
+	// expects them out by it.
+	Checkpoint checkpoint.State
 }
 
 // Config describes a fleet and the world it runs in. Agent is required;
@@ -66,9 +90,11 @@ type Config struct {
 	// a name once the quiet period has converged.
 	Tag string
 	// Converged returns, for the fleet (each agent's latest Deps, Kube and
-	// Engine left out), the condition the provider's objects meet once the
-	// fleet has converged; nil means the provider is not judged (see
-	// lbrecontest.Converged).
+	// Engine left out, Checkpoint set), the condition the provider's
+	// objects meet once the fleet has converged; nil means the provider is
+	// not judged (see lbrecontest.Converged). It is called again at every
+	// change of the provider during the quiet period, with the fleet as it
+	// is then.
 	Converged func(fleet []Deps) func([]lbrecon.Object) bool
 	// Duration is how long the nemesis acts, in simulated time; 0 means
 	// 30 minutes.
@@ -92,6 +118,16 @@ type Config struct {
 	// when Logger is the zero value: 0 keeps info and errors, 1 adds
 	// reconkit's retries and plans.
 	LogVerbosity int
+	// CheckpointTrial is the agents' checkpoint trial duration
+	// (checkpoint.Config.TrialDuration), which LKGProven holds every
+	// last-known-good configuration to; 0 means checkpoint's default,
+	// negative turns the check off (for hosts that confirm by hand).
+	CheckpointTrial time.Duration
+	// Nodes describes the agents' Nodes (NodeReady).
+	Nodes Nodes
+	// Gate describes the agents' releases (NoIncompatibleServing,
+	// RollingUpgrade).
+	Gate Gate
 	// Start is the simulated wall-clock time the run begins at, when it is
 	// later than the bubble's own start (midnight UTC, 1 January 2000).
 	// Test sets it to the start of the current UTC day (see the package
@@ -150,6 +186,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Provider.Clock == nil {
 		c.Provider.Clock = clock.RealClock{}
+	}
+	if c.CheckpointTrial == 0 {
+		c.CheckpointTrial = checkpoint.DefaultTrialDuration
+	}
+	if c.Nodes.Grace == 0 {
+		c.Nodes.Grace = 40 * time.Second
+	}
+	if c.Nodes.Within == 0 {
+		c.Nodes.Within = 30 * time.Second
 	}
 	c.Nemesis = c.Nemesis.withDefaults()
 	return c

@@ -6,9 +6,13 @@
 // function that runs one agent until its context ends, as a host's main
 // does. Each agent gets its own [Deps]: its own kubefake client of one
 // shared apiserver, its own link to one shared lbrecontest provider (every
-// write passing one lbrecon.Fence), and its own checkpointtest.StrictFS.
-// Hours of simulated time pass in seconds, since time in a bubble moves
-// only when every goroutine waits.
+// write passing one lbrecon.Fence), its own checkpointtest.StrictFS, and
+// its own clock. Hours of simulated time pass in seconds, since time in a
+// bubble moves only when every goroutine waits. A host that wants the
+// guarantees of its parts judged tells the world a little more: it wraps
+// its checkpoint store with Deps.Checkpoints, calls Deps.Serving when its
+// version gate lets it serve or stops it, runs Deps.Release, and names its
+// Node (Config.Nodes).
 //
 //	func TestFleet(t *testing.T) {
 //		fleetsim.Test(t, fleetsim.Config{
@@ -28,11 +32,28 @@
 // that disk a while later with a new client. Partitions cut one agent's
 // client (kubefake.Client.Cut) or provider link. An apiserver restart ends
 // every watch; empty watches end each watch of one agent at once, with no
-// event, for a while. Operator edits delete a Lease or make a host's [Edit].
-// Provider faults are lbrecontest's: 429 bursts, outages, failed creations,
-// lost answers. After Config.Duration every fault is undone, every agent
-// runs, and the quiet period judges liveness.
+// event, for a while. Slow reads and slow writes delay one agent's gets and
+// lists, or its writes, by 100ms to 3s before the apiserver sees them
+// (watches are not delayed). Operator edits delete a Lease, make a host's
+// [Edit], delete a Service or change its type between LoadBalancer and
+// ClusterIP, or delete a namespace of Config.Objects (its objects are
+// deleted, creations in it answer 403 for a while, then the operator
+// creates it and its objects again; the Namespace object itself is not
+// modelled). Provider faults are lbrecontest's: 429 bursts, outages, failed
+// creations, lost answers. A rolling upgrade stops one agent and starts it
+// at the next of Config.Gate.Releases. Clock drift sets one agent's clock
+// (Deps.Clock) to a rate within Nemesis.MaxDrift of simulated time (2% by
+// default; see [DefaultMaxDrift]); only what the host gives that clock to
+// drifts, and a timer keeps the rate it was set at. After Config.Duration
+// every fault is undone (releases and clock rates stay, being within what
+// the packages document), every agent runs, and the quiet period judges
+// liveness.
 //
+// The world also plays the node lifecycle controller when Config.Nodes
+// names the agents' Nodes: every 5 seconds it sets Ready to Unknown on a
+// Node whose heartbeat Lease was not renewed within Nodes.Grace. No other
+// controller runs (no namespace, garbage-collector or service controller).
+
 // # Invariants, checked as the run goes
 //
 // Each [Invariant] names the guarantee it checks ([Invariant.Guarantee]);
@@ -44,7 +65,13 @@
 //     that passed before;
 //   - [Converges]: by the end of the quiet period the provider holds what
 //     Config.Converged describes, with no untagged object and no two tagged
-//     objects of one kind and name;
+//     objects of one kind and name. Converged is given each agent's latest
+//     checkpoint record (Deps.Checkpoint), judged again as the fleet
+//     changes, and the timeline names every agent whose assigned
+//     configuration is refused: a configuration rolled back as a crash loop
+//     because the nemesis crashed its agent within its trial stays refused
+//     until the assignment changes, as checkpoint documents, and a host
+//     whose agents then stay out of the load balancer expects them out;
 //   - [Stops]: a Run that does not return within Config.StopTimeout of its
 //     context's end, returns an error then, or leaves a goroutine behind
 //     (found by a pprof label every goroutine of the run inherits);
@@ -53,6 +80,22 @@
 //     to the apiserver (counted at its client) or calls to the provider in
 //     a minute, or more than Budget.AtOnce without simulated time passing (a
 //     spinning loop, which would otherwise freeze the bubble's clock).
+//   - [LKGProven]: a checkpoint record (seen through Deps.Checkpoints) that
+//     makes a configuration last-known-good less than
+//     Config.CheckpointTrial after this run recorded the start of its trial,
+//     or with no trial started in this run (checkpoint: "only a
+//     configuration that passed its trial in one process ... becomes
+//     last-known-good"); a host that confirms by hand turns it off;
+//   - [NodeReady]: a Node still Ready Unknown Nodes.Within (30 seconds by
+//     default) after its agent's client last reached the apiserver (its
+//     start, or a healed partition), while the agent runs (nodestatus: the
+//     Ready status is back within one retry wait of the heal). It judges
+//     Unknown only, which the world's lifecycle writes, not a Ready False
+//     the agent reports itself;
+//   - [NoIncompatibleServing]: a write passing the fence, by an agent whose
+//     run is at release R, while another agent serves (Deps.Serving) below
+//     Gate.MinimumCompatible(R) (versiongate: a leader reconciles only once
+//     no member node is below its minimum compatible release).
 //
 // # Reproducing a failure
 //
@@ -82,11 +125,17 @@
 //
 // # Limits
 //
-//   - Requests cannot be slowed: client-go's fake clientset holds its lock
-//     while a reactor runs, so a request that waited inside it would block
-//     the same client's other requests on a mutex, which stops time in a
-//     bubble (kubefake's Config.Latency has the same problem for agents
-//     that send concurrent requests through one client).
+//   - Slowing requests: client-go's fake clientset runs its reactors with
+//     its lock held, and a request that waited with it would block the same
+//     client's other requests on a mutex, which stops time in a bubble
+//     (kubefake's Config.Latency has that problem for agents that send
+//     concurrent requests through one client). The simulator's first
+//     reactor of each client lets go of the lock while it waits on a timer
+//     and takes it again before the next reactor runs. It relies on
+//     Fake.Invokes holding that lock around the reaction chain, as client-go
+//     does today. The wait comes before the request reaches the server: a
+//     partition or crash that begins meanwhile fails it, as a request not
+//     yet sent would.
 //   - apimachinery's utilruntime.HandleError rate limiter was stamped with
 //     the wall clock when the process started; inside a bubble, whose clock
 //     starts in 2000, its first call would sleep for decades. Config.Start

@@ -25,4 +25,10 @@ func ExampleNemesis_Without() {
 	// provider-fail-create: 1
 	// provider-lost-answer: 1
 	// empty-watches: 1
+	// rolling-upgrade: 1
+	// slow-reads: 1
+	// slow-writes: 1
+	// service-change: 1
+	// namespace-delete: 1
+	// clock-drift: 1
 }

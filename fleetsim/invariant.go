@@ -28,6 +28,15 @@ const (
 	Lives Invariant = "lives"
 	// RequestBudget: no agent sends more than its Budget.
 	RequestBudget Invariant = "request-budget"
+	// LKGProven: a checkpoint becomes last-known-good only after a trial
+	// of at least Config.CheckpointTrial started in the same run.
+	LKGProven Invariant = "lkg-proven"
+	// NodeReady: a Node the world's lifecycle marked Unknown is Ready
+	// again within Nodes.Within of its agent reaching the apiserver.
+	NodeReady Invariant = "node-ready"
+	// NoIncompatibleServing: no agent serves below the minimum compatible
+	// release of a leader whose write passes the fence.
+	NoIncompatibleServing Invariant = "no-incompatible-serving"
 )
 
 // Guarantee returns the documented sentence inv checks.
@@ -45,6 +54,12 @@ func (inv Invariant) Guarantee() string {
 		return "reconkit (doc.go): Run returns a wrapped error only for a real failure"
 	case RequestBudget:
 		return "DESIGN: after 30 s of the same answer, at most one request per second per agent; no loop spins"
+	case LKGProven:
+		return "checkpoint (doc.go): only a configuration that passed its trial in one process, or was confirmed, becomes last-known-good"
+	case NodeReady:
+		return "nodestatus (doc.go): after heartbeats resume, the Ready status is back within one retry wait (at most 5s) of the heal"
+	case NoIncompatibleServing:
+		return "versiongate (doc.go): no node passes WaitReady on a status whose minimum compatible release is above its own, and a leader reconciles only once no member node is below it"
 	}
 	return "unknown invariant"
 }

@@ -56,19 +56,54 @@ const (
 	// ProviderLostAnswer loses the answer of every first to third creation
 	// (made, then reported failed) for 30 seconds to 3 minutes.
 	ProviderLostAnswer Kind = "provider-lost-answer"
+	// RollingUpgrade stops one agent below the newest of Config.Gate's
+	// Releases, as a rolling update does (its context ends, no power loss),
+	// and starts it again 5 to 30 seconds later at the next release; it
+	// never happens without two releases. Releases only go up: the quiet
+	// period keeps what the upgrades reached.
+	RollingUpgrade Kind = "rolling-upgrade"
+	// SlowReads makes every get and list of one agent wait 100ms to 3s
+	// before the apiserver sees it, for 30 seconds to 3 minutes; its other
+	// requests go on meanwhile (see the package documentation).
+	SlowReads Kind = "slow-reads"
+	// SlowWrites does the same to creations, updates, patches and
+	// deletions.
+	SlowWrites Kind = "slow-writes"
+	// ServiceChange deletes one Service, or changes its type between
+	// LoadBalancer and ClusterIP, and undoes that 20 seconds to 2 minutes
+	// later; it does nothing when there is no Service.
+	ServiceChange Kind = "service-change"
+	// NamespaceDelete deletes one namespace of Config.Objects as the
+	// namespace controller would: every configmap, secret, service,
+	// endpoints, event, pod, lease and endpointslice in it is deleted
+	// (finalizers keep theirs terminating), and creations in it are
+	// refused with 403 Forbidden until, 20 seconds to 2 minutes later, the
+	// namespace and its Config.Objects are created again. The Namespace
+	// object itself is not modelled.
+	NamespaceDelete Kind = "namespace-delete"
+	// ClockDrift sets one agent's clock (Deps.Clock) to run at a rate
+	// drawn within Nemesis.MaxDrift of simulated time, the apiserver's and
+	// provider's; the rate lasts, across restarts and the quiet period,
+	// until the next ClockDrift of that agent. A timer runs at the rate of
+	// when it was set.
+	ClockDrift Kind = "clock-drift"
 )
 
 // Kinds returns every kind of event, in a fixed order.
 func Kinds() []Kind {
 	return []Kind{Crash, PartitionAPIServer, PartitionProvider, RestartAPIServer, DeleteLease,
-		OperatorEdit, ProviderRateLimit, ProviderOutage, ProviderFailCreate, ProviderLostAnswer, EmptyWatches}
+		OperatorEdit, ProviderRateLimit, ProviderOutage, ProviderFailCreate, ProviderLostAnswer, EmptyWatches,
+		RollingUpgrade, SlowReads, SlowWrites, ServiceChange, NamespaceDelete,
+		ClockDrift}
 }
 
 // DefaultWeights returns the weights a Nemesis with nil Weights uses.
 func DefaultWeights() map[Kind]int {
 	return map[Kind]int{Crash: 3, PartitionAPIServer: 3, PartitionProvider: 2, RestartAPIServer: 2,
 		DeleteLease: 1, OperatorEdit: 1, ProviderRateLimit: 2, ProviderOutage: 1, ProviderFailCreate: 1,
-		ProviderLostAnswer: 1, EmptyWatches: 1}
+		ProviderLostAnswer: 1, EmptyWatches: 1, RollingUpgrade: 1,
+		SlowReads: 1, SlowWrites: 1, ServiceChange: 1, NamespaceDelete: 1,
+		ClockDrift: 1}
 }
 
 // Nemesis chooses the faults of a run.
@@ -82,6 +117,9 @@ type Nemesis struct {
 	// Edits are the operator edits OperatorEdit chooses from; with none,
 	// OperatorEdit never happens.
 	Edits []Edit
+	// MaxDrift bounds ClockDrift: an agent's clock runs at a rate within
+	// [1-MaxDrift, 1+MaxDrift]; 0 means DefaultMaxDrift.
+	MaxDrift float64
 }
 
 // Without returns n with kinds turned off.
@@ -119,6 +157,9 @@ func (n Nemesis) withDefaults() Nemesis {
 	if n.Every == 0 {
 		n.Every = 20 * time.Second
 	}
+	if n.MaxDrift == 0 {
+		n.MaxDrift = DefaultMaxDrift
+	}
 	return n
 }
 
@@ -132,6 +173,9 @@ type nemesis struct {
 	kinds []Kind
 	total int
 	undo  []pending // by time
+	// services are the Services ServiceChange changed and has not put
+	// back yet: they are left alone until it has.
+	services map[string]bool
 }
 
 // pending is a fault's end: a healed partition, a restarted agent.
@@ -152,7 +196,7 @@ func newNemesis(w *world) *nemesis {
 	for _, k := range Kinds() {
 		n.rng[k] = stream(w.cfg.Seed, string(k))
 		weight := w.cfg.Nemesis.Weights[k]
-		if k == OperatorEdit && len(w.cfg.Nemesis.Edits) == 0 {
+		if k == OperatorEdit && len(w.cfg.Nemesis.Edits) == 0 || k == RollingUpgrade && len(w.cfg.Gate.Releases) < 2 {
 			weight = 0
 		}
 		if weight > 0 {
@@ -293,6 +337,7 @@ func (n *nemesis) event(ctx context.Context, k Kind) {
 			c.Heal()
 			if s.kube == c {
 				s.partitioned.Store(false)
+				s.reached.Store(time.Now().UnixNano())
 			}
 		})
 	case PartitionProvider:
@@ -342,6 +387,48 @@ func (n *nemesis) event(ctx context.Context, k Kind) {
 				}
 			})
 		}
+	case RollingUpgrade:
+		d := between(r, 5*time.Second, 30*time.Second)
+		next := s.releaseIndex + 1
+		if !s.running() || next >= len(w.cfg.Gate.Releases) {
+			tl("%s is down or at the newest release", s.name)
+			return
+		}
+		to := w.cfg.Gate.Releases[next]
+		tl("%s from %s to %s, back in %s", s.name, s.release.Release, to.Release, d)
+		w.stop(s, false)
+		s.releaseIndex, s.release = next, to
+		n.later(d, "restart "+s.name+" at "+to.Release.String(), func(ctx context.Context) {
+			if !s.running() && ctx.Err() == nil {
+				w.start(ctx, s)
+			}
+		})
+	case ClockDrift:
+		rate := 1 + (2*r.Float64()-1)*w.cfg.Nemesis.MaxDrift
+		tl("%s's clock runs at %.4f s per second from now on", s.name, rate)
+		s.clock.setRate(rate)
+	case ServiceChange:
+		n.changeService(ctx, r, tl)
+	case NamespaceDelete:
+		n.deleteNamespace(ctx, r, tl)
+	case SlowReads, SlowWrites:
+		d, lag := between(r, 30*time.Second, 3*time.Minute), between(r, 100*time.Millisecond, 3*time.Second)
+		if !s.running() {
+			tl("%s is down", s.name)
+			return
+		}
+		v := &s.slow.reads
+		if k == SlowWrites {
+			v = &s.slow.writes
+		}
+		c := s.kube
+		tl("%s's requests wait %s, for %s", s.name, lag, d)
+		v.Store(int64(lag))
+		n.later(d, string(k)+" of "+s.name+" end", func(context.Context) {
+			if s.kube == c {
+				v.Store(0)
+			}
+		})
 	case EmptyWatches:
 		d := between(r, 30*time.Second, 3*time.Minute)
 		if !s.running() {

@@ -194,6 +194,7 @@ func (p *passed) wrote(ctx context.Context, verb lbrecon.Verb, obj lbrecon.Objec
 	highest := p.highest
 	p.highest = max(p.highest, token)
 	p.mu.Unlock()
+	p.w.checkServing(agent)
 	if lower {
 		p.w.violate(FenceOrder, agent, "the fence let %s %s through with token %#x after a write with %#x", verb, obj.Name,
 			token, highest)

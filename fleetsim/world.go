@@ -29,6 +29,10 @@ type world struct {
 	agents   []*slot
 	terms    termWatch
 	quieting atomic.Bool // the quiet period began: count-bound provider faults are spent
+	serving  serving
+	// namespaces are the flags of the namespaces NamespaceDelete
+	// deleted: set while creations in them are refused.
+	namespaces map[string]*atomic.Bool
 
 	mu         sync.Mutex
 	violations []Violation
@@ -79,6 +83,7 @@ func Simulate(ctx context.Context, cfg Config) Result {
 
 	var observers sync.WaitGroup
 	observers.Go(func() { w.watchLeases(ctx) })
+	observers.Go(func() { w.lifecycle(ctx) })
 
 	for i := range cfg.Agents {
 		s := newSlot(w, i)
@@ -136,14 +141,17 @@ func (w *world) quiet(ctx context.Context, n *nemesis) {
 		}
 		return
 	}
-	var fleet []Deps
-	for _, s := range w.agents {
-		fleet = append(fleet, s.deps(false))
+	fleet := func() []Deps {
+		var fleet []Deps
+		for _, s := range w.agents {
+			d := s.deps(false)
+			d.Checkpoint = s.lastRecord()
+			fleet = append(fleet, d)
+		}
+		return fleet
 	}
 	converged := func([]lbrecon.Object) bool { return true }
-	if w.cfg.Converged != nil {
-		converged = w.cfg.Converged(fleet)
-	}
+	refused := map[string]string{}
 	var last string
 	cond := func(objs []lbrecon.Object) bool {
 		if bad := w.leaks(objs); bad != "" {
@@ -151,11 +159,37 @@ func (w *world) quiet(ctx context.Context, n *nemesis) {
 			return false
 		}
 		last = "the provider's objects are not what the fleet describes"
+		f := fleet()
+		for _, d := range f {
+			why := ""
+			if e := d.Checkpoint.Error; e != nil {
+				why = e.Reason + ": " + e.Message
+			}
+			if refused[d.Name] != why {
+				refused[d.Name] = why
+				w.tl.add("check", "%s's assigned configuration: refused=%v %s", d.Name, why != "", why)
+			}
+		}
+		if w.cfg.Converged != nil {
+			converged = w.cfg.Converged(f)
+		}
 		return converged(objs)
 	}
 	qctx, cancel := context.WithTimeout(ctx, w.cfg.Quiet)
 	defer cancel()
-	if err := w.engine.WaitFor(qctx, cond); err != nil && !w.hasFailed() && ctx.Err() == nil {
+	// WaitFor judges at every change of the provider; a change of the
+	// fleet (a configuration refused at a restart) is judged within 10
+	// seconds.
+	var err error
+	for {
+		sub, cancel := context.WithTimeout(qctx, 10*time.Second)
+		err = w.engine.WaitFor(sub, cond)
+		cancel()
+		if err == nil || qctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil && !w.hasFailed() && ctx.Err() == nil {
 		w.violate(Converges, "", "not converged %s after the nemesis stopped: %s; %v", w.cfg.Quiet, last, err)
 		return
 	}

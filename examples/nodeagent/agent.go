@@ -94,7 +94,9 @@ func (a *agent) start(ctx context.Context) (err error) {
 	if a.hooks, err = a.env.ops.hooksFor(a.name); err != nil {
 		return err
 	}
-	a.events = a.env.events.forNode(a.name)
+	if a.env.events != nil { // none in the fleet simulator
+		a.events = a.env.events.forNode(a.name)
+	}
 	if a.member, err = a.env.coord.join(a.name, a.hooks, a.events); err != nil {
 		return err
 	}
@@ -117,7 +119,7 @@ func (a *agent) start(ctx context.Context) (err error) {
 
 	a.provider = nodestatus.NewProvider(nodestatus.ProviderConfig{})
 	a.provider.SetCondition(gatedCondition(false, "WaitingForReconciler", "waiting for a reconciler status that admits release "+a.version.Release.String()))
-	store, err := checkpoint.NewFS(checkpoint.FSConfig{Dir: filepath.Join(a.env.stateDir, a.name)})
+	store, err := checkpoint.NewFS(checkpoint.FSConfig{Dir: filepath.Join(a.env.stateDir, a.name), FS: a.env.fs})
 	if err != nil {
 		return err
 	}
@@ -131,7 +133,7 @@ func (a *agent) start(ctx context.Context) (err error) {
 		return err
 	}
 	a.ctrl, err = checkpoint.New(checkpoint.Config[agentConfig]{
-		Store:         store,
+		Store:         a.env.observeStore(store),
 		Parse:         parseConfig,
 		Validate:      validateConfig,
 		Local:         localConfig(),
@@ -468,7 +470,11 @@ func (h *writeHold) stop(agentCtx context.Context, verb lbrecon.Verb, obj lbreco
 func (a *agent) setState(f func(*agentState)) {
 	a.mu.Lock()
 	f(&a.state)
+	ready := a.state.Ready
 	a.mu.Unlock()
+	if a.env.serving != nil {
+		a.env.serving(ready)
+	}
 	a.env.changed()
 }
 

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/reconkit/reconkit/checkpoint"
 	"github.com/reconkit/reconkit/kubefake"
 	"github.com/reconkit/reconkit/lbrecon/lbrecontest"
 	"github.com/reconkit/reconkit/versiongate"
@@ -42,6 +43,12 @@ type env struct {
 
 	stateDir  string
 	ownsState bool
+	fs        checkpoint.FS // the checkpoints' file system; nil means the OS's
+	// Hooks of the fleet simulator, nil otherwise: serving hears whether
+	// the agent serves (passed WaitReady), wrapStore wraps its
+	// checkpoint store.
+	serving   func(bool)
+	wrapStore func(checkpoint.LKGStore) checkpoint.LKGStore
 
 	lb *lbStore // the in-memory load balancer behind its fence
 
@@ -160,6 +167,14 @@ func closeLinks(ls []link) {
 	for _, l := range ls {
 		_ = l.Close()
 	}
+}
+
+// observeStore is store as the agents' checkpoints use it.
+func (e *env) observeStore(store checkpoint.LKGStore) checkpoint.LKGStore {
+	if e.wrapStore == nil {
+		return store
+	}
+	return e.wrapStore(store)
 }
 
 // changed tells the view to look again. It never blocks.

@@ -59,6 +59,9 @@ func minimumCompatible(r versiongate.Release) versiongate.Release {
 // writer believed when it sent it. Reads are not fenced.
 type lbStore struct {
 	eng *lbrecontest.Engine
+	// via, when set, is the provider the agent's calls go to in place of
+	// eng (the fleet simulator's link to its shared provider).
+	via lbEngine
 
 	mu      sync.RWMutex
 	highest uint64 // written with mu held exclusively
@@ -77,6 +80,21 @@ type fencedWrite struct {
 }
 
 func newLBStore(eng *lbrecontest.Engine) *lbStore { return &lbStore{eng: eng} }
+
+// lbEngine is a provider with the optional writes termEngine forwards.
+type lbEngine interface {
+	lbrecon.Engine
+	lbrecon.Repairer
+	lbrecon.Updater
+}
+
+// target is the provider the agent's calls go to.
+func (s *lbStore) target() lbEngine {
+	if s.via != nil {
+		return s.via
+	}
+	return s.eng
+}
 
 // apply runs write if token is not below the highest seen, raising the
 // highest to token first, all in one critical section.
@@ -178,32 +196,32 @@ var (
 )
 
 func (e *termEngine) List(ctx context.Context, q lbrecon.Query) ([]lbrecon.Object, error) {
-	return e.s.eng.List(ctx, q)
+	return e.s.target().List(ctx, q)
 }
 
 func (e *termEngine) Get(ctx context.Context, o lbrecon.Object) (lbrecon.Object, error) {
-	return e.s.eng.Get(ctx, o)
+	return e.s.target().Get(ctx, o)
 }
 
 func (e *termEngine) Create(ctx context.Context, o lbrecon.Object) (out lbrecon.Object, err error) {
 	err = e.apply(ctx, lbrecon.VerbCreate, o.Name, func() error {
-		out, err = e.s.eng.Create(ctx, o)
+		out, err = e.s.target().Create(ctx, o)
 		return err
 	})
 	return out, err
 }
 
 func (e *termEngine) Destroy(ctx context.Context, o lbrecon.Object) error {
-	return e.apply(ctx, lbrecon.VerbDestroy, o.Name, func() error { return e.s.eng.Destroy(ctx, o) })
+	return e.apply(ctx, lbrecon.VerbDestroy, o.Name, func() error { return e.s.target().Destroy(ctx, o) })
 }
 
 func (e *termEngine) Tag(ctx context.Context, o lbrecon.Object, tags []string) error {
-	return e.apply(ctx, lbrecon.VerbTag, o.Name, func() error { return e.s.eng.Tag(ctx, o, tags) })
+	return e.apply(ctx, lbrecon.VerbTag, o.Name, func() error { return e.s.target().Tag(ctx, o, tags) })
 }
 
 func (e *termEngine) Update(ctx context.Context, cur, desired lbrecon.Object) (out lbrecon.Object, err error) {
 	err = e.apply(ctx, lbrecon.VerbUpdate, cur.Name, func() error {
-		out, err = e.s.eng.Update(ctx, cur, desired)
+		out, err = e.s.target().Update(ctx, cur, desired)
 		return err
 	})
 	return out, err
@@ -211,7 +229,7 @@ func (e *termEngine) Update(ctx context.Context, cur, desired lbrecon.Object) (o
 
 func (e *termEngine) Repair(ctx context.Context, o lbrecon.Object) (out lbrecon.Object, err error) {
 	err = e.apply(ctx, lbrecon.VerbRepair, o.Name, func() error {
-		out, err = e.s.eng.Repair(ctx, o)
+		out, err = e.s.target().Repair(ctx, o)
 		return err
 	})
 	return out, err
