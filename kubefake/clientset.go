@@ -51,16 +51,6 @@ type Config struct {
 	// random duration between 1 and 2 times 1800s). 0 means watches end
 	// only when stopped, cut or ended by Server.EndWatches.
 	WatchLifetime time.Duration
-	// ActionHistory, when positive, bounds the requests each client keeps
-	// for Actions. client-go's fake keeps a deep copy of every request for
-	// as long as the client lives, which in a long simulation is memory
-	// that only grows and that the garbage collector scans again and
-	// again. A client holding twice ActionHistory requests drops all but
-	// the newest ActionHistory, so Actions returns at least the newest
-	// ActionHistory requests (all, when fewer were made) and never more
-	// than twice as many. 0 keeps every request, as client-go's fake does.
-	// Requests counts every request either way.
-	ActionHistory int
 }
 
 // NewClientset returns client-go's fake clientset holding objects, with

@@ -24,9 +24,6 @@ type Client struct {
 	srv      *Server
 	cut      bool // guarded by srv.mu
 	requests requestCounter
-	// actions is the fake's record of requests, which trimActions bounds
-	// (Config.ActionHistory); nil when unbounded.
-	actions *[]k8stesting.Action
 }
 
 var _ kubernetes.Interface = (*Client)(nil)

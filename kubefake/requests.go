@@ -1,9 +1,7 @@
 package kubefake
 
 import (
-	"reflect"
 	"sync"
-	"unsafe"
 
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -75,27 +73,4 @@ func (c *Client) Requests() Requests {
 		out[k] = n
 	}
 	return out
-}
-
-// actionsOf returns the slice in which f records every request (what
-// Actions returns), or nil when f no longer keeps one of that type. The
-// slice is f's own and unexported: only code holding f's lock may touch
-// it, as the reactors do (client-go's fake runs them under its lock).
-func actionsOf(f *k8stesting.Fake) *[]k8stesting.Action {
-	v := reflect.ValueOf(f).Elem().FieldByName("actions")
-	if !v.IsValid() || v.Type() != reflect.TypeFor[[]k8stesting.Action]() {
-		return nil
-	}
-	return (*[]k8stesting.Action)(unsafe.Pointer(v.UnsafeAddr()))
-}
-
-// trimActions keeps the newest Config.ActionHistory requests the fake
-// recorded once it holds twice as many. It runs in a reactor, under the
-// fake's lock, after the fake recorded the request the reactor serves.
-func (c *Client) trimActions() {
-	n := c.srv.cfg.ActionHistory
-	if n <= 0 || c.actions == nil || len(*c.actions) < 2*n {
-		return
-	}
-	*c.actions = append([]k8stesting.Action(nil), (*c.actions)[len(*c.actions)-n:]...)
 }

@@ -98,9 +98,6 @@ func (s *Server) NewClient() *Client {
 		cs = fake.NewClientset()
 	}
 	c := &Client{Clientset: cs, srv: s}
-	if s.cfg.ActionHistory > 0 {
-		c.actions = actionsOf(&cs.Fake)
-	}
 	cs.PrependReactor("*", "*", c.serve)
 	cs.PrependWatchReactor("*", c.watch)
 	return c
@@ -111,7 +108,6 @@ func (s *Server) NewClient() *Client {
 func (c *Client) serve(action k8stesting.Action) (bool, runtime.Object, error) {
 	s := c.srv
 	c.requests.add(action)
-	c.trimActions()
 	s.delay()
 	if err := c.refused(action); err != nil {
 		return true, nil, err

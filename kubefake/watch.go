@@ -77,7 +77,6 @@ func (c *Client) watch(action k8stesting.Action) (bool, watch.Interface, error) 
 	}
 	s := c.srv
 	c.requests.add(action)
-	c.trimActions()
 	s.delay()
 	if err := c.refused(action); err != nil {
 		return true, nil, err
