@@ -99,6 +99,12 @@ type memory struct {
 	// in place (it answered ErrNotSupported).
 	noRepair map[Key]bool
 	noUpdate map[Key]bool
+	// status holds the last Status a listing showed per object, so that a
+	// lagging listing from before the provider assigned it (a read
+	// replica) does not take it away.
+	status map[Key]any
+	// waitSince is when a step first waited for an object ([Changes.Wait]).
+	waitSince map[Key]time.Time
 	// journal holds the entries recorded in Config.Journal, until neither
 	// an intent nor an ack of their name is left (or ConfirmTimeout
 	// passes); forget holds those to remove from it at the next occasion.
@@ -124,6 +130,8 @@ func newMemory() memory {
 		pendingSince: make(map[Key]time.Time),
 		noRepair:     make(map[Key]bool),
 		noUpdate:     make(map[Key]bool),
+		status:       make(map[Key]any),
+		waitSince:    make(map[Key]time.Time),
 		conflicts:    make(map[nameKey]bool),
 		journal:      make(map[nameKey]*journaled),
 	}
@@ -316,7 +324,7 @@ func (r *Reconciler) merge(listed []Object, listedAt listing) (*view, error) {
 			// The listing may lag behind the ack: plan from the ack,
 			// with the state the provider reports.
 			o = a.obj.clone()
-			o.State = byKey[k].State
+			o.State, o.Status = byKey[k].State, byKey[k].Status
 			v.owned = append(v.owned, o)
 			inOwned[k] = true
 		case !r.tagged(o):
@@ -332,10 +340,16 @@ func (r *Reconciler) merge(listed []Object, listedAt listing) (*view, error) {
 			v.owned = append(v.owned, a.obj.clone())
 		}
 	}
-	// Pending times and failure counts.
+	// Pending times, failure counts and assigned attributes.
 	inView := make(map[Key]bool, len(v.owned))
-	for _, o := range v.owned {
+	for i, o := range v.owned {
 		inView[o.Key()] = true
+		switch st, ok := m.status[o.Key()]; {
+		case o.Status != nil:
+			m.status[o.Key()] = o.Status
+		case ok:
+			v.owned[i].Status = st // a lagging listing from before the provider assigned it
+		}
 		switch o.State {
 		case StateOK:
 			delete(m.pendingSince, o.Key())
@@ -351,6 +365,16 @@ func (r *Reconciler) merge(listed []Object, listedAt listing) (*view, error) {
 	for k := range m.pendingSince {
 		if !inView[k] {
 			delete(m.pendingSince, k)
+		}
+	}
+	for k := range m.status {
+		if !inView[k] {
+			delete(m.status, k)
+		}
+	}
+	for k := range m.waitSince {
+		if o, ok := findOwned(v.owned, k); !ok || o.Status != nil {
+			delete(m.waitSince, k)
 		}
 	}
 	for k := range m.noRepair {
@@ -443,4 +467,14 @@ func later(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// findOwned returns the object with key k among objs.
+func findOwned(objs []Object, k Key) (Object, bool) {
+	for _, o := range objs {
+		if o.Key() == k {
+			return o, true
+		}
+	}
+	return Object{}, false
 }
