@@ -405,3 +405,88 @@ func TestProvisionOnReplicas(t *testing.T) {
 		}
 	}
 }
+
+// provisionCrashRun converges s.provisioned(2, 2) with a crash at the n-th
+// write (which reached the provider when after), on the shape's model
+// with a 3 s list lag, declared, one create answer in 11 lost, and the
+// journal in a file; the next process, with no memory but the journal,
+// converges it. It returns the duplicates at the end.
+func provisionCrashRun(t *testing.T, s shape, n int, after bool) (dups int) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := lbrecontest.New(s.model(lbrecontest.Config{Latency: 20 * time.Millisecond, Pending: time.Second,
+			ListLag: crashLag, DeclareListLag: true, DeleteDelay: 2 * time.Second, VIPDelay: time.Second}))
+		eng.LoseCreateAnswers(11)
+		cr := lbrecontest.NewCrasher(eng)
+		lb := s.provisioned(2, 2)
+		path := filepath.Join(t.TempDir(), "lb-1.journal")
+		process := func() *lbrecon.LoadBalancerReconciler {
+			return newLB(t, cr, lb, func(c *lbrecon.Config) { c.Journal = lbrecon.NewFileJournal(path) })
+		}
+		crashed := cr.Arm(n, after)
+		ctx, cancel := context.WithCancel(t.Context())
+		watched := make(chan struct{})
+		go func() {
+			defer close(watched)
+			select {
+			case <-crashed:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		err := process().Reconcile(ctx)
+		cancel()
+		<-watched
+		require.Error(t, err, "converged before the crash at write %d", n)
+		// The crash came where the test says.
+		select {
+		case <-crashed:
+		default:
+			t.Fatalf("no crash at write %d: %d writes", n, cr.Writes())
+		}
+		require.Equal(t, n, cr.Writes(), "crash at write %d", n)
+		require.Equal(t, map[bool]int{true: n, false: n - 1}[after], cr.Sent(), "writes sent before the crash at write %d (after=%v)", n, after)
+		if n == 1 {
+			// The first write is the load balancer's creation, alone.
+			objs := eng.Objects()
+			if after {
+				require.Len(t, objs, 1)
+				require.Equal(t, lbrecon.KindLoadBalancer, objs[0].Kind)
+			} else {
+				require.Empty(t, objs)
+			}
+		}
+		cr.Restart()
+		require.NoError(t, process().Reconcile(t.Context()))
+		time.Sleep(2 * crashLag) // past the lag: listings tell the truth
+		require.True(t, lbrecontest.Converged(lb, owner)(eng.Objects()), "%v", eng.Objects())
+		dups = duplicates(eng)
+	})
+	return dups
+}
+
+// Every crash point of the load-balancer-first plan, on both shapes:
+// before and after each write, the load balancer's creation first. With
+// the journal, no crash leaves a duplicate, the load balancer included.
+func TestProvisionCrashAtEveryWrite(t *testing.T) {
+	for _, s := range shapes {
+		t.Run(s.name, func(t *testing.T) {
+			var writes int
+			synctest.Test(t, func(t *testing.T) {
+				eng := lbrecontest.New(s.model(lbrecontest.Config{Latency: 20 * time.Millisecond, Pending: time.Second,
+					ListLag: crashLag, DeclareListLag: true, DeleteDelay: 2 * time.Second, VIPDelay: time.Second}))
+				eng.LoseCreateAnswers(11)
+				cr := lbrecontest.NewCrasher(eng)
+				require.NoError(t, newLB(t, cr, s.provisioned(2, 2), nil).Reconcile(t.Context()))
+				writes = cr.Writes()
+			})
+			require.Equal(t, objectCount(s.provisioned(2, 2)), writes, "one write per object")
+			dups := 0
+			for n := 1; n <= writes; n++ {
+				for _, after := range []bool{false, true} {
+					t.Run(fmt.Sprintf("write%d/after=%v", n, after), func(t *testing.T) { dups += provisionCrashRun(t, s, n, after) })
+				}
+			}
+			require.Zero(t, dups)
+		})
+	}
+}
