@@ -490,3 +490,41 @@ func TestProvisionCrashAtEveryWrite(t *testing.T) {
 		})
 	}
 }
+
+// A host that lost the description (a restart that knows only the ID,
+// from its journal's scopes) tears a provisioned load balancer down with
+// a plain LoadBalancer{ID, Suffix}: the children of the load-balancer
+// object of that name go first, then the object.
+func TestProvisionTeardownByIDOnly(t *testing.T) {
+	for _, s := range shapes {
+		t.Run(s.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				eng := s.engine(0, nil)
+				lb := s.provisioned(2, 2)
+				require.NoError(t, newLB(t, eng, lb, nil).Reconcile(t.Context()))
+				w := &destroyWatch{Engine: eng}
+				byID := newLB(t, w, lbrecon.LoadBalancer{ID: lb.ID, Suffix: lb.Suffix}, nil)
+				require.NoError(t, byID.Teardown(t.Context()))
+				require.Empty(t, eng.Objects())
+				require.Equal(t, []int{0}, w.others)
+			})
+		})
+	}
+}
+
+// Leftovers keeps a provisioned load balancer by its plan's ID (its
+// name), with every object under it, and tears down another one.
+func TestProvisionLeftoversByName(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := shapes[0]
+		eng := s.engine(0, nil)
+		a, b := s.provisioned(1, 1), s.provisioned(1, 1)
+		b.ID = "lb-2"
+		b.Suffix = "svc-1b"
+		require.NoError(t, newLB(t, eng, a, nil).Reconcile(t.Context()))
+		require.NoError(t, newLB(t, eng, b, nil).Reconcile(t.Context()))
+		require.NoError(t, lbrecon.TeardownExcept(t.Context(), lbrecon.Config{Engine: eng, Tag: owner, Journal: lbrecon.NoJournal}, a.ID))
+		require.True(t, lbrecontest.Converged(a, owner)(eng.Objects()), "%v", eng.Objects())
+		require.Len(t, eng.Objects(), objectCount(a))
+	})
+}

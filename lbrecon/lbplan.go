@@ -165,16 +165,14 @@ func (lb LoadBalancer) onThisLB(obs *Observation, o Object) (bool, error) {
 	case LoadBalancerSpec:
 		return s.Name == lb.ID, nil
 	case BackendSpec:
-		if !lb.Provision {
-			return s.LoadBalancer == lb.ID, nil
-		}
+		return lb.onLB(obs, o, s.LoadBalancer)
 	case FrontendSpec:
-		if !lb.Provision {
-			return s.LoadBalancer == lb.ID, nil
+		if mine, err := lb.onLB(obs, o, s.LoadBalancer); err != nil || !mine || !lb.Provision {
+			return mine, err
 		}
 	case ListenerSpec:
-		if !lb.Provision {
-			return s.LoadBalancer == lb.ID, nil
+		if mine, err := lb.onLB(obs, o, s.LoadBalancer); err != nil || !mine || !lb.Provision {
+			return mine, err
 		}
 	}
 	parents := lb.refs(o)
@@ -189,6 +187,30 @@ func (lb LoadBalancer) onThisLB(obs *Observation, o Object) (bool, error) {
 		}
 	}
 	return len(parents) > 0, nil
+}
+
+// onLB reports whether o, a backend, frontend or listener on the load
+// balancer id, is on this one: id is this plan's (without Provision), or
+// that of a load-balancer object of this plan (listed, or listed and
+// going away). A teardown without Provision thus takes down the children
+// of a load-balancer object of its ID too. With Provision, a
+// load-balancer object missing from the listing is an inconsistent
+// answer.
+func (lb LoadBalancer) onLB(obs *Observation, o Object, id string) (bool, error) {
+	if !lb.Provision && id == lb.ID {
+		return true, nil
+	}
+	k := Key{Kind: KindLoadBalancer, ID: id}
+	if p, ok := obs.Get(k); ok {
+		return lb.onThisLB(obs, p)
+	}
+	if obs.Known(k) {
+		return true, nil
+	}
+	if lb.Provision {
+		return false, fmt.Errorf("%w: %v refers to %v, which is not listed", errParentNotListed, o, k)
+	}
+	return false, nil
 }
 
 // mine reports whether o is on this load balancer; an inconsistent
