@@ -528,3 +528,63 @@ func TestProvisionLeftoversByName(t *testing.T) {
 		require.Len(t, eng.Objects(), objectCount(a))
 	})
 }
+
+// backwards is an engine whose next listing, when armed, shows the
+// load-balancer object as a replica from before the provider assigned its
+// address: without its Status.
+type backwards struct {
+	*lbrecontest.Engine
+	armed bool
+}
+
+func (b *backwards) List(ctx context.Context, q lbrecon.Query) ([]lbrecon.Object, error) {
+	objs, err := b.Engine.List(ctx, q)
+	if b.armed {
+		b.armed = false
+		for i := range objs {
+			if objs[i].Kind == lbrecon.KindLoadBalancer {
+				objs[i].Status = nil
+			}
+		}
+	}
+	return objs, err
+}
+
+// A listing that goes backwards to before the address was assigned takes
+// nothing away: the binds on it stay, the plan stays converged, Assigned
+// still reports it; in a new process that never saw the address, the
+// binds stay too and the plan waits for a listing that shows it.
+func TestProvisionBackwardsListingKeepsTheAddress(t *testing.T) {
+	for _, s := range shapes {
+		t.Run(s.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				eng := &backwards{Engine: s.engine(0, nil)}
+				lb := s.provisioned(2, 2)
+				r := newLB(t, eng, lb, nil)
+				require.NoError(t, r.Reconcile(t.Context()))
+				before := byKey(eng.Engine)
+				time.Sleep(2 * time.Second)
+				eng.armed = true
+				res, err := r.ReconcileOnce(t.Context())
+				require.NoError(t, err)
+				require.True(t, res.Converged, "%+v", res.Plan)
+				_, _, ok := r.Assigned()
+				require.True(t, ok)
+				require.Equal(t, before, byKey(eng.Engine))
+				require.Zero(t, eng.Calls()[lbrecon.VerbDestroy])
+
+				// A new process, which never saw the address, neither
+				// destroys the binds on it nor converges.
+				fresh := newLB(t, eng, lb, nil)
+				eng.armed = true
+				res, err = fresh.ReconcileOnce(t.Context())
+				require.NoError(t, err)
+				require.False(t, res.Converged)
+				require.Equal(t, before, byKey(eng.Engine))
+				require.Zero(t, eng.Calls()[lbrecon.VerbDestroy])
+				require.NoError(t, fresh.Reconcile(t.Context()))
+				require.Equal(t, before, byKey(eng.Engine))
+			})
+		})
+	}
+}

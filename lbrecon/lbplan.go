@@ -363,6 +363,19 @@ func (lb LoadBalancer) planBinds(_ context.Context, obs *Observation) (Changes, 
 	if err != nil {
 		return Changes{}, err
 	}
+	if o, ok := lb.object(obs); ok && !lb.teardown {
+		if _, known := StatusOfObject(o); !known {
+			// A listing from before the address was assigned (a replica,
+			// seen by a process that has not seen it yet): binds on
+			// another address than Addresses may be on it, and are kept
+			// until a listing tells.
+			for _, b := range observed {
+				if s, ok := b.Spec.(BindSpec); ok && !slices.Contains(lb.Addresses, s.Address) {
+					desired = append(desired, Object{Kind: KindBind, Name: b.Name, Spec: b.Spec})
+				}
+			}
+		}
+	}
 	return unblockListeners(Diff(desired, observed, compare), observed), nil
 }
 
