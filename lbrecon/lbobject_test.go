@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -72,6 +73,37 @@ func byKey(eng *lbrecontest.Engine) map[lbrecon.Key]lbrecon.Object {
 	return out
 }
 
+// parentWatch checks, at each creation of a backend, frontend or
+// listener, that the load-balancer object it names is ok at the provider.
+type parentWatch struct {
+	*lbrecontest.Engine
+	mu      sync.Mutex
+	created int
+	early   []string
+}
+
+func (w *parentWatch) Create(ctx context.Context, obj lbrecon.Object) (lbrecon.Object, error) {
+	var id string
+	switch s := obj.Spec.(type) {
+	case lbrecon.BackendSpec:
+		id = s.LoadBalancer
+	case lbrecon.FrontendSpec:
+		id = s.LoadBalancer
+	case lbrecon.ListenerSpec:
+		id = s.LoadBalancer
+	}
+	if id != "" {
+		p, err := w.Get(ctx, lbrecon.Object{Kind: lbrecon.KindLoadBalancer, ID: id})
+		w.mu.Lock()
+		w.created++
+		if err != nil || p.State != lbrecon.StateOK {
+			w.early = append(w.early, obj.String())
+		}
+		w.mu.Unlock()
+	}
+	return w.Engine.Create(ctx, obj)
+}
+
 // The plan creates the load balancer, then its children under the ID the
 // provider gave it, converges only once the provider assigned its
 // address, and from then on changes nothing however often it runs: the
@@ -81,8 +113,9 @@ func TestProvisionConvergesAndStays(t *testing.T) {
 		t.Run(s.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				eng := s.engine(0, nil)
+				w := &parentWatch{Engine: eng}
 				lb := s.provisioned(2, 3)
-				r := newLB(t, eng, lb, nil)
+				r := newLB(t, w, lb, nil)
 				_, _, ok := r.Assigned()
 				require.False(t, ok)
 				require.NoError(t, r.Reconcile(t.Context()))
@@ -93,6 +126,8 @@ func TestProvisionConvergesAndStays(t *testing.T) {
 				require.Equal(t, o.ID, id)
 				require.Equal(t, lbrecon.LoadBalancerStatus{Address: netip.MustParseAddr("198.51.100.1"), Hostname: "lb-1.lb.example"}, st)
 				require.Equal(t, objectCount(lb), eng.Calls()[lbrecon.VerbCreate], "every name created once")
+				require.Equal(t, 2*len(lb.Ports), w.created, "backends and frontends or listeners")
+				require.Empty(t, w.early, "created before their load balancer was ok")
 				bound, err := r.Status(t.Context())
 				require.NoError(t, err)
 				require.Equal(t, map[netip.Addr][]uint16{st.Address: {80, 81}}, bound)
@@ -239,12 +274,15 @@ func TestProvisionLoadBalancerDeletedBySomeoneElse(t *testing.T) {
 // many other objects the provider still held.
 type destroyWatch struct {
 	*lbrecontest.Engine
+	mu     sync.Mutex
 	others []int
 }
 
 func (w *destroyWatch) Destroy(ctx context.Context, obj lbrecon.Object) error {
 	if obj.Kind == lbrecon.KindLoadBalancer {
+		w.mu.Lock()
 		w.others = append(w.others, len(w.Objects())-1)
+		w.mu.Unlock()
 	}
 	return w.Engine.Destroy(ctx, obj)
 }
