@@ -82,7 +82,10 @@
 //     listing shows becomes such an ack. A deletion is gone at the first
 //     listing that does not show the object, and forgotten at the first
 //     listing past the horizon (counted from then) that does not: a
-//     lagging listing that shows it again is not believed. The journal
+//     lagging listing that shows it again is not believed. So is one
+//     that shows again an owned object someone else deleted: missing from
+//     a listing started the lag after the first listing that showed it,
+//     it is gone (memory.go; TestProvisionDeletedLoadBalancerShownAgainByAReplica). The journal
 //     keeps an entry while an intent or ack of its name is kept. The plan
 //     is made from the listing merged with this memory, so a lagging
 //     listing neither causes a second creation nor a second destruction,

@@ -94,6 +94,7 @@ func goalRun(t *testing.T, seed uint64, s *shape) goalOutcome {
 				cancel()
 				if errors.Is(err, lbrecon.ErrInconsistent) {
 					out.inconsistent++
+					t.Logf("ErrInconsistent: %v", err)
 				}
 				select {
 				case <-cr.Crashed():

@@ -626,3 +626,60 @@ func TestProvisionBackwardsListingKeepsTheAddress(t *testing.T) {
 		})
 	}
 }
+
+// ghost is an engine whose listings, when armed, also show a deleted
+// object, as a read replica within the lag of the deletion does.
+type ghost struct {
+	*lbrecontest.Engine
+	mu  sync.Mutex
+	obj *lbrecon.Object
+}
+
+func (g *ghost) List(ctx context.Context, q lbrecon.Query) ([]lbrecon.Object, error) {
+	objs, err := g.Engine.List(ctx, q)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err == nil && g.obj != nil {
+		objs = append(objs, *g.obj)
+	}
+	return objs, err
+}
+
+// Someone deletes the load balancer; once a listing the lag after it was
+// first seen misses it, the plan creates it again; a lagging replica that
+// then shows the deleted one next to the new one is not believed (no
+// ErrInconsistent, nothing destroyed).
+func TestProvisionDeletedLoadBalancerShownAgainByAReplica(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := shapes[0]
+		eng := &ghost{Engine: s.engine(0, nil)}
+		lb := s.provisioned(1, 1)
+		r := newLB(t, eng, lb, nil)
+		require.NoError(t, r.Reconcile(t.Context()))
+		old := lbObject(t, eng.Engine)
+		eng.DeleteTree(old.Key())
+		time.Sleep(2 * time.Second)
+		for {
+			res, err := r.ReconcileOnce(t.Context())
+			require.NoError(t, err)
+			if eng.Calls()[lbrecon.VerbCreate] > objectCount(lb) {
+				break // the new load balancer
+			}
+			time.Sleep(res.RequeueAfter)
+		}
+		eng.mu.Lock()
+		eng.obj = &old
+		eng.mu.Unlock()
+		destroys := eng.Calls()[lbrecon.VerbDestroy]
+		for start := time.Now(); time.Since(start) < 5*time.Second; time.Sleep(200 * time.Millisecond) {
+			_, err := r.ReconcileOnce(t.Context())
+			require.NoError(t, err)
+		}
+		eng.mu.Lock()
+		eng.obj = nil
+		eng.mu.Unlock()
+		require.NoError(t, r.Reconcile(t.Context()))
+		require.True(t, lbrecontest.Converged(lb, owner)(eng.Objects()), "%v", eng.Objects())
+		require.Equal(t, destroys, eng.Calls()[lbrecon.VerbDestroy])
+	})
+}

@@ -103,6 +103,10 @@ type memory struct {
 	// lagging listing from before the provider assigned it (a read
 	// replica) does not take it away.
 	status map[Key]any
+	// firstSeen is the first listing that showed an owned object (with a
+	// declared lag): missing from a listing at that listing's horizon, it
+	// was deleted by someone else.
+	firstSeen map[Key]listing
 	// waitSince is when a step first waited for an object ([Changes.Wait]).
 	waitSince map[Key]time.Time
 	// journal holds the entries recorded in Config.Journal, until neither
@@ -132,6 +136,7 @@ func newMemory() memory {
 		noUpdate:     make(map[Key]bool),
 		status:       make(map[Key]any),
 		waitSince:    make(map[Key]time.Time),
+		firstSeen:    make(map[Key]listing),
 		conflicts:    make(map[nameKey]bool),
 		journal:      make(map[nameKey]*journaled),
 	}
@@ -149,6 +154,19 @@ func (r *Reconciler) horizonAfter(now time.Time) horizon {
 		h.n = r.listings.Load() + uint64(k) + 1
 	} else if r.cfg.ListLag == 0 {
 		h.n = r.listings.Load() + 1
+	}
+	return h
+}
+
+// horizonFrom returns the horizon of a listing l: the first listing
+// that reflects every change made before l started.
+func (r *Reconciler) horizonFrom(l listing) horizon {
+	var h horizon
+	if r.cfg.ListLag > 0 {
+		h.at = l.at.Add(r.cfg.ListLag)
+	}
+	if k := r.cfg.ListLagListings; k > 0 {
+		h.n = l.n + uint64(k) + 1
 	}
 	return h
 }
@@ -218,6 +236,27 @@ func (r *Reconciler) merge(listed []Object, listedAt listing) (*view, error) {
 		}
 		byKey[o.Key()] = o
 		v.listed[o.Key()] = true
+	}
+	// Objects deleted by someone else: an owned object a listing showed,
+	// missing from one the lag after, is gone; a lagging listing that
+	// shows it again is not believed (see deletions).
+	if r.lagDeclared() {
+		for k, first := range m.firstSeen {
+			if _, listed := byKey[k]; listed {
+				continue
+			}
+			if m.deletions[k] == nil && r.horizonFrom(first).reachedBy(listedAt) {
+				m.deletions[k] = &deletion{at: now, gone: true, horizon: r.horizonAfter(now)}
+			}
+			if m.deletions[k] != nil {
+				delete(m.firstSeen, k)
+			}
+		}
+		for k, o := range byKey {
+			if _, ok := m.firstSeen[k]; !ok && m.deletions[k] == nil && r.owns(o) {
+				m.firstSeen[k] = listedAt
+			}
+		}
 	}
 	// Deletions: gone at the first listing that does not show the object
 	// (a later one showing it again lags: it is not believed), settled at

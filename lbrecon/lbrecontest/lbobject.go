@@ -9,12 +9,14 @@ import (
 
 // ELB returns cfg shaped like ELB or Octavia: load-balancer objects with
 // a provider-assigned address and DNS name (LoadBalancerObjects),
-// references enforced (Integrity), names unique per kind. A plan drives
+// references enforced (Integrity); names are not unique, as on Octavia
+// (set UniqueNames for ELB's), so only the reconciler keeps a crash from
+// making a second load balancer. A plan drives
 // it with [lbrecon.LoadBalancer.Provision] and [lbrecon.ListenPorts]:
 // a load balancer, per port a pool (backend), a listener (frontend and
 // port), members (servers) and a health monitor (health check).
 func ELB(cfg Config) Config {
-	cfg.LoadBalancerObjects, cfg.Integrity, cfg.UniqueNames = true, true, true
+	cfg.LoadBalancerObjects, cfg.Integrity = true, true
 	return cfg
 }
 
