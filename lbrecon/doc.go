@@ -264,7 +264,10 @@
 //     parent: the pass then changes nothing and lists again (Reconcile
 //     after PollInterval, ReconcileOnce as a Transient result) until a
 //     listing the lag after the first such answer, and only a listing
-//     past that still missing the parent is ErrInconsistent.
+//     past that still missing the parent is ErrInconsistent. Two owned
+//     objects alike (one name, one spec) are waited for the same way: a
+//     new process may be shown, next to the load balancer its
+//     predecessor made again, the one someone else deleted.
 //   - Moving an owner to another load balancer with a new
 //     [LoadBalancerReconciler] leaves its objects on the old one (backends
 //     and frontends of other load balancers are ignored) until the host

@@ -648,7 +648,8 @@ func (g *ghost) List(ctx context.Context, q lbrecon.Query) ([]lbrecon.Object, er
 // Someone deletes the load balancer; once a listing the lag after it was
 // first seen misses it, the plan creates it again; a lagging replica that
 // then shows the deleted one next to the new one is not believed (no
-// ErrInconsistent, nothing destroyed).
+// ErrInconsistent, nothing destroyed); a new process that never saw the
+// deleted one waits for a listing the lag later.
 func TestProvisionDeletedLoadBalancerShownAgainByAReplica(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := shapes[0]
@@ -675,10 +676,19 @@ func TestProvisionDeletedLoadBalancerShownAgainByAReplica(t *testing.T) {
 			_, err := r.ReconcileOnce(t.Context())
 			require.NoError(t, err)
 		}
+
+		// A new process, which never saw the deleted one listed, waits
+		// for a listing the lag later instead of failing.
+		fresh := newLB(t, eng, lb, nil)
+		res, err := fresh.ReconcileOnce(t.Context())
+		require.NoError(t, err)
+		require.False(t, res.Converged)
+		require.ErrorIs(t, res.Transient, lbrecon.ErrInconsistent)
 		eng.mu.Lock()
 		eng.obj = nil
 		eng.mu.Unlock()
 		require.NoError(t, r.Reconcile(t.Context()))
+		require.NoError(t, fresh.Reconcile(t.Context()))
 		require.True(t, lbrecontest.Converged(lb, owner)(eng.Objects()), "%v", eng.Objects())
 		require.Equal(t, destroys, eng.Calls()[lbrecon.VerbDestroy])
 	})

@@ -176,13 +176,20 @@ func (r *Reconciler) horizonFrom(l listing) horizon {
 // child may show before its parent.
 var errParentNotListed = fmt.Errorf("%w: a parent is not listed", ErrInconsistent)
 
+// errDuplicateListed is the inconsistent answer of a listing that shows
+// two owned objects with one name and one spec: on read replicas, within
+// the lag, one of them may be an object someone else deleted (a process
+// that never saw it listed cannot tell).
+var errDuplicateListed = fmt.Errorf("%w: two owned objects are alike", ErrInconsistent)
+
 // lagging reports whether err is a listing, made at at, that shows a
-// child without its parent, while the declared lag may explain it: the
+// child without its parent, or two owned objects alike, while the
+// declared lag may explain it: the
 // first such answer sets a horizon, and until a listing reaches it the
 // pass waits and lists again instead of failing. Any other answer ends
 // it. Called with mu held.
 func (r *Reconciler) lagging(err error, at listing) bool {
-	if !errors.Is(err, errParentNotListed) || !r.lagDeclared() {
+	if !(errors.Is(err, errParentNotListed) || errors.Is(err, errDuplicateListed)) || !r.lagDeclared() {
 		r.laggingUntil = nil
 		return false
 	}

@@ -133,7 +133,7 @@ func (r *Reconciler) compute(ctx context.Context, v *view, down bool) (*plan, er
 		nk := nameOf(o)
 		for _, s := range seen[nk] {
 			if SameSpec(s.Spec, o.Spec) {
-				return nil, fmt.Errorf("%w: %v and %v have one name and one spec", ErrInconsistent, s, o)
+				return nil, fmt.Errorf("%w: %v and %v have one name and one spec", errDuplicateListed, s, o)
 			}
 		}
 		seen[nk] = append(seen[nk], o)
