@@ -1,6 +1,6 @@
 // Package lbrecon reconciles a provider's external resources in ordered steps,
-// and provides the load-balancer plan (backends, frontends, binds, servers)
-// built on it.
+// and provides the load-balancer plan (the load balancer itself, backends,
+// frontends or listeners, binds, servers, health checks) built on it.
 //
 // A [Reconciler] talks to the provider through an [Engine] (list by ownership
 // tag, get, create with tags, destroy, tag; optionally [Repairer] and
@@ -13,10 +13,17 @@
 // [Reconciler.Teardown] and [Reconciler.TeardownOnce] destroy every owned
 // object the same two ways; [TeardownExcept] and [Leftovers] tear down the
 // load balancers an owner no longer wants. [NewLoadBalancer]
-// wires the steps of a [LoadBalancer] description: per port a backend and a
-// frontend, per frontend a bind per external address, per backend a server
-// per target; [LoadBalancerReconciler.Status] maps external addresses to the
-// ports bound on them. [Moving] is a load-balancer reconciler whose load
+// wires the steps of a [LoadBalancer] description: with
+// [LoadBalancer.Provision], first the provider's load-balancer object
+// ([KindLoadBalancer]), whose ID its children carry and whose address and
+// DNS name, assigned by the provider ([LoadBalancerStatus] in
+// [Object.Status]), [LoadBalancerReconciler.Assigned] reports; per port a
+// backend and either a frontend with a bind per external address
+// ([ListenBinds], the HAProxy shape) or a listener on the load balancer's
+// address ([ListenPorts], the ELB and Octavia shape); per backend a server
+// per target and, with [LoadBalancer.HealthCheck], a health check;
+// [LoadBalancerReconciler.Status] maps external addresses to the ports
+// bound on them. [Moving] is a load-balancer reconciler whose load
 // balancer may change its ID: it builds the new one, then tears the old
 // ones down.
 //
@@ -75,7 +82,10 @@
 //     listing shows becomes such an ack. A deletion is gone at the first
 //     listing that does not show the object, and forgotten at the first
 //     listing past the horizon (counted from then) that does not: a
-//     lagging listing that shows it again is not believed. The journal
+//     lagging listing that shows it again is not believed. So is one
+//     that shows again an owned object someone else deleted: missing from
+//     a listing started the lag after the first listing that showed it,
+//     it is gone (memory.go; TestProvisionDeletedLoadBalancerShownAgainByAReplica). The journal
 //     keeps an entry while an intent or ack of its name is kept. The plan
 //     is made from the listing merged with this memory, so a lagging
 //     listing neither causes a second creation nor a second destruction,
@@ -117,6 +127,28 @@
 //     teardown back nor fail it. They report success only from a listing
 //     made the list lag after the Leftovers was made, so that a crashed
 //     predecessor's late creation on an old ID is torn down too.
+//   - The load balancer itself (lbplan.go; lbobject_test.go): with
+//     Provision, the load-balancer object is an object of the plan like
+//     every other: its creation is journaled before it is sent, held
+//     while its outcome is unknown, adopted when left untagged, fenced,
+//     and confirmed by a listing at its horizon, so a crash or a failover
+//     during it never makes a second one. Backends, frontends and
+//     listeners are created once it is ok, under the ID the provider gave
+//     it. What the provider assigns ([Object.Status]) is not desired
+//     state: comparisons, fingerprints and adoption ignore it, so it
+//     renames and rebuilds nothing, and a listing without it after one
+//     with it (a lagging replica) does not take it away. The plan waits
+//     for it ([Changes.Wait]: the object is reported Pending, the plan
+//     does not converge) and makes binds on the assigned address too; an
+//     address the provider changes moves the binds alone. A load balancer
+//     deleted by someone else, with its children, is created again and
+//     its children under it. A teardown destroys its children first and
+//     the load balancer once a listing shows them gone.
+//   - Health checks (lbplan.go; lbobject_test.go): a [LoadBalancer.HealthCheck]
+//     is an object of its own per backend ([KindHealthCheck]), named as its
+//     backend: setting it (externalTrafficPolicy Local) or clearing it
+//     (Cluster) creates or destroys health checks alone; a new port or
+//     path updates them in place.
 //   - Update in place: a step's comparison ([Compare]) tells up-to-date
 //     (fields the provider defaults are no difference), updatable (through
 //     [Updater], else replaced) and replace.
@@ -232,7 +264,10 @@
 //     parent: the pass then changes nothing and lists again (Reconcile
 //     after PollInterval, ReconcileOnce as a Transient result) until a
 //     listing the lag after the first such answer, and only a listing
-//     past that still missing the parent is ErrInconsistent.
+//     past that still missing the parent is ErrInconsistent. Two owned
+//     objects alike (one name, one spec) are waited for the same way: a
+//     new process may be shown, next to the load balancer its
+//     predecessor made again, the one someone else deleted.
 //   - Moving an owner to another load balancer with a new
 //     [LoadBalancerReconciler] leaves its objects on the old one (backends
 //     and frontends of other load balancers are ignored) until the host
@@ -245,4 +280,12 @@
 //     parent: one whose parent is not listed with the tag is left alone.
 //   - Teardown never destroys an untagged object, so an object left
 //     untagged by a crash between create and tag stays behind.
+//   - With Provision, the provider must delete a load balancer's
+//     children with it when someone else deletes it (Octavia's cascade,
+//     ELB's listeners): a backend left referring to a load balancer no
+//     listing shows is [ErrInconsistent] (after the lag) until an
+//     operator removes it. Provision cannot change for a reconciler.
+//   - On read replicas, an address the provider changed may show old and
+//     new in turn within the lag: binds on it (ListenBinds) follow, made
+//     and destroyed until the lag passes; listeners do not depend on it.
 package lbrecon

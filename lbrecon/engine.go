@@ -97,6 +97,14 @@ type Object struct {
 	// and equal specs (==, or reflect.DeepEqual for values that are not
 	// comparable) are the same resource.
 	Spec any
+	// Status holds what the provider assigns to an object and reports
+	// back (observed objects only), such as a load balancer's address
+	// ([LoadBalancerStatus]); nil while it has assigned nothing. It is
+	// not part of the desired state: comparisons, [SpecFingerprint],
+	// adoption and the journal ignore it, so an assigned attribute
+	// never makes an object differ from its desired version. Steps read
+	// it from the [Observation] to plan the objects that need it.
+	Status any
 }
 
 // String returns "kind/name(id)", for logs and errors.

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
 	"time"
 
 	clocktesting "k8s.io/utils/clock/testing"
@@ -262,4 +265,68 @@ func ExampleTeardownExcept() {
 	// objects before: 8
 	// objects after: 4 destroys: 4
 	// lb-2 status: map[192.0.2.10:[80]]
+}
+
+// The plan begins with the load balancer itself (Provision): on an
+// ELB-shaped provider it creates the load balancer, then under the ID the
+// provider gave it a backend (pool), a listener on port 80, a server
+// (member) and, for externalTrafficPolicy Local, a health check; it
+// converges once the provider assigned the address, which Assigned then
+// reports. The same description with ListenBinds drives an HAProxy-shaped
+// provider (a frontend and a bind on the assigned address instead of the
+// listener).
+func ExampleLoadBalancer_provision() {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	eng := lbrecontest.New(lbrecontest.ELB(lbrecontest.Config{Clock: clk, Pending: time.Second, ListLag: time.Second,
+		DeclareListLag: true, VIPDelay: 5 * time.Second}))
+	lb := lbrecon.LoadBalancer{
+		ID: "a6f1c", Suffix: "svc-1", Provision: true, Listening: lbrecon.ListenPorts,
+		Ports:       []lbrecon.Port{{Name: "http", NodePort: 30080, ExternalPort: 80}},
+		Targets:     []lbrecon.Target{{Name: "node-a", Address: netip.MustParseAddr("10.0.0.1")}},
+		HealthCheck: &lbrecon.HealthCheck{Port: 32000, Path: "/healthz"},
+	}
+	dir, err := os.MkdirTemp("", "lbrecon-example")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(dir)
+	journal := lbrecon.NewFileJournal(filepath.Join(dir, "svc-1.journal"))
+	r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: eng, Tag: "owner=svc-1", Journal: journal, Clock: clk}, lb)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for said := false; ; {
+		res, err := r.ReconcileOnce(ctx)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		if res.Converged {
+			break
+		}
+		if _, _, ok := r.Assigned(); !ok && !said && len(eng.Objects()) == 5 && len(res.Plan.Pending) == 1 {
+			fmt.Println("every object there; waiting for the", res.Plan.Pending[0].Kind, "to get its address")
+			said = true
+		}
+		clk.Step(res.RequeueAfter)
+	}
+	objs := eng.Objects()
+	order := []string{lbrecon.KindLoadBalancer, lbrecon.KindBackend, lbrecon.KindListener, lbrecon.KindServer, lbrecon.KindHealthCheck}
+	slices.SortFunc(objs, func(a, b lbrecon.Object) int { return slices.Index(order, a.Kind) - slices.Index(order, b.Kind) })
+	for _, o := range objs {
+		fmt.Printf("%s %s %+v\n", o.Kind, o.Name, o.Spec)
+	}
+	st, id, _ := r.Assigned()
+	fmt.Println("assigned to", id+":", st.Address, st.Hostname)
+	// Output:
+	// every object there; waiting for the loadbalancer to get its address
+	// loadbalancer lb.svc-1 {Name:a6f1c}
+	// backend http.svc-1 {LoadBalancer:id-000001}
+	// listener http.svc-1 {LoadBalancer:id-000001 DefaultBackend:id-000002 Port:80}
+	// server node-a.http.svc-1 {Backend:id-000002 Address:10.0.0.1 Port:30080 Weight:0}
+	// healthcheck http.svc-1 {Backend:id-000002 Port:32000 Path:/healthz}
+	// assigned to id-000001: 198.51.100.1 a6f1c.lb.example
 }

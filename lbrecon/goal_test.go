@@ -28,28 +28,40 @@ import (
 
 type goalOutcome struct {
 	dups, leaked, disruptions, inconsistent, stuck int
-	fenced, throttled                              int
+	fenced, throttled, outsideDeletes              int
 }
 
-func goalRun(t *testing.T, seed uint64) goalOutcome {
+// goalRun runs one life; with a shape, the plan begins with the load
+// balancer itself (Provision) on that shape's model, whose address shows
+// a second after it is ok, the change also switches externalTrafficPolicy
+// to Local (a health check), and between phases someone may delete the
+// load balancer with its children.
+func goalRun(t *testing.T, seed uint64, s *shape) goalOutcome {
 	var out goalOutcome
 	synctest.Test(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, 35))
-		eng := lbrecontest.New(lbrecontest.Config{Latency: 20 * time.Millisecond, Pending: time.Second,
+		cfg := lbrecontest.Config{Latency: 20 * time.Millisecond, Pending: time.Second,
 			ReplicaLag: 3 * time.Second, DeclareListLag: true, Seed: seed, DeleteDelay: 2 * time.Second,
-			Integrity: true, UniqueBinds: true, Rate: 10, Burst: 5, Fence: true})
+			Integrity: true, UniqueBinds: true, Rate: 10, Burst: 5, Fence: true}
+		created, changed := desc(2, 2, 3), desc(3, 2, 2)
+		if s != nil {
+			cfg.VIPDelay = time.Second
+			cfg = s.model(cfg)
+			created, changed = s.provisioned(2, 3), s.provisioned(3, 2)
+			changed.HealthCheck = &lbrecon.HealthCheck{Port: 32000, Path: "/healthz"}
+		}
+		eng := lbrecontest.New(cfg)
 		eng.LoseCreateAnswers(7)
 		cr := lbrecontest.NewCrasher(eng)
 		path := filepath.Join(t.TempDir(), "lb-1.journal")
 
-		created, changed := desc(2, 2, 3), desc(3, 2, 2)
 		phases := []*lbrecon.LoadBalancer{&created, &changed, nil} // nil: deleted
 		if rng.IntN(3) == 0 {
 			phases = phases[:2]
 		}
 		last := created
 		token := uint64(1)
-		for _, want := range phases {
+		for i, want := range phases {
 			lb := last
 			if want != nil {
 				lb = *want
@@ -82,6 +94,7 @@ func goalRun(t *testing.T, seed uint64) goalOutcome {
 				cancel()
 				if errors.Is(err, lbrecon.ErrInconsistent) {
 					out.inconsistent++
+					t.Logf("ErrInconsistent: %v", err)
 				}
 				select {
 				case <-cr.Crashed():
@@ -99,6 +112,14 @@ func goalRun(t *testing.T, seed uint64) goalOutcome {
 				}
 			}
 			last = lb
+			if s != nil && want != nil && i < len(phases)-1 && rng.IntN(3) == 0 {
+				for _, o := range eng.Objects() {
+					if o.Kind == lbrecon.KindLoadBalancer {
+						eng.DeleteTree(o.Key()) // someone else deletes it
+						out.outsideDeletes++
+					}
+				}
+			}
 		}
 		time.Sleep(2 * 3 * time.Second) // past the lag: listings tell the truth
 		out.dups = duplicates(eng)
@@ -107,12 +128,25 @@ func goalRun(t *testing.T, seed uint64) goalOutcome {
 			want = objectCount(last)
 		}
 		out.leaked = len(ours(eng, last)) - want
+		if want > 0 && !lbrecontest.Converged(last, owner)(eng.Objects()) {
+			out.leaked++ // not what the last phase wanted
+		}
 		out.fenced, out.throttled = eng.Fenced(), eng.Throttled()
 	})
 	return out
 }
 
-func TestGoalCrashesAndFailoversOnReplicas(t *testing.T) {
+func TestGoalCrashesAndFailoversOnReplicas(t *testing.T) { goal(t, nil) }
+
+// The goal with the load balancer first, on the ELB- and HAProxy-shaped
+// models.
+func TestGoalLoadBalancerFirstOnReplicas(t *testing.T) {
+	for _, s := range shapes {
+		t.Run(s.name, func(t *testing.T) { goal(t, &s) })
+	}
+}
+
+func goal(t *testing.T, s *shape) {
 	var total goalOutcome
 	runs := 100
 	if testing.Short() {
@@ -120,7 +154,7 @@ func TestGoalCrashesAndFailoversOnReplicas(t *testing.T) {
 	}
 	for seed := range uint64(runs) {
 		var o goalOutcome
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { o = goalRun(t, seed) })
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { o = goalRun(t, seed, s) })
 		total.dups += o.dups
 		total.leaked += o.leaked
 		total.disruptions += o.disruptions
@@ -128,9 +162,10 @@ func TestGoalCrashesAndFailoversOnReplicas(t *testing.T) {
 		total.stuck += o.stuck
 		total.fenced += o.fenced
 		total.throttled += o.throttled
+		total.outsideDeletes += o.outsideDeletes
 	}
-	t.Logf("%d runs: %d crashes and failovers, %d duplicates, %d leaked, %d phases stuck, %d ErrInconsistent, %d writes fenced, %d calls throttled",
-		runs, total.disruptions, total.dups, total.leaked, total.stuck, total.inconsistent, total.fenced, total.throttled)
+	t.Logf("%d runs: %d crashes and failovers, %d load balancers deleted by someone else, %d duplicates, %d leaked, %d phases stuck, %d ErrInconsistent, %d writes fenced, %d calls throttled",
+		runs, total.disruptions, total.outsideDeletes, total.dups, total.leaked, total.stuck, total.inconsistent, total.fenced, total.throttled)
 	require.Zero(t, total.dups)
 	require.Zero(t, total.leaked)
 	require.Zero(t, total.stuck)

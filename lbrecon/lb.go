@@ -10,10 +10,89 @@ import (
 
 // Kinds of the load-balancer plan.
 const (
-	KindBackend  = "backend"
-	KindFrontend = "frontend"
-	KindBind     = "bind"
+	// KindLoadBalancer is the provider's load-balancer object itself,
+	// created first when [LoadBalancer.Provision] is set.
+	KindLoadBalancer = "loadbalancer"
+	KindBackend      = "backend"
+	KindFrontend     = "frontend"
+	KindBind         = "bind"
+	// KindListener is a frontend with a port of its own, listening on the
+	// load balancer's address ([ListenPorts]): an ELB or Octavia listener.
+	KindListener = "listener"
 	KindServer   = "server"
+	// KindHealthCheck is a backend's health check ([LoadBalancer.HealthCheck]).
+	KindHealthCheck = "healthcheck"
+)
+
+// LoadBalancerSpec describes the provider's load-balancer object, which
+// the plan creates when [LoadBalancer.Provision] is set.
+type LoadBalancerSpec struct {
+	// Name is the plan's [LoadBalancer.ID]; the provider assigns the
+	// object's own identifier.
+	Name string
+}
+
+// LoadBalancerStatus is what a provider assigns to a load-balancer object
+// ([Object.Status]) once it has it: an address (a VIP), a DNS name, or
+// both. An engine reports it as a LoadBalancerStatus or a pointer to one.
+type LoadBalancerStatus struct {
+	Address  netip.Addr
+	Hostname string
+}
+
+// Known reports whether the provider assigned an address or a DNS name.
+func (s LoadBalancerStatus) Known() bool { return s.Address.IsValid() || s.Hostname != "" }
+
+// StatusOfObject returns the [LoadBalancerStatus] o reports, if any.
+func StatusOfObject(o Object) (LoadBalancerStatus, bool) {
+	switch s := o.Status.(type) {
+	case LoadBalancerStatus:
+		return s, s.Known()
+	case *LoadBalancerStatus:
+		if s != nil {
+			return *s, s.Known()
+		}
+	}
+	return LoadBalancerStatus{}, false
+}
+
+// ListenerSpec describes a listener: a frontend on a load balancer that
+// listens on the load balancer's address at Port and forwards to a
+// backend.
+type ListenerSpec struct {
+	LoadBalancer   string
+	DefaultBackend string // the backend's ID
+	Port           uint16
+}
+
+// HealthCheckSpec describes a backend's health check: an HTTP GET of Path
+// on Port of every server's address.
+type HealthCheckSpec struct {
+	Backend string // the backend's ID
+	Port    uint16
+	Path    string
+}
+
+// HealthCheck asks for an HTTP health check of every backend, as
+// Kubernetes' externalTrafficPolicy: Local wants (the Service's
+// healthCheckNodePort, path /healthz).
+type HealthCheck struct {
+	Port uint16
+	Path string
+}
+
+// Listening says how the plan's load balancer listens on its ports.
+type Listening int
+
+const (
+	// ListenBinds (the zero value) is the HAProxy shape: per port a
+	// frontend, and per frontend a bind ([KindBind]) per external
+	// address.
+	ListenBinds Listening = iota
+	// ListenPorts is the ELB and Octavia shape: per port a listener
+	// ([KindListener]) on the load balancer, which listens on the
+	// addresses the load balancer has; there are no binds.
+	ListenPorts
 )
 
 // BackendSpec describes a backend: a pool of servers on a load balancer.
@@ -59,21 +138,47 @@ type Target struct {
 }
 
 // LoadBalancer is the desired state of one load balancer's share that one
-// owner manages: per port a backend and a frontend, per frontend a bind per
-// external address, per backend a server per target.
+// owner manages: with Provision, first the load-balancer object itself;
+// per port a backend and a frontend (a listener with [ListenPorts]), per
+// frontend a bind per external address, per backend a server per target
+// and, with HealthCheck, a health check.
 type LoadBalancer struct {
-	// ID is the load balancer's identifier. Backends and frontends of other
-	// load balancers are ignored.
+	// ID is the load balancer's identifier: the provider's, of a load
+	// balancer that exists, or with Provision the name the plan gives
+	// the one it creates. It is the scope of the reconciler's listings.
+	// Backends, frontends and listeners of other load balancers are
+	// ignored.
 	ID string
+	// Provision makes the plan begin with the provider's load-balancer
+	// object ([KindLoadBalancer], spec [LoadBalancerSpec]{Name: ID}),
+	// created, journaled and confirmed like every other object. The
+	// provider assigns its identifier, which the backends, frontends and
+	// listeners then carry (they are created once it is ok), and its
+	// address or DNS name ([LoadBalancerStatus], in [Object.Status]),
+	// which the plan waits for: binds ([ListenBinds]) are made on that
+	// address too, and the plan converges only once it is known. It
+	// cannot change for a reconciler's lifetime.
+	Provision bool
+	// Listening chooses binds per address (the zero value) or listeners
+	// per port.
+	Listening Listening
+	// HealthCheck, when set, gives every backend a health check; setting
+	// or clearing it changes nothing else.
+	HealthCheck *HealthCheck
 	// Suffix ends every object name ("<port>.<suffix>", "<address>.<port>.<suffix>",
 	// "<target>.<port>.<suffix>"). Ownership is proven by the tag, not by
 	// the name: an untagged object is adopted only when its kind, exact name
 	// and spec (including its parent, which must be this plan's) are those
-	// of an object about to be created.
-	Suffix    string
-	Ports     []Port
+	// of an object about to be created. The load-balancer object is named
+	// "lb.<suffix>", a health check as its backend.
+	Suffix string
+	Ports  []Port
+	// Addresses are the external addresses binds are made on; with
+	// Provision the address the provider assigns is added once known.
 	Addresses []netip.Addr
 	Targets   []Target
+
+	teardown bool // the plan of a teardown: nothing desired, the load balancer included
 }
 
 // Validate reports a clear error for an unusable description.
@@ -111,6 +216,12 @@ func (lb LoadBalancer) Validate() error {
 		}
 		addrs[a] = true
 	}
+	if hc := lb.HealthCheck; hc != nil && (hc.Port == 0 || !strings.HasPrefix(hc.Path, "/")) {
+		errs = append(errs, fmt.Errorf("health check needs a non-zero port and a path starting with /, not %d %q", hc.Port, hc.Path))
+	}
+	if lb.Listening != ListenBinds && lb.Listening != ListenPorts {
+		errs = append(errs, fmt.Errorf("unknown listening %d", lb.Listening))
+	}
 	targets := map[string]bool{}
 	for _, t := range lb.Targets {
 		if t.Name == "" || strings.ContainsAny(t.Name, " \t\n") || !t.Address.IsValid() {
@@ -135,5 +246,9 @@ func (lb LoadBalancer) clone() LoadBalancer {
 	lb.Ports = slices.Clone(lb.Ports)
 	lb.Addresses = slices.Clone(lb.Addresses)
 	lb.Targets = slices.Clone(lb.Targets)
+	if lb.HealthCheck != nil {
+		hc := *lb.HealthCheck
+		lb.HealthCheck = &hc
+	}
 	return lb
 }

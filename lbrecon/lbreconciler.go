@@ -11,8 +11,10 @@ import (
 // LoadBalancerReconciler is a [Reconciler] running a [LoadBalancer] plan.
 type LoadBalancerReconciler struct {
 	*Reconciler
-	mu sync.Mutex
-	lb LoadBalancer
+	mu       sync.Mutex
+	lb       LoadBalancer
+	assigned LoadBalancerStatus // as the last pass saw it (Provision)
+	lbID     string             // the load-balancer object's ID, as the last pass saw it
 }
 
 // NewLoadBalancer validates lb and returns a reconciler for it. cfg.Steps
@@ -30,7 +32,11 @@ func NewLoadBalancer(cfg Config, lb LoadBalancer) (*LoadBalancerReconciler, erro
 	for i := range steps {
 		kind := steps[i].Kind
 		steps[i].Plan = func(ctx context.Context, obs *Observation) (Changes, error) {
-			return lr.current().plan(ctx, kind, obs)
+			lb := lr.current()
+			if kind == KindLoadBalancer {
+				lr.note(lb, obs)
+			}
+			return lb.plan(ctx, kind, obs)
 		}
 	}
 	cfg.Steps, cfg.Scope = steps, lb.ID
@@ -41,7 +47,10 @@ func NewLoadBalancer(cfg Config, lb LoadBalancer) (*LoadBalancerReconciler, erro
 	r.down = func(st Step) func(context.Context, *Observation) (Changes, error) {
 		return func(ctx context.Context, obs *Observation) (Changes, error) {
 			lb := lr.current()
-			lb.Ports = nil
+			lb.Ports, lb.teardown = nil, true
+			if st.Kind == KindLoadBalancer {
+				lr.note(lb, obs)
+			}
 			return lb.plan(ctx, st.Kind, obs)
 		}
 	}
@@ -81,6 +90,9 @@ func (r *LoadBalancerReconciler) SetLoadBalancer(lb LoadBalancer) error {
 	if lb.ID != r.lb.ID {
 		return fmt.Errorf("%w: load balancer ID %q cannot change to %q", ErrInvalidConfig, r.lb.ID, lb.ID)
 	}
+	if lb.Provision != r.lb.Provision {
+		return fmt.Errorf("%w: load balancer %q: Provision cannot change", ErrInvalidConfig, lb.ID)
+	}
 	r.lb = lb.clone()
 	return nil
 }
@@ -91,8 +103,36 @@ func (r *LoadBalancerReconciler) current() LoadBalancer {
 	return r.lb
 }
 
+// note records what the provider assigned to the load-balancer object,
+// as obs shows it: a listing that does not show the object (a teardown,
+// or the object gone) clears it.
+func (r *LoadBalancerReconciler) note(lb LoadBalancer, obs *Observation) {
+	o, ok := lb.object(obs)
+	st, _ := StatusOfObject(o)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !ok || lb.teardown {
+		st, o = LoadBalancerStatus{}, Object{}
+	}
+	r.assigned, r.lbID = st, o.ID
+}
+
+// Assigned returns, with [LoadBalancer.Provision], what the provider
+// assigned to the load-balancer object (its address, its DNS name) and
+// the object's ID, as the last pass (Reconcile, ReconcileOnce, Check)
+// saw them; ok is false while the provider has assigned nothing. A host
+// publishes the address only once a pass converged: the plan waits for
+// it. Without Provision it reports nothing.
+func (r *LoadBalancerReconciler) Assigned() (st LoadBalancerStatus, id string, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.assigned, r.lbID, r.assigned.Known()
+}
+
 // Status lists once and returns, for every external address with a bind on
-// one of this plan's frontends, the external ports bound there, sorted.
+// one of this plan's frontends, or with Provision the load balancer's
+// assigned address with a listener, the external ports bound there,
+// sorted.
 func (r *LoadBalancerReconciler) Status(ctx context.Context) (map[netip.Addr][]uint16, error) {
 	obs, err := r.Observe(ctx)
 	if err != nil {
@@ -102,7 +142,8 @@ func (r *LoadBalancerReconciler) Status(ctx context.Context) (map[netip.Addr][]u
 }
 
 // StatusOf computes the address-to-ports map of [LoadBalancerReconciler.Status]
-// from an observation.
+// from an observation: binds on this plan's frontends, and with Provision
+// the ports of its listeners on the address the provider assigned.
 func StatusOf(lb LoadBalancer, obs *Observation) map[netip.Addr][]uint16 {
 	out := make(map[netip.Addr][]uint16)
 	for _, b := range obs.Objects(KindBind) {
@@ -110,11 +151,21 @@ func StatusOf(lb LoadBalancer, obs *Observation) map[netip.Addr][]uint16 {
 		if !ok {
 			continue
 		}
-		if f, ok := obs.Get(Key{Kind: KindFrontend, ID: s.Frontend}); !ok || f.Kind != KindFrontend || !lb.onThisLB(f) {
+		if f, ok := obs.Get(Key{Kind: KindFrontend, ID: s.Frontend}); !ok || f.Kind != KindFrontend || !lb.mine(obs, f) {
 			continue
 		}
 		if !slices.Contains(out[s.Address], s.Port) {
 			out[s.Address] = append(out[s.Address], s.Port)
+		}
+	}
+	// Listeners listen on the load balancer's assigned address.
+	if o, ok := lb.object(obs); ok {
+		if st, ok := StatusOfObject(o); ok && st.Address.IsValid() {
+			for _, l := range obs.Objects(KindListener) {
+				if s, ok := l.Spec.(ListenerSpec); ok && lb.mine(obs, l) && !slices.Contains(out[st.Address], s.Port) {
+					out[st.Address] = append(out[st.Address], s.Port)
+				}
+			}
 		}
 	}
 	for _, ports := range out {

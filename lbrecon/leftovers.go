@@ -22,11 +22,14 @@ func TeardownExcept(ctx context.Context, cfg Config, keep ...string) error {
 }
 
 // Leftovers tears down the load balancers of an owner that the host no
-// longer wants: those whose backends or frontends carry the ownership tag
-// and whose ID is not kept. Every pass lists once by the tag and finds
+// longer wants: those whose backends, frontends or listeners carry the
+// ownership tag and whose ID is not kept, and the provisioned
+// load-balancer objects ([LoadBalancer.Provision]) whose name (the plan's
+// ID) is not kept, with the objects under them. Every pass lists once by the tag and finds
 // them anew, so one that appears later is torn down too; several are torn
 // down together. The rules are those of [Reconciler.Teardown]: children
-// (binds, servers) before parents, each parent once a listing shows its
+// (binds, servers, health checks; backends, frontends and listeners of a
+// load-balancer object) before parents, each parent once a listing shows its
 // children gone, asynchronous deletion waited for and never re-issued,
 // failed and pending objects destroyed; untagged objects and objects of
 // another owner are never touched. The kept load balancers' objects are
@@ -122,10 +125,14 @@ func (e leftoverEngine) List(ctx context.Context, q Query) ([]Object, error) {
 // parent, which must be owned and listed.
 func (e leftoverEngine) leftover(o Object, owned map[Key]Object) bool {
 	switch s := o.Spec.(type) {
+	case LoadBalancerSpec:
+		return !e.kept[s.Name]
 	case BackendSpec:
-		return !e.kept[s.LoadBalancer]
+		return e.leftoverOn(s.LoadBalancer, owned)
 	case FrontendSpec:
-		return !e.kept[s.LoadBalancer]
+		return e.leftoverOn(s.LoadBalancer, owned)
+	case ListenerSpec:
+		return e.leftoverOn(s.LoadBalancer, owned)
 	}
 	parents := refs(o)
 	for _, k := range parents {
@@ -135,6 +142,16 @@ func (e leftoverEngine) leftover(o Object, owned map[Key]Object) bool {
 		}
 	}
 	return len(parents) > 0
+}
+
+// leftoverOn reports whether the load balancer id is not kept: id is a
+// load-balancer object's, whose name says (a provisioned one), or the
+// load balancer's own.
+func (e leftoverEngine) leftoverOn(id string, owned map[Key]Object) bool {
+	if p, ok := owned[Key{Kind: KindLoadBalancer, ID: id}]; ok {
+		return e.leftover(p, owned)
+	}
+	return !e.kept[id]
 }
 
 // Teardown destroys the leftovers and waits until a listing at or past

@@ -99,6 +99,16 @@ type memory struct {
 	// in place (it answered ErrNotSupported).
 	noRepair map[Key]bool
 	noUpdate map[Key]bool
+	// status holds the last Status a listing showed per object, so that a
+	// lagging listing from before the provider assigned it (a read
+	// replica) does not take it away.
+	status map[Key]any
+	// firstSeen is the first listing that showed an owned object (with a
+	// declared lag): missing from a listing at that listing's horizon, it
+	// was deleted by someone else.
+	firstSeen map[Key]listing
+	// waitSince is when a step first waited for an object ([Changes.Wait]).
+	waitSince map[Key]time.Time
 	// journal holds the entries recorded in Config.Journal, until neither
 	// an intent nor an ack of their name is left (or ConfirmTimeout
 	// passes); forget holds those to remove from it at the next occasion.
@@ -124,6 +134,9 @@ func newMemory() memory {
 		pendingSince: make(map[Key]time.Time),
 		noRepair:     make(map[Key]bool),
 		noUpdate:     make(map[Key]bool),
+		status:       make(map[Key]any),
+		waitSince:    make(map[Key]time.Time),
+		firstSeen:    make(map[Key]listing),
 		conflicts:    make(map[nameKey]bool),
 		journal:      make(map[nameKey]*journaled),
 	}
@@ -145,18 +158,38 @@ func (r *Reconciler) horizonAfter(now time.Time) horizon {
 	return h
 }
 
+// horizonFrom returns the horizon of a listing l: the first listing
+// that reflects every change made before l started.
+func (r *Reconciler) horizonFrom(l listing) horizon {
+	var h horizon
+	if r.cfg.ListLag > 0 {
+		h.at = l.at.Add(r.cfg.ListLag)
+	}
+	if k := r.cfg.ListLagListings; k > 0 {
+		h.n = l.n + uint64(k) + 1
+	}
+	return h
+}
+
 // errParentNotListed is the inconsistent answer of a listing that shows
 // an object without its parent: on read replicas, within the lag, a new
 // child may show before its parent.
 var errParentNotListed = fmt.Errorf("%w: a parent is not listed", ErrInconsistent)
 
+// errDuplicateListed is the inconsistent answer of a listing that shows
+// two owned objects with one name and one spec: on read replicas, within
+// the lag, one of them may be an object someone else deleted (a process
+// that never saw it listed cannot tell).
+var errDuplicateListed = fmt.Errorf("%w: two owned objects are alike", ErrInconsistent)
+
 // lagging reports whether err is a listing, made at at, that shows a
-// child without its parent, while the declared lag may explain it: the
+// child without its parent, or two owned objects alike, while the
+// declared lag may explain it: the
 // first such answer sets a horizon, and until a listing reaches it the
 // pass waits and lists again instead of failing. Any other answer ends
 // it. Called with mu held.
 func (r *Reconciler) lagging(err error, at listing) bool {
-	if !errors.Is(err, errParentNotListed) || !r.lagDeclared() {
+	if !(errors.Is(err, errParentNotListed) || errors.Is(err, errDuplicateListed)) || !r.lagDeclared() {
 		r.laggingUntil = nil
 		return false
 	}
@@ -210,6 +243,27 @@ func (r *Reconciler) merge(listed []Object, listedAt listing) (*view, error) {
 		}
 		byKey[o.Key()] = o
 		v.listed[o.Key()] = true
+	}
+	// Objects deleted by someone else: an owned object a listing showed,
+	// missing from one the lag after, is gone; a lagging listing that
+	// shows it again is not believed (see deletions).
+	if r.lagDeclared() {
+		for k, first := range m.firstSeen {
+			if _, listed := byKey[k]; listed {
+				continue
+			}
+			if m.deletions[k] == nil && r.horizonFrom(first).reachedBy(listedAt) {
+				m.deletions[k] = &deletion{at: now, gone: true, horizon: r.horizonAfter(now)}
+			}
+			if m.deletions[k] != nil {
+				delete(m.firstSeen, k)
+			}
+		}
+		for k, o := range byKey {
+			if _, ok := m.firstSeen[k]; !ok && m.deletions[k] == nil && r.owns(o) {
+				m.firstSeen[k] = listedAt
+			}
+		}
 	}
 	// Deletions: gone at the first listing that does not show the object
 	// (a later one showing it again lags: it is not believed), settled at
@@ -316,7 +370,7 @@ func (r *Reconciler) merge(listed []Object, listedAt listing) (*view, error) {
 			// The listing may lag behind the ack: plan from the ack,
 			// with the state the provider reports.
 			o = a.obj.clone()
-			o.State = byKey[k].State
+			o.State, o.Status = byKey[k].State, byKey[k].Status
 			v.owned = append(v.owned, o)
 			inOwned[k] = true
 		case !r.tagged(o):
@@ -332,10 +386,16 @@ func (r *Reconciler) merge(listed []Object, listedAt listing) (*view, error) {
 			v.owned = append(v.owned, a.obj.clone())
 		}
 	}
-	// Pending times and failure counts.
+	// Pending times, failure counts and assigned attributes.
 	inView := make(map[Key]bool, len(v.owned))
-	for _, o := range v.owned {
+	for i, o := range v.owned {
 		inView[o.Key()] = true
+		switch st, ok := m.status[o.Key()]; {
+		case o.Status != nil:
+			m.status[o.Key()] = o.Status
+		case ok:
+			v.owned[i].Status = st // a lagging listing from before the provider assigned it
+		}
 		switch o.State {
 		case StateOK:
 			delete(m.pendingSince, o.Key())
@@ -351,6 +411,16 @@ func (r *Reconciler) merge(listed []Object, listedAt listing) (*view, error) {
 	for k := range m.pendingSince {
 		if !inView[k] {
 			delete(m.pendingSince, k)
+		}
+	}
+	for k := range m.status {
+		if !inView[k] {
+			delete(m.status, k)
+		}
+	}
+	for k := range m.waitSince {
+		if o, ok := findOwned(v.owned, k); !ok || o.Status != nil {
+			delete(m.waitSince, k)
 		}
 	}
 	for k := range m.noRepair {
@@ -443,4 +513,14 @@ func later(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// findOwned returns the object with key k among objs.
+func findOwned(objs []Object, k Key) (Object, bool) {
+	for _, o := range objs {
+		if o.Key() == k {
+			return o, true
+		}
+	}
+	return Object{}, false
 }

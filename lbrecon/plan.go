@@ -133,7 +133,7 @@ func (r *Reconciler) compute(ctx context.Context, v *view, down bool) (*plan, er
 		nk := nameOf(o)
 		for _, s := range seen[nk] {
 			if SameSpec(s.Spec, o.Spec) {
-				return nil, fmt.Errorf("%w: %v and %v have one name and one spec", ErrInconsistent, s, o)
+				return nil, fmt.Errorf("%w: %v and %v have one name and one spec", errDuplicateListed, s, o)
 			}
 		}
 		seen[nk] = append(seen[nk], o)
@@ -230,6 +230,23 @@ func (r *Reconciler) compute(ctx context.Context, v *view, down bool) (*plan, er
 			ch.Destroy = append(ch.Destroy, u.Current)
 		}
 		ch.Update = updates
+		for _, w := range ch.Wait {
+			if _, ok := view.Get(w.Key()); !ok || w.Kind != st.Kind {
+				return nil, fmt.Errorf("lbrecon: step %q waits for %v, which is not an observed object of its kind", st.Kind, w)
+			}
+			since, ok := m.waitSince[w.Key()]
+			if !ok {
+				since = v.now
+				m.waitSince[w.Key()] = since
+			}
+			if end := since.Add(r.cfg.PendingTimeout); !v.now.Before(end) {
+				p.stuck = append(p.stuck, fmt.Errorf("%w: %v waiting for the provider since %v", ErrPendingTimeout, w, since.Format(time.RFC3339)))
+				continue
+			}
+			p.Pending = append(p.Pending, w)
+			p.waiting = append(p.waiting, w)
+			p.deadlineBefore(since.Add(r.cfg.PendingTimeout))
+		}
 		changes[i] = ch
 		if len(ch.Destroy) > 0 {
 			for _, d := range ch.Destroy {

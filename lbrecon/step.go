@@ -55,6 +55,13 @@ type Changes struct {
 	// anyway or because objects take each other's. Make-before-break is
 	// given up for them; references are still respected.
 	Break []Object
+	// Wait holds observed objects that are ok but not complete yet: the
+	// provider has still to assign an attribute the plan needs (a load
+	// balancer's address, in [Object.Status]). They are reported as
+	// [Plan.Pending], and the plan does not converge while any is left;
+	// past [Config.PendingTimeout] they are reported with
+	// [ErrPendingTimeout].
+	Wait []Object
 }
 
 // Change pairs an observed object with the desired version of it.

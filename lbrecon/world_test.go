@@ -55,7 +55,20 @@ func (o *outcomes) get(key string) int {
 
 func objectCount(lb lbrecon.LoadBalancer) int {
 	np, na, nt := len(lb.Ports), len(lb.Addresses), len(lb.Targets)
-	return 2*np + np*na + np*nt
+	n := np + np*nt // backends and servers
+	if lb.Provision {
+		n++  // the load-balancer object
+		na++ // its assigned address, bound too
+	}
+	if lb.Listening == lbrecon.ListenPorts {
+		n += np // listeners
+	} else {
+		n += np + np*na // frontends and binds
+	}
+	if lb.HealthCheck != nil {
+		n += np
+	}
+	return n
 }
 
 func TestListLagNoDuplicatesAndConfirmedSuccess(t *testing.T) {

@@ -146,14 +146,53 @@ func (b *Balancer) EnsureLoadBalancer(ctx context.Context, clusterName string, s
 	if err != nil {
 		return nil, b.errorf(svc, "map the service to a load balancer: %w", err)
 	}
-	if err := b.reconcile(ctx, svc, lb, "ensure"); err != nil {
+	assigned, err := b.reconcile(ctx, svc, lb, "ensure")
+	if err != nil {
 		return nil, err
+	}
+	if lb.Provision {
+		if !assigned.Known() { // a converged plan waited for it: a provider that took it back
+			return nil, api.NewRetryError(fmt.Sprintf("ccm: service %s/%s: load balancer %s: the provider has not assigned an address yet",
+				svc.Namespace, svc.Name, lb.ID), busyRetry)
+		}
+		if lb.Listening == lbrecon.ListenPorts {
+			lb.Addresses = nil // listeners listen on the load balancer's address alone
+		}
+		if a := assigned.Address; a.IsValid() && !slices.Contains(lb.Addresses, a) {
+			lb.Addresses = append(slices.Clone(lb.Addresses), a)
+		}
 	}
 	st, err := b.cfg.Mapping.Status(ctx, svc, lb, boundOf(lb))
 	if err != nil {
 		return nil, b.errorf(svc, "status of load balancer %s: %w", lb.ID, err)
 	}
+	if lb.Provision {
+		st = withHostname(st, assigned)
+	}
 	return st, nil
+}
+
+// withHostname adds the DNS name the provider assigned to st: on the
+// ingress of the assigned address, or as an ingress of its own when st
+// has none (a provider that assigns a DNS name only, as ELB does).
+func withHostname(st *v1.LoadBalancerStatus, assigned lbrecon.LoadBalancerStatus) *v1.LoadBalancerStatus {
+	if assigned.Hostname == "" {
+		return st
+	}
+	if st == nil {
+		st = &v1.LoadBalancerStatus{}
+	}
+	for i, in := range st.Ingress {
+		if in.Hostname == assigned.Hostname {
+			return st
+		}
+		if assigned.Address.IsValid() && in.IP == assigned.Address.String() && in.Hostname == "" {
+			st.Ingress[i].Hostname = assigned.Hostname
+			return st
+		}
+	}
+	st.Ingress = append(st.Ingress, v1.LoadBalancerIngress{Hostname: assigned.Hostname})
+	return st
 }
 
 // UpdateLoadBalancer implements cloudprovider.LoadBalancer: the same pass
@@ -165,39 +204,41 @@ func (b *Balancer) UpdateLoadBalancer(ctx context.Context, clusterName string, s
 	if err != nil {
 		return b.errorf(svc, "map the service to a load balancer: %w", err)
 	}
-	return b.reconcile(ctx, svc, lb, "update")
+	_, err = b.reconcile(ctx, svc, lb, "update")
+	return err
 }
 
 // reconcile makes one pass towards lb and, once converged, one teardown
 // pass of every other load balancer of the Service until none is left.
 // The new load balancer converged is success, whatever the old ones do:
 // they are torn down on the Service's later calls.
-func (b *Balancer) reconcile(ctx context.Context, svc *v1.Service, lb lbrecon.LoadBalancer, verb string) error {
+func (b *Balancer) reconcile(ctx context.Context, svc *v1.Service, lb lbrecon.LoadBalancer, verb string) (lbrecon.LoadBalancerStatus, error) {
 	ctx, err := b.fenced(ctx, svc)
 	if err != nil {
-		return err
+		return lbrecon.LoadBalancerStatus{}, err
 	}
 	e, err := b.entry(svc)
 	if err != nil {
-		return err
+		return lbrecon.LoadBalancerStatus{}, err
 	}
 	if !e.mu.TryLock() {
-		return api.NewRetryError(fmt.Sprintf("ccm: service %s: another call is changing its load balancer", e.svc), busyRetry)
+		return lbrecon.LoadBalancerStatus{}, api.NewRetryError(fmt.Sprintf("ccm: service %s: another call is changing its load balancer", e.svc), busyRetry)
 	}
 	defer e.mu.Unlock()
 	if err := b.want(svc, e, lb); err != nil {
-		return err
+		return lbrecon.LoadBalancerStatus{}, err
 	}
 	e.active = true
 	res, err := e.cur.ReconcileOnce(ctx)
 	if err != nil {
-		return b.errorf(svc, "%s load balancer %s: %w", verb, lb.ID, err)
+		return lbrecon.LoadBalancerStatus{}, b.errorf(svc, "%s load balancer %s: %w", verb, lb.ID, err)
 	}
 	if !res.Converged {
-		return retry(e, verb, lb.ID, res)
+		return lbrecon.LoadBalancerStatus{}, retry(e, verb, lb.ID, res)
 	}
+	assigned, _, _ := e.cur.Assigned()
 	if e.swept {
-		return nil
+		return assigned, nil
 	}
 	done, err := b.teardownOthers(ctx, svc, e, lb.ID, time.Time{})
 	if err != nil {
@@ -205,7 +246,7 @@ func (b *Balancer) reconcile(ctx context.Context, svc *v1.Service, lb lbrecon.Lo
 			"service", e.svc, "loadBalancer", lb.ID)
 	}
 	e.swept = done
-	return nil
+	return assigned, nil
 }
 
 // want makes e.cur the reconciler of lb: the one of lb's ID when e has

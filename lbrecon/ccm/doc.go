@@ -4,7 +4,12 @@
 // A [Balancer] keeps one lbrecon reconciler per Service (by UID) and
 // load-balancer ID across calls, and maps each Service and the nodes the
 // service controller gives to a load balancer through the host's
-// [Mapping]. Objects carry the ownership tag "<TagKey>=<Service UID>".
+// [Mapping]. The Mapping describes either a load balancer that exists
+// (lbrecon.LoadBalancer.ID names it, its addresses known in advance) or,
+// with lbrecon.LoadBalancer.Provision, one the plan creates first, whose
+// address and DNS name the provider assigns (lbrecon.LoadBalancerStatus):
+// EnsureLoadBalancer publishes them in the Service's status once known.
+// Objects carry the ownership tag "<TagKey>=<Service UID>".
 // A [Journal] keeps the creations about to be sent (lbrecon's intents)
 // where a successor finds them: [ConfigMapJournal] in ConfigMaps owned by
 // the Service, or, as an explicit choice of none, [MemoryJournal].
@@ -66,6 +71,16 @@
 //     lbrecon.CheckToken(Config.Admit). Without a token nothing is written;
 //     a token below the fence's is refused with lbrecon.ErrFenced
 //     (TestWritesCarryTheTermsToken).
+//   - The load balancer itself: with Provision, EnsureLoadBalancer returns a
+//     RetryError until the plan converged, which includes the provider
+//     having assigned the load balancer's address or DNS name; it then
+//     publishes the address as the ingress IP (through the Mapping's
+//     Status) with the DNS name as its hostname, or the DNS name alone
+//     (TestProvisionPublishesTheAssignedAddressOnceKnown). A load balancer
+//     someone deleted is created again on the next call, which publishes
+//     the new address (TestProvisionRecreatesAndRepublishes). Deleting the
+//     Service destroys the children before the load balancer
+//     (TestProvisionDeleteTearsDownChildrenFirst).
 //   - Ownership: only objects carrying the Service's tag are changed or
 //     destroyed; another Service's, an operator's and another tool's
 //     objects on the same load balancer stay
@@ -111,9 +126,12 @@
 // externalTrafficPolicy Local and Cluster: with Local, the provider's
 // health check against spec.healthCheckNodePort is what keeps traffic off
 // nodes without endpoints. [NodeTargets] (lbrecon/nodetargets.From over
-// the controller's pointers) therefore uses every node given. lbrecon's
-// load-balancer plan has no health-check object: an engine for a provider
-// that needs one configures it itself. A Mapping must not filter by
+// the controller's pointers) therefore uses every node given.
+// [ServiceHealthCheck] gives a Mapping that health check
+// (healthCheckNodePort, path /healthz) as lbrecon.LoadBalancer.HealthCheck:
+// a health-check object per backend, which switching Cluster and Local
+// creates or destroys alone (TestProvisionLocalAddsOnlyTheHealthCheck).
+// A Mapping must not filter by
 // endpoints: the controller calls again on node changes only, not on
 // endpoint changes.
 //
@@ -171,6 +189,11 @@
 //   - After a move, the old load balancer is torn down on the Service's
 //     later calls (node changes, Service changes, resyncs, deletion): the
 //     service controller makes none for a converged Service otherwise.
+//   - The assigned address is published by EnsureLoadBalancer, which the
+//     service controller calls when the Service changes, not when the
+//     provider does: an address the provider moves, or a load balancer
+//     recreated by UpdateLoadBalancer after someone deleted it, shows in
+//     the Service's status at the next EnsureLoadBalancer.
 //   - [ConfigMapJournal] needs get, list, create, update and delete on
 //     configmaps in the Services' namespaces. Its shards are owned by the
 //     Service (no blockOwnerDeletion); the garbage collector removes any

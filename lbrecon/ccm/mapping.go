@@ -134,3 +134,17 @@ func NodeTargets(nodes []*v1.Node) []lbrecon.Target {
 	}
 	return nodetargets.From(vals, v1.NodeInternalIP)
 }
+
+// ServiceHealthCheck returns the health check svc asks for: with
+// externalTrafficPolicy Local, an HTTP check of its healthCheckNodePort
+// at /healthz (kube-proxy answers 200 there only on nodes with a local
+// endpoint); nil with Cluster, or while the apiserver has allocated no
+// port. A Mapping sets it as [lbrecon.LoadBalancer.HealthCheck]: switching
+// the policy then changes the health checks alone.
+func ServiceHealthCheck(svc *v1.Service) *lbrecon.HealthCheck {
+	p := svc.Spec.HealthCheckNodePort
+	if svc.Spec.ExternalTrafficPolicy != v1.ServiceExternalTrafficPolicyLocal || p <= 0 || p > 65535 {
+		return nil
+	}
+	return &lbrecon.HealthCheck{Port: uint16(p), Path: "/healthz"}
+}

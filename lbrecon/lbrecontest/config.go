@@ -60,12 +60,26 @@ type Config struct {
 	// next token, and changes nothing. It counts as a call.
 	Rate  float64
 	Burst int
-	// AssignVIP, when set, is called at every creation with the spec and
-	// the next free address of the provider's pool (198.51.100.1 and up,
-	// never reused); when it answers ok, the object is stored with the
-	// spec it returns, as a provider assigns a load balancer's VIP: the
-	// creation's answer, Get and listings show it, the request did not.
-	AssignVIP func(spec any, vip netip.Addr) (any, bool)
+	// AssignVIP, when set, is called at every creation with the object
+	// and the next free address of the provider's pool (198.51.100.1 and
+	// up, never reused); when it answers ok, the status it returns is the
+	// object's provider-assigned status ([lbrecon.Object.Status]), as a
+	// provider assigns a load balancer's VIP: the creation's answer does
+	// not show it; Get and listings show it from VIPDelay after the
+	// object is ok (a listing as it lags). With LoadBalancerObjects and no
+	// AssignVIP, every load-balancer object is assigned an
+	// [lbrecon.LoadBalancerStatus] with the address and the DNS name
+	// "<spec name>.lb.example".
+	AssignVIP func(obj lbrecon.Object, vip netip.Addr) (status any, ok bool)
+	// VIPDelay is how long after its pending period an object's assigned
+	// status (AssignVIP) shows.
+	VIPDelay time.Duration
+	// LoadBalancerObjects models a provider with a load-balancer object
+	// of its own ([lbrecon.KindLoadBalancer], created by a plan with
+	// [lbrecon.LoadBalancer.Provision]): backends, frontends and listeners
+	// refer to one by its ID (Refs, Scope), and it is assigned an address
+	// (see AssignVIP). [ELB] and [HAProxy] set it.
+	LoadBalancerObjects bool
 	// Fence makes the provider check fencing tokens, as a conditional
 	// write does: every write (Create, CreateIdempotent, Destroy, Tag,
 	// Update, Repair) must carry one (lbrecon.WithToken), at least the

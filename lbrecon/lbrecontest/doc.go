@@ -18,7 +18,10 @@
 // honoured (Idempotency); the list lag
 // can be declared to the reconciler (DeclareListLag); a [Crasher]
 // in front of any engine stops the process at a crash point (before or
-// after its n-th write, or at a time); and calls
+// after its n-th write, or at a time); a provider can have load-balancer
+// objects of its own whose address it assigns late ([ELB]: listeners,
+// pools, members, health monitors; [HAProxy]: frontends with binds on
+// that address); and calls
 // are counted both as calls and as provider requests under a cost model in
 // which a List costs 1 + N requests (a tag search followed by one GET per
 // object found).
@@ -56,8 +59,12 @@
 //     provider; a real provider keeps it per object or per account, or
 //     (most) not at all: then wrap the engine with lbrecon.Guard and
 //     lbrecon.CheckToken.
-//   - The provider assigns a VIP only through the AssignVIP hook, into
-//     the spec, from one pool; no DNS name or other attribute, and there
-//     is no load-balancer object kind of its own (a test declares one
-//     with its own specs and Refs).
+//   - Addresses come from one pool, never reused; a load-balancer
+//     object (LoadBalancerObjects, set by [ELB] and [HAProxy]) gets an
+//     address and the DNS name "<name>.lb.example" as its
+//     [lbrecon.Object.Status], VIPDelay after it is ok, and keeps them
+//     until a test moves the address ([Engine.Reassign]). A listener's
+//     port is not checked for duplicates on its load balancer; deleting
+//     a load balancer through the API is refused while it has children
+//     (Integrity), and only [Engine.DeleteTree] removes it with them.
 package lbrecontest

@@ -24,6 +24,8 @@ type object struct {
 	listedAt  time.Time // List shows Object instead of listed from then on
 	hidden    int       // List calls that still leave it out (LagListings)
 	late      bool      // created by a call whose answer was lost (ReplicaLag)
+	assigned  any       // the status the provider assigned, shown from assignAt (AssignVIP)
+	assignAt  time.Time
 }
 
 // Engine is an in-memory [lbrecon.Engine], [lbrecon.Repairer] and
@@ -70,6 +72,9 @@ func New(cfg Config) *Engine {
 	}
 	if cfg.Refs == nil {
 		cfg.Refs = LoadBalancerRefs
+		if cfg.LoadBalancerObjects {
+			cfg.Refs = LoadBalancerObjectRefs
+		}
 	}
 	if cfg.Scope == nil {
 		cfg.Scope = loadBalancerScope
@@ -210,14 +215,10 @@ func (e *Engine) storeAs(obj lbrecon.Object, lost bool) lbrecon.Object {
 	if e.cfg.Default != nil {
 		obj.Spec = e.cfg.Default(obj.Spec)
 	}
-	if e.cfg.AssignVIP != nil {
-		if spec, ok := e.cfg.AssignVIP(obj.Spec, e.nextVIP()); ok {
-			obj.Spec = spec
-			e.vips++
-		}
-	}
+	obj.Status = nil
 	o := &object{Object: obj, visibleAt: now.Add(e.cfg.ListLag), hidden: e.cfg.LagListings, late: lost}
 	e.provision(o)
+	e.assign(o)
 	e.objs[obj.Key()] = o
 	e.track()
 	return e.view(o, e.clock.Now())
@@ -350,6 +351,9 @@ func (e *Engine) Repair(ctx context.Context, obj lbrecon.Object) (lbrecon.Object
 
 // view returns a copy of o with its state as of now. Called with e.mu held.
 func (e *Engine) view(o *object, now time.Time) lbrecon.Object {
+	if e.promote(o, now) {
+		e.notify()
+	}
 	if o.State == lbrecon.StatePending && !o.readyAt.IsZero() && !now.Before(o.readyAt) {
 		o.State = lbrecon.StateOK
 		if o.fails {

@@ -16,18 +16,38 @@ func LoadBalancerRefs(o lbrecon.Object) []lbrecon.Key {
 		return []lbrecon.Key{{Kind: lbrecon.KindFrontend, ID: s.Frontend}}
 	case lbrecon.ServerSpec:
 		return []lbrecon.Key{{Kind: lbrecon.KindBackend, ID: s.Backend}}
+	case lbrecon.ListenerSpec:
+		return []lbrecon.Key{{Kind: lbrecon.KindBackend, ID: s.DefaultBackend}}
+	case lbrecon.HealthCheckSpec:
+		return []lbrecon.Key{{Kind: lbrecon.KindBackend, ID: s.Backend}}
 	}
 	return nil
+}
+
+// lbScope returns the scope of the load balancer id: a load-balancer
+// object's name (Config.LoadBalancerObjects), else id. Called with e.mu
+// held.
+func lbScope(e *Engine, id string) string {
+	if p, ok := e.objs[lbrecon.Key{Kind: lbrecon.KindLoadBalancer, ID: id}]; ok {
+		if s, ok := p.Spec.(lbrecon.LoadBalancerSpec); ok {
+			return s.Name
+		}
+	}
+	return id
 }
 
 // loadBalancerScope returns the load balancer an object belongs to.
 // Called with e.mu held.
 func loadBalancerScope(e *Engine, o lbrecon.Object) string {
 	switch s := o.Spec.(type) {
+	case lbrecon.LoadBalancerSpec:
+		return s.Name
 	case lbrecon.BackendSpec:
-		return s.LoadBalancer
+		return lbScope(e, s.LoadBalancer)
 	case lbrecon.FrontendSpec:
-		return s.LoadBalancer
+		return lbScope(e, s.LoadBalancer)
+	case lbrecon.ListenerSpec:
+		return lbScope(e, s.LoadBalancer)
 	}
 	for _, k := range e.cfg.Refs(o) {
 		if p, ok := e.objs[k]; ok {

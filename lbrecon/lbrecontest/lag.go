@@ -22,6 +22,9 @@ func (e *Engine) expire(now time.Time) {
 			changed = true
 		}
 	}
+	for _, o := range e.objs {
+		changed = e.promote(o, now) || changed
+	}
 	e.tombs = slices.DeleteFunc(e.tombs, func(t tombstone) bool { return !now.Before(t.until) })
 	if changed {
 		e.track()
@@ -85,4 +88,15 @@ func (e *Engine) ListLag() time.Duration {
 		return 0
 	}
 	return e.cfg.ListLag
+}
+
+// promote shows o's assigned status once its time came, and reports
+// whether it did. Called with e.mu held.
+func (e *Engine) promote(o *object, now time.Time) bool {
+	if o.assigned == nil || now.Before(o.assignAt) || !o.goneAt.IsZero() {
+		return false
+	}
+	e.remember(o) // a lagging listing shows the object as before
+	o.Status, o.assigned = o.assigned, nil
+	return true
 }

@@ -69,37 +69,41 @@ func TestFence(t *testing.T) {
 	require.NoError(t, e.Tag(ctx(2), lbrecon.Object{Kind: lbrecon.KindBackend, ID: e.Objects()[0].ID}, []string{"x=y"}))
 }
 
-// lbSpec is a user's load-balancer object, whose VIP the provider assigns.
-type lbSpec struct {
-	Name string
-	VIP  netip.Addr
-}
-
-// The provider assigns a VIP at creation: the answer, Get and listings
-// show it; each load balancer gets its own; other specs are untouched.
+// The provider assigns a VIP into the object's status, not its spec: the
+// creation's answer does not show it, Get and listings show it once the
+// object is ok and VIPDelay passed; each load balancer gets its own;
+// other kinds get none.
 func TestAssignedVIP(t *testing.T) {
-	e := lbrecontest.New(lbrecontest.Config{AssignVIP: func(spec any, vip netip.Addr) (any, bool) {
-		s, ok := spec.(lbSpec)
-		s.VIP = vip
-		return s, ok
-	}})
+	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
+	e := lbrecontest.New(lbrecontest.ELB(lbrecontest.Config{Clock: clk, Pending: time.Second, VIPDelay: time.Second}))
 	newLB := func(name string) lbrecon.Object {
-		return lbrecon.Object{Kind: "loadbalancer", Name: name, Tags: []string{tag}, Spec: lbSpec{Name: name}}
+		return lbrecon.Object{Kind: lbrecon.KindLoadBalancer, Name: name, Tags: []string{tag}, Spec: lbrecon.LoadBalancerSpec{Name: name}}
 	}
 	a, err := e.Create(t.Context(), newLB("a"))
 	require.NoError(t, err)
-	require.Equal(t, netip.MustParseAddr("198.51.100.1"), a.Spec.(lbSpec).VIP)
+	require.Nil(t, a.Status, "the answer shows no VIP")
 	b, err := e.Create(t.Context(), newLB("b"))
 	require.NoError(t, err)
-	require.Equal(t, netip.MustParseAddr("198.51.100.2"), b.Spec.(lbSpec).VIP)
+	clk.Step(time.Second)
 	got, err := e.Get(t.Context(), a)
 	require.NoError(t, err)
-	require.Equal(t, a.Spec, got.Spec)
+	require.Equal(t, lbrecon.StateOK, got.State)
+	require.Nil(t, got.Status, "ok, the VIP not assigned yet")
+	clk.Step(time.Second)
+	got, err = e.Get(t.Context(), a)
+	require.NoError(t, err)
+	require.Equal(t, lbrecon.LoadBalancerStatus{Address: netip.MustParseAddr("198.51.100.1"), Hostname: "a.lb.example"}, got.Status)
+	require.Equal(t, a.Spec, got.Spec, "the spec is as requested")
 	l, err := e.List(t.Context(), lbrecon.Query{Tag: tag})
 	require.NoError(t, err)
 	require.Len(t, l, 2)
-	require.Equal(t, a.Spec, l[0].Spec)
-	be, err := e.Create(t.Context(), backend("x"))
+	st, ok := lbrecon.StatusOfObject(l[1])
+	require.True(t, ok)
+	require.Equal(t, netip.MustParseAddr("198.51.100.2"), st.Address, b.ID)
+	addr, ok := e.Reassign(a.Key())
+	require.True(t, ok)
+	require.Equal(t, netip.MustParseAddr("198.51.100.3"), addr)
+	got, err = e.Get(t.Context(), a)
 	require.NoError(t, err)
-	require.Equal(t, backend("x").Spec, be.Spec, "no VIP for other kinds")
+	require.Equal(t, lbrecon.LoadBalancerStatus{Address: addr, Hostname: "a.lb.example"}, got.Status)
 }

@@ -45,7 +45,8 @@ func (e *Engine) snap() {
 
 func sameVersion(a, b version) bool {
 	return a.obj.State == b.obj.State && a.readyAt.Equal(b.readyAt) && a.fails == b.fails &&
-		slices.Equal(a.obj.Tags, b.obj.Tags) && lbrecon.SameSpec(a.obj.Spec, b.obj.Spec)
+		slices.Equal(a.obj.Tags, b.obj.Tags) && lbrecon.SameSpec(a.obj.Spec, b.obj.Spec) &&
+		lbrecon.SameSpec(a.obj.Status, b.obj.Status)
 }
 
 // replicaList returns what a read replica shows now: per object, the

@@ -3,6 +3,7 @@ package lbrecontest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -64,6 +65,7 @@ func (e *Engine) nextTransition() (time.Time, bool) {
 			consider(o.readyAt)
 		}
 		consider(o.goneAt)
+		consider(o.assignedAt())
 	}
 	return next, !next.IsZero()
 }
@@ -76,24 +78,37 @@ func (e *Engine) WaitConverged(ctx context.Context, lb lbrecon.LoadBalancer, tag
 }
 
 // Converged returns a condition for [Engine.WaitFor]: among the objects
-// carrying tag on load balancer lb.ID (its backends and frontends, and
-// their binds and servers), each object lb describes exists exactly once,
-// ok, with the described spec (parents, addresses and ports; a server's
-// weight is not compared), and nothing else does, objects being deleted
-// included. Untagged objects and other owners' are not looked at. A
-// description with no ports is converged when the load balancer holds
-// none of the tag's objects.
+// carrying tag on load balancer lb.ID (with Provision, its load-balancer
+// object, ok with an assigned status; its backends, frontends and
+// listeners, and their binds, servers and health checks), each object lb
+// describes exists exactly once, ok, with the described spec (parents,
+// addresses and ports; a server's weight is not compared), and nothing
+// else does, objects being deleted included. Binds are expected on
+// lb.Addresses and, with Provision, on the assigned address. Untagged
+// objects and other owners' are not looked at. A description with no
+// ports and without Provision is converged when the load balancer holds
+// none of the tag's objects, its load-balancer object included.
 func Converged(lb lbrecon.LoadBalancer, tag string) func([]lbrecon.Object) bool {
 	return func(objs []lbrecon.Object) bool {
-		mine := map[lbrecon.Key]lbrecon.Object{} // backends and frontends on lb
+		mine := map[lbrecon.Key]lbrecon.Object{} // the load-balancer object, backends, frontends and listeners on lb
+		lbIDs := map[string]bool{lb.ID: true}
+		for _, o := range objs {
+			if s, ok := o.Spec.(lbrecon.LoadBalancerSpec); ok && s.Name == lb.ID && o.HasTag(tag) {
+				mine[o.Key()], lbIDs[o.ID] = o, true
+			}
+		}
 		for _, o := range objs {
 			switch s := o.Spec.(type) {
 			case lbrecon.BackendSpec:
-				if s.LoadBalancer == lb.ID {
+				if lbIDs[s.LoadBalancer] {
 					mine[o.Key()] = o
 				}
 			case lbrecon.FrontendSpec:
-				if s.LoadBalancer == lb.ID {
+				if lbIDs[s.LoadBalancer] {
+					mine[o.Key()] = o
+				}
+			case lbrecon.ListenerSpec:
+				if lbIDs[s.LoadBalancer] {
 					mine[o.Key()] = o
 				}
 			}
@@ -105,7 +120,9 @@ func Converged(lb lbrecon.LoadBalancer, tag string) func([]lbrecon.Object) bool 
 			}
 			_, on := mine[o.Key()]
 			for _, k := range LoadBalancerRefs(o) {
-				_, on = mine[k]
+				if _, ok := mine[k]; ok {
+					on = true
+				}
 			}
 			if !on {
 				continue
@@ -123,25 +140,50 @@ func Converged(lb lbrecon.LoadBalancer, tag string) func([]lbrecon.Object) bool 
 			return o, ok
 		}
 		name := func(parts ...string) string { return strings.Join(append(parts, lb.Suffix), ".") }
+		id, addrs := lb.ID, lb.Addresses
+		if lb.Provision {
+			o, ok := find(lbrecon.KindLoadBalancer, name("lb"))
+			st, known := lbrecon.StatusOfObject(o)
+			if !ok || !known || o.Spec != (lbrecon.LoadBalancerSpec{Name: lb.ID}) {
+				return false
+			}
+			id = o.ID
+			if st.Address.IsValid() && !slices.Contains(addrs, st.Address) {
+				addrs = append(slices.Clone(addrs), st.Address)
+			}
+		}
 		for _, p := range lb.Ports {
 			b, ok := find(lbrecon.KindBackend, name(p.Name))
-			if !ok || b.Spec != (lbrecon.BackendSpec{LoadBalancer: lb.ID}) {
+			if !ok || b.Spec != (lbrecon.BackendSpec{LoadBalancer: id}) {
 				return false
 			}
-			f, ok := find(lbrecon.KindFrontend, name(p.Name))
-			if !ok || f.Spec != (lbrecon.FrontendSpec{LoadBalancer: lb.ID, DefaultBackend: b.ID}) {
-				return false
-			}
-			for _, a := range lb.Addresses {
-				o, ok := find(lbrecon.KindBind, name(a.String(), p.Name))
-				if !ok || o.Spec != (lbrecon.BindSpec{Frontend: f.ID, Address: a, Port: p.ExternalPort}) {
+			if lb.Listening == lbrecon.ListenPorts {
+				l, ok := find(lbrecon.KindListener, name(p.Name))
+				if !ok || l.Spec != (lbrecon.ListenerSpec{LoadBalancer: id, DefaultBackend: b.ID, Port: p.ExternalPort}) {
 					return false
+				}
+			} else {
+				f, ok := find(lbrecon.KindFrontend, name(p.Name))
+				if !ok || f.Spec != (lbrecon.FrontendSpec{LoadBalancer: id, DefaultBackend: b.ID}) {
+					return false
+				}
+				for _, a := range addrs {
+					o, ok := find(lbrecon.KindBind, name(a.String(), p.Name))
+					if !ok || o.Spec != (lbrecon.BindSpec{Frontend: f.ID, Address: a, Port: p.ExternalPort}) {
+						return false
+					}
 				}
 			}
 			for _, t := range lb.Targets {
 				o, ok := find(lbrecon.KindServer, name(t.Name, p.Name))
 				s, isServer := o.Spec.(lbrecon.ServerSpec)
 				if !ok || !isServer || s.Backend != b.ID || s.Address != t.Address || s.Port != p.NodePort {
+					return false
+				}
+			}
+			if hc := lb.HealthCheck; hc != nil {
+				o, ok := find(lbrecon.KindHealthCheck, name(p.Name))
+				if !ok || o.Spec != (lbrecon.HealthCheckSpec{Backend: b.ID, Port: hc.Port, Path: hc.Path}) {
 					return false
 				}
 			}
