@@ -43,7 +43,10 @@ type Config struct {
 	Token func(ctx context.Context) (uint64, error)
 	// Admit is the fence the token is checked against before every write
 	// (see lbrecon.CheckToken). Nil means an lbrecon.Fence in memory,
-	// which refuses a term older than the newest this Balancer saw.
+	// which refuses a term older than the newest this Balancer saw. The
+	// Balancer also calls it once when a call brings a token it has not
+	// seen, before that call reads anything, so that the fence refuses
+	// the deposed term's writes from then on (see the package documentation).
 	Admit func(token uint64) error
 	// Journal keeps every Service's intents (the creations about to be
 	// sent) where a successor finds them. Required: [NewConfigMapJournal]
@@ -78,6 +81,8 @@ type Balancer struct {
 
 	mu      sync.Mutex
 	entries map[types.UID]*entry
+	term    uint64 // the token of the term the entries were made in
+	begun   bool   // term is set
 }
 
 var _ cloudprovider.LoadBalancer = (*Balancer)(nil)
@@ -430,13 +435,43 @@ func (b *Balancer) reconcilerConfig(svc *v1.Service) lbrecon.Config {
 	return cfg
 }
 
-// fenced returns ctx carrying the term's fencing token.
+// fenced returns ctx carrying the term's fencing token, having begun the
+// term (see begin) if the token is new.
 func (b *Balancer) fenced(ctx context.Context, svc *v1.Service) (context.Context, error) {
 	token, err := b.cfg.Token(ctx)
 	if err != nil {
 		return nil, b.errorf(svc, "no fencing token for this term: %w", err)
 	}
+	if err := b.begin(token); err != nil {
+		return nil, b.errorf(svc, "raise the fence to this term's token %d: %w", token, err)
+	}
 	return lbrecon.WithToken(ctx, token), nil
+}
+
+// begin starts the term of token when it is not the term of the
+// Balancer's reconcilers: it raises the fence to token first, so that
+// every write of an earlier term (another replica deposed, still calling)
+// is refused from then on, and then forgets every Service's reconcilers,
+// so that each is made again from the journal and the provider's
+// listings, read after the fence went up. A reconciler kept from an
+// earlier term of this process would miss what another replica's term
+// created in between, as would one that read the journal before the
+// fence went up, while the deposed leader could still write: on a
+// provider whose listings lag, either creates again (duplicates). A
+// refusal (a later term holds the fence) leaves the reconcilers as they
+// are and refuses the call.
+func (b *Balancer) begin(token uint64) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.begun && token == b.term {
+		return nil
+	}
+	if err := b.cfg.Admit(token); err != nil {
+		return err
+	}
+	b.term, b.begun = token, true
+	clear(b.entries)
+	return nil
 }
 
 func (b *Balancer) errorf(svc *v1.Service, format string, a ...any) error {

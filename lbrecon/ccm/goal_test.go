@@ -29,12 +29,12 @@ import (
 // fence, by cloud-controller-manager processes that crash at a random
 // write (lbrecontest.Crasher) or fail over to a new term while the deposed
 // leader goes on calling for a while, with the ConfigMap journal on
-// kubefake. Each new term raises the provider's fence as it begins (a
-// CCM does so when it takes the Lease, before its first call): a fence
-// that learns the new term only from the new leader's first write lets
-// the deposed leader write meanwhile, unseen by the new leader's
-// reconciler, which read the journal before (duplicates in 14 runs of 100,
-// and passes stuck on them; adversity unannounced). The Service is created, its ports change, its
+// kubefake. The Balancer raises the provider's fence at its term's first
+// call, before it reads the journal: a fence that learned the new term
+// only from the new leader's first write let the deposed leader write
+// meanwhile, unseen by the new leader's reconciler, which had read the
+// journal before (duplicates in 14 runs of 100, and passes stuck on them,
+// before the Balancer did so). The Service is created, its ports change, its
 // externalTrafficPolicy goes Local and back, it goes to ClusterIP and back
 // to LoadBalancer (new node ports), and is deleted. Every call is judged
 // on the provider's true state: no duplicate at any time, and nothing of
@@ -50,9 +50,6 @@ const goalLag = 3 * time.Second
 // ccmGoalAdversity switches the run's adversities; the goal has them all.
 type ccmGoalAdversity struct {
 	crashes, failovers, lostAnswers bool
-	// unannounced: a new term's token reaches the fence only with the new
-	// leader's first write, not when it takes the term.
-	unannounced bool
 }
 
 var allAdversities = ccmGoalAdversity{crashes: true, failovers: true, lostAnswers: true}
@@ -87,9 +84,6 @@ func ccmGoalRun(t *testing.T, seed uint64, adv ccmGoalAdversity) ccmGoalOutcome 
 	newProcess := func() *ccm.Balancer {
 		token++
 		term := token
-		if !adv.unannounced {
-			require.NoError(t, fence.Admit(term)) // the new term raises the fence as it begins
-		}
 		b, err := ccm.New(ccm.Config{Engine: cr, Mapping: testMapping, Admit: fence.Admit,
 			Token:      func(context.Context) (uint64, error) { return term, nil },
 			Journal:    ccm.NewConfigMapJournal(kube.CoreV1(), ccm.ConfigMapJournalOptions{}),

@@ -1,0 +1,108 @@
+package ccm_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/reconkit/reconkit/lbrecon"
+	"github.com/reconkit/reconkit/lbrecon/ccm"
+	"github.com/reconkit/reconkit/lbrecon/lbrecontest"
+)
+
+// events records, in order, the fence's admissions and the provider's
+// listings and the journal's openings, to check what a call did first.
+type events struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (e *events) add(format string, a ...any) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.got = append(e.got, fmt.Sprintf(format, a...))
+}
+
+func (e *events) take() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := e.got
+	e.got = nil
+	return out
+}
+
+// listing records every List of the engine it wraps.
+type listing struct {
+	lbrecon.Engine
+	ev *events
+}
+
+func (l listing) List(ctx context.Context, q lbrecon.Query) ([]lbrecon.Object, error) {
+	l.ev.add("list")
+	return l.Engine.List(ctx, q)
+}
+
+// opening records every journal a Balancer opens for a reconciler.
+type opening struct {
+	ccm.Journal
+	ev *events
+}
+
+func (o opening) For(svc *v1.Service, id string) lbrecon.Journal {
+	o.ev.add("journal %s", id)
+	return o.Journal.For(svc, id)
+}
+
+// A call that brings a new term's token raises the fence to it before it
+// reads anything, and makes the Service's reconciler again from the
+// journal: a deposed replica's later writes are refused, and what it
+// created in between is not missed.
+func TestNewTermRaisesTheFenceBeforeReading(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ev := &events{}
+		eng := lbrecontest.New(lbrecontest.Config{Pending: time.Second, ListLag: time.Second})
+		fence := lbrecon.NewFence("provider", 0, "")
+		admit := func(token uint64) error {
+			ev.add("admit %d", token)
+			return fence.Admit(token)
+		}
+		journal := opening{Journal: &ccm.MemoryJournal{}, ev: ev}
+		var mu sync.Mutex
+		term := uint64(3)
+		b := newBalancer(t, listing{Engine: eng, ev: ev}, func(c *ccm.Config) {
+			c.Admit, c.Journal = admit, journal
+			c.Token = func(context.Context) (uint64, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				return term, nil
+			}
+		})
+		svc := service("uid-1")
+		_, _, err := ensure(t, b, svc, nodes(1))
+		require.NoError(t, err)
+		first := ev.take()
+		require.Equal(t, "admit 3", first[0], "the first call raises the fence first: %q", first)
+
+		// Another replica's term (4) wrote and ended; this process leads
+		// again in term 5. Before its first call writes anything, a
+		// replica of term 4 still calling is refused.
+		require.NoError(t, fence.Admit(4))
+		mu.Lock()
+		term = 5
+		mu.Unlock()
+		require.NoError(t, b.UpdateLoadBalancer(t.Context(), "c", svc, nodes(1)))
+		got := ev.take()
+		require.NotEmpty(t, got)
+		require.Equal(t, "admit 5", got[0], "a new term raises the fence before it reads: %q", got)
+		require.Error(t, fence.Admit(4), "the deposed term is fenced off before the new one wrote")
+
+		require.Contains(t, got, "journal lb-1", "the Service's reconciler is made again from the journal")
+		require.Contains(t, first, "journal lb-1")
+	})
+}
