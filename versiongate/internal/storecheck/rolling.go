@@ -47,6 +47,9 @@ type RollingConfig struct {
 	// least (if the backend can restart its server), at seeded steps,
 	// besides those the random steps choose.
 	ServerRestarts int
+	// Budget bounds each node's store calls (see CheckBudget); zero
+	// fields take DefaultBudget(RecordTTL).
+	Budget Budget
 }
 
 // RollingResult is what RunRolling measured.
@@ -59,6 +62,9 @@ type RollingResult struct {
 	Checks int
 	// History is every store operation.
 	History []Op
+	// Busiest is, per kind of call, the busiest node's most calls in a
+	// budget window.
+	Busiest []Busiest
 }
 
 // rollingNode is one node of the rolling driver.
@@ -158,7 +164,7 @@ func RunRolling(t *testing.T, b Backend, cfg RollingConfig) RollingResult {
 	for step := range cfg.Steps {
 		if forced[step] {
 			restarts++
-			b.RestartServer(t)
+			h.restartServer()
 			counts["server restart"]++
 			h.check()
 			continue
@@ -191,7 +197,7 @@ func RunRolling(t *testing.T, b Backend, cfg RollingConfig) RollingResult {
 			}
 		case p < 84 && b.RestartServer != nil && restarts < 2:
 			restarts++
-			b.RestartServer(t)
+			h.restartServer()
 			counts["server restart"]++
 		default:
 			h.settle(2 * time.Second)
@@ -256,8 +262,15 @@ func RunRolling(t *testing.T, b Backend, cfg RollingConfig) RollingResult {
 	}
 	h.mu.Unlock()
 	t.Logf("rolling upgrade: WaitReady passed %d times; %d safety checks; %d store operations", res.Ready, res.Checks, len(res.History))
+	res.Busiest = CheckBudget(t, rec.Calls(), cfg.Budget.withDefaults(cfg.RecordTTL))
 	Check(t, res.History)
 	return res
+}
+
+// restartServer restarts the server, logged as the watch history moving
+// on: a restarted apiserver's watch cache starts at its restart.
+func (h *rolling) restartServer() {
+	h.rec.MovedOn("server restart", func() { h.b.RestartServer(h.t) })
 }
 
 func (h *rolling) start(n *rollingNode) {
