@@ -2,6 +2,7 @@ package kubestore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -105,6 +106,9 @@ func nodeLeaseProofBackend(t *testing.T, leaseDuration time.Duration) storecheck
 		// A keep-alive reports a record lost when its liveness lapses;
 		// the reaper deletes it later, so listings may still show it.
 		LostRecordsLinger: true,
+		// As kubeBackend's.
+		WatchTooOld: func(err error) bool { return errors.Is(err, kubestore.ErrWatchExpired) },
+		WatchWindow: true,
 		RestartServer: func(tb testing.TB) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()

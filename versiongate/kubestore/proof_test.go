@@ -2,6 +2,7 @@ package kubestore_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strings"
 	"sync"
@@ -96,6 +97,11 @@ func kubeBackend(t *testing.T) storecheck.Backend {
 		// A keep-alive reports a record lost when its liveness lapses;
 		// the reaper deletes it later, so listings may still show it.
 		LostRecordsLinger: true,
+		// 410 Gone ends a watch whose revision the apiserver no longer
+		// serves: its watch cache is a window that moves on by itself,
+		// and starts anew at a restart.
+		WatchTooOld: func(err error) bool { return errors.Is(err, kubestore.ErrWatchExpired) },
+		WatchWindow: true,
 		RestartServer: func(tb testing.TB) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
