@@ -2,6 +2,7 @@ package storecheck
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -143,6 +144,7 @@ func RunRolling(t *testing.T, b Backend, cfg RollingConfig) RollingResult {
 	for _, n := range h.nodes {
 		h.start(n)
 	}
+	waiterDone := h.startWaiter()
 	defer func() {
 		for _, n := range h.nodes {
 			if n.running {
@@ -254,6 +256,7 @@ func RunRolling(t *testing.T, b Backend, cfg RollingConfig) RollingResult {
 	}
 	stopWatch()
 	await(t, watchDone, "the status watch")
+	waiterDone()
 
 	h.mu.Lock()
 	res := RollingResult{Actions: counts, Ready: h.ready, Checks: int(h.checks.Load()), History: rec.History()}
@@ -265,6 +268,41 @@ func RunRolling(t *testing.T, b Backend, cfg RollingConfig) RollingResult {
 	res.Busiest = CheckBudget(t, rec.Calls(), cfg.Budget.withDefaults(cfg.RecordTTL))
 	Check(t, res.History)
 	return res
+}
+
+// startWaiter starts a gate that waits in WaitReady for the whole run
+// and never passes it (it needs a reconciler release no node has) nor
+// publishes a record (its host owns the records), so that a readiness
+// wait meets every server restart and partition of the run and its
+// requests are budgeted: a read retried at a fixed pace while the server
+// is down, or a status watch from a revision the restarted server no
+// longer serves, read and watched again and again, go past the budget.
+// The returned func stops it and waits for it.
+func (h *rolling) startWaiter() func() {
+	conn := h.b.Connect(h.t, "waiter")
+	g, err := versiongate.New(versiongate.Config{
+		Store:                    h.rec.Wrap("waiter", conn.Store),
+		NodeID:                   "waiter",
+		Version:                  versiongate.Version{Release: releases[0].version},
+		MinimumReconcilerRelease: rel(99, 0),
+		MinimumCompatibleRelease: releases[0].minCompat,
+		Decode: func(string, []byte) (versiongate.Release, bool, error) {
+			return versiongate.Release{}, false, nil
+		},
+	})
+	if err != nil {
+		h.t.Fatalf("rolling upgrade: the waiter: %v", err)
+	}
+	ctx, cancel := context.WithCancel(h.ctx)
+	done := make(chan error, 1)
+	go func() { done <- g.WaitReady(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			h.t.Errorf("rolling upgrade: the waiter's WaitReady returned %v, want it to wait until stopped", err)
+		}
+		conn.close(false)
+	}
 }
 
 // restartServer restarts the server, logged as the watch history moving
