@@ -241,11 +241,17 @@ type client struct {
 // done logs in and out, with out classified from err by classes (the
 // sentinel each documented outcome wraps). A read whose outcome is
 // unknown is dropped: it changed nothing and told nothing.
-func (c *client) done(in Input, call time.Duration, err error, out Output, classes map[error]Outcome) {
+func (c *client) done(ctx context.Context, in Input, call time.Duration, err error, out Output, classes map[error]Outcome) {
 	ret := c.r.now()
 	switch {
 	case err == nil:
 		out.Outcome = OK
+	case ctx.Err() != nil:
+		// Cut by its own context, whatever the error says (a term's
+		// context ends with ErrLeadershipLost as its cause, and a request
+		// it cut reports that cause): the call may or may not have taken
+		// effect, and no later term need have fenced the store.
+		out = Output{Outcome: Unknown, Err: err.Error()}
 	default:
 		out = Output{Outcome: Unknown, Err: err.Error()}
 		for sentinel, o := range classes {
@@ -269,7 +275,7 @@ func (c *client) PublishRecord(ctx context.Context, id string, value []byte, ttl
 	call := c.r.now()
 	c.r.count(c.name, in, call)
 	l, err := c.s.PublishRecord(ctx, id, value, ttl)
-	c.done(in, call, err, Output{Lease: l.Lease, Rev: l.Revision}, map[error]Outcome{versiongate.ErrRecordHeld: Held})
+	c.done(ctx, in, call, err, Output{Lease: l.Lease, Rev: l.Revision}, map[error]Outcome{versiongate.ErrRecordHeld: Held})
 	return l, err
 }
 
@@ -278,7 +284,7 @@ func (c *client) KeepAlive(ctx context.Context, l versiongate.RecordLease) (time
 	call := c.r.now()
 	c.r.count(c.name, in, call)
 	ttl, err := c.s.KeepAlive(ctx, l)
-	c.done(in, call, err, Output{}, map[error]Outcome{versiongate.ErrRecordLost: Lost})
+	c.done(ctx, in, call, err, Output{}, map[error]Outcome{versiongate.ErrRecordLost: Lost})
 	return ttl, err
 }
 
@@ -287,7 +293,7 @@ func (c *client) DeleteRecord(ctx context.Context, l versiongate.RecordLease) er
 	call := c.r.now()
 	c.r.count(c.name, in, call)
 	err := c.s.DeleteRecord(ctx, l)
-	c.done(in, call, err, Output{}, nil)
+	c.done(ctx, in, call, err, Output{}, nil)
 	return err
 }
 
@@ -308,7 +314,7 @@ func (c *client) ListRecords(ctx context.Context) ([]versiongate.Record, int64, 
 		}
 		return 0
 	})
-	c.done(Input{Kind: KindList}, call, err, Output{Records: sorted, Rev: rev}, nil)
+	c.done(ctx, Input{Kind: KindList}, call, err, Output{Records: sorted, Rev: rev}, nil)
 	return recs, rev, err
 }
 
@@ -316,7 +322,7 @@ func (c *client) ReadStatus(ctx context.Context) (versiongate.StoredStatus, erro
 	call := c.r.now()
 	c.r.count(c.name, Input{Kind: KindRead}, call)
 	st, err := c.s.ReadStatus(ctx)
-	c.done(Input{Kind: KindRead}, call, err, Output{Value: string(st.Value), Exists: st.Value != nil, Rev: st.Revision}, nil)
+	c.done(ctx, Input{Kind: KindRead}, call, err, Output{Value: string(st.Value), Exists: st.Value != nil, Rev: st.Revision}, nil)
 	return st, err
 }
 
@@ -325,7 +331,7 @@ func (c *client) Fence(ctx context.Context, t versiongate.Term) error {
 	call := c.r.now()
 	c.r.count(c.name, in, call)
 	err := c.s.Fence(ctx, t)
-	c.done(in, call, err, Output{}, map[error]Outcome{versiongate.ErrLeadershipLost: Lost})
+	c.done(ctx, in, call, err, Output{}, map[error]Outcome{versiongate.ErrLeadershipLost: Lost})
 	return err
 }
 
@@ -334,7 +340,7 @@ func (c *client) WriteStatus(ctx context.Context, t versiongate.Term, value []by
 	call := c.r.now()
 	c.r.count(c.name, in, call)
 	err := c.s.WriteStatus(ctx, t, value, nodesRev)
-	c.done(in, call, err, Output{}, map[error]Outcome{versiongate.ErrLeadershipLost: Lost, versiongate.ErrNodesChanged: NodesChanged})
+	c.done(ctx, in, call, err, Output{}, map[error]Outcome{versiongate.ErrLeadershipLost: Lost, versiongate.ErrNodesChanged: NodesChanged})
 	return err
 }
 
