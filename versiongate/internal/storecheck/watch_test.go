@@ -236,6 +236,9 @@ func TestModelWatchCases(t *testing.T) {
 		// cancelled after the put was sent).
 		{"open publish shown by a batch", seq(op(listIn, list(5)), op(publish("a"), unknown), batch(5, 6, "+a"), op(listIn, list(7, "a"))), porcupine.Ok},
 		{"deletion proves the record gone", seq(op(publish("a"), published(1, 5)), batch(5, 6, "-a"), op(listIn, list(7, "a"))), porcupine.Illegal},
+		{"status event of a value never written", seq(op(listIn, list(5)), op(storecheck.Input{Kind: storecheck.KindStatusEvent, Watch: 1, Status: true, From: 5}, read("x", 6))), porcupine.Illegal},
+		{"status event at the watch's position", seq(op(fence(1, false), ok), op(write(1, false, "x", 0), ok), op(readIn, read("x", 5)), op(storecheck.Input{Kind: storecheck.KindStatusEvent, Watch: 1, Status: true, From: 5}, read("x", 5))), porcupine.Illegal},
+		{"status event after the position", seq(op(fence(1, false), ok), op(readIn, read("", 5)), op(write(1, false, "x", 0), ok), op(storecheck.Input{Kind: storecheck.KindStatusEvent, Watch: 1, Status: true, From: 5}, read("x", 6))), porcupine.Ok},
 		{"too old without moving on", seq(op(listIn, list(5)), end(5, false)), porcupine.Illegal},
 		{"too old after moving on", seq(op(listIn, list(5)), movedOn, end(5, false)), porcupine.Ok},
 		{"too old from a newer revision than moved on from", seq(op(listIn, list(5)), movedOn, op(listIn, list(6)), end(6, false)), porcupine.Illegal},
