@@ -691,7 +691,49 @@ func operations(history []Op) (ops []porcupine.Operation, contradicted bool) {
 			ops = append(ops, porcupine.Operation{ClientId: o.Client, Input: call{Input: o.Input, id: i, part: p}, Call: int64(o.Call), Output: o.Output, Return: int64(o.Return)})
 		}
 	}
-	return narrow(ops)
+	return narrow(mergeStatusEvents(ops))
+}
+
+// mergeStatusEvents makes one operation of the status events that show
+// the same status at the same revision (every waiting node's watch
+// delivers each change), over the intersection of their intervals, when
+// they intersect. Such events show the store at one revision, which it
+// held from the change that made it until the next: that span begins
+// after each event's call (the change came after the revision each
+// watch started from was reported) and before its delivery, so a correct
+// store's events have a common point, and the step of the one is the step
+// of each (the first checks and sets the revision, the others then
+// change nothing). A dozen such events at once, each placed on its own,
+// left a rolling history of 800 operations undecided after 70s.
+func mergeStatusEvents(ops []porcupine.Operation) []porcupine.Operation {
+	type key struct {
+		rev    int64
+		value  string
+		exists bool
+	}
+	first := map[key]int{}
+	out := make([]porcupine.Operation, 0, len(ops))
+	for _, op := range ops {
+		c, o := op.Input.(call), op.Output.(Output)
+		if c.Kind != KindStatusEvent || c.part != whole {
+			out = append(out, op)
+			continue
+		}
+		k := key{o.Rev, o.Value, o.Exists}
+		if i, ok := first[k]; ok {
+			lo, hi := max(out[i].Call, op.Call), min(out[i].Return, op.Return)
+			// Each must come after its own watch's position: after the
+			// highest of them.
+			if mc := out[i].Input.(call); lo < hi {
+				mc.From = max(mc.From, c.From)
+				out[i].Input, out[i].Call, out[i].Return = mc, lo, hi
+				continue
+			}
+		}
+		first[k] = len(out)
+		out = append(out, op)
+	}
+	return out
 }
 
 // narrow shortens the intervals of the operations that report a
