@@ -72,6 +72,11 @@ type Input struct {
 	// watch's position before an event: its start, or its last event's
 	// revision.
 	From int64
+	// CreatedAfter, when above From, is where the records a batch shows
+	// created must come after (records event): the checker sets it when
+	// it checks identical batches of several watches as one (see
+	// mergeEvents), From being the lowest of their positions.
+	CreatedAfter int64
 	// Window says the store may answer a watch "too old" for any
 	// revision below the newest, its history being a window (end). See
 	// WatchWindow.

@@ -182,7 +182,7 @@ func stepRecordsEvent(s *state, in Input, out Output) []*state {
 		if !ok || m.value != string(ch.Value) {
 			return nil
 		}
-		if m.modRev != 0 && (m.modRev <= in.From || m.modRev > out.Rev) {
+		if m.modRev != 0 && (m.modRev <= max(in.From, in.CreatedAfter) || m.modRev > out.Rev) {
 			return nil
 		}
 	}
