@@ -48,8 +48,7 @@
 //     created only the model's record of that ID and value, created after
 //     that position and at most at the batch's revision (no replayed
 //     event, no change that never happened), and shows every record the
-//     model knows created in between (no skipped event); a deletion proves
-//     the record gone. A status event is after the watch's position and
+//     model knows created in between (no skipped event). A status event is after the watch's position and
 //     shows the status current at its point. A watch that ends too old
 //     (Backend.WatchTooOld: 410 Gone, a compacted revision) must have
 //     started from a revision the history moved on from (KindMovedOn, which
@@ -154,9 +153,11 @@
 //   - Watches, in part: a status watch may skip intermediate values (its
 //     contract), so one that starts ahead of its revision is not caught;
 //     that the newest status is never skipped is not checked; a deletion
-//     is not checked to have happened (deletions report no revision), nor
-//     is a record skipped if a delete the model placed before the batch
-//     removed it; a batch at its watch's own position is accepted (the
+//     a batch shows is neither checked to have happened (deletions report
+//     no revision) nor applied, and a batch of deletions alone is not
+//     checked at all (such batches left a joiners history on the
+//     Kubernetes store undecided), nor is a record skipped if a delete the
+//     model placed before the batch removed it; a batch at its watch's own position is accepted (the
 //     Kubernetes store reports a deletion its heartbeat confirms late at
 //     the revision it has seen). A too-old end on a store with a window
 //     is accepted for any revision below the newest, so there the herd is
