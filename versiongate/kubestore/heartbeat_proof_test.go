@@ -2,6 +2,7 @@ package kubestore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -45,6 +46,7 @@ func nodeLeaseProofBackend(t *testing.T, leaseDuration time.Duration) storecheck
 	obs := proofClient(t, a, a.Addr())
 	createNamespace(t, obs, testNamespace)
 	gate := "hbproof"
+	wire := newWireCounts(t)
 	none := func(string) (time.Time, types.UID, bool) { return time.Time{}, "", false }
 	observer, err := kubestore.New(kubestore.Config{Client: obs, Namespace: testNamespace, Gate: gate,
 		NodeLease: &kubestore.NodeLeaseConfig{Heartbeat: none}})
@@ -60,7 +62,7 @@ func nodeLeaseProofBackend(t *testing.T, leaseDuration time.Duration) storecheck
 			mu.Lock()
 			proxies[node] = p
 			mu.Unlock()
-			cs := proofClient(tb, a, p.Addr())
+			cs := proofClientCounted(tb, a, p.Addr(), wire, node)
 			nc, err := nodestatus.New(nodestatus.Config{
 				Client: cs, Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}},
 				LeaseDuration: leaseDuration, RenewInterval: leaseDuration / 4,
@@ -105,6 +107,9 @@ func nodeLeaseProofBackend(t *testing.T, leaseDuration time.Duration) storecheck
 		// A keep-alive reports a record lost when its liveness lapses;
 		// the reaper deletes it later, so listings may still show it.
 		LostRecordsLinger: true,
+		// As kubeBackend's.
+		WatchTooOld: func(err error) bool { return errors.Is(err, kubestore.ErrWatchExpired) },
+		WatchWindow: true,
 		RestartServer: func(tb testing.TB) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()

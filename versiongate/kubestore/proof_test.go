@@ -2,7 +2,10 @@ package kubestore_test
 
 import (
 	"context"
+	"errors"
+	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/reconkit/reconkit/election/lease"
 	"github.com/reconkit/reconkit/internal/servers"
@@ -54,6 +58,7 @@ func kubeBackend(t *testing.T) storecheck.Backend {
 		require.NoError(t, err, "creating the test namespace")
 	}
 	gate := "proof"
+	wire := newWireCounts(t)
 	var mu sync.Mutex
 	proxies := map[string]*servers.Proxy{} // each node's current proxy
 	return storecheck.Backend{
@@ -65,7 +70,7 @@ func kubeBackend(t *testing.T) storecheck.Backend {
 			mu.Lock()
 			proxies[node] = p
 			mu.Unlock()
-			cs := proofClient(tb, a, p.Addr())
+			cs := proofClientCounted(tb, a, p.Addr(), wire, node)
 			el, err := lease.New(lease.Config{
 				Client: cs, Namespace: testNamespace, Name: "election-" + gate, Identity: node, // not a record name: those are <gate>-<node>
 				LeaseDuration: proofLeaseDuration, RenewDeadline: proofRenewDeadline, RetryPeriod: proofRetryPeriod,
@@ -96,6 +101,11 @@ func kubeBackend(t *testing.T) storecheck.Backend {
 		// A keep-alive reports a record lost when its liveness lapses;
 		// the reaper deletes it later, so listings may still show it.
 		LostRecordsLinger: true,
+		// 410 Gone ends a watch whose revision the apiserver no longer
+		// serves: its watch cache is a window that moves on by itself,
+		// and starts anew at a restart.
+		WatchTooOld: func(err error) bool { return errors.Is(err, kubestore.ErrWatchExpired) },
+		WatchWindow: true,
 		RestartServer: func(tb testing.TB) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
@@ -108,7 +118,18 @@ func kubeBackend(t *testing.T) storecheck.Backend {
 
 func proofClient(t testing.TB, a *testenv.APIServerInstance, addr string) kubernetes.Interface {
 	t.Helper()
-	cs, err := kubernetes.NewForConfig(a.ConfigFor(addr))
+	return proofClientCounted(t, a, addr, nil, "")
+}
+
+// proofClientCounted is proofClient with its requests counted as node's
+// in w (nil: not counted).
+func proofClientCounted(t testing.TB, a *testenv.APIServerInstance, addr string, w *wireCounts, node string) kubernetes.Interface {
+	t.Helper()
+	cfg := a.ConfigFor(addr)
+	if w != nil {
+		cfg = w.config(node, cfg)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
 	return cs
 }
@@ -185,4 +206,74 @@ func TestProofJoinersRaceStaleCacheFails(t *testing.T) {
 		Seed: storecheck.Seed(t), ListDelay: 100 * time.Millisecond, Context: proofContext(t), Timeout: 30 * time.Second,
 		RecordTTL: proofJoinersTTL,
 	})
+}
+
+// wireBudget is the most requests one node's client (its store, its
+// election and, in the node-Lease mode, its heartbeat) may send in any
+// wireWindow of a proof: its store calls within the storecheck budget, a
+// few requests each (a keep-alive reads and updates; client-go retries a
+// refused GET once a second for up to 10s), the election's renewals every
+// RetryPeriod, and a heartbeat's every LeaseDuration/4. A status watch
+// from a revision the server no longer serves, read and watched again
+// every 100ms, sends some 200.
+const (
+	wireWindow = 10 * time.Second
+	wireBudget = 120
+)
+
+// wireCounts counts the requests each node's clients send on the wire,
+// by node, on the real clock.
+type wireCounts struct {
+	start time.Time
+	mu    sync.Mutex
+	sent  map[string][]time.Duration
+}
+
+func newWireCounts(t *testing.T) *wireCounts {
+	w := &wireCounts{start: time.Now(), sent: map[string][]time.Duration{}}
+	t.Cleanup(func() { w.check(t) })
+	return w
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// config returns cfg counting every request it sends as node's.
+func (w *wireCounts) config(node string, cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			w.mu.Lock()
+			w.sent[node] = append(w.sent[node], time.Since(w.start))
+			w.mu.Unlock()
+			return rt.RoundTrip(r)
+		})
+	})
+	return cfg
+}
+
+// check fails t for a node that sent more than wireBudget requests in
+// some wireWindow, and logs the busiest.
+func (w *wireCounts) check(t *testing.T) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	top, topNode, topFrom := 0, "", time.Duration(0)
+	for node, sent := range w.sent {
+		slices.Sort(sent)
+		j := 0
+		for i, at := range sent {
+			for sent[j] <= at-wireWindow {
+				j++
+			}
+			n := i - j + 1
+			if n > top {
+				top, topNode, topFrom = n, node, sent[j]
+			}
+		}
+	}
+	if top > wireBudget {
+		t.Errorf("wire budget: %s sent %d requests in %v from %v, over the budget of %d: a loop spins or herds", topNode, top, wireWindow, topFrom.Round(time.Millisecond), wireBudget)
+	}
+	t.Logf("wire budget: busiest node %s sent %d requests in %v (budget %d)", topNode, top, wireWindow, wireBudget)
 }

@@ -34,6 +34,13 @@ type Backend struct {
 	// LostRecordsLinger passes the option of that name to NewRecorder: a
 	// keep-alive may report a record lost before it is deleted.
 	LostRecordsLinger bool
+	// WatchTooOld passes the option of that name to NewRecorder: it tells
+	// the errors that end a watch because its revision is no longer
+	// watchable. Nil: watch ends are not checked.
+	WatchTooOld func(error) bool
+	// WatchWindow passes the option of that name to NewRecorder: the
+	// store's watch history is a window that moves on by itself.
+	WatchWindow bool
 }
 
 // recorder returns a Recorder for a run on b.
@@ -44,6 +51,12 @@ func (b Backend) recorder() *Recorder {
 	}
 	if b.LostRecordsLinger {
 		opts = append(opts, LostRecordsLinger())
+	}
+	if b.WatchTooOld != nil {
+		opts = append(opts, WatchTooOld(b.WatchTooOld))
+	}
+	if b.WatchWindow {
+		opts = append(opts, WatchWindow())
 	}
 	return NewRecorder(b.Guarded, opts...)
 }

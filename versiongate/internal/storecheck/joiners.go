@@ -26,6 +26,9 @@ type JoinersConfig struct {
 	// Joiner, if not nil, wraps each joiner's store, for example with a
 	// stale cache (Stale.Reader) to show that the driver can fail.
 	Joiner func(versiongate.Store) versiongate.Store
+	// Budget bounds each node's store calls (see CheckBudget); zero
+	// fields take DefaultBudget(RecordTTL).
+	Budget Budget
 	// Seed seeds the joiners' timing; logged.
 	Seed uint64
 	// RecordTTL is the gates' RecordTTL (default 2s).
@@ -52,6 +55,9 @@ type JoinersResult struct {
 	Violations int
 	// History is every store operation; the caller checks it.
 	History []Op
+	// Busiest is, per kind of call, the busiest node's most calls in a
+	// budget window (see CheckBudget; RunJoiners checks the budget).
+	Busiest []Busiest
 }
 
 // joiner is what the driver learned of one joiner.
@@ -313,6 +319,7 @@ func RunJoiners(t *testing.T, b Backend, cfg JoinersConfig) JoinersResult {
 		t.Errorf("joiners: final status %s (%v) does not keep the minimum %s", cur, err, next)
 	}
 	res.History = rec.History()
+	res.Busiest = CheckBudget(t, rec.Calls(), cfg.Budget.withDefaults(cfg.RecordTTL))
 	for _, o := range res.History {
 		if o.Input.Kind == KindWrite && o.Output.Outcome == NodesChanged {
 			res.Refused++

@@ -14,8 +14,8 @@ import (
 // Kind names a store operation the Recorder logs.
 type Kind string
 
-// The operations the model knows. Watches are not logged (see the package
-// documentation).
+// The operations the model knows. A watch is logged as its start, each
+// batch or status it delivered, and its end (see watches.go).
 const (
 	KindPublish   Kind = "publish"
 	KindKeepAlive Kind = "keepalive"
@@ -24,6 +24,22 @@ const (
 	KindRead      Kind = "read"
 	KindFence     Kind = "fence"
 	KindWrite     Kind = "write"
+	// KindWatch is a watch's start from Input.From (WatchRecords, or
+	// WatchStatus when Input.Status).
+	KindWatch Kind = "watch"
+	// KindRecordsEvent is a batch of record changes a watch delivered:
+	// Output.Records (a nil Value is a deletion) at Output.Rev, after
+	// Input.From (the watch's start or its previous batch).
+	KindRecordsEvent Kind = "records-event"
+	// KindStatusEvent is a status a watch delivered: Output.Value and
+	// Exists at Output.Rev, after Input.From.
+	KindStatusEvent Kind = "status-event"
+	// KindWatchEnd is a watch's end; only a TooOld one is checked.
+	KindWatchEnd Kind = "watch-end"
+	// KindMovedOn is the store's watch history moving on (a compaction,
+	// a server restart that drops its watch cache): revisions reported
+	// before it may be unwatchable after it.
+	KindMovedOn Kind = "moved-on"
 )
 
 // Input is an operation's arguments.
@@ -48,6 +64,23 @@ type Input struct {
 	// Lingers says a keep-alive reported lost may leave the record in
 	// place for a while (keepalive). See LostRecordsLinger.
 	Lingers bool
+	// Watch numbers the watch (watch, events, end); Status says it is a
+	// watch of the status.
+	Watch  int
+	Status bool
+	// From is the revision a watch started from (watch, end), or the
+	// watch's position before an event: its start, or its last event's
+	// revision.
+	From int64
+	// CreatedAfter, when above From, is where the records a batch shows
+	// created must come after (records event): the checker sets it when
+	// it checks identical batches of several watches as one (see
+	// mergeEvents), From being the lowest of their positions.
+	CreatedAfter int64
+	// Window says the store may answer a watch "too old" for any
+	// revision below the newest, its history being a window (end). See
+	// WatchWindow.
+	Window bool
 }
 
 // Outcome classifies how an operation ended.
@@ -60,6 +93,7 @@ const (
 	Held         Outcome = "held"          // publish: ErrRecordHeld
 	Lost         Outcome = "lost"          // keepalive: ErrRecordLost; fence, write: ErrLeadershipLost
 	NodesChanged Outcome = "nodes-changed" // write: ErrNodesChanged
+	TooOld       Outcome = "too-old"       // watch end: the revision is no longer watchable
 	Unknown      Outcome = "unknown"
 )
 
@@ -105,10 +139,18 @@ type Recorder struct {
 	guarded   func(versiongate.Term) bool
 	tentative bool
 	lingers   bool
+	tooOld    func(error) bool
+	window    bool
 
 	mu      sync.Mutex
 	ops     []Op
 	clients []string
+	watches int
+	calls   []Op
+	// revCall maps each revision an operation reported to the earliest
+	// call of one that reported it: a change after that revision took
+	// effect after that call (see watchStart).
+	revCall map[int64]time.Duration
 }
 
 // NewRecorder returns an empty Recorder. guarded reports whether the store
@@ -119,7 +161,7 @@ func NewRecorder(guarded func(versiongate.Term) bool, opts ...RecorderOption) *R
 	if guarded == nil {
 		guarded = func(versiongate.Term) bool { return false }
 	}
-	r := &Recorder{start: time.Now(), guarded: guarded}
+	r := &Recorder{start: time.Now(), guarded: guarded, tooOld: func(error) bool { return false }, revCall: map[int64]time.Duration{}}
 	for _, o := range opts {
 		o(r)
 	}
@@ -168,6 +210,29 @@ func (r *Recorder) log(o Op) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.ops = append(r.ops, o)
+	if o.Output.Outcome == OK && o.Output.Rev > 0 {
+		if c, ok := r.revCall[o.Output.Rev]; !ok || o.Call < c {
+			r.revCall[o.Output.Rev] = o.Call
+		}
+	}
+}
+
+// count notes a call of in by the client named name at call, whatever
+// its outcome, for the request budget (see Calls).
+func (r *Recorder) count(name string, in Input, call time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, Op{Name: name, Input: in, Call: call})
+}
+
+// Calls returns every call made through the Recorder's clients, in the
+// order made, failed ones included (History drops reads whose outcome is
+// unknown): each with its client's name, its input and its call time.
+// CheckBudget counts them.
+func (r *Recorder) Calls() []Op {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.calls)
 }
 
 // client is one client's view of a wrapped store.
@@ -181,11 +246,17 @@ type client struct {
 // done logs in and out, with out classified from err by classes (the
 // sentinel each documented outcome wraps). A read whose outcome is
 // unknown is dropped: it changed nothing and told nothing.
-func (c *client) done(in Input, call time.Duration, err error, out Output, classes map[error]Outcome) {
+func (c *client) done(ctx context.Context, in Input, call time.Duration, err error, out Output, classes map[error]Outcome) {
 	ret := c.r.now()
 	switch {
 	case err == nil:
 		out.Outcome = OK
+	case ctx.Err() != nil:
+		// Cut by its own context, whatever the error says (a term's
+		// context ends with ErrLeadershipLost as its cause, and a request
+		// it cut reports that cause): the call may or may not have taken
+		// effect, and no later term need have fenced the store.
+		out = Output{Outcome: Unknown, Err: err.Error()}
 	default:
 		out = Output{Outcome: Unknown, Err: err.Error()}
 		for sentinel, o := range classes {
@@ -207,29 +278,33 @@ func (c *client) done(in Input, call time.Duration, err error, out Output, class
 func (c *client) PublishRecord(ctx context.Context, id string, value []byte, ttl time.Duration) (versiongate.RecordLease, error) {
 	in := Input{Kind: KindPublish, ID: id, Value: string(value)}
 	call := c.r.now()
+	c.r.count(c.name, in, call)
 	l, err := c.s.PublishRecord(ctx, id, value, ttl)
-	c.done(in, call, err, Output{Lease: l.Lease, Rev: l.Revision}, map[error]Outcome{versiongate.ErrRecordHeld: Held})
+	c.done(ctx, in, call, err, Output{Lease: l.Lease, Rev: l.Revision}, map[error]Outcome{versiongate.ErrRecordHeld: Held})
 	return l, err
 }
 
 func (c *client) KeepAlive(ctx context.Context, l versiongate.RecordLease) (time.Duration, error) {
 	in := Input{Kind: KindKeepAlive, ID: l.ID, Lease: l.Lease, Lingers: c.r.lingers}
 	call := c.r.now()
+	c.r.count(c.name, in, call)
 	ttl, err := c.s.KeepAlive(ctx, l)
-	c.done(in, call, err, Output{}, map[error]Outcome{versiongate.ErrRecordLost: Lost})
+	c.done(ctx, in, call, err, Output{}, map[error]Outcome{versiongate.ErrRecordLost: Lost})
 	return ttl, err
 }
 
 func (c *client) DeleteRecord(ctx context.Context, l versiongate.RecordLease) error {
 	in := Input{Kind: KindDelete, ID: l.ID, Lease: l.Lease}
 	call := c.r.now()
+	c.r.count(c.name, in, call)
 	err := c.s.DeleteRecord(ctx, l)
-	c.done(in, call, err, Output{}, nil)
+	c.done(ctx, in, call, err, Output{}, nil)
 	return err
 }
 
 func (c *client) ListRecords(ctx context.Context) ([]versiongate.Record, int64, error) {
 	call := c.r.now()
+	c.r.count(c.name, Input{Kind: KindList}, call)
 	recs, rev, err := c.s.ListRecords(ctx)
 	sorted := make([]versiongate.Record, len(recs))
 	for i, r := range recs {
@@ -244,38 +319,33 @@ func (c *client) ListRecords(ctx context.Context) ([]versiongate.Record, int64, 
 		}
 		return 0
 	})
-	c.done(Input{Kind: KindList}, call, err, Output{Records: sorted, Rev: rev}, nil)
+	c.done(ctx, Input{Kind: KindList}, call, err, Output{Records: sorted, Rev: rev}, nil)
 	return recs, rev, err
-}
-
-func (c *client) WatchRecords(ctx context.Context, rev int64, fn func([]versiongate.Record, int64)) error {
-	return c.s.WatchRecords(ctx, rev, fn)
 }
 
 func (c *client) ReadStatus(ctx context.Context) (versiongate.StoredStatus, error) {
 	call := c.r.now()
+	c.r.count(c.name, Input{Kind: KindRead}, call)
 	st, err := c.s.ReadStatus(ctx)
-	c.done(Input{Kind: KindRead}, call, err, Output{Value: string(st.Value), Exists: st.Value != nil, Rev: st.Revision}, nil)
+	c.done(ctx, Input{Kind: KindRead}, call, err, Output{Value: string(st.Value), Exists: st.Value != nil, Rev: st.Revision}, nil)
 	return st, err
-}
-
-func (c *client) WatchStatus(ctx context.Context, rev int64, fn func(versiongate.StoredStatus) bool) error {
-	return c.s.WatchStatus(ctx, rev, fn)
 }
 
 func (c *client) Fence(ctx context.Context, t versiongate.Term) error {
 	in := Input{Kind: KindFence, Token: t.Token(), Guarded: c.r.guarded(t)}
 	call := c.r.now()
+	c.r.count(c.name, in, call)
 	err := c.s.Fence(ctx, t)
-	c.done(in, call, err, Output{}, map[error]Outcome{versiongate.ErrLeadershipLost: Lost})
+	c.done(ctx, in, call, err, Output{}, map[error]Outcome{versiongate.ErrLeadershipLost: Lost})
 	return err
 }
 
 func (c *client) WriteStatus(ctx context.Context, t versiongate.Term, value []byte, nodesRev int64) error {
 	in := Input{Kind: KindWrite, Token: t.Token(), Guarded: c.r.guarded(t), Value: string(value), NodesRev: nodesRev, Tentative: c.r.tentative}
 	call := c.r.now()
+	c.r.count(c.name, in, call)
 	err := c.s.WriteStatus(ctx, t, value, nodesRev)
-	c.done(in, call, err, Output{}, map[error]Outcome{versiongate.ErrLeadershipLost: Lost, versiongate.ErrNodesChanged: NodesChanged})
+	c.done(ctx, in, call, err, Output{}, map[error]Outcome{versiongate.ErrLeadershipLost: Lost, versiongate.ErrNodesChanged: NodesChanged})
 	return err
 }
 
@@ -291,6 +361,12 @@ func describe(in Input, out Output) string {
 		args = fmt.Sprintf("token %d%s", in.Token, guardedMark(in.Guarded))
 	case KindWrite:
 		args = fmt.Sprintf("token %d%s, %s, nodesRev %d", in.Token, guardedMark(in.Guarded), short(in.Value), in.NodesRev)
+	case KindWatch, KindWatchEnd, KindRecordsEvent, KindStatusEvent:
+		what := "records"
+		if in.Status {
+			what = "status"
+		}
+		args = fmt.Sprintf("#%d %s after %d", in.Watch, what, in.From)
 	}
 	res := string(out.Outcome)
 	if out.Outcome == OK {
@@ -303,11 +379,20 @@ func describe(in Input, out Output) string {
 				ids[i] = r.ID
 			}
 			res = fmt.Sprintf("%v rev %d", ids, out.Rev)
-		case KindRead:
+		case KindRead, KindStatusEvent:
 			res = fmt.Sprintf("%s rev %d", short(out.Value), out.Rev)
 			if !out.Exists {
 				res = fmt.Sprintf("none rev %d", out.Rev)
 			}
+		case KindRecordsEvent:
+			chs := make([]string, len(out.Records))
+			for i, r := range out.Records {
+				chs[i] = "+" + r.ID
+				if r.Value == nil {
+					chs[i] = "-" + r.ID
+				}
+			}
+			res = fmt.Sprintf("%v rev %d", chs, out.Rev)
 		}
 	}
 	return fmt.Sprintf("%s(%s) -> %s", in.Kind, args, res)

@@ -117,12 +117,12 @@ func firstDependent(history []Op, i int) (first time.Duration, ok bool) {
 // it: whether x is a dependent of an open publish of that record.
 func needsRecord(x Op, id, value string) bool {
 	switch x.Input.Kind {
-	case KindList:
+	case KindList, KindRecordsEvent: // a watch's batch shows what it creates
 		if x.Output.Outcome != OK {
 			return false
 		}
 		for _, r := range x.Output.Records {
-			if r.ID == id && string(r.Value) == value {
+			if r.ID == id && r.Value != nil && string(r.Value) == value {
 				return true
 			}
 		}

@@ -2,6 +2,7 @@ package storecheck
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -47,6 +48,9 @@ type RollingConfig struct {
 	// least (if the backend can restart its server), at seeded steps,
 	// besides those the random steps choose.
 	ServerRestarts int
+	// Budget bounds each node's store calls (see CheckBudget); zero
+	// fields take DefaultBudget(RecordTTL).
+	Budget Budget
 }
 
 // RollingResult is what RunRolling measured.
@@ -59,6 +63,9 @@ type RollingResult struct {
 	Checks int
 	// History is every store operation.
 	History []Op
+	// Busiest is, per kind of call, the busiest node's most calls in a
+	// budget window.
+	Busiest []Busiest
 }
 
 // rollingNode is one node of the rolling driver.
@@ -88,6 +95,8 @@ type rolling struct {
 	violations []string
 	ready      int
 	checks     atomic.Int64
+	// down holds while the server restarts (see startWaiter).
+	down outage
 }
 
 // RunRolling runs a rolling upgrade of cfg.Nodes nodes from release 1.0.0
@@ -137,6 +146,7 @@ func RunRolling(t *testing.T, b Backend, cfg RollingConfig) RollingResult {
 	for _, n := range h.nodes {
 		h.start(n)
 	}
+	waiterDone := h.startWaiter()
 	defer func() {
 		for _, n := range h.nodes {
 			if n.running {
@@ -158,7 +168,7 @@ func RunRolling(t *testing.T, b Backend, cfg RollingConfig) RollingResult {
 	for step := range cfg.Steps {
 		if forced[step] {
 			restarts++
-			b.RestartServer(t)
+			h.restartServer()
 			counts["server restart"]++
 			h.check()
 			continue
@@ -191,7 +201,7 @@ func RunRolling(t *testing.T, b Backend, cfg RollingConfig) RollingResult {
 			}
 		case p < 84 && b.RestartServer != nil && restarts < 2:
 			restarts++
-			b.RestartServer(t)
+			h.restartServer()
 			counts["server restart"]++
 		default:
 			h.settle(2 * time.Second)
@@ -248,6 +258,7 @@ func RunRolling(t *testing.T, b Backend, cfg RollingConfig) RollingResult {
 	}
 	stopWatch()
 	await(t, watchDone, "the status watch")
+	waiterDone()
 
 	h.mu.Lock()
 	res := RollingResult{Actions: counts, Ready: h.ready, Checks: int(h.checks.Load()), History: rec.History()}
@@ -256,8 +267,131 @@ func RunRolling(t *testing.T, b Backend, cfg RollingConfig) RollingResult {
 	}
 	h.mu.Unlock()
 	t.Logf("rolling upgrade: WaitReady passed %d times; %d safety checks; %d store operations", res.Ready, res.Checks, len(res.History))
+	res.Busiest = CheckBudget(t, rec.Calls(), cfg.Budget.withDefaults(cfg.RecordTTL))
 	Check(t, res.History)
 	return res
+}
+
+// startWaiter starts a gate that waits in WaitReady for the whole run
+// and never passes it (it needs a reconciler release no node has) nor
+// publishes a record (its host owns the records), so that a readiness
+// wait meets every server restart and partition of the run and its
+// requests are budgeted: a read retried at a fixed pace while the server
+// is down, or a status watch from a revision the restarted server no
+// longer serves, read and watched again and again, go past the budget.
+// While the server restarts, its calls fail at once (errServerDown), as
+// on a connection the server refuses, rather than wait in the client's
+// own retries (client-go retries a refused GET for up to 10s; the etcd
+// client waits for a connection): so the wait meets an answer that comes
+// at once, persistently, for the length of the restart. The returned
+// func stops it and waits for it.
+func (h *rolling) startWaiter() func() {
+	g, err := versiongate.New(versiongate.Config{
+		Store:                    h.rec.Wrap("waiter", refusedWhileDown{h.b.Observer, &h.down}),
+		NodeID:                   "waiter",
+		Version:                  versiongate.Version{Release: releases[0].version},
+		MinimumReconcilerRelease: rel(99, 0),
+		MinimumCompatibleRelease: releases[0].minCompat,
+		Decode: func(string, []byte) (versiongate.Release, bool, error) {
+			return versiongate.Release{}, false, nil
+		},
+	})
+	if err != nil {
+		h.t.Fatalf("rolling upgrade: the waiter: %v", err)
+	}
+	ctx, cancel := context.WithCancel(h.ctx)
+	done := make(chan error, 1)
+	go func() { done <- g.WaitReady(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			h.t.Errorf("rolling upgrade: the waiter's WaitReady returned %v, want it to wait until stopped", err)
+		}
+	}
+}
+
+// restartServer restarts the server, logged as the watch history moving
+// on: a restarted apiserver's watch cache starts at its restart.
+func (h *rolling) restartServer() {
+	h.down.set(true)
+	defer h.down.set(false)
+	h.rec.MovedOn("server restart", func() { h.b.RestartServer(h.t) })
+}
+
+// errServerDown is the waiter's answer while the server restarts.
+var errServerDown = errors.New("storecheck: connection refused (the server is restarting)")
+
+// outage says whether the server is down, and tells when it goes down.
+type outage struct {
+	mu   sync.Mutex
+	down bool
+	ch   chan struct{} // closed when the server goes down
+}
+
+func (o *outage) set(down bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.ch == nil {
+		o.ch = make(chan struct{})
+	}
+	if down && !o.down {
+		close(o.ch)
+	}
+	if !down && o.down {
+		o.ch = make(chan struct{})
+	}
+	o.down = down
+}
+
+// state returns whether the server is down, and a channel closed when it
+// next goes down.
+func (o *outage) state() (bool, <-chan struct{}) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.ch == nil {
+		o.ch = make(chan struct{})
+	}
+	return o.down, o.ch
+}
+
+// refusedWhileDown fails the status reads and watches at once while the
+// server is down, and ends a status watch when it goes down, as a
+// connection the server closed and then refuses.
+type refusedWhileDown struct {
+	versiongate.Store
+	down *outage
+}
+
+func (s refusedWhileDown) ReadStatus(ctx context.Context) (versiongate.StoredStatus, error) {
+	if down, _ := s.down.state(); down {
+		return versiongate.StoredStatus{}, errServerDown
+	}
+	return s.Store.ReadStatus(ctx)
+}
+
+func (s refusedWhileDown) WatchStatus(ctx context.Context, rev int64, fn func(versiongate.StoredStatus) bool) error {
+	down, goes := s.down.state()
+	if down {
+		return errServerDown
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopped := make(chan struct{})
+	defer close(stopped)
+	var wentDown atomic.Bool
+	go func() {
+		select {
+		case <-goes:
+			wentDown.Store(true)
+			cancel()
+		case <-stopped:
+		}
+	}()
+	err := s.Store.WatchStatus(wctx, rev, fn)
+	if wentDown.Load() && ctx.Err() == nil {
+		return errServerDown
+	}
+	return err
 }
 
 func (h *rolling) start(n *rollingNode) {

@@ -1,0 +1,254 @@
+package storecheck_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/stretchr/testify/require"
+
+	"github.com/reconkit/reconkit/versiongate"
+	"github.com/reconkit/reconkit/versiongate/internal/storecheck"
+	"github.com/reconkit/reconkit/versiongate/versiongatetest"
+)
+
+func tooOld(err error) bool { return errors.Is(err, versiongatetest.ErrCompacted) }
+
+// watchRecordsScript lists, watches the records from the listing through
+// defect(s), publishes three records one after another, each awaited on
+// the watch until a batch at or past its revision arrived (the last
+// alone if skips: the defect loses the others), then lists again and
+// stops the watch.
+func watchRecordsScript(t *testing.T, defect func(versiongate.Store) versiongate.Store, skips bool) []storecheck.Op {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := versiongatetest.NewStore(versiongatetest.StoreConfig{})
+	r := storecheck.NewRecorder(nil, storecheck.WatchTooOld(tooOld))
+	leader, node := r.Wrap("leader", defect(s)), r.Wrap("node", s)
+	// A record before the watch, so that a replay has one to show.
+	_, err := node.PublishRecord(ctx, "a", []byte("a"), time.Minute)
+	require.NoError(t, err)
+	_, rev, err := leader.ListRecords(ctx)
+	require.NoError(t, err)
+	revs := make(chan int64, 100)
+	done := make(chan error, 1)
+	go func() {
+		done <- leader.WatchRecords(ctx, rev, func(_ []versiongate.Record, r int64) { revs <- r })
+	}()
+	var last int64
+	for _, id := range []string{"b", "c", "d"} {
+		l, err := node.PublishRecord(ctx, id, []byte(id), time.Minute)
+		require.NoError(t, err)
+		if skips && id != "d" {
+			continue
+		}
+		deadline := time.After(10 * time.Second)
+		for last < l.Revision {
+			select {
+			case last = <-revs:
+			case <-deadline:
+				t.Fatalf("no batch at or past revision %d within 10s (last %d)", l.Revision, last)
+			}
+		}
+	}
+	_, _, err = node.ListRecords(ctx)
+	require.NoError(t, err)
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	return r.History()
+}
+
+// watchStatusScript writes a status, reads it, watches it from the read
+// through defect(s), writes two more statuses, each awaited on the watch,
+// and reads it again.
+func watchStatusScript(t *testing.T, defect func(versiongate.Store) versiongate.Store, _ bool) []storecheck.Op {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := versiongatetest.NewStore(versiongatetest.StoreConfig{})
+	r := storecheck.NewRecorder(nil, storecheck.WatchTooOld(tooOld))
+	leader, node := r.Wrap("leader", s), r.Wrap("node", defect(s))
+	term := versiongatetest.NewTerm("leader", 1)
+	require.NoError(t, leader.Fence(ctx, term))
+	require.NoError(t, leader.WriteStatus(ctx, term, status(t, "1.0.0"), 0))
+	st, err := node.ReadStatus(ctx)
+	require.NoError(t, err)
+	seen := make(chan versiongate.StoredStatus, 100)
+	done := make(chan error, 1)
+	go func() {
+		done <- node.WatchStatus(ctx, st.Revision, func(st versiongate.StoredStatus) bool { seen <- st; return false })
+	}()
+	for _, v := range []string{"2.0.0", "3.0.0"} {
+		want := status(t, v)
+		require.NoError(t, leader.WriteStatus(ctx, term, want, 0))
+		deadline := time.After(10 * time.Second)
+		for got := false; !got; {
+			select {
+			case st := <-seen:
+				got = string(st.Value) == string(want)
+			case <-deadline:
+				t.Fatalf("status %s not delivered within 10s", v)
+			}
+		}
+	}
+	_, err = node.ReadStatus(ctx)
+	require.NoError(t, err)
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	return r.History()
+}
+
+func same(s versiongate.Store) versiongate.Store { return s }
+
+// The watches of a correct store are accepted: the control for the
+// defects below.
+func TestCorrectWatchesAccepted(t *testing.T) {
+	require.Equal(t, porcupine.Ok, verify(t, watchRecordsScript(t, same, false)))
+	require.Equal(t, porcupine.Ok, verify(t, watchRecordsScript(t, same, true)))
+	require.Equal(t, porcupine.Ok, verify(t, watchStatusScript(t, same, false)))
+}
+
+// Each watch defect is rejected: a watch that skips an event, one that
+// replays an old event (records and status), and one that starts from a
+// revision it was not given (ahead: it misses changes; behind: it
+// delivers one at or before the revision asked). A status watch from a
+// revision ahead is not among them: its contract lets it skip
+// intermediate values.
+func TestWatchDefectsRejected(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		h      func(*testing.T, func(versiongate.Store) versiongate.Store, bool) []storecheck.Op
+		defect func(versiongate.Store) versiongate.Store
+		skips  bool
+	}{
+		{"records watch skips an event", watchRecordsScript, func(s versiongate.Store) versiongate.Store { return storecheck.SkipWatchEvent(s, 2) }, true},
+		{"records watch replays an event", watchRecordsScript, storecheck.ReplayWatchEvent, false},
+		{"status watch replays an event", watchStatusScript, storecheck.ReplayWatchEvent, false},
+		{"records watch from a fabricated revision", watchRecordsScript, func(s versiongate.Store) versiongate.Store { return storecheck.FabricatedWatchStart(s, 2) }, true},
+		{"records watch from a fabricated older revision", watchRecordsScript, func(s versiongate.Store) versiongate.Store { return storecheck.FabricatedWatchStart(s, -1) }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, porcupine.Illegal, verify(t, tc.h(t, tc.defect, tc.skips)))
+		})
+	}
+}
+
+// The herd defect: after the history moved on (records published since
+// the status was written), a read reports the status' own revision, from
+// which a watch may no longer be served; the checker rejects it, and
+// accepts the same history from the correct store.
+func TestStatusOwnRevisionRejected(t *testing.T) {
+	for _, tc := range []struct {
+		defect func(versiongate.Store) versiongate.Store
+		want   porcupine.CheckResult
+	}{{same, porcupine.Ok}, {storecheck.StatusOwnRevision, porcupine.Illegal}} {
+		ctx := context.Background()
+		s := versiongatetest.NewStore(versiongatetest.StoreConfig{})
+		r := storecheck.NewRecorder(nil)
+		leader, node := r.Wrap("leader", s), r.Wrap("node", tc.defect(s))
+		term := versiongatetest.NewTerm("leader", 1)
+		require.NoError(t, leader.Fence(ctx, term))
+		require.NoError(t, leader.WriteStatus(ctx, term, status(t, "1.0.0"), 0))
+		for i := range 3 {
+			_, err := leader.PublishRecord(ctx, fmt.Sprint(i), []byte("x"), time.Minute)
+			require.NoError(t, err)
+		}
+		_, err := node.ReadStatus(ctx)
+		require.NoError(t, err)
+		require.Equal(t, tc.want, verify(t, r.History()))
+	}
+}
+
+// A watch that ends "too old" is accepted only from a revision the
+// history moved on from; on the in-memory store, a compaction.
+func TestWatchTooOldOnlyAfterMovingOn(t *testing.T) {
+	for _, compact := range []bool{false, true} {
+		ctx := context.Background()
+		s := versiongatetest.NewStore(versiongatetest.StoreConfig{})
+		r := storecheck.NewRecorder(nil, storecheck.WatchTooOld(tooOld))
+		node := r.Wrap("node", s)
+		_, rev, err := node.ListRecords(ctx)
+		require.NoError(t, err)
+		_, err = node.PublishRecord(ctx, "a", []byte("a"), time.Minute)
+		require.NoError(t, err)
+		if compact {
+			r.MovedOn("compactor", s.Compact)
+		} else {
+			// The same store answer without a compaction: a server
+			// claiming a revision too old that it could serve.
+			node = r.Wrap("node", tooOldStore{s})
+		}
+		err = node.WatchRecords(ctx, rev, func([]versiongate.Record, int64) {})
+		require.ErrorIs(t, err, versiongatetest.ErrCompacted)
+		want := porcupine.Illegal
+		if compact {
+			want = porcupine.Ok
+		}
+		require.Equal(t, want, verify(t, r.History()), "compacted %t", compact)
+	}
+}
+
+// tooOldStore answers every watch too old.
+type tooOldStore struct{ versiongate.Store }
+
+func (tooOldStore) WatchRecords(context.Context, int64, func([]versiongate.Record, int64)) error {
+	return fmt.Errorf("%w: always", versiongatetest.ErrCompacted)
+}
+
+// The model's watch rules, case by case.
+func TestModelWatchCases(t *testing.T) {
+	watch := func(from int64) storecheck.Input {
+		return storecheck.Input{Kind: storecheck.KindWatch, Watch: 1, From: from}
+	}
+	batch := func(from, rev int64, changes ...string) storecheck.Op {
+		out := storecheck.Output{Outcome: storecheck.OK, Rev: rev}
+		for _, c := range changes {
+			r := versiongate.Record{ID: c[1:]}
+			if c[0] == '+' {
+				r.Value = []byte(c[1:])
+			}
+			out.Records = append(out.Records, r)
+		}
+		return op(storecheck.Input{Kind: storecheck.KindRecordsEvent, Watch: 1, From: from}, out)
+	}
+	end := func(from int64, window bool) storecheck.Op {
+		return op(storecheck.Input{Kind: storecheck.KindWatchEnd, Watch: 1, From: from, Window: window}, storecheck.Output{Outcome: storecheck.TooOld})
+	}
+	movedOn := op(storecheck.Input{Kind: storecheck.KindMovedOn}, ok)
+	for _, tc := range []struct {
+		name string
+		h    []storecheck.Op
+		want porcupine.CheckResult
+	}{
+		{"watch from a listed revision", seq(op(listIn, list(5)), op(watch(5), ok)), porcupine.Ok},
+		{"watch from a revision never reported", seq(op(listIn, list(5)), op(watch(9), ok)), porcupine.Illegal},
+		{"creation after the start", seq(op(listIn, list(5)), op(publish("a"), published(1, 6)), batch(5, 6, "+a")), porcupine.Ok},
+		{"creation at or before the start", seq(op(publish("a"), published(1, 5)), op(listIn, list(6, "a")), batch(6, 7, "+a")), porcupine.Illegal},
+		{"creation that never happened", seq(op(listIn, list(5)), batch(5, 6, "+a")), porcupine.Illegal},
+		{"creation skipped", seq(op(listIn, list(5)), op(publish("a"), published(1, 6)), op(publish("b"), published(2, 7)), batch(5, 7, "+b")), porcupine.Illegal},
+		{"batch going back", seq(op(listIn, list(5)), op(publish("a"), published(1, 6)), batch(6, 5)), porcupine.Illegal},
+		// An open publish takes effect for a watch's batch that shows it,
+		// as for a listing (it did so on etcd, its client's context
+		// cancelled after the put was sent).
+		{"open publish shown by a batch", seq(op(listIn, list(5)), op(publish("a"), unknown), batch(5, 6, "+a"), op(listIn, list(7, "a"))), porcupine.Ok},
+		// A deletion is not applied (see stepRecordsEvent): a record shown
+		// deleted and then listed is accepted.
+		{"deletion not applied", seq(op(publish("a"), published(1, 5)), batch(5, 6, "-a"), op(listIn, list(7, "a"))), porcupine.Ok},
+		{"status event of a value never written", seq(op(listIn, list(5)), op(storecheck.Input{Kind: storecheck.KindStatusEvent, Watch: 1, Status: true, From: 5}, read("x", 6))), porcupine.Illegal},
+		{"status event at the watch's position", seq(op(fence(1, false), ok), op(write(1, false, "x", 0), ok), op(readIn, read("x", 5)), op(storecheck.Input{Kind: storecheck.KindStatusEvent, Watch: 1, Status: true, From: 5}, read("x", 5))), porcupine.Illegal},
+		{"status event after the position", seq(op(fence(1, false), ok), op(readIn, read("", 5)), op(write(1, false, "x", 0), ok), op(storecheck.Input{Kind: storecheck.KindStatusEvent, Watch: 1, Status: true, From: 5}, read("x", 6))), porcupine.Ok},
+		{"too old without moving on", seq(op(listIn, list(5)), end(5, false)), porcupine.Illegal},
+		{"too old after moving on", seq(op(listIn, list(5)), movedOn, end(5, false)), porcupine.Ok},
+		{"too old from a newer revision than moved on from", seq(op(listIn, list(5)), movedOn, op(listIn, list(6)), end(6, false)), porcupine.Illegal},
+		{"too old in a window, below the newest", seq(op(listIn, list(5)), op(listIn, list(6)), end(5, true)), porcupine.Ok},
+		{"too old in a window, at the newest", seq(op(listIn, list(5)), end(5, true)), porcupine.Illegal},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, verify(t, tc.h))
+		})
+	}
+}

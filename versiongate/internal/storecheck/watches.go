@@ -1,0 +1,199 @@
+package storecheck
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/reconkit/reconkit/versiongate"
+)
+
+// WatchTooOld tells the Recorder which errors ending a watch say that its
+// start revision is no longer watchable (410 Gone on Kubernetes, a
+// compacted revision on etcd): the model accepts such an end only where
+// the history moved on past that revision (see the package
+// documentation). Without it no end is checked.
+func WatchTooOld(is func(error) bool) RecorderOption {
+	return func(r *Recorder) { r.tooOld = is }
+}
+
+// WatchWindow tells the model that the store under test keeps a window of
+// watch history that moves on by itself (the apiserver's watch cache,
+// etcd's compaction by the apiserver): a watch from any revision below
+// the newest one reported may be too old. Without it, only a revision
+// at or below one the history moved on from (MovedOn) may be.
+func WatchWindow() RecorderOption { return func(r *Recorder) { r.window = true } }
+
+// MovedOn runs fn, which makes the store's watch history move on (a
+// compaction, a server restart that drops the watch cache), and logs it:
+// a watch from a revision reported before it may end too old after it.
+func (r *Recorder) MovedOn(name string, fn func()) {
+	r.mu.Lock()
+	r.clients = append(r.clients, name)
+	id := len(r.clients) - 1
+	r.mu.Unlock()
+	call := r.now()
+	fn()
+	r.log(Op{Client: id, Name: name, Input: Input{Kind: KindMovedOn}, Output: Output{Outcome: OK}, Call: call, Return: r.now()})
+}
+
+func (r *Recorder) newWatch() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.watches++
+	return r.watches
+}
+
+// watchStart logs a watch's start and returns its number, its input, its
+// call time, and the earliest time its events may have taken effect: the
+// call of the first operation that reported the start revision (a change
+// after it came after that call), or the history's start if none did (a
+// fabricated revision, which the model refuses).
+func (c *client) watchStart(status bool, rev int64) (int, Input, time.Duration, time.Duration) {
+	w := c.r.newWatch()
+	c.r.mu.Lock()
+	since := c.r.revCall[rev]
+	c.r.mu.Unlock()
+	call := c.r.now()
+	in := Input{Kind: KindWatch, Watch: w, Status: status, From: rev}
+	c.r.count(c.name, in, call)
+	// A point: the start takes the revision it was given as current.
+	c.r.log(Op{Client: c.id, Name: c.name, Input: in, Output: Output{Outcome: OK}, Call: call, Return: call + 1})
+	return w, in, call, since
+}
+
+// watchEnd logs a watch's end. Its interval is the watch's whole life.
+func (c *client) watchEnd(start Input, call time.Duration, err error) {
+	in := start
+	in.Kind, in.Window = KindWatchEnd, c.r.window
+	out := Output{Outcome: OK}
+	if err != nil {
+		out = Output{Outcome: Unknown, Err: err.Error()}
+		if c.r.tooOld(err) {
+			out.Outcome = TooOld
+		}
+	}
+	c.r.log(Op{Client: c.id, Name: c.name, Input: in, Output: out, Call: call, Return: c.r.now()})
+}
+
+// WatchRecords logs the watch's start, every batch it delivers (each a
+// point of its own: see stepRecordsEvent), and its end.
+func (c *client) WatchRecords(ctx context.Context, rev int64, fn func([]versiongate.Record, int64)) error {
+	w, start, call, since := c.watchStart(false, rev)
+	from := rev
+	err := c.s.WatchRecords(ctx, rev, func(changes []versiongate.Record, r int64) {
+		batch := make([]versiongate.Record, len(changes))
+		for i, ch := range changes {
+			batch[i] = versiongate.Record{ID: ch.ID, Value: slices.Clone(ch.Value)}
+		}
+		// An event may have taken effect at any time before it was
+		// delivered, even before the watch started: its interval opens
+		// where its start revision was first reported.
+		c.r.log(Op{Client: c.id, Name: c.name, Input: Input{Kind: KindRecordsEvent, Watch: w, From: from},
+			Output: Output{Outcome: OK, Records: batch, Rev: r}, Call: since, Return: c.r.now()})
+		from = max(from, r)
+		fn(changes, r)
+	})
+	c.watchEnd(start, call, err)
+	return err
+}
+
+// WatchStatus logs the watch's start, every status it delivers, and its
+// end, as WatchRecords does.
+func (c *client) WatchStatus(ctx context.Context, rev int64, fn func(versiongate.StoredStatus) bool) error {
+	w, start, call, since := c.watchStart(true, rev)
+	from := rev
+	err := c.s.WatchStatus(ctx, rev, func(st versiongate.StoredStatus) bool {
+		c.r.log(Op{Client: c.id, Name: c.name, Input: Input{Kind: KindStatusEvent, Watch: w, Status: true, From: from},
+			Output: Output{Outcome: OK, Value: string(st.Value), Exists: st.Value != nil, Rev: st.Revision}, Call: since, Return: c.r.now()})
+		from = max(from, st.Revision)
+		return fn(st)
+	})
+	c.watchEnd(start, call, err)
+	return err
+}
+
+// stepWatch is step for the watch operations; ok is false for an
+// operation of another kind.
+func stepWatch(s *state, in Input, out Output) (next []*state, ok bool) {
+	switch in.Kind {
+	case KindWatch:
+		// A watch starts from a revision some operation reported before
+		// it: the caller had it from a listing, a read, a publish or an
+		// earlier event. One above every reported revision was
+		// fabricated (or comes from a read the model did not see).
+		if in.From > s.rev {
+			return nil, true
+		}
+		return []*state{s}, true
+	case KindRecordsEvent:
+		return stepRecordsEvent(s, in, out), true
+	case KindStatusEvent:
+		// A status after the watch's position, current at some point
+		// before it was delivered: the value then, at a revision not
+		// below any reported before that point.
+		if out.Rev <= in.From || out.Rev < s.rev || out.Exists != s.exists || out.Value != s.status {
+			return nil, true
+		}
+		n := s.clone()
+		n.rev = out.Rev
+		return []*state{n.freeze()}, true
+	case KindWatchEnd:
+		// Only a "too old" end is logged as an operation (see
+		// operations): its start revision must be one the history moved
+		// on from, or, with a window of history, any below the newest.
+		if out.Outcome == TooOld && in.From > s.compacted && !(in.Window && in.From < s.rev) {
+			return nil, true
+		}
+		return []*state{s}, true
+	case KindMovedOn:
+		n := s.clone()
+		n.compacted = max(s.compacted, s.rev)
+		return []*state{n.freeze()}, true
+	}
+	return nil, false
+}
+
+// stepRecordsEvent checks a batch of record changes at out.Rev, after the
+// watch's position in.From, as a partial listing at out.Rev: the batch is
+// current at some point (its revision is at least every one reported
+// before that point), each record it shows created is the model's record
+// of that ID with that value, created after in.From and at most at
+// out.Rev (no replayed event, no change that never happened), and every
+// record the model knows to be created in (in.From, out.Rev] is in it (no
+// skipped event). A deletion is not checked, nor applied. Revisions
+// never go back: a batch below the watch's position is refused.
+func stepRecordsEvent(s *state, in Input, out Output) []*state {
+	if out.Rev < in.From || out.Rev < s.rev {
+		return nil
+	}
+	last := map[string]versiongate.Record{}
+	for _, ch := range out.Records {
+		last[ch.ID] = ch
+	}
+	n := s.clone()
+	n.rev = out.Rev
+	for id, ch := range last {
+		if ch.Value == nil {
+			// A deletion is not applied: it would prove the record gone,
+			// but placing it against the deletes and expiries it reports
+			// (which carry no revision) left a joiners history of 320
+			// operations undecided after 70s. Listings still prove
+			// records gone.
+			continue
+		}
+		m, ok := s.records[id]
+		if !ok || m.value != string(ch.Value) {
+			return nil
+		}
+		if m.modRev != 0 && (m.modRev <= max(in.From, in.CreatedAfter) || m.modRev > out.Rev) {
+			return nil
+		}
+	}
+	for id, m := range s.records {
+		if _, shown := last[id]; !shown && m.modRev > in.From && m.modRev <= out.Rev {
+			return nil
+		}
+	}
+	return []*state{n.freeze()}
+}
