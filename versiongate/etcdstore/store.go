@@ -171,10 +171,11 @@ func (s *Store) KeepAlive(ctx context.Context, l versiongate.RecordLease) (time.
 // keepAliveOnce renews lease with exactly one keep-alive request and
 // returns the TTL the server granted. clientv3's Lease.KeepAliveOnce is
 // not used: it sends again at once, with no pause, for as long as the
-// answer is Unavailable or Internal and ctx lives (some 700 streams a
-// second under a proxy that answers Unavailable at once,
-// TestEveryLoopOfEtcdNodesKeepsItsBudget); the gate's record loop retries
-// a failed keep-alive with its own pause instead. The request goes over
+// answer is Unavailable or Internal and ctx lives (over 200,000 streams
+// in the 60 s of fake time, a few real seconds, that
+// TestEveryLoopOfEtcdNodesKeepsItsBudget counts behind a proxy answering
+// Unavailable); the gate's record loop retries a failed keep-alive with
+// its own pause instead. The request goes over
 // the client's connection, with its credentials and interceptors.
 func (s *Store) keepAliveOnce(ctx context.Context, lease clientv3.LeaseID) (time.Duration, error) {
 	conn := s.cli.ActiveConnection()
