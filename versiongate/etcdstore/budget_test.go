@@ -7,48 +7,20 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/reconkit/reconkit/election/etcd"
+	"github.com/reconkit/reconkit/internal/etcdfault"
 	"github.com/reconkit/reconkit/internal/testenv"
 	"github.com/reconkit/reconkit/versiongate"
 	"github.com/reconkit/reconkit/versiongate/etcdstore"
 )
-
-// budgetAnswer is what a faulty etcd (or the network before it) answers
-// every request of one node with, once armed.
-type budgetAnswer struct {
-	name string
-	code codes.Code // a gRPC status for every request; codes.OK for none
-	// watch answers every watch: "ends" closes it at once with no event,
-	// "compacted" cancels it with etcd's compaction error.
-	watch string
-	// refused closes the proxy the node talks through: every connection
-	// attempt is refused.
-	refused bool
-}
-
-var budgetAnswers = []budgetAnswer{
-	{name: "Unavailable", code: codes.Unavailable},
-	{name: "ResourceExhausted", code: codes.ResourceExhausted},
-	{name: "PermissionDenied", code: codes.PermissionDenied},
-	{name: "Unauthenticated", code: codes.Unauthenticated},
-	{name: "DeadlineExceeded", code: codes.DeadlineExceeded},
-	{name: "connection refused", refused: true},
-	{name: "watch ends at once", watch: "ends"},
-	{name: "compacted revision", watch: "compacted"},
-}
 
 // budgetKeys are one case's keys: the store's and the election's.
 type budgetKeys struct {
@@ -108,188 +80,31 @@ func requestKeys(req any) []string {
 	return nil
 }
 
-// budgetNode is one node's etcd client, through a proxy of its own so
-// that its connections can be refused; every request it sends is counted
-// per loop, stamped with the fake clock, and answered by the fault once
-// armed.
-type budgetNode struct {
-	name  string
-	keys  budgetKeys
-	clk   *testingclock.FakeClock
-	ans   budgetAnswer
-	armed atomic.Bool
-	proxy *testenv.ProxyServer
-	// armedCh closes when the fault is armed; watches counts the
-	// goroutines that forward watches from before it.
-	armedCh chan struct{}
-	watches sync.WaitGroup
-
-	mu       sync.Mutex
-	counting bool
-	armedAt  time.Time
-	sent     []budgetRequest
-}
-
-type budgetRequest struct {
-	at   time.Duration // from the arming, on the fake clock
-	loop string
-}
-
-func (n *budgetNode) record(loop string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.counting {
-		n.sent = append(n.sent, budgetRequest{at: n.clk.Since(n.armedAt), loop: loop})
-	}
-}
-
-func (n *budgetNode) arm() {
-	n.mu.Lock()
-	n.armedAt, n.counting = n.clk.Now(), true
-	n.mu.Unlock()
-	n.armed.Store(true)
-	close(n.armedCh)
-	if n.ans.refused {
-		_ = n.proxy.Close() // nothing listens on its port any more
-		return
-	}
-	// Every stream open before ends, as on a server restart, so that every
-	// loop meets the answer at once.
-	n.proxy.DropConnections()
-}
-
-func (n *budgetNode) fault() error {
-	if n.armed.Load() && n.ans.code != codes.OK {
-		return status.Error(n.ans.code, "injected: "+n.ans.name)
-	}
-	return nil
-}
-
-// unary counts every unary request sent on the wire, each retry of the
-// etcd client's own included (its retry interceptor runs outside this
-// one).
-func (n *budgetNode) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	n.record(n.keys.loopOf(requestKeys(req)))
-	if err := n.fault(); err != nil {
-		return err
-	}
-	return invoker(ctx, method, req, reply, cc, opts...)
-}
-
-// stream counts every keep-alive stream opened (the store's KeepAlive and
-// the elector's renewals open one each; so does the session keep-alive of
-// the client library, on its own) in the leases loop, and answers the
-// fault on every stream open. Watches are counted by the Watcher, which
-// multiplexes them on one stream.
-func (n *budgetNode) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	if strings.HasSuffix(method, "/LeaseKeepAlive") {
-		n.record("leases")
-	}
-	if err := n.fault(); err != nil {
-		return nil, err
-	}
-	return streamer(ctx, desc, cc, method, opts...)
-}
-
-// budgetWatcher counts each watch asked for and answers the watch faults.
-type budgetWatcher struct {
-	clientv3.Watcher
-	n *budgetNode
-}
-
-func (w *budgetWatcher) Watch(ctx context.Context, key string, opts ...clientv3.OpOption) clientv3.WatchChan {
-	n := w.n
-	n.record(n.keys.loopOf([]string{key}))
-	if n.ans.watch == "" {
-		return w.Watcher.Watch(ctx, key, opts...)
-	}
-	out := make(chan clientv3.WatchResponse)
-	if n.armed.Load() {
-		go n.answerWatch(ctx, out)
-		return out
-	}
-	// A watch from before the fault meets it once armed: the client
-	// library would otherwise resume it on its own.
-	in := w.Watcher.Watch(ctx, key, opts...)
-	n.watches.Add(1)
-	go func() {
-		defer n.watches.Done()
-		for {
-			select {
-			case <-n.armedCh:
-				n.answerWatch(ctx, out)
-				return
-			case wr, ok := <-in:
-				if !ok {
-					close(out)
-					return
-				}
-				select {
-				case out <- wr:
-				case <-n.armedCh:
-					n.answerWatch(ctx, out)
-					return
-				case <-ctx.Done():
-					close(out)
-					return
-				}
+// budgetClassify counts every unary request on the wire, every watch and
+// every keep-alive stream opened (the store's KeepAlive and the elector's
+// renewals open one each; so does the session keep-alive of the client
+// library, on its own) under its loop.
+func (k budgetKeys) classify() etcdfault.Classify {
+	return etcdfault.Classify{
+		Unary: func(_ string, req any) string { return k.loopOf(requestKeys(req)) },
+		Stream: func(_ context.Context, method string) string {
+			if strings.HasSuffix(method, "/LeaseKeepAlive") {
+				return "leases"
 			}
-		}
-	}()
-	return out
-}
-
-// answerWatch ends a watch at once, or cancels it with etcd's compaction
-// error.
-func (n *budgetNode) answerWatch(ctx context.Context, out chan clientv3.WatchResponse) {
-	defer close(out)
-	if n.ans.watch == "compacted" {
-		select {
-		case out <- clientv3.WatchResponse{CompactRevision: 1, Canceled: true}:
-		case <-ctx.Done():
-		}
-	}
-}
-
-// newBudgetNode builds a node's client as election/etcd's documentation
-// asks (MaxUnaryRetries 1: with the etcd client's default, a read
-// answered Unavailable is resent up to 100 times, 25 ms apart on real
-// time, whatever the library's backoff).
-func newBudgetNode(t *testing.T, srv *testenv.EtcdCluster, clk *testingclock.FakeClock, ans budgetAnswer, keys budgetKeys, name string) (*budgetNode, *clientv3.Client) {
-	t.Helper()
-	n := &budgetNode{name: name, keys: keys, clk: clk, ans: ans, armedCh: make(chan struct{})}
-	t.Cleanup(n.watches.Wait)
-	n.proxy = testenv.Proxy(t, srv.Members[0].ClientAddr())
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:            []string{"http://" + n.proxy.Addr()},
-		DialTimeout:          5 * time.Second,
-		DialKeepAliveTime:    2 * time.Second,
-		DialKeepAliveTimeout: 2 * time.Second,
-		MaxUnaryRetries:      1,
-		Logger:               zap.NewNop(),
-		DialOptions: []grpc.DialOption{
-			grpc.WithChainUnaryInterceptor(n.unary),
-			grpc.WithChainStreamInterceptor(n.stream),
+			return ""
 		},
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = cli.Close() })
-	cli.Watcher = &budgetWatcher{Watcher: cli.Watcher, n: n}
-	return n, cli
+		Watch: func(key string) string { return k.loopOf([]string{key}) },
+	}
 }
 
 // window returns the requests sent in [from, to) of fake time after the
 // arming: their instants, and their count per loop.
-func (n *budgetNode) window(from, to time.Duration) ([]time.Duration, map[string]int) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+func window(a *etcdfault.Agent, from, to time.Duration) ([]time.Duration, map[string]int) {
 	var at []time.Duration
 	perLoop := map[string]int{}
-	for _, r := range n.sent {
-		if r.at >= from && r.at < to {
-			at = append(at, r.at)
-			perLoop[r.loop]++
-		}
+	for _, r := range a.Requests(from, to) {
+		at = append(at, r.At)
+		perLoop[r.Kind]++
 	}
 	return at, perLoop
 }
@@ -321,30 +136,35 @@ func (n *budgetNode) window(from, to time.Duration) ([]time.Duration, map[string
 // two.
 func TestEveryLoopOfEtcdNodesKeepsItsBudget(t *testing.T) {
 	srv := testenv.Etcd(t)
-	for i, ans := range budgetAnswers {
-		t.Run(ans.name, func(t *testing.T) {
+	for i, ans := range etcdfault.Persistent() {
+		t.Run(ans.Name, func(t *testing.T) {
 			t.Parallel()
 			runEtcdBudget(t, srv, fmt.Sprintf("/budget-%d", i), ans)
 		})
 	}
 }
 
-func runEtcdBudget(t *testing.T, srv *testenv.EtcdCluster, prefix string, ans budgetAnswer) {
+func runEtcdBudget(t *testing.T, srv *testenv.EtcdCluster, prefix string, ans etcdfault.Answer) {
 	keys := budgetKeys{status: prefix + "/status", fence: prefix + "/status.fence", nodes: prefix + "/nodes/", election: prefix + "/leader"}
 	clk := testingclock.NewFakeClock(time.Now())
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	var nodes []*budgetNode
+	var names []string
+	var nodes []*etcdfault.Agent
 	t.Cleanup(func() {
 		for _, n := range nodes {
-			n.armed.Store(false)
+			n.Disarm()
 		}
 		cancel()
 		wg.Wait()
 	})
 	start := func(name, version, minCompat string) *versiongate.Gate {
-		n, cli := newBudgetNode(t, srv, clk, ans, keys, name)
-		nodes = append(nodes, n)
+		// MaxUnaryRetries 1, as election/etcd's documentation asks: with
+		// the etcd client's default a read answered Unavailable is resent
+		// up to 100 times, 25 ms apart on real time, whatever the
+		// library's backoff.
+		n, cli := etcdfault.New(t, srv, clk, ans, 1, keys.classify())
+		names, nodes = append(names, name), append(nodes, n)
 		st, err := etcdstore.New(cli, etcdstore.Config{StatusKey: keys.status, NodesPrefix: keys.nodes})
 		require.NoError(t, err)
 		el, err := etcd.New(etcd.Config{Client: cli, Prefix: keys.election, Identity: name, Clock: clk})
@@ -378,7 +198,7 @@ func runEtcdBudget(t *testing.T, srv *testenv.EtcdCluster, prefix string, ans bu
 	require.False(t, waiting.Ready(), "the waiting node is not admitted")
 
 	for _, n := range nodes {
-		n.arm()
+		n.Arm()
 	}
 	const step = 250 * time.Millisecond
 	for range int(90 * time.Second / step) {
@@ -390,18 +210,18 @@ func runEtcdBudget(t *testing.T, srv *testenv.EtcdCluster, prefix string, ans bu
 		}
 	}
 	var late [][]time.Duration
-	for _, n := range nodes {
-		early, _ := n.window(0, 30*time.Second)
-		at, perLoop := n.window(30*time.Second, 90*time.Second)
+	for i, n := range nodes {
+		early, _ := window(n, 0, 30*time.Second)
+		at, perLoop := window(n, 30*time.Second, 90*time.Second)
 		lines := make([]string, 0, len(perLoop))
 		for loop, c := range perLoop {
 			lines = append(lines, fmt.Sprintf("%s %.2f/s", loop, float64(c)/60))
 		}
 		sort.Strings(lines)
 		t.Logf("%s (%s): %d requests in the first 30 s; from 30 s to 90 s %.2f/s in all; %s",
-			n.name, ans.name, len(early), float64(len(at))/60, strings.Join(lines, ", "))
+			names[i], ans.Name, len(early), float64(len(at))/60, strings.Join(lines, ", "))
 		for loop, c := range perLoop {
-			require.LessOrEqual(t, c, 60, "%s: loop %q sent %d requests from 30 s to 90 s of %s", n.name, loop, c, ans.name)
+			require.LessOrEqual(t, c, 60, "%s: loop %q sent %d requests from 30 s to 90 s of %s", names[i], loop, c, ans.Name)
 		}
 		late = append(late, at)
 	}
