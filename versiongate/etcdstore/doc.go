@@ -17,6 +17,13 @@
 //   - A record is created only if absent, bound to a lease of its own, so
 //     etcd deletes a dead node's record when the lease expires; KeepAlive
 //     checks that the record is still bound to the lease.
+//   - KeepAlive sends exactly one keep-alive request (clientv3's
+//     KeepAliveOnce resends at once for as long as etcd answers
+//     Unavailable); the gate paces its retries. Under any answer etcd
+//     gives persistently, each loop of a node sends at most one request a
+//     second once the answer has lasted 30 s
+//     (TestEveryLoopOfEtcdNodesKeepsItsBudget), with the etcd client built
+//     with MaxUnaryRetries 1 as election/etcd's documentation asks.
 //   - Every read is linearizable, and a listing larger than one page is
 //     read at one revision. Watches require a leader, so a watch on a
 //     member cut off from the others fails instead of going silent.

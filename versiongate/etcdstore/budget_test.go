@@ -1,0 +1,231 @@
+package etcdstore_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/reconkit/reconkit/election/etcd"
+	"github.com/reconkit/reconkit/internal/etcdfault"
+	"github.com/reconkit/reconkit/internal/testenv"
+	"github.com/reconkit/reconkit/versiongate"
+	"github.com/reconkit/reconkit/versiongate/etcdstore"
+)
+
+// budgetKeys are one case's keys: the store's and the election's.
+type budgetKeys struct {
+	status, fence, nodes, election string
+}
+
+// loopOf names the loop a request belongs to by the keys it is about: the
+// node records (publish, the keep-alive's check, listing and watch), the
+// status (reads, watch, the leader's writes and fence), the election (the
+// elector's reads and watches, the leader's guard check in Fence), and
+// the leases (grants, keep-alives and revokes of the record's and of the
+// election's, which carry no key: one bucket for both loops).
+func (k budgetKeys) loopOf(keys []string) string {
+	loop := "leases"
+	for _, key := range keys {
+		switch {
+		case key == k.status || key == k.fence:
+			return "status"
+		case strings.HasPrefix(key, k.nodes):
+			loop = "records"
+		case strings.HasPrefix(key, k.election) && loop == "leases":
+			loop = "election"
+		}
+	}
+	return loop
+}
+
+// requestKeys returns the keys a unary request is about: a range's, and
+// every compare's and operation's of a transaction, nested ones too.
+func requestKeys(req any) []string {
+	switch r := req.(type) {
+	case *etcdserverpb.RangeRequest:
+		return []string{string(r.Key)}
+	case *etcdserverpb.PutRequest:
+		return []string{string(r.Key)}
+	case *etcdserverpb.DeleteRangeRequest:
+		return []string{string(r.Key)}
+	case *etcdserverpb.TxnRequest:
+		var keys []string
+		for _, c := range r.Compare {
+			keys = append(keys, string(c.Key))
+		}
+		for _, op := range append(slices.Clone(r.Success), r.Failure...) {
+			switch {
+			case op.GetRequestRange() != nil:
+				keys = append(keys, requestKeys(op.GetRequestRange())...)
+			case op.GetRequestPut() != nil:
+				keys = append(keys, requestKeys(op.GetRequestPut())...)
+			case op.GetRequestDeleteRange() != nil:
+				keys = append(keys, requestKeys(op.GetRequestDeleteRange())...)
+			case op.GetRequestTxn() != nil:
+				keys = append(keys, requestKeys(op.GetRequestTxn())...)
+			}
+		}
+		return keys
+	}
+	return nil
+}
+
+// budgetClassify counts every unary request on the wire, every watch and
+// every keep-alive stream opened (the store's KeepAlive and the elector's
+// renewals open one each; so does the session keep-alive of the client
+// library, on its own) under its loop.
+func (k budgetKeys) classify() etcdfault.Classify {
+	return etcdfault.Classify{
+		Unary: func(_ string, req any) string { return k.loopOf(requestKeys(req)) },
+		Stream: func(_ context.Context, method string) string {
+			if strings.HasSuffix(method, "/LeaseKeepAlive") {
+				return "leases"
+			}
+			return ""
+		},
+		Watch: func(key string) string { return k.loopOf([]string{key}) },
+	}
+}
+
+// window returns the requests sent in [from, to) of fake time after the
+// arming: their instants, and their count per loop.
+func window(a *etcdfault.Agent, from, to time.Duration) ([]time.Duration, map[string]int) {
+	var at []time.Duration
+	perLoop := map[string]int{}
+	for _, r := range a.Requests(from, to) {
+		at = append(at, r.At)
+		perLoop[r.Kind]++
+	}
+	return at, perLoop
+}
+
+// TestEveryLoopOfEtcdNodesKeepsItsBudget holds the library's request
+// budget for versiongate on etcdstore, on a real etcd: two nodes run
+// versiongate.Run with default settings and RejoinAfterRecordLoss, elected
+// by election/etcd, all on one fake clock. One is ready and leads (its
+// initial reconcile done); the other, a newer release that needs a newer
+// reconciler, campaigns behind it and waits in WaitReady. Then every
+// request of each is answered the same way for 90 s of fake time (every
+// open stream ended with it). From 30 s to 90 s each loop of each node
+// (records: publish, the keep-alive's check, listing and watch; status:
+// reads, watch, the leader's fence and writes, the readiness wait's
+// watch; election; leases: the record's and the election's grants,
+// keep-alives and revokes, one bucket) sends at most one request a second
+// (60), counting every unary request on the wire, every watch and every
+// keep-alive stream; the two nodes send at different instants (jitter).
+//
+// Both the record's keep-alives and the election's renewals run on the
+// fake clock (Clock and RecordClock), while etcd expires leases on real
+// time: the nodes are armed within a few real seconds of their start,
+// well inside the 10 s TTLs, and then the fault lets no keep-alive
+// through anyway.
+//
+// Requests are stamped with the fake clock when sent. The clock is
+// stepped 250 ms at a time with a short real wait between steps; a
+// request that a loaded machine sends late is stamped later, by a step or
+// two.
+func TestEveryLoopOfEtcdNodesKeepsItsBudget(t *testing.T) {
+	srv := testenv.Etcd(t)
+	for i, ans := range etcdfault.Persistent() {
+		t.Run(ans.Name, func(t *testing.T) {
+			t.Parallel()
+			runEtcdBudget(t, srv, fmt.Sprintf("/budget-%d", i), ans)
+		})
+	}
+}
+
+func runEtcdBudget(t *testing.T, srv *testenv.EtcdCluster, prefix string, ans etcdfault.Answer) {
+	keys := budgetKeys{status: prefix + "/status", fence: prefix + "/status.fence", nodes: prefix + "/nodes/", election: prefix + "/leader"}
+	clk := testingclock.NewFakeClock(time.Now())
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var names []string
+	var nodes []*etcdfault.Agent
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			n.Disarm()
+		}
+		cancel()
+		wg.Wait()
+	})
+	start := func(name, version, minCompat string) *versiongate.Gate {
+		// MaxUnaryRetries 1, as election/etcd's documentation asks: with
+		// the etcd client's default a read answered Unavailable is resent
+		// up to 100 times, 25 ms apart on real time, whatever the
+		// library's backoff.
+		n, cli := etcdfault.New(t, srv, clk, ans, 1, keys.classify())
+		names, nodes = append(names, name), append(nodes, n)
+		st, err := etcdstore.New(cli, etcdstore.Config{StatusKey: keys.status, NodesPrefix: keys.nodes})
+		require.NoError(t, err)
+		el, err := etcd.New(etcd.Config{Client: cli, Prefix: keys.election, Identity: name, Clock: clk})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = el.Close() })
+		g, err := versiongate.New(versiongate.Config{
+			Store: st, NodeID: name, Version: ver(t, version),
+			MinimumCompatibleRelease: rel(t, minCompat),
+			Candidate:                el,
+			Reconcile:                func(context.Context, versiongate.Term) error { return nil },
+			Clock:                    clk,
+			RecordClock:              clk,
+			SettleTime:               -1,
+			RejoinAfterRecordLoss:    true,
+		})
+		require.NoError(t, err)
+		wg.Go(func() { _ = g.Run(ctx) })
+		return g
+	}
+	leader := start("leader", "1.4.0", "1.3.0")
+	require.NoError(t, leader.WaitReady(ctx))
+	waitPhase(t, leader, versiongate.PhaseDone)
+	waiting := start("waiting", "1.2.0", "1.2.0")
+	wg.Go(func() { _ = waiting.WaitReady(ctx) })
+	// The waiting node has published its record.
+	admin := srv.Client(t)
+	eventually(t, func() bool {
+		rec, err := admin.Get(ctx, keys.nodes, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		return err == nil && rec.Count == 2
+	}, "two records")
+	require.False(t, waiting.Ready(), "the waiting node is not admitted")
+
+	for _, n := range nodes {
+		n.Arm()
+	}
+	const step = 250 * time.Millisecond
+	for range int(90 * time.Second / step) {
+		clk.Step(step)
+		// A short real pause lets the loops the step woke send.
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-ctx.Done():
+		}
+	}
+	var late [][]time.Duration
+	for i, n := range nodes {
+		early, _ := window(n, 0, 30*time.Second)
+		at, perLoop := window(n, 30*time.Second, 90*time.Second)
+		lines := make([]string, 0, len(perLoop))
+		for loop, c := range perLoop {
+			lines = append(lines, fmt.Sprintf("%s %.2f/s", loop, float64(c)/60))
+		}
+		sort.Strings(lines)
+		t.Logf("%s (%s): %d requests in the first 30 s; from 30 s to 90 s %.2f/s in all; %s",
+			names[i], ans.Name, len(early), float64(len(at))/60, strings.Join(lines, ", "))
+		for loop, c := range perLoop {
+			require.LessOrEqual(t, c, 60, "%s: loop %q sent %d requests from 30 s to 90 s of %s", names[i], loop, c, ans.Name)
+		}
+		late = append(late, at)
+	}
+	if len(late[0]) > 1 && len(late[1]) > 1 {
+		require.False(t, slices.Equal(late[0], late[1]), "the two nodes sent at the same instants: no jitter")
+	}
+}
