@@ -78,7 +78,8 @@ type publishWatch struct {
 	*ccm.Balancer
 	eng *lbrecontest.Engine
 
-	ok  atomic.Int64 // EnsureLoadBalancer calls that returned a status
+	ok      atomic.Int64 // EnsureLoadBalancer calls that returned a status
+	localOK atomic.Int64 // of them, those for externalTrafficPolicy Local
 	mu  sync.Mutex
 	bad []string
 }
@@ -89,6 +90,9 @@ func (p *publishWatch) EnsureLoadBalancer(ctx context.Context, clusterName strin
 		return st, err
 	}
 	p.ok.Add(1)
+	if svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal {
+		p.localOK.Add(1)
+	}
 	lb, found := provLB(p.eng, "a"+string(svc.UID))
 	var got []v1.LoadBalancerIngress
 	if st != nil {
@@ -229,6 +233,13 @@ func TestProvisionedServiceUnderTheRealController(t *testing.T) {
 		deadline := time.NewTimer(stepTimeout)
 		defer deadline.Stop()
 		for !cond() {
+			// A wrong publication fails the step at once.
+			seenMu.Lock()
+			bad := append(append([]string(nil), seenBad...), pub.violations()...)
+			seenMu.Unlock()
+			if len(bad) > 0 {
+				t.Fatalf("%s: published other than what the provider assigned: %v", what, bad)
+			}
 			select {
 			case <-tick.C:
 			case <-deadline.C:
@@ -318,16 +329,15 @@ func TestProvisionedServiceUnderTheRealController(t *testing.T) {
 	run("Cluster to Local adds the health check alone", func(t *testing.T) {
 		before := byKey()
 		require.Len(t, before, 5)
-		okBefore := pub.ok.Load()
 		cur := current(t)
 		cur.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
 		cur, err := svcs.Update(ctx, cur, metav1.UpdateOptions{})
 		require.NoError(t, err)
 		hc := cur.Spec.HealthCheckNodePort
 		require.Positive(t, hc, "the apiserver allocated a healthCheckNodePort")
-		// The sync of the change is over once an EnsureLoadBalancer
-		// returned a status after it.
-		eventually(t, func() bool { return pub.ok.Load() > okBefore }, "the change synced")
+		// The sync of the change is over once an EnsureLoadBalancer of
+		// the Local Service returned a status.
+		eventually(t, func() bool { return pub.localOK.Load() > 0 }, "the change synced")
 		after := byKey()
 		checks := 0
 		for k, o := range after {
