@@ -80,8 +80,8 @@ type publishWatch struct {
 
 	ok      atomic.Int64 // EnsureLoadBalancer calls that returned a status
 	localOK atomic.Int64 // of them, those for externalTrafficPolicy Local
-	mu  sync.Mutex
-	bad []string
+	mu      sync.Mutex
+	bad     []string
 }
 
 func (p *publishWatch) EnsureLoadBalancer(ctx context.Context, clusterName string, svc *v1.Service, nodes []*v1.Node) (*v1.LoadBalancerStatus, error) {
