@@ -460,11 +460,25 @@ func (r *Reconciler) tagged(o Object) bool {
 
 // settled returns when the outstanding writes can be expected to show in a
 // listing, from what earlier writes took; zero when nothing is outstanding.
-// Called with memMu held.
+// Before any write was seen through, a creation's horizon (the declared
+// ListLag after its call returned) is the guess: with a lag declared in
+// time, no listing before it need show the creation. Called with memMu
+// held.
 func (m *memory) settled() time.Time {
 	var t time.Time
+	expect := func(at time.Time, h horizon) time.Time {
+		if m.settleWrite == 0 {
+			return h.at // zero without a declared lag, or in flight
+		}
+		return at.Add(m.settleWrite)
+	}
 	for _, a := range m.acks {
-		if e := a.at.Add(m.settleWrite); !a.seen && e.After(t) {
+		if e := expect(a.at, a.horizon); !a.seen && e.After(t) {
+			t = e
+		}
+	}
+	for _, in := range m.intents {
+		if e := expect(in.at, in.horizon); in.horizon != (horizon{}) && e.After(t) {
 			t = e
 		}
 	}
