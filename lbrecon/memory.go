@@ -13,7 +13,7 @@ type nameKey struct{ kind, name string }
 
 func nameOf(o Object) nameKey { return nameKey{o.Kind, o.Name} }
 
-// The memory's vocabulary (see doc.go, "Words"): an intent is a creation
+// The memory's vocabulary (see doc.go, "Names"): an intent is a creation
 // whose outcome is not known yet, by name; an ack is a change the engine
 // acknowledged (created, adopted, updated, repaired), by key; a deletion
 // is an object the engine was asked to destroy, by key. Each is kept
