@@ -11,10 +11,11 @@ import (
 
 // expectShown returns when the outstanding writes can be expected to show in a
 // listing, from what earlier writes took; zero when nothing is outstanding.
-// Before any write was seen through, a creation's horizon (the declared
+// Before any write was seen through, an ack's horizon (the declared
 // ListLag after its call returned) is the guess: with a lag declared in
-// time, no listing before it need show the creation. Called with memMu
-// held.
+// time, no listing before it need show the write. Intents are left out:
+// one the engine takes tokens for is sent again at the next pass, not
+// waited for. Called with memMu held.
 func (m *memory) expectShown() time.Time {
 	var t time.Time
 	expect := func(at time.Time, h horizon) time.Time {
@@ -25,11 +26,6 @@ func (m *memory) expectShown() time.Time {
 	}
 	for _, a := range m.acks {
 		if e := expect(a.at, a.horizon); !a.seen && e.After(t) {
-			t = e
-		}
-	}
-	for _, in := range m.intents {
-		if e := expect(in.at, in.horizon); in.horizon != (horizon{}) && e.After(t) {
 			t = e
 		}
 	}
