@@ -27,15 +27,59 @@
 // balancer may change its ID: it builds the new one, then tears the old
 // ones down.
 //
-// # Words
+// # Names
 //
-// An intent is a creation whose outcome is not known yet (its call in
-// flight, or its answer lost); it holds its name, and the [Journal] keeps
-// it (as an [Intent]) across processes. An ack is a change the engine
-// acknowledged: an object created, adopted, updated or repaired. A
-// deletion is an object the engine was asked to destroy. The reconciler
-// keeps each until it settles: until a listing at its horizon, the first
-// listing that reflects the call, agrees with it.
+// Each idea has one name, used in the code, its comments and below; the
+// file that holds it follows in parentheses.
+//
+//   - Object: one thing at the provider, found by kind and ID ([Key]),
+//     named by its step, owned when it carries [Config.Tag] (engine.go).
+//   - Engine: the provider's API as the reconciler calls it (engine.go;
+//     calls, timeouts and retries in fanout.go).
+//   - Step: one kind of object and the function that plans it
+//     ([Step], [Changes], [Observation]; step.go).
+//   - Plan: what a pass found to do ([Plan]), computed from a view
+//     (plan.go).
+//   - Pass: one listing, merged with the memory into a view, planned and
+//     applied phase by phase (repair, adopt, destroy, create, update;
+//     apply.go). Reconcile and Teardown repeat passes and wait between
+//     them (reconciler.go, wait.go); ReconcileOnce and TeardownOnce make
+//     one and answer when to call again (once.go).
+//   - Memory: what a Reconciler keeps between passes (memory.go); a
+//     listing is folded into it by merge (merge.go). It holds intents,
+//     acks and deletions:
+//   - Intent: a creation whose outcome is not known yet (its call in
+//     flight, or its answer lost). It holds its name: the name is not
+//     created again (memory.go).
+//   - Ack (acknowledged write): a change the engine acknowledged, an
+//     object created, adopted, updated or repaired. It is unconfirmed
+//     until a listing shows it, then seen (memory.go, merge.go).
+//   - Deletion: an object the engine was asked to destroy; deleting while
+//     listed, then gone (memory.go, merge.go).
+//   - Horizon: the first listing that must reflect a call: one started
+//     [Config.ListLag] after it returned, or its
+//     [Config.ListLagListings]+1-th listing after it (horizon.go).
+//   - Confirmation: a record settles, and is forgotten, when a listing at
+//     its horizon agrees with it; a listing before it may go backwards
+//     (merge.go).
+//   - Pace: when a listing can next show something new about the writes
+//     outstanding: the declared lag until writes were seen through, then
+//     what they took. It spaces polls and RequeueAfter (pace.go).
+//   - Journal: the durable copy of the intents ([Journal], [Intent]):
+//     recorded before the creation is sent, forgotten when no intent or
+//     ack of the name is left (journal.go, filejournal.go,
+//     journalbound.go).
+//   - Fence: the check before every write that the writer's term token is
+//     current ([Guard], [CheckToken], [Fence]; guard.go, token.go,
+//     fence.go).
+//   - Leftovers: load balancers an owner no longer keeps, torn down
+//     without a reconciler of their own ([Leftovers], [TeardownExcept];
+//     leftovers.go); [Moving] builds a new load balancer, then sweeps
+//     the old ones (moving.go).
+//   - Load-balancer plan: the steps [NewLoadBalancer] wires from a
+//     [LoadBalancer] (description and specs in lb.go, steps and their
+//     plans in lbplan.go and listeners.go, the reconciler in
+//     lbreconciler.go).
 //
 // # Guarantees
 //
@@ -70,7 +114,8 @@
 //     retries it within the call like any other, ReconcileOnce on the
 //     next call. An object left
 //     untagged by a crash is found by its exact name and spec and adopted,
-//     never by a pattern.
+//     never by a pattern. (apply.go, journal.go; crash_test.go,
+//     journal_test.go, TestNoCreateWithoutARecordedIntent.)
 //   - Eventual consistency, and listings that go backwards: within the
 //     declared lag (ListLag, ListLagListings) a listing may miss what an
 //     earlier one showed (read replicas). An ack (a created, updated,
@@ -85,7 +130,8 @@
 //     lagging listing that shows it again is not believed. So is one
 //     that shows again an owned object someone else deleted: missing from
 //     a listing started the lag after the first listing that showed it,
-//     it is gone (memory.go; TestProvisionDeletedLoadBalancerShownAgainByAReplica). The journal
+//     it is gone (merge.go, horizon.go; replica_test.go,
+//     TestProvisionDeletedLoadBalancerShownAgainByAReplica). The journal
 //     keeps an entry while an intent or ack of its name is kept. The plan
 //     is made from the listing merged with this memory, so a lagging
 //     listing neither causes a second creation nor a second destruction,
@@ -187,6 +233,7 @@
 //     has a positive RequeueAfter, or comes with an error: a deadline that
 //     passes during the pass (engine calls take time) is acted on by the
 //     next call. Check and Observe make one List attempt, never retried.
+//     (once.go, fanout.go; once_test.go, passbudget_test.go.)
 //   - Bad input is refused without changes: an invalid configuration or
 //     [LoadBalancer] is an [ErrInvalidConfig] error, and an engine answer
 //     that contradicts itself (one kind and ID listed twice, two owned
@@ -199,7 +246,11 @@
 //     earlier than earlier writes took to show; when a listing still lacks
 //     a write after that time, the next poll (and ReconcileOnce's
 //     RequeueAfter) waits the write's age again, so a provider slower than
-//     learnt costs a number of Lists logarithmic in the error. Calls inside a phase run in parallel, at
+//     learnt costs a number of Lists logarithmic in the error. Before any
+//     write was seen through, a pass that created asks to be called again
+//     no sooner than the declared ListLag after its creations: a listing
+//     before then need not show them (pace.go, once.go, wait.go;
+//     requeue_test.go, spin_test.go). Calls inside a phase run in parallel, at
 //     most [Config.Parallelism] at once; there is no global lock.
 //   - Fencing: a host puts its term's fencing token in the context with
 //     [WithToken]; the context given to Reconcile, ReconcileOnce, Teardown,
@@ -216,7 +267,8 @@
 //     to clear the fence: the writer is deposed, or the token source went
 //     back (a restored backup) and an operator must clear the fence. The
 //     reconciler stops the pass at the first such refusal, sends no other
-//     write, and returns the refusal once per call.
+//     write, and returns the refusal once per call. (guard.go, token.go,
+//     fence.go; guarantees_test.go, token_test.go, fence_test.go.)
 //   - Every wait goes through [Config.Clock]; when the context ends,
 //     Reconcile and Teardown return promptly with an error wrapping
 //     ctx.Err(), after every call they started has returned. No goroutine

@@ -172,7 +172,7 @@ func (r *Reconciler) compute(ctx context.Context, v *view, down bool) (*plan, er
 			}
 		}
 	}
-	for _, o := range v.written {
+	for _, o := range v.unconfirmed {
 		p.Unconfirmed = append(p.Unconfirmed, o)
 		p.waiting = append(p.waiting, o)
 		p.deadlineBefore(m.ackedAt(o).Add(r.cfg.ConfirmTimeout))
@@ -182,7 +182,7 @@ func (r *Reconciler) compute(ctx context.Context, v *view, down bool) (*plan, er
 		p.waiting = append(p.waiting, o)
 		p.deadlineBefore(m.deletions[o.Key()].at.Add(r.cfg.ConfirmTimeout))
 	}
-	for nk := range v.held {
+	for nk := range v.intended {
 		in := m.intents[nk]
 		p.Unconfirmed = append(p.Unconfirmed, in.obj)
 		p.waiting = append(p.waiting, in.obj)
@@ -286,7 +286,7 @@ func (r *Reconciler) compute(ctx context.Context, v *view, down bool) (*plan, er
 				p.Adopt = append(p.Adopt, v.untagged[k])
 				continue
 			}
-			if (v.held[nk] && !r.resend(m.intents[nk], c)) || recreating[nk] || r.blocked(st, i, c, view, notReady) {
+			if (v.intended[nk] && !r.resend(m.intents[nk], c)) || recreating[nk] || r.blocked(st, i, c, view, notReady) {
 				p.Blocked++
 				continue
 			}

@@ -30,8 +30,8 @@ func (r *Reconciler) wait(ctx context.Context, p *plan, down bool) (listed []Obj
 	var early time.Duration
 	if p.changed {
 		r.memMu.Lock()
-		if settled := r.mem.settled(); !settled.IsZero() {
-			early = settled.Sub(r.clock.Now()) - r.cfg.PollInterval
+		if shownBy := r.mem.expectShown(); !shownBy.IsZero() {
+			early = shownBy.Sub(r.clock.Now()) - r.cfg.PollInterval
 		}
 		r.memMu.Unlock()
 	}
@@ -110,9 +110,9 @@ func (r *Reconciler) wait(ctx context.Context, p *plan, down bool) (listed []Obj
 		if !done {
 			r.memMu.Lock()
 			at, ok := r.mem.newestWrite(r.listings.Load(), r.cfg.ListLagListings > 0)
-			settled := r.mem.settled()
+			shownBy := r.mem.expectShown()
 			r.memMu.Unlock()
-			if now := r.clock.Now(); ok && settled.After(at) && !now.Before(settled) {
+			if now := r.clock.Now(); ok && shownBy.After(at) && !now.Before(shownBy) {
 				notBefore = now.Add(min(now.Sub(at), r.cfg.MaxPollInterval))
 			}
 		}

@@ -112,7 +112,7 @@ func Example() {
 	}
 	fmt.Println("journal ConfigMaps left:", len(cms.Items))
 	// Output:
-	// ingress: 192.0.2.10 after 5 calls
+	// ingress: 192.0.2.10 after 4 calls
 	// backend http.6f1c [kubernetes-service-uid=6f1c]
 	// bind 192.0.2.10.http.6f1c [kubernetes-service-uid=6f1c]
 	// frontend http.6f1c [kubernetes-service-uid=6f1c]

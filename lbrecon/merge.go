@@ -1,0 +1,263 @@
+package lbrecon
+
+import (
+	"fmt"
+	"time"
+)
+
+// Merging a listing with the memory: the view a plan is computed from
+// (plan.go), and how each record of the memory settles.
+
+// view is a listing merged with the memory.
+type view struct {
+	owned       []Object // owned objects: listed, plus written and not yet listed; minus those being deleted
+	untagged    []Object // objects without a tag of the owner key: adoption candidates only
+	deleting    []Object // owned objects destroyed and still listed
+	listed      map[Key]bool
+	intended    map[nameKey]bool // names held by an intent (a creation of unknown outcome)
+	unconfirmed []Object         // acks no listing has shown yet
+	now         time.Time
+}
+
+func (v *view) observation() *Observation {
+	obs := NewObservation(v.owned)
+	for k := range v.listed {
+		obs.known[k] = true
+	}
+	return obs
+}
+
+// merge folds a listing into the memory and returns the view to plan
+// from. Called with memMu held.
+func (r *Reconciler) merge(listed []Object, listedAt listing) (*view, error) {
+	now := r.clock.Now()
+	m := &r.mem
+	v := &view{listed: make(map[Key]bool, len(listed)), intended: make(map[nameKey]bool), now: now}
+	byKey := make(map[Key]Object, len(listed))
+	for _, o := range listed {
+		if _, ok := r.stepOf[o.Kind]; !ok {
+			continue
+		}
+		if o.ID == "" {
+			return nil, fmt.Errorf("%w: listed %v has no ID", ErrInconsistent, o)
+		}
+		if _, dup := byKey[o.Key()]; dup {
+			return nil, fmt.Errorf("%w: %v listed twice", ErrInconsistent, o.Key())
+		}
+		byKey[o.Key()] = o
+		v.listed[o.Key()] = true
+	}
+	// Objects deleted by someone else: an owned object a listing showed,
+	// missing from one the lag after, is gone; a lagging listing that
+	// shows it again is not believed (see deletions).
+	if r.lagDeclared() {
+		for k, first := range m.firstSeen {
+			if _, listed := byKey[k]; listed {
+				continue
+			}
+			if m.deletions[k] == nil && r.horizonFrom(first).reachedBy(listedAt) {
+				m.deletions[k] = &deletion{at: now, gone: true, horizon: r.horizonAfter(now)}
+			}
+			if m.deletions[k] != nil {
+				delete(m.firstSeen, k)
+			}
+		}
+		for k, o := range byKey {
+			if _, ok := m.firstSeen[k]; !ok && m.deletions[k] == nil && r.owns(o) {
+				m.firstSeen[k] = listedAt
+			}
+		}
+	}
+	// Deletions: gone at the first listing that does not show the object
+	// (a later one showing it again lags: it is not believed), settled at
+	// the first listing past the horizon that does not show it; one still
+	// listed after ConfirmTimeout, never seen gone, is destroyed again.
+	for k, d := range m.deletions {
+		_, listed := byKey[k]
+		switch {
+		case !listed && d.gone && d.horizon.reachedBy(listedAt):
+			delete(m.deletions, k)
+		case !listed && !d.gone:
+			m.destroyPace = min(now.Sub(d.at), r.cfg.MaxPollInterval)
+			d.gone, d.horizon = true, r.horizonAfter(now)
+		case listed && d.gone && d.horizon.reachedBy(listedAt):
+			// A listing past the horizon shows it: it is there.
+			d.gone, d.at = false, now
+		case listed && !d.gone && now.Sub(d.at) >= r.cfg.ConfirmTimeout:
+			delete(m.deletions, k)
+		}
+	}
+	// Intents whose object a listing shows end; an owned one whose call
+	// returned becomes a seen ack, kept until a listing past the horizon
+	// settles it, so that a listing lagging again does not make the name
+	// free.
+	shown := func(in *intent) (Object, bool) {
+		for _, o := range listed {
+			if in.matches(o) && (r.owns(o) || !r.tagged(o)) {
+				return o, true
+			}
+		}
+		return Object{}, false
+	}
+	for nk, in := range m.intents {
+		o, ok := shown(in)
+		switch {
+		case ok && in.horizon == (horizon{}):
+			// In flight (a Check's listing during the call): its answer
+			// decides; the listing shows the object meanwhile.
+		case ok:
+			delete(m.intents, nk) // the journal's entry goes with the ack
+			if _, acked := m.acks[o.Key()]; !acked && r.owns(o) && m.deletions[o.Key()] == nil {
+				m.acks[o.Key()] = &ack{obj: o.clone(), at: in.at, horizon: in.horizon}
+			}
+		case now.Sub(in.at) >= r.cfg.ConfirmTimeout, r.lagDeclared() && in.horizon.reachedBy(listedAt):
+			// Not created (a listing made after the list lag, in time or
+			// in listings, does not show it), or given up on.
+			delete(m.intents, nk)
+			m.dropJournal(nk)
+		default:
+			v.intended[nk] = true
+		}
+	}
+	// Acks: seen at the first listing that shows them, settled at the
+	// first listing past the horizon that shows them, or that contradicts
+	// a seen one; an ack never seen is given up after ConfirmTimeout.
+	for k, a := range m.acks {
+		o, listed := byKey[k]
+		shows := listed && r.owns(o) && SameSpec(o.Spec, a.obj.Spec)
+		past := a.horizon.reachedBy(listedAt)
+		if shows {
+			a.seen = true
+			a.obj.State = o.State
+			if !a.final && (o.State == StateOK || o.State == StateFailed) {
+				a.final = true
+				m.writePace = min(now.Sub(a.at), r.cfg.MaxPollInterval)
+			}
+		}
+		switch {
+		case past && (shows || a.seen):
+			delete(m.acks, k)
+		case !a.seen && now.Sub(a.at) >= r.cfg.ConfirmTimeout:
+			delete(m.acks, k)
+		case !a.seen:
+			v.unconfirmed = append(v.unconfirmed, a.obj)
+		}
+	}
+	// A journal entry goes once no intent or ack of its name is left.
+	named := make(map[nameKey]bool, len(m.acks))
+	for _, a := range m.acks {
+		named[nameOf(a.obj)] = true
+	}
+	for nk, j := range m.journal {
+		if _, held := m.intents[nk]; (!held && !named[nk]) || now.Sub(j.At) >= r.cfg.ConfirmTimeout {
+			m.dropJournal(nk)
+		}
+	}
+	seen := make(map[Key]bool, len(byKey))
+	inOwned := make(map[Key]bool, len(byKey))
+	for _, o := range listed {
+		k := o.Key()
+		if _, ok := r.stepOf[o.Kind]; !ok || seen[k] {
+			continue
+		}
+		seen[k] = true
+		d, a := m.deletions[k], m.acks[k]
+		switch {
+		case d != nil && d.gone:
+			// Gone, listed again by a lagging listing.
+		case d != nil:
+			if r.owns(o) {
+				v.deleting = append(v.deleting, o)
+			}
+		case a != nil:
+			// The listing may lag behind the ack: plan from the ack,
+			// with the state the provider reports.
+			o = a.obj.clone()
+			o.State, o.Status = byKey[k].State, byKey[k].Status
+			v.owned = append(v.owned, o)
+			inOwned[k] = true
+		case !r.tagged(o):
+			v.untagged = append(v.untagged, o)
+		case !r.owns(o):
+		default:
+			v.owned = append(v.owned, o)
+			inOwned[k] = true
+		}
+	}
+	for k, a := range m.acks {
+		if !inOwned[k] && m.deletions[k] == nil {
+			v.owned = append(v.owned, a.obj.clone())
+		}
+	}
+	// Pending times, failure counts and assigned attributes.
+	inView := make(map[Key]bool, len(v.owned))
+	for i, o := range v.owned {
+		inView[o.Key()] = true
+		switch st, ok := m.status[o.Key()]; {
+		case o.Status != nil:
+			m.status[o.Key()] = o.Status
+		case ok:
+			v.owned[i].Status = st // a lagging listing from before the provider assigned it
+		}
+		switch o.State {
+		case StateOK:
+			delete(m.pendingSince, o.Key())
+			delete(m.failures, nameOf(o))
+		case StateFailed:
+			delete(m.pendingSince, o.Key())
+		default:
+			if _, ok := m.pendingSince[o.Key()]; !ok {
+				m.pendingSince[o.Key()] = now
+			}
+		}
+	}
+	for k := range m.pendingSince {
+		if !inView[k] {
+			delete(m.pendingSince, k)
+		}
+	}
+	for k := range m.status {
+		if !inView[k] {
+			delete(m.status, k)
+		}
+	}
+	for k := range m.waitSince {
+		if o, ok := findOwned(v.owned, k); !ok || o.Status != nil {
+			delete(m.waitSince, k)
+		}
+	}
+	for k := range m.noRepair {
+		if !inView[k] {
+			delete(m.noRepair, k)
+		}
+	}
+	for k := range m.noUpdate {
+		if !inView[k] {
+			delete(m.noUpdate, k)
+		}
+	}
+	return v, nil
+}
+
+// owns reports whether o carries the ownership tag.
+func (r *Reconciler) owns(o Object) bool { return o.HasTag(r.cfg.Tag) }
+
+// tagged reports whether o carries any value of the ownership tag's key.
+func (r *Reconciler) tagged(o Object) bool {
+	for _, t := range o.Tags {
+		if tagKey(t) == r.tagKey {
+			return true
+		}
+	}
+	return false
+}
+
+// findOwned returns the object with key k among objs.
+func findOwned(objs []Object, k Key) (Object, bool) {
+	for _, o := range objs {
+		if o.Key() == k {
+			return o, true
+		}
+	}
+	return Object{}, false
+}
