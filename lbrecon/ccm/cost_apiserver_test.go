@@ -199,11 +199,11 @@ func TestProvisioningCostThroughTheController(t *testing.T) {
 		// (EnsuringLoadBalancer), the last into EnsuredLoadBalancer.
 		require.Equal(t, len(got.retries), got.warnings, "%s: one Warning per RetryError", cfg.name)
 		require.Equal(t, 2*int(got.lbCalls), got.events, "%s: two events per EnsureLoadBalancer call", cfg.name)
-		if cfg.rc.PollInterval >= testLag || cfg.rc.PollInterval == 0 {
-			// One RetryError per phase the plan waits a listing for:
-			// backends, then servers and frontends, then binds.
-			require.LessOrEqual(t, got.warnings, 3, "%s: a RetryError sooner than the lag", cfg.name)
-		}
+		// One RetryError per phase the plan waits a listing for:
+		// backends, then servers and frontends, then binds, whatever
+		// the poll interval: a pass that created asks again no sooner
+		// than the declared lag.
+		require.LessOrEqual(t, got.warnings, 3, "%s: a RetryError sooner than the lag", cfg.name)
 	}
 	t.Logf("one provisioning through the service controller:\n%-12s %8s %9s %9s %11s %8s %7s %9s %8s\n%s",
 		"config", "took", "provider", "balancer", "controller", "lbcalls", "events", "warnings", "objects", strings.Join(rows, "\n"))
