@@ -109,11 +109,28 @@ func fleetConfig() fleetsim.Config {
 // TestFleet runs three node agents for 10 minutes of faults and a quiet
 // period, for a fixed set of seeds (-fleetsim.seed=N runs one). Deleting
 // the gate's status Lease, by hand or with its namespace, is left out, as
-// in examples/outsider's fleet: the gate does not recover from it yet.
+// in examples/outsider's fleet: with it seed 1 finds the defect
+// TestFleetKnownDefects names.
 func TestFleet(t *testing.T) {
 	cfg := fleetConfig()
 	cfg.Duration = 10 * time.Minute
 	cfg.Nemesis = cfg.Nemesis.Without(fleetsim.DeleteLease, fleetsim.NamespaceDelete)
 	cfg.Nemesis.Every = 30 * time.Second
 	fleetsim.Test(t, cfg, 1, 2)
+}
+
+// TestFleetKnownDefects runs TestFleet's fleet with every kind of fault,
+// which finds a defect not fixed yet; it is skipped until it is, and runs
+// with -fleetsim.seed.
+//   - seed 1 (Converges at 20m): the gate's status Lease, deleted at 6m1s,
+//     stays terminating behind its finalizer while its leader keeps its
+//     term (it is recreated only at the next term's Fence); agent-1's
+//     readiness wait reads it every 5 to 15 seconds, across two apiserver
+//     restarts, for ever, and the Node never gets its backend.
+func TestFleetKnownDefects(t *testing.T) {
+	t.Skip("finds an open defect (see the comment); run it with -fleetsim.seed=1 after removing this skip")
+	cfg := fleetConfig()
+	cfg.Duration = 10 * time.Minute
+	cfg.Nemesis.Every = 30 * time.Second
+	fleetsim.Test(t, cfg, 1)
 }
