@@ -49,13 +49,15 @@ func (c fleetCoordination) join(name string, h hooks, events election.EventRecor
 
 // fleetAgent runs agent-<Index+1> (its Node 10.0.0.<Index+1>) at the
 // run's release on what the simulator gives it: its client, its disk for
-// the checkpoints, and its link to the provider. It tells the world when
+// the checkpoints, its link to the provider, and its backend's health for
+// its Node's ping (heartbeats stop while that link is cut). It tells the world when
 // it serves and what its checkpoint store records. No events are recorded.
 func fleetAgent(ctx context.Context, d fleetsim.Deps) error {
 	opts := fleetOptions()
 	e := &env{opts: opts, log: logr.FromContextOrDiscard(ctx), say: func(string, ...any) {}, kube: d.Kube,
 		kubeMode: kubeMemory, ops: newOps(), changes: make(chan struct{}, 1), agents: make([]*agent, d.Index+1),
-		stateDir: d.Dir, fs: d.FS, lb: &lbStore{via: d.Engine.(lbEngine)}, serving: d.Serving, wrapStore: d.Checkpoints}
+		stateDir: d.Dir, fs: d.FS, lb: &lbStore{via: d.Engine.(lbEngine)}, serving: d.Serving, wrapStore: d.Checkpoints,
+		ping: d.Ping}
 	e.coord = fleetCoordination{kubeCoordination: &kubeCoordination{opts: opts}, kube: d.Kube}
 	a := newAgent(e, d.Index+1, d.Release)
 	if err := a.start(ctx); err != nil {
@@ -86,8 +88,9 @@ func fleetConfig() fleetsim.Config {
 	return fleetsim.Config{
 		Agent:           fleetAgent,
 		CheckpointTrial: fleetOptions().trial,
-		Nodes:           fleetsim.Nodes{Name: func(d fleetsim.Deps) string { return fmt.Sprintf("agent-%d", d.Index+1) }},
-		Gate:            fleetsim.Gate{Releases: []versiongate.Version{{Release: versiongate.Release{Major: 1}}}, MinimumCompatible: minimumCompatible},
+		Nodes: fleetsim.Nodes{Name: func(d fleetsim.Deps) string { return fmt.Sprintf("agent-%d", d.Index+1) },
+			PingInterval: fleetOptions().nodeLease / 2}, // nodeControllerConfig's
+		Gate: fleetsim.Gate{Releases: []versiongate.Version{{Release: versiongate.Release{Major: 1}}}, MinimumCompatible: minimumCompatible},
 		Objects: []runtime.Object{&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: configMapName},
 			Data: map[string]string{configMapKey: mustJSON(good)}}},
 		Tag: ownerTag,
