@@ -45,7 +45,7 @@
 // ./examples/nodeagent -seeds 1-20 -defects nodestatus-unknown).
 // Outsider's seeds 1 to 3 find none of ccm-cleanup-spec,
 // election-resign-spin, kubestore-status-revision, lbrecon-first-listing
-// and lease-preferred-holder.
+// lease-preferred-holder and versiongate-ready-backoff.
 // What the fleets lack to find the others: a CI nemesis that deletes the
 // gate's status Lease (versiongate-ready-backoff,
 // kubestore-status-revision), which both examples leave out because it
