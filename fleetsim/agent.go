@@ -54,6 +54,8 @@ type slot struct {
 	// set while a run lasts. The checks read both from their goroutines.
 	reached atomic.Int64
 	up      atomic.Bool
+	// pings is the current run's link, for the checks (Deps.Ping).
+	pings atomic.Pointer[link]
 	// release is the current run's, Config.Gate.Releases[releaseIndex].
 	release      versiongate.Version
 	releaseIndex int
@@ -85,7 +87,7 @@ func (s *slot) deps(live bool) Deps {
 	d := Deps{Name: s.name, Index: s.index, IP: s.ip, Boot: s.boot - 1, FS: s.fs, Dir: stateDir,
 		Clock: s.clock, Release: s.release, Serving: func(bool) {}, Checkpoints: func(c checkpoint.LKGStore) checkpoint.LKGStore { return c }}
 	if live {
-		d.Kube, d.Engine = s.kube, s.link
+		d.Kube, d.Engine, d.Ping = s.kube, s.link, s.link.ping
 		d.Serving, d.Checkpoints = s.w.servingFunc(s, s.release.Release), s.w.watchCheckpoints(s)
 	}
 	return d
@@ -96,6 +98,7 @@ func (w *world) start(ctx context.Context, s *slot) {
 	s.boot++
 	s.kube = w.server.NewClient()
 	s.link = &link{w: w, s: s, e: w.fenced, req: newMeter(w, s, "provider")}
+	s.pings.Store(s.link)
 	s.req = newMeter(w, s, "apiserver")
 	s.kube.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		w.before(s, a)

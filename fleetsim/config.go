@@ -59,6 +59,14 @@ type Deps struct {
 	// so that the world writes its records to the timeline and checks
 	// LKGProven.
 	Checkpoints func(checkpoint.LKGStore) checkpoint.LKGStore
+	// Ping is the health of the agent's backend as the world models it,
+	// for a NodeProvider's Ping (nodestatus.ProviderConfig.Ping): it fails
+	// with ErrUnreachable while the nemesis cuts this run's provider link.
+	// A run that pings stops its Node's heartbeats while it fails
+	// (nodestatus.PingFailureStopHeartbeat), so NodeReady counts its bound
+	// from whichever came later, the client reaching the apiserver again
+	// or the link's heal, and not while the link is cut.
+	Ping func(context.Context) error
 	// Checkpoint is, in the Deps given to Config.Converged only, the latest
 	// record the agent's checkpoint store read or wrote through
 	// Checkpoints (the zero State without): a host whose agents stay out

@@ -34,6 +34,11 @@ type Nodes struct {
 	// that succeeds), a renewal period of its default Lease (10 seconds),
 	// and the world's 5-second pass, with room for a slow write.
 	Within time.Duration
+	// PingInterval is how often an agent that calls Deps.Ping pings: after
+	// a heal of its provider link its Node may stay Unknown one
+	// PingInterval longer than Within, until its next ping succeeds and
+	// its heartbeats resume.
+	PingInterval time.Duration
 }
 
 // Gate describes the agents' releases and their version gate, for
@@ -235,9 +240,20 @@ func (w *world) nodePass(ctx context.Context) {
 		if ready.Status != corev1.ConditionUnknown || !s.up.Load() || s.partitioned.Load() {
 			continue
 		}
-		if since := now.Sub(time.Unix(0, s.reached.Load())); since > w.cfg.Nodes.Within {
-			w.violate(NodeReady, s.name, "node %s is still Ready Unknown %s after its agent last reached the apiserver (bound %s)",
-				name, since.Round(time.Second), w.cfg.Nodes.Within)
+		reached, what, bound := s.reached.Load(), "its agent last reached the apiserver", w.cfg.Nodes.Within
+		if l := s.pings.Load(); l != nil && l.pinged.Load() {
+			// Its pings fail while the link is cut, and stop heartbeats.
+			if l.cut.Load() {
+				continue
+			}
+			if h := l.healed.Load(); h > reached {
+				reached, what = h, "its agent's provider link, which its pings check, healed"
+				bound += w.cfg.Nodes.PingInterval
+			}
+		}
+		if since := now.Sub(time.Unix(0, reached)); since > bound {
+			w.violate(NodeReady, s.name, "node %s is still Ready Unknown %s after %s (bound %s)",
+				name, since.Round(time.Second), what, bound)
 			return
 		}
 	}

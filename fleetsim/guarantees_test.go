@@ -2,7 +2,9 @@ package fleetsim
 
 import (
 	"context"
+	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -156,5 +158,53 @@ func TestNoIncompatibleServing(t *testing.T) {
 	v := only(t, simulate(t, cfg), NoIncompatibleServing)
 	if !strings.Contains(v.Detail, "at release 2.0.0") || !strings.Contains(v.Detail, "at 1.0.0") {
 		t.Errorf("violation %q, want it to name both releases", v.Detail)
+	}
+}
+
+// pinger registers its Node with a nodestatus.NodeController that pings
+// Deps.Ping every 10 seconds and stops heartbeats while it fails. With
+// stuck, a run whose ping failed once never heartbeats again.
+func pinger(stuck bool) Agent {
+	return func(ctx context.Context, d Deps) error {
+		ping := d.Ping
+		if stuck {
+			var failed atomic.Bool
+			ping = func(ctx context.Context) error {
+				if err := d.Ping(ctx); err != nil || failed.Load() {
+					failed.Store(true)
+					return errors.Join(err, errors.New("failed once"))
+				}
+				return nil
+			}
+		}
+		c, err := nodestatus.New(nodestatus.Config{Client: d.Kube, Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: d.Name}},
+			Provider:    nodestatus.NewProvider(nodestatus.ProviderConfig{Ping: ping}),
+			PingFailure: nodestatus.PingFailureStopHeartbeat, PingInterval: 10 * time.Second})
+		if err != nil {
+			return err
+		}
+		_ = c.Run(ctx)
+		return nil
+	}
+}
+
+// A Node whose pings (Deps.Ping) fail while its provider link is cut goes
+// Unknown, and NodeReady gives it Within plus Nodes.PingInterval after the
+// heal; one whose heartbeats never resume is caught.
+func TestNodeReadyPinged(t *testing.T) {
+	cfg := Config{Agent: pinger(false), Duration: 30 * time.Minute, Quiet: time.Minute,
+		Nodes:   Nodes{Name: func(d Deps) string { return d.Name }, PingInterval: 10 * time.Second},
+		Nemesis: Nemesis{}.Only(PartitionProvider)}
+	r := simulate(t, cfg)
+	if err := r.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(Window(r.Timeline, 0, 0, time.Hour), "Ready Unknown") {
+		t.Fatal("no Node was marked Unknown: the check was never exercised")
+	}
+	cfg.Agent = pinger(true)
+	v := only(t, simulate(t, cfg), NodeReady)
+	if !strings.Contains(v.Detail, "provider link, which its pings check, healed") {
+		t.Errorf("violation %q, want it to count from the link's heal", v.Detail)
 	}
 }

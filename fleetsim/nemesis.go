@@ -351,6 +351,7 @@ func (n *nemesis) event(ctx context.Context, k Kind) {
 		l.cut.Store(true)
 		n.later(d, "heal "+s.name+" to the provider", func(context.Context) {
 			if s.link == l && s.running() {
+				l.healed.Store(time.Now().UnixNano())
 				l.cut.Store(false)
 			}
 		})

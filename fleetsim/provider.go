@@ -28,6 +28,22 @@ type link struct {
 	e   lbrecon.Engine
 	req *meter
 	cut atomic.Bool
+	// healed is when the nemesis last healed a cut of the link, in Unix
+	// nanoseconds; pinged is set once the run called Deps.Ping.
+	healed atomic.Int64
+	pinged atomic.Bool
+}
+
+// ping is Deps.Ping: the backend is healthy unless the link is cut.
+func (l *link) ping(ctx context.Context) error {
+	l.pinged.Store(true)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if l.cut.Load() {
+		return ErrUnreachable
+	}
+	return nil
 }
 
 var (

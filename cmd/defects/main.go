@@ -32,22 +32,35 @@
 //
 // Each of the eight patches fails the test its fix came with (-unit).
 // On examples/outsider's CI seeds (TestFleet, seeds 1 to 3, ten minutes
-// of faults and ten of quiet each), one defect is found:
-// configmapsource-empty-watch, by all three seeds (request-budget: 200
-// watches of the ConfigMap at one instant, after 9s, 1m2s and 9m31s of
-// simulated time). Seeds 1 to 20 find none of election-resign-spin,
-// kubestore-status-revision, lbrecon-first-listing,
-// lease-preferred-holder and versiongate-ready-backoff (seed 14 fails
-// Converges with or without a patch). What the fleet lacks to find the
-// others: a node lifecycle controller and a "healed Node Ready within the
-// bound" invariant (nodestatus-unknown); an operator edit that sets a
-// Lease's preferredHolder (lease-preferred-holder); a provider whose
-// listings go backwards (lbrecon-first-listing); a leader whose work
-// resigns, which outsider's does only with no settings at all
-// (election-resign-spin); a status that stays unready for minutes, such
-// as a deleted status Lease held by its finalizer, which the CI nemesis
-// leaves out (versiongate-ready-backoff, kubestore-status-revision); and
-// a CCM in the fleet (ccm-cleanup-spec).
+// of faults and ten of quiet each; go run ./cmd/defects -baseline), one
+// defect is found: configmapsource-empty-watch, by seeds 1 and 2
+// (request-budget: 200 watches of the ConfigMap at one instant, after
+// 7m31s and 7m34s of simulated time). nodestatus-unknown runs on
+// examples/nodeagent's TestFleet (its header's Package and Run), whose
+// agents ping their backend (fleetsim's Deps.Ping, which fails while the
+// provider link is cut) and stop heartbeats while that fails: seed 2 of
+// its two finds it (node-ready at 4m50s: the Node still Ready Unknown 51s
+// after the link healed, bound 50s), and 12 of its seeds 1 to 20, none of
+// which fails unpatched (go run ./cmd/defects -baseline -pkg
+// ./examples/nodeagent -seeds 1-20 -defects nodestatus-unknown).
+// Outsider's seeds 1 to 3 find none of ccm-cleanup-spec,
+// election-resign-spin, kubestore-status-revision, lbrecon-first-listing
+// lease-preferred-holder and versiongate-ready-backoff.
+// What the fleets lack to find the others: a CI nemesis that deletes the
+// gate's status Lease (versiongate-ready-backoff,
+// kubestore-status-revision), which both examples leave out because it
+// finds an open defect (their TestFleetKnownDefects: the status stays
+// terminating for as long as its leader keeps its term, and a node that
+// starts meanwhile waits in WaitReady for ever); with it, seed 5 of
+// nodeagent's seeds 1 to 6 finds versiongate-ready-backoff
+// (request-budget at 3m8s: 194 status listings within a minute) while
+// seed 1 fails unpatched; an invariant on leader terms, for
+// lease-preferred-holder (an operator edit that leaves a preferredHolder
+// on outsider's leader Lease, never undone, did not find it on seeds 1
+// to 3); a provider whose listings go
+// backwards (lbrecon-first-listing); a leader whose work resigns, which
+// outsider's does only with no settings at all (election-resign-spin);
+// and a CCM in the fleet (ccm-cleanup-spec).
 package main
 
 import (

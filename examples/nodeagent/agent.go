@@ -117,7 +117,7 @@ func (a *agent) start(ctx context.Context) (err error) {
 		ExcludeTaints: []string{corev1.TaintNodeUnreachable, nodestatus.TaintToBeDeletedByClusterAutoscaler},
 	})
 
-	a.provider = nodestatus.NewProvider(nodestatus.ProviderConfig{})
+	a.provider = nodestatus.NewProvider(nodestatus.ProviderConfig{Ping: a.env.ping})
 	a.provider.SetCondition(gatedCondition(false, "WaitingForReconciler", "waiting for a reconciler status that admits release "+a.version.Release.String()))
 	store, err := checkpoint.NewFS(checkpoint.FSConfig{Dir: filepath.Join(a.env.stateDir, a.name), FS: a.env.fs})
 	if err != nil {
@@ -151,6 +151,9 @@ func (a *agent) start(ctx context.Context) (err error) {
 	}
 	cfg := nodeControllerConfig(a.env.kube, agentNode(a.name, a.index, a.version.Release, a.env.taint), a.provider, o.nodeLease)
 	cfg.Metrics, cfg.Events = a.hooks.Nodestatus, a.events
+	if a.env.ping != nil {
+		cfg.PingFailure = nodestatus.PingFailureStopHeartbeat
+	}
 	if a.nodes, err = nodestatus.New(cfg); err != nil {
 		return err
 	}

@@ -46,9 +46,11 @@ type env struct {
 	fs        checkpoint.FS // the checkpoints' file system; nil means the OS's
 	// Hooks of the fleet simulator, nil otherwise: serving hears whether
 	// the agent serves (passed WaitReady), wrapStore wraps its
-	// checkpoint store.
+	// checkpoint store, ping is the Node's backend health, and a Node
+	// stops its heartbeats while its ping fails.
 	serving   func(bool)
 	wrapStore func(checkpoint.LKGStore) checkpoint.LKGStore
+	ping      func(context.Context) error
 
 	lb *lbStore // the in-memory load balancer behind its fence
 

@@ -49,13 +49,15 @@ func (c fleetCoordination) join(name string, h hooks, events election.EventRecor
 
 // fleetAgent runs agent-<Index+1> (its Node 10.0.0.<Index+1>) at the
 // run's release on what the simulator gives it: its client, its disk for
-// the checkpoints, and its link to the provider. It tells the world when
+// the checkpoints, its link to the provider, and its backend's health for
+// its Node's ping (heartbeats stop while that link is cut). It tells the world when
 // it serves and what its checkpoint store records. No events are recorded.
 func fleetAgent(ctx context.Context, d fleetsim.Deps) error {
 	opts := fleetOptions()
 	e := &env{opts: opts, log: logr.FromContextOrDiscard(ctx), say: func(string, ...any) {}, kube: d.Kube,
 		kubeMode: kubeMemory, ops: newOps(), changes: make(chan struct{}, 1), agents: make([]*agent, d.Index+1),
-		stateDir: d.Dir, fs: d.FS, lb: &lbStore{via: d.Engine.(lbEngine)}, serving: d.Serving, wrapStore: d.Checkpoints}
+		stateDir: d.Dir, fs: d.FS, lb: &lbStore{via: d.Engine.(lbEngine)}, serving: d.Serving, wrapStore: d.Checkpoints,
+		ping: d.Ping}
 	e.coord = fleetCoordination{kubeCoordination: &kubeCoordination{opts: opts}, kube: d.Kube}
 	a := newAgent(e, d.Index+1, d.Release)
 	if err := a.start(ctx); err != nil {
@@ -86,8 +88,9 @@ func fleetConfig() fleetsim.Config {
 	return fleetsim.Config{
 		Agent:           fleetAgent,
 		CheckpointTrial: fleetOptions().trial,
-		Nodes:           fleetsim.Nodes{Name: func(d fleetsim.Deps) string { return fmt.Sprintf("agent-%d", d.Index+1) }},
-		Gate:            fleetsim.Gate{Releases: []versiongate.Version{{Release: versiongate.Release{Major: 1}}}, MinimumCompatible: minimumCompatible},
+		Nodes: fleetsim.Nodes{Name: func(d fleetsim.Deps) string { return fmt.Sprintf("agent-%d", d.Index+1) },
+			PingInterval: fleetOptions().nodeLease / 2}, // nodeControllerConfig's
+		Gate: fleetsim.Gate{Releases: []versiongate.Version{{Release: versiongate.Release{Major: 1}}}, MinimumCompatible: minimumCompatible},
 		Objects: []runtime.Object{&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: configMapName},
 			Data: map[string]string{configMapKey: mustJSON(good)}}},
 		Tag: ownerTag,
@@ -109,11 +112,28 @@ func fleetConfig() fleetsim.Config {
 // TestFleet runs three node agents for 10 minutes of faults and a quiet
 // period, for a fixed set of seeds (-fleetsim.seed=N runs one). Deleting
 // the gate's status Lease, by hand or with its namespace, is left out, as
-// in examples/outsider's fleet: the gate does not recover from it yet.
+// in examples/outsider's fleet: with it seed 1 finds the defect
+// TestFleetKnownDefects names.
 func TestFleet(t *testing.T) {
 	cfg := fleetConfig()
 	cfg.Duration = 10 * time.Minute
 	cfg.Nemesis = cfg.Nemesis.Without(fleetsim.DeleteLease, fleetsim.NamespaceDelete)
 	cfg.Nemesis.Every = 30 * time.Second
 	fleetsim.Test(t, cfg, 1, 2)
+}
+
+// TestFleetKnownDefects runs TestFleet's fleet with every kind of fault,
+// which finds a defect not fixed yet; it is skipped until it is, and runs
+// with -fleetsim.seed.
+//   - seed 1 (Converges at 20m): the gate's status Lease, deleted at 6m1s,
+//     stays terminating behind its finalizer while its leader keeps its
+//     term (it is recreated only at the next term's Fence); agent-1's
+//     readiness wait reads it every 5 to 15 seconds, across two apiserver
+//     restarts, for ever, and the Node never gets its backend.
+func TestFleetKnownDefects(t *testing.T) {
+	t.Skip("finds an open defect (see the comment); run it with -fleetsim.seed=1 after removing this skip")
+	cfg := fleetConfig()
+	cfg.Duration = 10 * time.Minute
+	cfg.Nemesis.Every = 30 * time.Second
+	fleetsim.Test(t, cfg, 1)
 }
