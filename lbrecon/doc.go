@@ -210,9 +210,9 @@
 //   - Errors are classified: not-found answers are final, already-exists
 //     and conflict answers mean "look again" on the next pass, permanent
 //     errors (backoff.Permanent) are not retried, rate-limit errors with a
-//     RetryAfter() hint are retried after that hint (a hint of 0 falls back
-//     to the backoff), and other errors are retried within
-//     [Config.RetryBudget] — except Create, which is not retried after a
+//     RetryAfter() hint are retried no sooner than that hint nor than the
+//     backoff (a hint of 0 falls back to the backoff), and other errors are
+//     retried within [Config.RetryBudget] — except Create, which is not retried after a
 //     transient error unless it was sent with an idempotency token (see
 //     above). Per-call timeouts are reported as
 //     timeouts ([OutcomeTimeout]), not as cancellations.

@@ -338,7 +338,7 @@ func (b *Balancer) teardownOthers(ctx context.Context, svc *v1.Service, e *entry
 		}
 	}
 	if !done {
-		return false, retry(e, "delete other load balancers of", keep, last)
+		return false, retry(e, othersVerb(keep), keep, last)
 	}
 	// Then the rest, once those are gone: both would destroy the same
 	// objects.
@@ -354,7 +354,7 @@ func (b *Balancer) teardownOthers(ctx context.Context, svc *v1.Service, e *entry
 		return false, b.errorf(svc, "delete load balancers other than %q: %w", keep, err)
 	}
 	if !res.Converged {
-		return false, retry(e, "delete other load balancers of", keep, res)
+		return false, retry(e, othersVerb(keep), keep, res)
 	}
 	return true, nil
 }
@@ -478,12 +478,25 @@ func (b *Balancer) errorf(svc *v1.Service, format string, a ...any) error {
 	return fmt.Errorf("ccm: service %s/%s: "+format, append([]any{svc.Namespace, svc.Name}, a...)...)
 }
 
+// othersVerb is what teardownOthers does, for its RetryError: the load
+// balancers other than keep, or every one when keep is "".
+func othersVerb(keep string) string {
+	if keep == "" {
+		return "delete"
+	}
+	return "delete other load balancers of"
+}
+
 // retry returns the RetryError of a pass that did not converge, with the
 // failures a wait may cure that it met.
 func retry(e *entry, verb, id string, res lbrecon.Result) error {
 	p := res.Plan
-	msg := fmt.Sprintf("ccm: service %s: %s load balancer %q: not converged yet (%d to create, %d to update, %d to destroy, %d pending, %d unconfirmed, %d blocked); call again after %v",
-		e.svc, verb, id, len(p.Create), len(p.Update), len(p.Destroy)+len(p.Deferred), len(p.Pending), len(p.Unconfirmed), p.Blocked, res.RequeueAfter)
+	target := fmt.Sprintf("%s load balancer %q", verb, id)
+	if id == "" { // a teardown of every load balancer of the Service
+		target = verb + " the service's load balancers"
+	}
+	msg := fmt.Sprintf("ccm: service %s: %s: not converged yet (%d to create, %d to update, %d to destroy, %d pending, %d unconfirmed, %d blocked); call again after %v",
+		e.svc, target, len(p.Create), len(p.Update), len(p.Destroy)+len(p.Deferred), len(p.Pending), len(p.Unconfirmed), p.Blocked, res.RequeueAfter)
 	after := res.RequeueAfter
 	if after <= 0 {
 		after = busyRetry // never "call again at once"

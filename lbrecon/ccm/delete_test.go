@@ -88,6 +88,7 @@ func TestDeleteMakesOnePassPerCallByDefault(t *testing.T) {
 				break
 			}
 			require.Contains(t, err.Error(), "call again after")
+			require.NotContains(t, err.Error(), `""`, "a teardown of every load balancer names none with an empty ID")
 			require.Positive(t, re.RetryAfter())
 			time.Sleep(re.RetryAfter())
 		}
