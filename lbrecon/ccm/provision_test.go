@@ -59,23 +59,14 @@ func provBalancer(t *testing.T, eng lbrecon.Engine) *ccm.Balancer {
 	return b
 }
 
-// provEnsure calls EnsureLoadBalancer as the service controller does,
-// again after each RetryError's delay, and returns the status and the
-// number of RetryErrors.
+// provEnsure is ensure (the service controller's calls, again after each
+// RetryError's delay) for a call that must converge; it returns the
+// status and the number of RetryErrors.
 func provEnsure(t *testing.T, b *ccm.Balancer, svc *v1.Service, ns []*v1.Node) (*v1.LoadBalancerStatus, int) {
 	t.Helper()
-	for retries := 0; retries < 300; retries++ {
-		st, err := b.EnsureLoadBalancer(t.Context(), "c", svc, ns)
-		var re *api.RetryError
-		if !errors.As(err, &re) {
-			require.NoError(t, err)
-			return st, retries
-		}
-		require.Nil(t, st, "no status with a RetryError")
-		time.Sleep(re.RetryAfter())
-	}
-	t.Fatal("not converged after 300 calls")
-	return nil, 0
+	st, calls, err := ensure(t, b, svc, ns)
+	require.NoError(t, err)
+	return st, calls - 1
 }
 
 func elbEngine() *lbrecontest.Engine {
