@@ -70,8 +70,9 @@ func TestManualElectAndDepose(t *testing.T) {
 	lb := get(t, chB)
 	require.Equal(t, election.LeaderInfo{Identity: "b", Token: 1}, e.Leader())
 
-	// Electing a deposes b.
-	require.NoError(t, e.Elect(a))
+	// Electing a deposes b, once a waits in Campaign (its goroutine may
+	// not have reached it yet).
+	require.Eventually(t, func() bool { return e.Elect(a) == nil }, 5*time.Second, time.Millisecond)
 	la := get(t, chA)
 	recv(t, lb.Context().Done(), "the end of b's term")
 	require.ErrorIs(t, context.Cause(lb.Context()), election.ErrLeadershipLost)
