@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	k8stesting "k8s.io/client-go/testing"
 	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/cloud-provider/api"
 
 	"github.com/reconkit/reconkit/examples/ccmfleet"
 	"github.com/reconkit/reconkit/kubefake"
@@ -194,6 +195,30 @@ func TestRefusedListingsDoNotSpin(t *testing.T) {
 		defer mu.Unlock()
 		if lists > 10*60/5+1 {
 			t.Fatalf("%d listings in 10 minutes, want at most one per 5 s", lists)
+		}
+	})
+}
+
+// EnsureLoadBalancer's RetryError brings the Service back after its delay,
+// not after the backoff: a second's delay, about a call a second.
+func TestEnsureRetryErrorDelayIsHonoured(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := kubefake.NewClientset(service("web", 80))
+		lb := &recorder{ensureErr: api.NewRetryError("provisioning", time.Second)}
+		d, err := ccmfleet.New(ccmfleet.Config{Client: c, Balancer: lb})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- d.Run(ctx) }()
+		<-time.After(time.Minute)
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if n := len(lb.Calls()); n < 55 || n > 61 {
+			t.Fatalf("%d calls in a minute, want about 60", n)
 		}
 	})
 }
