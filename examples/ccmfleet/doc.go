@@ -64,7 +64,13 @@
 // Three replicas campaign on the Lease kube-system/cloud-controller-manager;
 // the leader runs the Driver over an lbrecon/ccm Balancer with the
 // ConfigMap journal, on a provider whose listings come from read replicas
-// lagging up to 3 s, with asynchronous creations and deletions. Two
+// lagging up to 3 s, with asynchronous creations and deletions, that
+// refuses an object referring to one that does not exist. The Balancer's
+// Admit raises the provider's fence (where every replica's writes meet)
+// with a write that carries the new term's token and changes nothing; with
+// the default fence in memory, a new leader after a deleted Lease read the
+// journal before the deposed leader's last creations, made them again,
+// and seeds 15 and 16 of 20 left duplicates. Two
 // Services of type LoadBalancer; the nemesis crashes and partitions the
 // replicas, restarts the apiserver, fails and loses provider answers,
 // causes outages, deletes Services and changes their type, and an

@@ -81,6 +81,22 @@ func agent(observer *atomic.Pointer[kubefake.Client]) fleetsim.Agent {
 				}
 				return uint64((*l).Token()), nil
 			},
+			Admit: func(token uint64) error {
+				// The provider's fence, where every replica's writes
+				// meet: a new term raises it before it reads anything,
+				// so that the deposed term's writes are refused from
+				// then on (lbrecon/ccm's "a new term begins with its
+				// fence"). The simulated provider's fence is raised by a
+				// write that carries the token; a destroy of an object
+				// that does not exist is one that changes nothing.
+				wctx, cancel := context.WithTimeout(lbrecon.WithToken(ctx, token), 10*time.Second)
+				defer cancel()
+				err := d.Engine.Destroy(wctx, lbrecon.Object{Kind: lbrecon.KindBackend, Name: "fence", ID: "fence"})
+				if errors.Is(err, lbrecon.ErrNotFound) {
+					return nil
+				}
+				return err
+			},
 			Journal:      ccm.NewConfigMapJournal(d.Kube.CoreV1(), ccm.ConfigMapJournalOptions{}),
 			TeardownWait: 20 * time.Second,
 			Reconciler:   lbrecon.Config{Clock: d.Clock, ListLag: replicaLag, CallTimeout: 10 * time.Second},
@@ -191,7 +207,9 @@ func converged(observer *atomic.Pointer[kubefake.Client]) func([]fleetsim.Deps) 
 
 // fleetConfig is three replicas of a cloud-controller-manager over two
 // Services, a provider whose listings come from read replicas lagging up
-// to 3 s, with asynchronous creations and deletions.
+// to 3 s, with asynchronous creations and deletions, that refuses an
+// object referring to one that does not exist (as ELB refuses a listener
+// on no load balancer).
 func fleetConfig(observer *atomic.Pointer[kubefake.Client]) fleetsim.Config {
 	n := fleetsim.Nemesis{Every: 20 * time.Second,
 		Edits: []fleetsim.Edit{{Name: "Service api -> ClusterIP for good", Do: toClusterIP}}}
@@ -227,16 +245,18 @@ func TestFleet(t *testing.T) {
 // TestFleetKnownDefects runs TestFleet's fleet on a seed that finds a
 // defect not fixed yet; it is skipped until it is, and runs with
 // -fleetsim.seed.
-//   - seed 6 (Converges at 30m, every rerun): Service api goes ClusterIP
-//     at 1m37s; agent-2's teardown destroys its backend at 2m12.65s, then
-//     agent-2 loses its term; api is LoadBalancer again at 2m21s, and
-//     agent-1, leading from 2m25.978s, creates api's servers under that
-//     destroyed backend (its ID, id-000001). From then on every pass, to
-//     ensure or to delete, fails with lbrecon's "inconsistent engine
-//     answer: a parent is not listed", and the servers, frontend and bind
-//     stay for ever.
+//   - seed 18 (Converges at 30m, in each of its four runs so far; seed 6
+//     found it in two runs of three before the provider enforced references):
+//     around a Service's teardown and re-creation (api: ClusterIP, then
+//     LoadBalancer again, lost creation answers, a new leader after the
+//     election Lease was deleted), an object of the Service is left whose
+//     parent is gone (a server or a bind whose backend or frontend was
+//     destroyed seconds before the child was created). From then on every
+//     pass, to ensure or to delete, fails with lbrecon's "inconsistent
+//     engine answer: a parent is not listed", so the children stay for
+//     ever and the Service keeps its finalizer.
 func TestFleetKnownDefects(t *testing.T) {
-	t.Skip("finds an open defect (see the comment); run it with -fleetsim.seed=6 after removing this skip")
+	t.Skip("finds an open defect (see the comment); run it with -fleetsim.seed=18 after removing this skip")
 	var observer atomic.Pointer[kubefake.Client]
-	fleetsim.Test(t, fleetConfig(&observer), 6)
+	fleetsim.Test(t, fleetConfig(&observer), 18)
 }
