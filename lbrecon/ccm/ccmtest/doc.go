@@ -18,7 +18,7 @@
 //
 // The controller runs in a process of its own (the test binary, started
 // again: hence [Main] in TestMain, which returns in both processes and
-// lets the testing package exit; nothing in this package calls os.Exit).
+// lets the testing package end the process, never this package).
 // That process reports its readiness, its end and any failure to the test
 // process over a pipe, never through its exit code. Every load-balancer
 // call it makes
