@@ -72,6 +72,9 @@
 //   - Fence: the check before every write that the writer's term token is
 //     current ([Guard], [CheckToken], [Fence]; guard.go, token.go,
 //     fence.go).
+//   - Term: a leadership term, known by its fencing token ([WithToken]);
+//     a reconciler is in the term of the last token its calls carried
+//     (term.go; see Terms below).
 //   - Leftovers: load balancers an owner no longer keeps, torn down
 //     without a reconciler of their own ([Leftovers], [TeardownExcept];
 //     leftovers.go); [Moving] builds a new load balancer, then sweeps
@@ -80,6 +83,26 @@
 //     [LoadBalancer] (description and specs in lb.go, steps and their
 //     plans in lbplan.go and listeners.go, the reconciler in
 //     lbreconciler.go).
+//
+// # Terms
+//
+// Keep a Reconciler (and a [Leftovers], a [Moving]) across leadership
+// terms: a call whose context carries a fencing token other than the one
+// of the term the reconciler is in begins the new term before it reads
+// anything. It raises the fence to the token first ([Config.Admit]), so
+// that every write of an earlier term, another leader's deposed process
+// still calling included, is refused from then on; then it drops what it
+// kept from the earlier term (intents, acks, deletions, failure counts,
+// the journal entries it was about to forget) and reads the journal
+// again, so what it reads next, journal and listings, is read after the
+// fence went up. Another leader's term may have created, changed or
+// destroyed objects in between: a memory kept from an earlier term would
+// create again what that term created and a listing does not show yet,
+// or wait for a creation that term destroyed. A [Leftovers] reports
+// nothing left only from a listing the lag after the term began. Admit's
+// refusal (a later term holds the fence) is the call's error, permanent,
+// and nothing is read. A context without a token begins no term.
+// (term.go, leftovers.go; term_test.go.)
 //
 // # Guarantees
 //

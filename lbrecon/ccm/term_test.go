@@ -3,6 +3,7 @@ package ccm_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -37,6 +38,18 @@ func (e *events) take() []string {
 	return out
 }
 
+// loads records every Load of a Service's journal for load balancer id.
+type loads struct {
+	lbrecon.Journal
+	id string
+	ev *events
+}
+
+func (l loads) Load(ctx context.Context) ([]lbrecon.Intent, error) {
+	l.ev.add("load %s", l.id)
+	return l.Journal.Load(ctx)
+}
+
 // listing records every List of the engine it wraps.
 type listing struct {
 	lbrecon.Engine
@@ -48,7 +61,8 @@ func (l listing) List(ctx context.Context, q lbrecon.Query) ([]lbrecon.Object, e
 	return l.Engine.List(ctx, q)
 }
 
-// opening records every journal a Balancer opens for a reconciler.
+// opening records every journal a Balancer opens for a reconciler, and
+// every Load of it.
 type opening struct {
 	ccm.Journal
 	ev *events
@@ -56,13 +70,13 @@ type opening struct {
 
 func (o opening) For(svc *v1.Service, id string) lbrecon.Journal {
 	o.ev.add("journal %s", id)
-	return o.Journal.For(svc, id)
+	return loads{Journal: o.Journal.For(svc, id), id: id, ev: o.ev}
 }
 
 // A call that brings a new term's token raises the fence to it before it
-// reads anything, and makes the Service's reconciler again from the
-// journal: a deposed replica's later writes are refused, and what it
-// created in between is not missed.
+// reads anything, and the Service's reconciler, kept, reads the journal
+// again before it lists: a deposed replica's later writes are refused,
+// and what it created in between is not missed.
 func TestNewTermRaisesTheFenceBeforeReading(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ev := &events{}
@@ -102,7 +116,9 @@ func TestNewTermRaisesTheFenceBeforeReading(t *testing.T) {
 		require.Equal(t, "admit 5", got[0], "a new term raises the fence before it reads: %q", got)
 		require.Error(t, fence.Admit(4), "the deposed term is fenced off before the new one wrote")
 
-		require.Contains(t, got, "journal lb-1", "the Service's reconciler is made again from the journal")
 		require.Contains(t, first, "journal lb-1")
+		require.NotContains(t, got, "journal lb-1", "the Service's reconciler is kept")
+		load, list := slices.Index(got, "load lb-1"), slices.Index(got, "list")
+		require.True(t, load > 0 && list > load, "the kept reconciler reads the journal again, after the fence went up and before it lists: %q", got)
 	})
 }
