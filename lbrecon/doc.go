@@ -46,29 +46,33 @@
 //     them (reconciler.go, wait.go); ReconcileOnce and TeardownOnce make
 //     one and answer when to call again (once.go).
 //   - Memory: what a Reconciler keeps between passes (memory.go); a
-//     listing is folded into it by merge (merge.go). It holds intents,
-//     acks and deletions:
+//     listing is folded into it by merge (merge.go). Its records, one
+//     type each: intents, creations, updates, deletions and journal
+//     entries.
 //   - Intent: a creation whose outcome is not known yet (its call in
 //     flight, or its answer lost). It holds its name: the name is not
 //     created again (memory.go).
-//   - Ack (acknowledged write): a change the engine acknowledged, an
-//     object created, adopted, updated or repaired. It is unconfirmed
+//   - Ack: a change the engine acknowledged; two records, each its own
+//     type. A creation: an object created (or an intent whose object a
+//     listing showed), counted as there while a listing lags. An update:
+//     an object updated, repaired or adopted (tagged), planned from as
+//     changed while a listing shows it as it was. Each is unconfirmed
 //     until a listing shows it, then seen (memory.go, merge.go).
 //   - Deletion: an object the engine was asked to destroy; deleting while
 //     listed, then gone (memory.go, merge.go).
 //   - Horizon: the first listing that must reflect a call: one started
 //     [Config.ListLag] after it returned, or its
 //     [Config.ListLagListings]+1-th listing after it (horizon.go).
-//   - Confirmation: a record settles, and is forgotten, when a listing at
-//     its horizon agrees with it; a listing before it may go backwards
+//   - Confirmation: a listing at a record's horizon that agrees with it;
+//     the record is then dropped. A listing before it may go backwards
 //     (merge.go).
-//   - Pace: when a listing can next show something new about the writes
-//     outstanding: the declared lag until writes were seen through, then
-//     what they took. It spaces polls and RequeueAfter (pace.go).
-//   - Journal: the durable copy of the intents ([Journal], [Intent]):
-//     recorded before the creation is sent, forgotten when no intent or
-//     ack of the name is left (journal.go, filejournal.go,
-//     journalbound.go).
+//   - Pace: when a listing can next show something new about the changes
+//     outstanding: the declared lag until changes were seen through,
+//     then what they took. It spaces polls and RequeueAfter (pace.go).
+//   - Journal: where intents survive the process ([Journal]); its
+//     entries ([Intent]) are recorded before the creation is sent and
+//     removed from it ([Journal.Forget]) when no intent or ack of the name
+//     is left (journal.go, filejournal.go, journalbound.go).
 //   - Fence: the check before every write that the writer's term token is
 //     current ([Guard], [CheckToken], [Fence]; guard.go, token.go,
 //     fence.go).
@@ -92,8 +96,9 @@
 // anything. It raises the fence to the token first ([Config.Admit]), so
 // that every write of an earlier term, another leader's deposed process
 // still calling included, is refused from then on; then it drops what it
-// kept from the earlier term (intents, acks, deletions, failure counts,
-// the journal entries it was about to forget) and reads the journal
+// kept from the earlier term (intents, creations, updates, deletions,
+// failure counts, and the journal entries it was about to remove, which
+// may be another term's by now) and reads the journal
 // again, so what it reads next, journal and listings, is read after the
 // fence went up. Another leader's term may have created, changed or
 // destroyed objects in between: a memory kept from an earlier term would

@@ -78,7 +78,7 @@ func NewLeftovers(cfg Config, keep ...string) (*Leftovers, error) {
 	}
 	cfg.Engine = leftoverEngine{Engine: cfg.Engine, tag: cfg.Tag, kept: kept}
 	// A teardown creates nothing, and the journal is a load balancer
-	// reconciler's: forgetting its intents here would lose them.
+	// reconciler's: removing its entries here would lose them.
 	cfg.Journal = NoJournal
 	r, err := New(cfg)
 	if err != nil {

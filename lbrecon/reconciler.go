@@ -101,7 +101,7 @@ func (r *Reconciler) Observe(ctx context.Context) (*Observation, error) {
 	return v.observation(), nil
 }
 
-// ResetFailures forgets every failure count, so that objects that used up
+// ResetFailures drops every failure count, so that objects that used up
 // [Config.FailureBudget] are repaired or recreated again. A host calls it
 // when an operator has fixed the cause, or when the desired state changes.
 func (r *Reconciler) ResetFailures() {
