@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -120,5 +121,54 @@ func TestNewTermRaisesTheFenceBeforeReading(t *testing.T) {
 		require.NotContains(t, got, "journal lb-1", "the Service's reconciler is kept")
 		load, list := slices.Index(got, "load lb-1"), slices.Index(got, "list")
 		require.True(t, load > 0 && list > load, "the kept reconciler reads the journal again, after the fence went up and before it lists: %q", got)
+	})
+}
+
+// A Balancer kept across terms learns again, in a new term, what its
+// Service's load balancers are: term 3's replica built lb-1 and swept the
+// rest; term 4's replica moved the Service to lb-2 and was deposed before
+// it swept lb-1 (it destroyed its children only); term 5 is the first
+// replica's again, whose mapping says
+// lb-1 (the move was undone). It tears down lb-2, which it never saw,
+// instead of trusting term 3's "nothing left elsewhere".
+func TestKeptBalancerSweepsWhatAnotherTermLeft(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := lbrecontest.New(lbrecontest.Config{Latency: 10 * time.Millisecond, Pending: time.Second, ListLag: time.Second,
+			DeleteDelay: time.Second, Integrity: true})
+		fence := lbrecon.NewFence("provider", 0, "")
+		journal := &ccm.MemoryJournal{}
+		replica := func(id string, token *atomic.Uint64) *ccm.Balancer {
+			mm := &movingMapping{ids: map[string]string{"uid-1": id}}
+			return newBalancer(t, eng, func(c *ccm.Config) {
+				c.Mapping, c.Journal, c.Admit = mm.mapping(), journal, fence.Admit
+				c.Token = func(context.Context) (uint64, error) { return token.Load(), nil }
+			})
+		}
+		svc := service("uid-1")
+		var termA, termB atomic.Uint64
+		termA.Store(3)
+		a := replica("lb-1", &termA)
+		_, _, err := ensure(t, a, svc, nodes(2))
+		require.NoError(t, err)
+		for range 3 { // later syncs: the sweep of other IDs completes
+			<-time.After(time.Second)
+			_, err := a.EnsureLoadBalancer(t.Context(), "c", svc, nodes(2))
+			require.NoError(t, err)
+		}
+
+		termB.Store(4)
+		b := replica("lb-2", &termB)
+		_, _, err = ensure(t, b, svc, nodes(2))
+		require.NoError(t, err)
+		<-time.After(2 * time.Second)
+		require.NotEmpty(t, onBalancer(eng, "lb-1", "uid-1"))
+		require.NotEmpty(t, onBalancer(eng, "lb-2", "uid-1"))
+
+		termA.Store(5)
+		_, _, err = ensure(t, a, svc, nodes(2)) // lb-1 again: term 4 began its sweep
+		require.NoError(t, err)
+		tearDownOld(t, a, eng, svc, "lb-2")
+		require.Empty(t, onBalancer(eng, "lb-2", "uid-1"), "term 4's load balancer torn down")
+		require.NotEmpty(t, onBalancer(eng, "lb-1", "uid-1"))
 	})
 }
