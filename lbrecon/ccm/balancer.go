@@ -76,7 +76,8 @@ type Config struct {
 
 // Balancer implements k8s.io/cloud-provider's LoadBalancer over an
 // lbrecon engine, with one lbrecon reconciler per Service (by UID) and
-// load-balancer ID kept across calls. It is safe for concurrent use.
+// load-balancer ID kept across calls and leadership terms (each begins a
+// new term itself). It is safe for concurrent use.
 type Balancer struct {
 	cfg    Config
 	engine lbrecon.Engine // guarded
