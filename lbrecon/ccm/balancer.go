@@ -107,10 +107,10 @@ type entry struct {
 	// than restKeep (left before a restart, by an operator, ...).
 	rest     *lbrecon.Leftovers
 	restKeep string
-	scoped   bool // the journal's scopes were read into old, in term
-	swept    bool // nothing of the Service left on another ID than id, as seen in term
-	active   bool // a pass ran since the last converged teardown
-	term     uint64
+	scoped   bool   // the journal's scopes were read into old, in term
+	swept    bool   // nothing of the Service left on another ID than id, as seen in term
+	active   bool   // a pass ran since the last converged teardown
+	term     uint64 // the token of the term scoped and swept were learnt in
 }
 
 // New validates cfg and returns a Balancer.
