@@ -19,7 +19,7 @@ func (r *Reconciler) pass(ctx context.Context, listed []Object, listedAt listing
 		return nil, err
 	}
 	if r.budgetLeft(ctx) {
-		r.forgetIntents(ctx) // else at a later pass: a stale intent only holds a name longer
+		r.forgetEntries(ctx) // else at a later pass: a stale entry only holds a name longer
 	}
 	if p.converged() {
 		return p, nil
@@ -59,7 +59,7 @@ func (r *Reconciler) repair(ctx context.Context, p *plan) {
 		case e == nil:
 			logr.FromContextOrDiscard(ctx).Info("repairing failed object in place", "object", o.String())
 			r.mem.failures[nameOf(o)]++
-			r.mem.acks[o.Key()] = &ack{obj: withTags(got[i], o), at: now, horizon: r.horizonAfter(now)}
+			r.mem.ackUpdate(withTags(got[i], o), now, r.horizonAfter(now))
 			p.changed = true
 		case errors.Is(e, ErrNotSupported):
 			// Not an error: the next pass recreates it.
@@ -92,7 +92,7 @@ func (r *Reconciler) adopt(ctx context.Context, p *plan) {
 			continue
 		}
 		o.Tags = append(o.Tags, r.cfg.Tag)
-		r.mem.acks[o.Key()] = &ack{obj: o, at: now, horizon: r.horizonAfter(now)}
+		r.mem.ackUpdate(o, now, r.horizonAfter(now))
 		p.changed = true
 	}
 	logr.FromContextOrDiscard(ctx).Info("adopted untagged objects", "objects", describe(p.Adopt))
@@ -120,7 +120,7 @@ func (r *Reconciler) destroyNow(ctx context.Context, p *plan) {
 		case p.fenced(e), p.unsent(e):
 		case e == nil, errors.Is(e, ErrNotFound):
 			r.mem.deletions[o.Key()] = &deletion{at: now}
-			delete(r.mem.acks, o.Key())
+			r.mem.dropAck(o.Key())
 			if isRecreate(p, o) {
 				r.mem.failures[nameOf(o)]++
 			}
@@ -154,7 +154,7 @@ func isRecreate(p *plan, o Object) bool {
 // until a listing shows the object, a listing made ListLag after the call
 // does not, or ConfirmTimeout passes. An engine that implements
 // [IdempotentCreator] gets the intent's token; a creation of unknown
-// outcome is then sent again with the same token instead of held.
+// outcome is then sent again with the same token instead of holding its name.
 func (r *Reconciler) create(ctx context.Context, p *plan) {
 	if len(p.Create) == 0 {
 		return
@@ -195,7 +195,7 @@ func (r *Reconciler) create(ctx context.Context, p *plan) {
 		nk := nameOf(c)
 		r.mem.intents[nk] = &intent{obj: c.clone(), at: now, fp: intents[i].Spec, token: intents[i].Token}
 		if r.cfg.Journal != nil {
-			r.mem.journal[nk] = &journaled{Intent: intents[i]}
+			r.mem.entries[nk] = intents[i]
 		}
 	}
 	r.memMu.Unlock()
@@ -210,14 +210,14 @@ func (r *Reconciler) create(ctx context.Context, p *plan) {
 		c := p.Create[i]
 		nk := nameOf(c)
 		if e != nil && !retryable(e) && classify(e) != OutcomeCanceled {
-			r.mem.dropJournal(nk) // known not to have created anything
+			r.mem.dropEntry(nk) // known not to have created anything
 		}
 		switch {
 		case p.fenced(e):
 			delete(r.mem.intents, nk) // refused before it left the process
 		case p.unsent(e):
 			delete(r.mem.intents, nk) // never sent
-			r.mem.dropJournal(nk)
+			r.mem.dropEntry(nk)
 		case e == nil:
 			delete(r.mem.intents, nk)
 			delete(r.mem.conflicts, nk)
@@ -225,7 +225,7 @@ func (r *Reconciler) create(ctx context.Context, p *plan) {
 				failed = append(failed, fmt.Errorf("%v: %w: the engine returned no ID", c, ErrInconsistent))
 				continue
 			}
-			r.mem.acks[got[i].Key()] = &ack{obj: withTags(got[i], c), at: now, horizon: r.horizonAfter(now)}
+			r.mem.ackCreate(withTags(got[i], c), now, r.horizonAfter(now))
 			p.changed = true
 		case errors.Is(e, ErrAlreadyExists):
 			// The name is taken: look again; if our own old object holds
@@ -250,7 +250,7 @@ func (r *Reconciler) create(ctx context.Context, p *plan) {
 			failed = append(failed, err)
 		default:
 			delete(r.mem.intents, nk)
-			r.mem.dropJournal(nk) // rate limited or refused: nothing created
+			r.mem.dropEntry(nk) // rate limited or refused: nothing created
 			if isOnePass(ctx) && ctx.Err() == nil && retryable(e) {
 				p.failed(ctx, fmt.Errorf("lbrecon: create %v: %w", c, e)) // rate limited: nothing created
 				continue
@@ -316,7 +316,7 @@ func (r *Reconciler) update(ctx context.Context, p *plan) {
 				o = u.Current.clone()
 				o.Spec = u.Desired.Spec
 			}
-			r.mem.acks[o.Key()] = &ack{obj: withTags(o, u.Current), at: now, horizon: r.horizonAfter(now)}
+			r.mem.ackUpdate(withTags(o, u.Current), now, r.horizonAfter(now))
 			p.changed = true
 		case errors.Is(e, ErrNotSupported):
 			r.mem.noUpdate[u.Current.Key()] = true

@@ -108,6 +108,20 @@ type Config struct {
 	// without one says so with [NoJournal] (intents in memory only); New
 	// refuses nil with ErrInvalidConfig.
 	Journal Journal
+	// Admit raises the fence to a new leadership term's fencing token:
+	// the admit function the engine's [Guard] checks writes with
+	// ([CheckToken]), such as a [Fence]'s Admit. When a call's context
+	// carries a token ([WithToken]) other than the one of the term the
+	// reconciler is in, the reconciler begins that term: it calls Admit
+	// with the token before it reads anything (listing, journal), then
+	// drops what it kept from the earlier term and reads the journal
+	// again (see "Terms" in the package documentation). A refusal is the
+	// call's error, and the reconciler stays in the term it was in. Nil:
+	// a new term still drops the earlier term's memory and reads the
+	// journal again, but the fence learns of the term only from its first
+	// write, so a deposed leader may still write after this term read.
+	// Reconcilers that share it call it concurrently.
+	Admit func(token uint64) error
 	// GetPollMax is the largest number of pending objects polled with one
 	// Get each; more are polled with one List call instead.
 	GetPollMax int

@@ -46,32 +46,39 @@
 //     them (reconciler.go, wait.go); ReconcileOnce and TeardownOnce make
 //     one and answer when to call again (once.go).
 //   - Memory: what a Reconciler keeps between passes (memory.go); a
-//     listing is folded into it by merge (merge.go). It holds intents,
-//     acks and deletions:
+//     listing is folded into it by merge (merge.go). Its records, one
+//     type each: intents, creations, updates, deletions and journal
+//     entries.
 //   - Intent: a creation whose outcome is not known yet (its call in
 //     flight, or its answer lost). It holds its name: the name is not
 //     created again (memory.go).
-//   - Ack (acknowledged write): a change the engine acknowledged, an
-//     object created, adopted, updated or repaired. It is unconfirmed
+//   - Ack: a change the engine acknowledged; two records, each its own
+//     type. A creation: an object created (or an intent whose object a
+//     listing showed), counted as there while a listing lags. An update:
+//     an object updated, repaired or adopted (tagged), planned from as
+//     changed while a listing shows it as it was. Each is unconfirmed
 //     until a listing shows it, then seen (memory.go, merge.go).
 //   - Deletion: an object the engine was asked to destroy; deleting while
 //     listed, then gone (memory.go, merge.go).
 //   - Horizon: the first listing that must reflect a call: one started
 //     [Config.ListLag] after it returned, or its
 //     [Config.ListLagListings]+1-th listing after it (horizon.go).
-//   - Confirmation: a record settles, and is forgotten, when a listing at
-//     its horizon agrees with it; a listing before it may go backwards
+//   - Confirmation: a listing at a record's horizon that agrees with it;
+//     the record is then dropped. A listing before it may go backwards
 //     (merge.go).
-//   - Pace: when a listing can next show something new about the writes
-//     outstanding: the declared lag until writes were seen through, then
-//     what they took. It spaces polls and RequeueAfter (pace.go).
-//   - Journal: the durable copy of the intents ([Journal], [Intent]):
-//     recorded before the creation is sent, forgotten when no intent or
-//     ack of the name is left (journal.go, filejournal.go,
-//     journalbound.go).
+//   - Pace: when a listing can next show something new about the changes
+//     outstanding: the declared lag until changes were seen through,
+//     then what they took. It spaces polls and RequeueAfter (pace.go).
+//   - Journal: where intents survive the process ([Journal]); its
+//     entries ([Intent]) are recorded before the creation is sent and
+//     removed from it ([Journal.Forget]) when no intent or ack of the name
+//     is left (journal.go, filejournal.go, journalbound.go).
 //   - Fence: the check before every write that the writer's term token is
 //     current ([Guard], [CheckToken], [Fence]; guard.go, token.go,
 //     fence.go).
+//   - Term: a leadership term, known by its fencing token ([WithToken]);
+//     a reconciler is in the term of the last token its calls carried
+//     (term.go; see Terms below).
 //   - Leftovers: load balancers an owner no longer keeps, torn down
 //     without a reconciler of their own ([Leftovers], [TeardownExcept];
 //     leftovers.go); [Moving] builds a new load balancer, then sweeps
@@ -80,6 +87,27 @@
 //     [LoadBalancer] (description and specs in lb.go, steps and their
 //     plans in lbplan.go and listeners.go, the reconciler in
 //     lbreconciler.go).
+//
+// # Terms
+//
+// Keep a Reconciler (and a [Leftovers], a [Moving]) across leadership
+// terms: a call whose context carries a fencing token other than the one
+// of the term the reconciler is in begins the new term before it reads
+// anything. It raises the fence to the token first ([Config.Admit]), so
+// that every write of an earlier term, another leader's deposed process
+// still calling included, is refused from then on; then it drops what it
+// kept from the earlier term (intents, creations, updates, deletions,
+// failure counts, and the journal entries it was about to remove, which
+// may be another term's by now) and reads the journal
+// again, so what it reads next, journal and listings, is read after the
+// fence went up. Another leader's term may have created, changed or
+// destroyed objects in between: a memory kept from an earlier term would
+// create again what that term created and a listing does not show yet,
+// or wait for a creation that term destroyed. A [Leftovers] reports
+// nothing left only from a listing the lag after the term began. Admit's
+// refusal (a later term holds the fence) is the call's error, permanent,
+// and nothing is read. A context without a token begins no term.
+// (term.go, leftovers.go; term_test.go.)
 //
 // # Guarantees
 //

@@ -78,12 +78,6 @@ func (noJournal) Forget(context.Context, []Intent) error { return nil }
 // [SameSpec] have equal fingerprints when they hold no pointers or maps.
 func SpecFingerprint(spec any) string { return fmt.Sprintf("%T%+v", spec, spec) }
 
-// journaled is an intent as the memory keeps it.
-type journaled struct {
-	Intent
-	restored bool // loaded from the journal: the predecessor's
-}
-
 // intentToken returns a fresh idempotency token for a creation.
 func (r *Reconciler) intentToken(o Object, fp string, at time.Time) string {
 	r.tokenSeq++
@@ -117,7 +111,7 @@ func (r *Reconciler) loadJournal(ctx context.Context) error {
 			continue // another reconciler's, sharing the journal
 		}
 		nk := nameKey{in.Kind, in.Name}
-		r.mem.journal[nk] = &journaled{Intent: in, restored: true}
+		r.mem.entries[nk] = in
 		if _, ok := r.mem.intents[nk]; !ok {
 			// The predecessor's calls ended before this reconciler
 			// started: a listing the lag after now shows their effect.
@@ -126,30 +120,30 @@ func (r *Reconciler) loadJournal(ctx context.Context) error {
 		}
 	}
 	r.journalLoaded = true
-	if n := len(r.mem.journal); n > 0 {
+	if n := len(r.mem.entries); n > 0 {
 		logr.FromContextOrDiscard(ctx).Info("loaded creations of unknown outcome from the intent journal", "intents", n)
 	}
 	return nil
 }
 
-// forgetIntents removes from the journal the intents the memory no longer
-// needs. A failure is logged and retried later: a stale intent only holds
+// forgetEntries removes from the journal the entries the memory no longer
+// needs (Journal.Forget). A failure is logged and retried later: a stale intent only holds
 // a name longer. Called with mu held, without memMu.
-func (r *Reconciler) forgetIntents(ctx context.Context) {
+func (r *Reconciler) forgetEntries(ctx context.Context) {
 	if r.cfg.Journal == nil {
 		return
 	}
 	r.memMu.Lock()
-	gone := r.mem.forget
-	r.mem.forget = nil
+	gone := r.mem.toForget
+	r.mem.toForget = nil
 	r.memMu.Unlock()
 	if len(gone) == 0 {
 		return
 	}
 	if err := r.cfg.Journal.Forget(ctx, gone); err != nil {
-		logr.FromContextOrDiscard(ctx).Error(err, "forgetting intents failed; retrying later", "intents", len(gone))
+		logr.FromContextOrDiscard(ctx).Error(err, "removing journal entries failed; retrying later", "entries", len(gone))
 		r.memMu.Lock()
-		r.mem.forget = append(r.mem.forget, gone...)
+		r.mem.toForget = append(r.mem.toForget, gone...)
 		r.memMu.Unlock()
 	}
 }

@@ -43,7 +43,10 @@ func TeardownExcept(ctx context.Context, cfg Config, keep ...string) error {
 // was made: Teardown and TeardownOnce report convergence only from a
 // listing started at the horizon of the Leftovers' making (ListLag after
 // it, or the ListLagListings+1-th listing), so such a late creation is
-// torn down too.
+// torn down too. A Leftovers kept into a later leadership term (a call
+// whose context carries a new fencing token) waits the same way from that
+// term's beginning: a leader of the terms in between may have created on
+// an old ID too.
 type Leftovers struct {
 	r       *Reconciler
 	horizon horizon // a listing from here on shows what predecessors made
@@ -75,7 +78,7 @@ func NewLeftovers(cfg Config, keep ...string) (*Leftovers, error) {
 	}
 	cfg.Engine = leftoverEngine{Engine: cfg.Engine, tag: cfg.Tag, kept: kept}
 	// A teardown creates nothing, and the journal is a load balancer
-	// reconciler's: forgetting its intents here would lose them.
+	// reconciler's: removing its entries here would lose them.
 	cfg.Journal = NoJournal
 	r, err := New(cfg)
 	if err != nil {
@@ -84,9 +87,23 @@ func NewLeftovers(cfg Config, keep ...string) (*Leftovers, error) {
 	return &Leftovers{r: r, horizon: r.horizonAfter(r.clock.Now())}, nil
 }
 
-// pastHorizon reports whether the next listing is at or past the horizon.
-func (l *Leftovers) pastHorizon() bool {
-	return l.horizon.reachedBy(listing{at: l.r.clock.Now(), n: l.r.listings.Load() + 1})
+// current returns the horizon a converged teardown waits for: the
+// Leftovers' own, or, once a later leadership term began, that term's
+// (another leader may have created on an old ID in between).
+func (l *Leftovers) current() horizon {
+	if h := l.r.sinceTerm(); h != (horizon{}) && (h.at.After(l.horizon.at) || h.n > l.horizon.n) {
+		return h
+	}
+	return l.horizon
+}
+
+// pastHorizon begins the term of ctx's token (see [Config.Admit]) and
+// reports whether the next listing is at or past the horizon.
+func (l *Leftovers) pastHorizon(ctx context.Context) (bool, error) {
+	if err := l.r.beginTerm(ctx); err != nil {
+		return false, err
+	}
+	return l.current().reachedBy(listing{at: l.r.clock.Now(), n: l.r.listings.Load() + 1}), nil
 }
 
 // leftoverEngine lists only the owned objects of load balancers that are
@@ -159,13 +176,17 @@ func (e leftoverEngine) leftoverOn(id string, owned map[Key]Object) bool {
 // [Reconciler.Teardown].
 func (l *Leftovers) Teardown(ctx context.Context) error {
 	for {
-		past := l.pastHorizon()
+		past, err := l.pastHorizon(ctx)
+		if err != nil {
+			return err
+		}
 		if err := l.r.Teardown(ctx); err != nil || past {
 			return err
 		}
 		// Converged before the horizon: a late creation may still show.
-		wait := max(l.horizon.at.Sub(l.r.clock.Now()), l.r.cfg.PollInterval)
-		if l.horizon.at.IsZero() {
+		h := l.current()
+		wait := max(h.at.Sub(l.r.clock.Now()), l.r.cfg.PollInterval)
+		if h.at.IsZero() {
 			wait = l.r.cfg.PollInterval // a lag in listings: list again
 		}
 		t := l.r.clock.NewTimer(wait)
@@ -182,15 +203,20 @@ func (l *Leftovers) Teardown(ctx context.Context) error {
 // reports Converged once a listing at or past the horizon shows no
 // leftover, or when to call again; see [Reconciler.TeardownOnce].
 func (l *Leftovers) TeardownOnce(ctx context.Context) (Result, error) {
-	past := l.pastHorizon()
+	past, err := l.pastHorizon(ctx)
+	if err != nil {
+		// The pass answers the fence's refusal as its own: an error, or
+		// a transient result for a fence that could not be reached.
+		return l.r.TeardownOnce(ctx)
+	}
 	res, err := l.r.TeardownOnce(ctx)
 	if err != nil || !res.Converged || past {
 		return res, err
 	}
 	res.Converged = false
 	res.RequeueAfter = l.r.cfg.PollInterval
-	if !l.horizon.at.IsZero() {
-		res.RequeueAfter = max(l.horizon.at.Sub(l.r.clock.Now()), l.r.cfg.PollInterval)
+	if h := l.current(); !h.at.IsZero() {
+		res.RequeueAfter = max(h.at.Sub(l.r.clock.Now()), l.r.cfg.PollInterval)
 	}
 	return res, nil
 }

@@ -1,25 +1,30 @@
 package lbrecon
 
 import (
+	"iter"
 	"time"
 )
 
-// The memory: what the reconciler keeps between passes (intents, acks,
-// deletions, failure counts, pending times) so that a lagging listing
-// cannot mislead it. merge.go folds a listing into it.
+// The memory: what the reconciler keeps between passes (intents,
+// creations, updates, deletions, journal entries, failure counts, pending
+// times) so that a lagging listing cannot mislead it. merge.go folds a
+// listing into it.
 
 // nameKey identifies an object by kind and name, as steps do.
 type nameKey struct{ kind, name string }
 
 func nameOf(o Object) nameKey { return nameKey{o.Kind, o.Name} }
 
-// The memory's vocabulary (see doc.go, "Names"): an intent is a creation
-// whose outcome is not known yet, by name; an ack is a change the engine
-// acknowledged (created, adopted, updated, repaired), by key; a deletion
-// is an object the engine was asked to destroy, by key. Each is kept
-// until it settles: until a listing at or past its horizon agrees with
-// it (or ConfirmTimeout passes), since listings before the horizon may go
-// backwards (read replicas) and miss what an earlier one showed.
+// The memory's records (see doc.go, "Names"), one type each: an intent
+// is a creation whose outcome is not known yet, by name; a creation is a
+// creation the engine acknowledged, and an update an update, repair or
+// adoption it acknowledged, by key (the two acks; a key has at most one);
+// a deletion is an object the engine was asked to destroy, by key; an
+// entry is an intent's copy in the journal, by name. A record is kept
+// until a listing at or past its horizon agrees with it (its
+// confirmation), or ConfirmTimeout passes, since listings before the
+// horizon may go backwards (read replicas) and miss what an earlier one
+// showed.
 
 // intent is a creation whose outcome is unknown: its call is in flight, or
 // failed in a way that may have created the object. It holds its name
@@ -35,23 +40,36 @@ type intent struct {
 	horizon horizon
 }
 
-// ack is a change the engine acknowledged: obj is what it wrote. It is
-// unconfirmed until a listing shows it, then seen; it settles (and is
-// forgotten) when a listing at its horizon shows it, or when a listing at
-// its horizon disagrees with a seen ack (that listing is the truth).
+// ack is what a creation and an update share: the object the engine
+// acknowledged and how far listings have confirmed it. It is unconfirmed
+// until a listing shows obj, then seen; it is confirmed (and dropped) when
+// a listing at its horizon shows obj, or when a listing at its horizon
+// disagrees with a seen ack (that listing is the truth).
 type ack struct {
-	obj     Object    // the object as the engine returned it; State is the last one listed once seen
+	obj     Object    // as the engine returned it; State is the last one listed once seen
 	at      time.Time // when the call was made
 	horizon horizon   // the first listing that reflects the call
 	seen    bool      // a listing showed it
-	final   bool      // a listing showed it ok or failed (its settling time is learnt)
+	final   bool      // a listing showed it ok or failed (its pending time is learnt)
 }
+
+// creation is a creation the engine acknowledged (Create answered, or an
+// intent whose object a listing showed): the object exists, though a
+// listing before its horizon may not show it. The plan counts it as
+// there, so its name is not created again.
+type creation struct{ ack }
+
+// update is an update, repair or adoption (tagging) the engine
+// acknowledged: the object has obj's spec, state and tags, though a
+// listing before its horizon may show it as it was. The plan compares
+// against obj, so the change is not made again.
+type update struct{ ack }
 
 // deletion is an object the engine was asked to destroy. It is deleting
 // while listings still show it; gone once one does not (a later listing
 // that shows it again before its horizon lags, and is not believed); it
-// settles when a listing at its horizon, counted from when it was first
-// seen gone, does not show it.
+// is confirmed when a listing at its horizon, counted from when it was
+// first seen gone, does not show it.
 type deletion struct {
 	at      time.Time // when the call was made
 	gone    bool
@@ -62,14 +80,16 @@ type deletion struct {
 // listing that lags behind its writes cannot mislead it.
 type memory struct {
 	// intents holds creations of unknown outcome by name: the name is not
-	// created again while the intent is held.
+	// created again while the intent is kept.
 	intents map[nameKey]*intent
-	// acks holds acknowledged changes until they settle: the plan is made
-	// from them, not from a listing that lacks them.
-	acks map[Key]*ack
-	// deletions holds destroyed objects until they settle: they are being
-	// deleted, not to be destroyed again, and once gone not to be believed
-	// back.
+	// created and updated hold the acks until they are confirmed: the
+	// plan is made from them, not from a listing that lacks them. A key
+	// is in one of them at most (see ackCreate, ackUpdate).
+	created map[Key]*creation
+	updated map[Key]*update
+	// deletions holds destroyed objects until they are confirmed: they
+	// are being deleted, not to be destroyed again, and once gone not to
+	// be believed back.
 	deletions map[Key]*deletion
 	// failures counts repairs and recreations per name.
 	failures map[nameKey]int
@@ -89,11 +109,12 @@ type memory struct {
 	firstSeen map[Key]listing
 	// waitSince is when a step first waited for an object ([Changes.Wait]).
 	waitSince map[Key]time.Time
-	// journal holds the entries recorded in Config.Journal, until neither
-	// an intent nor an ack of their name is left (or ConfirmTimeout
-	// passes); forget holds those to remove from it at the next occasion.
-	journal map[nameKey]*journaled
-	forget  []Intent
+	// entries holds the intents recorded in Config.Journal, until
+	// neither an intent nor an ack of their name is left (or
+	// ConfirmTimeout passes); toForget holds those to remove from it
+	// (Journal.Forget) at the next occasion.
+	entries  map[nameKey]Intent
+	toForget []Intent
 	// conflicts holds names whose creation the engine refused because the
 	// name is taken: the old object of that name is destroyed first.
 	conflicts map[nameKey]bool
@@ -108,7 +129,8 @@ type memory struct {
 func newMemory() memory {
 	return memory{
 		intents:      make(map[nameKey]*intent),
-		acks:         make(map[Key]*ack),
+		created:      make(map[Key]*creation),
+		updated:      make(map[Key]*update),
 		deletions:    make(map[Key]*deletion),
 		failures:     make(map[nameKey]int),
 		pendingSince: make(map[Key]time.Time),
@@ -118,15 +140,65 @@ func newMemory() memory {
 		waitSince:    make(map[Key]time.Time),
 		firstSeen:    make(map[Key]listing),
 		conflicts:    make(map[nameKey]bool),
-		journal:      make(map[nameKey]*journaled),
+		entries:      make(map[nameKey]Intent),
 	}
 }
 
-// dropJournal removes the journal's intent for nk, if any, and queues its
+// dropEntry drops the journal entry for nk, if any, and queues its
 // removal from the journal. Called with memMu held.
-func (m *memory) dropJournal(nk nameKey) {
-	if j, ok := m.journal[nk]; ok {
-		delete(m.journal, nk)
-		m.forget = append(m.forget, j.Intent)
+func (m *memory) dropEntry(nk nameKey) {
+	if in, ok := m.entries[nk]; ok {
+		delete(m.entries, nk)
+		m.toForget = append(m.toForget, in)
 	}
+}
+
+// ackCreate records the creation of o, acknowledged at at with horizon
+// h, in place of any ack of its key. Called with memMu held.
+func (m *memory) ackCreate(o Object, at time.Time, h horizon) {
+	delete(m.updated, o.Key())
+	m.created[o.Key()] = &creation{ack{obj: o, at: at, horizon: h}}
+}
+
+// ackUpdate records the update, repair or adoption of o, acknowledged at
+// at with horizon h, in place of any ack of its key. Called with memMu
+// held.
+func (m *memory) ackUpdate(o Object, at time.Time, h horizon) {
+	delete(m.created, o.Key())
+	m.updated[o.Key()] = &update{ack{obj: o, at: at, horizon: h}}
+}
+
+// ackOf returns the ack of key k, a creation's or an update's, or nil.
+// Called with memMu held.
+func (m *memory) ackOf(k Key) *ack {
+	if c, ok := m.created[k]; ok {
+		return &c.ack
+	}
+	if u, ok := m.updated[k]; ok {
+		return &u.ack
+	}
+	return nil
+}
+
+// acks yields every ack by key: the creations', then the updates'.
+// Called with memMu held.
+func (m *memory) acks() iter.Seq2[Key, *ack] {
+	return func(yield func(Key, *ack) bool) {
+		for k, c := range m.created {
+			if !yield(k, &c.ack) {
+				return
+			}
+		}
+		for k, u := range m.updated {
+			if !yield(k, &u.ack) {
+				return
+			}
+		}
+	}
+}
+
+// dropAck drops the ack of key k, if any. Called with memMu held.
+func (m *memory) dropAck(k Key) {
+	delete(m.created, k)
+	delete(m.updated, k)
 }

@@ -6,15 +6,15 @@ import (
 )
 
 // Merging a listing with the memory: the view a plan is computed from
-// (plan.go), and how each record of the memory settles.
+// (plan.go), and how each record of the memory is confirmed.
 
 // view is a listing merged with the memory.
 type view struct {
-	owned       []Object // owned objects: listed, plus written and not yet listed; minus those being deleted
+	owned       []Object // owned objects: listed, plus acked and not yet listed; minus those being deleted
 	untagged    []Object // objects without a tag of the owner key: adoption candidates only
 	deleting    []Object // owned objects destroyed and still listed
 	listed      map[Key]bool
-	intended    map[nameKey]bool // names held by an intent (a creation of unknown outcome)
+	intended    map[nameKey]bool // names an intent holds (a creation of unknown outcome)
 	unconfirmed []Object         // acks no listing has shown yet
 	now         time.Time
 }
@@ -69,7 +69,7 @@ func (r *Reconciler) merge(listed []Object, listedAt listing) (*view, error) {
 		}
 	}
 	// Deletions: gone at the first listing that does not show the object
-	// (a later one showing it again lags: it is not believed), settled at
+	// (a later one showing it again lags: it is not believed), confirmed at
 	// the first listing past the horizon that does not show it; one still
 	// listed after ConfirmTimeout, never seen gone, is destroyed again.
 	for k, d := range m.deletions {
@@ -88,9 +88,9 @@ func (r *Reconciler) merge(listed []Object, listedAt listing) (*view, error) {
 		}
 	}
 	// Intents whose object a listing shows end; an owned one whose call
-	// returned becomes a seen ack, kept until a listing past the horizon
-	// settles it, so that a listing lagging again does not make the name
-	// free.
+	// returned becomes a creation, seen, kept until a listing past the
+	// horizon confirms it, so that a listing lagging again does not make
+	// the name free.
 	shown := func(in *intent) (Object, bool) {
 		for _, o := range listed {
 			if in.matches(o) && (r.owns(o) || !r.tagged(o)) {
@@ -106,23 +106,24 @@ func (r *Reconciler) merge(listed []Object, listedAt listing) (*view, error) {
 			// In flight (a Check's listing during the call): its answer
 			// decides; the listing shows the object meanwhile.
 		case ok:
-			delete(m.intents, nk) // the journal's entry goes with the ack
-			if _, acked := m.acks[o.Key()]; !acked && r.owns(o) && m.deletions[o.Key()] == nil {
-				m.acks[o.Key()] = &ack{obj: o.clone(), at: in.at, horizon: in.horizon}
+			delete(m.intents, nk) // the journal entry goes with the creation
+			if m.ackOf(o.Key()) == nil && r.owns(o) && m.deletions[o.Key()] == nil {
+				m.ackCreate(o.clone(), in.at, in.horizon)
 			}
 		case now.Sub(in.at) >= r.cfg.ConfirmTimeout, r.lagDeclared() && in.horizon.reachedBy(listedAt):
 			// Not created (a listing made after the list lag, in time or
 			// in listings, does not show it), or given up on.
 			delete(m.intents, nk)
-			m.dropJournal(nk)
+			m.dropEntry(nk)
 		default:
 			v.intended[nk] = true
 		}
 	}
-	// Acks: seen at the first listing that shows them, settled at the
-	// first listing past the horizon that shows them, or that contradicts
-	// a seen one; an ack never seen is given up after ConfirmTimeout.
-	for k, a := range m.acks {
+	// Acks (creations and updates): seen at the first listing that shows
+	// them, confirmed at the first listing past the horizon that shows
+	// them, or that contradicts a seen one; an ack never seen is given up
+	// after ConfirmTimeout.
+	for k, a := range m.acks() {
 		o, listed := byKey[k]
 		shows := listed && r.owns(o) && SameSpec(o.Spec, a.obj.Spec)
 		past := a.horizon.reachedBy(listedAt)
@@ -136,21 +137,21 @@ func (r *Reconciler) merge(listed []Object, listedAt listing) (*view, error) {
 		}
 		switch {
 		case past && (shows || a.seen):
-			delete(m.acks, k)
+			m.dropAck(k)
 		case !a.seen && now.Sub(a.at) >= r.cfg.ConfirmTimeout:
-			delete(m.acks, k)
+			m.dropAck(k)
 		case !a.seen:
 			v.unconfirmed = append(v.unconfirmed, a.obj)
 		}
 	}
 	// A journal entry goes once no intent or ack of its name is left.
-	named := make(map[nameKey]bool, len(m.acks))
-	for _, a := range m.acks {
+	named := make(map[nameKey]bool, len(m.created)+len(m.updated))
+	for _, a := range m.acks() {
 		named[nameOf(a.obj)] = true
 	}
-	for nk, j := range m.journal {
-		if _, held := m.intents[nk]; (!held && !named[nk]) || now.Sub(j.At) >= r.cfg.ConfirmTimeout {
-			m.dropJournal(nk)
+	for nk, in := range m.entries {
+		if _, holds := m.intents[nk]; (!holds && !named[nk]) || now.Sub(in.At) >= r.cfg.ConfirmTimeout {
+			m.dropEntry(nk)
 		}
 	}
 	seen := make(map[Key]bool, len(byKey))
@@ -161,7 +162,7 @@ func (r *Reconciler) merge(listed []Object, listedAt listing) (*view, error) {
 			continue
 		}
 		seen[k] = true
-		d, a := m.deletions[k], m.acks[k]
+		d, a := m.deletions[k], m.ackOf(k)
 		switch {
 		case d != nil && d.gone:
 			// Gone, listed again by a lagging listing.
@@ -184,7 +185,7 @@ func (r *Reconciler) merge(listed []Object, listedAt listing) (*view, error) {
 			inOwned[k] = true
 		}
 	}
-	for k, a := range m.acks {
+	for k, a := range m.acks() {
 		if !inOwned[k] && m.deletions[k] == nil {
 			v.owned = append(v.owned, a.obj.clone())
 		}

@@ -167,7 +167,7 @@ func (m *Moving) state() (*LoadBalancerReconciler, []*LoadBalancerReconciler, *L
 	return m.cur, slices.Clone(m.old), sweep, nil
 }
 
-// done forgets o, torn down.
+// done drops o, torn down.
 func (m *Moving) done(o *LoadBalancerReconciler) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -80,6 +80,9 @@ func (r *Reconciler) reconcileOnce(ctx context.Context, down bool) (res Result, 
 	start := r.clock.Now()
 	defer func() { r.metrics.Observe(verbOf(down), classify(err), r.clock.Since(start)) }()
 	ctx = onePass(ctx, start)
+	if err := r.beginTerm(ctx); err != nil {
+		return r.requeueOr(ctx, err)
+	}
 	if err := r.loadJournal(ctx); err != nil {
 		return r.requeueOr(ctx, err)
 	}

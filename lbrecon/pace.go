@@ -24,7 +24,7 @@ func (m *memory) expectShown() time.Time {
 		}
 		return at.Add(m.writePace)
 	}
-	for _, a := range m.acks {
+	for _, a := range m.acks() {
 		if e := expect(a.at, a.horizon); !a.seen && e.After(t) {
 			t = e
 		}
@@ -51,7 +51,7 @@ func (m *memory) expectShown() time.Time {
 func (m *memory) newestWrite(listings uint64, byCount bool) (time.Time, bool) {
 	var t time.Time
 	early := func(h horizon) bool { return byCount && h.n > listings }
-	for _, a := range m.acks {
+	for _, a := range m.acks() {
 		if !a.seen && !early(a.horizon) {
 			t = later(t, a.at)
 		}

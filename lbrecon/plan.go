@@ -30,7 +30,7 @@ type Plan struct {
 	// Pending holds owned objects the provider is still working on.
 	Pending []Object
 	// Unconfirmed holds writes no listing has reflected yet: created or
-	// updated objects not listed as written, destroyed objects still listed,
+	// updated objects not listed as updated, destroyed objects still listed,
 	// and creations of unknown outcome (with no ID).
 	Unconfirmed []Object
 	// Blocked counts objects to create later, once their parents are ok or
@@ -364,7 +364,7 @@ func (r *Reconciler) compute(ctx context.Context, v *view, down bool) (*plan, er
 	return p, nil
 }
 
-// resend reports whether the held creation w is sent again as c: the
+// resend reports whether the creation of intent in is sent again as c: the
 // engine has answered a CreateIdempotent (it takes idempotency tokens)
 // and c is the same creation.
 func (r *Reconciler) resend(in *intent, c Object) bool {
@@ -387,9 +387,9 @@ func (r *Reconciler) blocked(st Step, i int, c Object, view *Observation, notRea
 	return false
 }
 
-// ackedAt returns when o's unconfirmed ack was made.
+// ackedAt returns when o's unconfirmed ack (creation or update) was made.
 func (m *memory) ackedAt(o Object) time.Time {
-	if a, ok := m.acks[o.Key()]; ok {
+	if a := m.ackOf(o.Key()); a != nil {
 		return a.at
 	}
 	return time.Time{}

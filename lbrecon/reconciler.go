@@ -19,7 +19,9 @@ import (
 // Reconciler drives an [Engine] towards the state its [Step]s describe.
 // It remembers, between calls, the writes no listing has confirmed yet, the
 // failure counts, and how long objects have been pending: keep one
-// Reconciler per set of objects for as long as the host manages them.
+// Reconciler per set of objects for as long as the host manages them,
+// across leadership terms too: a call whose context carries a new term's
+// fencing token begins that term (see [Config.Admit]) before it reads.
 // Check may run at any time; Reconcile, ReconcileOnce, Teardown and
 // TeardownOnce calls on one Reconciler are serialised (a second call waits
 // for the first).
@@ -48,6 +50,11 @@ type Reconciler struct {
 	idempotency   atomic.Int32  // 1: the engine takes idempotency tokens; -1: it does not; 0: not known yet
 	listings      atomic.Uint64 // List calls started, for ListLagListings
 	laggingUntil  *horizon      // a listing showed a child without its parent: wait until then (guarded by mu)
+
+	termMu      sync.Mutex // guards term, inTerm and termHorizon; taken before journalMu and memMu
+	term        uint64     // the fencing token of the term the memory belongs to
+	inTerm      bool       // term is set
+	termHorizon horizon    // the first listing past the current term's beginning; zero in the first term
 }
 
 // Check lists the provider's objects once and returns the plan for them
@@ -57,6 +64,9 @@ type Reconciler struct {
 // makes one List attempt, within CallTimeout, and does not retry it: a
 // failed List is its error.
 func (r *Reconciler) Check(ctx context.Context) (Plan, error) {
+	if err := r.beginTerm(ctx); err != nil {
+		return Plan{}, err
+	}
 	if err := r.loadJournal(ctx); err != nil {
 		return Plan{}, err
 	}
@@ -75,6 +85,9 @@ func (r *Reconciler) Check(ctx context.Context) (Plan, error) {
 // reconciler owns grouped by kind, without changing anything. Like Check,
 // it makes one List attempt and does not retry it.
 func (r *Reconciler) Observe(ctx context.Context) (*Observation, error) {
+	if err := r.beginTerm(ctx); err != nil {
+		return nil, err
+	}
 	objs, at, err := r.list(onePass(ctx, r.clock.Now()))
 	if err != nil {
 		return nil, err
@@ -88,7 +101,7 @@ func (r *Reconciler) Observe(ctx context.Context) (*Observation, error) {
 	return v.observation(), nil
 }
 
-// ResetFailures forgets every failure count, so that objects that used up
+// ResetFailures drops every failure count, so that objects that used up
 // [Config.FailureBudget] are repaired or recreated again. A host calls it
 // when an operator has fixed the cause, or when the desired state changes.
 func (r *Reconciler) ResetFailures() {
@@ -131,6 +144,9 @@ func (r *Reconciler) converge(ctx context.Context, down bool) (err error) {
 	defer func() { r.metrics.Observe(verbOf(down), classify(err), r.clock.Since(start)) }()
 	log := logr.FromContextOrDiscard(ctx).WithValues("scope", r.cfg.Scope)
 
+	if err := r.beginTerm(ctx); err != nil {
+		return err
+	}
 	if err := r.loadJournal(ctx); err != nil {
 		return err
 	}

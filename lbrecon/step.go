@@ -129,7 +129,7 @@ func (o *Observation) Get(k Key) (Object, bool) {
 	return obj, ok
 }
 
-// Known reports whether the listing held an object with key k, including
+// Known reports whether the listing showed an object with key k, including
 // objects this plan or an earlier call is destroying, which Get and
 // Objects leave out.
 func (o *Observation) Known(k Key) bool { return o.known[k] }

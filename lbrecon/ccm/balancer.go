@@ -43,10 +43,12 @@ type Config struct {
 	Token func(ctx context.Context) (uint64, error)
 	// Admit is the fence the token is checked against before every write
 	// (see lbrecon.CheckToken). Nil means an lbrecon.Fence in memory,
-	// which refuses a term older than the newest this Balancer saw. The
-	// Balancer also calls it once when a call brings a token it has not
-	// seen, before that call reads anything, so that the fence refuses
-	// the deposed term's writes from then on (see the package documentation).
+	// which refuses a term older than the newest this Balancer saw. It
+	// is also every reconciler's lbrecon.Config.Admit: a call that brings
+	// a token not seen yet raises the fence to it before that call reads
+	// anything, so that the fence refuses the deposed term's writes from
+	// then on, and each reconciler begins the new term (see the package
+	// documentation).
 	Admit func(token uint64) error
 	// Journal keeps every Service's intents (the creations about to be
 	// sent) where a successor finds them. Required: [NewConfigMapJournal]
@@ -74,14 +76,15 @@ type Config struct {
 
 // Balancer implements k8s.io/cloud-provider's LoadBalancer over an
 // lbrecon engine, with one lbrecon reconciler per Service (by UID) and
-// load-balancer ID kept across calls. It is safe for concurrent use.
+// load-balancer ID kept across calls and leadership terms (each begins a
+// new term itself). It is safe for concurrent use.
 type Balancer struct {
 	cfg    Config
 	engine lbrecon.Engine // guarded
 
 	mu      sync.Mutex
 	entries map[types.UID]*entry
-	term    uint64 // the token of the term the entries were made in
+	term    uint64 // the token of the current term
 	begun   bool   // term is set
 }
 
@@ -104,9 +107,10 @@ type entry struct {
 	// than restKeep (left before a restart, by an operator, ...).
 	rest     *lbrecon.Leftovers
 	restKeep string
-	scoped   bool // the journal's scopes were read into old
-	swept    bool // nothing of the Service left on another ID than id
-	active   bool // a pass ran since the last converged teardown
+	scoped   bool   // the journal's scopes were read into old, in term
+	swept    bool   // nothing of the Service left on another ID than id, as seen in term
+	active   bool   // a pass ran since the last converged teardown
+	term     uint64 // the token of the term scoped and swept were learnt in
 }
 
 // New validates cfg and returns a Balancer.
@@ -230,6 +234,7 @@ func (b *Balancer) reconcile(ctx context.Context, svc *v1.Service, lb lbrecon.Lo
 		return lbrecon.LoadBalancerStatus{}, api.NewRetryError(fmt.Sprintf("ccm: service %s: another call is changing its load balancer", e.svc), busyRetry)
 	}
 	defer e.mu.Unlock()
+	e.enter(ctx)
 	if err := b.want(svc, e, lb); err != nil {
 		return lbrecon.LoadBalancerStatus{}, err
 	}
@@ -252,6 +257,18 @@ func (b *Balancer) reconcile(ctx context.Context, svc *v1.Service, lb lbrecon.Lo
 	}
 	e.swept = done
 	return assigned, nil
+}
+
+// enter brings e into the term of ctx's token: what e learnt from the
+// journal and the listings of an earlier term (the load-balancer IDs the
+// journal names, that nothing is left on another ID) is learnt again, as
+// another leader's term may have changed it. Its reconcilers begin the
+// term themselves (lbrecon.Config.Admit). Called with e.mu held.
+func (e *entry) enter(ctx context.Context) {
+	token, _ := lbrecon.TokenFrom(ctx)
+	if token != e.term {
+		e.term, e.scoped, e.swept = token, false, false
+	}
 }
 
 // want makes e.cur the reconciler of lb: the one of lb's ID when e has
@@ -299,6 +316,7 @@ func (b *Balancer) newReconciler(svc *v1.Service, lb lbrecon.LoadBalancer) (*lbr
 // whether all converged; a converged one leaves e.old. Called with e.mu
 // held.
 func (b *Balancer) teardownOthers(ctx context.Context, svc *v1.Service, e *entry, keep string, deadline time.Time) (bool, error) {
+	e.enter(ctx)
 	if !e.scoped {
 		scopes, err := b.cfg.Journal.Scopes(ctx, svc)
 		if err != nil {
@@ -432,6 +450,7 @@ func (b *Balancer) reconcilerConfig(svc *v1.Service) lbrecon.Config {
 	cfg.Engine = b.engine
 	cfg.Tag = b.tag(svc)
 	cfg.Journal = nil
+	cfg.Admit = b.cfg.Admit
 	return cfg
 }
 
@@ -448,18 +467,19 @@ func (b *Balancer) fenced(ctx context.Context, svc *v1.Service) (context.Context
 	return lbrecon.WithToken(ctx, token), nil
 }
 
-// begin starts the term of token when it is not the term of the
-// Balancer's reconcilers: it raises the fence to token first, so that
-// every write of an earlier term (another replica deposed, still calling)
-// is refused from then on, and then forgets every Service's reconcilers,
-// so that each is made again from the journal and the provider's
-// listings, read after the fence went up. A reconciler kept from an
-// earlier term of this process would miss what another replica's term
+// begin starts the term of token when it is not the Balancer's current
+// term: it raises the fence to token first, so that every write of an
+// earlier term (another replica deposed, still calling) is refused from
+// then on, before the call reads the journal or the provider. Each
+// Service's entry learns the journal's IDs again at its next call (see
+// enter), and each of its reconcilers, kept, begins the term itself: it
+// raises the fence (again), then drops what it kept from the earlier term
+// and reads the journal again (lbrecon.Config.Admit). A reconciler that
+// kept an earlier term's memory would miss what another replica's term
 // created in between, as would one that read the journal before the
 // fence went up, while the deposed leader could still write: on a
 // provider whose listings lag, either creates again (duplicates). A
-// refusal (a later term holds the fence) leaves the reconcilers as they
-// are and refuses the call.
+// refusal (a later term holds the fence) refuses the call.
 func (b *Balancer) begin(token uint64) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -470,7 +490,6 @@ func (b *Balancer) begin(token uint64) error {
 		return err
 	}
 	b.term, b.begun = token, true
-	clear(b.entries)
 	return nil
 }
 

@@ -73,8 +73,9 @@
 //     (TestWritesCarryTheTermsToken).
 //   - A new term begins with its fence: the first call that brings a
 //     token the Balancer has not seen calls Config.Admit with it before it
-//     reads anything, then forgets every Service's reconcilers, which are
-//     made again from the journal and the provider's listings. So the
+//     reads anything; every Service's reconciler, kept, then begins the
+//     term itself (lbrecon's Terms): it drops what it kept from the
+//     earlier term and reads the journal again before it lists. So the
 //     deposed term's writes are refused from before the new term reads
 //     the journal, and nothing the other replica's term created in
 //     between is missed (TestNewTermRaisesTheFenceBeforeReading; the goal

@@ -3,7 +3,9 @@ package ccm_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -37,6 +39,18 @@ func (e *events) take() []string {
 	return out
 }
 
+// loads records every Load of a Service's journal for load balancer id.
+type loads struct {
+	lbrecon.Journal
+	id string
+	ev *events
+}
+
+func (l loads) Load(ctx context.Context) ([]lbrecon.Intent, error) {
+	l.ev.add("load %s", l.id)
+	return l.Journal.Load(ctx)
+}
+
 // listing records every List of the engine it wraps.
 type listing struct {
 	lbrecon.Engine
@@ -48,7 +62,8 @@ func (l listing) List(ctx context.Context, q lbrecon.Query) ([]lbrecon.Object, e
 	return l.Engine.List(ctx, q)
 }
 
-// opening records every journal a Balancer opens for a reconciler.
+// opening records every journal a Balancer opens for a reconciler, and
+// every Load of it.
 type opening struct {
 	ccm.Journal
 	ev *events
@@ -56,13 +71,13 @@ type opening struct {
 
 func (o opening) For(svc *v1.Service, id string) lbrecon.Journal {
 	o.ev.add("journal %s", id)
-	return o.Journal.For(svc, id)
+	return loads{Journal: o.Journal.For(svc, id), id: id, ev: o.ev}
 }
 
 // A call that brings a new term's token raises the fence to it before it
-// reads anything, and makes the Service's reconciler again from the
-// journal: a deposed replica's later writes are refused, and what it
-// created in between is not missed.
+// reads anything, and the Service's reconciler, kept, reads the journal
+// again before it lists: a deposed replica's later writes are refused,
+// and what it created in between is not missed.
 func TestNewTermRaisesTheFenceBeforeReading(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ev := &events{}
@@ -102,7 +117,58 @@ func TestNewTermRaisesTheFenceBeforeReading(t *testing.T) {
 		require.Equal(t, "admit 5", got[0], "a new term raises the fence before it reads: %q", got)
 		require.Error(t, fence.Admit(4), "the deposed term is fenced off before the new one wrote")
 
-		require.Contains(t, got, "journal lb-1", "the Service's reconciler is made again from the journal")
 		require.Contains(t, first, "journal lb-1")
+		require.NotContains(t, got, "journal lb-1", "the Service's reconciler is kept")
+		load, list := slices.Index(got, "load lb-1"), slices.Index(got, "list")
+		require.True(t, load > 0 && list > load, "the kept reconciler reads the journal again, after the fence went up and before it lists: %q", got)
+	})
+}
+
+// A Balancer kept across terms learns again, in a new term, what its
+// Service's load balancers are: term 3's replica built lb-1 and swept the
+// rest; term 4's replica moved the Service to lb-2 and was deposed before
+// it swept lb-1 (it destroyed its children only); term 5 is the first
+// replica's again, whose mapping says
+// lb-1 (the move was undone). It tears down lb-2, which it never saw,
+// instead of trusting term 3's "nothing left elsewhere".
+func TestKeptBalancerSweepsWhatAnotherTermLeft(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := lbrecontest.New(lbrecontest.Config{Latency: 10 * time.Millisecond, Pending: time.Second, ListLag: time.Second,
+			DeleteDelay: time.Second, Integrity: true})
+		fence := lbrecon.NewFence("provider", 0, "")
+		journal := &ccm.MemoryJournal{}
+		replica := func(id string, token *atomic.Uint64) *ccm.Balancer {
+			mm := &movingMapping{ids: map[string]string{"uid-1": id}}
+			return newBalancer(t, eng, func(c *ccm.Config) {
+				c.Mapping, c.Journal, c.Admit = mm.mapping(), journal, fence.Admit
+				c.Token = func(context.Context) (uint64, error) { return token.Load(), nil }
+			})
+		}
+		svc := service("uid-1")
+		var termA, termB atomic.Uint64
+		termA.Store(3)
+		a := replica("lb-1", &termA)
+		_, _, err := ensure(t, a, svc, nodes(2))
+		require.NoError(t, err)
+		for range 3 { // later syncs: the sweep of other IDs completes
+			<-time.After(time.Second)
+			_, err := a.EnsureLoadBalancer(t.Context(), "c", svc, nodes(2))
+			require.NoError(t, err)
+		}
+
+		termB.Store(4)
+		b := replica("lb-2", &termB)
+		_, _, err = ensure(t, b, svc, nodes(2))
+		require.NoError(t, err)
+		<-time.After(2 * time.Second)
+		require.NotEmpty(t, onBalancer(eng, "lb-1", "uid-1"))
+		require.NotEmpty(t, onBalancer(eng, "lb-2", "uid-1"))
+
+		termA.Store(5)
+		_, _, err = ensure(t, a, svc, nodes(2)) // lb-1 again: term 4 began its sweep
+		require.NoError(t, err)
+		tearDownOld(t, a, eng, svc, "lb-2")
+		require.Empty(t, onBalancer(eng, "lb-2", "uid-1"), "term 4's load balancer torn down")
+		require.NotEmpty(t, onBalancer(eng, "lb-1", "uid-1"))
 	})
 }
