@@ -62,7 +62,8 @@ type Input struct {
 	// applying it (write). See ValidatedAfterWrite.
 	Tentative bool
 	// Lingers says a keep-alive reported lost may leave the record in
-	// place for a while (keepalive). See LostRecordsLinger.
+	// place for a while (keepalive), and a watch may report a deletion
+	// late (records event). See LostRecordsLinger.
 	Lingers bool
 	// Watch numbers the watch (watch, events, end); Status says it is a
 	// watch of the status.
@@ -182,7 +183,10 @@ func ValidatedAfterWrite() RecorderOption { return func(r *Recorder) { r.tentati
 // test can report a record lost while the record still exists (the
 // Kubernetes store: the record's liveness lapsed, and the reaper deletes
 // it later): the record stays listable until a listing omits it, and its
-// lease is never kept alive again. See the package documentation.
+// lease is never kept alive again. Such a store's watch may also report a
+// deletion late (the Kubernetes store holds one its heartbeat does not
+// yet confirm), so a batch that omits a deletion the model knows of is
+// not refused there. See the package documentation.
 func LostRecordsLinger() RecorderOption { return func(r *Recorder) { r.lingers = true } }
 
 // Wrap returns s logging every operation as one client named name. Each

@@ -89,7 +89,7 @@ func (c *client) WatchRecords(ctx context.Context, rev int64, fn func([]versiong
 		// An event may have taken effect at any time before it was
 		// delivered, even before the watch started: its interval opens
 		// where its start revision was first reported.
-		c.r.log(Op{Client: c.id, Name: c.name, Input: Input{Kind: KindRecordsEvent, Watch: w, From: from},
+		c.r.log(Op{Client: c.id, Name: c.name, Input: Input{Kind: KindRecordsEvent, Watch: w, From: from, Lingers: c.r.lingers},
 			Output: Output{Outcome: OK, Records: batch, Rev: r}, Call: since, Return: c.r.now()})
 		from = max(from, r)
 		fn(changes, r)
@@ -161,8 +161,22 @@ func stepWatch(s *state, in Input, out Output) (next []*state, ok bool) {
 // of that ID with that value, created after in.From and at most at
 // out.Rev (no replayed event, no change that never happened), and every
 // record the model knows to be created in (in.From, out.Rev] is in it (no
-// skipped event). A deletion is not checked, nor applied. Revisions
-// never go back: a batch below the watch's position is refused.
+// skipped event). Revisions never go back: a batch below the watch's
+// position is refused.
+//
+// A deletion is applied: the record it shows deleted is gone from that
+// point on, so a later operation that shows it (a listing, a keep-alive,
+// a batch that shows it created) is refused, as is a deletion reported
+// before it happened, or after the record was created again. A record of
+// unknown revision is left in place (the deletion may be of an earlier
+// record of the ID). Every deletion the model knows to have come after
+// in.From is in the batch: a record the model removed before this point
+// was deleted at a revision no higher than out.Rev (the batch is current
+// there), and above the revision it was created at (state.gone), so if
+// that is at least in.From, the batch shows the ID (no skipped or delayed
+// deletion). On a store whose deletions a watch may report late
+// (Input.Lingers: the Kubernetes store holds a deletion its heartbeat
+// does not yet confirm), that last check is waived.
 func stepRecordsEvent(s *state, in Input, out Output) []*state {
 	if out.Rev < in.From || out.Rev < s.rev {
 		return nil
@@ -174,15 +188,13 @@ func stepRecordsEvent(s *state, in Input, out Output) []*state {
 	n := s.clone()
 	n.rev = out.Rev
 	for id, ch := range last {
+		m, ok := s.records[id]
 		if ch.Value == nil {
-			// A deletion is not applied: it would prove the record gone,
-			// but placing it against the deletes and expiries it reports
-			// (which carry no revision) left a joiners history of 320
-			// operations undecided after 70s. Listings still prove
-			// records gone.
+			if ok && m.modRev != 0 {
+				n.remove(id)
+			}
 			continue
 		}
-		m, ok := s.records[id]
 		if !ok || m.value != string(ch.Value) {
 			return nil
 		}
@@ -192,6 +204,17 @@ func stepRecordsEvent(s *state, in Input, out Output) []*state {
 	}
 	for id, m := range s.records {
 		if _, shown := last[id]; !shown && m.modRev > in.From && m.modRev <= out.Rev {
+			return nil
+		}
+	}
+	if !in.Lingers {
+		for id, created := range s.gone {
+			if _, shown := last[id]; shown || created < in.From {
+				continue
+			}
+			if m, ok := s.records[id]; ok && m.modRev == 0 {
+				continue // created again, at an unknown revision
+			}
 			return nil
 		}
 	}
