@@ -65,7 +65,13 @@
 //     started from a revision the history moved on from (KindMovedOn, which
 //     RunRolling logs around each server restart), or, on a store whose
 //     history is a window that moves on by itself (WatchWindow: the
-//     apiserver's watch cache), from one below the newest reported.
+//     apiserver's watch cache), from one outside the window the store
+//     declares it keeps (DefaultWatchWindow, the apiserver's 75s): first
+//     reported longer than that before the watch ended, or before a
+//     restart that began before it ended plus that (the history after a
+//     restart may start a little after the server serves again). A
+//     server that answers 410 for a revision it still keeps is refused
+//     (AnswerTooOld, TestWatchTooOldOnlyOutsideTheWindow).
 //   - Fence and write of a term fenced by its token (every term on the
 //     in-memory store, and on etcd a term without an etcd guard): a fence
 //     succeeds exactly when no higher token fenced; a write exactly when
@@ -172,9 +178,13 @@
 //     its watch's own position is accepted, and a batch that omits a
 //     deletion is accepted on a store whose watches report deletions late
 //     (LostRecordsLinger: the Kubernetes store reports a deletion its
-//     heartbeat confirms late, at the revision it has seen). A too-old end on a store with a window
-//     is accepted for any revision below the newest, so there the herd is
-//     caught by the read's revision and the budget, not by the end.
+//     heartbeat confirms late, at the revision it has seen). A too-old
+//     end is judged by when the revision was first reported, on the
+//     test's clock: the window is measured from the first report's call
+//     (the earliest its next change could have come), so it may accept an
+//     end the server answered a little early, never refuse one it could
+//     give; and for a window's length after each restart, every too-old
+//     end is accepted.
 //   - Budgets: calls are counted at the Store, not on the wire: a store's
 //     own retries inside a call (client-go retries a refused GET for up to
 //     10s) and the election's and heartbeat's requests are not counted,

@@ -78,9 +78,9 @@ type Input struct {
 	// it checks identical batches of several watches as one (see
 	// mergeEvents), From being the lowest of their positions.
 	CreatedAfter int64
-	// Window says the store may answer a watch "too old" for any
-	// revision below the newest, its history being a window (end). See
-	// WatchWindow.
+	// Window says the watch's start revision was outside the window of
+	// history the store declares it keeps when the watch ended, so that
+	// the store could answer it "too old" (end). See WatchWindow.
 	Window bool
 }
 
@@ -141,7 +141,7 @@ type Recorder struct {
 	tentative bool
 	lingers   bool
 	tooOld    func(error) bool
-	window    bool
+	window    time.Duration
 
 	mu      sync.Mutex
 	ops     []Op
@@ -152,6 +152,8 @@ type Recorder struct {
 	// call of one that reported it: a change after that revision took
 	// effect after that call (see watchStart).
 	revCall map[int64]time.Duration
+	// movedOn holds the interval of each MovedOn.
+	movedOn [][2]time.Duration
 }
 
 // NewRecorder returns an empty Recorder. guarded reports whether the store

@@ -227,7 +227,7 @@ func TestWatchTooOldOnlyAfterMovingOn(t *testing.T) {
 		} else {
 			// The same store answer without a compaction: a server
 			// claiming a revision too old that it could serve.
-			node = r.Wrap("node", tooOldStore{s})
+			node = r.Wrap("node", storecheck.AnswerTooOld(s, fmt.Errorf("%w: always", versiongatetest.ErrCompacted)))
 		}
 		err = node.WatchRecords(ctx, rev, func([]versiongate.Record, int64) {})
 		require.ErrorIs(t, err, versiongatetest.ErrCompacted)
@@ -239,11 +239,48 @@ func TestWatchTooOldOnlyAfterMovingOn(t *testing.T) {
 	}
 }
 
-// tooOldStore answers every watch too old.
-type tooOldStore struct{ versiongate.Store }
-
-func (tooOldStore) WatchRecords(context.Context, int64, func([]versiongate.Record, int64)) error {
-	return fmt.Errorf("%w: always", versiongatetest.ErrCompacted)
+// On a store whose history is a window that moves on by itself (the
+// apiserver's watch cache), a watch that ends "too old" is accepted only
+// from a revision outside the window the store declares it keeps: one
+// first reported longer ago than that, or before a restart (MovedOn).
+// A server that answers 410 for a revision it still keeps is refused,
+// though that revision is below the newest reported (which once sufficed).
+func TestWatchTooOldOnlyOutsideTheWindow(t *testing.T) {
+	for _, tc := range []struct {
+		name                   string
+		kept                   time.Duration
+		restartBefore, restart bool
+		want                   porcupine.CheckResult
+	}{
+		{"inside the window", time.Hour, false, false, porcupine.Illegal},
+		{"outside the window", time.Nanosecond, false, false, porcupine.Ok},
+		{"inside the window, but a restart came since", time.Hour, false, true, porcupine.Ok},
+		// The history after a restart may start a little after the
+		// server serves again, above a revision reported meanwhile.
+		{"inside the window, reported just after a restart", time.Hour, true, false, porcupine.Ok},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			s := versiongatetest.NewStore(versiongatetest.StoreConfig{})
+			r := storecheck.NewRecorder(nil, storecheck.WatchTooOld(tooOld), storecheck.WatchWindow(tc.kept))
+			node := r.Wrap("node", s)
+			if tc.restartBefore {
+				r.MovedOn("restart", func() {})
+			}
+			_, rev, err := node.ListRecords(ctx)
+			require.NoError(t, err)
+			// A newer revision: rev is below the newest reported.
+			_, err = node.PublishRecord(ctx, "a", []byte("a"), time.Minute)
+			require.NoError(t, err)
+			if tc.restart {
+				r.MovedOn("restart", func() {})
+			}
+			node = r.Wrap("node", storecheck.AnswerTooOld(s, fmt.Errorf("%w: always", versiongatetest.ErrCompacted)))
+			err = node.WatchRecords(ctx, rev, func([]versiongate.Record, int64) {})
+			require.ErrorIs(t, err, versiongatetest.ErrCompacted)
+			require.Equal(t, tc.want, verify(t, r.History()))
+		})
+	}
 }
 
 // The model's watch rules, case by case.
@@ -314,8 +351,8 @@ func TestModelWatchCases(t *testing.T) {
 		{"too old without moving on", seq(op(listIn, list(5)), end(5, false)), porcupine.Illegal},
 		{"too old after moving on", seq(op(listIn, list(5)), movedOn, end(5, false)), porcupine.Ok},
 		{"too old from a newer revision than moved on from", seq(op(listIn, list(5)), movedOn, op(listIn, list(6)), end(6, false)), porcupine.Illegal},
-		{"too old in a window, below the newest", seq(op(listIn, list(5)), op(listIn, list(6)), end(5, true)), porcupine.Ok},
-		{"too old in a window, at the newest", seq(op(listIn, list(5)), end(5, true)), porcupine.Illegal},
+		{"too old outside the window the store keeps", seq(op(listIn, list(5)), end(5, true)), porcupine.Ok},
+		{"too old inside the window the store keeps, below the newest", seq(op(listIn, list(5)), op(listIn, list(6)), end(5, false)), porcupine.Illegal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, tc.want, verify(t, tc.h))

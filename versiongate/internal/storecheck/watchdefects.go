@@ -204,3 +204,21 @@ func (s fabricatedDeletion) WatchRecords(ctx context.Context, rev int64, fn func
 		fn(batch, r)
 	})
 }
+
+// AnswerTooOld returns s with a defect: its watches end at once with err
+// (the store's "too old" error), whatever revision they are given, as a
+// server that claims it no longer has history it still had to keep.
+func AnswerTooOld(s versiongate.Store, err error) versiongate.Store { return answerTooOld{s, err} }
+
+type answerTooOld struct {
+	versiongate.Store
+	err error
+}
+
+func (s answerTooOld) WatchRecords(context.Context, int64, func([]versiongate.Record, int64)) error {
+	return s.err
+}
+
+func (s answerTooOld) WatchStatus(context.Context, int64, func(versiongate.StoredStatus) bool) error {
+	return s.err
+}

@@ -17,12 +17,45 @@ func WatchTooOld(is func(error) bool) RecorderOption {
 	return func(r *Recorder) { r.tooOld = is }
 }
 
+// DefaultWatchWindow is the history the Kubernetes apiserver's watch
+// cache keeps at least: k8s.io/apiserver's DefaultEventFreshDuration
+// (75s; the cache grows to hold that much, up to 100k events of a
+// resource). Backend.WatchWindow declares it unless
+// Backend.WatchWindowKept says otherwise.
+const DefaultWatchWindow = 75 * time.Second
+
 // WatchWindow tells the model that the store under test keeps a window of
-// watch history that moves on by itself (the apiserver's watch cache,
-// etcd's compaction by the apiserver): a watch from any revision below
-// the newest one reported may be too old. Without it, only a revision
-// at or below one the history moved on from (MovedOn) may be.
-func WatchWindow() RecorderOption { return func(r *Recorder) { r.window = true } }
+// watch history that moves on by itself (the apiserver's watch cache), of
+// at least kept: a watch that ends "too old" is accepted only from a
+// revision first reported more than kept before the watch ended, or
+// before a MovedOn (a restart, after which the history starts anew) that
+// began before the watch ended, plus kept (the new history may start a
+// little after the server serves again). A server that answers 410 for a
+// revision it still had to keep is refused. Without it, only a revision
+// at or below one the history moved on from (MovedOn) may be too old.
+func WatchWindow(kept time.Duration) RecorderOption {
+	return func(r *Recorder) { r.window = kept }
+}
+
+// outsideWindow reports whether a watch from rev that ended at end may
+// have found rev outside the declared window (see WatchWindow).
+func (r *Recorder) outsideWindow(rev int64, end time.Duration) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	first, ok := r.revCall[rev]
+	if r.window <= 0 || !ok {
+		return false
+	}
+	if end-first > r.window {
+		return true
+	}
+	for _, m := range r.movedOn {
+		if m[0] < end && first < m[1]+r.window {
+			return true
+		}
+	}
+	return false
+}
 
 // MovedOn runs fn, which makes the store's watch history move on (a
 // compaction, a server restart that drops the watch cache), and logs it:
@@ -34,7 +67,11 @@ func (r *Recorder) MovedOn(name string, fn func()) {
 	r.mu.Unlock()
 	call := r.now()
 	fn()
-	r.log(Op{Client: id, Name: name, Input: Input{Kind: KindMovedOn}, Output: Output{Outcome: OK}, Call: call, Return: r.now()})
+	ret := r.now()
+	r.mu.Lock()
+	r.movedOn = append(r.movedOn, [2]time.Duration{call, ret})
+	r.mu.Unlock()
+	r.log(Op{Client: id, Name: name, Input: Input{Kind: KindMovedOn}, Output: Output{Outcome: OK}, Call: call, Return: ret})
 }
 
 func (r *Recorder) newWatch() int {
@@ -65,15 +102,17 @@ func (c *client) watchStart(status bool, rev int64) (int, Input, time.Duration, 
 // watchEnd logs a watch's end. Its interval is the watch's whole life.
 func (c *client) watchEnd(start Input, call time.Duration, err error) {
 	in := start
-	in.Kind, in.Window = KindWatchEnd, c.r.window
+	in.Kind = KindWatchEnd
 	out := Output{Outcome: OK}
+	end := c.r.now()
 	if err != nil {
 		out = Output{Outcome: Unknown, Err: err.Error()}
 		if c.r.tooOld(err) {
 			out.Outcome = TooOld
+			in.Window = c.r.outsideWindow(start.From, end)
 		}
 	}
-	c.r.log(Op{Client: c.id, Name: c.name, Input: in, Output: out, Call: call, Return: c.r.now()})
+	c.r.log(Op{Client: c.id, Name: c.name, Input: in, Output: out, Call: call, Return: end})
 }
 
 // WatchRecords logs the watch's start, every batch it delivers (each a
@@ -141,8 +180,9 @@ func stepWatch(s *state, in Input, out Output) (next []*state, ok bool) {
 	case KindWatchEnd:
 		// Only a "too old" end is logged as an operation (see
 		// operations): its start revision must be one the history moved
-		// on from, or, with a window of history, any below the newest.
-		if out.Outcome == TooOld && in.From > s.compacted && !(in.Window && in.From < s.rev) {
+		// on from, or, with a window of history, one the recorder found
+		// outside it.
+		if out.Outcome == TooOld && in.From > s.compacted && !in.Window {
 			return nil, true
 		}
 		return []*state{s}, true
