@@ -327,48 +327,53 @@ func (g *Gate) restrict(ctx context.Context, term Term, restricted Status) error
 		return err
 	}
 	need := restricted.MinimumCompatibleRelease
-	retry := g.newReadRetry()
-	w := g.releases.Watch()
-	defer func() { w.Close() }()
 	var lastLogged *Release
-	for {
-		r, err := w.Get(ctx)
-		if err != nil {
-			return err
-		}
-		if g.cfg.Version.Release.Less(r.Max) {
-			// A newer node joined; campaignWhileNewest will end this term.
-			continue
-		}
-		if r.Min.Less(need) {
-			if lastLogged == nil || *lastLogged != r.Min {
-				m := r.Min
-				lastLogged = &m
-				log.Info("Incompatible nodes exist, waiting for them to go", "minimumNodeRelease", r.Min.String(), "need", need.String(), "blocking", fmt.Sprint(g.Blocking()))
+	// Each attempt follows the summaries from the newest, and writes on
+	// the first that shows no incompatible node. A transient failure of
+	// the write fails the attempt: the next comes after a pause that grows
+	// while it persists, as WaitReady's do.
+	err = backoff.Retry(ctx, func(ctx context.Context) error {
+		w := g.releases.Watch()
+		defer w.Close()
+		for {
+			r, err := w.Get(ctx)
+			if err != nil {
+				return backoff.Permanent(err)
 			}
-			continue
-		}
-		err = g.cfg.Store.WriteStatus(ctx, term, b, r.Revision)
-		switch {
-		case err == nil:
-			log.Info("Wrote status conditioned on the node records", "status", restricted.String(), "nodesRevision", r.Revision)
-			return nil
-		case errors.Is(err, ErrLeadershipLost):
-			return fmt.Errorf("restricted status: %w", err)
-		case errors.Is(err, ErrNodesChanged):
-			// The watcher will publish the change.
-			log.Info("Nodes changed since the last summary; retrying the restricted status write")
-		default:
-			// A transient failure: try again after a pause that grows
-			// while it persists (as WaitReady's), with the newest summary.
-			log.Info("Could not write the restricted status, retrying", "err", err.Error())
-			if err := retry.wait(ctx, false); err != nil {
-				return err
+			if g.cfg.Version.Release.Less(r.Max) {
+				// A newer node joined; campaignWhileNewest will end this term.
+				continue
 			}
-			w.Close()
-			w = g.releases.Watch()
+			if r.Min.Less(need) {
+				if lastLogged == nil || *lastLogged != r.Min {
+					m := r.Min
+					lastLogged = &m
+					log.Info("Incompatible nodes exist, waiting for them to go", "minimumNodeRelease", r.Min.String(), "need", need.String(), "blocking", fmt.Sprint(g.Blocking()))
+				}
+				continue
+			}
+			err = g.cfg.Store.WriteStatus(ctx, term, b, r.Revision)
+			switch {
+			case err == nil:
+				log.Info("Wrote status conditioned on the node records", "status", restricted.String(), "nodesRevision", r.Revision)
+				return nil
+			case errors.Is(err, ErrLeadershipLost):
+				return backoff.Permanent(fmt.Errorf("restricted status: %w", err))
+			case errors.Is(err, ErrNodesChanged):
+				// The watcher will publish the change.
+				log.Info("Nodes changed since the last summary; retrying the restricted status write")
+			default:
+				log.Info("Could not write the restricted status, retrying", "err", err.Error())
+				return fmt.Errorf("restricted status: %w", err)
+			}
 		}
+	}, backoff.WithClock(g.clock), backoff.WithName("versiongate: restricted status write"),
+		backoff.WithInitialInterval(readRetryBase), backoff.WithMaxInterval(readRetryMax),
+		backoff.WithMultiplier(readRetryMultiplier), backoff.WithJitter(readRetryJitter))
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err()
 	}
+	return err
 }
 
 // waitStatusMissing is the leader's answer to a status that is absent

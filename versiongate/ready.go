@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	cbackoff "github.com/cenkalti/backoff/v4"
 	"github.com/go-logr/logr"
-	"k8s.io/utils/clock"
+
+	"github.com/reconkit/reconkit/backoff"
 )
 
 // WaitReady blocks until the stored status lets the local node serve:
@@ -102,7 +102,7 @@ func (g *Gate) waitRecord(ctx context.Context) (context.Context, func(), error) 
 // time the reason to wait changes.
 func (g *Gate) waitStatus(ctx context.Context, log logr.Logger, onWait func(reason, message string)) error {
 	var lastReason string
-	ready := func(stored StoredStatus) bool {
+	admits := func(stored StoredStatus) bool {
 		var reason string
 		cond := ReasonStatusNotAdmitting
 		if !stored.exists() {
@@ -131,90 +131,71 @@ func (g *Gate) waitStatus(ctx context.Context, log logr.Logger, onWait func(reas
 		return false
 	}
 
+	// Each attempt reads the status and, if it does not admit this node
+	// yet, watches it from the read's revision. A failed read, or a watch
+	// that ended (an EOF, a store that returns nil, a 410 from a server
+	// that restarted), fails the attempt: the next comes after a pause,
+	// and a watch that keeps ending so leads to fewer and fewer reads. An
+	// attempt whose watch lasted readRetryReset succeeds without the node
+	// being ready, and the sequence starts again.
 	st := g.cfg.Store
-	retry := g.newReadRetry()
 	for {
-		cur, err := st.ReadStatus(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
+		var ready bool
+		err := backoff.Retry(ctx, func(ctx context.Context) error {
+			cur, err := st.ReadStatus(ctx)
+			if err != nil {
+				log.V(1).Info("Could not read status, retrying", "err", err.Error())
+				return fmt.Errorf("read status: %w", err)
 			}
-			log.Info("Could not read status, retrying", "err", err.Error())
-			if err := retry.wait(ctx, false); err != nil {
-				return err
+			if ready = admits(cur); ready {
+				return nil
 			}
-			continue
-		}
-		if ready(cur) {
-			return nil
-		}
-		var ok bool
-		began := g.clock.Now()
-		err = st.WatchStatus(ctx, cur.Revision, func(s StoredStatus) bool {
-			ok = ready(s)
-			return ok
-		})
-		if ok {
+			began := g.clock.Now()
+			err = st.WatchStatus(ctx, cur.Revision, func(s StoredStatus) bool {
+				ready = admits(s)
+				return ready
+			})
+			if ready || ctx.Err() != nil {
+				return nil
+			}
+			log.V(1).Info("Status watch ended, reading status again", "reason", fmt.Sprint(err))
+			if g.clock.Since(began) >= readRetryReset {
+				return nil
+			}
+			if err == nil {
+				err = errWatchEnded
+			}
+			return fmt.Errorf("watch status from revision %d: %w", cur.Revision, err)
+		}, backoff.WithClock(g.clock), backoff.WithName("versiongate: wait for an admitting status"),
+			backoff.WithInitialInterval(readRetryBase), backoff.WithMaxInterval(readRetryMax),
+			backoff.WithMultiplier(readRetryMultiplier), backoff.WithJitter(readRetryJitter))
+		if ready {
 			return nil
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		// A watch that ends at once (an EOF, a store that returns nil, a
-		// 410 from a server that restarted) leads to one fresh read after
-		// a pause, and a watch that keeps ending so to fewer and fewer.
-		log.Info("Status watch ended, reading status again", "reason", fmt.Sprint(err))
-		if err := retry.wait(ctx, g.clock.Since(began) >= readRetryReset); err != nil {
+		if err != nil {
 			return err
 		}
 	}
 }
 
-// Retries of the readiness wait's read and watch, and of the leader's
-// conditioned status write: readRetryBase doubling
-// up to readRetryMax, each pause drawn from [½, 1½] of that, so that the
-// nodes an apiserver restart turned away together come back apart. A
-// watch that lasted readRetryReset starts the sequence again. After 30s
-// of one failure a node sends at most two requests (a read and a watch)
-// per 5s (TestReadinessRetriesBackOff).
+// errWatchEnded fails a readiness attempt whose status watch ended
+// without an error.
+var errWatchEnded = errors.New("the watch ended")
+
+// Retries of the readiness wait's read and watch (backoff.Retry):
+// readRetryBase doubling up to readRetryMax, each pause drawn from [½, 1½]
+// of that, so that the nodes an apiserver restart turned away together
+// come back apart. A watch that lasted readRetryReset starts the sequence
+// again. After 30s of one failure a node sends at most two requests (a
+// read and a watch) per 5s (TestReadinessRetriesBackOff,
+// TestStatusWatchEndingAtOnceBacksOff).
 const (
-	readRetryBase   = 100 * time.Millisecond
-	readRetryMax    = 10 * time.Second
-	readRetryJitter = 0.5
-	readRetryReset  = time.Minute
+	readRetryBase       = 100 * time.Millisecond
+	readRetryMax        = 10 * time.Second
+	readRetryMultiplier = 2
+	readRetryJitter     = 0.5
+	readRetryReset      = time.Minute
 )
-
-// readRetry paces the readiness wait's retries on the gate's clock.
-type readRetry struct {
-	clock clock.Clock
-	b     *cbackoff.ExponentialBackOff
-}
-
-func (g *Gate) newReadRetry() *readRetry {
-	b := &cbackoff.ExponentialBackOff{
-		InitialInterval:     readRetryBase,
-		RandomizationFactor: readRetryJitter,
-		Multiplier:          2,
-		MaxInterval:         readRetryMax,
-		Stop:                cbackoff.Stop,
-		Clock:               g.clock,
-	}
-	b.Reset()
-	return &readRetry{clock: g.clock, b: b}
-}
-
-// wait pauses before the next read, from the start of the sequence again
-// if reset.
-func (r *readRetry) wait(ctx context.Context, reset bool) error {
-	if reset {
-		r.b.Reset()
-	}
-	t := r.clock.NewTimer(r.b.NextBackOff())
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/reconkit/reconkit/backoff"
 	"github.com/reconkit/reconkit/election"
+	"github.com/reconkit/reconkit/internal/etcdlease"
 	"github.com/reconkit/reconkit/internal/term"
 )
 
@@ -173,7 +173,7 @@ func (e *Elector) campaignOnce(cctx, parent context.Context) (l *Leadership, vac
 // is known valid (start + TTL - margin) and the revision at which the key
 // was seen.
 func (e *Elector) confirm(ctx context.Context, key string, rev int64, lease clientv3.LeaseID, start time.Time) (time.Time, int64, error) {
-	ttl, err := e.keepAliveOnce(ctx, lease)
+	ttl, err := etcdlease.KeepAliveOnce(ctx, e.client, lease)
 	if err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			return time.Time{}, 0, fmt.Errorf("%w: lease expired", election.ErrLeadershipLost)
@@ -191,41 +191,6 @@ func (e *Elector) confirm(ctx context.Context, key string, rev int64, lease clie
 		return time.Time{}, 0, fmt.Errorf("%w: candidate key %s is gone", election.ErrLeadershipLost, key)
 	}
 	return start.Add(ttl - e.margin), resp.Header.Revision, nil
-}
-
-// keepAliveOnce renews lease with exactly one keep-alive request and
-// returns the TTL the server granted. clientv3's Lease.KeepAliveOnce is
-// not used: it sends again at once, with no pause, for as long as the
-// answer is Unavailable or Internal and ctx lives, so a server or proxy
-// that answers Unavailable at once made one renewal of a term open some
-// 20,000 streams before the term's validity ran out
-// (TestEtcdRequestBudgetUnderPersistentAnswers). A failed renewal is
-// retried by the term's own backoff instead. The request goes over the
-// client's connection, with its credentials and interceptors, and fails
-// fast when the connection is down rather than waiting for it.
-func (e *Elector) keepAliveOnce(ctx context.Context, lease clientv3.LeaseID) (time.Duration, error) {
-	conn := e.client.ActiveConnection()
-	if conn == nil {
-		return 0, errors.New("the etcd client has no connection")
-	}
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stream, err := pb.NewLeaseClient(conn).LeaseKeepAlive(sctx)
-	if err != nil {
-		return 0, clientv3.ContextError(ctx, err)
-	}
-	if err := stream.Send(&pb.LeaseKeepAliveRequest{ID: int64(lease)}); err != nil {
-		return 0, clientv3.ContextError(ctx, err)
-	}
-	resp, err := stream.Recv()
-	if err != nil {
-		return 0, clientv3.ContextError(ctx, err)
-	}
-	_ = stream.CloseSend()
-	if resp.TTL <= 0 {
-		return 0, rpctypes.ErrLeaseNotFound
-	}
-	return time.Duration(resp.TTL) * time.Second, nil
 }
 
 // waitDeletes waits until no key under the prefix has a create revision

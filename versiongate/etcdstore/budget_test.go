@@ -111,7 +111,7 @@ func window(a *etcdfault.Agent, from, to time.Duration) ([]time.Duration, map[st
 
 // TestEveryLoopOfEtcdNodesKeepsItsBudget holds the library's request
 // budget for versiongate on etcdstore, on a real etcd: two nodes run
-// versiongate.Run with default settings and RejoinAfterRecordLoss, elected
+// versiongate.Run, elected
 // by election/etcd, all on one fake clock. One is ready and leads (its
 // initial reconcile done); the other, a newer release that needs a newer
 // reconciler, campaigns behind it and waits in WaitReady. Then every
@@ -134,23 +134,38 @@ func window(a *etcdfault.Agent, from, to time.Duration) ([]time.Duration, map[st
 // stepped 250 ms at a time with a short real wait between steps; a
 // request that a loaded machine sends late is stamped later, by a step or
 // two.
+//
+// It runs in both configurations of record loss. With the default, Run
+// returns an error wrapping ErrRecordLost once the record's validity runs
+// out (the host decides what follows), and nothing the gate started may
+// keep sending; with RejoinAfterRecordLoss the node publishes again, and
+// every loop keeps running under the fault.
 func TestEveryLoopOfEtcdNodesKeepsItsBudget(t *testing.T) {
 	srv := testenv.Etcd(t)
-	for i, ans := range etcdfault.Persistent() {
-		t.Run(ans.Name, func(t *testing.T) {
-			t.Parallel()
-			runEtcdBudget(t, srv, fmt.Sprintf("/budget-%d", i), ans)
+	for _, rejoin := range []bool{false, true} {
+		name := "default"
+		if rejoin {
+			name = "RejoinAfterRecordLoss"
+		}
+		t.Run(name, func(t *testing.T) {
+			for i, ans := range etcdfault.Persistent() {
+				t.Run(ans.Name, func(t *testing.T) {
+					t.Parallel()
+					runEtcdBudget(t, srv, fmt.Sprintf("/budget-%s-%d", name, i), ans, rejoin)
+				})
+			}
 		})
 	}
 }
 
-func runEtcdBudget(t *testing.T, srv *testenv.EtcdCluster, prefix string, ans etcdfault.Answer) {
+func runEtcdBudget(t *testing.T, srv *testenv.EtcdCluster, prefix string, ans etcdfault.Answer, rejoin bool) {
 	keys := budgetKeys{status: prefix + "/status", fence: prefix + "/status.fence", nodes: prefix + "/nodes/", election: prefix + "/leader"}
 	clk := testingclock.NewFakeClock(time.Now())
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	var names []string
 	var nodes []*etcdfault.Agent
+	var runs []chan error
 	t.Cleanup(func() {
 		for _, n := range nodes {
 			n.Disarm()
@@ -178,10 +193,12 @@ func runEtcdBudget(t *testing.T, srv *testenv.EtcdCluster, prefix string, ans et
 			Clock:                    clk,
 			RecordClock:              clk,
 			SettleTime:               -1,
-			RejoinAfterRecordLoss:    true,
+			RejoinAfterRecordLoss:    rejoin,
 		})
 		require.NoError(t, err)
-		wg.Go(func() { _ = g.Run(ctx) })
+		ran := make(chan error, 1)
+		runs = append(runs, ran)
+		wg.Go(func() { ran <- g.Run(ctx) })
 		return g
 	}
 	leader := start("leader", "1.4.0", "1.3.0")
@@ -224,6 +241,17 @@ func runEtcdBudget(t *testing.T, srv *testenv.EtcdCluster, prefix string, ans et
 			require.LessOrEqual(t, c, 60, "%s: loop %q sent %d requests from 30 s to 90 s of %s", names[i], loop, c, ans.Name)
 		}
 		late = append(late, at)
+	}
+	// Run returns only for the record's loss, and only without
+	// RejoinAfterRecordLoss.
+	for i, ran := range runs {
+		select {
+		case err := <-ran:
+			t.Logf("%s: Run returned: %v", names[i], err)
+			require.False(t, rejoin, "%s: Run returned with RejoinAfterRecordLoss: %v", names[i], err)
+			require.ErrorIs(t, err, versiongate.ErrRecordLost, "%s: Run returned", names[i])
+		default:
+		}
 	}
 	if len(late[0]) > 1 && len(late[1]) > 1 {
 		require.False(t, slices.Equal(late[0], late[1]), "the two nodes sent at the same instants: no jitter")

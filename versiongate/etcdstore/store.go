@@ -15,6 +15,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/reconkit/reconkit/internal/etcdlease"
 	"github.com/reconkit/reconkit/versiongate"
 )
 
@@ -151,7 +152,7 @@ func (s *Store) PublishRecord(ctx context.Context, id string, value []byte, ttl 
 // transaction that checks the record is still bound to the lease.
 func (s *Store) KeepAlive(ctx context.Context, l versiongate.RecordLease) (time.Duration, error) {
 	lease := clientv3.LeaseID(l.Lease)
-	ttl, err := s.keepAliveOnce(ctx, lease)
+	ttl, err := etcdlease.KeepAliveOnce(ctx, s.cli, lease)
 	if err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			return 0, fmt.Errorf("%w: lease %x expired", versiongate.ErrRecordLost, l.Lease)
@@ -166,40 +167,6 @@ func (s *Store) KeepAlive(ctx context.Context, l versiongate.RecordLease) (time.
 		return 0, fmt.Errorf("%w: the record is no longer bound to lease %x", versiongate.ErrRecordLost, l.Lease)
 	}
 	return ttl, nil
-}
-
-// keepAliveOnce renews lease with exactly one keep-alive request and
-// returns the TTL the server granted. clientv3's Lease.KeepAliveOnce is
-// not used: it sends again at once, with no pause, for as long as the
-// answer is Unavailable or Internal and ctx lives (over 200,000 streams
-// in the 60 s of fake time, a few real seconds, that
-// TestEveryLoopOfEtcdNodesKeepsItsBudget counts behind a proxy answering
-// Unavailable); the gate's record loop retries a failed keep-alive with
-// its own pause instead. The request goes over
-// the client's connection, with its credentials and interceptors.
-func (s *Store) keepAliveOnce(ctx context.Context, lease clientv3.LeaseID) (time.Duration, error) {
-	conn := s.cli.ActiveConnection()
-	if conn == nil {
-		return 0, errors.New("the etcd client has no connection")
-	}
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stream, err := etcdserverpb.NewLeaseClient(conn).LeaseKeepAlive(sctx)
-	if err != nil {
-		return 0, clientv3.ContextError(ctx, err)
-	}
-	if err := stream.Send(&etcdserverpb.LeaseKeepAliveRequest{ID: int64(lease)}); err != nil {
-		return 0, clientv3.ContextError(ctx, err)
-	}
-	resp, err := stream.Recv()
-	if err != nil {
-		return 0, clientv3.ContextError(ctx, err)
-	}
-	_ = stream.CloseSend()
-	if resp.TTL <= 0 {
-		return 0, rpctypes.ErrLeaseNotFound
-	}
-	return time.Duration(resp.TTL) * time.Second, nil
 }
 
 // DeleteRecord implements Store by revoking the lease.

@@ -41,6 +41,9 @@ type Backend struct {
 	// WatchWindow passes the option of that name to NewRecorder: the
 	// store's watch history is a window that moves on by itself.
 	WatchWindow bool
+	// WatchWindowKept is how much history that window keeps at least
+	// (see WatchWindow); zero means DefaultWatchWindow, the apiserver's.
+	WatchWindowKept time.Duration
 }
 
 // recorder returns a Recorder for a run on b.
@@ -56,7 +59,11 @@ func (b Backend) recorder() *Recorder {
 		opts = append(opts, WatchTooOld(b.WatchTooOld))
 	}
 	if b.WatchWindow {
-		opts = append(opts, WatchWindow())
+		kept := b.WatchWindowKept
+		if kept == 0 {
+			kept = DefaultWatchWindow
+		}
+		opts = append(opts, WatchWindow(kept))
 	}
 	return NewRecorder(b.Guarded, opts...)
 }

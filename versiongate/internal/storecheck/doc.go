@@ -4,7 +4,9 @@
 // semantics (Model, Check, with github.com/anishathalye/porcupine, which
 // only this package and tests import), wraps stores with defects the
 // checker must catch (IgnoreNodesRev, Stale, and the watch defects
-// SkipWatchEvent, ReplayWatchEvent, FabricatedWatchStart and the herd
+// SkipWatchEvent, ReplayWatchEvent, FabricatedWatchStart, the deletion
+// defects DropWatchDeletions, DelayWatchDeletions and
+// FabricatedWatchDeletion, and the herd
 // defect StatusOwnRevision) and with latency a correct store must
 // survive (Lag), and drives real gates on any store: a rolling upgrade
 // with crashes, partitions and server restarts (RunRolling) and joiners
@@ -48,13 +50,28 @@
 //     created only the model's record of that ID and value, created after
 //     that position and at most at the batch's revision (no replayed
 //     event, no change that never happened), and shows every record the
-//     model knows created in between (no skipped event). A status event is after the watch's position and
+//     model knows created in between (no skipped event). A deletion it
+//     shows is applied: the record is gone from that point on, so one
+//     reported before it happened, or after the record was created again,
+//     is refused by the next operation that shows the record. And it
+//     shows every deletion the model knows came after the watch's
+//     position: a record the model removed before the batch (deleted,
+//     expired, replaced) was deleted at or below the batch's revision and
+//     above the one it was created at, so a batch that omits it while
+//     that creation is at or after its position skipped the deletion, or
+//     holds it back past a later change. A status event is after the watch's position and
 //     shows the status current at its point. A watch that ends too old
 //     (Backend.WatchTooOld: 410 Gone, a compacted revision) must have
 //     started from a revision the history moved on from (KindMovedOn, which
 //     RunRolling logs around each server restart), or, on a store whose
 //     history is a window that moves on by itself (WatchWindow: the
-//     apiserver's watch cache), from one below the newest reported.
+//     apiserver's watch cache), from one outside the window the store
+//     declares it keeps (DefaultWatchWindow, the apiserver's 75s): first
+//     reported longer than that before the watch ended, or before a
+//     restart that began before it ended plus that (the history after a
+//     restart may start a little after the server serves again). A
+//     server that answers 410 for a revision it still keeps is refused
+//     (AnswerTooOld, TestWatchTooOldOnlyOutsideTheWindow).
 //   - Fence and write of a term fenced by its token (every term on the
 //     in-memory store, and on etcd a term without an etcd guard): a fence
 //     succeeds exactly when no higher token fenced; a write exactly when
@@ -152,16 +169,22 @@
 //
 //   - Watches, in part: a status watch may skip intermediate values (its
 //     contract), so one that starts ahead of its revision is not caught;
-//     that the newest status is never skipped is not checked; a deletion
-//     a batch shows is neither checked to have happened (deletions report
-//     no revision) nor applied, and a batch of deletions alone is not
-//     checked at all (such batches left a joiners history on the
-//     Kubernetes store undecided), nor is a record skipped if a delete the
-//     model placed before the batch removed it; a batch at its watch's own position is accepted (the
-//     Kubernetes store reports a deletion its heartbeat confirms late at
-//     the revision it has seen). A too-old end on a store with a window
-//     is accepted for any revision below the newest, so there the herd is
-//     caught by the read's revision and the budget, not by the end.
+//     that the newest status is never skipped is not checked; a
+//     deletion carries no revision of its own, so a skipped one is caught
+//     only for a record created at or after the watch's position (one
+//     created before it may have been deleted before it too, and a
+//     DeleteRecord answers OK for a record already expired), and a
+//     deletion of a record of unknown revision is not applied; a batch at
+//     its watch's own position is accepted, and a batch that omits a
+//     deletion is accepted on a store whose watches report deletions late
+//     (LostRecordsLinger: the Kubernetes store reports a deletion its
+//     heartbeat confirms late, at the revision it has seen). A too-old
+//     end is judged by when the revision was first reported, on the
+//     test's clock: the window is measured from the first report's call
+//     (the earliest its next change could have come), so it may accept an
+//     end the server answered a little early, never refuse one it could
+//     give; and for a window's length after each restart, every too-old
+//     end is accepted.
 //   - Budgets: calls are counted at the Store, not on the wire: a store's
 //     own retries inside a call (client-go retries a refused GET for up to
 //     10s) and the election's and heartbeat's requests are not counted,

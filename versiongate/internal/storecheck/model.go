@@ -70,6 +70,13 @@ type state struct {
 	// compacted is the highest revision the watch history moved on
 	// from (KindMovedOn): a watch from it or below may end too old.
 	compacted int64
+	// gone holds, for each ID a record of which was proven gone (by a
+	// delete, an expiry a listing or keep-alive showed, a publish that
+	// replaced it, a write that needed it expired, or a watch's batch that
+	// showed it deleted), the highest revision at which such a record was
+	// created: its deletion came after that revision, and no later than
+	// the point where the model removed it. See stepRecordsEvent.
+	gone map[string]int64
 	// key identifies the state, for Equal and Hash; base is key without
 	// pending.
 	key, base string
@@ -96,7 +103,30 @@ func (s *state) clone() *state {
 	if c.pending == nil {
 		c.pending = map[pend]int{}
 	}
+	c.gone = maps.Clone(s.gone)
+	if c.gone == nil {
+		c.gone = map[string]int64{}
+	}
 	return &c
+}
+
+// remove removes the record id, proven gone, and notes its deletion in
+// gone. A record of unknown revision leaves no note: which record of the
+// ID it was is not known.
+func (s *state) remove(id string) {
+	if r, ok := s.records[id]; ok && r.modRev != 0 {
+		s.gone[id] = max(s.gone[id], r.modRev)
+	}
+	delete(s.records, id)
+}
+
+// put makes r the record id; a record of the ID it replaces is gone
+// (records are created only if absent).
+func (s *state) put(id string, r rec) {
+	if old, ok := s.records[id]; ok && old != r {
+		s.remove(id)
+	}
+	s.records[id] = r
 }
 
 // freeze computes s's key, which Equal and Hash compare.
@@ -113,6 +143,10 @@ func (s *state) freeze() *state {
 	for _, id := range slices.Sorted(maps.Keys(s.records)) {
 		r := s.records[id]
 		fmt.Fprintf(&b, " %s=%q/%x/%d/%t", id, r.value, r.lease, r.modRev, r.lost)
+	}
+	b.WriteString(" gone:")
+	for _, id := range slices.Sorted(maps.Keys(s.gone)) {
+		fmt.Fprintf(&b, " %s=%d", id, s.gone[id])
 	}
 	s.base = b.String()
 	b.WriteString(" pending:")
@@ -211,7 +245,7 @@ func step(s *state, in Input, out Output) []*state {
 				return nil
 			}
 			next.rev = out.Rev
-			next.records[in.ID] = rec{value: in.Value, lease: out.Lease, modRev: out.Rev}
+			next.put(in.ID, rec{value: in.Value, lease: out.Lease, modRev: out.Rev})
 			return one()
 		case Held:
 			if _, ok := s.records[in.ID]; !ok {
@@ -219,7 +253,7 @@ func step(s *state, in Input, out Output) []*state {
 			}
 			return one()
 		case Unknown:
-			next.records[in.ID] = rec{value: in.Value}
+			next.put(in.ID, rec{value: in.Value})
 			return []*state{s, next.freeze()}
 		}
 	case KindKeepAlive:
@@ -237,13 +271,13 @@ func step(s *state, in Input, out Output) []*state {
 				r.lost = true
 				next.records[in.ID] = r
 			case held:
-				delete(next.records, in.ID)
+				next.remove(in.ID)
 			}
 			return one()
 		}
 	case KindDelete:
 		if r, ok := s.records[in.ID]; ok && r.lease == in.Lease {
-			delete(next.records, in.ID)
+			next.remove(in.ID)
 		}
 		switch out.Outcome {
 		case OK:
@@ -266,7 +300,7 @@ func step(s *state, in Input, out Output) []*state {
 		}
 		for id := range s.records {
 			if !listed[id] {
-				delete(next.records, id) // expired
+				next.remove(id) // expired
 			}
 		}
 		return one()
@@ -352,7 +386,7 @@ func stepNeeding(s *state, c call, out Output, stepc func(*state) []*state) []*s
 func takeEffect(s *state, c call, out Output) []*state {
 	take := func(from *state, p pend) *state {
 		n := from.clone()
-		n.records[p.id] = rec{value: p.value}
+		n.put(p.id, rec{value: p.value})
 		if n.pending[p]--; n.pending[p] == 0 {
 			delete(n.pending, p)
 		}
@@ -420,7 +454,7 @@ func stepWrite(s *state, in Input, out Output) []*state {
 		n := s.clone()
 		for id, r := range n.records {
 			if in.NodesRev > 0 && r.modRev > in.NodesRev {
-				delete(n.records, id)
+				n.remove(id)
 			}
 		}
 		n.setStatus(in.Value, true)
@@ -682,12 +716,6 @@ func operations(history []Op) (ops []porcupine.Operation, contradicted bool) {
 		if o.Input.Kind == KindWatchEnd && o.Output.Outcome != TooOld {
 			continue // told nothing the model checks
 		}
-		if o.Input.Kind == KindRecordsEvent && onlyDeletions(o.Output.Records) {
-			// Deletions are not applied (see stepRecordsEvent), and such
-			// batches, placed against every listing, left a joiners
-			// history of 320 operations undecided after 70s: unchecked.
-			continue
-		}
 		parts := []part{whole}
 		switch {
 		case enables[i]:
@@ -755,16 +783,6 @@ func mergeEvents(ops []porcupine.Operation) []porcupine.Operation {
 		out = append(out, op)
 	}
 	return out
-}
-
-// onlyDeletions reports whether a batch shows only deletions.
-func onlyDeletions(recs []versiongate.Record) bool {
-	for _, r := range recs {
-		if r.Value != nil {
-			return false
-		}
-	}
-	return len(recs) > 0
 }
 
 // batchKey identifies a batch's changes, in order.

@@ -62,7 +62,8 @@ type Input struct {
 	// applying it (write). See ValidatedAfterWrite.
 	Tentative bool
 	// Lingers says a keep-alive reported lost may leave the record in
-	// place for a while (keepalive). See LostRecordsLinger.
+	// place for a while (keepalive), and a watch may report a deletion
+	// late (records event). See LostRecordsLinger.
 	Lingers bool
 	// Watch numbers the watch (watch, events, end); Status says it is a
 	// watch of the status.
@@ -77,9 +78,9 @@ type Input struct {
 	// it checks identical batches of several watches as one (see
 	// mergeEvents), From being the lowest of their positions.
 	CreatedAfter int64
-	// Window says the store may answer a watch "too old" for any
-	// revision below the newest, its history being a window (end). See
-	// WatchWindow.
+	// Window says the watch's start revision was outside the window of
+	// history the store declares it keeps when the watch ended, so that
+	// the store could answer it "too old" (end). See WatchWindow.
 	Window bool
 }
 
@@ -140,7 +141,7 @@ type Recorder struct {
 	tentative bool
 	lingers   bool
 	tooOld    func(error) bool
-	window    bool
+	window    time.Duration
 
 	mu      sync.Mutex
 	ops     []Op
@@ -151,6 +152,8 @@ type Recorder struct {
 	// call of one that reported it: a change after that revision took
 	// effect after that call (see watchStart).
 	revCall map[int64]time.Duration
+	// movedOn holds the interval of each MovedOn.
+	movedOn [][2]time.Duration
 }
 
 // NewRecorder returns an empty Recorder. guarded reports whether the store
@@ -182,7 +185,10 @@ func ValidatedAfterWrite() RecorderOption { return func(r *Recorder) { r.tentati
 // test can report a record lost while the record still exists (the
 // Kubernetes store: the record's liveness lapsed, and the reaper deletes
 // it later): the record stays listable until a listing omits it, and its
-// lease is never kept alive again. See the package documentation.
+// lease is never kept alive again. Such a store's watch may also report a
+// deletion late (the Kubernetes store holds one its heartbeat does not
+// yet confirm), so a batch that omits a deletion the model knows of is
+// not refused there. See the package documentation.
 func LostRecordsLinger() RecorderOption { return func(r *Recorder) { r.lingers = true } }
 
 // Wrap returns s logging every operation as one client named name. Each

@@ -102,6 +102,47 @@ func watchStatusScript(t *testing.T, defect func(versiongate.Store) versiongate.
 	return r.History()
 }
 
+// watchDeletionsScript lists, watches the records from the listing
+// through defect(s), publishes a, deletes it, and publishes b and c, each
+// publish awaited on the watch until a batch at or past its revision
+// arrived, then lists again and stops the watch.
+func watchDeletionsScript(t *testing.T, defect func(versiongate.Store) versiongate.Store, _ bool) []storecheck.Op {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := versiongatetest.NewStore(versiongatetest.StoreConfig{})
+	r := storecheck.NewRecorder(nil, storecheck.WatchTooOld(tooOld))
+	leader, node := r.Wrap("leader", defect(s)), r.Wrap("node", s)
+	_, rev, err := leader.ListRecords(ctx)
+	require.NoError(t, err)
+	revs := make(chan int64, 100)
+	done := make(chan error, 1)
+	go func() {
+		done <- leader.WatchRecords(ctx, rev, func(_ []versiongate.Record, r int64) { revs <- r })
+	}()
+	var last int64
+	for _, id := range []string{"a", "b", "c"} {
+		l, err := node.PublishRecord(ctx, id, []byte(id), time.Minute)
+		require.NoError(t, err)
+		deadline := time.After(10 * time.Second)
+		for last < l.Revision {
+			select {
+			case last = <-revs:
+			case <-deadline:
+				t.Fatalf("no batch at or past revision %d within 10s (last %d)", l.Revision, last)
+			}
+		}
+		if id == "a" {
+			require.NoError(t, node.DeleteRecord(ctx, l))
+		}
+	}
+	_, _, err = node.ListRecords(ctx)
+	require.NoError(t, err)
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	return r.History()
+}
+
 func same(s versiongate.Store) versiongate.Store { return s }
 
 // The watches of a correct store are accepted: the control for the
@@ -110,12 +151,15 @@ func TestCorrectWatchesAccepted(t *testing.T) {
 	require.Equal(t, porcupine.Ok, verify(t, watchRecordsScript(t, same, false)))
 	require.Equal(t, porcupine.Ok, verify(t, watchRecordsScript(t, same, true)))
 	require.Equal(t, porcupine.Ok, verify(t, watchStatusScript(t, same, false)))
+	require.Equal(t, porcupine.Ok, verify(t, watchDeletionsScript(t, same, false)))
 }
 
 // Each watch defect is rejected: a watch that skips an event, one that
-// replays an old event (records and status), and one that starts from a
+// replays an old event (records and status), one that starts from a
 // revision it was not given (ahead: it misses changes; behind: it
-// delivers one at or before the revision asked). A status watch from a
+// delivers one at or before the revision asked), and one that misses a
+// deletion, reports it after a later change, or reports one that did not
+// happen. A status watch from a
 // revision ahead is not among them: its contract lets it skip
 // intermediate values.
 func TestWatchDefectsRejected(t *testing.T) {
@@ -130,6 +174,9 @@ func TestWatchDefectsRejected(t *testing.T) {
 		{"status watch replays an event", watchStatusScript, storecheck.ReplayWatchEvent, false},
 		{"records watch from a fabricated revision", watchRecordsScript, func(s versiongate.Store) versiongate.Store { return storecheck.FabricatedWatchStart(s, 2) }, true},
 		{"records watch from a fabricated older revision", watchRecordsScript, func(s versiongate.Store) versiongate.Store { return storecheck.FabricatedWatchStart(s, -1) }, false},
+		{"records watch misses a deletion", watchDeletionsScript, storecheck.DropWatchDeletions, false},
+		{"records watch reports a deletion late", watchDeletionsScript, storecheck.DelayWatchDeletions, false},
+		{"records watch reports a deletion that did not happen", watchDeletionsScript, func(s versiongate.Store) versiongate.Store { return storecheck.FabricatedWatchDeletion(s, "b") }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, porcupine.Illegal, verify(t, tc.h(t, tc.defect, tc.skips)))
@@ -180,7 +227,7 @@ func TestWatchTooOldOnlyAfterMovingOn(t *testing.T) {
 		} else {
 			// The same store answer without a compaction: a server
 			// claiming a revision too old that it could serve.
-			node = r.Wrap("node", tooOldStore{s})
+			node = r.Wrap("node", storecheck.AnswerTooOld(s, fmt.Errorf("%w: always", versiongatetest.ErrCompacted)))
 		}
 		err = node.WatchRecords(ctx, rev, func([]versiongate.Record, int64) {})
 		require.ErrorIs(t, err, versiongatetest.ErrCompacted)
@@ -192,11 +239,48 @@ func TestWatchTooOldOnlyAfterMovingOn(t *testing.T) {
 	}
 }
 
-// tooOldStore answers every watch too old.
-type tooOldStore struct{ versiongate.Store }
-
-func (tooOldStore) WatchRecords(context.Context, int64, func([]versiongate.Record, int64)) error {
-	return fmt.Errorf("%w: always", versiongatetest.ErrCompacted)
+// On a store whose history is a window that moves on by itself (the
+// apiserver's watch cache), a watch that ends "too old" is accepted only
+// from a revision outside the window the store declares it keeps: one
+// first reported longer ago than that, or before a restart (MovedOn).
+// A server that answers 410 for a revision it still keeps is refused,
+// though that revision is below the newest reported (which once sufficed).
+func TestWatchTooOldOnlyOutsideTheWindow(t *testing.T) {
+	for _, tc := range []struct {
+		name                   string
+		kept                   time.Duration
+		restartBefore, restart bool
+		want                   porcupine.CheckResult
+	}{
+		{"inside the window", time.Hour, false, false, porcupine.Illegal},
+		{"outside the window", time.Nanosecond, false, false, porcupine.Ok},
+		{"inside the window, but a restart came since", time.Hour, false, true, porcupine.Ok},
+		// The history after a restart may start a little after the
+		// server serves again, above a revision reported meanwhile.
+		{"inside the window, reported just after a restart", time.Hour, true, false, porcupine.Ok},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			s := versiongatetest.NewStore(versiongatetest.StoreConfig{})
+			r := storecheck.NewRecorder(nil, storecheck.WatchTooOld(tooOld), storecheck.WatchWindow(tc.kept))
+			node := r.Wrap("node", s)
+			if tc.restartBefore {
+				r.MovedOn("restart", func() {})
+			}
+			_, rev, err := node.ListRecords(ctx)
+			require.NoError(t, err)
+			// A newer revision: rev is below the newest reported.
+			_, err = node.PublishRecord(ctx, "a", []byte("a"), time.Minute)
+			require.NoError(t, err)
+			if tc.restart {
+				r.MovedOn("restart", func() {})
+			}
+			node = r.Wrap("node", storecheck.AnswerTooOld(s, fmt.Errorf("%w: always", versiongatetest.ErrCompacted)))
+			err = node.WatchRecords(ctx, rev, func([]versiongate.Record, int64) {})
+			require.ErrorIs(t, err, versiongatetest.ErrCompacted)
+			require.Equal(t, tc.want, verify(t, r.History()))
+		})
+	}
 }
 
 // The model's watch rules, case by case.
@@ -204,7 +288,7 @@ func TestModelWatchCases(t *testing.T) {
 	watch := func(from int64) storecheck.Input {
 		return storecheck.Input{Kind: storecheck.KindWatch, Watch: 1, From: from}
 	}
-	batch := func(from, rev int64, changes ...string) storecheck.Op {
+	batchOf := func(in storecheck.Input, rev int64, changes ...string) storecheck.Op {
 		out := storecheck.Output{Outcome: storecheck.OK, Rev: rev}
 		for _, c := range changes {
 			r := versiongate.Record{ID: c[1:]}
@@ -213,7 +297,18 @@ func TestModelWatchCases(t *testing.T) {
 			}
 			out.Records = append(out.Records, r)
 		}
-		return op(storecheck.Input{Kind: storecheck.KindRecordsEvent, Watch: 1, From: from}, out)
+		return op(in, out)
+	}
+	batch := func(from, rev int64, changes ...string) storecheck.Op {
+		return batchOf(storecheck.Input{Kind: storecheck.KindRecordsEvent, Watch: 1, From: from}, rev, changes...)
+	}
+	// lateBatch is a batch of a store whose watches may report a
+	// deletion late (LostRecordsLinger).
+	lateBatch := func(from, rev int64, changes ...string) storecheck.Op {
+		return batchOf(storecheck.Input{Kind: storecheck.KindRecordsEvent, Watch: 1, From: from, Lingers: true}, rev, changes...)
+	}
+	del := func(id string, lease int64) storecheck.Op {
+		return op(storecheck.Input{Kind: storecheck.KindDelete, ID: id, Lease: lease}, ok)
 	}
 	end := func(from int64, window bool) storecheck.Op {
 		return op(storecheck.Input{Kind: storecheck.KindWatchEnd, Watch: 1, From: from, Window: window}, storecheck.Output{Outcome: storecheck.TooOld})
@@ -235,17 +330,29 @@ func TestModelWatchCases(t *testing.T) {
 		// as for a listing (it did so on etcd, its client's context
 		// cancelled after the put was sent).
 		{"open publish shown by a batch", seq(op(listIn, list(5)), op(publish("a"), unknown), batch(5, 6, "+a"), op(listIn, list(7, "a"))), porcupine.Ok},
-		// A deletion is not applied (see stepRecordsEvent): a record shown
-		// deleted and then listed is accepted.
-		{"deletion not applied", seq(op(publish("a"), published(1, 5)), batch(5, 6, "-a"), op(listIn, list(7, "a"))), porcupine.Ok},
+		// Deletions: applied, so a record shown deleted is gone after the
+		// batch, and none the model knows of after the position is
+		// skipped.
+		{"deletion, then a listing without the record", seq(op(publish("a"), published(1, 5)), batch(5, 6, "-a"), op(listIn, list(7))), porcupine.Ok},
+		{"deletion that did not happen", seq(op(publish("a"), published(1, 5)), batch(5, 6, "-a"), op(listIn, list(7, "a"))), porcupine.Illegal},
+		{"deletion that did not happen, then a keep-alive", seq(op(publish("a"), published(1, 5)), batch(5, 6, "-a"), op(storecheck.Input{Kind: storecheck.KindKeepAlive, ID: "a", Lease: 1}, ok)), porcupine.Illegal},
+		{"deletion before the record's creation", seq(op(publish("a"), published(1, 5)), batch(4, 5, "+a"), batch(5, 6, "-a"), op(publish("a"), published(2, 7)), batch(6, 7, "+a"), op(listIn, list(8, "a"))), porcupine.Ok},
+		{"deletion of an earlier record reported after the new one", seq(op(listIn, list(4)), op(publish("a"), published(1, 5)), del("a", 1), op(publish("a"), published(2, 7)), batch(4, 7, "+a"), batch(7, 8, "-a"), op(listIn, list(9, "a"))), porcupine.Illegal},
+		{"deletion shown", seq(op(publish("a"), published(1, 5)), op(listIn, list(5, "a")), del("a", 1), op(publish("b"), published(2, 7)), batch(5, 7, "-a", "+b")), porcupine.Ok},
+		{"deletion skipped", seq(op(publish("a"), published(1, 5)), op(listIn, list(5, "a")), del("a", 1), op(publish("b"), published(2, 7)), batch(5, 7, "+b")), porcupine.Illegal},
+		{"deletion skipped, then shown late", seq(op(publish("a"), published(1, 5)), op(listIn, list(5, "a")), del("a", 1), op(publish("b"), published(2, 7)), batch(5, 7, "+b"), batch(7, 8, "-a")), porcupine.Illegal},
+		{"deletion skipped, then shown late, on a store that reports deletions late", seq(op(publish("a"), published(1, 5)), op(listIn, list(5, "a")), del("a", 1), op(publish("b"), published(2, 7)), lateBatch(5, 7, "+b"), lateBatch(7, 7, "-a")), porcupine.Ok},
+		{"deletion before the watch's position", seq(op(publish("a"), published(1, 5)), del("a", 1), op(listIn, list(6)), op(publish("b"), published(2, 7)), batch(6, 7, "+b")), porcupine.Ok},
+		{"expiry a listing proved, skipped", seq(op(listIn, list(4)), op(publish("a"), published(1, 5)), op(listIn, list(7)), op(publish("b"), published(2, 8)), batch(4, 8, "+b")), porcupine.Illegal},
+		{"expiry a listing proved, shown", seq(op(listIn, list(4)), op(publish("a"), published(1, 5)), op(listIn, list(7)), op(publish("b"), published(2, 8)), batch(4, 8, "+a", "-a", "+b")), porcupine.Ok},
 		{"status event of a value never written", seq(op(listIn, list(5)), op(storecheck.Input{Kind: storecheck.KindStatusEvent, Watch: 1, Status: true, From: 5}, read("x", 6))), porcupine.Illegal},
 		{"status event at the watch's position", seq(op(fence(1, false), ok), op(write(1, false, "x", 0), ok), op(readIn, read("x", 5)), op(storecheck.Input{Kind: storecheck.KindStatusEvent, Watch: 1, Status: true, From: 5}, read("x", 5))), porcupine.Illegal},
 		{"status event after the position", seq(op(fence(1, false), ok), op(readIn, read("", 5)), op(write(1, false, "x", 0), ok), op(storecheck.Input{Kind: storecheck.KindStatusEvent, Watch: 1, Status: true, From: 5}, read("x", 6))), porcupine.Ok},
 		{"too old without moving on", seq(op(listIn, list(5)), end(5, false)), porcupine.Illegal},
 		{"too old after moving on", seq(op(listIn, list(5)), movedOn, end(5, false)), porcupine.Ok},
 		{"too old from a newer revision than moved on from", seq(op(listIn, list(5)), movedOn, op(listIn, list(6)), end(6, false)), porcupine.Illegal},
-		{"too old in a window, below the newest", seq(op(listIn, list(5)), op(listIn, list(6)), end(5, true)), porcupine.Ok},
-		{"too old in a window, at the newest", seq(op(listIn, list(5)), end(5, true)), porcupine.Illegal},
+		{"too old outside the window the store keeps", seq(op(listIn, list(5)), end(5, true)), porcupine.Ok},
+		{"too old inside the window the store keeps, below the newest", seq(op(listIn, list(5)), op(listIn, list(6)), end(5, false)), porcupine.Illegal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, tc.want, verify(t, tc.h))

@@ -2,6 +2,7 @@ package storecheck
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/reconkit/reconkit/versiongate"
@@ -122,4 +123,102 @@ func (s ownRevision) ReadStatus(ctx context.Context) (versiongate.StoredStatus, 
 	}
 	st.Revision = min(st.Revision, own)
 	return st, nil
+}
+
+// DropWatchDeletions returns s with a defect: its record watches never
+// report a deletion (and drop a batch left empty), as a watch that only
+// follows creations would.
+func DropWatchDeletions(s versiongate.Store) versiongate.Store { return dropDeletions{s} }
+
+type dropDeletions struct{ versiongate.Store }
+
+func (s dropDeletions) WatchRecords(ctx context.Context, rev int64, fn func([]versiongate.Record, int64)) error {
+	return s.Store.WatchRecords(ctx, rev, func(changes []versiongate.Record, r int64) {
+		var kept []versiongate.Record
+		for _, ch := range changes {
+			if ch.Value != nil {
+				kept = append(kept, ch)
+			}
+		}
+		if len(kept) > 0 {
+			fn(kept, r)
+		}
+	})
+}
+
+// DelayWatchDeletions returns s with a defect: its record watches hold
+// each deletion back and report it in a batch of its own after the next
+// batch, at that batch's revision: out of revision order, after a later
+// change.
+func DelayWatchDeletions(s versiongate.Store) versiongate.Store { return delayDeletions{s} }
+
+type delayDeletions struct{ versiongate.Store }
+
+func (s delayDeletions) WatchRecords(ctx context.Context, rev int64, fn func([]versiongate.Record, int64)) error {
+	var held []versiongate.Record
+	return s.Store.WatchRecords(ctx, rev, func(changes []versiongate.Record, r int64) {
+		var batch, next []versiongate.Record
+		for _, ch := range changes {
+			if ch.Value == nil {
+				next = append(next, ch)
+			} else {
+				batch = append(batch, ch)
+			}
+		}
+		if len(batch) > 0 {
+			fn(batch, r)
+			if len(held) > 0 {
+				fn(held, r)
+			}
+			held = nil
+		}
+		held = append(held, next...)
+	})
+}
+
+// FabricatedWatchDeletion returns s with a defect: its record watches
+// report the record id deleted, with the next batch after the one that
+// showed it created, though nothing deleted it.
+func FabricatedWatchDeletion(s versiongate.Store, id string) versiongate.Store {
+	return fabricatedDeletion{s, id}
+}
+
+type fabricatedDeletion struct {
+	versiongate.Store
+	id string
+}
+
+func (s fabricatedDeletion) WatchRecords(ctx context.Context, rev int64, fn func([]versiongate.Record, int64)) error {
+	seen, done := false, false
+	return s.Store.WatchRecords(ctx, rev, func(changes []versiongate.Record, r int64) {
+		batch := changes
+		if seen && !done {
+			batch = append(slices.Clone(changes), versiongate.Record{ID: s.id})
+			done = true
+		}
+		for _, ch := range changes {
+			if ch.ID == s.id && ch.Value != nil {
+				seen = true
+			}
+		}
+		fn(batch, r)
+	})
+}
+
+// AnswerTooOld returns s with a defect: its watches end at once with err
+// (the store's "too old" error), whatever revision they are given, as a
+// server that claims it no longer has history it still had to keep.
+func AnswerTooOld(s versiongate.Store, err error) versiongate.Store { return answerTooOld{s, err} }
+
+type answerTooOld struct {
+	versiongate.Store
+	err error
+}
+
+func (s answerTooOld) WatchRecords(context.Context, int64, func([]versiongate.Record, int64)) error {
+	return s.err
+}
+
+func (s answerTooOld) WatchStatus(context.Context, int64, func(versiongate.StoredStatus) bool) error {
+	return s.err
 }

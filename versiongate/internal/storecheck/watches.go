@@ -17,12 +17,45 @@ func WatchTooOld(is func(error) bool) RecorderOption {
 	return func(r *Recorder) { r.tooOld = is }
 }
 
+// DefaultWatchWindow is the history the Kubernetes apiserver's watch
+// cache keeps at least: k8s.io/apiserver's DefaultEventFreshDuration
+// (75s; the cache grows to hold that much, up to 100k events of a
+// resource). Backend.WatchWindow declares it unless
+// Backend.WatchWindowKept says otherwise.
+const DefaultWatchWindow = 75 * time.Second
+
 // WatchWindow tells the model that the store under test keeps a window of
-// watch history that moves on by itself (the apiserver's watch cache,
-// etcd's compaction by the apiserver): a watch from any revision below
-// the newest one reported may be too old. Without it, only a revision
-// at or below one the history moved on from (MovedOn) may be.
-func WatchWindow() RecorderOption { return func(r *Recorder) { r.window = true } }
+// watch history that moves on by itself (the apiserver's watch cache), of
+// at least kept: a watch that ends "too old" is accepted only from a
+// revision first reported more than kept before the watch ended, or
+// before a MovedOn (a restart, after which the history starts anew) that
+// began before the watch ended, plus kept (the new history may start a
+// little after the server serves again). A server that answers 410 for a
+// revision it still had to keep is refused. Without it, only a revision
+// at or below one the history moved on from (MovedOn) may be too old.
+func WatchWindow(kept time.Duration) RecorderOption {
+	return func(r *Recorder) { r.window = kept }
+}
+
+// outsideWindow reports whether a watch from rev that ended at end may
+// have found rev outside the declared window (see WatchWindow).
+func (r *Recorder) outsideWindow(rev int64, end time.Duration) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	first, ok := r.revCall[rev]
+	if r.window <= 0 || !ok {
+		return false
+	}
+	if end-first > r.window {
+		return true
+	}
+	for _, m := range r.movedOn {
+		if m[0] < end && first < m[1]+r.window {
+			return true
+		}
+	}
+	return false
+}
 
 // MovedOn runs fn, which makes the store's watch history move on (a
 // compaction, a server restart that drops the watch cache), and logs it:
@@ -34,7 +67,11 @@ func (r *Recorder) MovedOn(name string, fn func()) {
 	r.mu.Unlock()
 	call := r.now()
 	fn()
-	r.log(Op{Client: id, Name: name, Input: Input{Kind: KindMovedOn}, Output: Output{Outcome: OK}, Call: call, Return: r.now()})
+	ret := r.now()
+	r.mu.Lock()
+	r.movedOn = append(r.movedOn, [2]time.Duration{call, ret})
+	r.mu.Unlock()
+	r.log(Op{Client: id, Name: name, Input: Input{Kind: KindMovedOn}, Output: Output{Outcome: OK}, Call: call, Return: ret})
 }
 
 func (r *Recorder) newWatch() int {
@@ -65,15 +102,17 @@ func (c *client) watchStart(status bool, rev int64) (int, Input, time.Duration, 
 // watchEnd logs a watch's end. Its interval is the watch's whole life.
 func (c *client) watchEnd(start Input, call time.Duration, err error) {
 	in := start
-	in.Kind, in.Window = KindWatchEnd, c.r.window
+	in.Kind = KindWatchEnd
 	out := Output{Outcome: OK}
+	end := c.r.now()
 	if err != nil {
 		out = Output{Outcome: Unknown, Err: err.Error()}
 		if c.r.tooOld(err) {
 			out.Outcome = TooOld
+			in.Window = c.r.outsideWindow(start.From, end)
 		}
 	}
-	c.r.log(Op{Client: c.id, Name: c.name, Input: in, Output: out, Call: call, Return: c.r.now()})
+	c.r.log(Op{Client: c.id, Name: c.name, Input: in, Output: out, Call: call, Return: end})
 }
 
 // WatchRecords logs the watch's start, every batch it delivers (each a
@@ -89,7 +128,7 @@ func (c *client) WatchRecords(ctx context.Context, rev int64, fn func([]versiong
 		// An event may have taken effect at any time before it was
 		// delivered, even before the watch started: its interval opens
 		// where its start revision was first reported.
-		c.r.log(Op{Client: c.id, Name: c.name, Input: Input{Kind: KindRecordsEvent, Watch: w, From: from},
+		c.r.log(Op{Client: c.id, Name: c.name, Input: Input{Kind: KindRecordsEvent, Watch: w, From: from, Lingers: c.r.lingers},
 			Output: Output{Outcome: OK, Records: batch, Rev: r}, Call: since, Return: c.r.now()})
 		from = max(from, r)
 		fn(changes, r)
@@ -141,8 +180,9 @@ func stepWatch(s *state, in Input, out Output) (next []*state, ok bool) {
 	case KindWatchEnd:
 		// Only a "too old" end is logged as an operation (see
 		// operations): its start revision must be one the history moved
-		// on from, or, with a window of history, any below the newest.
-		if out.Outcome == TooOld && in.From > s.compacted && !(in.Window && in.From < s.rev) {
+		// on from, or, with a window of history, one the recorder found
+		// outside it.
+		if out.Outcome == TooOld && in.From > s.compacted && !in.Window {
 			return nil, true
 		}
 		return []*state{s}, true
@@ -161,8 +201,22 @@ func stepWatch(s *state, in Input, out Output) (next []*state, ok bool) {
 // of that ID with that value, created after in.From and at most at
 // out.Rev (no replayed event, no change that never happened), and every
 // record the model knows to be created in (in.From, out.Rev] is in it (no
-// skipped event). A deletion is not checked, nor applied. Revisions
-// never go back: a batch below the watch's position is refused.
+// skipped event). Revisions never go back: a batch below the watch's
+// position is refused.
+//
+// A deletion is applied: the record it shows deleted is gone from that
+// point on, so a later operation that shows it (a listing, a keep-alive,
+// a batch that shows it created) is refused, as is a deletion reported
+// before it happened, or after the record was created again. A record of
+// unknown revision is left in place (the deletion may be of an earlier
+// record of the ID). Every deletion the model knows to have come after
+// in.From is in the batch: a record the model removed before this point
+// was deleted at a revision no higher than out.Rev (the batch is current
+// there), and above the revision it was created at (state.gone), so if
+// that is at least in.From, the batch shows the ID (no skipped or delayed
+// deletion). On a store whose deletions a watch may report late
+// (Input.Lingers: the Kubernetes store holds a deletion its heartbeat
+// does not yet confirm), that last check is waived.
 func stepRecordsEvent(s *state, in Input, out Output) []*state {
 	if out.Rev < in.From || out.Rev < s.rev {
 		return nil
@@ -174,15 +228,13 @@ func stepRecordsEvent(s *state, in Input, out Output) []*state {
 	n := s.clone()
 	n.rev = out.Rev
 	for id, ch := range last {
+		m, ok := s.records[id]
 		if ch.Value == nil {
-			// A deletion is not applied: it would prove the record gone,
-			// but placing it against the deletes and expiries it reports
-			// (which carry no revision) left a joiners history of 320
-			// operations undecided after 70s. Listings still prove
-			// records gone.
+			if ok && m.modRev != 0 {
+				n.remove(id)
+			}
 			continue
 		}
-		m, ok := s.records[id]
 		if !ok || m.value != string(ch.Value) {
 			return nil
 		}
@@ -192,6 +244,17 @@ func stepRecordsEvent(s *state, in Input, out Output) []*state {
 	}
 	for id, m := range s.records {
 		if _, shown := last[id]; !shown && m.modRev > in.From && m.modRev <= out.Rev {
+			return nil
+		}
+	}
+	if !in.Lingers {
+		for id, created := range s.gone {
+			if _, shown := last[id]; shown || created < in.From {
+				continue
+			}
+			if m, ok := s.records[id]; ok && m.modRev == 0 {
+				continue // created again, at an unknown revision
+			}
 			return nil
 		}
 	}
