@@ -90,97 +90,89 @@ type noDefaults struct{}
 
 func (noDefaults) Default(runtime.Object) {}
 
+// Create stores obj as a new object, with the managedFields its field
+// manager gives it, as the managed tracker's Create does.
 func (t *fieldTracker) Create(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.CreateOptions) error {
-	var o metav1.CreateOptions
 	if len(opts) > 1 {
 		return t.managed.Create(gvr, obj, ns, opts...) // its error
 	}
-	if len(opts) == 1 {
-		o = opts[0]
-	}
-	gvk, mgr, err := t.manager(gvr)
-	if err != nil {
-		return err
-	}
-	typ, err := meta.TypeAccessor(obj)
-	if err != nil {
-		return err
-	}
-	apiVersion, kind := gvk.ToAPIVersionAndKind()
-	typ.SetAPIVersion(apiVersion)
-	typ.SetKind(kind)
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return err
-	}
-	live, err := t.ObjectTracker.Get(gvr, ns, m.GetName(), metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		if live, err = scheme.Scheme.New(gvk); err != nil {
-			return err
-		}
-		live.GetObjectKind().SetGroupVersionKind(gvk)
-	} else if err != nil {
-		return err
-	}
-	managed, err := mgr.Update(live, obj, o.FieldManager)
+	o := only(opts)
+	managed, err := t.track(gvr, obj, ns, o.FieldManager, true)
 	if err != nil {
 		return err
 	}
 	return t.ObjectTracker.Create(gvr, managed, ns, o)
 }
 
+// Update stores obj over the object of its name, as the managed tracker's
+// Update does.
 func (t *fieldTracker) Update(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.UpdateOptions) error {
-	var o metav1.UpdateOptions
 	if len(opts) > 1 {
 		return t.managed.Update(gvr, obj, ns, opts...)
 	}
-	if len(opts) == 1 {
-		o = opts[0]
-	}
-	_, mgr, err := t.manager(gvr)
-	if err != nil {
-		return err
-	}
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return err
-	}
-	old, err := t.ObjectTracker.Get(gvr, ns, m.GetName(), metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
-	managed, err := mgr.Update(old, obj, o.FieldManager)
+	o := only(opts)
+	managed, err := t.track(gvr, obj, ns, o.FieldManager, false)
 	if err != nil {
 		return err
 	}
 	return t.ObjectTracker.Update(gvr, managed, ns, o)
 }
 
+// Patch stores obj, the patched object, over the object of its name, as
+// the managed tracker's Patch does.
 func (t *fieldTracker) Patch(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.PatchOptions) error {
-	var o metav1.PatchOptions
 	if len(opts) > 1 {
 		return t.managed.Patch(gvr, obj, ns, opts...)
 	}
-	if len(opts) == 1 {
-		o = opts[0]
-	}
-	_, mgr, err := t.manager(gvr)
-	if err != nil {
-		return err
-	}
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return err
-	}
-	old, err := t.ObjectTracker.Get(gvr, ns, m.GetName(), metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
-	managed, err := mgr.Update(old, obj, o.FieldManager)
+	managed, err := t.track(gvr, obj, ns, only(opts).FieldManager, false)
 	if err != nil {
 		return err
 	}
 	return t.ObjectTracker.Patch(gvr, managed, ns, opts...)
+}
+
+// only returns the one option given, or the zero options.
+func only[T any](opts []T) T {
+	var o T
+	if len(opts) == 1 {
+		o = opts[0]
+	}
+	return o
+}
+
+// track returns obj with the managedFields the resource's field manager
+// gives a write of it by manager over the stored object of its name: the
+// one path of Create, Update and Patch. A creation stamps obj's apiVersion
+// and kind, and starts from an empty object when none is stored; an update
+// or a patch needs the stored object.
+func (t *fieldTracker) track(gvr schema.GroupVersionResource, obj runtime.Object, ns, manager string, create bool) (runtime.Object, error) {
+	gvk, mgr, err := t.manager(gvr)
+	if err != nil {
+		return nil, err
+	}
+	if create {
+		typ, err := meta.TypeAccessor(obj)
+		if err != nil {
+			return nil, err
+		}
+		apiVersion, kind := gvk.ToAPIVersionAndKind()
+		typ.SetAPIVersion(apiVersion)
+		typ.SetKind(kind)
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	live, err := t.ObjectTracker.Get(gvr, ns, m.GetName(), metav1.GetOptions{})
+	if create && apierrors.IsNotFound(err) {
+		if live, err = scheme.Scheme.New(gvk); err != nil {
+			return nil, err
+		}
+		live.GetObjectKind().SetGroupVersionKind(gvk)
+	} else if err != nil {
+		return nil, err
+	}
+	return mgr.Update(live, obj, manager)
 }
 
 // Apply is server-side apply: the managed tracker's.

@@ -43,7 +43,7 @@ func TestFieldTrackerAnswersAsTheManagedTracker(t *testing.T) {
 					t.Fatal(merr)
 				}
 				out = append(out, fmt.Sprintf("%s: %s err=%v", what, b, err))
-				time.Sleep(1500 * time.Millisecond) // managedFields times move on
+				<-time.After(1500 * time.Millisecond) // managedFields times move on (the bubble's clock, once every goroutine waits)
 			}
 			cms := cs.CoreV1().ConfigMaps("ns")
 			cm, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a", UID: "u1", Labels: map[string]string{"x": "1"}},
