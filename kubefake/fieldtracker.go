@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/applyconfigurations"
 	"k8s.io/client-go/kubernetes/scheme"
 	k8stesting "k8s.io/client-go/testing"
+	"sigs.k8s.io/structured-merge-diff/v6/typed"
+	"sigs.k8s.io/structured-merge-diff/v6/value"
 )
 
 // fieldTracker writes to the store of client-go's field-managed object
@@ -35,6 +37,7 @@ type fieldTracker struct {
 	conv    managedfields.TypeConverter
 
 	mu       sync.Mutex
+	kinds    map[schema.GroupVersionResource]schema.GroupVersionKind
 	managers map[schema.GroupVersionKind]*managedfields.FieldManager
 }
 
@@ -60,20 +63,27 @@ func newFieldTracker(managed k8stesting.ObjectTracker) (*fieldTracker, bool) {
 		ObjectTracker: store,
 		managed:       managed,
 		mapper:        testrestmapper.TestOnlyStaticRESTMapper(scheme.Scheme),
-		conv:          applyconfigurations.NewTypeConverter(scheme.Scheme),
+		conv:          &unvalidated{conv: applyconfigurations.NewTypeConverter(scheme.Scheme), types: map[schema.GroupVersionKind]*typed.TypedValue{}},
+		kinds:         map[schema.GroupVersionResource]schema.GroupVersionKind{},
 		managers:      map[schema.GroupVersionKind]*managedfields.FieldManager{},
 	}, true
 }
 
 // manager returns the field manager of the resource gvr, as
-// NewFieldManagedObjectTracker's fieldManagerFor builds it.
+// NewFieldManagedObjectTracker's fieldManagerFor builds it, and the kind
+// the REST mapper names for gvr; both are kept after the first write of a
+// resource.
 func (t *fieldTracker) manager(gvr schema.GroupVersionResource) (schema.GroupVersionKind, *managedfields.FieldManager, error) {
-	gvk, err := t.mapper.KindFor(gvr)
-	if err != nil {
-		return gvk, nil, err
-	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	gvk, ok := t.kinds[gvr]
+	if !ok {
+		var err error
+		if gvk, err = t.mapper.KindFor(gvr); err != nil {
+			return gvk, nil, err
+		}
+		t.kinds[gvr] = gvk
+	}
 	if m, ok := t.managers[gvk]; ok {
 		return gvk, m, nil
 	}
@@ -83,6 +93,82 @@ func (t *fieldTracker) manager(gvr schema.GroupVersionResource) (schema.GroupVer
 	}
 	t.managers[gvk] = m
 	return gvk, m, nil
+}
+
+// unvalidated is client-go's type converter (applyconfigurations') without
+// the schema validation of every typed object it converts, which was most
+// of the field manager's CPU. A typed object of the scheme cannot have a
+// field of the wrong type, and the field manager converts with duplicates
+// allowed; what validation would refuse beyond that (an item of a keyed
+// list without its key) fails the field manager's comparison of the two
+// objects instead, which walks them with the same schema. Unstructured
+// objects are converted, and validated, by client-go's converter.
+type unvalidated struct {
+	conv managedfields.TypeConverter
+
+	mu    sync.Mutex
+	types map[schema.GroupVersionKind]*typed.TypedValue // an empty object of each kind, for its schema and type
+}
+
+func (u *unvalidated) ObjectToTyped(obj runtime.Object, opts ...typed.ValidationOptions) (*typed.TypedValue, error) {
+	if _, ok := obj.(runtime.Unstructured); ok {
+		return u.conv.ObjectToTyped(obj, opts...)
+	}
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	u.mu.Lock()
+	empty, ok := u.types[gvk]
+	u.mu.Unlock()
+	if !ok {
+		o, err := scheme.Scheme.New(gvk)
+		if err != nil {
+			return u.conv.ObjectToTyped(obj, opts...) // its error
+		}
+		o.GetObjectKind().SetGroupVersionKind(gvk)
+		if empty, err = u.conv.ObjectToTyped(o, opts...); err != nil {
+			return nil, err
+		}
+		u.mu.Lock()
+		u.types[gvk] = empty
+		u.mu.Unlock()
+	}
+	v, err := value.NewValueReflect(withoutManagedFields(obj))
+	if err != nil {
+		return nil, err
+	}
+	return typed.AsTypedUnvalidated(v, empty.Schema(), empty.TypeRef()), nil
+}
+
+// withoutManagedFields returns obj, or when it has managedFields a shallow
+// copy of it without them. The field manager removes them from the new
+// object before it converts it, and those of the stored object only add
+// paths under metadata.managedFields to what the comparison of the two
+// finds removed, which the field manager strips from every manager's set:
+// converting them was a walk through JSON for nothing.
+func withoutManagedFields(obj runtime.Object) runtime.Object {
+	m, err := meta.Accessor(obj)
+	if err != nil || len(m.GetManagedFields()) == 0 {
+		return obj
+	}
+	v := reflect.ValueOf(obj)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return obj
+	}
+	c := reflect.New(v.Elem().Type())
+	c.Elem().Set(v.Elem())
+	cp, ok := c.Interface().(runtime.Object)
+	if !ok {
+		return obj
+	}
+	cm, err := meta.Accessor(cp)
+	if err != nil {
+		return obj
+	}
+	cm.SetManagedFields(nil)
+	return cp
+}
+
+func (u *unvalidated) TypedToObject(v *typed.TypedValue) (runtime.Object, error) {
+	return u.conv.TypedToObject(v)
 }
 
 // noDefaults defaults nothing, as the managed tracker's defaulter does.
