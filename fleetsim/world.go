@@ -1,8 +1,10 @@
 package fleetsim
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing/synctest"
@@ -86,10 +88,9 @@ func Simulate(ctx context.Context, cfg Config) Result {
 	observers.Go(func() { w.lifecycle(ctx) })
 
 	for i := range cfg.Agents {
-		s := newSlot(w, i)
-		w.agents = append(w.agents, s)
-		w.start(ctx, s)
+		w.agents = append(w.agents, newSlot(w, i))
 	}
+	w.startStaggered(ctx)
 	n := newNemesis(w)
 	events := n.run(ctx)
 	if ctx.Err() == nil && !w.hasFailed() {
@@ -112,6 +113,38 @@ func Simulate(ctx context.Context, cfg Config) Result {
 		r.AgentTime += s.ran
 	}
 	return r
+}
+
+// stagger is the span of simulated time at the start of a run within which
+// the agents start, each at an instant the seed draws (see the package
+// documentation on replaying a seed).
+const stagger = time.Second
+
+// startStaggered starts every agent, each at its own instant within
+// stagger of the run's start, in the order of those instants. The instants
+// are drawn from the seed (a stream of their own, which shifts none of the
+// nemesis's draws) at nanosecond resolution: agents whose loops tick at the
+// same periods then wake at distinct instants of simulated time, so that
+// what one agent does at an instant is done, and settled, before the next
+// wakes, instead of in whichever order the scheduler runs them.
+func (w *world) startStaggered(ctx context.Context) {
+	rng := stream(w.cfg.Seed, "starts")
+	at := make([]time.Duration, len(w.agents))
+	for i := range at {
+		at[i] = time.Duration(rng.Int64N(int64(stagger)))
+	}
+	order := make([]int, len(w.agents))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(at[a], at[b]) })
+	begin := time.Now()
+	for _, i := range order {
+		if !sleepCtx(ctx, time.Until(begin.Add(at[i]))) {
+			return
+		}
+		w.start(ctx, w.agents[i])
+	}
 }
 
 func (w *world) hasFailed() bool {
