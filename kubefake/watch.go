@@ -260,6 +260,23 @@ func (w *watcher) run(expire <-chan time.Time) {
 		q := w.queue
 		w.queue = nil
 		w.mu.Unlock()
+		if d := time.Duration(w.client.watchDelay.Load()); d > 0 && len(q) > 0 {
+			t := w.srv.timer.NewTimer(d)
+			select {
+			case <-t.C():
+			case <-w.done:
+				t.Stop()
+				return
+			case <-expire:
+				t.Stop()
+				w.Stop()
+				return
+			}
+			w.mu.Lock()
+			q = append(q, w.queue...) // what came meanwhile goes with it
+			w.queue = nil
+			w.mu.Unlock()
+		}
 		for _, ev := range q {
 			select {
 			case w.out <- ev:
