@@ -87,8 +87,11 @@ func Simulate(ctx context.Context, cfg Config) Result {
 	observers.Go(func() { w.watchLeases(ctx) })
 	observers.Go(func() { w.lifecycle(ctx) })
 
+	delays := stream(cfg.Seed, "watch-delays")
 	for i := range cfg.Agents {
-		w.agents = append(w.agents, newSlot(w, i))
+		s := newSlot(w, i)
+		s.watchDelay = time.Duration(delays.Int64N(int64(maxWatchDelay)))
+		w.agents = append(w.agents, s)
 	}
 	w.startStaggered(ctx)
 	n := newNemesis(w)
@@ -119,6 +122,11 @@ func Simulate(ctx context.Context, cfg Config) Result {
 // the agents start, each at an instant the seed draws (see the package
 // documentation on replaying a seed).
 const stagger = time.Second
+
+// maxWatchDelay bounds the delay drawn for each agent's watches: each
+// agent sees a change at its own instant, in an order the seed draws,
+// instead of every agent at the write's instant in the scheduler's order.
+const maxWatchDelay = 10 * time.Millisecond
 
 // startStaggered starts every agent, each at its own instant within
 // stagger of the run's start, in the order of those instants. The instants

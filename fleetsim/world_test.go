@@ -7,6 +7,9 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // starts runs a fleet of n agents that only wait, with no fault, and
@@ -57,4 +60,60 @@ func TestStaggeredStarts(t *testing.T) {
 	if slices.Equal(one, other) {
 		t.Errorf("seeds 7 and 8 started their agents at the same instants %v", one)
 	}
+}
+
+// Each agent's client sees changes after a delay of its own, drawn from
+// the seed, under maxWatchDelay.
+func TestWatchDelays(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		seen := map[int]time.Duration{}
+		var written time.Time
+		r := Simulate(t.Context(), Config{Seed: 3, Agents: 4, Duration: time.Minute, Quiet: time.Second,
+			Nemesis: Nemesis{}.Only(),
+			Agent: func(ctx context.Context, d Deps) error {
+				w, err := d.Kube.CoreV1().ConfigMaps("default").Watch(ctx, metav1.ListOptions{})
+				if err != nil {
+					return err
+				}
+				defer w.Stop()
+				if d.Index == 0 {
+					<-time.After(10 * time.Second) // every agent watches by then
+					mu.Lock()
+					written = time.Now()
+					mu.Unlock()
+					_, err := d.Kube.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{
+						ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "change"}}, metav1.CreateOptions{})
+					if err != nil {
+						return err
+					}
+				}
+				select {
+				case <-w.ResultChan():
+					mu.Lock()
+					seen[d.Index] = time.Since(written)
+					mu.Unlock()
+				case <-ctx.Done():
+				}
+				<-ctx.Done()
+				return nil
+			}})
+		if err := r.Err(); err != nil {
+			t.Fatal(err)
+		}
+		at := map[time.Duration]int{}
+		for i := range 4 {
+			d, ok := seen[i]
+			if !ok {
+				t.Fatalf("agent-%d saw no change", i)
+			}
+			if d < 0 || d >= maxWatchDelay {
+				t.Errorf("agent-%d saw the change %s after it was written, want under %s", i, d, maxWatchDelay)
+			}
+			at[d]++
+		}
+		if len(at) != 4 {
+			t.Errorf("agents saw the change after %v: some at one instant, want each at its own", seen)
+		}
+	})
 }
