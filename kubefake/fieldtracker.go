@@ -99,10 +99,10 @@ func (t *fieldTracker) manager(gvr schema.GroupVersionResource) (schema.GroupVer
 // the schema validation of every typed object it converts, which was most
 // of the field manager's CPU. A typed object of the scheme cannot have a
 // field of the wrong type, and the field manager converts with duplicates
-// allowed; what validation would refuse beyond that (an item of a keyed
-// list without its key) fails the field manager's comparison of the two
-// objects instead, which walks them with the same schema. Unstructured
-// objects are converted, and validated, by client-go's converter.
+// allowed: keyed lists with duplicate items, items whose key is empty or
+// left to its default get the answers client-go's converter gives
+// (TestFieldTrackerAnswersAsTheManagedTracker). Unstructured objects are
+// converted, and validated, by client-go's converter.
 type unvalidated struct {
 	conv managedfields.TypeConverter
 
