@@ -177,19 +177,21 @@
 //   - A goroutine cannot be killed: an agent whose Run never returns is
 //     reported (Stops), and then the bubble, left with a goroutine blocked
 //     for ever, ends the test with synctest's deadlock panic and the stacks.
-//   - Speed: five examples/outsider agents make about 54 simulated
-//     agent-hours per CPU-minute without the race detector, against 46 at
-//     2ef40fd in the same run (go run ./cmd/soak -pkg ./examples/outsider
-//     -run '^TestFleetFive$' -seeds 4 -procs 2 -baseline 2ef40fd: 4 runs
-//     of an hour each, on a shared and loaded two-core machine, where
-//     figures vary by some 10% between runs). Of a run's CPU, kubefake's
-//     field manager takes about a sixth (its comparison of the stored and
-//     the written object, and the JSON of managedFields), the garbage
-//     collector about a sixth, and the agents' own code most of the rest
-//     (nodestatus builds each status patch through JSON); the simulator
-//     itself, its meters, timeline and observers, a few percent.
-//     kubefake draws no random uids, so a run's objects have the same
-//     uids from one rerun to the next. The CI seeds of examples/outsider's TestFleet (three runs of
+//   - Speed: five examples/outsider agents make 1.2 to 1.7 times the
+//     simulated agent-hours per CPU-minute they made at 2ef40fd, without
+//     the race detector: 54, 79 and 68 against 46, 47 and 56 in three runs
+//     of go run ./cmd/soak -pkg ./examples/outsider -run '^TestFleetFive$'
+//     -seeds 4 -procs 2 -baseline 2ef40fd (4 runs of an hour each), and
+//     90 against 64 with -seeds 8, on a shared two-core machine whose load
+//     moved both figures by half between runs (the goal of 100 is not
+//     reached). Of a run's CPU, kubefake's field manager takes about a
+//     sixth (its comparison of the stored and the written object, and the
+//     JSON of managedFields), the garbage collector about a sixth, and the
+//     agents' own code most of the rest (nodestatus builds each status
+//     patch through JSON); the simulator itself, its meters, timeline and
+//     observers, a few percent. kubefake draws no random uids, so a run's
+//     objects have the same uids from one rerun to the next. The CI seeds
+//     of examples/outsider's TestFleet (three runs of
 //     10 minutes of faults and the quiet period) take 43s of wall time and
 //     16 CPU-seconds under -race on a shared two-core machine, those of
 //     examples/nodeagent's (two runs) 27s and 20 CPU-seconds, build
