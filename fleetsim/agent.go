@@ -61,6 +61,9 @@ type slot struct {
 	releaseIndex int
 	// clock is the agent's clock, across its runs (ClockDrift).
 	clock *driftClock
+	// watchDelay is how much later than the write each run's watches see
+	// a change (kubefake.Client.SetWatchDelay), drawn from the seed.
+	watchDelay time.Duration
 	// slow delays this run's requests (SlowReads, SlowWrites).
 	slow slowness
 	// record is the latest checkpoint record of any run (Deps.Checkpoint).
@@ -97,6 +100,7 @@ func (s *slot) deps(live bool) Deps {
 func (w *world) start(ctx context.Context, s *slot) {
 	s.boot++
 	s.kube = w.server.NewClient()
+	s.kube.SetWatchDelay(s.watchDelay)
 	s.link = &link{w: w, s: s, e: w.fenced, req: newMeter(w, s, "provider")}
 	s.pings.Store(s.link)
 	s.req = newMeter(w, s, "apiserver")

@@ -60,16 +60,15 @@ func (m *meter) add(what string) {
 		total += n
 	}
 	atOnce, over := m.atOnce, m.over
-	recent := summary(m.recent[max(0, len(m.recent)-recentKept):])
 	b := m.w.cfg.Budget
 	report := !over && (atOnce > b.AtOnce || total > b.PerMinute)
-	if report {
-		m.over = true
-	}
-	m.mu.Unlock()
 	if !report {
+		m.mu.Unlock()
 		return
 	}
+	m.over = true
+	recent := summary(m.recent[max(0, len(m.recent)-recentKept):]) // only for the report: it costs more than the count
+	m.mu.Unlock()
 	if atOnce > b.AtOnce {
 		m.w.violate(RequestBudget, m.s.name, "%d requests to the %s at one instant of simulated time (a loop spins; budget %d); the last %d: %s",
 			atOnce, m.server, b.AtOnce, recentKept, recent)

@@ -111,22 +111,46 @@
 // seed given with -fleetsim.seed=N in place of its own.
 //
 // The nemesis's schedule is a function of the seed alone: the same events
-// at the same simulated instants. What the agents do in between is not:
-// synctest makes time deterministic, not Go's scheduler, so goroutines
-// that are runnable at one instant run in an order that varies from run to
-// run (and select cases and map iterations are random by design), and with
-// it which candidate takes a Lease first, which write loses a conflict, and
-// what follows. The simulator does nothing to order goroutines (there is no
-// hook for it short of a patched runtime); it makes replays comparable
-// instead: [ReplayRate] compares timelines with the entries of each instant
-// taken as a set, agent logs left out and random identities masked.
-// Measured: agents that only wait on timers replay every time; three
-// examples/outsider agents replayed in none of four reruns of each of
-// seeds 1, 2 and 3 (nor of seed 1 with GOMAXPROCS=1), parting at the first election (at 0s) for seeds 1 and
-// 2 and at 1m8s for seed 3. So a seed that failed replays the same faults
-// at the same times, not the same failure: run it several times (cmd/soak
-// -first N -seeds 1, or -fleetsim.seed=N with -count), and read the
-// timeline, which names what happened.
+// at the same simulated instants. What the agents do in between is not
+// wholly: synctest makes time deterministic, not Go's scheduler, so
+// goroutines that are runnable at one instant run in an order that varies
+// from run to run (and select cases, map iterations and the agents' own
+// jitter are random by design). The simulator cannot order goroutines
+// (there is no hook for it short of a patched runtime); it keeps the
+// agents' instants apart instead, so that fewer goroutines of different
+// agents are runnable at once:
+//   - each agent starts at its own instant within the first second of the
+//     run, drawn from the seed, so that agents whose loops tick at the
+//     same periods never tick at one instant, and the first election goes
+//     to the agent the seed started first;
+//   - each agent's watches see a change a delay of its own after it was
+//     written (kubefake.Client.SetWatchDelay, under 10ms, drawn from the
+//     seed), so that agents woken by one change (a Lease released) act one
+//     after another, in an order the seed fixes;
+//   - the nemesis draws its instants at nanosecond resolution, so that no
+//     event shares an instant with an agent's timer;
+//   - these draws come from streams of their own: they move no nemesis
+//     draw.
+//
+// What remains is each agent's own concurrency (its goroutines that wake
+// at one instant, its random jitter), which the simulator does not reach.
+// [ReplayRate] compares timelines with the entries of each instant taken
+// as a set, agent logs left out, and random identities and provider ids
+// (handed out in the order of creations made at one instant) masked.
+// Measured with examples/outsider's TestFleetReplay (three agents, 10
+// minutes of faults and the quiet period, five runs of each of seeds 1, 2
+// and 3, -race): agents that only wait on timers replay every time; the
+// outsider agents replay in none of the four reruns of any seed, before
+// as after, but part later: before, every seed parted at the first
+// election (0s); with staggered starts and watch delays, seeds 1 and 2
+// at 31.9s and 32.2s, at two creations by the leader at one instant
+// taking their provider ids in either order, and seed 3 at 2m26s; with
+// those ids masked, at 2m24s, 3m15s and 2m6s, each where an agent's own
+// timing (a Node Lease taken after a restart's jittered wait) differed. So a seed that failed
+// replays the same faults at the same times, and the same first minutes,
+// not always the same failure: run it several times (cmd/soak -first N
+// -seeds 1, or -fleetsim.seed=N with -count), and read the timeline,
+// which names what happened.
 //
 // # Limits
 //
@@ -153,14 +177,21 @@
 //   - A goroutine cannot be killed: an agent whose Run never returns is
 //     reported (Stops), and then the bubble, left with a goroutine blocked
 //     for ever, ends the test with synctest's deadlock panic and the stacks.
-//   - Speed: five examples/outsider agents make about 47 simulated
-//     agent-hours per CPU-minute without the race detector (go run
-//     ./cmd/soak -pkg ./examples/outsider -run '^TestFleetFive$' -seeds 4
-//     -procs 2 -baseline 9bd5814: 4 runs of an hour each), about 8 times
-//     what they made when kubefake served through client-go's
-//     field-managed object tracker; kubefake no longer draws random uids
-//     either, so a run's objects have the same uids from one rerun to the
-//     next. The CI seeds of examples/outsider's TestFleet (three runs of
+//   - Speed: five examples/outsider agents make 1.2 to 1.7 times the
+//     simulated agent-hours per CPU-minute they made at 2ef40fd, without
+//     the race detector: 54, 79 and 68 against 46, 47 and 56 in three runs
+//     of go run ./cmd/soak -pkg ./examples/outsider -run '^TestFleetFive$'
+//     -seeds 4 -procs 2 -baseline 2ef40fd (4 runs of an hour each), and
+//     90 against 64 with -seeds 8, on a shared two-core machine whose load
+//     moved both figures by half between runs (the goal of 100 is not
+//     reached). Of a run's CPU, kubefake's field manager takes about a
+//     sixth (its comparison of the stored and the written object, and the
+//     JSON of managedFields), the garbage collector about a sixth, and the
+//     agents' own code most of the rest (nodestatus builds each status
+//     patch through JSON); the simulator itself, its meters, timeline and
+//     observers, a few percent. kubefake draws no random uids, so a run's
+//     objects have the same uids from one rerun to the next. The CI seeds
+//     of examples/outsider's TestFleet (three runs of
 //     10 minutes of faults and the quiet period) take 43s of wall time and
 //     16 CPU-seconds under -race on a shared two-core machine, those of
 //     examples/nodeagent's (two runs) 27s and 20 CPU-seconds, build

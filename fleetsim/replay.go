@@ -13,10 +13,10 @@ import (
 // ReplayRate runs seed runs times, each in a synctest bubble of its own
 // inside a subtest of t, and returns the fraction of runs whose timeline
 // is the first run's: the same entries at the same instants (log lines
-// left out, random identities masked, entries of one instant in any
-// order), and a description of where the
-// first run that differs parted from it ("" when none did). It measures how far Go's scheduler lets one seed replay (see the package
-// documentation).
+// left out, random identities and provider ids masked, entries of one
+// instant in any order), and a description of where the first run that
+// differs parted from it ("" when none did). It measures how far Go's
+// scheduler lets one seed replay (see the package documentation).
 func ReplayRate(t *testing.T, cfg Config, seed uint64, runs int) (float64, string) {
 	t.Helper()
 	if cfg.Start.IsZero() {
@@ -47,8 +47,13 @@ func ReplayRate(t *testing.T, cfg Config, seed uint64, runs int) (float64, strin
 // reaper identity), which differ between runs by design.
 var randomID = regexp.MustCompile(`\b[0-9a-f]{16}\b`)
 
+// providerID matches the ids lbrecontest hands out, in the order of the
+// creations it serves: two creations one agent makes at one instant get
+// them in the scheduler's order.
+var providerID = regexp.MustCompile(`\bid-[0-9]{6}\b`)
+
 // comparable drops the log lines of a timeline, masks its random
-// identities, and sorts the entries of each instant, whose order is the
+// identities and provider ids, and sorts the entries of each instant, whose order is the
 // scheduler's.
 func comparable(tl []Entry) []Entry {
 	var out []Entry
@@ -57,6 +62,7 @@ func comparable(tl []Entry) []Entry {
 			continue
 		}
 		e.What = randomID.ReplaceAllString(e.What, "<id>")
+		e.What = providerID.ReplaceAllString(e.What, "<provider-id>")
 		out = append(out, e)
 	}
 	slices.SortStableFunc(out, func(a, b Entry) int {

@@ -1,8 +1,10 @@
 package fleetsim
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing/synctest"
@@ -85,11 +87,13 @@ func Simulate(ctx context.Context, cfg Config) Result {
 	observers.Go(func() { w.watchLeases(ctx) })
 	observers.Go(func() { w.lifecycle(ctx) })
 
+	delays := stream(cfg.Seed, "watch-delays")
 	for i := range cfg.Agents {
 		s := newSlot(w, i)
+		s.watchDelay = time.Duration(delays.Int64N(int64(maxWatchDelay)))
 		w.agents = append(w.agents, s)
-		w.start(ctx, s)
 	}
+	w.startStaggered(ctx)
 	n := newNemesis(w)
 	events := n.run(ctx)
 	if ctx.Err() == nil && !w.hasFailed() {
@@ -112,6 +116,43 @@ func Simulate(ctx context.Context, cfg Config) Result {
 		r.AgentTime += s.ran
 	}
 	return r
+}
+
+// stagger is the span of simulated time at the start of a run within which
+// the agents start, each at an instant the seed draws (see the package
+// documentation on replaying a seed).
+const stagger = time.Second
+
+// maxWatchDelay bounds the delay drawn for each agent's watches: each
+// agent sees a change at its own instant, in an order the seed draws,
+// instead of every agent at the write's instant in the scheduler's order.
+const maxWatchDelay = 10 * time.Millisecond
+
+// startStaggered starts every agent, each at its own instant within
+// stagger of the run's start, in the order of those instants. The instants
+// are drawn from the seed (a stream of their own, which shifts none of the
+// nemesis's draws) at nanosecond resolution: agents whose loops tick at the
+// same periods then wake at distinct instants of simulated time, so that
+// what one agent does at an instant is done, and settled, before the next
+// wakes, instead of in whichever order the scheduler runs them.
+func (w *world) startStaggered(ctx context.Context) {
+	rng := stream(w.cfg.Seed, "starts")
+	at := make([]time.Duration, len(w.agents))
+	for i := range at {
+		at[i] = time.Duration(rng.Int64N(int64(stagger)))
+	}
+	order := make([]int, len(w.agents))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(at[a], at[b]) })
+	begin := time.Now()
+	for _, i := range order {
+		if !sleepCtx(ctx, time.Until(begin.Add(at[i]))) {
+			return
+		}
+		w.start(ctx, w.agents[i])
+	}
 }
 
 func (w *world) hasFailed() bool {

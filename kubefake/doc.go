@@ -125,6 +125,9 @@
 //   - Latency: [Config.Latency] makes every request wait on the clock
 //     ([Config.Clock] when it is a clock.Clock, so that fake clocks and
 //     synctest bubbles see the time pass) before it is served.
+//     [Client.SetWatchDelay] makes one client's watches deliver each
+//     change that much later, as to a client further away: clients with
+//     delays of their own see a change at distinct instants.
 //
 // Every knob is off in the zero Config, and a Server with none set
 // behaves as the clientset of NewClientset always has. Reactors a test
@@ -160,8 +163,8 @@
 // rather than in changes; a request cancelled while it waits out its
 // latency (reactors see no context); a partitioned request whose write
 // reached the server (a cut refuses it whole; use AfterWrite for lost
-// answers); a different latency per client or verb; priority levels and
-// fairness between clients; the apiserver's randomness (WatchLifetime
+// answers); a different request latency per client or verb; priority
+// levels and fairness between clients; the apiserver's randomness (WatchLifetime
 // is exact). Objects added through a Tracker directly get no
 // resourceVersion and reach no watch. A watch's goroutine runs until
 // the watch is stopped or ended. client-go's fake clientset records

@@ -43,7 +43,7 @@ func TestFieldTrackerAnswersAsTheManagedTracker(t *testing.T) {
 					t.Fatal(merr)
 				}
 				out = append(out, fmt.Sprintf("%s: %s err=%v", what, b, err))
-				time.Sleep(1500 * time.Millisecond) // managedFields times move on
+				<-time.After(1500 * time.Millisecond) // managedFields times move on (the bubble's clock, once every goroutine waits)
 			}
 			cms := cs.CoreV1().ConfigMaps("ns")
 			cm, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a", UID: "u1", Labels: map[string]string{"x": "1"}},
@@ -100,6 +100,24 @@ func TestFieldTrackerAnswersAsTheManagedTracker(t *testing.T) {
 			stale.ResourceVersion = "1"
 			got3, err := leases.Update(ctx, stale, metav1.UpdateOptions{})
 			note("stale update", got3, err)
+			// Keyed lists with an item that omits its key (a port with no
+			// protocol, whose key has a default) or repeats one (duplicate
+			// ports, which converting with duplicates allowed accepts).
+			pods := cs.CoreV1().Pods("ns")
+			pod, err := pods.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "u4"},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Ports: []corev1.ContainerPort{{ContainerPort: 80}}}}}},
+				metav1.CreateOptions{FieldManager: "one"})
+			note("pod create", pod, err)
+			if err == nil {
+				pod.Spec.Containers[0].Ports = append(pod.Spec.Containers[0].Ports, corev1.ContainerPort{ContainerPort: 80}, corev1.ContainerPort{ContainerPort: 81})
+				pod, err = pods.Update(ctx, pod, metav1.UpdateOptions{FieldManager: "two"})
+				note("pod duplicate ports", pod, err)
+			}
+			if err == nil {
+				pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{})
+				pod, err = pods.Update(ctx, pod, metav1.UpdateOptions{FieldManager: "two"})
+				note("pod container without a name", pod, err)
+			}
 			note("delete", nil, cms.Delete(ctx, "b", metav1.DeleteOptions{}))
 			list, err := cms.List(ctx, metav1.ListOptions{})
 			note("list", list, err)

@@ -7,7 +7,9 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -24,7 +26,18 @@ type Client struct {
 	srv      *Server
 	cut      bool // guarded by srv.mu
 	requests requestCounter
+	// watchDelay is SetWatchDelay's, a time.Duration.
+	watchDelay atomic.Int64
 }
+
+// SetWatchDelay makes the client's watches hand over their events d
+// later, on the server's clock, as a client further from the apiserver
+// sees them: a watch that has events to deliver waits d, then delivers
+// them and any that came meanwhile, in order. It applies to watches open
+// and to come; 0, the default, delivers at once. Clients of one server
+// with distinct delays see each change at distinct instants, which in a
+// synctest bubble orders what they do about it.
+func (c *Client) SetWatchDelay(d time.Duration) { c.watchDelay.Store(int64(d)) }
 
 var _ kubernetes.Interface = (*Client)(nil)
 

@@ -325,13 +325,29 @@ func invalid(gr schema.GroupResource, name string, errs ...*field.Error) error {
 // timestamps the apiserver ignores when it judges a write a no-op (a
 // patch's round trip through JSON truncates them to the second).
 func unchanged(obj, prev runtime.Object) bool {
-	a, b := obj.DeepCopyObject(), prev.DeepCopyObject()
-	for _, o := range []runtime.Object{a, b} {
-		o.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
-		if m, err := meta.Accessor(o); err == nil {
-			m.SetResourceVersion("")
-			m.SetManagedFields(nil)
-		}
+	// Both are the server's own copies, which nothing else sees while it
+	// holds s.mu: they are compared bare and restored, not copied.
+	defer bare(obj)()
+	defer bare(prev)()
+	return equality.Semantic.DeepEqual(obj, prev)
+}
+
+// bare clears o's apiVersion, kind, resourceVersion and managedFields, and
+// returns the function that puts them back.
+func bare(o runtime.Object) (restore func()) {
+	kind := o.GetObjectKind()
+	gvk := kind.GroupVersionKind()
+	kind.SetGroupVersionKind(schema.GroupVersionKind{})
+	m, err := meta.Accessor(o)
+	if err != nil {
+		return func() { kind.SetGroupVersionKind(gvk) }
 	}
-	return equality.Semantic.DeepEqual(a, b)
+	rv, managed := m.GetResourceVersion(), m.GetManagedFields()
+	m.SetResourceVersion("")
+	m.SetManagedFields(nil)
+	return func() {
+		kind.SetGroupVersionKind(gvk)
+		m.SetResourceVersion(rv)
+		m.SetManagedFields(managed)
+	}
 }

@@ -30,14 +30,14 @@ type change struct {
 }
 
 // record keeps a change for later watches and for the watch cache, which
-// hands it to the open watches when it applies it. The caller holds s.mu.
+// hands it to the open watches when it applies it. The caller holds s.mu,
+// and hands over obj and prev, its own copies: they are kept as they are,
+// and nothing changes them afterwards (every reader of the history copies
+// what it hands out).
 func (s *Server) record(gvr schema.GroupVersionResource, ns, typ string, obj, prev runtime.Object) {
-	c := change{gvr: gvr, ns: ns, rv: s.rv, at: s.clock.Now(), ev: watch.Event{Type: watch.EventType(typ), Object: obj.DeepCopyObject()}}
+	c := change{gvr: gvr, ns: ns, rv: s.rv, at: s.clock.Now(), ev: watch.Event{Type: watch.EventType(typ), Object: obj}, prev: prev}
 	if m, err := meta.Accessor(obj); err == nil {
 		c.name = m.GetName()
-	}
-	if prev != nil {
-		c.prev = prev.DeepCopyObject()
 	}
 	s.history = append(s.history, c)
 	s.trim()
@@ -260,6 +260,23 @@ func (w *watcher) run(expire <-chan time.Time) {
 		q := w.queue
 		w.queue = nil
 		w.mu.Unlock()
+		if d := time.Duration(w.client.watchDelay.Load()); d > 0 && len(q) > 0 {
+			t := w.srv.timer.NewTimer(d)
+			select {
+			case <-t.C():
+			case <-w.done:
+				t.Stop()
+				return
+			case <-expire:
+				t.Stop()
+				w.Stop()
+				return
+			}
+			w.mu.Lock()
+			q = append(q, w.queue...) // what came meanwhile goes with it
+			w.queue = nil
+			w.mu.Unlock()
+		}
 		for _, ev := range q {
 			select {
 			case w.out <- ev:
