@@ -136,7 +136,7 @@ func TestProvisionConvergesAndStays(t *testing.T) {
 				before := byKey(eng)
 				calls := eng.Calls()
 				for range 10 {
-					time.Sleep(time.Second)
+					<-time.After(time.Second)
 					res, err := r.ReconcileOnce(t.Context())
 					require.NoError(t, err)
 					require.True(t, res.Converged)
@@ -171,7 +171,7 @@ func TestProvisionVIPArrivesLate(t *testing.T) {
 					require.False(t, res.Converged, "converged without an address at %v", time.Since(start))
 					_, _, ok := r.Assigned()
 					require.False(t, ok)
-					time.Sleep(res.RequeueAfter)
+					<-time.After(res.RequeueAfter)
 				}
 				require.Len(t, res.Plan.Pending, 1, "the load balancer waits: %+v", res.Plan)
 				require.Equal(t, lbrecon.KindLoadBalancer, res.Plan.Pending[0].Kind)
@@ -184,7 +184,7 @@ func TestProvisionVIPArrivesLate(t *testing.T) {
 				want := objectCount(lb) - len(lb.Ports)*btoi(s.listen == lbrecon.ListenBinds)
 				require.Len(t, eng.Objects(), want, "every object that needs no address")
 				for !res.Converged {
-					time.Sleep(res.RequeueAfter)
+					<-time.After(res.RequeueAfter)
 					res, err = r.ReconcileOnce(t.Context())
 					require.NoError(t, err)
 				}
@@ -219,7 +219,7 @@ func TestProvisionVIPChangedByProvider(t *testing.T) {
 				before := byKey(eng)
 				vip, ok := eng.Reassign(lbObject(t, eng).Key())
 				require.True(t, ok)
-				time.Sleep(2 * time.Second) // past the lag
+				<-time.After(2 * time.Second) // past the lag
 				require.NoError(t, r.Reconcile(t.Context()))
 				st, _, ok := r.Assigned()
 				require.True(t, ok)
@@ -255,7 +255,7 @@ func TestProvisionLoadBalancerDeletedBySomeoneElse(t *testing.T) {
 				require.NoError(t, r.Reconcile(t.Context()))
 				old := lbObject(t, eng)
 				require.Equal(t, objectCount(lb), eng.DeleteTree(old.Key()))
-				time.Sleep(2 * time.Second) // past the lag
+				<-time.After(2 * time.Second) // past the lag
 				require.NoError(t, r.Reconcile(t.Context()))
 				now := lbObject(t, eng)
 				require.NotEqual(t, old.ID, now.ID)
@@ -395,7 +395,7 @@ func TestProvisionFailoverBetweenTwoTerms(t *testing.T) {
 				require.True(t, lbrecontest.Converged(changed, owner)(eng.Objects()), "%v", eng.Objects())
 				require.Zero(t, duplicates(eng))
 
-				time.Sleep(2 * time.Second)
+				<-time.After(2 * time.Second)
 				_, err = first.ReconcileOnce(lbrecon.WithToken(t.Context(), 1))
 				require.ErrorIs(t, err, lbrecon.ErrFenced)
 				require.Positive(t, eng.Fenced())
@@ -431,10 +431,10 @@ func TestProvisionOnReplicas(t *testing.T) {
 								break
 							}
 						}
-						time.Sleep(300 * time.Millisecond)
+						<-time.After(300 * time.Millisecond)
 					}
 					require.True(t, converged)
-					time.Sleep(2 * replicaLag)
+					<-time.After(2 * replicaLag)
 					require.NoError(t, r.Reconcile(t.Context()))
 					require.True(t, lbrecontest.Converged(lb, owner)(eng.Objects()), "%v", eng.Objects())
 					require.Zero(t, duplicates(eng))
@@ -495,7 +495,7 @@ func provisionCrashRun(t *testing.T, s shape, n int, after bool) (dups int) {
 		}
 		cr.Restart()
 		require.NoError(t, process().Reconcile(t.Context()))
-		time.Sleep(2 * crashLag) // past the lag: listings tell the truth
+		<-time.After(2 * crashLag) // past the lag: listings tell the truth
 		require.True(t, lbrecontest.Converged(lb, owner)(eng.Objects()), "%v", eng.Objects())
 		dups = duplicates(eng)
 	})
@@ -601,7 +601,7 @@ func TestProvisionBackwardsListingKeepsTheAddress(t *testing.T) {
 				r := newLB(t, eng, lb, nil)
 				require.NoError(t, r.Reconcile(t.Context()))
 				before := byKey(eng.Engine)
-				time.Sleep(2 * time.Second)
+				<-time.After(2 * time.Second)
 				eng.armed = true
 				res, err := r.ReconcileOnce(t.Context())
 				require.NoError(t, err)
@@ -659,20 +659,20 @@ func TestProvisionDeletedLoadBalancerShownAgainByAReplica(t *testing.T) {
 		require.NoError(t, r.Reconcile(t.Context()))
 		old := lbObject(t, eng.Engine)
 		eng.DeleteTree(old.Key())
-		time.Sleep(2 * time.Second)
+		<-time.After(2 * time.Second)
 		for {
 			res, err := r.ReconcileOnce(t.Context())
 			require.NoError(t, err)
 			if eng.Calls()[lbrecon.VerbCreate] > objectCount(lb) {
 				break // the new load balancer
 			}
-			time.Sleep(res.RequeueAfter)
+			<-time.After(res.RequeueAfter)
 		}
 		eng.mu.Lock()
 		eng.obj = &old
 		eng.mu.Unlock()
 		destroys := eng.Calls()[lbrecon.VerbDestroy]
-		for start := time.Now(); time.Since(start) < 5*time.Second; time.Sleep(200 * time.Millisecond) {
+		for start := time.Now(); time.Since(start) < 5*time.Second; <-time.After(200 * time.Millisecond) {
 			_, err := r.ReconcileOnce(t.Context())
 			require.NoError(t, err)
 		}

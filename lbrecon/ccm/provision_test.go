@@ -103,7 +103,7 @@ func TestProvisionRecreatesAndRepublishes(t *testing.T) {
 				eng.DeleteTree(o.Key())
 			}
 		}
-		time.Sleep(2 * time.Second) // past the lag
+		<-time.After(2 * time.Second) // past the lag
 		st, _ := provEnsure(t, b, svc, provNodes(2))
 		require.Equal(t, []v1.LoadBalancerIngress{{IP: "198.51.100.2", Hostname: "auid-1.lb.example"}}, st.Ingress)
 	})
@@ -165,7 +165,7 @@ func TestProvisionDeleteTearsDownChildrenFirst(t *testing.T) {
 			if lbs == 0 {
 				require.Empty(t, eng.Objects(), "a child outlived the load balancer")
 			}
-			time.Sleep(re.RetryAfter())
+			<-time.After(re.RetryAfter())
 		}
 		require.Empty(t, eng.Objects())
 		_, exists, err := b.GetLoadBalancer(t.Context(), "c", svc)
