@@ -105,61 +105,37 @@ func StatusOfObject(o Object) (LoadBalancerStatus, bool) {
 func compare(d, o Object) Verdict {
 	switch ds := d.Spec.(type) {
 	case LoadBalancerSpec:
-		if os, ok := o.Spec.(LoadBalancerSpec); ok && os == ds {
-			return UpToDate
-		}
+		return compareSpec(ds, o, func(os LoadBalancerSpec) bool { return os == ds })
 	case BackendSpec:
-		if os, ok := o.Spec.(BackendSpec); ok && os == ds {
-			return UpToDate
-		}
+		return compareSpec(ds, o, func(os BackendSpec) bool { return os == ds })
 	case FrontendSpec:
-		os, ok := o.Spec.(FrontendSpec)
-		switch {
-		case !ok || os.LoadBalancer != ds.LoadBalancer:
-		case os == ds:
-			return UpToDate
-		default:
-			return Updatable
-		}
+		return compareSpec(ds, o, func(os FrontendSpec) bool { return os.LoadBalancer == ds.LoadBalancer })
 	case ListenerSpec:
-		os, ok := o.Spec.(ListenerSpec)
-		switch {
-		case !ok || os.LoadBalancer != ds.LoadBalancer:
-		case os == ds:
-			return UpToDate
-		default:
-			return Updatable
-		}
+		return compareSpec(ds, o, func(os ListenerSpec) bool { return os.LoadBalancer == ds.LoadBalancer })
 	case BindSpec:
-		os, ok := o.Spec.(BindSpec)
-		switch {
-		case !ok || os.Frontend != ds.Frontend || os.Address != ds.Address:
-		case os == ds:
-			return UpToDate
-		default:
-			return Updatable
-		}
+		return compareSpec(ds, o, func(os BindSpec) bool { return os.Frontend == ds.Frontend && os.Address == ds.Address })
 	case ServerSpec:
-		os, ok := o.Spec.(ServerSpec)
-		if ds.Weight == 0 {
+		if os, ok := o.Spec.(ServerSpec); ok && ds.Weight == 0 {
 			os.Weight = 0 // defaulted by the provider
+			o.Spec = os
 		}
-		switch {
-		case !ok || os.Backend != ds.Backend || os.Address != ds.Address:
-		case os == ds:
-			return UpToDate
-		default:
-			return Updatable
-		}
+		return compareSpec(ds, o, func(os ServerSpec) bool { return os.Backend == ds.Backend && os.Address == ds.Address })
 	case HealthCheckSpec:
-		os, ok := o.Spec.(HealthCheckSpec)
-		switch {
-		case !ok || os.Backend != ds.Backend:
-		case os == ds:
-			return UpToDate
-		default:
-			return Updatable
-		}
+		return compareSpec(ds, o, func(os HealthCheckSpec) bool { return os.Backend == ds.Backend })
 	}
 	return Replace
+}
+
+// compareSpec compares the desired spec ds with o's: Replace when o's
+// spec is of another type or same (the fields that cannot change in
+// place are equal) is false, else UpToDate or Updatable.
+func compareSpec[S comparable](ds S, o Object, same func(S) bool) Verdict {
+	os, ok := o.Spec.(S)
+	switch {
+	case !ok || !same(os):
+		return Replace
+	case os == ds:
+		return UpToDate
+	}
+	return Updatable
 }

@@ -2,6 +2,7 @@ package lbrecon
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"slices"
 )
@@ -30,14 +31,13 @@ func (lb LoadBalancer) planLoadBalancers(_ context.Context, obs *Observation) (C
 	if lb.Provision && !lb.teardown {
 		desired = append(desired, Object{Kind: KindLoadBalancer, Name: lb.name("lb"), Spec: LoadBalancerSpec{Name: lb.ID}})
 	}
-	observed, err := lb.children(obs, KindLoadBalancer)
+	ch, err := lb.diff(obs, KindLoadBalancer, desired)
 	if err != nil {
 		return Changes{}, err
 	}
-	ch := Diff(desired, observed, compare)
 	// The plan converges only once the provider assigned what the
 	// Service's status needs.
-	if o, ok := lb.object(obs); ok && len(desired) > 0 && o.State == StateOK {
+	if o, ok := lb.lbObject(obs); ok && len(desired) > 0 && o.State == StateOK {
 		if _, known := StatusOfObject(o); !known {
 			ch.Wait = append(ch.Wait, o)
 		}
@@ -52,75 +52,48 @@ func (lb LoadBalancer) planBackends(_ context.Context, obs *Observation) (Change
 			desired = append(desired, Object{Kind: KindBackend, Name: lb.name(p.Name), Spec: BackendSpec{LoadBalancer: id}})
 		}
 	}
-	observed, err := lb.children(obs, KindBackend)
-	if err != nil {
-		return Changes{}, err
-	}
-	return Diff(desired, observed, compare), nil
-}
-
-// perPort returns, for each port whose backend is observed, the object
-// make gives; nil objects are left out.
-func (lb LoadBalancer) perPort(obs *Observation, make func(p Port, backend Object) []Object) ([]Object, error) {
-	backends, err := lb.children(obs, KindBackend)
-	if err != nil {
-		return nil, err
-	}
-	var out []Object
-	for _, p := range lb.Ports {
-		if b, ok := parent(backends, lb.name(p.Name)); ok {
-			out = append(out, make(p, b)...)
-		}
-	}
-	return out, nil
+	return lb.diff(obs, KindBackend, desired)
 }
 
 func (lb LoadBalancer) planFrontends(_ context.Context, obs *Observation) (Changes, error) {
 	id, ok := lb.parentID(obs)
-	desired, err := lb.perPort(obs, func(p Port, b Object) []Object {
+	return lb.planPerPort(obs, KindFrontend, func(p Port, b Object) []Object {
 		if !ok || lb.Listening != ListenBinds {
 			return nil
 		}
 		return []Object{{Kind: KindFrontend, Name: lb.name(p.Name), Spec: FrontendSpec{LoadBalancer: id, DefaultBackend: b.ID}}}
 	})
-	if err != nil {
-		return Changes{}, err
-	}
-	observed, err := lb.children(obs, KindFrontend)
-	if err != nil {
-		return Changes{}, err
-	}
-	return Diff(desired, observed, compare), nil
 }
 
 func (lb LoadBalancer) planListeners(_ context.Context, obs *Observation) (Changes, error) {
 	id, ok := lb.parentID(obs)
-	desired, err := lb.perPort(obs, func(p Port, b Object) []Object {
+	return lb.planPerPort(obs, KindListener, func(p Port, b Object) []Object {
 		if !ok || lb.Listening != ListenPorts {
 			return nil
 		}
 		return []Object{{Kind: KindListener, Name: lb.name(p.Name), Spec: ListenerSpec{LoadBalancer: id, DefaultBackend: b.ID, Port: p.ExternalPort}}}
 	})
-	if err != nil {
-		return Changes{}, err
-	}
-	observed, err := lb.children(obs, KindListener)
-	if err != nil {
-		return Changes{}, err
-	}
-	return Diff(desired, observed, compare), nil
 }
 
-// addresses returns the external addresses binds are made on: Addresses,
-// and with Provision the address the provider assigned, once known.
-func (lb LoadBalancer) addresses(obs *Observation) []netip.Addr {
-	out := slices.Clone(lb.Addresses)
-	if o, ok := lb.object(obs); ok {
-		if st, ok := StatusOfObject(o); ok && st.Address.IsValid() && !slices.Contains(out, st.Address) {
-			out = append(out, st.Address)
+func (lb LoadBalancer) planServers(_ context.Context, obs *Observation) (Changes, error) {
+	return lb.planPerPort(obs, KindServer, func(p Port, b Object) []Object {
+		out := make([]Object, 0, len(lb.Targets))
+		for _, t := range lb.Targets {
+			out = append(out, Object{Kind: KindServer, Name: lb.name(t.Name, p.Name),
+				Spec: ServerSpec{Backend: b.ID, Address: t.Address, Port: p.NodePort}})
 		}
-	}
-	return out
+		return out
+	})
+}
+
+func (lb LoadBalancer) planHealthChecks(_ context.Context, obs *Observation) (Changes, error) {
+	return lb.planPerPort(obs, KindHealthCheck, func(p Port, b Object) []Object {
+		hc := lb.HealthCheck
+		if hc == nil {
+			return nil
+		}
+		return []Object{{Kind: KindHealthCheck, Name: lb.name(p.Name), Spec: HealthCheckSpec{Backend: b.ID, Port: hc.Port, Path: hc.Path}}}
+	})
 }
 
 func (lb LoadBalancer) planBinds(_ context.Context, obs *Observation) (Changes, error) {
@@ -131,7 +104,7 @@ func (lb LoadBalancer) planBinds(_ context.Context, obs *Observation) (Changes, 
 	addrs := lb.addresses(obs)
 	desired := make([]Object, 0, len(lb.Ports)*len(addrs))
 	for _, p := range lb.Ports {
-		f, ok := parent(frontends, lb.name(p.Name))
+		f, ok := pick(frontends, lb.name(p.Name))
 		if !ok {
 			continue
 		}
@@ -144,7 +117,7 @@ func (lb LoadBalancer) planBinds(_ context.Context, obs *Observation) (Changes, 
 	if err != nil {
 		return Changes{}, err
 	}
-	if o, ok := lb.object(obs); ok && !lb.teardown {
+	if o, ok := lb.lbObject(obs); ok && !lb.teardown {
 		if _, known := StatusOfObject(o); !known {
 			// A listing from before the address was assigned (a replica,
 			// seen by a process that has not seen it yet): binds on
@@ -157,40 +130,41 @@ func (lb LoadBalancer) planBinds(_ context.Context, obs *Observation) (Changes, 
 			}
 		}
 	}
-	return unblockListeners(Diff(desired, observed, compare), observed), nil
+	return breakBinds(Diff(desired, observed, compare), observed), nil
 }
 
-func (lb LoadBalancer) planServers(_ context.Context, obs *Observation) (Changes, error) {
-	desired, err := lb.perPort(obs, func(p Port, b Object) []Object {
-		out := make([]Object, 0, len(lb.Targets))
-		for _, t := range lb.Targets {
-			out = append(out, Object{Kind: KindServer, Name: lb.name(t.Name, p.Name),
-				Spec: ServerSpec{Backend: b.ID, Address: t.Address, Port: p.NodePort}})
+// addresses returns the external addresses binds are made on: Addresses,
+// and with Provision the address the provider assigned, once known.
+func (lb LoadBalancer) addresses(obs *Observation) []netip.Addr {
+	out := slices.Clone(lb.Addresses)
+	if o, ok := lb.lbObject(obs); ok {
+		if st, ok := StatusOfObject(o); ok && st.Address.IsValid() && !slices.Contains(out, st.Address) {
+			out = append(out, st.Address)
 		}
-		return out
-	})
-	if err != nil {
-		return Changes{}, err
 	}
-	observed, err := lb.children(obs, KindServer)
-	if err != nil {
-		return Changes{}, err
-	}
-	return Diff(desired, observed, compare), nil
+	return out
 }
 
-func (lb LoadBalancer) planHealthChecks(_ context.Context, obs *Observation) (Changes, error) {
-	desired, err := lb.perPort(obs, func(p Port, b Object) []Object {
-		hc := lb.HealthCheck
-		if hc == nil {
-			return nil
-		}
-		return []Object{{Kind: KindHealthCheck, Name: lb.name(p.Name), Spec: HealthCheckSpec{Backend: b.ID, Port: hc.Port, Path: hc.Path}}}
-	})
+// planPerPort plans the objects of kind that make gives for each port
+// whose backend is observed.
+func (lb LoadBalancer) planPerPort(obs *Observation, kind string, make func(p Port, backend Object) []Object) (Changes, error) {
+	backends, err := lb.children(obs, KindBackend)
 	if err != nil {
 		return Changes{}, err
 	}
-	observed, err := lb.children(obs, KindHealthCheck)
+	var desired []Object
+	for _, p := range lb.Ports {
+		if b, ok := pick(backends, lb.name(p.Name)); ok {
+			desired = append(desired, make(p, b)...)
+		}
+	}
+	return lb.diff(obs, kind, desired)
+}
+
+// diff compares desired with the observed objects of kind on this load
+// balancer.
+func (lb LoadBalancer) diff(obs *Observation, kind string, desired []Object) (Changes, error) {
+	observed, err := lb.children(obs, kind)
 	if err != nil {
 		return Changes{}, err
 	}
@@ -199,19 +173,10 @@ func (lb LoadBalancer) planHealthChecks(_ context.Context, obs *Observation) (Ch
 
 // plan runs the step of kind.
 func (lb LoadBalancer) plan(ctx context.Context, kind string, obs *Observation) (Changes, error) {
-	switch kind {
-	case KindLoadBalancer:
-		return lb.planLoadBalancers(ctx, obs)
-	case KindBackend:
-		return lb.planBackends(ctx, obs)
-	case KindFrontend:
-		return lb.planFrontends(ctx, obs)
-	case KindListener:
-		return lb.planListeners(ctx, obs)
-	case KindBind:
-		return lb.planBinds(ctx, obs)
-	case KindHealthCheck:
-		return lb.planHealthChecks(ctx, obs)
+	for _, st := range lb.Steps() {
+		if st.Kind == kind {
+			return st.Plan(ctx, obs)
+		}
 	}
-	return lb.planServers(ctx, obs)
+	return Changes{}, fmt.Errorf("load balancer: no step of kind %q", kind)
 }

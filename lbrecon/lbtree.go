@@ -4,18 +4,31 @@ import (
 	"fmt"
 )
 
-// refs returns the parents of an object of the load-balancer plan: with
-// Provision, the load-balancer object is the parent of backends,
-// frontends and listeners.
+// attachedTo returns the load balancer a backend, frontend or listener
+// names in its spec; other objects name none.
+func attachedTo(o Object) (id string, ok bool) {
+	switch s := o.Spec.(type) {
+	case BackendSpec:
+		return s.LoadBalancer, true
+	case FrontendSpec:
+		return s.LoadBalancer, true
+	case ListenerSpec:
+		return s.LoadBalancer, true
+	}
+	return "", false
+}
+
+// refs returns the parents of an object of the load-balancer plan: a
+// frontend's or listener's backend, a bind's frontend, a server's or
+// health check's backend and, with Provision, the load-balancer object
+// of a backend, frontend or listener.
 func (lb LoadBalancer) refs(o Object) []Key {
 	var out []Key
 	switch s := o.Spec.(type) {
-	case BackendSpec:
-		return lb.lbRef(out, s.LoadBalancer)
 	case FrontendSpec:
-		return lb.lbRef(append(out, Key{Kind: KindBackend, ID: s.DefaultBackend}), s.LoadBalancer)
+		out = append(out, Key{Kind: KindBackend, ID: s.DefaultBackend})
 	case ListenerSpec:
-		return lb.lbRef(append(out, Key{Kind: KindBackend, ID: s.DefaultBackend}), s.LoadBalancer)
+		out = append(out, Key{Kind: KindBackend, ID: s.DefaultBackend})
 	case BindSpec:
 		return []Key{{Kind: KindFrontend, ID: s.Frontend}}
 	case ServerSpec:
@@ -23,23 +36,20 @@ func (lb LoadBalancer) refs(o Object) []Key {
 	case HealthCheckSpec:
 		return []Key{{Kind: KindBackend, ID: s.Backend}}
 	}
-	return nil
-}
-
-func (lb LoadBalancer) lbRef(out []Key, id string) []Key {
-	if lb.Provision {
+	if id, ok := attachedTo(o); ok && lb.Provision {
 		out = append(out, Key{Kind: KindLoadBalancer, ID: id})
 	}
 	return out
 }
 
-// refs returns the parent of an object of a load balancer that exists.
+// refs returns the parents of an object of a load balancer that exists.
 func refs(o Object) []Key { return LoadBalancer{}.refs(o) }
 
-// parent returns the kept object of kind named name on this load balancer.
+// pick returns the kept object named name among objs, one kind's objects
+// on this load balancer.
 // Earlier steps removed duplicates and stale objects from obs, so at most a
 // few candidates remain; the best one is taken.
-func parent(objs []Object, name string) (Object, bool) {
+func pick(objs []Object, name string) (Object, bool) {
 	var best Object
 	found := false
 	for _, o := range objs {
@@ -55,7 +65,7 @@ func parent(objs []Object, name string) (Object, bool) {
 func (lb LoadBalancer) children(obs *Observation, kind string) ([]Object, error) {
 	var out []Object
 	for _, o := range obs.Objects(kind) {
-		mine, err := lb.onThisLB(obs, o)
+		mine, err := lb.has(obs, o)
 		if err != nil {
 			return nil, err
 		}
@@ -66,23 +76,19 @@ func (lb LoadBalancer) children(obs *Observation, kind string) ([]Object, error)
 	return out, nil
 }
 
-// onThisLB reports whether o is on this load balancer: the load-balancer
-// object by its name; without Provision, a backend, frontend or listener
-// by the ID in its spec; every other object through its parents, one that
-// this plan or an earlier call destroys (listed, not observed) counting
-// as this load balancer's.
-func (lb LoadBalancer) onThisLB(obs *Observation, o Object) (bool, error) {
-	switch s := o.Spec.(type) {
-	case LoadBalancerSpec:
+// has reports whether o is on this load balancer: the load-balancer
+// object by its name; a backend, frontend or listener by the load
+// balancer its spec names ([LoadBalancer.hasID]) and, with Provision, a
+// frontend or listener by its backend too; every other object through its
+// parents, one that this plan or an earlier call destroys (listed, not
+// observed) counting as this load balancer's.
+func (lb LoadBalancer) has(obs *Observation, o Object) (bool, error) {
+	if s, ok := o.Spec.(LoadBalancerSpec); ok {
 		return s.Name == lb.ID, nil
-	case BackendSpec:
-		return lb.onLB(obs, o, s.LoadBalancer)
-	case FrontendSpec:
-		if mine, err := lb.onLB(obs, o, s.LoadBalancer); err != nil || !mine || !lb.Provision {
-			return mine, err
-		}
-	case ListenerSpec:
-		if mine, err := lb.onLB(obs, o, s.LoadBalancer); err != nil || !mine || !lb.Provision {
+	}
+	if id, ok := attachedTo(o); ok {
+		_, backend := o.Spec.(BackendSpec)
+		if mine, err := lb.hasID(obs, o, id); err != nil || !mine || !lb.Provision || backend {
 			return mine, err
 		}
 	}
@@ -92,7 +98,7 @@ func (lb LoadBalancer) onThisLB(obs *Observation, o Object) (bool, error) {
 			return false, fmt.Errorf("%w: %v refers to %v, which is not listed", errParentNotListed, o, k)
 		}
 		if p, ok := obs.Get(k); ok {
-			if mine, err := lb.onThisLB(obs, p); err != nil || !mine {
+			if mine, err := lb.has(obs, p); err != nil || !mine {
 				return false, err
 			}
 		}
@@ -100,20 +106,20 @@ func (lb LoadBalancer) onThisLB(obs *Observation, o Object) (bool, error) {
 	return len(parents) > 0, nil
 }
 
-// onLB reports whether o, a backend, frontend or listener on the load
+// hasID reports whether o, a backend, frontend or listener on the load
 // balancer id, is on this one: id is this plan's (without Provision), or
 // that of a load-balancer object of this plan (listed, or listed and
 // going away). A teardown without Provision thus takes down the children
 // of a load-balancer object of its ID too. With Provision, a
 // load-balancer object missing from the listing is an inconsistent
 // answer.
-func (lb LoadBalancer) onLB(obs *Observation, o Object, id string) (bool, error) {
+func (lb LoadBalancer) hasID(obs *Observation, o Object, id string) (bool, error) {
 	if !lb.Provision && id == lb.ID {
 		return true, nil
 	}
 	k := Key{Kind: KindLoadBalancer, ID: id}
 	if p, ok := obs.Get(k); ok {
-		return lb.onThisLB(obs, p)
+		return lb.has(obs, p)
 	}
 	if obs.Known(k) {
 		return true, nil
@@ -124,16 +130,9 @@ func (lb LoadBalancer) onLB(obs *Observation, o Object, id string) (bool, error)
 	return false, nil
 }
 
-// mine reports whether o is on this load balancer; an inconsistent
-// listing is not.
-func (lb LoadBalancer) mine(obs *Observation, o Object) bool {
-	ok, err := lb.onThisLB(obs, o)
-	return ok && err == nil
-}
-
-// object returns this plan's load-balancer object, when Provision is set
+// lbObject returns this plan's load-balancer object, when Provision is set
 // and one is observed.
-func (lb LoadBalancer) object(obs *Observation) (Object, bool) {
+func (lb LoadBalancer) lbObject(obs *Observation) (Object, bool) {
 	if !lb.Provision {
 		return Object{}, false
 	}
@@ -141,7 +140,7 @@ func (lb LoadBalancer) object(obs *Observation) (Object, bool) {
 	if err != nil {
 		return Object{}, false
 	}
-	return parent(lbs, lb.name("lb"))
+	return pick(lbs, lb.name("lb"))
 }
 
 // parentID returns the ID backends, frontends and listeners carry: the
@@ -151,6 +150,6 @@ func (lb LoadBalancer) parentID(obs *Observation) (string, bool) {
 	if !lb.Provision {
 		return lb.ID, true
 	}
-	o, ok := lb.object(obs)
+	o, ok := lb.lbObject(obs)
 	return o.ID, ok
 }
