@@ -475,23 +475,12 @@ func provisionCrashRun(t *testing.T, s shape, n int, after bool) (dups int) {
 		cancel()
 		<-watched
 		require.Error(t, err, "converged before the crash at write %d", n)
-		// The crash came where the test says.
-		select {
-		case <-crashed:
-		default:
-			t.Fatalf("no crash at write %d: %d writes", n, cr.Writes())
-		}
-		require.Equal(t, n, cr.Writes(), "crash at write %d", n)
-		require.Equal(t, map[bool]int{true: n, false: n - 1}[after], cr.Sent(), "writes sent before the crash at write %d (after=%v)", n, after)
+		requireCrashedAt(t, cr, eng, n, after)
 		if n == 1 {
 			// The first write is the load balancer's creation, alone.
-			objs := eng.Objects()
-			if after {
-				require.Len(t, objs, 1)
-				require.Equal(t, lbrecon.KindLoadBalancer, objs[0].Kind)
-			} else {
-				require.Empty(t, objs)
-			}
+			p, _ := cr.Point()
+			require.Equal(t, lbrecon.KindLoadBalancer, p.Object.Kind)
+			require.Len(t, eng.Objects(), btoi(after))
 		}
 		cr.Restart()
 		require.NoError(t, process().Reconcile(t.Context()))
