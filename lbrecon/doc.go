@@ -206,13 +206,16 @@
 //     does not converge) and makes binds on the assigned address too; an
 //     address the provider changes moves the binds alone. A load balancer
 //     deleted by someone else, with its children, is created again and
-//     its children under it. A teardown destroys its children first and
+//     its children under it; a failed one is destroyed once a listing
+//     shows its children gone, and created again with its children under
+//     the new one. A teardown destroys its children first and
 //     the load balancer once a listing shows them gone. (lbplan.go,
 //     lbtree.go, lbreconciler.go; TestProvisionConvergesAndStays,
 //     TestProvisionCrashAtEveryWrite, TestProvisionVIPArrivesLate,
 //     TestProvisionVIPChangedByProvider,
 //     TestProvisionBackwardsListingKeepsTheAddress,
 //     TestProvisionLoadBalancerDeletedBySomeoneElse,
+//     TestProvisionFailedLoadBalancerRecreatedChildrenFirst,
 //     TestProvisionTeardownChildrenBeforeTheLoadBalancer.)
 //   - Health checks: a [LoadBalancer.HealthCheck]
 //     is an object of its own per backend ([KindHealthCheck]), named as its

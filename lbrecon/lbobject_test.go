@@ -270,6 +270,38 @@ func TestProvisionLoadBalancerDeletedBySomeoneElse(t *testing.T) {
 	}
 }
 
+// The provider fails the load balancer (its state turns failed): its
+// children are destroyed before it, it is created again, and its children
+// under the new one, on a provider that refuses to destroy a parent with
+// children and to create a child under a missing parent.
+func TestProvisionFailedLoadBalancerRecreatedChildrenFirst(t *testing.T) {
+	for _, s := range shapes {
+		t.Run(s.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				eng := s.engine(0, nil)
+				w := &destroyWatch{Engine: eng}
+				lb := s.provisioned(2, 2)
+				var o outcomes
+				r := newLB(t, w, lb, o.hook)
+				require.NoError(t, r.Reconcile(t.Context()))
+				old := lbObject(t, eng)
+				require.True(t, eng.SetObjectState(old.Key(), lbrecon.StateFailed))
+				<-time.After(2 * time.Second) // past the lag
+				require.NoError(t, r.Reconcile(t.Context()))
+				now := lbObject(t, eng)
+				require.NotEqual(t, old.ID, now.ID, "a new load balancer")
+				require.True(t, lbrecontest.Converged(lb, owner)(eng.Objects()), "%v", eng.Objects())
+				require.Zero(t, o.get("destroy/conflict"), "the failed load balancer destroyed while its children were there")
+				require.Zero(t, o.get("create/conflict"), "a child created under a missing parent")
+				w.mu.Lock()
+				defer w.mu.Unlock()
+				require.Equal(t, []int{0}, w.others, "objects at the provider when the failed load balancer was destroyed")
+				require.Zero(t, duplicates(eng))
+			})
+		})
+	}
+}
+
 // destroyWatch records, at each Destroy of a load-balancer object, how
 // many other objects the provider still held.
 type destroyWatch struct {
