@@ -226,7 +226,8 @@
 //   - Update in place: a step's comparison ([Compare]) tells up-to-date
 //     (fields the provider defaults are no difference), updatable (through
 //     [Updater], else replaced) and replace. (lbobjects.go, apply.go;
-//     TestProviderDefaultsDoNotRecreate, TestNodePortChangeKeepsBackendsServing.)
+//     TestProviderDefaultsDoNotRecreate, TestNodePortChangeKeepsBackendsServing,
+//     TestEditedAddressReplacesTheObject.)
 //   - Failures are bounded across calls: a failed object is repaired in
 //     place once when the engine implements [Repairer] (an answer of
 //     [ErrNotSupported] is no error: it is recreated instead), then
