@@ -29,18 +29,6 @@ import (
 // refused twice on one address and port), under the real service
 // controller (ccmtest) on the real apiserver.
 
-// haproxyMapping gives every Service a load balancer of its own, named
-// after its UID, with a frontend per port bound on the address the
-// provider assigns.
-var haproxyMapping = ccm.Funcs{LoadBalancerFunc: func(_ context.Context, _ string, svc *v1.Service, nodes []*v1.Node) (lbrecon.LoadBalancer, error) {
-	ports, err := ccm.ServicePorts(svc)
-	if err != nil {
-		return lbrecon.LoadBalancer{}, err
-	}
-	return lbrecon.LoadBalancer{ID: "a" + string(svc.UID), Suffix: string(svc.UID), Provision: true, Listening: lbrecon.ListenBinds,
-		Ports: ports, Targets: ccm.NodeTargets(nodes), HealthCheck: ccm.ServiceHealthCheck(svc)}, nil
-}}
-
 // haproxyHolds reports whether the provider holds exactly the HAProxy
 // shape of svc on the load balancer lb: per Service port a backend, a
 // frontend, a bind on lb's assigned address at the port, and a server per
@@ -107,7 +95,7 @@ func TestHAProxyServiceUnderTheRealController(t *testing.T) {
 	eng := lbrecontest.New(lbrecontest.HAProxy(lbrecontest.Config{Pending: 100 * time.Millisecond, ListLag: 100 * time.Millisecond,
 		DeclareListLag: true, DeleteDelay: 200 * time.Millisecond, VIPDelay: 300 * time.Millisecond}))
 	order := &orderWatch{Engine: eng, eng: eng}
-	b, err := ccm.New(ccm.Config{Engine: order, Mapping: haproxyMapping,
+	b, err := ccm.New(ccm.Config{Engine: order, Mapping: provisionMappingListening(lbrecon.ListenBinds),
 		Token:   func(context.Context) (uint64, error) { return 1, nil },
 		Journal: ccm.NewConfigMapJournal(cs.CoreV1(), ccm.ConfigMapJournalOptions{}),
 		Reconciler: lbrecon.Config{PollInterval: 50 * time.Millisecond, MaxPollInterval: 500 * time.Millisecond,

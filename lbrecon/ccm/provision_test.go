@@ -25,16 +25,23 @@ import (
 // ok.
 
 // provisionMapping gives every Service a load balancer of its own, named
-// after its UID, with a listener per port, and a health check with
-// externalTrafficPolicy Local.
-var provisionMapping = ccm.Funcs{LoadBalancerFunc: func(_ context.Context, _ string, svc *v1.Service, nodes []*v1.Node) (lbrecon.LoadBalancer, error) {
-	ports, err := ccm.ServicePorts(svc)
-	if err != nil {
-		return lbrecon.LoadBalancer{}, err
-	}
-	return lbrecon.LoadBalancer{ID: "a" + string(svc.UID), Suffix: string(svc.UID), Provision: true, Listening: lbrecon.ListenPorts,
-		Ports: ports, Targets: ccm.NodeTargets(nodes), HealthCheck: ccm.ServiceHealthCheck(svc)}, nil
-}}
+// after its UID, with a listener per port (the ELB shape), and a health
+// check with externalTrafficPolicy Local.
+var provisionMapping = provisionMappingListening(lbrecon.ListenPorts)
+
+// provisionMappingListening is provisionMapping listening as listen says:
+// with ListenBinds, a frontend per port bound on the address the provider
+// assigns (the HAProxy shape).
+func provisionMappingListening(listen lbrecon.Listening) ccm.Funcs {
+	return ccm.Funcs{LoadBalancerFunc: func(_ context.Context, _ string, svc *v1.Service, nodes []*v1.Node) (lbrecon.LoadBalancer, error) {
+		ports, err := ccm.ServicePorts(svc)
+		if err != nil {
+			return lbrecon.LoadBalancer{}, err
+		}
+		return lbrecon.LoadBalancer{ID: "a" + string(svc.UID), Suffix: string(svc.UID), Provision: true, Listening: listen,
+			Ports: ports, Targets: ccm.NodeTargets(nodes), HealthCheck: ccm.ServiceHealthCheck(svc)}, nil
+	}}
+}
 
 func provService(uid string) *v1.Service {
 	return &v1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: types.UID(uid)},
