@@ -125,7 +125,7 @@ func goalRun(t *testing.T, seed uint64, s *shape) goalOutcome {
 				}
 			}
 		}
-		time.Sleep(2 * 3 * time.Second) // past the lag: listings tell the truth
+		<-time.After(2 * 3 * time.Second) // past the lag: listings tell the truth
 		out.dups = duplicates(eng)
 		want := 0
 		if phases[len(phases)-1] != nil {
