@@ -153,6 +153,10 @@ func TestPowerLossAtEverySyncPoint(t *testing.T) {
 		fsys := checkpointtest.NewStrictFS()
 		fsys.FreezeAfterSyncs(k)
 		acked := runScript(ctx, fsys, script)
+		// The power went where this run says: after exactly k sync
+		// points, the script cut short unless k is its last.
+		require.Equal(t, k, fsys.Syncs(), "sync points passed before the power loss at %d", k)
+		require.Equal(t, k == syncs, acked == len(script), "script finished with the power lost at sync point %d of %d", k, syncs)
 		fsys.Crash()
 		got := plObserve(t, fsys)
 		var ok []plModel

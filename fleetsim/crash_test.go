@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,8 +17,10 @@ import (
 // farewell is an agent that, when its context ends, writes a synced file
 // to its disk and creates a ConfigMap, and at every start reports whether
 // an earlier run's farewell reached the disk or the apiserver, and whether
-// a file it wrote without syncing survived.
-func farewell(seen func(d Deps, what string)) Agent {
+// a file it wrote without syncing survived. It calls waiting once a run
+// wrote that file and waits for its end: a crash after that is one the
+// test can judge.
+func farewell(seen func(d Deps, what string), waiting func(d Deps)) Agent {
 	return func(ctx context.Context, d Deps) error {
 		if _, err := d.FS.ReadFile(d.Dir + "/farewell"); err == nil {
 			seen(d, "a farewell file on disk")
@@ -31,6 +34,7 @@ func farewell(seen func(d Deps, what string)) Agent {
 		if f, err := d.FS.Create(d.Dir+"/unsynced", 0o600); err == nil {
 			_, _ = f.Write([]byte("lost at a crash"))
 			_ = f.Close()
+			waiting(d)
 		}
 		<-ctx.Done()
 		// What a process does on its way out: a crash must let none of it
@@ -51,14 +55,29 @@ func farewell(seen func(d Deps, what string)) Agent {
 // reaches its disk or the apiserver, and what it had not synced is gone
 // when it starts again on the same disk.
 func TestCrashIsPowerLoss(t *testing.T) {
-	var seen []string
-	restarts := 0
+	var (
+		mu      sync.Mutex
+		seen    []string
+		waited  = map[string]bool{} // agent and run that wrote its unsynced file and waited
+		crashed int                 // runs started after a run that had waited: a crash came there
+	)
+	run := func(d Deps, boot int) string { return fmt.Sprint(d.Name, " run ", boot+1) }
 	r := simulate(t, Config{Agent: farewell(func(d Deps, what string) {
-		seen = append(seen, fmt.Sprintf("%s run %d: %s", d.Name, d.Boot+1, what))
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, fmt.Sprintf("%s: %s", run(d, d.Boot), what))
+	}, func(d Deps) {
+		mu.Lock()
+		defer mu.Unlock()
+		waited[run(d, d.Boot)] = true
+		if d.Boot > 0 && waited[run(d, d.Boot-1)] {
+			crashed++
+		}
 	}), Nemesis: Nemesis{}.Only(Crash), Duration: 10 * time.Minute, Quiet: time.Minute})
 	if err := r.Err(); err != nil {
 		t.Fatal(err)
 	}
+	restarts := 0
 	for _, e := range r.Timeline {
 		if strings.Contains(e.What, "starts (run 2)") {
 			restarts++
@@ -67,6 +86,12 @@ func TestCrashIsPowerLoss(t *testing.T) {
 	if restarts == 0 {
 		t.Fatal("no agent was crashed and started again")
 	}
+	// The crashes came where the test judges them: while a run waited,
+	// its unsynced file written and its farewell not yet made.
+	if crashed == 0 {
+		t.Fatal("no crash came while a run waited with its unsynced file written")
+	}
+	t.Logf("%d agents restarted; %d runs began after a crash of a run that waited", restarts, crashed)
 	if len(seen) > 0 {
 		t.Errorf("after crashes the agents found:\n%s", strings.Join(seen, "\n"))
 	}

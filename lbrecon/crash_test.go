@@ -96,15 +96,7 @@ func crashRun(t *testing.T, s crashSetup, n int, after bool, at time.Duration) c
 		cancel()
 		<-watched
 		if n > 0 {
-			// The crash came where the test says: at the n-th write,
-			// which reached the provider only when after.
-			select {
-			case <-crashed:
-			default:
-				t.Fatalf("no crash at write %d: %d writes", n, cr.Writes())
-			}
-			require.Equal(t, n, cr.Writes(), "crash at write %d", n)
-			require.Equal(t, map[bool]int{true: n, false: n - 1}[after], cr.Sent(), "writes sent before the crash at write %d (after=%v)", n, after)
+			requireCrashedAt(t, cr, eng, n, after)
 		}
 
 		cr.Restart()
@@ -140,6 +132,25 @@ func crashRun(t *testing.T, s crashSetup, n int, after bool, at time.Duration) c
 		}
 	})
 	return out
+}
+
+// requireCrashedAt fails t unless cr crashed where a test armed it: at
+// the n-th write, which reached the provider (eng, as it is at the crash)
+// only when after, and, for a creation, left its object there exactly
+// then.
+func requireCrashedAt(t *testing.T, cr *lbrecontest.Crasher, eng *lbrecontest.Engine, n int, after bool) {
+	t.Helper()
+	require.NoError(t, cr.CrashedAt(n, after))
+	p, _ := cr.Point()
+	if p.Verb == lbrecon.VerbCreate {
+		at := 0
+		for _, o := range eng.Objects() {
+			if o.Kind == p.Object.Kind && o.Name == p.Object.Name {
+				at++
+			}
+		}
+		require.Equal(t, btoi(after), at, "objects at the provider of the crash point %v", p)
+	}
 }
 
 // writesOfAConverge counts the writes of a converge without a crash.

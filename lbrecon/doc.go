@@ -84,9 +84,11 @@
 //     leftovers.go); [Moving] builds a new load balancer, then sweeps
 //     the old ones (moving.go).
 //   - Load-balancer plan: the steps [NewLoadBalancer] wires from a
-//     [LoadBalancer] (description and specs in lb.go, steps and their
-//     plans in lbplan.go and listeners.go, the reconciler in
-//     lbreconciler.go).
+//     [LoadBalancer] (the description in lb.go; kinds, specs and their
+//     comparison in lbobjects.go; which listed objects are this load
+//     balancer's, and their parents, in lbtree.go; the steps and their
+//     plans in lbplan.go, the binds a step breaks in binds.go; the
+//     reconciler in lbreconciler.go).
 //
 // # Terms
 //
@@ -116,7 +118,9 @@
 //     exact name and spec are those of an object the plan is about to
 //     create — for the load-balancer plan the spec names the parent, which
 //     is then one of this load balancer's — and is never destroyed. Objects
-//     with another value of the tag's key are never touched.
+//     with another value of the tag's key are never touched. (merge.go,
+//     plan.go; TestOtherValueOfTheTagKeyNeverTouched,
+//     TestUntaggedObjectsNeverDestroyedAndAdoptedOnlyExactly.)
 //   - Crash mid-create: before each Create the reconciler records an
 //     intent for the name (kind, name, spec fingerprint, idempotency
 //     token), in [Config.Journal] first unless it is [NoJournal] — nothing
@@ -142,8 +146,9 @@
 //     retries it within the call like any other, ReconcileOnce on the
 //     next call. An object left
 //     untagged by a crash is found by its exact name and spec and adopted,
-//     never by a pattern. (apply.go, journal.go; crash_test.go,
-//     journal_test.go, TestNoCreateWithoutARecordedIntent.)
+//     never by a pattern. (apply.go, journal.go;
+//     TestCrashAtEveryWriteNoDuplicates, TestNoCreateWithoutARecordedIntent,
+//     TestCrashBetweenCreateAndTag.)
 //   - Eventual consistency, and listings that go backwards: within the
 //     declared lag (ListLag, ListLagListings) a listing may miss what an
 //     earlier one showed (read replicas). An ack (a created, updated,
@@ -158,7 +163,7 @@
 //     lagging listing that shows it again is not believed. So is one
 //     that shows again an owned object someone else deleted: missing from
 //     a listing started the lag after the first listing that showed it,
-//     it is gone (merge.go, horizon.go; replica_test.go,
+//     it is gone (merge.go, horizon.go; TestChildBeforeParentWithinTheLag,
 //     TestProvisionDeletedLoadBalancerShownAgainByAReplica). The journal
 //     keeps an entry while an intent or ack of its name is kept. The plan
 //     is made from the listing merged with this memory, so a lagging
@@ -167,6 +172,9 @@
 //     once a listing confirms the desired state. An unconfirmed ack is
 //     given up after ConfirmTimeout. Deletion that completes
 //     asynchronously is waited for on the clock, not re-issued.
+//     (merge.go, horizon.go; TestReplicaListingsNoDuplicates,
+//     TestListLagNoDuplicatesAndConfirmedSuccess,
+//     TestAsynchronousDeletionWaitedForNotReissued.)
 //   - Make-before-break: a replaced object (changed immutable fields, or
 //     mutable ones on an engine without [Updater]) and an object nobody
 //     wants any more are destroyed only once the step has no creation left
@@ -180,11 +188,16 @@
 //     bind holding the address and port another bind needs when it is
 //     destroyed anyway, and one bind per cycle of binds taking each other's
 //     (ports swapping external ports), so that such changes converge on a
-//     provider that refuses two binds on one address and port.
+//     provider that refuses two binds on one address and port. (plan.go,
+//     binds.go; TestTargetReplacedMakeBeforeBreak,
+//     TestMakeBeforeBreakLostOnlyUnderTheRecreatedParent,
+//     TestListenersMovedBetweenBinds.)
 //   - References: a step's objects are created only once their parents
 //     ([Step.Refs]) are ok; a parent is destroyed only after a listing
 //     shows its children gone; the children of a failed parent are
 //     destroyed before it is recreated, and planned against the new one.
+//     (plan.go, step.go, lbtree.go;
+//     TestFailedParentRecreatedWithReferencesRespected.)
 //   - Teardown: [Reconciler.Teardown] (blocking) and
 //     [Reconciler.TeardownOnce] (one pass, "call again after D") destroy
 //     every owned object of the steps' kinds in reverse order, under the
@@ -201,7 +214,12 @@
 //     teardown back nor fail it. They report success only from a listing
 //     made the list lag after the Leftovers was made, so that a crashed
 //     predecessor's late creation on an old ID is torn down too.
-//   - The load balancer itself (lbplan.go; lbobject_test.go): with
+//     (reconciler.go, once.go, leftovers.go;
+//     TestReconcilerTeardownDestroysEveryOwnedObject,
+//     TestTeardownDestroysFailedAndPendingObjects,
+//     TestTeardownExceptRemovesOtherLoadBalancers,
+//     TestLeftoversWaitForLateCreations.)
+//   - The load balancer itself: with
 //     Provision, the load-balancer object is an object of the plan like
 //     every other: its creation is journaled before it is sent, held
 //     while its outcome is unknown, adopted when left untagged, fenced,
@@ -216,16 +234,28 @@
 //     does not converge) and makes binds on the assigned address too; an
 //     address the provider changes moves the binds alone. A load balancer
 //     deleted by someone else, with its children, is created again and
-//     its children under it. A teardown destroys its children first and
-//     the load balancer once a listing shows them gone.
-//   - Health checks (lbplan.go; lbobject_test.go): a [LoadBalancer.HealthCheck]
+//     its children under it; a failed one is destroyed once a listing
+//     shows its children gone, and created again with its children under
+//     the new one. A teardown destroys its children first and
+//     the load balancer once a listing shows them gone. (lbplan.go,
+//     lbtree.go, lbreconciler.go; TestProvisionConvergesAndStays,
+//     TestProvisionCrashAtEveryWrite, TestProvisionVIPArrivesLate,
+//     TestProvisionVIPChangedByProvider,
+//     TestProvisionBackwardsListingKeepsTheAddress,
+//     TestProvisionLoadBalancerDeletedBySomeoneElse,
+//     TestProvisionFailedLoadBalancerRecreatedChildrenFirst,
+//     TestProvisionTeardownChildrenBeforeTheLoadBalancer.)
+//   - Health checks: a [LoadBalancer.HealthCheck]
 //     is an object of its own per backend ([KindHealthCheck]), named as its
 //     backend: setting it (externalTrafficPolicy Local) or clearing it
 //     (Cluster) creates or destroys health checks alone; a new port or
-//     path updates them in place.
+//     path updates them in place. (lbplan.go, lbobjects.go;
+//     TestHealthCheckSwitchChangesOnlyHealthChecks.)
 //   - Update in place: a step's comparison ([Compare]) tells up-to-date
 //     (fields the provider defaults are no difference), updatable (through
-//     [Updater], else replaced) and replace.
+//     [Updater], else replaced) and replace. (lbobjects.go, apply.go;
+//     TestProviderDefaultsDoNotRecreate, TestNodePortChangeKeepsBackendsServing,
+//     TestEditedAddressReplacesTheObject.)
 //   - Failures are bounded across calls: a failed object is repaired in
 //     place once when the engine implements [Repairer] (an answer of
 //     [ErrNotSupported] is no error: it is recreated instead), then
@@ -235,6 +265,10 @@
 //     reported with [ErrResourceFailed]. A pending object is reported with
 //     [ErrPendingTimeout] after [Config.PendingTimeout], counted from when
 //     it was first seen pending. Neither blocks unrelated work or teardown.
+//     (plan.go, apply.go; TestFailureBudgetAcrossCalls,
+//     TestFailedResourceRepairedInPlace, TestUnsupportedRepairIsNotAnError,
+//     TestPendingTimeoutOnFakeClock,
+//     TestStuckObjectDoesNotBlockOtherWorkOrTeardown.)
 //   - Errors are classified: not-found answers are final, already-exists
 //     and conflict answers mean "look again" on the next pass, permanent
 //     errors (backoff.Permanent) are not retried, rate-limit errors with a
@@ -243,7 +277,11 @@
 //     retried within [Config.RetryBudget] — except Create, which is not retried after a
 //     transient error unless it was sent with an idempotency token (see
 //     above). Per-call timeouts are reported as
-//     timeouts ([OutcomeTimeout]), not as cancellations.
+//     timeouts ([OutcomeTimeout]), not as cancellations. (fanout.go;
+//     TestRateLimitHonoured, TestPermanentErrorNotRetried,
+//     TestTransientErrorsRetriedOnATimeBudget,
+//     TestTransientCreateErrorHoldsTheName, TestTimeoutsReportedAsTimeouts,
+//     TestDestroyAnsweredNotFoundIsDone.)
 //   - Non-blocking: ReconcileOnce and TeardownOnce never wait on the clock
 //     and make each engine call once, within [Config.CallTimeout] (which
 //     bounds every attempt of every call, and every call to the
@@ -261,12 +299,17 @@
 //     has a positive RequeueAfter, or comes with an error: a deadline that
 //     passes during the pass (engine calls take time) is acted on by the
 //     next call. Check and Observe make one List attempt, never retried.
-//     (once.go, fanout.go; once_test.go, passbudget_test.go.)
+//     (once.go, fanout.go; TestReconcileOnceBoundedByTheCallTimeout,
+//     TestReconcileOnceSendsNoCallAfterTheCallTimeout,
+//     TestReconcileOnceWithinOneCallTimeout, TestCheckAndObserveListOnce.)
 //   - Bad input is refused without changes: an invalid configuration or
 //     [LoadBalancer] is an [ErrInvalidConfig] error, and an engine answer
 //     that contradicts itself (one kind and ID listed twice, two owned
 //     objects with one name and spec, an object whose parent is not listed)
 //     is an [ErrInconsistent] error, returned before anything is changed.
+//     (config.go, lb.go, merge.go, lbtree.go; TestNewRejectsBadConfig,
+//     TestProvisionValidation, TestInconsistentAnswersChangeNothing,
+//     TestDuplicateIsAnInconsistentAnswer.)
 //   - Calls: one List per pass; while waiting, one List per poll, or one Get
 //     per object when only a few confirmed objects are pending
 //     ([Config.GetPollMax]); one call per created, updated, destroyed,
@@ -277,9 +320,12 @@
 //     learnt costs a number of Lists logarithmic in the error. Before any
 //     write was seen through, a pass that created asks to be called again
 //     no sooner than the declared ListLag after its creations: a listing
-//     before then need not show them (pace.go, once.go, wait.go;
-//     requeue_test.go, spin_test.go). Calls inside a phase run in parallel, at
-//     most [Config.Parallelism] at once; there is no global lock.
+//     before then need not show them. Calls inside a phase run in
+//     parallel, at most [Config.Parallelism] at once; there is no global
+//     lock. (pace.go, once.go, wait.go, fanout.go;
+//     TestReconcileOnceWaitsForTheDeclaredLagAfterWriting,
+//     TestSlowerDeletionThanLearntCostsOneList, TestBlockingLoopsNeverSpin,
+//     TestOnceLoopsNeverSpin.)
 //   - Fencing: a host puts its term's fencing token in the context with
 //     [WithToken]; the context given to Reconcile, ReconcileOnce, Teardown,
 //     TeardownOnce, Check and Observe reaches every engine call, where
@@ -296,14 +342,19 @@
 //     back (a restored backup) and an operator must clear the fence. The
 //     reconciler stops the pass at the first such refusal, sends no other
 //     write, and returns the refusal once per call. (guard.go, token.go,
-//     fence.go; guarantees_test.go, token_test.go, fence_test.go.)
+//     fence.go; TestGuardChecksEveryWriteBeforeIt,
+//     TestTokenReachesEveryEngineCall, TestCheckTokenFencesStaleWriters,
+//     TestFenceAheadOfTheLeaderReportedOnce.)
 //   - Every wait goes through [Config.Clock]; when the context ends,
 //     Reconcile and Teardown return promptly with an error wrapping
 //     ctx.Err(), after every call they started has returned. No goroutine
-//     outlives a call.
+//     outlives a call. (wait.go, reconciler.go, fanout.go;
+//     TestCancellationEndsPromptly, TestCancellationDuringCreates,
+//     TestTeardownCancellationEndsPromptly.)
 //   - [Metrics] receives every call attempt's verb, outcome and duration, and
 //     every Reconcile's and Teardown's, so a host can export counters and histograms without
-//     this package importing a metrics library.
+//     this package importing a metrics library. (metrics.go;
+//     TestMetricsHook.)
 //
 // # Limits
 //

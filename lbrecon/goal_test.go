@@ -28,6 +28,7 @@ import (
 
 type goalOutcome struct {
 	dups, leaked, disruptions, inconsistent, stuck int
+	crashesMidWrite                                int // crashes of a process that had sent a write
 	fenced, throttled, outsideDeletes              int
 }
 
@@ -98,6 +99,9 @@ func goalRun(t *testing.T, seed uint64, s *shape) goalOutcome {
 				}
 				select {
 				case <-cr.Crashed():
+					if err != nil && cr.Sent() > 0 {
+						out.crashesMidWrite++
+					}
 					cr.Restart()
 				default:
 				}
@@ -121,7 +125,7 @@ func goalRun(t *testing.T, seed uint64, s *shape) goalOutcome {
 				}
 			}
 		}
-		time.Sleep(2 * 3 * time.Second) // past the lag: listings tell the truth
+		<-time.After(2 * 3 * time.Second) // past the lag: listings tell the truth
 		out.dups = duplicates(eng)
 		want := 0
 		if phases[len(phases)-1] != nil {
@@ -163,9 +167,12 @@ func goal(t *testing.T, s *shape) {
 		total.fenced += o.fenced
 		total.throttled += o.throttled
 		total.outsideDeletes += o.outsideDeletes
+		total.crashesMidWrite += o.crashesMidWrite
 	}
-	t.Logf("%d runs: %d crashes and failovers, %d load balancers deleted by someone else, %d duplicates, %d leaked, %d phases stuck, %d ErrInconsistent, %d writes fenced, %d calls throttled",
-		runs, total.disruptions, total.outsideDeletes, total.dups, total.leaked, total.stuck, total.inconsistent, total.fenced, total.throttled)
+	t.Logf("%d runs: %d crashes and failovers (%d crashes after a write), %d load balancers deleted by someone else, %d duplicates, %d leaked, %d phases stuck, %d ErrInconsistent, %d writes fenced, %d calls throttled",
+		runs, total.disruptions, total.crashesMidWrite, total.outsideDeletes, total.dups, total.leaked, total.stuck, total.inconsistent, total.fenced, total.throttled)
+	// The processes did crash with their work under way.
+	require.Positive(t, total.crashesMidWrite, "no process crashed after sending a write")
 	require.Zero(t, total.dups)
 	require.Zero(t, total.leaked)
 	require.Zero(t, total.stuck)

@@ -8,71 +8,6 @@ import (
 	"strings"
 )
 
-// Kinds of the load-balancer plan.
-const (
-	// KindLoadBalancer is the provider's load-balancer object itself,
-	// created first when [LoadBalancer.Provision] is set.
-	KindLoadBalancer = "loadbalancer"
-	KindBackend      = "backend"
-	KindFrontend     = "frontend"
-	KindBind         = "bind"
-	// KindListener is a frontend with a port of its own, listening on the
-	// load balancer's address ([ListenPorts]): an ELB or Octavia listener.
-	KindListener = "listener"
-	KindServer   = "server"
-	// KindHealthCheck is a backend's health check ([LoadBalancer.HealthCheck]).
-	KindHealthCheck = "healthcheck"
-)
-
-// LoadBalancerSpec describes the provider's load-balancer object, which
-// the plan creates when [LoadBalancer.Provision] is set.
-type LoadBalancerSpec struct {
-	// Name is the plan's [LoadBalancer.ID]; the provider assigns the
-	// object's own identifier.
-	Name string
-}
-
-// LoadBalancerStatus is what a provider assigns to a load-balancer object
-// ([Object.Status]) once it has it: an address (a VIP), a DNS name, or
-// both. An engine reports it as a LoadBalancerStatus or a pointer to one.
-type LoadBalancerStatus struct {
-	Address  netip.Addr
-	Hostname string
-}
-
-// Known reports whether the provider assigned an address or a DNS name.
-func (s LoadBalancerStatus) Known() bool { return s.Address.IsValid() || s.Hostname != "" }
-
-// StatusOfObject returns the [LoadBalancerStatus] o reports, if any.
-func StatusOfObject(o Object) (LoadBalancerStatus, bool) {
-	switch s := o.Status.(type) {
-	case LoadBalancerStatus:
-		return s, s.Known()
-	case *LoadBalancerStatus:
-		if s != nil {
-			return *s, s.Known()
-		}
-	}
-	return LoadBalancerStatus{}, false
-}
-
-// ListenerSpec describes a listener: a frontend on a load balancer that
-// listens on the load balancer's address at Port and forwards to a
-// backend.
-type ListenerSpec struct {
-	LoadBalancer   string
-	DefaultBackend string // the backend's ID
-	Port           uint16
-}
-
-// HealthCheckSpec describes a backend's health check: an HTTP GET of Path
-// on Port of every server's address.
-type HealthCheckSpec struct {
-	Backend string // the backend's ID
-	Port    uint16
-	Path    string
-}
-
 // HealthCheck asks for an HTTP health check of every backend, as
 // Kubernetes' externalTrafficPolicy: Local wants (the Service's
 // healthCheckNodePort, path /healthz).
@@ -94,34 +29,6 @@ const (
 	// addresses the load balancer has; there are no binds.
 	ListenPorts
 )
-
-// BackendSpec describes a backend: a pool of servers on a load balancer.
-type BackendSpec struct {
-	LoadBalancer string
-}
-
-// FrontendSpec describes a frontend on a load balancer forwarding to a backend.
-type FrontendSpec struct {
-	LoadBalancer   string
-	DefaultBackend string // the backend's ID
-}
-
-// BindSpec describes a frontend listening on an external address and port.
-type BindSpec struct {
-	Frontend string // the frontend's ID
-	Address  netip.Addr
-	Port     uint16
-}
-
-// ServerSpec describes a target server in a backend.
-type ServerSpec struct {
-	Backend string // the backend's ID
-	Address netip.Addr
-	Port    uint16
-	// Weight is the server's share of traffic; 0 asks for the provider's
-	// default, and then any weight the provider reports is up to date.
-	Weight uint16
-}
 
 // Port is one forwarded port: traffic to ExternalPort on every external
 // address goes to NodePort on every target.

@@ -136,7 +136,7 @@ func TestProvisionConvergesAndStays(t *testing.T) {
 				before := byKey(eng)
 				calls := eng.Calls()
 				for range 10 {
-					time.Sleep(time.Second)
+					<-time.After(time.Second)
 					res, err := r.ReconcileOnce(t.Context())
 					require.NoError(t, err)
 					require.True(t, res.Converged)
@@ -171,7 +171,7 @@ func TestProvisionVIPArrivesLate(t *testing.T) {
 					require.False(t, res.Converged, "converged without an address at %v", time.Since(start))
 					_, _, ok := r.Assigned()
 					require.False(t, ok)
-					time.Sleep(res.RequeueAfter)
+					<-time.After(res.RequeueAfter)
 				}
 				require.Len(t, res.Plan.Pending, 1, "the load balancer waits: %+v", res.Plan)
 				require.Equal(t, lbrecon.KindLoadBalancer, res.Plan.Pending[0].Kind)
@@ -184,7 +184,7 @@ func TestProvisionVIPArrivesLate(t *testing.T) {
 				want := objectCount(lb) - len(lb.Ports)*btoi(s.listen == lbrecon.ListenBinds)
 				require.Len(t, eng.Objects(), want, "every object that needs no address")
 				for !res.Converged {
-					time.Sleep(res.RequeueAfter)
+					<-time.After(res.RequeueAfter)
 					res, err = r.ReconcileOnce(t.Context())
 					require.NoError(t, err)
 				}
@@ -219,7 +219,7 @@ func TestProvisionVIPChangedByProvider(t *testing.T) {
 				before := byKey(eng)
 				vip, ok := eng.Reassign(lbObject(t, eng).Key())
 				require.True(t, ok)
-				time.Sleep(2 * time.Second) // past the lag
+				<-time.After(2 * time.Second) // past the lag
 				require.NoError(t, r.Reconcile(t.Context()))
 				st, _, ok := r.Assigned()
 				require.True(t, ok)
@@ -255,7 +255,7 @@ func TestProvisionLoadBalancerDeletedBySomeoneElse(t *testing.T) {
 				require.NoError(t, r.Reconcile(t.Context()))
 				old := lbObject(t, eng)
 				require.Equal(t, objectCount(lb), eng.DeleteTree(old.Key()))
-				time.Sleep(2 * time.Second) // past the lag
+				<-time.After(2 * time.Second) // past the lag
 				require.NoError(t, r.Reconcile(t.Context()))
 				now := lbObject(t, eng)
 				require.NotEqual(t, old.ID, now.ID)
@@ -264,6 +264,38 @@ func TestProvisionLoadBalancerDeletedBySomeoneElse(t *testing.T) {
 				require.Equal(t, now.ID, id)
 				require.Equal(t, netip.MustParseAddr("198.51.100.2"), st.Address, "the new load balancer's address")
 				require.True(t, lbrecontest.Converged(lb, owner)(eng.Objects()), "%v", eng.Objects())
+				require.Zero(t, duplicates(eng))
+			})
+		})
+	}
+}
+
+// The provider fails the load balancer (its state turns failed): its
+// children are destroyed before it, it is created again, and its children
+// under the new one, on a provider that refuses to destroy a parent with
+// children and to create a child under a missing parent.
+func TestProvisionFailedLoadBalancerRecreatedChildrenFirst(t *testing.T) {
+	for _, s := range shapes {
+		t.Run(s.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				eng := s.engine(0, nil)
+				w := &destroyWatch{Engine: eng}
+				lb := s.provisioned(2, 2)
+				var o outcomes
+				r := newLB(t, w, lb, o.hook)
+				require.NoError(t, r.Reconcile(t.Context()))
+				old := lbObject(t, eng)
+				require.True(t, eng.SetObjectState(old.Key(), lbrecon.StateFailed))
+				<-time.After(2 * time.Second) // past the lag
+				require.NoError(t, r.Reconcile(t.Context()))
+				now := lbObject(t, eng)
+				require.NotEqual(t, old.ID, now.ID, "a new load balancer")
+				require.True(t, lbrecontest.Converged(lb, owner)(eng.Objects()), "%v", eng.Objects())
+				require.Zero(t, o.get("destroy/conflict"), "the failed load balancer destroyed while its children were there")
+				require.Zero(t, o.get("create/conflict"), "a child created under a missing parent")
+				w.mu.Lock()
+				defer w.mu.Unlock()
+				require.Equal(t, []int{0}, w.others, "objects at the provider when the failed load balancer was destroyed")
 				require.Zero(t, duplicates(eng))
 			})
 		})
@@ -395,7 +427,7 @@ func TestProvisionFailoverBetweenTwoTerms(t *testing.T) {
 				require.True(t, lbrecontest.Converged(changed, owner)(eng.Objects()), "%v", eng.Objects())
 				require.Zero(t, duplicates(eng))
 
-				time.Sleep(2 * time.Second)
+				<-time.After(2 * time.Second)
 				_, err = first.ReconcileOnce(lbrecon.WithToken(t.Context(), 1))
 				require.ErrorIs(t, err, lbrecon.ErrFenced)
 				require.Positive(t, eng.Fenced())
@@ -431,10 +463,10 @@ func TestProvisionOnReplicas(t *testing.T) {
 								break
 							}
 						}
-						time.Sleep(300 * time.Millisecond)
+						<-time.After(300 * time.Millisecond)
 					}
 					require.True(t, converged)
-					time.Sleep(2 * replicaLag)
+					<-time.After(2 * replicaLag)
 					require.NoError(t, r.Reconcile(t.Context()))
 					require.True(t, lbrecontest.Converged(lb, owner)(eng.Objects()), "%v", eng.Objects())
 					require.Zero(t, duplicates(eng))
@@ -475,27 +507,16 @@ func provisionCrashRun(t *testing.T, s shape, n int, after bool) (dups int) {
 		cancel()
 		<-watched
 		require.Error(t, err, "converged before the crash at write %d", n)
-		// The crash came where the test says.
-		select {
-		case <-crashed:
-		default:
-			t.Fatalf("no crash at write %d: %d writes", n, cr.Writes())
-		}
-		require.Equal(t, n, cr.Writes(), "crash at write %d", n)
-		require.Equal(t, map[bool]int{true: n, false: n - 1}[after], cr.Sent(), "writes sent before the crash at write %d (after=%v)", n, after)
+		requireCrashedAt(t, cr, eng, n, after)
 		if n == 1 {
 			// The first write is the load balancer's creation, alone.
-			objs := eng.Objects()
-			if after {
-				require.Len(t, objs, 1)
-				require.Equal(t, lbrecon.KindLoadBalancer, objs[0].Kind)
-			} else {
-				require.Empty(t, objs)
-			}
+			p, _ := cr.Point()
+			require.Equal(t, lbrecon.KindLoadBalancer, p.Object.Kind)
+			require.Len(t, eng.Objects(), btoi(after))
 		}
 		cr.Restart()
 		require.NoError(t, process().Reconcile(t.Context()))
-		time.Sleep(2 * crashLag) // past the lag: listings tell the truth
+		<-time.After(2 * crashLag) // past the lag: listings tell the truth
 		require.True(t, lbrecontest.Converged(lb, owner)(eng.Objects()), "%v", eng.Objects())
 		dups = duplicates(eng)
 	})
@@ -601,7 +622,7 @@ func TestProvisionBackwardsListingKeepsTheAddress(t *testing.T) {
 				r := newLB(t, eng, lb, nil)
 				require.NoError(t, r.Reconcile(t.Context()))
 				before := byKey(eng.Engine)
-				time.Sleep(2 * time.Second)
+				<-time.After(2 * time.Second)
 				eng.armed = true
 				res, err := r.ReconcileOnce(t.Context())
 				require.NoError(t, err)
@@ -659,20 +680,20 @@ func TestProvisionDeletedLoadBalancerShownAgainByAReplica(t *testing.T) {
 		require.NoError(t, r.Reconcile(t.Context()))
 		old := lbObject(t, eng.Engine)
 		eng.DeleteTree(old.Key())
-		time.Sleep(2 * time.Second)
+		<-time.After(2 * time.Second)
 		for {
 			res, err := r.ReconcileOnce(t.Context())
 			require.NoError(t, err)
 			if eng.Calls()[lbrecon.VerbCreate] > objectCount(lb) {
 				break // the new load balancer
 			}
-			time.Sleep(res.RequeueAfter)
+			<-time.After(res.RequeueAfter)
 		}
 		eng.mu.Lock()
 		eng.obj = &old
 		eng.mu.Unlock()
 		destroys := eng.Calls()[lbrecon.VerbDestroy]
-		for start := time.Now(); time.Since(start) < 5*time.Second; time.Sleep(200 * time.Millisecond) {
+		for start := time.Now(); time.Since(start) < 5*time.Second; <-time.After(200 * time.Millisecond) {
 			_, err := r.ReconcileOnce(t.Context())
 			require.NoError(t, err)
 		}

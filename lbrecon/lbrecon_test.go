@@ -419,6 +419,7 @@ func TestCrashBetweenCreateAndTag(t *testing.T) {
 			require.ErrorIs(t, err, context.Canceled)
 			untagged := untaggedObjects(eng)
 			require.Len(t, untagged, 1)
+			require.True(t, isServer("node1")(untagged[0]), "the crash between create and tag came at server node1: %v", untagged[0])
 
 			// A new process, with no memory of the create, finds the
 			// object by its exact name and spec.
@@ -444,6 +445,7 @@ func TestCrashBetweenCreateAndTag(t *testing.T) {
 			require.Error(t, newLB(t, eng, lb, crash).Reconcile(ctx))
 			leftover := untaggedObjects(eng)
 			require.Len(t, leftover, 1)
+			require.True(t, isServer("node1")(leftover[0]), "the crash between create and tag came at server node1: %v", leftover[0])
 			lb.Targets = lb.Targets[:1]
 			r := newLB(t, eng, lb, nil)
 			eng.ResetCalls()

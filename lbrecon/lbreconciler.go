@@ -107,7 +107,7 @@ func (r *LoadBalancerReconciler) current() LoadBalancer {
 // as obs shows it: a listing that does not show the object (a teardown,
 // or the object gone) clears it.
 func (r *LoadBalancerReconciler) note(lb LoadBalancer, obs *Observation) {
-	o, ok := lb.object(obs)
+	o, ok := lb.lbObject(obs)
 	st, _ := StatusOfObject(o)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -146,12 +146,16 @@ func (r *LoadBalancerReconciler) Status(ctx context.Context) (map[netip.Addr][]u
 // the ports of its listeners on the address the provider assigned.
 func StatusOf(lb LoadBalancer, obs *Observation) map[netip.Addr][]uint16 {
 	out := make(map[netip.Addr][]uint16)
+	has := func(o Object) bool { // an inconsistent listing shows nothing of ours
+		ok, err := lb.has(obs, o)
+		return ok && err == nil
+	}
 	for _, b := range obs.Objects(KindBind) {
 		s, ok := b.Spec.(BindSpec)
 		if !ok {
 			continue
 		}
-		if f, ok := obs.Get(Key{Kind: KindFrontend, ID: s.Frontend}); !ok || f.Kind != KindFrontend || !lb.mine(obs, f) {
+		if f, ok := obs.Get(Key{Kind: KindFrontend, ID: s.Frontend}); !ok || f.Kind != KindFrontend || !has(f) {
 			continue
 		}
 		if !slices.Contains(out[s.Address], s.Port) {
@@ -159,10 +163,10 @@ func StatusOf(lb LoadBalancer, obs *Observation) map[netip.Addr][]uint16 {
 		}
 	}
 	// Listeners listen on the load balancer's assigned address.
-	if o, ok := lb.object(obs); ok {
+	if o, ok := lb.lbObject(obs); ok {
 		if st, ok := StatusOfObject(o); ok && st.Address.IsValid() {
 			for _, l := range obs.Objects(KindListener) {
-				if s, ok := l.Spec.(ListenerSpec); ok && lb.mine(obs, l) && !slices.Contains(out[st.Address], s.Port) {
+				if s, ok := l.Spec.(ListenerSpec); ok && has(l) && !slices.Contains(out[st.Address], s.Port) {
 					out[st.Address] = append(out[st.Address], s.Port)
 				}
 			}

@@ -1,6 +1,7 @@
 package lbrecon_test
 
 import (
+	"net/netip"
 	"testing"
 	"testing/synctest"
 
@@ -59,4 +60,44 @@ func swapPorts(lb *lbrecon.LoadBalancer) {
 func takeOver(lb *lbrecon.LoadBalancer) {
 	lb.Ports[0].ExternalPort = lb.Ports[1].ExternalPort
 	lb.Ports = lb.Ports[:1]
+}
+
+// Someone moves a bind or a server to another address, keeping its name:
+// the address is not a field the provider changes in place, so the plan
+// replaces the object instead of updating it.
+func TestEditedAddressReplacesTheObject(t *testing.T) {
+	for _, kind := range []string{lbrecon.KindBind, lbrecon.KindServer} {
+		t.Run(kind, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				eng := newEngine(lbrecontest.Config{})
+				lb := desc(1, 1, 1)
+				r := newLB(t, eng, lb, nil)
+				require.NoError(t, r.Reconcile(t.Context()))
+				var edited lbrecon.Object
+				for _, o := range eng.Objects() {
+					if o.Kind == kind {
+						edited = o
+					}
+				}
+				other := netip.MustParseAddr("203.0.113.99")
+				switch s := edited.Spec.(type) {
+				case lbrecon.BindSpec:
+					s.Address = other
+					edited.Spec = s
+				case lbrecon.ServerSpec:
+					s.Address = other
+					edited.Spec = s
+				}
+				eng.Put(edited)
+				p, err := r.Check(t.Context())
+				require.NoError(t, err)
+				require.Empty(t, p.Update, "an address updated in place")
+				require.NoError(t, r.Reconcile(t.Context()))
+				requireConverged(t, eng, r, lb)
+				for _, o := range eng.Objects() {
+					require.NotEqual(t, edited.Key(), o.Key(), "the edited object kept")
+				}
+			})
+		})
+	}
 }

@@ -25,16 +25,23 @@ import (
 // ok.
 
 // provisionMapping gives every Service a load balancer of its own, named
-// after its UID, with a listener per port, and a health check with
-// externalTrafficPolicy Local.
-var provisionMapping = ccm.Funcs{LoadBalancerFunc: func(_ context.Context, _ string, svc *v1.Service, nodes []*v1.Node) (lbrecon.LoadBalancer, error) {
-	ports, err := ccm.ServicePorts(svc)
-	if err != nil {
-		return lbrecon.LoadBalancer{}, err
-	}
-	return lbrecon.LoadBalancer{ID: "a" + string(svc.UID), Suffix: string(svc.UID), Provision: true, Listening: lbrecon.ListenPorts,
-		Ports: ports, Targets: ccm.NodeTargets(nodes), HealthCheck: ccm.ServiceHealthCheck(svc)}, nil
-}}
+// after its UID, with a listener per port (the ELB shape), and a health
+// check with externalTrafficPolicy Local.
+var provisionMapping = provisionMappingListening(lbrecon.ListenPorts)
+
+// provisionMappingListening is provisionMapping listening as listen says:
+// with ListenBinds, a frontend per port bound on the address the provider
+// assigns (the HAProxy shape).
+func provisionMappingListening(listen lbrecon.Listening) ccm.Funcs {
+	return ccm.Funcs{LoadBalancerFunc: func(_ context.Context, _ string, svc *v1.Service, nodes []*v1.Node) (lbrecon.LoadBalancer, error) {
+		ports, err := ccm.ServicePorts(svc)
+		if err != nil {
+			return lbrecon.LoadBalancer{}, err
+		}
+		return lbrecon.LoadBalancer{ID: "a" + string(svc.UID), Suffix: string(svc.UID), Provision: true, Listening: listen,
+			Ports: ports, Targets: ccm.NodeTargets(nodes), HealthCheck: ccm.ServiceHealthCheck(svc)}, nil
+	}}
+}
 
 func provService(uid string) *v1.Service {
 	return &v1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: types.UID(uid)},
@@ -103,7 +110,7 @@ func TestProvisionRecreatesAndRepublishes(t *testing.T) {
 				eng.DeleteTree(o.Key())
 			}
 		}
-		time.Sleep(2 * time.Second) // past the lag
+		<-time.After(2 * time.Second) // past the lag
 		st, _ := provEnsure(t, b, svc, provNodes(2))
 		require.Equal(t, []v1.LoadBalancerIngress{{IP: "198.51.100.2", Hostname: "auid-1.lb.example"}}, st.Ingress)
 	})
@@ -165,7 +172,7 @@ func TestProvisionDeleteTearsDownChildrenFirst(t *testing.T) {
 			if lbs == 0 {
 				require.Empty(t, eng.Objects(), "a child outlived the load balancer")
 			}
-			time.Sleep(re.RetryAfter())
+			<-time.After(re.RetryAfter())
 		}
 		require.Empty(t, eng.Objects())
 		_, exists, err := b.GetLoadBalancer(t.Context(), "c", svc)

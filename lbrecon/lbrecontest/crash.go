@@ -41,6 +41,26 @@ type Crasher struct {
 	tokens  int           // 1: the engine takes idempotency tokens; -1: it does not; 0: not known yet
 	crashed bool
 	done    chan struct{}
+	point   *CrashPoint // the write the armed crash came at
+}
+
+// CrashPoint is the write an armed [Crasher] crashed at, for a test to
+// assert that its crash came where it says: the verb (VerbCreate for
+// Create and CreateIdempotent), the object the write was about (the
+// desired object of an Update), and whether it reached the engine.
+type CrashPoint struct {
+	Verb   lbrecon.Verb
+	Object lbrecon.Object
+	Sent   bool
+}
+
+// String describes the crash point, as "create backend/b1 (sent)".
+func (p CrashPoint) String() string {
+	sent := "not sent"
+	if p.Sent {
+		sent = "sent"
+	}
+	return fmt.Sprintf("%s %s/%s (%s)", p.Verb, p.Object.Kind, p.Object.Name, sent)
 }
 
 var (
@@ -60,7 +80,7 @@ func NewCrasher(e lbrecon.Engine) *Crasher { return &Crasher{e: e, done: make(ch
 func (c *Crasher) Arm(n int, after bool) <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.writes, c.sent, c.at, c.after = 0, 0, n, after
+	c.writes, c.sent, c.at, c.after, c.point = 0, 0, n, after, nil
 	return c.done
 }
 
@@ -86,12 +106,43 @@ func (c *Crasher) Crashed() <-chan struct{} {
 	return c.done
 }
 
+// Point returns the write the armed crash point came at; ok is false
+// while it has not come, and after a crash by [Crasher.Crash].
+func (c *Crasher) Point() (p CrashPoint, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.point == nil {
+		return CrashPoint{}, false
+	}
+	return *c.point, true
+}
+
+// CrashedAt reports, for a test to assert, whether the armed crash came
+// where the test armed it: at the n-th write, which reached the engine
+// only when after. Its error says where the process crashed instead, or
+// that it did not.
+func (c *Crasher) CrashedAt(n int, after bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	want := n - 1
+	if after {
+		want = n
+	}
+	switch {
+	case c.point == nil:
+		return fmt.Errorf("lbrecontest: no crash at write %d: %d writes", n, c.writes)
+	case c.writes != n || c.point.Sent != after || c.sent != want:
+		return fmt.Errorf("lbrecontest: crash armed at write %d (sent %v) came at write %d, %v, after %d writes sent", n, after, c.writes, *c.point, c.sent)
+	}
+	return nil
+}
+
 // Restart starts the next process: calls go through again, and the crash
 // point is disarmed.
 func (c *Crasher) Restart() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.crashed, c.dying, c.at, c.writes, c.sent = false, false, 0, 0, 0
+	c.crashed, c.dying, c.at, c.writes, c.sent, c.point = false, false, 0, 0, 0, nil
 	c.done = make(chan struct{})
 }
 
@@ -159,12 +210,14 @@ func (c *Crasher) write(probe bool) (send, lose, last bool) {
 // do makes a write through the crash point. The process dies (Crashed is
 // closed) once the crashing write has been made, so that the dying
 // process's context does not cancel it.
-func (c *Crasher) do(call func() error) error { return c.doProbe(call, false) }
+func (c *Crasher) do(v lbrecon.Verb, obj lbrecon.Object, call func() error) error {
+	return c.doProbe(v, obj, call, false)
+}
 
 // doProbe is do for a write that may be a probe: with probe, an answer
 // wrapping lbrecon.ErrNotSupported (nothing sent) is not counted, and the
 // crash point, if it was this write, moves to the next one.
-func (c *Crasher) doProbe(call func() error, probe bool) error {
+func (c *Crasher) doProbe(v lbrecon.Verb, obj lbrecon.Object, call func() error, probe bool) error {
 	send, lose, last := c.write(probe)
 	if !send && !lose {
 		return fmt.Errorf("lbrecontest: idempotency tokens: %w", lbrecon.ErrNotSupported)
@@ -191,6 +244,9 @@ func (c *Crasher) doProbe(call func() error, probe bool) error {
 		}
 	}
 	if last {
+		c.mu.Lock()
+		c.point = &CrashPoint{Verb: v, Object: obj, Sent: send}
+		c.mu.Unlock()
 		c.Crash()
 	}
 	if lose {
@@ -217,7 +273,7 @@ func (c *Crasher) Get(ctx context.Context, obj lbrecon.Object) (lbrecon.Object, 
 
 // Create implements lbrecon.Engine.
 func (c *Crasher) Create(ctx context.Context, obj lbrecon.Object) (got lbrecon.Object, err error) {
-	err = c.do(func() error { got, err = c.e.Create(ctx, obj); return err })
+	err = c.do(lbrecon.VerbCreate, obj, func() error { got, err = c.e.Create(ctx, obj); return err })
 	return got, err
 }
 
@@ -230,18 +286,18 @@ func (c *Crasher) CreateIdempotent(ctx context.Context, obj lbrecon.Object, toke
 	if !ok || known {
 		return lbrecon.Object{}, lbrecon.ErrNotSupported
 	}
-	err = c.doProbe(func() error { got, err = ic.CreateIdempotent(ctx, obj, token); return err }, true)
+	err = c.doProbe(lbrecon.VerbCreate, obj, func() error { got, err = ic.CreateIdempotent(ctx, obj, token); return err }, true)
 	return got, err
 }
 
 // Destroy implements lbrecon.Engine.
 func (c *Crasher) Destroy(ctx context.Context, obj lbrecon.Object) error {
-	return c.do(func() error { return c.e.Destroy(ctx, obj) })
+	return c.do(lbrecon.VerbDestroy, obj, func() error { return c.e.Destroy(ctx, obj) })
 }
 
 // Tag implements lbrecon.Engine.
 func (c *Crasher) Tag(ctx context.Context, obj lbrecon.Object, tags []string) error {
-	return c.do(func() error { return c.e.Tag(ctx, obj, tags) })
+	return c.do(lbrecon.VerbTag, obj, func() error { return c.e.Tag(ctx, obj, tags) })
 }
 
 // Update implements lbrecon.Updater.
@@ -250,7 +306,7 @@ func (c *Crasher) Update(ctx context.Context, current, desired lbrecon.Object) (
 	if !ok {
 		return lbrecon.Object{}, lbrecon.ErrNotSupported
 	}
-	err = c.do(func() error { got, err = u.Update(ctx, current, desired); return err })
+	err = c.do(lbrecon.VerbUpdate, desired, func() error { got, err = u.Update(ctx, current, desired); return err })
 	return got, err
 }
 
@@ -260,7 +316,7 @@ func (c *Crasher) Repair(ctx context.Context, obj lbrecon.Object) (got lbrecon.O
 	if !ok {
 		return lbrecon.Object{}, lbrecon.ErrNotSupported
 	}
-	err = c.do(func() error { got, err = r.Repair(ctx, obj); return err })
+	err = c.do(lbrecon.VerbRepair, obj, func() error { got, err = r.Repair(ctx, obj); return err })
 	return got, err
 }
 

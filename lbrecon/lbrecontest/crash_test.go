@@ -57,6 +57,9 @@ func TestCrasherProbeIsNotAWrite(t *testing.T) {
 			require.Len(t, e.Objects(), tc.objects)
 			require.Equal(t, 1, c.Writes())
 			require.Equal(t, tc.objects, c.Sent())
+			p, ok := c.Point()
+			require.True(t, ok)
+			require.Equal(t, lbrecontest.CrashPoint{Verb: lbrecon.VerbCreate, Object: backend("b"), Sent: tc.after}, p)
 		})
 	}
 }
@@ -77,6 +80,15 @@ func TestCrasherParallelProbes(t *testing.T) {
 			require.True(t, crashed(c))
 			require.Len(t, e.Objects(), n)
 			require.Equal(t, n, c.Sent())
+			p, ok := c.Point()
+			require.True(t, ok)
+			require.True(t, p.Sent)
+			require.Equal(t, lbrecon.VerbCreate, p.Verb)
+			found := false
+			for _, o := range e.Objects() {
+				found = found || o.Name == p.Object.Name
+			}
+			require.True(t, found, "the crash point's object %v at the engine", p)
 		})
 	}
 }

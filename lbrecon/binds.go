@@ -6,48 +6,44 @@ import (
 	"strings"
 )
 
-// listener is what a bind holds on a provider that refuses two binds on
-// one address and port.
-type listener struct {
-	addr netip.Addr
-	port uint16
-}
-
-func listenerOf(o Object) (listener, bool) {
+// boundTo returns the address and port a bind holds, on a provider that
+// refuses two binds on one address and port.
+func boundTo(o Object) (netip.AddrPort, bool) {
 	s, ok := o.Spec.(BindSpec)
-	return listener{s.Address, s.Port}, ok
+	return netip.AddrPortFrom(s.Address, s.Port), ok
 }
 
-// unblockListeners moves to ch.Break the observed binds that hold a
-// listener a created or updated bind needs and would never give it up in
+// breakBinds moves to ch.Break the observed binds that hold an address and
+// port a created or updated bind needs and would never give it up in
 // time: binds destroyed anyway, which make-before-break would keep until
 // the binds they block are in service, and, in each cycle of binds taking
-// each other's listeners (two ports swapping external ports), the bind of
-// the greatest name. A bind that moves to a free listener is left to its
-// update: the binds waiting for its listener get it on a later pass.
-func unblockListeners(ch Changes, observed []Object) Changes {
-	holder := make(map[listener]Object, len(observed))
+// each other's addresses and ports (two ports swapping external ports),
+// the bind of the greatest name. A bind that moves to a free address and
+// port is left to its update: the binds waiting for what it holds get it
+// on a later pass.
+func breakBinds(ch Changes, observed []Object) Changes {
+	holder := make(map[netip.AddrPort]Object, len(observed))
 	for _, o := range observed {
-		if l, ok := listenerOf(o); ok {
+		if l, ok := boundTo(o); ok {
 			holder[l] = o
 		}
 	}
-	needed := make(map[listener]bool, len(ch.Create)+len(ch.Update))
-	moves := make(map[Key]listener, len(ch.Update)) // observed bind -> listener it moves to
+	needed := make(map[netip.AddrPort]bool, len(ch.Create)+len(ch.Update))
+	moves := make(map[Key]netip.AddrPort, len(ch.Update)) // observed bind -> address and port it moves to
 	for _, c := range ch.Create {
-		if l, ok := listenerOf(c); ok {
+		if l, ok := boundTo(c); ok {
 			needed[l] = true
 		}
 	}
 	for _, u := range ch.Update {
-		if l, ok := listenerOf(u.Desired); ok {
+		if l, ok := boundTo(u.Desired); ok {
 			needed[l] = true
 			moves[u.Current.Key()] = l
 		}
 	}
 	breaks := make(map[Key]bool)
 	for _, d := range ch.Destroy {
-		if l, ok := listenerOf(d); ok && needed[l] {
+		if l, ok := boundTo(d); ok && needed[l] {
 			breaks[d.Key()] = true
 		}
 	}
@@ -57,7 +53,7 @@ func unblockListeners(ch Changes, observed []Object) Changes {
 		for cur := start; ; {
 			h, ok := holder[moves[cur]]
 			if _, moving := moves[h.Key()]; !ok || !moving || h.Key() == cur {
-				break // the listener is free, or its holder stays or goes anyway
+				break // what it needs is free, or its holder stays or goes anyway
 			}
 			if h.Key() == start {
 				last := slices.MaxFunc(cycle, func(a, b Object) int { return strings.Compare(a.Name, b.Name) })
