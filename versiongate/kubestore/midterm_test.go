@@ -37,7 +37,6 @@ type midTerm struct {
 
 	mu      sync.Mutex
 	status  []time.Time // instants of the leader's status requests
-	stop    chan struct{}
 	spinCap int
 }
 
@@ -56,11 +55,11 @@ func (m *midTerm) statusRequests(from, to time.Time) int {
 }
 
 // startMidTerm starts the leader and returns once its status is done.
-// Past spinCap status requests the leader's client blocks until the test
-// ends, so that a loop that spins fails the test instead of hanging it.
+// Past spinCap status requests the leader is stopped, so that a loop that
+// spins fails the test (on its count) instead of hanging it.
 func startMidTerm(t *testing.T, ctx context.Context, wg *sync.WaitGroup) *midTerm {
-	m := &midTerm{srv: kubefake.Config{}.NewServer(), stop: make(chan struct{}), spinCap: 2000}
-	t.Cleanup(func() { close(m.stop) })
+	m := &midTerm{srv: kubefake.Config{}.NewServer(), spinCap: 2000}
+	gctx, halt := context.WithCancel(ctx)
 	m.op = m.srv.NewClient()
 	cl := m.srv.NewClient()
 	record := func(a k8stesting.Action) {
@@ -74,7 +73,7 @@ func startMidTerm(t *testing.T, ctx context.Context, wg *sync.WaitGroup) *midTer
 		over := len(m.status) > m.spinCap
 		m.mu.Unlock()
 		if over {
-			<-m.stop
+			halt()
 		}
 	}
 	cl.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) { record(a); return false, nil, nil })
@@ -92,7 +91,7 @@ func startMidTerm(t *testing.T, ctx context.Context, wg *sync.WaitGroup) *midTer
 	})
 	require.NoError(t, err)
 	wg.Add(1)
-	go func() { defer wg.Done(); _ = m.gate.Run(ctx) }()
+	go func() { defer wg.Done(); defer halt(); _ = m.gate.Run(gctx) }()
 	require.NoError(t, versiongatetest.WaitPhase(ctx, m.gate, versiongate.PhaseDone))
 	// A second on, so that what the test counts from now is apart from
 	// the start's requests.
@@ -253,6 +252,11 @@ func TestLeaderRecoveryRefusedKeepsItsBudget(t *testing.T) {
 				n := m.statusRequests(from, time.Now())
 				t.Logf("status requests from %v to 3m after the delete: %d", from.Sub(deleted), n)
 				require.LessOrEqual(t, n, int(time.Since(from)/time.Second), "the refused recovery spins")
+				// Before that, the backoff's first, quicker retries: some
+				// dozens of requests, where a spin sends thousands at once.
+				early := m.statusRequests(deleted, from)
+				t.Logf("status requests in the first %v after the delete: %d", from.Sub(deleted), early)
+				require.LessOrEqual(t, early, 200, "the refused recovery spins")
 				require.Positive(t, m.statusRequests(deleted, time.Now()), "the leader never noticed the delete")
 				require.Equal(t, int64(1), m.campaigns.Load(), "a refused recovery ended the term")
 				if tc.gone {

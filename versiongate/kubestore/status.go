@@ -35,7 +35,7 @@ const revertTimeout = 5 * time.Second
 // writer changed the status Lease in between. Past it the call fails, and
 // the gate retries it with its backoff: a server that answers 409 for
 // ever costs a bounded number of requests per attempt, never a spin.
-const fenceAttempts = 5
+const fenceAttempts = 3
 
 // noPrevious is AnnotationUnvalidated's value when the write replaced no
 // status. base64 never produces it.
