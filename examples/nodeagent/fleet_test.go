@@ -131,7 +131,6 @@ func TestFleet(t *testing.T) {
 //     readiness wait reads it every 5 to 15 seconds, across two apiserver
 //     restarts, for ever, and the Node never gets its backend.
 func TestFleetKnownDefects(t *testing.T) {
-	t.Skip("finds an open defect (see the comment); run it with -fleetsim.seed=1 after removing this skip")
 	cfg := fleetConfig()
 	cfg.Duration = 10 * time.Minute
 	cfg.Nemesis.Every = 30 * time.Second

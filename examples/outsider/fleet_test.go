@@ -140,7 +140,6 @@ func TestFleetCrashLoop(t *testing.T) {
 //     Fence); agent-1, restarted at 9m54s, waits in WaitReady for ever and
 //     never gets its backend.
 func TestFleetKnownDefects(t *testing.T) {
-	t.Skip("finds an open defect (see the comment); run it with -fleetsim.seed=2 after removing this skip")
 	cfg := fleetConfig()
 	cfg.Nemesis = ciNemesis(cfg.Nemesis)
 	for _, k := range []fleetsim.Kind{fleetsim.DeleteLease, fleetsim.NamespaceDelete} {
