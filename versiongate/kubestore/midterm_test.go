@@ -277,3 +277,66 @@ func TestLeaderRecoveryRefusedKeepsItsBudget(t *testing.T) {
 		})
 	}
 }
+
+// A status Lease deleted while the leader waits to restrict (an old node
+// still has its record) is found by the leader's own conditioned write,
+// which gets ErrStatusDeleted once the old node goes: the leader fences
+// again within its term instead of retrying the write on a Lease that only
+// a Fence can recover, then writes its status.
+func TestLeaderWriteFindsStatusDeleted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		defer cancel()
+		srv := kubefake.Config{}.NewServer()
+		op := srv.NewClient()
+		writeStatus(t, ctx, op, "fleet", 3, statusAt(t, "1.0.0", versiongate.Release{Major: 1}))
+		seed := newStore(t, op, "fleet", nil)
+		rec, err := versiongate.EncodeNodeRelease("old", version(t, "1.0.0"))
+		require.NoError(t, err)
+		oldLease, err := seed.PublishRecord(ctx, "old", rec, 40*time.Second)
+		require.NoError(t, err)
+		oldCtx, stopOld := context.WithCancel(ctx)
+		wg.Add(1)
+		go func() { // the old node's keep-alive
+			defer wg.Done()
+			for {
+				select {
+				case <-oldCtx.Done():
+					return
+				case <-time.After(10 * time.Second):
+					_, _ = seed.KeepAlive(oldCtx, oldLease)
+				}
+			}
+		}()
+
+		var campaigns atomic.Int64
+		st, err := kubestore.New(kubestore.Config{Client: srv.NewClient(), Namespace: testNamespace, Gate: "fleet"})
+		require.NoError(t, err)
+		target := statusAt(t, "2.0.0", versiongate.Release{Major: 2})
+		g, err := versiongate.New(versiongate.Config{
+			Store: st, NodeID: "a", Version: version(t, "2.0.0"),
+			MinimumCompatibleRelease: versiongate.Release{Major: 2},
+			Candidate: versiongate.CandidateFunc(func(ctx context.Context) (versiongate.Term, error) {
+				return versiongatetest.NewTerm("a", 10+uint64(campaigns.Add(1))), nil
+			}),
+			Reconcile: func(context.Context, versiongate.Term) error { return nil },
+		})
+		require.NoError(t, err)
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = g.Run(ctx) }()
+		require.NoError(t, versiongatetest.WaitBlocking(ctx, g, "old"))
+		require.NoError(t, op.CoordinationV1().Leases(testNamespace).Delete(ctx, "fleet-status", metav1.DeleteOptions{}))
+		<-time.After(time.Minute)
+		stopOld()
+		require.NoError(t, seed.DeleteRecord(ctx, oldLease))
+		require.NoError(t, versiongatetest.WaitPhase(ctx, g, versiongate.PhaseDone))
+		got, err := seed.ReadStatus(ctx)
+		require.NoError(t, err)
+		cur, err := versiongate.DecodeStatus(got.Value)
+		require.NoError(t, err)
+		require.Equal(t, target, cur)
+		require.Equal(t, int64(1), campaigns.Load(), "recovered by a new term, not within the term")
+	})
+}
