@@ -116,12 +116,26 @@
 //     deleted status from a first boot, and warns
 //     (TestLeaderStatusDeletedWhileOldNodeServes,
 //     TestStatusAfterMissingOneConditionedOnRecords). Kubernetes keeps a
-//     deleted status visible with a finalizer: it is unreadable, never
-//     absent, until the next term's Fence finishes the deletion and
-//     creates the status Lease again, marked as deleted and with the fence
-//     carried on, so the leader treats it as missing, with a warning
-//     (TestStatusDeletedIsUnreadableUntilTheNextFence,
+//     deleted status visible with a finalizer: it is unreadable
+//     (ErrStatusDeleted), never absent, until a Fence finishes the
+//     deletion and creates the status Lease again, marked as deleted and
+//     with the fence carried on, so the leader treats it as missing, with
+//     a warning (TestStatusDeletedIsUnreadableUntilTheNextFence,
 //     TestGateRecreatesDeletedStatus).
+//   - A status deleted, damaged or changed while a leader keeps its term
+//     does not wait for the next term: the leader reads the status back
+//     before each periodic reconcile (one read per ReconcileInterval), and
+//     a status that is not the one it wrote, or ErrStatusDeleted from any
+//     of its status reads and writes, makes it start over within its
+//     term: Fence again with the same token (on Kubernetes, this finishes
+//     the deletion), read, and the rule above for a missing or older
+//     status. So nodes that start after the change wait at most about a
+//     reconcile interval plus the leader's wait for old nodes
+//     (TestLeaderRecoversStatusChangedMidTerm on the in-memory store;
+//     kubestore's TestLeaderRecoversStatusDeletedMidTerm and its
+//     APIServer twin). Passes that keep finding the status gone are paced
+//     by a backoff with jitter, up to 10s apart
+//     (TestStatusGoneEveryPassIsPaced).
 //   - A dead record goes only as the record judged dead. etcd: the
 //     server's lease expiry deletes it. Kubernetes: the reaper (the one
 //     gate holding the reaper Lease) deletes its heartbeat, then it, each

@@ -170,15 +170,84 @@ func (g *Gate) leadTerm(ctx context.Context, term Term) (reachedDone bool, err e
 	return reachedDone, err
 }
 
+// statusGoneError ends one pass of the leader's work when the status was
+// deleted, or changed, under the term: lead starts over, fencing again
+// with the same term.
+type statusGoneError struct{ err error }
+
+func (e *statusGoneError) Error() string {
+	return "the status changed under this term: " + e.err.Error()
+}
+func (e *statusGoneError) Unwrap() error { return e.err }
+
+// statusGone wraps err in a *statusGoneError if it says the status is
+// being deleted, and returns it unchanged otherwise.
+func statusGone(err error) error {
+	if errors.Is(err, ErrStatusDeleted) {
+		return &statusGoneError{err: err}
+	}
+	return err
+}
+
 // lead is the leader's work for one term; it returns when ctx ends or on
-// an error.
+// an error. The status deleted (or changed) under the term, which a pass
+// learns from the store's ErrStatusDeleted or from the read-back of each
+// periodic reconcile, starts the work over within the term: Fence again
+// with the same token (which finishes a deletion the store holds, so that
+// waiting nodes are not left behind a status only the next term would
+// recover), then the status read anew and the rule for what it holds.
+// Passes that start over are paced by the readiness wait's backoff, reset
+// once a pass has kept the status for a reconcile interval, so an
+// operator deleting the status in a loop cannot make the leader spin.
 func (g *Gate) lead(ctx context.Context, term Term, reachedDone *bool) error {
+	log := logr.FromContextOrDiscard(ctx)
+	for {
+		// Each attempt is a pass; a pass that ends with the status gone
+		// fails the attempt, so the next starts after a pause that grows
+		// while passes keep failing so. A pass that kept the status for
+		// a reconcile interval first succeeds the attempt instead, and the
+		// sequence starts again.
+		var result error
+		err := backoff.Retry(ctx, func(ctx context.Context) error {
+			var kept bool
+			result = g.leadPass(ctx, term, reachedDone, &kept)
+			var gone *statusGoneError
+			if !errors.As(result, &gone) || ctx.Err() != nil {
+				return nil
+			}
+			log.Error(gone.err, "The status was deleted or changed during this term; fencing again with this term's token and reconciling from the status as read anew", "token", term.Token())
+			if kept {
+				return nil
+			}
+			return gone
+		}, backoff.WithClock(g.clock), backoff.WithName("versiongate: lead"),
+			backoff.WithInitialInterval(readRetryBase), backoff.WithMaxInterval(readRetryMax),
+			backoff.WithMultiplier(readRetryMultiplier), backoff.WithJitter(readRetryJitter))
+		var gone *statusGoneError
+		switch {
+		case err != nil: // the context ended during a pause between passes
+			return err
+		case result == nil || ctx.Err() != nil || !errors.As(result, &gone):
+			return result
+		}
+	}
+}
+
+// leadPass is one pass of the leader's work: fence, read, reconcile,
+// write the status, then reconcile periodically, reading the status back
+// each time. It returns a *statusGoneError when the status was deleted or
+// changed under the term; kept says the status stood for at least one
+// periodic read-back before that.
+func (g *Gate) leadPass(ctx context.Context, term Term, reachedDone, kept *bool) error {
 	log := logr.FromContextOrDiscard(ctx)
 	st := g.cfg.Store
 	target := Status{State: StateDone, Version: g.cfg.Version, MinimumCompatibleRelease: g.cfg.MinimumCompatibleRelease}
 
 	// Fence first, then read: every write of an earlier term that lands
 	// after the fence is refused, and every one before it is in the read.
+	// A status being deleted that the store cannot recover yet (another
+	// controller's finalizer, a namespace being deleted) is retried with
+	// the backoff as any failure is.
 	if err := backoff.Retry(ctx, func(ctx context.Context) error {
 		err := st.Fence(ctx, term)
 		if errors.Is(err, ErrLeadershipLost) {
@@ -198,9 +267,12 @@ func (g *Gate) lead(ctx context.Context, term Term, reachedDone *bool) error {
 	if err := backoff.Retry(ctx, func(ctx context.Context) error {
 		var err error
 		stored, err = st.ReadStatus(ctx)
+		if errors.Is(err, ErrStatusDeleted) {
+			return backoff.Permanent(err)
+		}
 		return err
 	}, backoff.WithClock(g.clock), backoff.WithName("versiongate: read status")); err != nil {
-		return fmt.Errorf("read status: %w", err)
+		return statusGone(fmt.Errorf("read status: %w", err))
 	}
 	var current *Status
 	existed := stored.exists()
@@ -290,8 +362,51 @@ func (g *Gate) lead(ctx context.Context, term Term, reachedDone *bool) error {
 	g.event("Normal", ReasonUpgradeDone, fmt.Sprintf("Leader %s reconciled at %s; status %s", g.cfg.NodeID, g.cfg.Version, target))
 	g.observe(Observation{Event: EventDone, Token: term.Token()})
 
-	return backoff.Every(ctx, g.cfg.ReconcileInterval, g.cfg.ReconcileJitter, reconcile,
+	// Each periodic reconcile first reads the status back (one read per
+	// interval): a status deleted or changed under the term ends the pass,
+	// and lead starts over, instead of leaving nodes to wait for the next
+	// term.
+	periodic := func(ctx context.Context) error {
+		if err := g.readBack(ctx, target); err != nil {
+			return backoff.Permanent(err)
+		}
+		*kept = true
+		return reconcile(ctx)
+	}
+	err := backoff.Every(ctx, g.cfg.ReconcileInterval, g.cfg.ReconcileJitter, periodic,
 		backoff.WithClock(g.clock), backoff.WithDelayedStart(), backoff.WithName("versiongate: periodic reconcile"))
+	var gone *statusGoneError
+	if errors.As(err, &gone) {
+		return gone
+	}
+	return err
+}
+
+// readBack reads the status, as the leader's periodic reconcile does
+// before reconciling: it returns a *statusGoneError if the status is
+// being deleted, absent, or not the target this term wrote, and nil
+// otherwise, a failed read included (the next period reads again, and
+// the reconcile goes on meanwhile).
+func (g *Gate) readBack(ctx context.Context, target Status) error {
+	stored, err := g.cfg.Store.ReadStatus(ctx)
+	if errors.Is(err, ErrStatusDeleted) {
+		return &statusGoneError{err: err}
+	}
+	if err != nil {
+		logr.FromContextOrDiscard(ctx).Info("Could not read the status back; reading it again at the next reconcile", "err", err.Error())
+		return nil
+	}
+	if !stored.exists() {
+		return &statusGoneError{err: errors.New("the status is missing")}
+	}
+	cur, err := stored.decode()
+	if err != nil {
+		return &statusGoneError{err: err}
+	}
+	if cur != target {
+		return &statusGoneError{err: fmt.Errorf("the status holds %s, not %s as this term wrote", cur, target)}
+	}
+	return nil
 }
 
 // putGuarded writes st fenced by the term, retrying failures other than a
@@ -303,13 +418,13 @@ func (g *Gate) putGuarded(ctx context.Context, term Term, st Status) error {
 	}
 	err = backoff.Retry(ctx, func(ctx context.Context) error {
 		err := g.cfg.Store.WriteStatus(ctx, term, b, 0)
-		if errors.Is(err, ErrLeadershipLost) {
+		if errors.Is(err, ErrLeadershipLost) || errors.Is(err, ErrStatusDeleted) {
 			return backoff.Permanent(err)
 		}
 		return err
 	}, backoff.WithClock(g.clock), backoff.WithName("versiongate: write status"))
 	if err != nil {
-		return fmt.Errorf("write status: %w", err)
+		return statusGone(fmt.Errorf("write status: %w", err))
 	}
 	logr.FromContextOrDiscard(ctx).Info("Wrote status", "status", st.String())
 	return nil
@@ -359,6 +474,8 @@ func (g *Gate) restrict(ctx context.Context, term Term, restricted Status) error
 				return nil
 			case errors.Is(err, ErrLeadershipLost):
 				return backoff.Permanent(fmt.Errorf("restricted status: %w", err))
+			case errors.Is(err, ErrStatusDeleted):
+				return backoff.Permanent(&statusGoneError{err: fmt.Errorf("restricted status: %w", err)})
 			case errors.Is(err, ErrNodesChanged):
 				// The watcher will publish the change.
 				log.Info("Nodes changed since the last summary; retrying the restricted status write")

@@ -19,6 +19,13 @@ var (
 	// summary the leader acted on is stale. The gate waits for the next
 	// summary and tries again.
 	ErrNodesChanged = errors.New("versiongate: node records changed since the summary")
+	// ErrStatusDeleted is wrapped by a Store's status operations while
+	// the status is being deleted and the store holds it, unreadable,
+	// until a Fence finishes the deletion (the Kubernetes store's
+	// finalizer). It is never a missing status: nodes keep waiting. The
+	// gate's leader answers it within its term by fencing again with its
+	// own term and starting its reconcile over from a fresh read.
+	ErrStatusDeleted = errors.New("versiongate: the status is being deleted")
 )
 
 // FencedOffError is the error Store.Fence returns, wrapping
@@ -174,7 +181,11 @@ type Store interface {
 	// from now on. The gate calls it once at the start of each term,
 	// before it reads the status. It returns an error wrapping
 	// ErrLeadershipLost if a later term has fenced the store already: a
-	// *FencedOffError when the fence holds a higher token.
+	// *FencedOffError when the fence holds a higher token. Fencing again
+	// with the term that fenced last changes nothing, except that it
+	// finishes a deletion of the status the store holds (see
+	// ErrStatusDeleted): the gate's leader calls it again, mid-term, for
+	// that.
 	Fence(ctx context.Context, t Term) error
 	// WriteStatus writes value as the status if t is still the newest term
 	// (see Fencing above; a token term must have called Fence) and, when

@@ -123,15 +123,18 @@ func TestFleet(t *testing.T) {
 }
 
 // TestFleetKnownDefects runs TestFleet's fleet with every kind of fault,
-// which finds a defect not fixed yet; it is skipped until it is, and runs
-// with -fleetsim.seed.
+// deleting the gate's status Lease and its namespace included, with the
+// seed that found a defect since fixed: a regression test.
 //   - seed 1 (Converges at 20m): the gate's status Lease, deleted at 6m1s,
-//     stays terminating behind its finalizer while its leader keeps its
-//     term (it is recreated only at the next term's Fence); agent-1's
-//     readiness wait reads it every 5 to 15 seconds, across two apiserver
-//     restarts, for ever, and the Node never gets its backend.
+//     stayed terminating behind its finalizer while its leader kept its
+//     term (it was recreated only at the next term's Fence); agent-1's
+//     readiness wait read it every 5 to 15 seconds, across two apiserver
+//     restarts, for ever, and the Node never got its backend. The leader
+//     now reads the status back before each periodic reconcile and,
+//     finding it terminating, fences again within its term, which creates
+//     the Lease again (versiongate/kubestore
+//     TestLeaderRecoversStatusDeletedMidTerm).
 func TestFleetKnownDefects(t *testing.T) {
-	t.Skip("finds an open defect (see the comment); run it with -fleetsim.seed=1 after removing this skip")
 	cfg := fleetConfig()
 	cfg.Duration = 10 * time.Minute
 	cfg.Nemesis.Every = 30 * time.Second

@@ -132,15 +132,17 @@ func TestFleetCrashLoop(t *testing.T) {
 }
 
 // TestFleetKnownDefects runs TestFleet's fleet with every kind of fault,
-// deleting the gate's status Lease included, which finds a defect not
-// fixed yet; it is skipped until it is, and runs with -fleetsim.seed.
+// deleting the gate's status Lease and its namespace included, with the
+// seed that found a defect since fixed: a regression test.
 //   - seed 2 (Converges at 20m): the status Lease, deleted at 6m21s while
-//     agent-0 leads, stays terminating behind its finalizer for as long as
-//     agent-0 keeps its term (it is recreated only at the next term's
-//     Fence); agent-1, restarted at 9m54s, waits in WaitReady for ever and
-//     never gets its backend.
+//     agent-0 led, stayed terminating behind its finalizer for as long as
+//     agent-0 kept its term (it was recreated only at the next term's
+//     Fence); agent-1, restarted at 9m54s, waited in WaitReady for ever
+//     and never got its backend. The leader now reads the status back
+//     before each periodic reconcile and, finding it terminating, fences
+//     again within its term, which creates the Lease again
+//     (versiongate/kubestore TestLeaderRecoversStatusDeletedMidTerm).
 func TestFleetKnownDefects(t *testing.T) {
-	t.Skip("finds an open defect (see the comment); run it with -fleetsim.seed=2 after removing this skip")
 	cfg := fleetConfig()
 	cfg.Nemesis = ciNemesis(cfg.Nemesis)
 	for _, k := range []fleetsim.Kind{fleetsim.DeleteLease, fleetsim.NamespaceDelete} {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -31,25 +32,27 @@ import (
 var persistentAnswers = []struct {
 	name  string
 	fault func(*kubefake.Server, *kubefake.Client)
+	// persistentError: every request fails, and every loop retries.
+	persistentError bool
 }{
-	{"410", everyRequest(kubefake.Fail(apierrors.NewResourceExpired("too old resource version")))},
-	{"403", everyRequest(kubefake.Fail(apierrors.NewForbidden(schema.GroupResource{Resource: "leases"}, "x", errors.New("RBAC: access denied"))))},
-	{"404", everyRequest(func(a k8stesting.Action) error { return apierrors.NewNotFound(a.GetResource().GroupResource(), "x") })},
-	{"409", everyRequest(kubefake.Conflict())},
+	{"410", everyRequest(kubefake.Fail(apierrors.NewResourceExpired("too old resource version"))), true},
+	{"403", everyRequest(kubefake.Fail(apierrors.NewForbidden(schema.GroupResource{Resource: "leases"}, "x", errors.New("RBAC: access denied")))), true},
+	{"404", everyRequest(func(a k8stesting.Action) error { return apierrors.NewNotFound(a.GetResource().GroupResource(), "x") }), true},
+	{"409", everyRequest(kubefake.Conflict()), true},
 	{"422", everyRequest(kubefake.Fail(apierrors.NewInvalid(schema.GroupKind{Kind: "Lease"}, "x",
-		field.ErrorList{field.Invalid(field.NewPath("spec"), "x", "invalid")})))},
-	{"429", everyRequest(kubefake.TooManyRequests(1))},
-	{"500", everyRequest(kubefake.InternalError())},
-	{"503", everyRequest(kubefake.Unavailable())},
+		field.ErrorList{field.Invalid(field.NewPath("spec"), "x", "invalid")}))), true},
+	{"429", everyRequest(kubefake.TooManyRequests(1)), true},
+	{"500", everyRequest(kubefake.InternalError()), true},
+	{"503", everyRequest(kubefake.Unavailable()), true},
 	{"watch ends at once", func(_ *kubefake.Server, c *kubefake.Client) {
 		c.PrependWatchReactor("*", func(k8stesting.Action) (bool, watch.Interface, error) {
 			w := watch.NewFake()
 			w.Stop()
 			return true, w, nil
 		})
-	}},
-	{"connection refused", func(_ *kubefake.Server, c *kubefake.Client) { c.Cut() }},
-	{"apiserver restart", func(s *kubefake.Server, _ *kubefake.Client) { s.Restart() }},
+	}, false},
+	{"connection refused", func(_ *kubefake.Server, c *kubefake.Client) { c.Cut() }, true},
+	{"apiserver restart", func(s *kubefake.Server, _ *kubefake.Client) { s.Restart() }, false},
 }
 
 func everyRequest(a kubefake.Answer) func(*kubefake.Server, *kubefake.Client) {
@@ -126,7 +129,7 @@ func TestEveryLoopOfALeadingNodeKeepsItsBudget(t *testing.T) {
 		for _, a := range persistentAnswers {
 			t.Run(fmt.Sprintf("%s/rejoin=%v", a.name, rejoin), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
-					perLoop, total := leadingNodeRequests(t, a.fault, rejoin)
+					perLoop, total, instants := leadingNodeRequests(t, a.fault, rejoin)
 					var lines []string
 					for loop, n := range perLoop {
 						lines = append(lines, fmt.Sprintf("%s: %.2f/s", loop, float64(n)/60))
@@ -136,28 +139,55 @@ func TestEveryLoopOfALeadingNodeKeepsItsBudget(t *testing.T) {
 					for loop, n := range perLoop {
 						require.LessOrEqual(t, n, 60, "loop %q sent %d requests in 60s", loop, n)
 					}
+					if a.persistentError {
+						// A second node, alone on its own server, given
+						// the same answer at the same instant after its
+						// start: no loop of it retries at the instants the
+						// first one did.
+						_, _, other := leadingNodeRequests(t, a.fault, rejoin)
+						requireNotInLockstep(t, instants, other)
+					}
 				})
 			})
 		}
 	}
 }
 
+// requireNotInLockstep fails if a loop that retried at least three times
+// on each of two nodes retried at the same instants (since each was given
+// the answer) on both: under a persistent error every retry is drawn with
+// jitter, so that agents that failed together, at an apiserver's restart,
+// do not retry together for ever. Requests sent at the same instant (a
+// read and the write it leads to) are one attempt.
+func requireNotInLockstep(t *testing.T, a, b map[string][]time.Duration) {
+	t.Helper()
+	for loop, at := range a {
+		at, bt := slices.Compact(slices.Clone(at)), slices.Compact(slices.Clone(b[loop]))
+		if len(at) < 3 || len(bt) < 3 {
+			continue
+		}
+		require.NotEqual(t, at, bt, "loop %q retried at the same instants on two nodes: no jitter", loop)
+	}
+}
+
 // leadingNodeRequests runs the node until it is ready and its leader's
 // start is done, then injects the answer and counts, per loop, the
-// requests sent from 30s to 90s after.
-func leadingNodeRequests(t *testing.T, fault func(*kubefake.Server, *kubefake.Client), rejoin bool) (map[string]int, int) {
+// requests sent from 30s to 90s after, and returns their instants.
+func leadingNodeRequests(t *testing.T, fault func(*kubefake.Server, *kubefake.Client), rejoin bool) (map[string]int, int, map[string][]time.Duration) {
 	srv := kubefake.Config{}.NewServer()
 	cl := srv.NewClient()
 	var mu sync.Mutex
 	var start time.Time
 	counting := false
 	perLoop := map[string]int{}
+	instants := map[string][]time.Duration{}
 	total := 0
 	record := func(a k8stesting.Action) {
 		mu.Lock()
 		defer mu.Unlock()
 		if d := time.Since(start); counting && d >= 30*time.Second && d < 90*time.Second {
 			perLoop[loopOf(a)]++
+			instants[loopOf(a)] = append(instants[loopOf(a)], d)
 			total++
 		}
 	}
@@ -208,5 +238,5 @@ func leadingNodeRequests(t *testing.T, fault func(*kubefake.Server, *kubefake.Cl
 	synctest.Wait()
 	mu.Lock()
 	defer mu.Unlock()
-	return perLoop, total
+	return perLoop, total, instants
 }

@@ -149,13 +149,19 @@
 //     does not wedge the gate. The finalizer keeps a deleted status Lease,
 //     terminating; reads and writes of the status then fail with
 //     ErrStatusDeleted, naming the Lease and what happens next, so a
-//     waiting node keeps waiting, with the readiness wait's backoff. The
-//     next term's Fence (every leader's first step) finishes the
+//     waiting node keeps waiting, with the readiness wait's backoff. A
+//     Fence with a token at least the deleted Lease's term finishes the
 //     deletion, removing the finalizer conditioned on the resourceVersion
-//     read, and creates the Lease again: its term is the new token, at
-//     least the deleted Lease's (a lower token is fenced off by the
-//     deleted Lease, and recreates nothing), so the fence never goes
-//     back; and it carries AnnotationStatusDeleted, so it reads as a
+//     read, and creates the Lease again: every leader's first step, and
+//     the step a leader in its term takes again when it finds the status
+//     terminating (ErrStatusDeleted, which is versiongate.ErrStatusDeleted,
+//     from its status reads and writes, or its read-back before each
+//     periodic reconcile), so that nodes starting meanwhile wait about a
+//     reconcile interval, not until the next term
+//     (TestLeaderRecoversStatusDeletedMidTerm, and its APIServer twin).
+//     The new Lease's term is the Fence's token, at least the deleted
+//     Lease's (a lower token is fenced off by the deleted Lease, and
+//     recreates nothing), so the fence never goes back; and it carries AnnotationStatusDeleted, so it reads as a
 //     missing status, not a first boot. The leader then warns
 //     (StatusMissing), reconciles only once no node below its minimum
 //     compatible release has a record, and writes conditioned on the
@@ -169,15 +175,25 @@
 //     the finalizer of a deleted status by hand makes the next one a
 //     first boot. A deleted status Lease that another controller's
 //     finalizer also holds stays until that finalizer goes; Fence's error
-//     names it, and the leader retries with its backoff.
+//     names it, and the leader retries with its backoff, keeping its
+//     term, as it does while creations are refused (a namespace being
+//     deleted) and under 409s: a Fence reads at most three times
+//     (TestLeaderRecoveryRefusedKeepsItsBudget). A deletion seen by one
+//     Fence marks the Lease whichever later Fence of the store creates.
 //   - Uninstalling: the finalizer also holds the namespace's deletion, so
 //     a gate that goes away with all its nodes calls Store.Uninstall,
 //     which removes the finalizer and the status Lease; the namespace's
 //     deletion then completes (TestUninstallRemovesTheStatus,
 //     TestUninstallLetsTheNamespaceGo). A leader still running in a
-//     namespace being deleted finishes the status Lease's deletion too;
-//     the server refuses to create it again there. Nothing else removes
-//     it: a gate cannot tell its last node stopping from a restart.
+//     namespace being deleted finishes the status Lease's deletion too,
+//     within about a reconcile interval, so the namespace's deletion
+//     completes without Uninstall; the server refuses to create the Lease
+//     again there (403), and the leader retries with backoff until the
+//     namespace exists again, then creates it marked as deleted
+//     (TestLeaderRecoveryRefusedKeepsItsBudget,
+//     TestLeaderRecoversStatusDeletedMidTermAPIServer). With no leader
+//     running, nothing else removes it: a gate cannot tell its last node
+//     stopping from a restart.
 //   - A status value annotation that is not base64 (an operator's typo)
 //     is a corrupt status, not a failed read: StoredStatus.Corrupt wraps
 //     versiongate.ErrCorruptStatus, the gate blocks on it and its leader

@@ -3,7 +3,6 @@ package kubestore
 import (
 	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -22,12 +21,21 @@ import (
 // Lease is being deleted (its deletionTimestamp is set; the store's
 // finalizer holds it). The status is then unreadable, never absent: the
 // gate waits, and no leader takes it for a first boot. The error says how
-// to clear it.
-var ErrStatusDeleted = errors.New("versiongate/kubestore: the status Lease is being deleted")
+// to clear it. It is versiongate.ErrStatusDeleted, the error the gate's
+// leader answers within its term by fencing again (see Fence).
+var ErrStatusDeleted = versiongate.ErrStatusDeleted
 
 // revertTimeout bounds the revert of an unvalidated status write after
 // the request's own context ended.
 const revertTimeout = 5 * time.Second
+
+// fenceAttempts bounds the reads of one Fence or WriteStatus: each read
+// after the first follows a conflict (409), a creation that found the
+// Lease there already, or a deletion finished, each meaning that another
+// writer changed the status Lease in between. Past it the call fails, and
+// the gate retries it with its backoff: a server that answers 409 for
+// ever costs a bounded number of requests per attempt, never a spin.
+const fenceAttempts = 3
 
 // noPrevious is AnnotationUnvalidated's value when the write replaced no
 // status. base64 never produces it.
@@ -88,7 +96,7 @@ func (s *Store) checkLive(l *coordinationv1.Lease) error {
 		return nil
 	}
 	return fmt.Errorf("%w: %s has been deleting since %s, held by the finalizers %v. Nodes may still serve on the status it holds, so no leader treats it as a first boot. "+
-		"The gate's leader, at the start of its term, finishes the deletion and creates the status Lease again, without a status: it then reconciles only once no incompatible node has a record. "+
+		"The gate's leader finishes the deletion and creates the status Lease again, without a status, within a reconcile interval (or at the start of the next term): it then reconciles only once no incompatible node has a record. "+
 		"With no leader running (a gate being uninstalled), remove the finalizer (kubectl -n %s patch lease %s --type=json -p '[{\"op\":\"remove\",\"path\":\"/metadata/finalizers\"}]')",
 		ErrStatusDeleted, s.ref(l.Name), l.DeletionTimestamp.UTC().Format(time.RFC3339), l.Finalizers, s.ns, l.Name)
 }
@@ -203,14 +211,19 @@ func (s *Store) Fence(ctx context.Context, t versiongate.Term) error {
 		return err
 	}
 	name := s.statusName()
-	deletedAt := ""
-	for {
+	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if attempt > fenceAttempts {
+			return fmt.Errorf("versiongate/kubestore: fence: %s changed under each of %d attempts (conflicts); retrying later", s.ref(name), fenceAttempts)
 		}
 		cur, err := s.leases.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) && !apiMissing(err) {
 			ann := map[string]string{AnnotationTerm: strconv.FormatUint(tok, 10)}
+			s.mu.Lock()
+			deletedAt := s.statusDeletedAt
+			s.mu.Unlock()
 			if deletedAt != "" {
 				ann[AnnotationStatusDeleted] = deletedAt
 			}
@@ -222,6 +235,11 @@ func (s *Store) Fence(ctx context.Context, t versiongate.Term) error {
 				Finalizers:  []string{Finalizer},
 			}}, metav1.CreateOptions{})
 			if err == nil && deletedAt != "" {
+				s.mu.Lock()
+				if s.statusDeletedAt == deletedAt {
+					s.statusDeletedAt = ""
+				}
+				s.mu.Unlock()
 				logr.FromContextOrDiscard(ctx).Info("Created the status Lease again after its deletion, without a status: reconciling once no incompatible node has a record", "lease", s.ref(name), "deletedAt", deletedAt, "token", tok)
 			}
 			if apierrors.IsAlreadyExists(err) {
@@ -248,7 +266,9 @@ func (s *Store) Fence(ctx context.Context, t versiongate.Term) error {
 		if cur.DeletionTimestamp != nil {
 			// Seen deleting, whoever finishes the deletion: the Lease
 			// created next is no first boot.
-			deletedAt = cur.DeletionTimestamp.UTC().Format(time.RFC3339)
+			s.mu.Lock()
+			s.statusDeletedAt = cur.DeletionTimestamp.UTC().Format(time.RFC3339)
+			s.mu.Unlock()
 			if err := s.finishDelete(ctx, cur); err != nil {
 				return err
 			}
@@ -351,9 +371,12 @@ func (s *Store) WriteStatus(ctx context.Context, t versiongate.Term, value []byt
 	}
 	name := s.statusName()
 	var written *coordinationv1.Lease
-	for written == nil {
+	for attempt := 1; written == nil; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if attempt > fenceAttempts {
+			return fmt.Errorf("versiongate/kubestore: write status: %s changed under each of %d attempts (conflicts); retrying later", s.ref(name), fenceAttempts)
 		}
 		cur, err := s.leases.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) && !apiMissing(err) {

@@ -141,6 +141,11 @@ type Store struct {
 	// held are records seen deleted while the heartbeat they named may
 	// still be renewed, by record ID (see heldDeath).
 	held map[string]*heldDeath
+	// statusDeletedAt is when a status Lease this store saw being deleted
+	// was deleted, until a Fence created it again: a Fence whose own
+	// creation was refused (a namespace being deleted) still marks the
+	// one a later Fence creates, so that it never reads as a first boot.
+	statusDeletedAt string
 	// node is set when records are kept alive by node Leases
 	// (Config.NodeLease).
 	node *nodeMode
