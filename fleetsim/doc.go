@@ -45,8 +45,9 @@
 // (Deps.Clock) to a rate within Nemesis.MaxDrift of simulated time (2% by
 // default; see [DefaultMaxDrift]); only what the host gives that clock to
 // drifts, and a timer keeps the rate it was set at. After Config.Duration
-// every fault is undone (releases and clock rates stay, being within what
-// the packages document), every agent runs, and the quiet period judges
+// every fault is undone (clock rates stay, being within what the packages
+// document, and a rolling upgrade under way completes: every agent runs the
+// highest release one reached), every agent runs, and the quiet period judges
 // liveness.
 //
 // The world also plays the node lifecycle controller when Config.Nodes
