@@ -83,7 +83,8 @@ func fleetConfig() fleetsim.Config {
 				Ports: []lbrecon.Port{{Name: "http", NodePort: 30080, ExternalPort: 80}}}.LoadBalancer(targets), tag)
 		},
 		Nemesis: fleetsim.Nemesis{Edits: []fleetsim.Edit{{Name: "bad settings.json",
-			Do: setSettings(`{"ports": [`), Undo: setSettings(settings)}}},
+			Do: setSettings(`{"ports": [`), Undo: setSettings(settings)},
+			fleetsim.LeftoverPreferredHolder(namespace, "outsider-leader")}},
 	}
 }
 
@@ -94,6 +95,7 @@ func fleetConfig() fleetsim.Config {
 func ciNemesis(n fleetsim.Nemesis) fleetsim.Nemesis {
 	n = n.Without(fleetsim.DeleteLease, fleetsim.NamespaceDelete)
 	n.Weights[fleetsim.Crash] = 1
+	n.Weights[fleetsim.OperatorEdit] = 3 // a leftover preferredHolder in most seeds
 	n.Every = 30 * time.Second
 	return n
 }
