@@ -128,17 +128,12 @@ func fleetConfig() fleetsim.Config {
 // TestFleetKnownDefects names.
 //
 // Its agents are upgraded, one at a time at random, from release 1.0 to
-// 1.1 (which adds https; the quiet period completes the rollout), and its
-// operator also leaves a preferredHolder on the election Lease, with
-// operator edits three times as frequent so that most seeds make it
-// (term-churn judges whether the candidates clear it).
+// 1.1 (which adds https; the quiet period completes the rollout).
 func TestFleet(t *testing.T) {
 	cfg := fleetConfig()
 	cfg.Duration = 10 * time.Minute
 	cfg.Gate.Releases = append(cfg.Gate.Releases, versiongate.Version{Release: httpsRelease})
 	cfg.Nemesis = cfg.Nemesis.Without(fleetsim.DeleteLease, fleetsim.NamespaceDelete)
-	cfg.Nemesis.Edits = append(cfg.Nemesis.Edits, fleetsim.LeftoverPreferredHolder("default", electionLease))
-	cfg.Nemesis.Weights[fleetsim.OperatorEdit] = 3
 	cfg.Nemesis.Every = 30 * time.Second
 	fleetsim.Test(t, cfg, 1, 2)
 }
