@@ -101,7 +101,13 @@
 //   - [NoIncompatibleServing]: a write passing the fence, by an agent whose
 //     run is at release R, while another agent serves (Deps.Serving) below
 //     Gate.MinimumCompatible(R) (versiongate: a leader reconciles only once
-//     no member node is below its minimum compatible release).
+//     no member node is below its minimum compatible release);
+//   - [TermChurn]: a Lease outside kube-node-lease beginning more than
+//     MaxTermsPerMinute terms (increments of its leaseTransitions, seen by
+//     the world's own watch) within a minute (election/lease: a candidate
+//     without Config.Coordinated clears a leftover preferred holder, so it
+//     never yields at every renewal). [LeftoverPreferredHolder] is the
+//     operator edit that leaves one.
 //
 // # Reproducing a failure
 //
