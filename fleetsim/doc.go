@@ -45,8 +45,9 @@
 // (Deps.Clock) to a rate within Nemesis.MaxDrift of simulated time (2% by
 // default; see [DefaultMaxDrift]); only what the host gives that clock to
 // drifts, and a timer keeps the rate it was set at. After Config.Duration
-// every fault is undone (releases and clock rates stay, being within what
-// the packages document), every agent runs, and the quiet period judges
+// every fault is undone (clock rates stay, being within what the packages
+// document, and a rolling upgrade under way completes: every agent runs the
+// highest release one reached), every agent runs, and the quiet period judges
 // liveness.
 //
 // The world also plays the node lifecycle controller when Config.Nodes
@@ -100,7 +101,13 @@
 //   - [NoIncompatibleServing]: a write passing the fence, by an agent whose
 //     run is at release R, while another agent serves (Deps.Serving) below
 //     Gate.MinimumCompatible(R) (versiongate: a leader reconciles only once
-//     no member node is below its minimum compatible release).
+//     no member node is below its minimum compatible release);
+//   - [TermChurn]: a Lease outside kube-node-lease beginning more than
+//     MaxTermsPerMinute terms (increments of its leaseTransitions, seen by
+//     the world's own watch) within a minute (election/lease: a candidate
+//     without Config.Coordinated clears a leftover preferred holder, so it
+//     never yields at every renewal). [LeftoverPreferredHolder] is the
+//     operator edit that leaves one.
 //
 // # Reproducing a failure
 //

@@ -194,8 +194,12 @@ func (l *lkgWatch) SetState(ctx context.Context, st checkpoint.State) error {
 }
 
 // lifecycle plays the node lifecycle controller, and checks NodeReady,
-// every 5 seconds until ctx ends.
+// every 5 seconds until ctx ends; meanwhile it checks TermChurn
+// (watchTerms), and returns once that ended too.
 func (w *world) lifecycle(ctx context.Context) {
+	var terms sync.WaitGroup
+	terms.Go(func() { w.watchTerms(ctx) })
+	defer terms.Wait()
 	if w.cfg.Nodes.Name == nil {
 		return
 	}

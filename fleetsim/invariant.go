@@ -34,6 +34,9 @@ const (
 	// NodeReady: a Node the world's lifecycle marked Unknown is Ready
 	// again within Nodes.Within of its agent reaching the apiserver.
 	NodeReady Invariant = "node-ready"
+	// TermChurn: no Lease begins more than MaxTermsPerMinute terms
+	// (increments of its leaseTransitions) within a minute.
+	TermChurn Invariant = "term-churn"
 	// NoIncompatibleServing: no agent serves below the minimum compatible
 	// release of a leader whose write passes the fence.
 	NoIncompatibleServing Invariant = "no-incompatible-serving"
@@ -58,6 +61,8 @@ func (inv Invariant) Guarantee() string {
 		return "checkpoint (doc.go): only a configuration that passed its trial in one process, or was confirmed, becomes last-known-good"
 	case NodeReady:
 		return "nodestatus (doc.go): after heartbeats resume, the Ready status is back within one retry wait (at most 5s) of the heal"
+	case TermChurn:
+		return "election/lease (doc.go): a candidate without Config.Coordinated clears PreferredHolder when it acquires and renews the Lease, so a value left over never makes it yield at every renewal; a term ends only when it is lost, resigned or preempted"
 	case NoIncompatibleServing:
 		return "versiongate (doc.go): no node passes WaitReady on a status whose minimum compatible release is above its own, and a leader reconciles only once no member node is below it"
 	}

@@ -59,8 +59,9 @@ const (
 	// RollingUpgrade stops one agent below the newest of Config.Gate's
 	// Releases, as a rolling update does (its context ends, no power loss),
 	// and starts it again 5 to 30 seconds later at the next release; it
-	// never happens without two releases. Releases only go up: the quiet
-	// period keeps what the upgrades reached.
+	// never happens without two releases. Releases only go up, and the
+	// quiet period completes the upgrade: it starts every agent at the
+	// highest release one reached.
 	RollingUpgrade Kind = "rolling-upgrade"
 	// SlowReads makes every get and list of one agent wait 100ms to 3s
 	// before the apiserver sees it, for 30 seconds to 3 minutes; its other
@@ -272,6 +273,32 @@ func (n *nemesis) undoAll(ctx context.Context) {
 	}
 	n.undo = nil
 	n.w.engine.LoseCreateAnswers(0)
+	n.completeUpgrade()
+}
+
+// completeUpgrade ends a rolling upgrade under way as its operator does:
+// every agent below the highest release an upgrade reached is stopped (no
+// power loss) and, with the others, started again at that release when the
+// quiet period starts them. A version gate holds back the newer release's
+// state while older nodes remain, so a fleet left half upgraded would
+// converge on no state the host can describe.
+func (n *nemesis) completeUpgrade() {
+	w := n.w
+	top := 0
+	for _, s := range w.agents {
+		top = max(top, s.releaseIndex)
+	}
+	for _, s := range w.agents {
+		if s.releaseIndex == top {
+			continue
+		}
+		to := w.cfg.Gate.Releases[top]
+		w.tl.add("nemesis", "rolling upgrade completes: %s from %s to %s", s.name, s.release.Release, to.Release)
+		if s.running() {
+			w.stop(s, false)
+		}
+		s.releaseIndex, s.release = top, to
+	}
 }
 
 func (n *nemesis) gap() time.Duration {

@@ -15,8 +15,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 
 	"github.com/reconkit/reconkit/kubefake"
 )
@@ -204,4 +207,33 @@ func createVia(w *world, obj runtime.Object) error {
 	gvr, _ := meta.UnsafeGuessKindToResource(gvks[0])
 	_, err = w.observer.Invokes(k8stesting.NewCreateAction(gvr, m.GetNamespace(), obj), nil)
 	return err
+}
+
+// RetiredHolder is the identity LeftoverPreferredHolder names: no agent of
+// a fleet has it.
+const RetiredHolder = "retired-candidate"
+
+// LeftoverPreferredHolder returns an operator edit that sets
+// spec.preferredHolder of the Lease namespace/name to RetiredHolder and
+// leaves it there, as a fleet that ran Coordinated Leader Election and
+// turned it off, or a preemption whose candidate is gone, leaves it: the
+// apiserver's election controller no longer runs to clear it. The edit
+// has no Undo: the candidates must clear it themselves (election/lease
+// without Config.Coordinated does), or the Lease's holder yields at every
+// renewal, which [TermChurn] reports. It fails when the Lease does not
+// exist.
+func LeftoverPreferredHolder(namespace, name string) Edit {
+	return Edit{Name: "leave preferredHolder " + RetiredHolder + " on Lease " + namespace + "/" + name,
+		Do: func(ctx context.Context, c kubernetes.Interface) error {
+			return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				leases := c.CoordinationV1().Leases(namespace)
+				l, err := leases.Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				l.Spec.PreferredHolder = ptr.To(RetiredHolder)
+				_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+				return err
+			})
+		}}
 }

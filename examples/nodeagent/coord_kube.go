@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 
 	"github.com/reconkit/reconkit/election"
 	"github.com/reconkit/reconkit/election/lease"
@@ -38,6 +39,9 @@ type kubeCoordination struct {
 
 	obs  *lease.Elector
 	view *kubestore.Store
+	// clock is the candidates' and the gate stores' clock; nil means the
+	// real clock (the fleet simulator gives each agent its own).
+	clock clock.WithTicker
 }
 
 func newKubeCoordination(opts options, kube kubernetes.Interface, cfg *rest.Config, desc string) (*kubeCoordination, error) {
@@ -68,11 +72,12 @@ func (c *kubeCoordination) elector(kube kubernetes.Interface, identity string, m
 		RetryPeriod:   d / 4,
 		Metrics:       metrics,
 		Events:        events,
+		Clock:         c.clock,
 	})
 }
 
 func (c *kubeCoordination) store(kube kubernetes.Interface) (*kubestore.Store, error) {
-	return kubestore.New(kubestore.Config{Client: kube, Namespace: c.opts.namespace, Gate: gateName})
+	return kubestore.New(kubestore.Config{Client: kube, Namespace: c.opts.namespace, Gate: gateName, Clock: c.clock})
 }
 
 func (c *kubeCoordination) join(name string, h hooks, events election.EventRecorder) (m *member, err error) {

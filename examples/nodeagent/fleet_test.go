@@ -58,7 +58,7 @@ func fleetAgent(ctx context.Context, d fleetsim.Deps) error {
 		kubeMode: kubeMemory, ops: newOps(), changes: make(chan struct{}, 1), agents: make([]*agent, d.Index+1),
 		stateDir: d.Dir, fs: d.FS, lb: &lbStore{via: d.Engine.(lbEngine)}, serving: d.Serving, wrapStore: d.Checkpoints,
 		ping: d.Ping}
-	e.coord = fleetCoordination{kubeCoordination: &kubeCoordination{opts: opts}, kube: d.Kube}
+	e.coord = fleetCoordination{kubeCoordination: &kubeCoordination{opts: opts, clock: d.Clock}, kube: d.Kube}
 	a := newAgent(e, d.Index+1, d.Release)
 	if err := a.start(ctx); err != nil {
 		return err
@@ -94,12 +94,24 @@ func fleetConfig() fleetsim.Config {
 		Objects: []runtime.Object{&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: configMapName},
 			Data: map[string]string{configMapKey: mustJSON(good)}}},
 		Tag: ownerTag,
+		// The leader runs the newest release (only its agents campaign): its
+		// ports, and the agents it is compatible with, those whose
+		// readiness wait lets them serve.
 		Converged: func(fleet []fleetsim.Deps) func([]lbrecon.Object) bool {
+			newest := fleet[0].Release.Release
+			for _, d := range fleet {
+				if newest.Less(d.Release.Release) {
+					newest = d.Release.Release
+				}
+			}
 			var targets []lbrecon.Target
 			for _, d := range fleet {
+				if d.Release.Release.Less(minimumCompatible(newest)) {
+					continue
+				}
 				targets = append(targets, lbrecon.Target{Name: fmt.Sprintf("agent-%d", d.Index+1), Address: netip.MustParseAddr(d.IP)})
 			}
-			lb, err := good.loadBalancer(nil, targets)
+			lb, err := good.loadBalancer(releasePorts(newest), targets)
 			if err != nil {
 				panic(err) // localConfig is valid
 			}
@@ -114,9 +126,13 @@ func fleetConfig() fleetsim.Config {
 // the gate's status Lease, by hand or with its namespace, is left out, as
 // in examples/outsider's fleet: with it seed 1 finds the defect
 // TestFleetKnownDefects names.
+//
+// Its agents are upgraded, one at a time at random, from release 1.0 to
+// 1.1 (which adds https; the quiet period completes the rollout).
 func TestFleet(t *testing.T) {
 	cfg := fleetConfig()
 	cfg.Duration = 10 * time.Minute
+	cfg.Gate.Releases = append(cfg.Gate.Releases, versiongate.Version{Release: httpsRelease})
 	cfg.Nemesis = cfg.Nemesis.Without(fleetsim.DeleteLease, fleetsim.NamespaceDelete)
 	cfg.Nemesis.Every = 30 * time.Second
 	fleetsim.Test(t, cfg, 1, 2)
