@@ -91,7 +91,7 @@ type Config struct {
 	// (simulated time) when nil.
 	Kube kubefake.Config
 	// Provider configures the provider; its Clock is set to the real clock
-	// when nil.
+	// when nil, and its Seed is drawn from the run's Seed when 0.
 	Provider lbrecontest.Config
 	// Tag marks the provider objects the agents own. When set, no object
 	// may be left untagged and no two tagged objects may share a kind and

@@ -69,6 +69,11 @@ func prefix(agent string) string {
 // it started has ended. ctx ends the run early.
 func Simulate(ctx context.Context, cfg Config) Result {
 	cfg = cfg.withDefaults()
+	if cfg.Provider.Seed == 0 {
+		// The provider's draws (read replicas' lags) vary with the run's
+		// seed, as everything else the run draws does.
+		cfg.Provider.Seed = stream(cfg.Seed, "provider").Uint64()
+	}
 	if d := time.Until(cfg.Start); d > 0 {
 		time.Sleep(d) // the bubble's clock jumps to Start
 	}

@@ -10,6 +10,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/reconkit/reconkit/lbrecon"
+	"github.com/reconkit/reconkit/lbrecon/lbrecontest"
 )
 
 // starts runs a fleet of n agents that only wait, with no fault, and
@@ -116,4 +119,60 @@ func TestWatchDelays(t *testing.T) {
 			t.Errorf("agents saw the change after %v: some at one instant, want each at its own", seen)
 		}
 	})
+}
+
+// The provider's read replicas draw their lags from the run's seed: one
+// seed, one history; other seeds, other lags.
+func TestProviderDrawsFromTheSeed(t *testing.T) {
+	shownAfter := func(seed uint64) time.Duration {
+		var took time.Duration
+		synctest.Test(t, func(t *testing.T) {
+			r := Simulate(t.Context(), Config{Seed: seed, Agents: 1, Duration: time.Minute, Quiet: time.Second,
+				Nemesis:  Nemesis{}.Only(),
+				Provider: lbrecontest.Config{ReplicaLag: 10 * time.Second},
+				Agent: func(ctx context.Context, d Deps) error {
+					if d.Boot > 0 {
+						<-ctx.Done()
+						return nil
+					}
+					obj := lbrecon.Object{Kind: lbrecon.KindBackend, Name: "b", Tags: []string{"t"},
+						Spec: lbrecon.BackendSpec{LoadBalancer: "lb"}}
+					created := time.Now()
+					if _, err := d.Engine.Create(lbrecon.WithToken(ctx, 1), obj); err != nil {
+						return err
+					}
+					for {
+						objs, err := d.Engine.List(ctx, lbrecon.Query{Tag: "t"})
+						if err != nil {
+							return err
+						}
+						if len(objs) > 0 {
+							took = time.Since(created)
+							<-ctx.Done()
+							return nil
+						}
+						select {
+						case <-time.After(10 * time.Millisecond):
+						case <-ctx.Done():
+							return nil
+						}
+					}
+				}})
+			if err := r.Err(); err != nil {
+				t.Fatal(err)
+			}
+		})
+		return took
+	}
+	first := shownAfter(1)
+	if again := shownAfter(1); again != first {
+		t.Errorf("seed 1: the creation showed after %s, then after %s: want one history per seed", first, again)
+	}
+	differs := false
+	for seed := uint64(2); seed <= 6 && !differs; seed++ {
+		differs = shownAfter(seed) != first
+	}
+	if !differs {
+		t.Errorf("seeds 1 to 6 all showed the creation after %s: the provider's lags do not follow the run's seed", first)
+	}
 }
