@@ -122,10 +122,8 @@ func fleetConfig() fleetsim.Config {
 }
 
 // TestFleet runs three node agents for 10 minutes of faults and a quiet
-// period, for a fixed set of seeds (-fleetsim.seed=N runs one). Deleting
-// the gate's status Lease, by hand or with its namespace, is left out, as
-// in examples/outsider's fleet: with it seed 1 finds the defect
-// TestFleetKnownDefects names.
+// period, for a fixed set of seeds (-fleetsim.seed=N runs one), under
+// every kind of fault.
 //
 // Its agents are upgraded, one at a time at random, from release 1.0 to
 // 1.1 (which adds https; the quiet period completes the rollout).
@@ -133,14 +131,12 @@ func TestFleet(t *testing.T) {
 	cfg := fleetConfig()
 	cfg.Duration = 10 * time.Minute
 	cfg.Gate.Releases = append(cfg.Gate.Releases, versiongate.Version{Release: httpsRelease})
-	cfg.Nemesis = cfg.Nemesis.Without(fleetsim.DeleteLease, fleetsim.NamespaceDelete)
 	cfg.Nemesis.Every = 30 * time.Second
 	fleetsim.Test(t, cfg, 1, 2)
 }
 
-// TestFleetKnownDefects runs TestFleet's fleet with every kind of fault,
-// deleting the gate's status Lease and its namespace included, with the
-// seed that found a defect since fixed: a regression test.
+// TestFleetStatusDeletedMidTerm runs TestFleet's fleet (one release) on
+// the seed that found a defect since fixed: a regression test.
 //   - seed 1 (Converges at 20m): the gate's status Lease, deleted at 6m1s,
 //     stayed terminating behind its finalizer while its leader kept its
 //     term (it was recreated only at the next term's Fence); agent-1's
@@ -150,7 +146,7 @@ func TestFleet(t *testing.T) {
 //     finding it terminating, fences again within its term, which creates
 //     the Lease again (versiongate/kubestore
 //     TestLeaderRecoversStatusDeletedMidTerm).
-func TestFleetKnownDefects(t *testing.T) {
+func TestFleetStatusDeletedMidTerm(t *testing.T) {
 	cfg := fleetConfig()
 	cfg.Duration = 10 * time.Minute
 	cfg.Nemesis.Every = 30 * time.Second

@@ -87,12 +87,10 @@ func fleetConfig() fleetsim.Config {
 	}
 }
 
-// ciNemesis is the nemesis of the seeds CI runs: every kind but those that
-// find the defect TestFleetKnownDefects names (deleting the gate's status
-// Lease, by hand or with its namespace: seed 2 fails with them), crashes
+// ciNemesis is the nemesis of the seeds CI runs: every kind, crashes
 // rarer than one per checkpoint trial period (10 minutes) for each agent.
 func ciNemesis(n fleetsim.Nemesis) fleetsim.Nemesis {
-	n = n.Without(fleetsim.DeleteLease, fleetsim.NamespaceDelete)
+	n = n.Without() // a copy of its weights (the defaults when it has none)
 	n.Weights[fleetsim.Crash] = 1
 	n.Every = 30 * time.Second
 	return n
@@ -138,9 +136,8 @@ func TestFleetCrashLoop(t *testing.T) {
 	})
 }
 
-// TestFleetKnownDefects runs TestFleet's fleet with every kind of fault,
-// deleting the gate's status Lease and its namespace included, with the
-// seed that found a defect since fixed: a regression test.
+// TestFleetStatusDeletedMidTerm runs TestFleet's fleet on the seed that
+// found a defect since fixed: a regression test.
 //   - seed 2 (Converges at 20m): the status Lease, deleted at 6m21s while
 //     agent-0 led, stayed terminating behind its finalizer for as long as
 //     agent-0 kept its term (it was recreated only at the next term's
@@ -149,12 +146,9 @@ func TestFleetCrashLoop(t *testing.T) {
 //     before each periodic reconcile and, finding it terminating, fences
 //     again within its term, which creates the Lease again
 //     (versiongate/kubestore TestLeaderRecoversStatusDeletedMidTerm).
-func TestFleetKnownDefects(t *testing.T) {
+func TestFleetStatusDeletedMidTerm(t *testing.T) {
 	cfg := fleetConfig()
 	cfg.Nemesis = ciNemesis(cfg.Nemesis)
-	for _, k := range []fleetsim.Kind{fleetsim.DeleteLease, fleetsim.NamespaceDelete} {
-		cfg.Nemesis.Weights[k] = fleetsim.DefaultWeights()[k]
-	}
 	cfg.Duration = 10 * time.Minute
 	fleetsim.Test(t, cfg, 2)
 }
