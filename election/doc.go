@@ -41,6 +41,16 @@
 // has not yet noticed its end: the context is a best-effort signal, not a
 // proof.
 //
+// Only the backend's own protocol is covered. Somebody who deletes the
+// election's state by hand while a term runs (the Lease on Kubernetes, the
+// holder's candidate key or its lease on etcd) hands the election to the
+// next candidate at once: it may start a term before the holder's watch
+// delivers the delete, and the two terms then overlap for that delivery
+// time, or until the holder's next renewal fails if its watch is cut. The
+// fence still orders them: the new term's token is higher (for the Lease,
+// within the limits package election/lease states for its epoch), so a
+// write that checks the token is refused to the old holder.
+//
 // The proof is fencing. A write is safe from a deposed leader only if the
 // system that applies it checks the term at that moment:
 //   - on etcd, a transaction guarded by etcd.Leadership.Guard (or made

@@ -28,7 +28,7 @@ func New(reg prometheus.Registerer, name string) (checkpoint.Metrics, error) {
 		rollbacks: r.CounterVec("checkpoint", "rollbacks_total",
 			"Assigned configurations rolled back, by the ConfigOK reason.", "reason"),
 		trialTime: r.HistogramVec("checkpoint", "trial_duration_seconds",
-			"How long a trial ran before it ended, by outcome: confirmed or rolled_back (0 for a rollback decided at start-up).", promreg.TrialBuckets, "outcome"),
+			"How long a trial ran before it ended, by outcome: confirmed or rolled_back (0 for a rollback decided at start-up).", promreg.TrialBuckets(), "outcome"),
 		triesLeft: r.GaugeVec("checkpoint", "trial_tries_left",
 			"Starts left to the configuration on trial before it is rolled back as a crash loop; 0 when none is on trial."),
 	}

@@ -23,15 +23,15 @@ func New(reg prometheus.Registerer, name string) (election.Metrics, error) {
 		transitions: r.CounterVec("election", "transitions_total",
 			"Changes of leadership of this candidate, by event: acquired, lost (the term ended without Resign) or resigned.", "event"),
 		acquire: r.HistogramVec("election", "acquire_duration_seconds",
-			"Time from the start of a campaign to the acquisition of a term.", promreg.WaitBuckets),
+			"Time from the start of a campaign to the acquisition of a term.", promreg.WaitBuckets()),
 		handover: r.HistogramVec("election", "handover_duration_seconds",
-			"Time from the end of the previous holder's term, as this candidate observed it, to this candidate's acquisition; not observed when there was no previous holder.", promreg.WaitBuckets),
+			"Time from the end of the previous holder's term, as this candidate observed it, to this candidate's acquisition; not observed when there was no previous holder.", promreg.WaitBuckets()),
 		renewFailures: r.CounterVec("election", "renew_failures_total",
 			"Failed attempts to renew the term."),
 		renewLatency: r.HistogramVec("election", "renew_duration_seconds",
-			"Round trip of each renewal attempt, by outcome: ok or failed.", promreg.RequestBuckets, "outcome"),
+			"Round trip of each renewal attempt, by outcome: ok or failed.", promreg.RequestBuckets(), "outcome"),
 		slack: r.HistogramVec("election", "renew_slack_seconds",
-			"How long the term was still valid, by its holder's own deadline, when each renewal was sent.", promreg.SlackBuckets),
+			"How long the term was still valid, by its holder's own deadline, when each renewal was sent.", promreg.SlackBuckets()),
 	}
 	if r.Err != nil {
 		return nil, r.Err

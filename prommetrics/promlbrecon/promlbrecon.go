@@ -20,7 +20,7 @@ func New(reg prometheus.Registerer, name string) (lbrecon.Metrics, error) {
 		calls: r.CounterVec("lbrecon", "calls_total",
 			"Engine call attempts (each retry counts) and whole reconciliations (verb=reconcile), by verb and outcome.", "verb", "outcome"),
 		durations: r.HistogramVec("lbrecon", "call_duration_seconds",
-			"Duration of engine call attempts and whole reconciliations, by verb.", promreg.RequestBuckets, "verb"),
+			"Duration of engine call attempts and whole reconciliations, by verb.", promreg.RequestBuckets(), "verb"),
 	}
 	if r.Err != nil {
 		return nil, r.Err

@@ -21,11 +21,11 @@ func New(reg prometheus.Registerer, name string) (nodestatus.Metrics, error) {
 			"API requests of the node controller (each retry counts), by call, outcome and HTTP status code (0 when no answer came).",
 			"call", "outcome", "code"),
 		latency: r.HistogramVec("nodestatus", "request_duration_seconds",
-			"Duration of each API request by call; call=update_lease is the heartbeat latency.", promreg.RequestBuckets, "call"),
+			"Duration of each API request by call; call=update_lease is the heartbeat latency.", promreg.RequestBuckets(), "call"),
 		pings: r.CounterVec("nodestatus", "pings_total",
 			"Calls of the provider's Ping, by outcome.", "outcome"),
 		pingLatency: r.HistogramVec("nodestatus", "ping_duration_seconds",
-			"Duration of each call of the provider's Ping.", promreg.RequestBuckets),
+			"Duration of each call of the provider's Ping.", promreg.RequestBuckets()),
 	}
 	if r.Err != nil {
 		return nil, r.Err

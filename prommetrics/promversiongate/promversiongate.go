@@ -42,7 +42,7 @@ func New(reg prometheus.Registerer, name string, clk clock.PassiveClock) (versio
 		dones: r.CounterVec("versiongate", "done_total",
 			"Done statuses written by this node as leader after its initial reconcile."),
 		keepAlive: r.HistogramVec("versiongate", "keepalive_duration_seconds",
-			"Round trip of each acknowledged keep-alive of this node's record.", promreg.RequestBuckets),
+			"Round trip of each acknowledged keep-alive of this node's record.", promreg.RequestBuckets()),
 		lost: r.CounterVec("versiongate", "record_lost_total",
 			"Times this node's record was lost or outlived its local validity deadline."),
 	}

@@ -80,13 +80,14 @@ type Controller struct {
 	srv     *http.Server
 	served  chan struct{} // closed once srv.Serve returned
 	cmd     *exec.Cmd
-	exited  chan struct{} // closed once cmd.Wait returned
+	exited  chan struct{} // closed once cmd.Wait returned and the report pipe ended
 	log     *tailBuffer
 
 	mu       sync.Mutex
-	ending   bool  // Stop or Kill began
-	waitErr  error // cmd.Wait's error; set before exited closes
-	selfExit bool  // the process exited before Stop or Kill began
+	ending   bool        // Stop or Kill began
+	waitErr  error       // cmd.Wait's error; set before exited closes
+	report   childReport // what the process reported; set before exited closes
+	selfExit bool        // the process exited before Stop or Kill began
 	ended    chan struct{}
 	endErr   error
 }
@@ -102,7 +103,11 @@ type Controller struct {
 // Start must not be called inside a testing/synctest bubble: the calls
 // arrive over a loopback connection, which a bubble does not count as
 // durably blocking (see the package documentation).
-func Start(ctx context.Context, cfg Config) (*Controller, error) {
+func Start(ctx context.Context, cfg Config) (*Controller, error) { return startWith(ctx, cfg, nil) }
+
+// startWith is Start; edit, if not nil, changes what the controller's process
+// is told (a test's way to make it fail).
+func startWith(ctx context.Context, cfg Config, edit func(*childConfig)) (*Controller, error) {
 	if cfg.REST == nil || cfg.Balancer == nil {
 		return nil, fmt.Errorf("%w: REST and Balancer are required", ErrUnsupportedConfig)
 	}
@@ -147,8 +152,12 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ccmtest: listening for the load-balancer calls: %w", err)
 	}
-	spec, err := json.Marshal(childConfig{Kubeconfig: kcPath, QPS: cfg.REST.QPS, Burst: cfg.REST.Burst,
-		URL: "http://" + ln.Addr().String(), Cluster: cfg.ClusterName, Workers: cfg.Workers})
+	child := childConfig{Kubeconfig: kcPath, QPS: cfg.REST.QPS, Burst: cfg.REST.Burst,
+		URL: "http://" + ln.Addr().String(), Cluster: cfg.ClusterName, Workers: cfg.Workers}
+	if edit != nil {
+		edit(&child)
+	}
+	spec, err := json.Marshal(child)
 	if err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("ccmtest: %w", err)
@@ -161,12 +170,11 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 		defer close(c.served)
 		_ = c.srv.Serve(ln) // http.ErrServerClosed once the controller ended
 	}()
-	readR, readW, err := os.Pipe()
+	repR, repW, err := os.Pipe()
 	if err != nil {
 		c.closeServer()
 		return nil, fmt.Errorf("ccmtest: %w", err)
 	}
-	defer readR.Close()
 
 	// -test.run=^$: a binary whose TestMain does not call Main runs no
 	// test, exits, and Start says what is missing.
@@ -176,51 +184,48 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 		out = io.MultiWriter(c.log, cfg.Log)
 	}
 	c.cmd.Stdout, c.cmd.Stderr = out, out
-	c.cmd.ExtraFiles = []*os.File{readW} // readyFD
+	c.cmd.ExtraFiles = []*os.File{repW} // reportFD
 	// The upstream controller's own data race goes to files of its own
 	// (the process is a -race binary when the tests are), never to the
 	// test's output.
 	c.cmd.Env = append(os.Environ(), envKey+"="+string(spec),
 		"GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" log_path="+filepath.Join(dir, "race")))
 	if _, err := c.cmd.StdinPipe(); err != nil { // it ends when this process dies
-		readW.Close()
+		repR.Close()
+		repW.Close()
 		c.closeServer()
 		return nil, fmt.Errorf("ccmtest: %w", err)
 	}
 	if err := c.cmd.Start(); err != nil {
-		readW.Close()
+		repR.Close()
+		repW.Close()
 		c.closeServer()
 		return nil, fmt.Errorf("ccmtest: starting the controller's process: %w", err)
 	}
-	readW.Close() // the child holds the only write end: its exit ends the read
+	repW.Close() // the child holds the only write end: its exit ends the reports
+	readyCh := make(chan error, 1)
+	reported := make(chan childReport, 1)
+	go func() {
+		defer repR.Close()
+		reported <- readReports(repR, readyCh)
+	}()
 	go func() {
 		err := c.cmd.Wait()
+		rep := <-reported // the process exited: its report pipe ended
 		c.mu.Lock()
-		c.waitErr, c.selfExit = err, !c.ending
+		c.waitErr, c.selfExit, c.report = err, !c.ending, rep
 		c.mu.Unlock()
 		close(c.exited)
 	}()
 
-	readyCh := make(chan error, 1)
-	go func() {
-		buf := make([]byte, 16)
-		n, err := readR.Read(buf)
-		if n > 0 {
-			err = nil
-		}
-		readyCh <- err
-	}()
 	timer := time.NewTimer(cfg.StartTimeout)
 	defer timer.Stop()
 	var notReady error
-	read := false // readyCh delivered
 	select {
 	case err := <-readyCh:
-		read = true
 		if err != nil {
 			<-c.exited
-			notReady = fmt.Errorf("%w: its process exited (%v) before its informers synced; does the test binary's TestMain call ccmtest.Main? Its output:\n%s",
-				ErrNotReady, c.exitErr(), c.log.String())
+			notReady = c.notReadyErr()
 		}
 	case <-timer.C:
 		notReady = fmt.Errorf("%w: its informers did not sync within %v; its output:\n%s", ErrNotReady, cfg.StartTimeout, c.log.String())
@@ -229,10 +234,6 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 	}
 	if notReady != nil {
 		_ = c.Kill()
-		readR.Close() // ends the reader, if the killed child's write end did not
-		if !read {
-			<-readyCh
-		}
 		return nil, notReady
 	}
 	ok = true
@@ -255,10 +256,17 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 	return c, nil
 }
 
-func (c *Controller) exitErr() error {
+// notReadyErr says why a process that exited before it was ready did
+// so: the failure it reported, or, if it reported none, that its TestMain
+// may not call Main.
+func (c *Controller) notReadyErr() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.waitErr
+	if reason, ok := strings.CutPrefix(c.report.end, reportFailed+": "); ok {
+		return fmt.Errorf("%w: it failed before its informers synced: %s", ErrNotReady, reason)
+	}
+	return fmt.Errorf("%w: its process exited (%v) before its informers synced, reporting nothing; does the test binary's TestMain call ccmtest.Main? Its output:\n%s",
+		ErrNotReady, c.waitErr, c.log.String())
 }
 
 // Stop stops the controller as an operator would (SIGTERM: the
@@ -336,7 +344,16 @@ func (c *Controller) Err() error {
 	if !c.selfExit {
 		return nil
 	}
-	return fmt.Errorf("%w (%v); its output's tail:\n%s", ErrExited, c.waitErr, lastLines(c.log.String(), 40))
+	tail := lastLines(c.log.String(), 40)
+	if reason, ok := strings.CutPrefix(c.report.end, reportFailed+": "); ok {
+		return fmt.Errorf("%w: it failed: %s; its output's tail:\n%s", ErrExited, reason, tail)
+	}
+	if reason, ok := strings.CutPrefix(c.report.end, reportStopped+": "); ok {
+		return fmt.Errorf("%w: it stopped (%s) although nobody called Stop or Kill; its output's tail:\n%s", ErrExited, reason, tail)
+	}
+	// No report: the process crashed or was killed. Its exit status
+	// (cmd.Wait's error) says which signal, if any.
+	return fmt.Errorf("%w: it ended without a report, crashed or killed (%v); its output's tail:\n%s", ErrExited, c.waitErr, tail)
 }
 
 // Calls returns how many load-balancer calls the controller made so far.

@@ -2,6 +2,7 @@ package ccmtest
 
 import (
 	"context"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -211,19 +212,40 @@ func TestKillEndsTheCallsInFlight(t *testing.T) {
 	require.NoError(t, c.Err(), "killed, not exited on its own")
 }
 
-// A controller's process that dies although nobody stopped it is
-// reported, with its exit status.
+// A controller's process that ends although nobody stopped it is
+// reported: crashed when it reported nothing, stopped with the reason it
+// reported otherwise.
 func TestExitOnItsOwnIsReported(t *testing.T) {
 	a := testenv.APIServer(t)
-	c := start(t, a.Config(), newFakeLB())
-	require.NoError(t, c.cmd.Process.Signal(syscall.SIGKILL)) // not through Kill
-	select {
-	case <-c.Done():
-	case <-time.After(stepTimeout):
-		t.Fatal("the killed process's exit was not seen")
+	for _, tc := range []struct {
+		sig  syscall.Signal
+		want string
+	}{
+		{syscall.SIGKILL, "without a report, crashed or killed (signal: killed)"},
+		{syscall.SIGTERM, "it stopped (" + syscall.SIGTERM.String()},
+	} {
+		t.Run(tc.sig.String(), func(t *testing.T) {
+			c := start(t, a.Config(), newFakeLB())
+			require.NoError(t, c.cmd.Process.Signal(tc.sig)) // not through Stop or Kill
+			select {
+			case <-c.Done():
+			case <-time.After(stepTimeout):
+				t.Fatal("the signalled process's exit was not seen")
+			}
+			require.ErrorIs(t, c.Err(), ErrExited)
+			require.ErrorContains(t, c.Err(), tc.want)
+		})
 	}
-	require.ErrorIs(t, c.Err(), ErrExited)
-	require.ErrorContains(t, c.Err(), "killed")
+}
+
+// A controller's process that cannot run reports why over its pipe, and
+// Start says so rather than guessing from its exit.
+func TestChildFailureIsReported(t *testing.T) {
+	_, err := startWith(t.Context(), Config{REST: &rest.Config{Host: "https://127.0.0.1:1"}, Balancer: newFakeLB()},
+		func(c *childConfig) { c.Kubeconfig = filepath.Join(t.TempDir(), "missing") })
+	require.ErrorIs(t, err, ErrNotReady)
+	require.ErrorContains(t, err, "it failed before its informers synced: reading the kubeconfig")
+	require.NotContains(t, err.Error(), "ccmtest.Main", "the process reported; no guess about TestMain")
 }
 
 // A test binary whose TestMain does not call Main runs no test in the

@@ -3,7 +3,7 @@
 // user's cloudprovider.LoadBalancer in the user's own tests, on a real
 // apiserver, under the race detector.
 //
-//	func TestMain(m *testing.M) { os.Exit(ccmtest.Main(m)) }
+//	func TestMain(m *testing.M) { ccmtest.Main(m) }
 //
 //	func TestMyBalancer(t *testing.T) {
 //		cfg := ...                            // a *rest.Config: envtest, kind, testenv
@@ -17,7 +17,11 @@
 //	}
 //
 // The controller runs in a process of its own (the test binary, started
-// again: hence [Main] in TestMain), and every load-balancer call it makes
+// again: hence [Main] in TestMain, which returns in both processes and
+// lets the testing package end the process, never this package).
+// That process reports its readiness, its end and any failure to the test
+// process over a pipe, never through its exit code. Every load-balancer
+// call it makes
 // is forwarded over a loopback HTTP connection to the Balancer in the test
 // process, which runs there under -race with the test's checks. [Start]
 // returns once the controller's informers synced; [Controller.Stop] stops
@@ -81,6 +85,9 @@
 //     (TestServiceConvergesAndIsDeleted, lbrecon/ccm/internal/lbwire).
 //   - Stop and Kill return only once the calls in flight returned, and
 //     Kill ends their contexts (TestKillEndsTheCallsInFlight).
-//   - A process that exits on its own is reported by Done and Err
-//     (TestExitOnItsOwnIsReported).
+//   - A process that exits on its own is reported by Done and Err, with
+//     the reason it reported, or, when it reported none, as crashed
+//     (TestExitOnItsOwnIsReported); a process that fails before it is
+//     ready makes Start fail with ErrNotReady and the failure it reported
+//     (TestChildFailureIsReported).
 package ccmtest

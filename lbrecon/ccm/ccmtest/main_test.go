@@ -11,7 +11,8 @@ const noMainEnv = "RECONKIT_CCMTEST_TEST_NO_MAIN"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(noMainEnv) != "" {
-		os.Exit(m.Run())
+		m.Run()
+		return
 	}
-	os.Exit(Main(m))
+	Main(m)
 }

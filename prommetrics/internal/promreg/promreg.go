@@ -1,8 +1,3 @@
-// Package promreg holds what the prommetrics packages share: the
-// registration of collectors that hooks of different names reuse, the
-// label and namespace conventions, and the buckets. It imports no package
-// of reconkit, so each prommetrics subpackage compiles only the package it
-// hooks.
 package promreg
 
 import (
@@ -171,14 +166,17 @@ func (g *PhaseGauge) Set(phase string) {
 	}
 }
 
-// Buckets, in seconds.
-var (
-	// RequestBuckets suits one API or cloud request: 5 ms to 10 s.
-	RequestBuckets = prometheus.DefBuckets
-	// WaitBuckets suits waits for leadership: 100 ms to about 3.4 min.
-	WaitBuckets = prometheus.ExponentialBuckets(0.1, 2, 12)
-	// SlackBuckets suits what is left of a lease: 250 ms to 32 s.
-	SlackBuckets = prometheus.ExponentialBuckets(0.25, 2, 8)
-	// TrialBuckets suits configuration trials: 10 s to about 2.8 h.
-	TrialBuckets = prometheus.ExponentialBuckets(10, 2, 11)
-)
+// Buckets, in seconds. Each call returns a new slice, so that no hook can
+// change another's buckets.
+
+// RequestBuckets suits one API or cloud request: 5 ms to 10 s.
+func RequestBuckets() []float64 { return slices.Clone(prometheus.DefBuckets) }
+
+// WaitBuckets suits waits for leadership: 100 ms to about 3.4 min.
+func WaitBuckets() []float64 { return prometheus.ExponentialBuckets(0.1, 2, 12) }
+
+// SlackBuckets suits what is left of a lease: 250 ms to 32 s.
+func SlackBuckets() []float64 { return prometheus.ExponentialBuckets(0.25, 2, 8) }
+
+// TrialBuckets suits configuration trials: 10 s to about 2.8 h.
+func TrialBuckets() []float64 { return prometheus.ExponentialBuckets(10, 2, 11) }

@@ -1,0 +1,94 @@
+// Package ccmfleet runs a cloud-controller-manager built on lbrecon/ccm in
+// the fleet simulator (fleetsim): a [Driver] that calls a
+// cloudprovider.LoadBalancer for each Service as k8s.io/cloud-provider
+// v0.37.1's service controller (controllers/service) does, and, in its
+// tests, three replicas of it on one election Lease under the nemesis.
+//
+// The real service controller cannot run inside a testing/synctest bubble
+// (see lbrecon/ccm/ccmtest's documentation: apimachinery's HandleError
+// rate limiter, and its own data race), so the Driver repeats its
+// decisions instead. Against a real apiserver and the real controller, use
+// ccmtest.
+//
+// # What the Driver does as the controller does
+//
+// Each one names the test that holds it.
+//
+//   - Which Services it works on: a Service is queued when it is seen
+//     for the first time and wants a load balancer (type LoadBalancer, no
+//     loadBalancerClass) or needs cleanup (it has the cleanup finalizer
+//     and is being deleted or is no longer of type LoadBalancer); when it
+//     changes in a way needsUpdate names (field for field, as upstream)
+//     or needs cleanup; and when it is gone from the listing.
+//   - Cleanup: GetLoadBalancer first; EnsureLoadBalancerDeleted only if it
+//     answered exists; the finalizer removed only once both succeeded; an
+//     error from either keeps the finalizer (TestCleanupBeforeTheFinalizerGoes).
+//   - Provisioning: the finalizer is written before EnsureLoadBalancer is
+//     called (TestFinalizerBeforeEnsure); its status is then written to the
+//     Service's status when it differs.
+//   - Errors: EnsureLoadBalancer's RetryError is honoured (the key comes
+//     back after its delay); every other error, EnsureLoadBalancerDeleted's
+//     RetryError included (the controller wraps it with %v), is backed off
+//     per Service from 5 s, doubling, to 300 s, and a success resets it
+//     (TestFailingBalancerBacksOff).
+//   - A Service deleted without the finalizer, or deleted and created
+//     again under its name before it was processed, is torn down through
+//     the last Service this process processed under that key
+//     (processServiceDeletion, processLoadBalancerDelete).
+//   - Nodes: every Node not being deleted, not labelled
+//     node.kubernetes.io/exclude-from-external-load-balancers, and not
+//     tainted ToBeDeletedByClusterAutoscaler (stableNodeSetPredicates).
+//
+// # Where it differs (its fidelity's limits)
+//
+//   - No informers: it lists Services and Nodes every Config.Resync (5 s)
+//     and treats what changed between two listings as the informers'
+//     events, so it sees at most one change of a Service per listing, and
+//     a Service deleted and created again between two listings as an
+//     update with a new UID. A failed listing is retried after Resync
+//     (TestRefusedListingsDoNotSpin).
+//   - Finalizers are added and removed with an Update of the Service
+//     preconditioned on the resourceVersion listed, and the status written
+//     with UpdateStatus; the controller sends a strategic merge patch of
+//     the status subresource, with no precondition. An Update that
+//     conflicts is an error backed off like any other.
+//   - No node sync: UpdateLoadBalancer is never called (the fleet's Nodes
+//     do not change); no events are recorded; one worker; the
+//     serviceCache's data race is not reproduced.
+//   - It is not a process: the fleet runs one Driver per leader term, as
+//     a cloud-controller-manager that exits when its term ends would, but
+//     the Balancer lives across the replica's terms.
+//
+// # The fleet (fleet_test.go)
+//
+// Three replicas campaign on the Lease kube-system/cloud-controller-manager;
+// the leader runs the Driver over an lbrecon/ccm Balancer with the
+// ConfigMap journal, on a provider whose listings come from read replicas
+// lagging up to 3 s, with asynchronous creations and deletions, that
+// refuses an object referring to one that does not exist. The Balancer's
+// Admit raises the provider's fence (where every replica's writes meet)
+// with a write that carries the new term's token and changes nothing; with
+// the default fence in memory, a new leader after a deleted Lease read the
+// journal before the deposed leader's last creations, made them again,
+// and seeds 15 and 16 of 20 left duplicates. Two
+// Services of type LoadBalancer; the nemesis crashes and partitions the
+// replicas, restarts the apiserver, fails and loses provider answers,
+// causes outages, deletes Services and changes their type, and an
+// operator turns one Service to ClusterIP for good. Once it stops, the
+// quiet period judges the provider against the Services the apiserver
+// holds: each LoadBalancer Service has exactly its plan's objects, once
+// each; a Service that wants none, or is being deleted, has no object and
+// no cleanup finalizer left; no object carries a tag other than a
+// Service's that exists (an object of a deleted incarnation is leaked).
+// The nemesis leaves out namespace deletion and provider 429 bursts, whose
+// count of calls the quiet period does not undo while the controller's
+// backoff makes one teardown call every 300 s.
+//
+// Its CI seeds (1, 2, 3) run in about 8 s of test time under -race; each
+// reaches convergence at the end of its 10 minutes of faults. With the
+// defect cmd/defects calls ccm-cleanup-spec (cleanup that maps the
+// Service's spec) all three fail Converges at 30m of simulated time (go
+// run ./cmd/defects -defects ccm-cleanup-spec -pkg ./examples/ccmfleet
+// -run '^TestFleet$' -baseline). TestFleetKnownDefects keeps a seed that
+// finds an open defect.
+package ccmfleet

@@ -1,0 +1,262 @@
+package ccmfleet_test
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/reconkit/reconkit/election"
+	"github.com/reconkit/reconkit/election/lease"
+	"github.com/reconkit/reconkit/examples/ccmfleet"
+	"github.com/reconkit/reconkit/fleetsim"
+	"github.com/reconkit/reconkit/kubefake"
+	"github.com/reconkit/reconkit/lbrecon"
+	"github.com/reconkit/reconkit/lbrecon/ccm"
+	"github.com/reconkit/reconkit/lbrecon/lbrecontest"
+)
+
+const (
+	namespace = "shop"
+	// replicaLag is the provider's read-replica lag, declared to the
+	// reconcilers as their ListLag.
+	replicaLag = 3 * time.Second
+	lbID       = "lb-1"
+)
+
+var vip = netip.MustParseAddr("192.0.2.10")
+
+// loadBalancer is the fleet's Mapping: every Service on one existing load
+// balancer, its objects named after its UID. The simulated apiserver
+// allocates no node ports, so a LoadBalancer Service's port without one
+// gets 30000 + its port, as the allocator would give it one; a Service of
+// another type maps as it is, so its missing node ports fail as on a real
+// cluster.
+func loadBalancer(svc *v1.Service, nodes []*v1.Node) (lbrecon.LoadBalancer, error) {
+	if svc.Spec.Type == v1.ServiceTypeLoadBalancer {
+		svc = svc.DeepCopy()
+		for i := range svc.Spec.Ports {
+			if svc.Spec.Ports[i].NodePort == 0 {
+				svc.Spec.Ports[i].NodePort = 30000 + svc.Spec.Ports[i].Port
+			}
+		}
+	}
+	ports, err := ccm.ServicePorts(svc)
+	if err != nil {
+		return lbrecon.LoadBalancer{}, err
+	}
+	return lbrecon.LoadBalancer{ID: lbID, Suffix: string(svc.UID), Ports: ports, Addresses: []netip.Addr{vip},
+		Targets: ccm.NodeTargets(nodes)}, nil
+}
+
+var errNoTerm = errors.New("ccmfleet test: no leader term")
+
+// agent is one cloud-controller-manager replica: a candidate on the
+// election Lease and, while it leads, the driver over an lbrecon/ccm
+// Balancer kept across its terms, journaling in ConfigMaps.
+func agent(observer *atomic.Pointer[kubefake.Client]) fleetsim.Agent {
+	return func(ctx context.Context, d fleetsim.Deps) error {
+		observer.Store(d.Kube)
+		var term atomic.Pointer[election.Leadership]
+		b, err := ccm.New(ccm.Config{
+			Engine: d.Engine,
+			Mapping: ccm.Funcs{LoadBalancerFunc: func(_ context.Context, _ string, svc *v1.Service, nodes []*v1.Node) (lbrecon.LoadBalancer, error) {
+				return loadBalancer(svc, nodes)
+			}},
+			Token: func(context.Context) (uint64, error) {
+				l := term.Load()
+				if l == nil {
+					return 0, errNoTerm
+				}
+				if err := (*l).Context().Err(); err != nil {
+					return 0, context.Cause((*l).Context())
+				}
+				return uint64((*l).Token()), nil
+			},
+			Admit: func(token uint64) error {
+				// The provider's fence, where every replica's writes
+				// meet: a new term raises it before it reads anything,
+				// so that the deposed term's writes are refused from
+				// then on (lbrecon/ccm's "a new term begins with its
+				// fence"). The simulated provider's fence is raised by a
+				// write that carries the token; a destroy of an object
+				// that does not exist is one that changes nothing.
+				wctx, cancel := context.WithTimeout(lbrecon.WithToken(ctx, token), 10*time.Second)
+				defer cancel()
+				err := d.Engine.Destroy(wctx, lbrecon.Object{Kind: lbrecon.KindBackend, Name: "fence", ID: "fence"})
+				if errors.Is(err, lbrecon.ErrNotFound) {
+					return nil
+				}
+				return err
+			},
+			Journal:      ccm.NewConfigMapJournal(d.Kube.CoreV1(), ccm.ConfigMapJournalOptions{}),
+			TeardownWait: 20 * time.Second,
+			Reconciler:   lbrecon.Config{Clock: d.Clock, ListLag: replicaLag, CallTimeout: 10 * time.Second},
+		})
+		if err != nil {
+			return err
+		}
+		el, err := lease.New(lease.Config{Client: d.Kube, Namespace: "kube-system", Name: "cloud-controller-manager",
+			Identity: d.Name, Clock: d.Clock})
+		if err != nil {
+			return err
+		}
+		defer el.Close()
+		return election.Run(ctx, el, func(ctx context.Context, l election.Leadership) error {
+			term.Store(&l)
+			drv, err := ccmfleet.New(ccmfleet.Config{Client: d.Kube, Balancer: b, Clock: d.Clock})
+			if err != nil {
+				return err
+			}
+			return drv.Run(ctx)
+		})
+	}
+}
+
+func service(name string, port int32) *v1.Service {
+	return &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer,
+			Ports: []v1.ServicePort{{Name: "p", Port: port, NodePort: 30000 + port, Protocol: v1.ProtocolTCP}}}}
+}
+
+func node(name, ip string) *v1.Node {
+	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: v1.NodeStatus{
+		Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}},
+		Addresses:  []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: ip}}}}
+}
+
+// toClusterIP is the operator's edit that the nemesis never undoes: the
+// Service "api" becomes ClusterIP (its node ports dropped, as the
+// apiserver does), so that the end of the run judges its cleanup.
+func toClusterIP(ctx context.Context, c kubernetes.Interface) error {
+	svc, err := c.CoreV1().Services(namespace).Get(ctx, "api", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	svc.Spec.Type = v1.ServiceTypeClusterIP
+	for i := range svc.Spec.Ports {
+		svc.Spec.Ports[i].NodePort = 0
+	}
+	_, err = c.CoreV1().Services(namespace).Update(ctx, svc, metav1.UpdateOptions{})
+	return err
+}
+
+// converged judges the provider against the Services the apiserver holds
+// (read through the latest replica's client: in the quiet period every
+// client is live): each Service that wants a load balancer has exactly its
+// plan's objects, tagged with its UID, once each; a Service that wants
+// none, or is being deleted, has no object left and no cleanup finalizer
+// (so it is gone, if deleted); and every object carries the tag of a
+// Service that exists. An object of a Service deleted and created again
+// is an object of a UID that no longer exists: leaked.
+func converged(observer *atomic.Pointer[kubefake.Client]) func([]fleetsim.Deps) func([]lbrecon.Object) bool {
+	return func([]fleetsim.Deps) func([]lbrecon.Object) bool {
+		c := observer.Load()
+		if c == nil {
+			return func([]lbrecon.Object) bool { return false }
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		svcs, err1 := c.CoreV1().Services(namespace).List(ctx, metav1.ListOptions{})
+		nodes, err2 := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err1 != nil || err2 != nil {
+			return func([]lbrecon.Object) bool { return false }
+		}
+
+		var nodePtrs []*v1.Node
+		for i := range nodes.Items {
+			nodePtrs = append(nodePtrs, &nodes.Items[i])
+		}
+		return func(objs []lbrecon.Object) bool {
+			tags := map[string]bool{}
+			for _, svc := range svcs.Items {
+				tag := ccm.DefaultTagKey + "=" + string(svc.UID)
+				tags[tag] = true
+				wants := svc.Spec.Type == v1.ServiceTypeLoadBalancer && svc.DeletionTimestamp == nil
+				if !wants {
+					if slices.Contains(svc.Finalizers, ccmfleet.Finalizer) ||
+						slices.ContainsFunc(objs, func(o lbrecon.Object) bool { return o.HasTag(tag) }) {
+						return false
+					}
+					continue
+				}
+				// Every object of the Service is on the one load balancer,
+				// where Converged finds each of its plan's once, and no other.
+				lb, err := loadBalancer(&svc, nodePtrs)
+				if err != nil || !lbrecontest.Converged(lb, tag)(objs) {
+					return false
+				}
+			}
+			for _, o := range objs {
+				if !slices.ContainsFunc(o.Tags, func(t string) bool { return tags[t] }) {
+					return false // untagged, or a Service's that is gone
+				}
+			}
+			return true
+		}
+	}
+}
+
+// fleetConfig is three replicas of a cloud-controller-manager over two
+// Services, a provider whose listings come from read replicas lagging up
+// to 3 s, with asynchronous creations and deletions, that refuses an
+// object referring to one that does not exist (as ELB refuses a listener
+// on no load balancer).
+func fleetConfig(observer *atomic.Pointer[kubefake.Client]) fleetsim.Config {
+	n := fleetsim.Nemesis{Every: 20 * time.Second,
+		Edits: []fleetsim.Edit{{Name: "Service api -> ClusterIP for good", Do: toClusterIP}}}
+	n.Weights = fleetsim.DefaultWeights()
+	n.Weights[fleetsim.OperatorEdit] = 2
+	n.Weights[fleetsim.ServiceChange] = 3
+	// Left out: NamespaceDelete (the Services' namespace; ServiceChange
+	// deletes them one by one) and ProviderRateLimit, whose burst is a
+	// count of calls that the quiet period does not undo: the service
+	// controller backs a failed teardown off to one call per 300 s, so a
+	// burst of 30 calls lasts for hours of simulated time. (No gate:
+	// RollingUpgrade never happens without releases.)
+	n = n.Without(fleetsim.NamespaceDelete, fleetsim.ProviderRateLimit)
+	return fleetsim.Config{
+		Agent: agent(observer),
+		Objects: []runtime.Object{service("web", 80), service("api", 443),
+			node("node-a", "10.0.1.1"), node("node-b", "10.0.1.2")},
+		Provider:  lbrecontest.Config{ReplicaLag: replicaLag, Pending: time.Second, DeleteDelay: time.Second},
+		Converged: converged(observer),
+		Duration:  10 * time.Minute, Quiet: 20 * time.Minute,
+		Nemesis: n,
+	}
+}
+
+// TestFleet runs three cloud-controller-manager replicas for 10 minutes of
+// faults and a quiet period of up to 20, for a fixed set of seeds
+// (-fleetsim.seed=N runs one).
+func TestFleet(t *testing.T) {
+	var observer atomic.Pointer[kubefake.Client]
+	fleetsim.Test(t, fleetConfig(&observer), 1, 2, 3)
+}
+
+// TestFleetKnownDefects runs TestFleet's fleet on a seed that finds a
+// defect not fixed yet; it is skipped until it is, and runs with
+// -fleetsim.seed.
+//   - seed 18 (Converges at 30m, in each of its four runs so far; seed 6
+//     found it in two runs of three before the provider enforced references):
+//     around a Service's teardown and re-creation (api: ClusterIP, then
+//     LoadBalancer again, lost creation answers, a new leader after the
+//     election Lease was deleted), an object of the Service is left whose
+//     parent is gone (a server or a bind whose backend or frontend was
+//     destroyed seconds before the child was created). From then on every
+//     pass, to ensure or to delete, fails with lbrecon's "inconsistent
+//     engine answer: a parent is not listed", so the children stay for
+//     ever and the Service keeps its finalizer.
+func TestFleetKnownDefects(t *testing.T) {
+	t.Skip("finds an open defect (see the comment); run it with -fleetsim.seed=18 after removing this skip")
+	var observer atomic.Pointer[kubefake.Client]
+	fleetsim.Test(t, fleetConfig(&observer), 18)
+}
