@@ -48,6 +48,11 @@ type Reconciler struct {
 	idempotency   atomic.Int32  // 1: the engine takes idempotency tokens; -1: it does not; 0: not known yet
 	listings      atomic.Uint64 // List calls started, for ListLagListings
 	laggingUntil  *horizon      // a listing showed a child without its parent: wait until then (guarded by mu)
+
+	// Orphans (horizon.go): the children a listing showed without their
+	// parent, and the keys of the last listing merged.
+	orphanWatch atomic.Pointer[orphanWatch]
+	lastListed  atomic.Pointer[listedKeys]
 }
 
 // Check lists the provider's objects once and returns the plan for them
