@@ -79,24 +79,34 @@ var errDuplicateListed = fmt.Errorf("%w: two owned objects are alike", ErrIncons
 // pass waits and lists again instead of failing. Any other answer ends
 // it. A child without its parent that was listed when the horizon was set
 // is, at a listing past it, an orphan (see orphans); one that still fails
-// the pass there was not listed then, so a new horizon starts from this
-// listing. Called with mu held.
+// the pass there was not listed then: the pass fails, and a new horizon
+// starts from this listing for the next call. Called with mu held.
 func (r *Reconciler) lagging(err error, at listing) bool {
 	if !(errors.Is(err, errParentNotListed) || errors.Is(err, errDuplicateListed)) || !r.lagDeclared() {
 		r.laggingUntil = nil
 		return false
 	}
-	if r.laggingUntil != nil && r.laggingUntil.reachedBy(at) && errors.Is(err, errParentNotListed) {
-		r.laggingUntil = nil
+	if r.laggingUntil != nil && r.laggingUntil.reachedBy(at) {
+		if errors.Is(err, errParentNotListed) {
+			r.watchOrphans(at) // for the next call
+		}
+		return false
 	}
 	if r.laggingUntil == nil {
-		h := r.horizonAfter(r.clock.Now())
-		r.laggingUntil = &h
-		if l := r.lastListed.Load(); l != nil && l.at.n == at.n && errors.Is(err, errParentNotListed) {
-			r.orphanWatch.Store(&orphanWatch{until: h, keys: l.keys})
-		}
+		r.watchOrphans(at)
 	}
 	return !r.laggingUntil.reachedBy(at)
+}
+
+// watchOrphans sets a new horizon from now and, if the listing at is the
+// last merged, remembers its objects as the orphans to be. Called with mu
+// held.
+func (r *Reconciler) watchOrphans(at listing) {
+	h := r.horizonAfter(r.clock.Now())
+	r.laggingUntil = &h
+	if l := r.lastListed.Load(); l != nil && l.at.n == at.n {
+		r.orphanWatch.Store(&orphanWatch{until: h, keys: l.keys})
+	}
 }
 
 // orphanWatch is what a listing that showed a child without its parent
