@@ -175,6 +175,16 @@
 //     (merge.go, horizon.go; TestReplicaListingsNoDuplicates,
 //     TestListLagNoDuplicatesAndConfirmedSuccess,
 //     TestAsynchronousDeletionWaitedForNotReissued.)
+//   - Orphans: a child listed without its parent is, within the declared
+//     lag, a wait (list again); if the first listing at the horizon set
+//     then still lacks the parent, the children listed then are orphans
+//     (their parent is gone). An owned orphan is destroyed, children first,
+//     through the normal delete path (or, a frontend's or listener's
+//     default backend, updated onto the new parent) and the pass goes on;
+//     one not ours is never touched and never fails the pass. Without a
+//     declared lag such a listing stays [ErrInconsistent]. (horizon.go,
+//     lbtree.go; TestOwnedOrphanIsDestroyed, TestOrphanWithinTheLagIsKept,
+//     TestForeignOrphanIsLeft.)
 //   - Make-before-break: a replaced object (changed immutable fields, or
 //     mutable ones on an engine without [Updater]) and an object nobody
 //     wants any more are destroyed only once the step has no creation left

@@ -77,17 +77,71 @@ var errDuplicateListed = fmt.Errorf("%w: two owned objects are alike", ErrIncons
 // declared lag may explain it: the
 // first such answer sets a horizon, and until a listing reaches it the
 // pass waits and lists again instead of failing. Any other answer ends
-// it. Called with mu held.
+// it. A child without its parent that was listed when the horizon was set
+// is, at a listing past it, an orphan (see orphans); one that still fails
+// the pass there was not listed then: the pass fails, and a new horizon
+// starts from this listing for the next call. Called with mu held.
 func (r *Reconciler) lagging(err error, at listing) bool {
 	if !(errors.Is(err, errParentNotListed) || errors.Is(err, errDuplicateListed)) || !r.lagDeclared() {
 		r.laggingUntil = nil
 		return false
 	}
+	if r.laggingUntil != nil && r.laggingUntil.reachedBy(at) {
+		if errors.Is(err, errParentNotListed) {
+			r.watchOrphans(at) // for the next call
+		}
+		return false
+	}
 	if r.laggingUntil == nil {
-		h := r.horizonAfter(r.clock.Now())
-		r.laggingUntil = &h
+		r.watchOrphans(at)
 	}
 	return !r.laggingUntil.reachedBy(at)
+}
+
+// watchOrphans sets a new horizon from now and, if the listing at is the
+// last merged, remembers its objects as the orphans to be. Called with mu
+// held.
+func (r *Reconciler) watchOrphans(at listing) {
+	h := r.horizonAfter(r.clock.Now())
+	r.laggingUntil = &h
+	if l := r.lastListed.Load(); l != nil && l.at.n == at.n {
+		r.orphanWatch.Store(&orphanWatch{until: h, keys: l.keys})
+	}
+}
+
+// orphanWatch is what a listing that showed a child without its parent
+// leaves: its horizon, and the objects that listing showed. It stays
+// until a new one replaces it: a parent deleted is never listed again.
+type orphanWatch struct {
+	until horizon
+	keys  map[Key]bool
+}
+
+// listedKeys are the keys of the objects of one listing.
+type listedKeys struct {
+	at   listing
+	keys map[Key]bool
+}
+
+// orphans returns the objects of the listing at that are orphans: those
+// listed when a listing without their parent set the horizon, once at
+// reaches it. A parent missing then and at a listing that reflects every
+// change made before it was deleted: the child was made before it was
+// listed, and its parent before the child, so the declared lag can no
+// longer explain the parent's absence. Nil without a declared lag (an
+// unbounded lag explains any absence).
+func (r *Reconciler) orphans(at listing) map[Key]bool {
+	w := r.orphanWatch.Load()
+	if w == nil || !r.lagDeclared() || !w.until.reachedBy(at) {
+		return nil
+	}
+	return w.keys
+}
+
+// rememberListing records the keys of the listing at, for the horizon a child
+// without its parent in it may set.
+func (r *Reconciler) rememberListing(at listing, keys map[Key]bool) {
+	r.lastListed.Store(&listedKeys{at: at, keys: keys})
 }
 
 // lagDeclared reports whether the list lag is bounded (configured or

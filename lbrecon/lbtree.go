@@ -81,7 +81,10 @@ func (lb LoadBalancer) children(obs *Observation, kind string) ([]Object, error)
 // balancer its spec names ([LoadBalancer.hasID]) and, with Provision, a
 // frontend or listener by its backend too; every other object through its
 // parents, one that this plan or an earlier call destroys (listed, not
-// observed) counting as this load balancer's.
+// observed) counting as this load balancer's. An orphan, an owned object
+// whose parent is gone (see Observation.orphan),
+// counts as this load balancer's too: no desired object refers to a gone
+// parent, so the plan destroys it.
 func (lb LoadBalancer) has(obs *Observation, o Object) (bool, error) {
 	if s, ok := o.Spec.(LoadBalancerSpec); ok {
 		return s.Name == lb.ID, nil
@@ -95,6 +98,9 @@ func (lb LoadBalancer) has(obs *Observation, o Object) (bool, error) {
 	parents := lb.refs(o)
 	for _, k := range parents {
 		if !obs.Known(k) {
+			if obs.orphan(o) {
+				return true, nil
+			}
 			return false, fmt.Errorf("%w: %v refers to %v, which is not listed", errParentNotListed, o, k)
 		}
 		if p, ok := obs.Get(k); ok {
@@ -125,6 +131,9 @@ func (lb LoadBalancer) hasID(obs *Observation, o Object, id string) (bool, error
 		return true, nil
 	}
 	if lb.Provision {
+		if obs.orphan(o) {
+			return true, nil
+		}
 		return false, fmt.Errorf("%w: %v refers to %v, which is not listed", errParentNotListed, o, k)
 	}
 	return false, nil
@@ -153,3 +162,8 @@ func (lb LoadBalancer) parentID(obs *Observation) (string, bool) {
 	o, ok := lb.lbObject(obs)
 	return o.ID, ok
 }
+
+// orphan reports whether o, listed without a parent, is an orphan: its
+// parent is gone, since a listing that o's lag horizon reached does not
+// show it either (see Reconciler.orphans).
+func (o *Observation) orphan(obj Object) bool { return o.orphans[obj.Key()] }

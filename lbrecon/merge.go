@@ -17,6 +17,7 @@ type view struct {
 	intended    map[nameKey]bool // names an intent holds (a creation of unknown outcome)
 	unconfirmed []Object         // acks no listing has shown yet
 	now         time.Time
+	orphans     map[Key]bool // listed children taken as orphans when their parent is not listed (horizon.go)
 }
 
 func (v *view) observation() *Observation {
@@ -24,6 +25,7 @@ func (v *view) observation() *Observation {
 	for k := range v.listed {
 		obs.known[k] = true
 	}
+	obs.orphans = v.orphans
 	return obs
 }
 
@@ -47,6 +49,8 @@ func (r *Reconciler) merge(listed []Object, listedAt listing) (*view, error) {
 		byKey[o.Key()] = o
 		v.listed[o.Key()] = true
 	}
+	r.rememberListing(listedAt, v.listed)
+	v.orphans = r.orphans(listedAt)
 	// Objects deleted by someone else: an owned object a listing showed,
 	// missing from one the lag after, is gone; a lagging listing that
 	// shows it again is not believed (see deletions).

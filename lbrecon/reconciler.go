@@ -55,6 +55,11 @@ type Reconciler struct {
 	term        uint64     // the fencing token of the term the memory belongs to
 	inTerm      bool       // term is set
 	termHorizon horizon    // the first listing past the current term's beginning; zero in the first term
+
+	// Orphans (horizon.go): the children a listing showed without their
+	// parent, and the keys of the last listing merged.
+	orphanWatch atomic.Pointer[orphanWatch]
+	lastListed  atomic.Pointer[listedKeys]
 }
 
 // Check lists the provider's objects once and returns the plan for them

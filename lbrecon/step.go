@@ -103,6 +103,8 @@ type Observation struct {
 	byKind map[string][]Object
 	byKey  map[Key]Object
 	known  map[Key]bool // every listed object, including those going away
+
+	orphans map[Key]bool // listed objects whose parent, if not listed, is gone (horizon.go)
 }
 
 // NewObservation groups objs by kind. It copies nothing: callers must not
@@ -140,7 +142,7 @@ func (o *Observation) without(gone map[Key]bool) *Observation {
 	if len(gone) == 0 {
 		return o
 	}
-	n := &Observation{byKind: make(map[string][]Object, len(o.byKind)), byKey: make(map[Key]Object, len(o.byKey)), known: o.known}
+	n := &Observation{byKind: make(map[string][]Object, len(o.byKind)), byKey: make(map[Key]Object, len(o.byKey)), known: o.known, orphans: o.orphans}
 	for kind, objs := range o.byKind {
 		kept := make([]Object, 0, len(objs))
 		for _, obj := range objs {

@@ -196,19 +196,25 @@ func (e *Engine) Create(ctx context.Context, obj lbrecon.Object) (lbrecon.Object
 	if f != nil {
 		return lbrecon.Object{}, f.apply(e, obj)
 	}
-	return e.store(obj), nil
+	return e.store(obj)
 }
 
 // store creates obj, pending for the configured period.
-func (e *Engine) store(obj lbrecon.Object) lbrecon.Object { return e.storeAs(obj, false) }
+func (e *Engine) store(obj lbrecon.Object) (lbrecon.Object, error) { return e.storeAs(obj, false) }
 
 // storeLost creates obj for a call whose answer is lost: with ReplicaLag,
 // replicas show it only after the whole lag.
-func (e *Engine) storeLost(obj lbrecon.Object) lbrecon.Object { return e.storeAs(obj, true) }
+func (e *Engine) storeLost(obj lbrecon.Object) (lbrecon.Object, error) { return e.storeAs(obj, true) }
 
-func (e *Engine) storeAs(obj lbrecon.Object, lost bool) lbrecon.Object {
+// storeAs checks obj's references again (admit's check and this store
+// are not one critical section: a parent's Destroy may come between them)
+// and stores it.
+func (e *Engine) storeAs(obj lbrecon.Object, lost bool) (lbrecon.Object, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if err := e.refsExist(obj); err != nil {
+		return lbrecon.Object{}, err
+	}
 	now := e.clock.Now()
 	obj.ID = e.newID(obj.Kind)
 	obj.Tags = slices.Clone(obj.Tags)
@@ -221,7 +227,7 @@ func (e *Engine) storeAs(obj lbrecon.Object, lost bool) lbrecon.Object {
 	e.assign(o)
 	e.objs[obj.Key()] = o
 	e.track()
-	return e.view(o, e.clock.Now())
+	return e.view(o, e.clock.Now()), nil
 }
 
 // provision starts o's pending period. Called with e.mu held.

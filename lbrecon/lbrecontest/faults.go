@@ -48,7 +48,9 @@ func (e *Engine) FailCreate(match func(lbrecon.Object) bool, n int, err error) {
 // lost would.
 func (e *Engine) FailCreateAfter(match func(lbrecon.Object) bool, n int) {
 	e.inject(lbrecon.VerbCreate, match, n, func(e *Engine, obj lbrecon.Object) error {
-		e.storeLost(obj)
+		if _, err := e.storeLost(obj); err != nil {
+			return err
+		}
 		return fmt.Errorf("%w: 503 after create", ErrInjected)
 	})
 }
@@ -60,7 +62,9 @@ func (e *Engine) FailCreateAfter(match func(lbrecon.Object) bool, n int) {
 func (e *Engine) CrashBeforeTag(match func(lbrecon.Object) bool, n int) {
 	e.inject(lbrecon.VerbCreate, match, n, func(e *Engine, obj lbrecon.Object) error {
 		obj.Tags = nil
-		e.store(obj)
+		if _, err := e.store(obj); err != nil {
+			return err
+		}
 		return ErrCrashed
 	})
 }
@@ -137,7 +141,9 @@ func (e *Engine) LoseCreateAnswers(k int) {
 		n++
 		return n%k == 0
 	}, apply: func(e *Engine, obj lbrecon.Object) error {
-		e.storeLost(obj)
+		if _, err := e.storeLost(obj); err != nil {
+			return err
+		}
 		return fmt.Errorf("%w: 503 after create, answer lost", ErrInjected)
 	}})
 }

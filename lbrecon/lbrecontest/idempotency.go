@@ -37,7 +37,7 @@ func (e *Engine) CreateIdempotent(ctx context.Context, obj lbrecon.Object, token
 	if f != nil {
 		err = f.apply(e, obj)
 	} else {
-		got = e.store(obj)
+		got, err = e.store(obj)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
