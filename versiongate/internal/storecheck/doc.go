@@ -23,7 +23,14 @@
 //
 //   - Publish: OK needs a revision above every revision reported before,
 //     and creates the record (replacing one with the same ID, which may
-//     have expired unseen). Held needs a record with the ID.
+//     have expired unseen). Held needs a record with the ID, or, on a
+//     store that claims the ID before it makes the record
+//     (LostRecordsLinger: the Kubernetes store's heartbeat Lease, judged
+//     dead only after its TTL plus a margin), an earlier publish of the
+//     ID, whatever its outcome: its claim may outlive the record, or a
+//     publish cut before it made one (a node that crashed mid-publish is
+//     refused as held when it starts again, while no listing shows its
+//     record). The refused publish's own claim does not count.
 //   - KeepAlive: OK needs the record bound to that lease. Lost removes it;
 //     on a store whose expiry an observer carries out
 //     (LostRecordsLinger: the Kubernetes store, whose keep-alive reports
