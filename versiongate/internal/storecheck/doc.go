@@ -198,6 +198,12 @@
 //     and time is the real clock's, so a budget is a bound on bursts, not
 //     a measure of requests per second after 30s of one answer (the
 //     packages' own tests measure those on fake clocks).
+//   - Claims' lifetimes: on a store that claims an ID before it makes
+//     the record (LostRecordsLinger), any earlier publish of the ID may
+//     hold it, however long ago: that its heartbeat is judged dead
+//     within its TTL plus the margin is time, which the model does not
+//     check. A store that refused such publishes for ever would be
+//     caught by the drivers (the upgrade does not complete), not here.
 //   - Expiry timing: a record may expire at any moment; that it lives
 //     while kept alive, and expires within its TTL otherwise, is not
 //     checked here (the drivers check that nodes stop serving first).
