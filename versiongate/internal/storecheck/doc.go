@@ -23,7 +23,14 @@
 //
 //   - Publish: OK needs a revision above every revision reported before,
 //     and creates the record (replacing one with the same ID, which may
-//     have expired unseen). Held needs a record with the ID.
+//     have expired unseen). Held needs a record with the ID, or, on a
+//     store that claims the ID before it makes the record
+//     (LostRecordsLinger: the Kubernetes store's heartbeat Lease, judged
+//     dead only after its TTL plus a margin), an earlier publish of the
+//     ID, whatever its outcome: its claim may outlive the record, or a
+//     publish cut before it made one (a node that crashed mid-publish is
+//     refused as held when it starts again, while no listing shows its
+//     record). The refused publish's own claim does not count.
 //   - KeepAlive: OK needs the record bound to that lease. Lost removes it;
 //     on a store whose expiry an observer carries out
 //     (LostRecordsLinger: the Kubernetes store, whose keep-alive reports
@@ -191,6 +198,12 @@
 //     and time is the real clock's, so a budget is a bound on bursts, not
 //     a measure of requests per second after 30s of one answer (the
 //     packages' own tests measure those on fake clocks).
+//   - Claims' lifetimes: on a store that claims an ID before it makes
+//     the record (LostRecordsLinger), any earlier publish of the ID may
+//     hold it, however long ago: that its heartbeat is judged dead
+//     within its TTL plus the margin is time, which the model does not
+//     check. A store that refused such publishes for ever would be
+//     caught by the drivers (the upgrade does not complete), not here.
 //   - Expiry timing: a record may expire at any moment; that it lives
 //     while kept alive, and expires within its TTL otherwise, is not
 //     checked here (the drivers check that nodes stop serving first).

@@ -77,6 +77,15 @@ type state struct {
 	// created: its deletion came after that revision, and no later than
 	// the point where the model removed it. See stepRecordsEvent.
 	gone map[string]int64
+	// claimed holds, on a store whose publish claims the ID with an
+	// object of its own before it creates the record (Input.Lingers: the
+	// Kubernetes store's heartbeat Lease), each ID a publish was called
+	// for. The claim may outlive a publish that failed (cut, or its
+	// record's create refused and the claim's delete lost) and a record
+	// that is gone, until a publish or the reaper judges it dead: a
+	// publish of such an ID may be refused as held with no record to
+	// list.
+	claimed map[string]bool
 	// key identifies the state, for Equal and Hash; base is key without
 	// pending.
 	key, base string
@@ -106,6 +115,10 @@ func (s *state) clone() *state {
 	c.gone = maps.Clone(s.gone)
 	if c.gone == nil {
 		c.gone = map[string]int64{}
+	}
+	c.claimed = maps.Clone(s.claimed)
+	if c.claimed == nil {
+		c.claimed = map[string]bool{}
 	}
 	return &c
 }
@@ -147,6 +160,10 @@ func (s *state) freeze() *state {
 	b.WriteString(" gone:")
 	for _, id := range slices.Sorted(maps.Keys(s.gone)) {
 		fmt.Fprintf(&b, " %s=%d", id, s.gone[id])
+	}
+	b.WriteString(" claimed:")
+	for _, id := range slices.Sorted(maps.Keys(s.claimed)) {
+		fmt.Fprintf(&b, " %s", id)
 	}
 	s.base = b.String()
 	b.WriteString(" pending:")
@@ -237,6 +254,15 @@ func step(s *state, in Input, out Output) []*state {
 	one := func() []*state { return []*state{next.freeze()} }
 	switch in.Kind {
 	case KindPublish:
+		// Held is judged on the claims before this publish's own.
+		claimed := s.claimed[in.ID]
+		if in.Lingers && !claimed {
+			// Whatever its outcome, it may have left its claim.
+			s = s.clone()
+			s.claimed[in.ID] = true
+			s.freeze()
+			next.claimed[in.ID] = true
+		}
 		switch out.Outcome {
 		case OK:
 			// A record with the same ID in the model may have expired
@@ -248,7 +274,9 @@ func step(s *state, in Input, out Output) []*state {
 			next.put(in.ID, rec{value: in.Value, lease: out.Lease, modRev: out.Rev})
 			return one()
 		case Held:
-			if _, ok := s.records[in.ID]; !ok {
+			// A record of the ID holds it; on a store that claims
+			// the ID first, an earlier publish's claim may too.
+			if _, ok := s.records[in.ID]; !ok && !claimed {
 				return nil
 			}
 			return one()
@@ -362,6 +390,9 @@ func step(s *state, in Input, out Output) []*state {
 func stepEnable(s *state, c call) []*state {
 	n := s.clone()
 	n.pending[pend{c.ID, c.Value}]++
+	if c.Lingers {
+		n.claimed[c.ID] = true
+	}
 	return []*state{n.freeze()}
 }
 

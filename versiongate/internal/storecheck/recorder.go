@@ -62,8 +62,9 @@ type Input struct {
 	// applying it (write). See ValidatedAfterWrite.
 	Tentative bool
 	// Lingers says a keep-alive reported lost may leave the record in
-	// place for a while (keepalive), and a watch may report a deletion
-	// late (records event). See LostRecordsLinger.
+	// place for a while (keepalive), a watch may report a deletion late
+	// (records event), and a publish's claim on the ID may outlive its
+	// record or the publish itself (publish). See LostRecordsLinger.
 	Lingers bool
 	// Watch numbers the watch (watch, events, end); Status says it is a
 	// watch of the status.
@@ -188,7 +189,9 @@ func ValidatedAfterWrite() RecorderOption { return func(r *Recorder) { r.tentati
 // lease is never kept alive again. Such a store's watch may also report a
 // deletion late (the Kubernetes store holds one its heartbeat does not
 // yet confirm), so a batch that omits a deletion the model knows of is
-// not refused there. See the package documentation.
+// not refused there, and its publish may be refused as held by what an
+// earlier publish of the ID left (a heartbeat Lease) while no record of
+// the ID exists. See the package documentation.
 func LostRecordsLinger() RecorderOption { return func(r *Recorder) { r.lingers = true } }
 
 // Wrap returns s logging every operation as one client named name. Each
@@ -282,7 +285,7 @@ func (c *client) done(ctx context.Context, in Input, call time.Duration, err err
 }
 
 func (c *client) PublishRecord(ctx context.Context, id string, value []byte, ttl time.Duration) (versiongate.RecordLease, error) {
-	in := Input{Kind: KindPublish, ID: id, Value: string(value)}
+	in := Input{Kind: KindPublish, ID: id, Value: string(value), Lingers: c.r.lingers}
 	call := c.r.now()
 	c.r.count(c.name, in, call)
 	l, err := c.s.PublishRecord(ctx, id, value, ttl)
