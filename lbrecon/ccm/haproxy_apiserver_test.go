@@ -18,8 +18,6 @@ import (
 
 	"github.com/reconkit/reconkit/internal/testenv"
 	"github.com/reconkit/reconkit/lbrecon"
-	"github.com/reconkit/reconkit/lbrecon/ccm"
-	"github.com/reconkit/reconkit/lbrecon/ccm/ccmtest"
 	"github.com/reconkit/reconkit/lbrecon/lbrecontest"
 )
 
@@ -90,35 +88,7 @@ func TestHAProxyServiceUnderTheRealController(t *testing.T) {
 	defer cancel()
 	svcs := cs.CoreV1().Services("default")
 
-	// Short provider delays on real time; every wait below is a condition
-	// with a deadline of stepTimeout, so the machine's load cannot fail it.
-	eng := lbrecontest.New(lbrecontest.HAProxy(lbrecontest.Config{Pending: 100 * time.Millisecond, ListLag: 100 * time.Millisecond,
-		DeclareListLag: true, DeleteDelay: 200 * time.Millisecond, VIPDelay: 300 * time.Millisecond}))
-	order := &orderWatch{Engine: eng, eng: eng}
-	b, err := ccm.New(ccm.Config{Engine: order, Mapping: provisionMappingListening(lbrecon.ListenBinds),
-		Token:   func(context.Context) (uint64, error) { return 1, nil },
-		Journal: ccm.NewConfigMapJournal(cs.CoreV1(), ccm.ConfigMapJournalOptions{}),
-		Reconciler: lbrecon.Config{PollInterval: 50 * time.Millisecond, MaxPollInterval: 500 * time.Millisecond,
-			CallTimeout: 5 * time.Second}})
-	require.NoError(t, err)
-	pub := &publishWatch{Balancer: b, eng: eng}
-
-	createNode(t, cs, "n1", "10.0.0.1")
-	createNode(t, cs, "n2", "10.0.0.2")
-	ctrl, err := ccmtest.Start(t.Context(), ccmtest.Config{REST: a.Config(), Balancer: pub, ClusterName: "test-cluster", Workers: 2})
-	require.NoError(t, err)
-	go func() {
-		<-ctrl.Done()
-		if err := ctrl.Err(); err != nil {
-			fail(fmt.Errorf("the service controller: %w", err))
-		}
-	}()
-	t.Cleanup(func() {
-		require.NoError(t, ctrl.Kill())
-		if t.Failed() {
-			t.Logf("the service controller's output, its tail:\n%s", lastLines(ctrl.Log(), 60))
-		}
-	})
+	eng, order, pub, ctrl := startProvisioned(t, a, cs, lbrecontest.HAProxy, provisionMappingListening(lbrecon.ListenBinds), fail)
 
 	// eventually waits up to within for cond, failing at once on a wrong
 	// publication.

@@ -155,36 +155,7 @@ func TestProvisionedServiceUnderTheRealController(t *testing.T) {
 	defer cancel()
 	svcs := cs.CoreV1().Services("default")
 
-	// Short provider delays on real time; every wait below is a condition
-	// with a deadline of stepTimeout, so the machine's load cannot fail it.
-	const vipDelay = 300 * time.Millisecond
-	eng := lbrecontest.New(lbrecontest.ELB(lbrecontest.Config{Pending: 100 * time.Millisecond, ListLag: 100 * time.Millisecond,
-		DeclareListLag: true, DeleteDelay: 200 * time.Millisecond, VIPDelay: vipDelay}))
-	order := &orderWatch{Engine: eng, eng: eng}
-	b, err := ccm.New(ccm.Config{Engine: order, Mapping: provisionMapping,
-		Token:   func(context.Context) (uint64, error) { return 1, nil },
-		Journal: ccm.NewConfigMapJournal(cs.CoreV1(), ccm.ConfigMapJournalOptions{}),
-		Reconciler: lbrecon.Config{PollInterval: 50 * time.Millisecond, MaxPollInterval: 500 * time.Millisecond,
-			CallTimeout: 5 * time.Second}})
-	require.NoError(t, err)
-	pub := &publishWatch{Balancer: b, eng: eng}
-
-	createNode(t, cs, "n1", "10.0.0.1")
-	createNode(t, cs, "n2", "10.0.0.2")
-	ctrl, err := ccmtest.Start(t.Context(), ccmtest.Config{REST: a.Config(), Balancer: pub, ClusterName: "test-cluster", Workers: 2})
-	require.NoError(t, err)
-	go func() {
-		<-ctrl.Done()
-		if err := ctrl.Err(); err != nil {
-			fail(fmt.Errorf("the service controller: %w", err))
-		}
-	}()
-	t.Cleanup(func() {
-		require.NoError(t, ctrl.Kill())
-		if t.Failed() {
-			t.Logf("the service controller's output, its tail:\n%s", lastLines(ctrl.Log(), 60))
-		}
-	})
+	eng, order, pub, ctrl := startProvisioned(t, a, cs, lbrecontest.ELB, provisionMapping, fail)
 
 	// Every version of the Service the apiserver holds: an ingress that
 	// differs from the last one must be exactly what the provider assigned
@@ -370,4 +341,43 @@ func TestProvisionedServiceUnderTheRealController(t *testing.T) {
 	seenMu.Lock()
 	t.Logf("last published: %v; load-balancer calls: %+v; provider requests: %d", published, ctrl.Calls(), eng.Requests())
 	seenMu.Unlock()
+}
+
+// startProvisioned starts a Balancer on a provider of the given shape
+// (lbrecontest.ELB or HAProxy) with short delays on real time, two Nodes,
+// and the real service controller calling it; a failure of the controller
+// ends fail's context. Every wait of the tests that use it is a condition
+// with a deadline, so the machine's load cannot fail them.
+func startProvisioned(t *testing.T, a *testenv.APIServerInstance, cs kubernetes.Interface,
+	shape func(lbrecontest.Config) lbrecontest.Config, mapping ccm.Mapping, fail context.CancelCauseFunc,
+) (*lbrecontest.Engine, *orderWatch, *publishWatch, *ccmtest.Controller) {
+	t.Helper()
+	eng := lbrecontest.New(shape(lbrecontest.Config{Pending: 100 * time.Millisecond, ListLag: 100 * time.Millisecond,
+		DeclareListLag: true, DeleteDelay: 200 * time.Millisecond, VIPDelay: 300 * time.Millisecond}))
+	order := &orderWatch{Engine: eng, eng: eng}
+	b, err := ccm.New(ccm.Config{Engine: order, Mapping: mapping,
+		Token:   func(context.Context) (uint64, error) { return 1, nil },
+		Journal: ccm.NewConfigMapJournal(cs.CoreV1(), ccm.ConfigMapJournalOptions{}),
+		Reconciler: lbrecon.Config{PollInterval: 50 * time.Millisecond, MaxPollInterval: 500 * time.Millisecond,
+			CallTimeout: 5 * time.Second}})
+	require.NoError(t, err)
+	pub := &publishWatch{Balancer: b, eng: eng}
+
+	createNode(t, cs, "n1", "10.0.0.1")
+	createNode(t, cs, "n2", "10.0.0.2")
+	ctrl, err := ccmtest.Start(t.Context(), ccmtest.Config{REST: a.Config(), Balancer: pub, ClusterName: "test-cluster", Workers: 2})
+	require.NoError(t, err)
+	go func() {
+		<-ctrl.Done()
+		if err := ctrl.Err(); err != nil {
+			fail(fmt.Errorf("the service controller: %w", err))
+		}
+	}()
+	t.Cleanup(func() {
+		require.NoError(t, ctrl.Kill())
+		if t.Failed() {
+			t.Logf("the service controller's output, its tail:\n%s", lastLines(ctrl.Log(), 60))
+		}
+	})
+	return eng, order, pub, ctrl
 }
