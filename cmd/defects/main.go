@@ -31,62 +31,40 @@
 // # Measured
 //
 // Each of the eight patches fails the test its fix came with (-unit).
-//
-// examples/outsider's CI seeds (TestFleet, seeds 1 to 3, ten minutes of
-// faults each, an operator who also leaves a preferredHolder on the leader
-// Lease; go run ./cmd/defects -baseline -defects
-// lease-preferred-holder,election-resign-spin,lbrecon-first-listing,configmapsource-empty-watch):
-// no seed fails unpatched; lease-preferred-holder is found by all three
-// (term-churn, first at 2m52s: 16 terms of the leader Lease within a
-// minute, its preferred holder still "retired-candidate"), and
-// configmapsource-empty-watch by seeds 1 and 2 (request-budget: 200
-// watches of the ConfigMap at one instant, first at 2m57s).
-//
-// examples/nodeagent's CI seeds (TestFleet, seeds 1 and 2, with rolling
-// upgrades from 1.0 to 1.1 and its election and gate store on the agent's
-// drifting clock; go run ./cmd/defects -baseline -pkg ./examples/nodeagent
-// -defects nodestatus-unknown,lease-preferred-holder): no seed fails
-// unpatched, and nodestatus-unknown is found by seed 2 (node-ready at
-// 2m20s: the Node still Ready Unknown 50s after the link healed, bound
-// 50s). The same seed, unpatched, failed the same way in 2 of 14 runs
-// under load (go test -count=8 -run 'TestFleet$' -fleetsim.seed=2
-// ./examples/nodeagent): the fixed heartbeat can take the whole bound.
-// With main at 969bdfe merged (a faster kubefake, staggered starts),
-// outsider's seeds still find lease-preferred-holder (3 of 3) and
-// nodeagent's seed 2 nodestatus-unknown (go test -run 'TestFleet$' -v
-// with each patch applied).
+// With every fleet's CI seeds (go run ./cmd/defects -baseline, which runs
+// each patch on the fleet its header names; examples/outsider's TestFleet
+// seeds 1 to 3 by default), no seed fails unpatched, and four of the eight
+// are found:
+//   - ccm-cleanup-spec, on examples/ccmfleet (seeds 1 to 3): by all three,
+//     Converges at the end of the quiet period (the objects and finalizer
+//     of the Service turned ClusterIP stay);
+//   - lease-preferred-holder, on outsider: by two of three, term-churn
+//     first at 2m51s (more than 15 terms of the leader Lease within a
+//     minute, its preferred holder still "retired-candidate");
+//   - configmapsource-empty-watch, on outsider: by seeds 1 and 2,
+//     request-budget at 7m32s (200 watches of the ConfigMap at one
+//     instant);
+//   - nodestatus-unknown, on examples/nodeagent (seeds 1 and 2): by one,
+//     node-ready at 2m25s.
 //
 // Not found, and why:
-//   - election-resign-spin: neither example's agents call election.Run;
-//     their leader work runs in versiongate's campaign loop, which pauses
-//     after every term by itself, so the patch changes no code a fleet
-//     runs. A host whose leader work runs under election.Run and resigns
-//     is needed.
-//   - lbrecon-first-listing: both examples reconcile with lbrecon.NoJournal,
-//     which their doc says a provider whose listings lag does not suit. On
-//     a provider with read replicas (lbrecontest ReplicaLag, declared),
-//     outsider's unpatched seeds already leave duplicates after a change
-//     of leader within the lag (seed 2 at a 10s lag, seeds 1 and 3 at 60s:
-//     a server or frontend twice, never removed), and with a 30s reconcile
-//     interval one leader rarely lists twice within the lag, which the
-//     defect needs.
-//   - lease-preferred-holder on nodeagent: its election's RetryPeriod is
-//     3.75s, so a flapping term makes about 16 terms in its first minute
-//     and fewer as the gate's pause grows, at term-churn's limit of 15; its
-//     CI fleet leaves the edit out.
-//   - versiongate-ready-backoff and kubestore-status-revision need the CI
-//     nemesis to delete the gate's status Lease (DeleteLease,
-//     NamespaceDelete), which both examples leave out until the defect
-//     their TestFleetKnownDefects names is fixed on main. Tried on a
-//     scratch copy with that fix (branch gate) merged and both kinds back
-//     in both CI nemeses: no seed fails unpatched (outsider 3 of 3,
-//     nodeagent 2 of 2), yet neither defect is found; nodeagent's seed 2
-//     reported node-ready at 2m20s under kubestore-status-revision, the
-//     intermittent failure above, not that defect. The CI fleets need a
-//     longer window in which a node waits in WaitReady while the status
-//     is gone or its revision is compacted.
-//   - ccm-cleanup-spec: not run on these fleets; it needs a CCM in one
-//     (examples/ccmfleet on main).
+//   - election-resign-spin: no fleet's leader work resigns under
+//     election.Run. outsider and nodeagent lead through versiongate's
+//     campaign loop, which pauses after every term by itself, and
+//     ccmfleet's replicas never resign; the patch changes no code a fleet
+//     runs.
+//   - lbrecon-first-listing: outsider and nodeagent reconcile with
+//     lbrecon.NoJournal, which their doc says a provider whose listings
+//     lag does not suit: with read replicas declared, their unpatched
+//     seeds already leave duplicates after a change of leader within the
+//     lag. ccmfleet (a journal, read replicas lagging up to 3s) passes its
+//     seeds 1 to 3 patched (go run ./cmd/defects -baseline -defects
+//     lbrecon-first-listing -pkg ./examples/ccmfleet -run '^TestFleet$').
+//   - versiongate-ready-backoff and kubestore-status-revision: both CI
+//     nemeses delete the gate's status Lease and its namespace, yet no
+//     seed finds them: they need a node waiting in WaitReady, while the
+//     status is gone or its revision compacted, for longer than the CI
+//     runs give.
 package main
 
 import (
