@@ -470,3 +470,25 @@ func TestTentativeReadsDecided(t *testing.T) {
 	late[reads[1]] = last
 	require.Equal(t, porcupine.Illegal, verify(t, late))
 }
+
+// A tentative write's value read after another write of the same value
+// does not place the tentative write around the read: the other write may
+// be what the read showed. Here the tentative write of term 1 is refused
+// once term 2 fenced, and returns before term 2's own write of the value
+// is read.
+func TestTentativeValueWrittenAgain(t *testing.T) {
+	op := func(client int, call, ret time.Duration, in storecheck.Input, out storecheck.Output) storecheck.Op {
+		return storecheck.Op{Client: client, Input: in, Output: out, Call: call, Return: ret}
+	}
+	ok := storecheck.Output{Outcome: storecheck.OK}
+	h := []storecheck.Op{
+		op(1, 0, 1, storecheck.Input{Kind: storecheck.KindFence, Token: 1}, ok),
+		op(1, 2, 3, storecheck.Input{Kind: storecheck.KindWrite, Token: 1, Value: "a"}, ok),
+		op(3, 4, 5, storecheck.Input{Kind: storecheck.KindRead}, storecheck.Output{Outcome: storecheck.OK, Value: "a", Exists: true, Rev: 1}),
+		op(1, 6, 11, storecheck.Input{Kind: storecheck.KindWrite, Token: 1, Value: "v", NodesRev: 5, Tentative: true}, storecheck.Output{Outcome: storecheck.Lost}),
+		op(2, 7, 8, storecheck.Input{Kind: storecheck.KindFence, Token: 2}, ok),
+		op(2, 9, 10, storecheck.Input{Kind: storecheck.KindWrite, Token: 2, Value: "v"}, ok),
+		op(3, 12, 13, storecheck.Input{Kind: storecheck.KindRead}, storecheck.Output{Outcome: storecheck.OK, Value: "v", Exists: true, Rev: 2}),
+	}
+	require.Equal(t, porcupine.Ok, verify(t, h))
+}
