@@ -121,7 +121,7 @@ func TestDuplicateKeptIsTheLowestID(t *testing.T) {
 		}
 		require.NotEmpty(t, bind.ID)
 		require.Empty(t, referring(eng, bind.ID))
-		low := duplicate(eng, bind, "a")
+		low := duplicate(eng, bind, "id-000000") // below every ID the engine gives, of the same length
 		r := newLB(t, eng, lb, lag)
 		require.NoError(t, r.Reconcile(t.Context()))
 		require.Equal(t, []lbrecon.Key{low.Key()}, stored(eng, []lbrecon.Key{low.Key(), bind.Key()}))

@@ -257,11 +257,9 @@ func (r *Reconciler) compute(ctx context.Context, v *view, down bool) (*plan, er
 		i := r.stepOf[o.Kind]
 		changes[i].Destroy = append(changes[i].Destroy, o)
 	}
-	duplicate := make(map[Key]bool, len(extra))
 	for _, o := range extra {
 		i := r.stepOf[o.Kind]
 		changes[i].Destroy = append(changes[i].Destroy, o)
-		duplicate[o.Key()] = true
 	}
 
 	// Creations: adopt exact untagged matches; hold names of unknown
@@ -357,7 +355,7 @@ func (r *Reconciler) compute(ctx context.Context, v *view, down bool) (*plan, er
 			switch {
 			case childGoing[i]:
 				p.Deferred = append(p.Deferred, d)
-			case recreating[nameOf(d)] || m.conflicts[nameOf(d)] || breakNow[d.Key()] || duplicate[d.Key()] || parentGoes || !outstanding[i]:
+			case recreating[nameOf(d)] || m.conflicts[nameOf(d)] || breakNow[d.Key()] || parentGoes || !outstanding[i]:
 				p.destroy[i] = append(p.destroy[i], d)
 				p.Destroy = append(p.Destroy, d)
 			default:
@@ -375,8 +373,11 @@ func (r *Reconciler) compute(ctx context.Context, v *view, down bool) (*plan, er
 // them was listed when that answer set the lag horizon (see lagging) and
 // is listed again at a listing past it, they all exist. The one kept is
 // the one listed children refer to (its children are not orphaned), else
-// one this reconciler's memory knows it created, else the one with the
-// lowest ID (shorter first, then in byte order). Called with memMu held.
+// the one with the lowest ID (shorter first, then in byte order). The
+// memory cannot tell which one this reconciler created: a creation is
+// confirmed, and forgotten, by the first listing past its horizon, which
+// comes no later than the one that settles a duplicate listed with it;
+// and the journal holds names, not IDs. Called with memMu held.
 func (r *Reconciler) duplicates(v *view) ([]Object, error) {
 	type group struct{ objs []Object }
 	var groups []*group
@@ -411,9 +412,6 @@ func (r *Reconciler) duplicates(v *view) ([]Object, error) {
 			if c := cmpTrue(referred[a.Key()], referred[b.Key()]); c != 0 {
 				return c
 			}
-			if c := cmpTrue(r.mem.createdHere(a.Key()), r.mem.createdHere(b.Key())); c != 0 {
-				return c
-			}
 			if c := cmp.Compare(len(a.ID), len(b.ID)); c != 0 {
 				return c
 			}
@@ -442,14 +440,6 @@ func (r *Reconciler) referred(v *view) map[Key]bool {
 		}
 	}
 	return out
-}
-
-// createdHere reports whether the memory holds the creation of k: this
-// reconciler created it and no listing past its horizon confirmed it yet.
-// Called with memMu held.
-func (m *memory) createdHere(k Key) bool {
-	_, ok := m.created[k]
-	return ok
 }
 
 // cmpTrue orders true before false.
