@@ -185,6 +185,15 @@
 //     declared lag such a listing stays [ErrInconsistent]. (horizon.go,
 //     lbtree.go; TestOwnedOrphanIsDestroyed, TestOrphanWithinTheLagIsKept,
 //     TestForeignOrphanIsLeft.)
+//   - Duplicates: two owned objects with one name and one spec are, within
+//     the declared lag, a wait (list again); if a listing at the horizon
+//     set then still shows every one of them, they all exist: one is kept
+//     (the one listed children refer to, else the lowest ID) and the
+//     others are destroyed through the normal delete path, and the pass
+//     goes on. Without a declared lag such a listing stays
+//     [ErrInconsistent]. (plan.go, horizon.go;
+//     TestDuplicatePastTheLagIsDestroyed, TestDuplicateWithinTheLagIsKept,
+//     TestDuplicateKeptIsTheOneWithChildren, TestDuplicateKeptIsTheLowestID.)
 //   - Make-before-break: a replaced object (changed immutable fields, or
 //     mutable ones on an engine without [Updater]) and an object nobody
 //     wants any more are destroyed only once the step has no creation left

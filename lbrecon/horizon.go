@@ -69,7 +69,9 @@ var errParentNotListed = fmt.Errorf("%w: a parent is not listed", ErrInconsisten
 // errDuplicateListed is the inconsistent answer of a listing that shows
 // two owned objects with one name and one spec: on read replicas, within
 // the lag, one of them may be an object someone else deleted (a process
-// that never saw it listed cannot tell).
+// that never saw it listed cannot tell). Past the lag horizon, both
+// listed when it was set and again at a listing past it exist: the plan
+// keeps one and destroys the others (see Reconciler.duplicates).
 var errDuplicateListed = fmt.Errorf("%w: two owned objects are alike", ErrInconsistent)
 
 // lagging reports whether err is a listing, made at at, that shows a
@@ -78,8 +80,10 @@ var errDuplicateListed = fmt.Errorf("%w: two owned objects are alike", ErrIncons
 // first such answer sets a horizon, and until a listing reaches it the
 // pass waits and lists again instead of failing. Any other answer ends
 // it. A child without its parent that was listed when the horizon was set
-// is, at a listing past it, an orphan (see orphans); one that still fails
-// the pass there was not listed then: the pass fails, and a new horizon
+// is, at a listing past it, an orphan (see orphans), and objects alike
+// that were all listed then are duplicates (see Reconciler.duplicates);
+// one that still fails the pass there was not listed then: the pass
+// fails, and a new horizon
 // starts from this listing for the next call. Called with mu held.
 func (r *Reconciler) lagging(err error, at listing) bool {
 	if !(errors.Is(err, errParentNotListed) || errors.Is(err, errDuplicateListed)) || !r.lagDeclared() {
@@ -87,9 +91,7 @@ func (r *Reconciler) lagging(err error, at listing) bool {
 		return false
 	}
 	if r.laggingUntil != nil && r.laggingUntil.reachedBy(at) {
-		if errors.Is(err, errParentNotListed) {
-			r.watchOrphans(at) // for the next call
-		}
+		r.watchOrphans(at) // for the next call
 		return false
 	}
 	if r.laggingUntil == nil {
@@ -108,6 +110,12 @@ func (r *Reconciler) watchOrphans(at listing) {
 		r.orphanWatch.Store(&orphanWatch{until: h, keys: l.keys})
 	}
 }
+
+// settled reports whether k was listed by the listing that set the lag
+// horizon, and the listing of v is past it: a child of it lacking its
+// parent is an orphan, and duplicates of it that were listed then too
+// exist (the declared lag no longer explains either answer).
+func (v *view) settled(k Key) bool { return v.orphans[k] }
 
 // orphanWatch is what a listing that showed a child without its parent
 // leaves: its horizon, and the objects that listing showed. It stays

@@ -1,6 +1,7 @@
 package lbrecon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -126,23 +127,20 @@ func (r *Reconciler) compute(ctx context.Context, v *view, down bool) (*plan, er
 	n := len(r.cfg.Steps)
 	p := &plan{destroy: make([][]Object, n)}
 
-	// Two owned objects with one name and one spec are an answer the
-	// reconciler cannot act on safely.
-	seen := make(map[nameKey][]Object, len(v.owned))
-	for _, o := range v.owned {
-		nk := nameOf(o)
-		for _, s := range seen[nk] {
-			if SameSpec(s.Spec, o.Spec) {
-				return nil, fmt.Errorf("%w: %v and %v have one name and one spec", errDuplicateListed, s, o)
-			}
-		}
-		seen[nk] = append(seen[nk], o)
+	// Two owned objects with one name and one spec: within the lag an
+	// answer the reconciler cannot act on safely; past it, duplicates.
+	extra, err := r.duplicates(v)
+	if err != nil {
+		return nil, err
 	}
 
 	obs := v.observation()
 	_, canRepair := r.cfg.Engine.(Repairer)
 	_, canUpdate := r.cfg.Engine.(Updater)
 	gone := make(map[Key]bool)
+	for _, o := range extra {
+		gone[o.Key()] = true // planned from the one kept
+	}
 	for _, o := range v.owned {
 		switch o.State {
 		case StateOK:
@@ -259,6 +257,10 @@ func (r *Reconciler) compute(ctx context.Context, v *view, down bool) (*plan, er
 		i := r.stepOf[o.Kind]
 		changes[i].Destroy = append(changes[i].Destroy, o)
 	}
+	for _, o := range extra {
+		i := r.stepOf[o.Kind]
+		changes[i].Destroy = append(changes[i].Destroy, o)
+	}
 
 	// Creations: adopt exact untagged matches; hold names of unknown
 	// outcome and names still taken by a failed object; wait for parents.
@@ -362,6 +364,93 @@ func (r *Reconciler) compute(ctx context.Context, v *view, down bool) (*plan, er
 		}
 	}
 	return p, nil
+}
+
+// duplicates returns the owned objects of v to destroy as duplicates: of
+// two or more with one name and one spec, all but the one kept. Within the
+// lag such a listing is errDuplicateListed (one of them may be an object
+// someone else deleted, shown by a lagging replica); once every one of
+// them was listed when that answer set the lag horizon (see lagging) and
+// is listed again at a listing past it, they all exist. The one kept is
+// the one listed children refer to (its children are not orphaned), else
+// the one with the lowest ID (shorter first, then in byte order). The
+// memory cannot tell which one this reconciler created: a creation is
+// confirmed, and forgotten, by the first listing past its horizon, which
+// comes no later than the one that settles a duplicate listed with it;
+// and the journal holds names, not IDs. Called with memMu held.
+func (r *Reconciler) duplicates(v *view) ([]Object, error) {
+	type group struct{ objs []Object }
+	var groups []*group
+	byName := make(map[nameKey][]*group, len(v.owned))
+	for _, o := range v.owned {
+		nk := nameOf(o)
+		i := slices.IndexFunc(byName[nk], func(g *group) bool { return SameSpec(g.objs[0].Spec, o.Spec) })
+		if i < 0 {
+			g := &group{objs: []Object{o}}
+			byName[nk] = append(byName[nk], g)
+			groups = append(groups, g)
+			continue
+		}
+		g := byName[nk][i]
+		for _, s := range g.objs {
+			if !v.listed[s.Key()] || !v.listed[o.Key()] || !v.settled(s.Key()) || !v.settled(o.Key()) {
+				return nil, fmt.Errorf("%w: %v and %v have one name and one spec", errDuplicateListed, s, o)
+			}
+		}
+		g.objs = append(g.objs, o)
+	}
+	var referred map[Key]bool
+	var extra []Object
+	for _, g := range groups {
+		if len(g.objs) < 2 {
+			continue
+		}
+		if referred == nil {
+			referred = r.referred(v)
+		}
+		keep := slices.MinFunc(g.objs, func(a, b Object) int {
+			if c := cmpTrue(referred[a.Key()], referred[b.Key()]); c != 0 {
+				return c
+			}
+			if c := cmp.Compare(len(a.ID), len(b.ID)); c != 0 {
+				return c
+			}
+			return strings.Compare(a.ID, b.ID)
+		})
+		for _, o := range g.objs {
+			if o.Key() != keep.Key() {
+				extra = append(extra, o)
+			}
+		}
+	}
+	return extra, nil
+}
+
+// referred returns the keys of the objects that listed owned objects of v
+// refer to (Step.Refs).
+func (r *Reconciler) referred(v *view) map[Key]bool {
+	out := make(map[Key]bool)
+	for _, o := range v.owned {
+		i, ok := r.stepOf[o.Kind]
+		if !ok || !v.listed[o.Key()] || r.cfg.Steps[i].Refs == nil {
+			continue
+		}
+		for _, k := range r.cfg.Steps[i].Refs(o) {
+			out[k] = true
+		}
+	}
+	return out
+}
+
+// cmpTrue orders true before false.
+func cmpTrue(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return -1
+	}
+	return 1
 }
 
 // resend reports whether the creation of intent in is sent again as c: the

@@ -227,7 +227,7 @@ func fleetConfig(observer *atomic.Pointer[kubefake.Client]) fleetsim.Config {
 		Agent: agent(observer),
 		Objects: []runtime.Object{service("web", 80), service("api", 443),
 			node("node-a", "10.0.1.1"), node("node-b", "10.0.1.2")},
-		Provider:  lbrecontest.Config{ReplicaLag: replicaLag, Pending: time.Second, DeleteDelay: time.Second},
+		Provider:  lbrecontest.Config{ReplicaLag: replicaLag, Pending: time.Second, DeleteDelay: time.Second, Integrity: true},
 		Converged: converged(observer),
 		Duration:  10 * time.Minute, Quiet: 20 * time.Minute,
 		Nemesis: n,
