@@ -164,7 +164,10 @@
 //     that shows again an owned object someone else deleted: missing from
 //     a listing started the lag after the first listing that showed it,
 //     it is gone (merge.go, horizon.go; TestChildBeforeParentWithinTheLag,
-//     TestProvisionDeletedLoadBalancerShownAgainByAReplica). The journal
+//     TestProvisionDeletedLoadBalancerShownAgainByAReplica). Nor does such
+//     an object, shown again, end an intent of its name: it existed before
+//     the creation (merge.go; TestDestroyedCopyListedAgainKeepsTheIntent).
+//     The journal
 //     keeps an entry while an intent or ack of its name is kept. The plan
 //     is made from the listing merged with this memory, so a lagging
 //     listing neither causes a second creation nor a second destruction,

@@ -94,9 +94,14 @@ func (r *Reconciler) merge(listed []Object, listedAt listing) (*view, error) {
 	// Intents whose object a listing shows end; an owned one whose call
 	// returned becomes a creation, seen, kept until a listing past the
 	// horizon confirms it, so that a listing lagging again does not make
-	// the name free.
+	// the name free. An object with a deletion record (destroyed, or seen
+	// gone) is not an intent's: IDs are never reused, so it existed before
+	// the call, and a replica lagging behind its destroy shows it again.
 	shown := func(in *intent) (Object, bool) {
 		for _, o := range listed {
+			if m.deletions[o.Key()] != nil {
+				continue
+			}
 			if in.matches(o) && (r.owns(o) || !r.tagged(o)) {
 				return o, true
 			}

@@ -29,12 +29,16 @@ var ErrStatusDeleted = versiongate.ErrStatusDeleted
 // the request's own context ended.
 const revertTimeout = 5 * time.Second
 
-// fenceAttempts bounds the reads of one Fence or WriteStatus: each read
-// after the first follows a conflict (409), a creation that found the
-// Lease there already, or a deletion finished, each meaning that another
-// writer changed the status Lease in between. Past it the call fails, and
-// the gate retries it with its backoff: a server that answers 409 for
-// ever costs a bounded number of requests per attempt, never a spin.
+// fenceAttempts bounds the reads of one Fence or WriteStatus that find the
+// status Lease as the last one did: each read after the first follows a
+// conflict (409), a creation that found the Lease there already, or a
+// deletion finished. A read that finds a new resourceVersion starts the
+// count again: another writer got through, and as each writer stops once
+// it reads a higher token, writers racing for the Lease end with the
+// highest token's write (the conformance suite's
+// ConcurrentFencesOneWinner). Past the bound the call fails, and the gate
+// retries it with its backoff: a server that answers 409 for ever costs a
+// bounded number of requests per attempt, never a spin.
 const fenceAttempts = 3
 
 // noPrevious is AnnotationUnvalidated's value when the write replaced no
@@ -211,6 +215,7 @@ func (s *Store) Fence(ctx context.Context, t versiongate.Term) error {
 		return err
 	}
 	name := s.statusName()
+	var lastRV string // the status Lease's resourceVersion at the last read
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -252,6 +257,11 @@ func (s *Store) Fence(ctx context.Context, t versiongate.Term) error {
 		}
 		if err != nil {
 			return s.wrap("get", name, err)
+		}
+		if cur.ResourceVersion != lastRV {
+			// Another writer got through since the last read: progress,
+			// not a server answering 409 for ever.
+			lastRV, attempt = cur.ResourceVersion, 1
 		}
 		if err := s.notOurs(cur, RoleStatus); err != nil {
 			return err
@@ -371,6 +381,7 @@ func (s *Store) WriteStatus(ctx context.Context, t versiongate.Term, value []byt
 	}
 	name := s.statusName()
 	var written *coordinationv1.Lease
+	var lastRV string // the status Lease's resourceVersion at the last read
 	for attempt := 1; written == nil; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -384,6 +395,10 @@ func (s *Store) WriteStatus(ctx context.Context, t versiongate.Term, value []byt
 		}
 		if err != nil {
 			return s.wrap("get", name, err)
+		}
+		if cur.ResourceVersion != lastRV {
+			// Another writer got through since the last read: progress.
+			lastRV, attempt = cur.ResourceVersion, 1
 		}
 		if err := s.checkLive(cur); err != nil {
 			return err
