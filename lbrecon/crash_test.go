@@ -217,7 +217,11 @@ func TestCrashAtRandomTimesNoDuplicates(t *testing.T) {
 		t.Run(s.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(25, 1))
 			var dupRuns, dups, incons, unconverged int
-			for i := range 40 {
+			n := 40
+			if testing.Short() {
+				n = 12 // the unit tests' budget; the full suite runs all 40
+			}
+			for i := range n {
 				at := time.Duration(rng.Int64N(int64(15 * time.Second)))
 				var o crashOutcome
 				t.Run(fmt.Sprint(i), func(t *testing.T) { o = crashRun(t, s, 0, false, at) })
@@ -230,8 +234,8 @@ func TestCrashAtRandomTimesNoDuplicates(t *testing.T) {
 					unconverged++
 				}
 			}
-			t.Logf("%s: 40 random crashes: %d with duplicates or ErrInconsistent (%d duplicates, %d ErrInconsistent), %d not converged",
-				s.name, dupRuns, dups, incons, unconverged)
+			t.Logf("%s: %d random crashes: %d with duplicates or ErrInconsistent (%d duplicates, %d ErrInconsistent), %d not converged",
+				s.name, n, dupRuns, dups, incons, unconverged)
 			if s.journal {
 				require.Zero(t, dups)
 				require.Zero(t, incons)

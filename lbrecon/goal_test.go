@@ -154,7 +154,7 @@ func goal(t *testing.T, s *shape) {
 	var total goalOutcome
 	runs := 100
 	if testing.Short() {
-		runs = 40
+		runs = 15
 	}
 	for seed := range uint64(runs) {
 		var o goalOutcome
