@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -97,18 +96,6 @@ func (k budgetKeys) classify() etcdfault.Classify {
 	}
 }
 
-// window returns the requests sent in [from, to) of fake time after the
-// arming: their instants, and their count per loop.
-func window(a *etcdfault.Agent, from, to time.Duration) ([]time.Duration, map[string]int) {
-	var at []time.Duration
-	perLoop := map[string]int{}
-	for _, r := range a.Requests(from, to) {
-		at = append(at, r.At)
-		perLoop[r.Kind]++
-	}
-	return at, perLoop
-}
-
 // TestEveryLoopOfEtcdNodesKeepsItsBudget holds the library's request
 // budget for versiongate on etcdstore, on a real etcd: two nodes run
 // versiongate.Run, elected
@@ -168,18 +155,16 @@ func runEtcdBudget(t *testing.T, srv *testenv.EtcdCluster, prefix string, ans et
 	var runs []chan error
 	var published []chan struct{}
 	t.Cleanup(func() {
-		for _, n := range nodes {
-			n.Disarm()
-		}
 		cancel()
 		wg.Wait()
 	})
+	group := etcdfault.NewGroup(t, clk)
 	start := func(name, version, minCompat string) *versiongate.Gate {
 		// MaxUnaryRetries 1, as election/etcd's documentation asks: with
 		// the etcd client's default a read answered Unavailable is resent
 		// up to 100 times, 25 ms apart on real time, whatever the
 		// library's backoff.
-		n, cli := etcdfault.New(t, srv, clk, ans, 1, keys.classify())
+		n, cli := group.New(t, srv, ans, 1, keys.classify())
 		names, nodes = append(names, name), append(nodes, n)
 		es, err := etcdstore.New(cli, etcdstore.Config{StatusKey: keys.status, NodesPrefix: keys.nodes})
 		require.NoError(t, err)
@@ -224,29 +209,14 @@ func runEtcdBudget(t *testing.T, srv *testenv.EtcdCluster, prefix string, ans et
 	require.EqualValues(t, 2, rec.Count, "records")
 	require.False(t, waiting.Ready(), "the waiting node is not admitted")
 
-	for _, n := range nodes {
-		n.Arm()
-	}
-	const step = 250 * time.Millisecond
-	for range int(90 * time.Second / step) {
-		clk.Step(step)
-		// A short real pause lets the loops the step woke send.
-		select {
-		case <-time.After(20 * time.Millisecond):
-		case <-ctx.Done():
-		}
-	}
+	group.Run(ctx, 90*time.Second)
 	var late [][]time.Duration
 	for i, n := range nodes {
-		early, _ := window(n, 0, 30*time.Second)
-		at, perLoop := window(n, 30*time.Second, 90*time.Second)
-		lines := make([]string, 0, len(perLoop))
-		for loop, c := range perLoop {
-			lines = append(lines, fmt.Sprintf("%s %.2f/s", loop, float64(c)/60))
-		}
-		sort.Strings(lines)
+		early := n.Requests(0, 30*time.Second)
+		at := etcdfault.Instants(n.Requests(30*time.Second, 90*time.Second))
+		perLoop := etcdfault.PerKind(n.Requests(30*time.Second, 90*time.Second))
 		t.Logf("%s (%s): %d requests in the first 30 s; from 30 s to 90 s %.2f/s in all; %s",
-			names[i], ans.Name, len(early), float64(len(at))/60, strings.Join(lines, ", "))
+			names[i], ans.Name, len(early), float64(len(at))/60, etcdfault.Rates(perLoop, 60*time.Second))
 		for loop, c := range perLoop {
 			require.LessOrEqual(t, c, 60, "%s: loop %q sent %d requests from 30 s to 90 s of %s", names[i], loop, c, ans.Name)
 		}
