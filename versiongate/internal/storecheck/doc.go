@@ -168,6 +168,12 @@
 // then, it fails the test, since a check that could not look proves
 // nothing (TestUndecidedHistoryFails).
 //
+// In a test binary built with the race detector, which slows the search
+// several times over, a history of more than a few dozen operations is
+// checked in a program built without it (the command verifyhistory); a
+// TestMain that runs its tests through WithVerifier builds that program
+// once for all of them instead of once per history.
+//
 // A call cut by its own context (a term's context, which ends with
 // ErrLeadershipLost as its cause) is of unknown outcome whatever its
 // error wraps: no later term need have fenced the store.
