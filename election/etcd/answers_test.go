@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	testingclock "k8s.io/utils/clock/testing"
@@ -36,13 +35,6 @@ func isRenewal(ctx context.Context, method string) bool {
 	return len(md.Get(rpctypes.MetadataRequireLeaderKey)) == 0
 }
 
-// interceptedClient is an etcd client of endpoint (host:port) whose
-// requests pass unary and stream first (etcdfault.Client).
-func interceptedClient(t *testing.T, endpoint string, maxUnaryRetries uint, unary grpc.UnaryClientInterceptor, stream grpc.StreamClientInterceptor) *clientv3.Client {
-	t.Helper()
-	return etcdfault.Client(t, endpoint, maxUnaryRetries, unary, stream)
-}
-
 // agent is one candidate on a client of its own (etcdfault.Agent) whose
 // requests are counted by kind: every unary request on the wire, each
 // retry of the etcd client's own included, by its method; every watch the
@@ -53,24 +45,12 @@ type agent struct {
 	library atomic.Int64
 }
 
-// requests returns the offsets of the counted requests within [from, to).
-func (a *agent) requests(from, to time.Duration) []time.Duration {
-	var out []time.Duration
-	for _, r := range a.Requests(from, to) {
-		out = append(out, r.At)
-	}
-	return out
-}
-
-// newAgent builds an agent's client, through a proxy of its own so that
-// its connections can be refused. maxUnaryRetries 0 keeps the etcd
-// client's default (100 tries, 25 ms apart, for a read answered
-// Unavailable).
-func newAgent(t *testing.T, srv *testenv.EtcdCluster, clk *testingclock.FakeClock, ans etcdfault.Answer, maxUnaryRetries uint) (*agent, *clientv3.Client) {
-	t.Helper()
+// newAgent builds an agent with mk (etcdfault.New, or a Group's New),
+// which gets the agent's Classify.
+func newAgent(mk func(etcdfault.Classify) (*etcdfault.Agent, *clientv3.Client)) (*agent, *clientv3.Client) {
 	a := &agent{}
 	var cli *clientv3.Client
-	a.Agent, cli = etcdfault.New(t, srv, clk, ans, maxUnaryRetries, etcdfault.Classify{
+	a.Agent, cli = mk(etcdfault.Classify{
 		Unary: func(method string, _ any) string { return method[strings.LastIndex(method, "/")+1:] },
 		Stream: func(ctx context.Context, method string) string {
 			switch {
@@ -128,14 +108,14 @@ func runBudget(t *testing.T, srv *testenv.EtcdCluster, prefix string, ans etcdfa
 	agents := make([]*agent, len(names))
 	leading := make(chan string, 16)
 	t.Cleanup(func() {
-		for _, a := range agents {
-			a.Disarm()
-		}
 		cancel()
 		wg.Wait()
 	})
+	group := etcdfault.NewGroup(t, clk)
 	for i, name := range names {
-		a, cli := newAgent(t, srv, clk, ans, maxUnaryRetries)
+		a, cli := newAgent(func(c etcdfault.Classify) (*etcdfault.Agent, *clientv3.Client) {
+			return group.New(t, srv, ans, maxUnaryRetries, c)
+		})
 		agents[i] = a
 		e, err := etcd.New(etcd.Config{Client: cli, Prefix: prefix, Identity: name, Clock: clk})
 		require.NoError(t, err)
@@ -161,26 +141,12 @@ func runBudget(t *testing.T, srv *testenv.EtcdCluster, prefix string, ans etcdfa
 		return err == nil && resp.Count == 3
 	}, spinDeadline, 10*time.Millisecond, "three candidate keys")
 
-	for _, a := range agents {
-		a.Arm()
-	}
-	const step = 250 * time.Millisecond
-	for range int(60 * time.Second / step) {
-		clk.Step(step)
-		// A short real pause lets the loops the step woke send their
-		// requests; one sent later is stamped later (see above).
-		select {
-		case <-time.After(20 * time.Millisecond):
-		case <-ctx.Done():
-		}
-	}
+	group.Run(ctx, 60*time.Second)
 	var late [][]time.Duration
 	for i, a := range agents {
-		early, l := a.requests(0, 30*time.Second), a.requests(30*time.Second, 60*time.Second)
-		byKind := map[string]int{}
-		for _, r := range a.Requests(0, time.Duration(1<<62)) {
-			byKind[r.Kind]++
-		}
+		early := etcdfault.Instants(a.Requests(0, 30*time.Second))
+		l := etcdfault.Instants(a.Requests(30*time.Second, 60*time.Second))
+		byKind := etcdfault.PerKind(a.Requests(0, time.Duration(1<<62)))
 		kinds := make([]string, 0, len(byKind))
 		for k, n := range byKind {
 			kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
@@ -212,13 +178,15 @@ func TestEtcdClientRetriesUnavailableReads(t *testing.T) {
 		least   int
 		most    int
 	}{{0, 20, 100}, {1, 1, 1}} {
-		a, cli := newAgent(t, srv, clk, etcdfault.Answer{Name: "Unavailable", Code: codes.Unavailable}, tc.retries)
+		a, cli := newAgent(func(c etcdfault.Classify) (*etcdfault.Agent, *clientv3.Client) {
+			return etcdfault.New(t, srv, clk, etcdfault.Answer{Name: "Unavailable", Code: codes.Unavailable}, tc.retries, c)
+		})
 		a.Arm()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_, err := cli.Get(ctx, "/any")
 		cancel()
 		require.Error(t, err)
-		n := len(a.requests(0, time.Hour))
+		n := len(a.Requests(0, time.Hour))
 		t.Logf("MaxUnaryRetries %d: one Get answered Unavailable was sent %d times (%v)", tc.retries, n, err)
 		require.GreaterOrEqual(t, n, tc.least)
 		require.LessOrEqual(t, n, tc.most)

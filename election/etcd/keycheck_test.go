@@ -13,6 +13,7 @@ import (
 
 	"github.com/reconkit/reconkit/election"
 	"github.com/reconkit/reconkit/election/etcd"
+	"github.com/reconkit/reconkit/internal/etcdfault"
 	"github.com/reconkit/reconkit/internal/testenv"
 )
 
@@ -70,7 +71,7 @@ func TestEtcdKeyDeletedEndsTermAtNextRenewal(t *testing.T) {
 	defer cancel()
 	clk := testingclock.NewFakeClock(time.Now())
 	r := &reportedRenewals{calls: make(chan struct{}, 1)}
-	cli := interceptedClient(t, srv.Members[0].ClientAddr(), 0, nil, r.stream)
+	cli := etcdfault.Client(t, srv.Members[0].ClientAddr(), 0, nil, r.stream)
 	cli.Watcher = silentWatcher{cli.Watcher}
 	e, err := etcd.New(etcd.Config{Client: cli, Prefix: "/keycheck", Identity: "leader", SessionTTL: 10 * time.Second, Clock: clk})
 	require.NoError(t, err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/reconkit/reconkit/election"
 	"github.com/reconkit/reconkit/election/etcd"
+	"github.com/reconkit/reconkit/internal/etcdfault"
 	"github.com/reconkit/reconkit/internal/testenv"
 )
 
@@ -254,7 +255,7 @@ func TestEtcdRenewalFailingAtOnceDoesNotSpin(t *testing.T) {
 	defer cancel()
 	clk := testingclock.NewFakeClock(time.Now())
 	f := &failingRenewals{calls: make(chan struct{})}
-	cli := interceptedClient(t, srv.Members[0].ClientAddr(), 0, nil, f.stream)
+	cli := etcdfault.Client(t, srv.Members[0].ClientAddr(), 0, nil, f.stream)
 	e, err := etcd.New(etcd.Config{Client: cli, Prefix: "/spin-renew", Identity: "leader", SessionTTL: 10 * time.Second, Clock: clk})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = e.Close() })

@@ -12,4 +12,16 @@
 //	a.Arm()
 //	// step clk
 //	reqs := a.Requests(30*time.Second, 60*time.Second)
+//
+// A test of several agents on one clock builds them with a Group, which
+// arms them together, steps the clock (Step, with a real StepPause after
+// each) and disarms them when the test ends; Instants, PerKind and Rates
+// read the counted requests:
+//
+//	t.Cleanup(func() { cancel(); wg.Wait() }) // before NewGroup
+//	g := etcdfault.NewGroup(t, clk)
+//	a, cli := g.New(t, srv, ans, 1, classify)
+//	// start the loops on cli, let them settle
+//	g.Run(ctx, 90*time.Second)
+//	t.Logf("%s", etcdfault.Rates(etcdfault.PerKind(a.Requests(30*time.Second, 90*time.Second)), time.Minute))
 package etcdfault

@@ -2,6 +2,7 @@ package etcdfault_test
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/reconkit/reconkit/internal/etcdfault"
 )
@@ -28,4 +29,20 @@ func ExamplePersistent() {
 	// connection refused: the proxy refuses connections
 	// watch ends at once: every watch ends
 	// compacted revision: every watch compacted
+}
+
+// What a budget test reads from an agent's counted requests (Requests
+// within a window): each loop's rate, and the instants, which two agents
+// must not share (jitter).
+func ExampleRates() {
+	reqs := []etcdfault.Request{
+		{At: 31 * time.Second, Kind: "records"},
+		{At: 40 * time.Second, Kind: "status"},
+		{At: 52 * time.Second, Kind: "records"},
+	}
+	fmt.Println(etcdfault.Rates(etcdfault.PerKind(reqs), 60*time.Second))
+	fmt.Println(etcdfault.Instants(reqs))
+	// Output:
+	// records 0.03/s, status 0.02/s
+	// [31s 40s 52s]
 }

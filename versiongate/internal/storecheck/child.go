@@ -69,19 +69,20 @@ func verifyInChild(history []Op, dir string, timeout time.Duration) (porcupine.C
 	if err != nil {
 		return porcupine.Unknown, "", fmt.Errorf("storecheck: encoding the history: %w", err)
 	}
-	tmp, err := os.MkdirTemp("", "storecheck-")
-	if err != nil {
-		return porcupine.Unknown, "", err
-	}
-	defer os.RemoveAll(tmp)
-	bin := filepath.Join(tmp, "verifyhistory")
-	// The bounds only turn a hung build or check into an error: a cold
+	// The bound only turns a hung build or check into an error: a cold
 	// build cache on a starved machine compiles the standard library first.
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	// -race=false after GOFLAGS, which may ask for -race.
-	if out, err := exec.CommandContext(ctx, "go", "build", "-race=false", "-o", bin, verifyPackage).CombinedOutput(); err != nil {
-		return porcupine.Unknown, "", fmt.Errorf("storecheck: building the checker without the race detector: %w\n%s", err, out)
+	bin := os.Getenv(VerifierEnv)
+	if bin == "" {
+		tmp, err := os.MkdirTemp("", "storecheck-")
+		if err != nil {
+			return porcupine.Unknown, "", err
+		}
+		defer os.RemoveAll(tmp)
+		if bin, err = buildVerifier(ctx, tmp); err != nil {
+			return porcupine.Unknown, "", err
+		}
 	}
 	cmd := exec.CommandContext(ctx, bin)
 	cmd.Stdin = bytes.NewReader(req)
@@ -99,4 +100,68 @@ func verifyInChild(history []Op, dir string, timeout time.Duration) (porcupine.C
 		return res.Result, res.Path, fmt.Errorf("storecheck: the checker program: %s", res.Err)
 	}
 	return res.Result, res.Path, nil
+}
+
+// VerifierEnv names the environment variable that gives the path of a
+// checker program already built: a race-enabled test binary runs it for
+// every history it checks in a child, instead of building the program
+// for each (which costs a run of the go command, seconds on a starved
+// machine, where the check itself takes milliseconds). WithVerifier sets
+// it for a test binary's run.
+const VerifierEnv = "STORECHECK_VERIFIER"
+
+// buildVerifier builds the checker program into dir, with the go command
+// that runs the tests (from the build cache after the first time), and
+// returns its path.
+func buildVerifier(ctx context.Context, dir string) (string, error) {
+	bin := filepath.Join(dir, "verifyhistory")
+	// -race=false after GOFLAGS, which may ask for -race.
+	if out, err := exec.CommandContext(ctx, "go", "build", "-race=false", "-o", bin, verifyPackage).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("storecheck: building the checker without the race detector: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// TestingM is what a TestMain runs: *testing.M, or what WithVerifier
+// returns (so that it can be handed on to goleak.VerifyTestMain).
+type TestingM interface {
+	Run() int
+}
+
+// WithVerifier returns m, whose Run, in a binary built with the race
+// detector, first builds the checker program once for all the tests
+// (VerifierEnv, unless already set), and removes it when they are done.
+// For a TestMain:
+//
+//	func TestMain(m *testing.M) { goleak.VerifyTestMain(storecheck.WithVerifier(m)) }
+//
+// Without it every history checked in a child builds the program anew. A
+// build that fails here is not reported: each check builds again, and
+// reports the failure in its own test.
+func WithVerifier(m TestingM) TestingM {
+	return verifierM{m}
+}
+
+type verifierM struct{ m TestingM }
+
+func (v verifierM) Run() int {
+	if !raceEnabled || os.Getenv(VerifierEnv) != "" {
+		return v.m.Run()
+	}
+	tmp, err := os.MkdirTemp("", "storecheck-verifier-")
+	if err != nil {
+		return v.m.Run()
+	}
+	defer os.RemoveAll(tmp)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	bin, err := buildVerifier(ctx, tmp)
+	cancel()
+	if err != nil {
+		return v.m.Run()
+	}
+	if err := os.Setenv(VerifierEnv, bin); err != nil {
+		return v.m.Run()
+	}
+	defer os.Unsetenv(VerifierEnv)
+	return v.m.Run()
 }

@@ -66,3 +66,16 @@ func TestVerifyInChildAgrees(t *testing.T) {
 		}
 	}
 }
+
+// A checker program already built (VerifierEnv, which WithVerifier sets
+// for a test binary's run) is the one run: no other is built. Here the
+// program named is missing, and the check says so.
+func TestVerifierFromTheEnvironment(t *testing.T) {
+	if !raceEnabled {
+		t.Skip("only a race-enabled binary checks in a child")
+	}
+	missing := t.TempDir() + "/no-such-checker"
+	t.Setenv(VerifierEnv, missing)
+	_, _, err := verifyInChild(nil, t.TempDir(), CheckTimeout)
+	require.ErrorContains(t, err, missing)
+}

@@ -168,6 +168,12 @@
 // then, it fails the test, since a check that could not look proves
 // nothing (TestUndecidedHistoryFails).
 //
+// In a test binary built with the race detector, which slows the search
+// several times over, a history of more than a few dozen operations is
+// checked in a program built without it (the command verifyhistory); a
+// TestMain that runs its tests through WithVerifier builds that program
+// once for all of them instead of once per history.
+//
 // A call cut by its own context (a term's context, which ends with
 // ErrLeadershipLost as its cause) is of unknown outcome whatever its
 // error wraps: no later term need have fenced the store.
@@ -185,7 +191,14 @@
 //     its watch's own position is accepted, and a batch that omits a
 //     deletion is accepted on a store whose watches report deletions late
 //     (LostRecordsLinger: the Kubernetes store reports a deletion its
-//     heartbeat confirms late, at the revision it has seen). A too-old
+//     heartbeat confirms late, at the revision it has seen). There, a
+//     batch that omits both the creation and the deletion of a record
+//     gone before it is accepted too: the Kubernetes store's tracker,
+//     shared by its listings and its watch, passes over a lagging watch's
+//     events for a record its listings saw and then found gone, and the
+//     model does not know which store a listing came from, so it cannot
+//     tell that case from a watch that skipped both (TestModelWatchCases).
+//     A too-old
 //     end is judged by when the revision was first reported, on the
 //     test's clock: the window is measured from the first report's call
 //     (the earliest its next change could have come), so it may accept an

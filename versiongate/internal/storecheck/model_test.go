@@ -18,7 +18,9 @@ import (
 	"github.com/reconkit/reconkit/versiongate/versiongatetest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain builds the checker program once for every test's histories,
+// and checks that no test leaves a goroutine behind.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(storecheck.WithVerifier(m)) }
 
 func status(t *testing.T, min string) []byte {
 	t.Helper()

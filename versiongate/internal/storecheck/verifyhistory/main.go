@@ -1,10 +1,3 @@
-// Command verifyhistory checks one store history for linearizability
-// against storecheck's model: it reads a storecheck.ChildRequest as JSON
-// on its standard input and writes a storecheck.ChildResult. storecheck
-// builds and runs it without the race detector when the tests run with it
-// (see storecheck.Verify); it is not meant to be run by hand. Every
-// failure is reported in the answer's Err, never by the exit status, so
-// that the test reading it says what went wrong.
 package main
 
 import (
