@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/reconkit/reconkit/kubefake"
+	"github.com/reconkit/reconkit/versiongate"
 	"github.com/reconkit/reconkit/versiongate/kubestore"
 	"github.com/reconkit/reconkit/versiongate/versiongatetest"
 )
@@ -143,4 +145,90 @@ func TestStatusWritesUnderConflicts(t *testing.T) {
 			op.done(t, statusLease(t, opc))
 		})
 	}
+}
+
+// TestKeepAliveUnderConflicts holds the same bound for a node's renewal
+// of its heartbeat Lease: a server that answers 409 to every update ends
+// the call after two conflicts that a read shows without progress (three
+// requests), with the record lost, since the heartbeat can no longer be
+// renewed; another controller that edits the heartbeat Lease (a label, an
+// annotation) before each of five renewals in a row is progress, and
+// never costs the node its record.
+func TestKeepAliveUnderConflicts(t *testing.T) {
+	setup := func(t *testing.T) (*kubefake.Server, *kubefake.Client, *hooks, *kubestore.Store, versiongate.RecordLease, func() int) {
+		ctx := context.Background()
+		srv := kubefake.Config{}.NewServer()
+		cl, h := wrap(srv.NewClient())
+		st := newStore(t, cl, "fleet", nil)
+		l, err := st.PublishRecord(ctx, "a", mustNodeRecord(t, "a", "1.0.0"), 10*time.Second)
+		require.NoError(t, err)
+		var mu sync.Mutex
+		n := 0
+		count := func(name string) {
+			if name == "fleet.a" {
+				mu.Lock()
+				n++
+				mu.Unlock()
+			}
+		}
+		h.set(func(h *hooks) {
+			h.beforeGet = func(name string) error { count(name); return nil }
+			h.beforeUpdate = func(l *coordinationv1.Lease) error { count(l.Name); return nil }
+		})
+		return srv, srv.NewClient(), h, st, l, func() int { mu.Lock(); defer mu.Unlock(); return n }
+	}
+
+	t.Run("409 for ever", func(t *testing.T) {
+		srv, _, h, st, l, sent := setup(t)
+		srv.Inject(kubefake.Fault{Verb: "update", Resource: "leases", Name: "fleet.a", Answer: kubefake.Conflict()})
+		// A call that spins is stopped on its count, not left to hang.
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		h.set(func(h *hooks) {
+			count := h.beforeGet
+			h.beforeGet = func(name string) error {
+				if sent() > 100 {
+					cancel()
+				}
+				return count(name)
+			}
+		})
+		_, err := st.KeepAlive(ctx, l)
+		t.Logf("KeepAlive under 409 for ever: %d requests, then %v", sent(), err)
+		require.ErrorIs(t, err, versiongate.ErrRecordLost)
+		require.LessOrEqual(t, sent(), 3)
+	})
+
+	t.Run("busy honest writer", func(t *testing.T) {
+		const interleaved = 5
+		_, op, h, st, l, sent := setup(t)
+		writes := 0
+		h.set(func(h *hooks) {
+			count := h.beforeUpdate
+			h.beforeUpdate = func(hb *coordinationv1.Lease) error {
+				_ = count(hb)
+				if hb.Name != "fleet.a" || writes == interleaved {
+					return nil
+				}
+				writes++
+				leases := op.CoordinationV1().Leases(testNamespace)
+				cur, err := leases.Get(context.Background(), "fleet.a", metav1.GetOptions{})
+				require.NoError(t, err)
+				cur.Labels["example.com/touched"] = strconv.Itoa(writes)
+				_, err = leases.Update(context.Background(), cur, metav1.UpdateOptions{})
+				require.NoError(t, err)
+				return nil
+			}
+		})
+		ttl, err := st.KeepAlive(context.Background(), l)
+		t.Logf("KeepAlive behind %d interleaved writes: %d requests, then %v", writes, sent(), err)
+		require.NoError(t, err, "the record was lost to another writer's progress")
+		require.Equal(t, 10*time.Second, ttl)
+		require.Equal(t, interleaved, writes)
+		// And the renewals after it need no read.
+		before := sent()
+		_, err = st.KeepAlive(context.Background(), l)
+		require.NoError(t, err)
+		require.Equal(t, 1, sent()-before)
+	})
 }
