@@ -499,6 +499,50 @@ func TestAPIServer(t *testing.T) {
 		require.Equal(t, puts+2, tc.get("PUT leases"), "the 409 and the retry")
 	})
 
+	// An administrator deletes the node's Lease alone, mid-heartbeat: the
+	// next renewal (RenewInterval later, not sooner: nothing watches the
+	// Lease) finds it gone, reads the Node and creates the Lease again,
+	// owned by it (a PUT answered 404, a GET of the Node, a POST), then
+	// checks the Node as after any recreation (a GET and at most one status
+	// patch): six requests at most, once, and the renewal after it is one
+	// PUT again.
+	t.Run("LeaseDeletedAloneIsRecreatedAtTheNextRenewal", func(t *testing.T) {
+		cs, tc := countedClient(t, a.Config())
+		clk := newClock()
+		c := start(t, nodestatus.Config{Client: cs, Node: testNode("ldeleted"), Clock: clk, RenewJitter: -1})
+		waitReady(t, c)
+		idle(t, clk)
+		old := e.lease(t, "ldeleted")
+		require.NoError(t, admin.CoordinationV1().Leases("kube-node-lease").Delete(ctx, "ldeleted", metav1.DeleteOptions{}))
+		before, deleted := tc.snapshot(), clk.Now()
+		step(t, clk, 10*time.Second)
+		eventually(t, nil, func() bool {
+			l, err := admin.CoordinationV1().Leases("kube-node-lease").Get(ctx, "ldeleted", metav1.GetOptions{})
+			return err == nil && l.UID != old.UID
+		}, "the lease created again at the next renewal")
+		idle(t, clk)
+		after := tc.snapshot()
+		t.Logf("recreated %v after the delete (fake clock); requests meanwhile: %v -> %v", clk.Since(deleted), before, after)
+		sent := 0
+		for k, n := range after {
+			sent += n - before[k]
+		}
+		require.Equal(t, 1, after["PUT leases"]-before["PUT leases"], "the renewal that found it gone")
+		require.Equal(t, 1, after["POST leases"]-before["POST leases"], "created again once")
+		require.LessOrEqual(t, after["GET nodes"]-before["GET nodes"], 2, "reads of the Node")
+		require.LessOrEqual(t, after["PATCH nodes/status"]-before["PATCH nodes/status"], 1, "status patches")
+		require.LessOrEqual(t, sent, 6, "requests to recreate the lease")
+		l := e.lease(t, "ldeleted")
+		require.Len(t, l.OwnerReferences, 1)
+		require.Equal(t, e.node(t, "ldeleted").UID, l.OwnerReferences[0].UID, "owned by the Node")
+		puts := after["PUT leases"]
+		step(t, clk, 10*time.Second)
+		eventually(t, nil, func() bool { return tc.get("PUT leases") > puts }, "the next renewal")
+		idle(t, clk)
+		require.Equal(t, puts+1, tc.get("PUT leases"))
+		require.Equal(t, after["POST leases"], tc.get("POST leases"), "the renewal after it creates nothing")
+	})
+
 	t.Run("UnchangedStatusSendsNoPatch", func(t *testing.T) {
 		cs, tc := countedClient(t, a.Config())
 		clk := newClock()

@@ -122,8 +122,8 @@
 //     record, at default settings: its gate fences itself at the start of
 //     its last acknowledged keep-alive plus TTL − margin; the reaper first
 //     saw that keep-alive's resourceVersion after it started, and waits
-//     TTL + margin from then (TestCutOffNodeStopsBeforeObserverDeletes:
-//     with the default 10s TTL, stopped 7.3s after the cut, deleted at 10s).
+//     TTL + margin from then: 2 × margin apart at least (2s with the
+//     default 10s TTL; TestCutOffNodeStopsBeforeObserverDeletes).
 //   - A record deleted by anyone but the reaper (an operator, a script)
 //     is no proof that its node stopped: that node serves until its next
 //     keep-alive, up to a third of its TTL later, learns of the loss. So a
@@ -239,6 +239,19 @@
 //     with no gate running nothing is deleted, and after the reaper's
 //     death its successor waits out the reaper Lease first (liveness
 //     only).
+//   - A publish cut off between its heartbeat's creation and its
+//     record's (the process crashed, or lost the apiserver, with the
+//     heartbeat created) leaves that heartbeat claiming the node's ID,
+//     with no record. Every later publish of the ID, the restarted
+//     node's own included, is refused with ErrRecordHeld until the
+//     heartbeat has been unchanged for its TTL plus the margin since the
+//     publishing Store first saw it: the node cannot pass WaitReady for
+//     up to TTL + margin after its first retry (11s with the default 10s
+//     records, 44s with 40s records), and the gate's publish backoff may
+//     add a retry's wait to that. The claim is not cleared sooner because
+//     a restarted process cannot tell its own earlier claim from that of
+//     a live process publishing the same ID
+//     (TestProofHeldByACrashedPublishHeartbeat; liveness only).
 //   - A Store's validation knows only what that Store delivered: the
 //     gate's WriteStatus must go through the Store whose ListRecords and
 //     WatchRecords built its summary (the gate does this).

@@ -335,7 +335,11 @@ func (s *Store) KeepAlive(ctx context.Context, l versiongate.RecordLease) (time.
 	hb := o.hb
 	s.mu.Unlock()
 	name := hb.Name
-	for attempt := 0; ; attempt++ {
+	stale := 0 // conflicts whose read found the heartbeat as last written
+	for {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
 		next := hb.DeepCopy()
 		mt := metav1.NewMicroTime(s.clock.Now())
 		next.Spec.RenewTime = &mt
@@ -359,11 +363,16 @@ func (s *Store) KeepAlive(ctx context.Context, l versiongate.RecordLease) (time.
 		case apierrors.IsNotFound(err) && !apiMissing(err):
 			s.loseRecord(o)
 			return 0, fmt.Errorf("%w: the heartbeat %s is gone", versiongate.ErrRecordLost, s.ref(name))
-		case apierrors.IsConflict(err) && attempt == 0:
+		case apierrors.IsConflict(err) && stale == 0:
 			// Our own earlier renewal may have landed with its answer
-			// lost. Only this store writes its heartbeat (others only
-			// delete it), so the same object with the same holder is
-			// ours: renew it from there, once.
+			// lost, or another controller edited the Lease (a label, an
+			// annotation). Only this store renews its heartbeat (others
+			// only delete it), so the same object with the same holder
+			// is ours: renew it from there. A read that finds it as last
+			// written is a conflict without progress, and a second one
+			// ends the call; a new resourceVersion is another writer's
+			// progress, and starts the count again, so that a busy
+			// writer of the Lease never costs the node its record.
 			cur, gerr := s.leases.Get(ctx, name, metav1.GetOptions{})
 			if apierrors.IsNotFound(gerr) && !apiMissing(gerr) {
 				s.loseRecord(o)
@@ -375,6 +384,9 @@ func (s *Store) KeepAlive(ctx context.Context, l versiongate.RecordLease) (time.
 			if cur.UID != hb.UID || ptrString(cur.Spec.HolderIdentity) != ptrString(hb.Spec.HolderIdentity) {
 				s.loseRecord(o)
 				return 0, fmt.Errorf("%w: the heartbeat %s was replaced or changed by another writer", versiongate.ErrRecordLost, s.ref(name))
+			}
+			if cur.ResourceVersion == hb.ResourceVersion {
+				stale++
 			}
 			hb = cur
 		case apierrors.IsConflict(err):

@@ -8,10 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// uninstallAttempts bounds Uninstall's reads after a conflict: each means
-// another writer changed the status Lease in between.
-const uninstallAttempts = 5
-
 // Uninstall removes the gate's status for good, so that deleting its
 // namespace completes: it removes the finalizer Finalizer from the status
 // Lease (an update conditioned on the resourceVersion read) and deletes
@@ -27,16 +23,28 @@ const uninstallAttempts = 5
 // running may write the status again (Uninstall then reports nothing; run
 // it again once every node has stopped). Records, heartbeats and the
 // reaper Lease carry no finalizer and go with the namespace.
+// Conflicts end the call after fenceAttempts reads that find the Lease
+// unchanged, as Fence's do; a read that finds another writer's change
+// starts the count again (TestStatusWritesUnderConflicts).
 // TestUninstallLetsTheNamespaceGo holds it.
 func (s *Store) Uninstall(ctx context.Context) error {
 	name := s.statusName()
+	var lastRV string // the status Lease's resourceVersion at the last read
 	for attempt := 1; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		cur, err := s.leases.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) && !apiMissing(err) {
 			return nil
 		}
 		if err != nil {
 			return s.wrap("get", name, err)
+		}
+		if cur.ResourceVersion != lastRV {
+			// Another writer got through since the last read: progress,
+			// which starts the count again, as Fence's does.
+			lastRV, attempt = cur.ResourceVersion, 1
 		}
 		if err := s.notOurs(cur, RoleStatus); err != nil {
 			return err
@@ -51,7 +59,7 @@ func (s *Store) Uninstall(ctx context.Context) error {
 			}
 			_, err = s.leases.Update(ctx, next, metav1.UpdateOptions{})
 			switch {
-			case apierrors.IsConflict(err) && attempt < uninstallAttempts:
+			case apierrors.IsConflict(err) && attempt < fenceAttempts:
 				continue
 			case apierrors.IsNotFound(err) && !apiMissing(err):
 				return nil
@@ -67,7 +75,7 @@ func (s *Store) Uninstall(ctx context.Context) error {
 		switch {
 		case err == nil, apierrors.IsNotFound(err) && !apiMissing(err):
 			return nil
-		case apierrors.IsConflict(err) && attempt < uninstallAttempts:
+		case apierrors.IsConflict(err) && attempt < fenceAttempts:
 			continue
 		}
 		return s.wrap("delete", name, err)
