@@ -118,7 +118,16 @@
 //     Service or reaches kube-proxy (TestConfigMapJournalFitsA5000NodeService,
 //     TestConfigMapJournalOnTheRealAPIServer). Writes are preconditioned on
 //     the resourceVersion read, and a concurrent writer's intents are kept
-//     (TestConfigMapJournalKeepsAConcurrentWritersIntents). A write the
+//     (TestConfigMapJournalKeepsAConcurrentWritersIntents); on a conflict
+//     it reads again and retries while each read finds another writer's
+//     change, and gives up (to be retried by the next pass) after 3 reads
+//     in a row that find none (TestConfigMapJournalBusyWriterDoesNotMakeItGiveUp,
+//     TestConfigMapJournalEndlessConflictsGiveUp). Shards an operator
+//     deletes mid-term lose no intent the process holds: its next journal
+//     write writes them again and Load returns them, so a successor
+//     creates nothing twice, and a forgotten one is not brought back
+//     (TestConfigMapJournalShardDeletedMidTerm,
+//     TestConfigMapJournalEditsOnTheRealAPIServer). A write the
 //     apiserver refuses as invalid, too large or forbidden is a permanent
 //     [ErrJournalRefused] error saying what to do, and nothing is created
 //     (TestConfigMapJournalRefusalIsPermanent). A shard that is not a
