@@ -167,7 +167,12 @@
 //     TestProvisionDeletedLoadBalancerShownAgainByAReplica). Nor does such
 //     an object, shown again, end an intent of its name: it existed before
 //     the creation (merge.go; TestDestroyedCopyListedAgainKeepsTheIntent).
-//     The journal
+//     Nor does its object shown untagged (a crash between create and
+//     tag): the intent holds the name until the object is adopted (the
+//     adoption's ack holds it then) or a listing at the horizon shows it,
+//     so a failed Tag followed by a listing that misses the object does
+//     not create it twice (merge.go;
+//     TestUntaggedCreationListedOnceKeepsTheIntent). The journal
 //     keeps an entry while an intent or ack of its name is kept. The plan
 //     is made from the listing merged with this memory, so a lagging
 //     listing neither causes a second creation nor a second destruction,
