@@ -156,7 +156,9 @@
 //     as written, then seen; it is forgotten only when a listing started
 //     at its horizon (ListLag after the call returned, or the
 //     ListLagListings+1-th listing started after it) shows it, or
-//     contradicts it once seen. A creation of unknown outcome that a
+//     contradicts it once seen; until then the plan is made from it, so
+//     an update a lagging listing shows undone is not made again
+//     (TestUpdateShownAsItWasIsNotMadeAgain). A creation of unknown outcome that a
 //     listing shows becomes such an ack. A deletion is gone at the first
 //     listing that does not show the object, and forgotten at the first
 //     listing past the horizon (counted from then) that does not: a
@@ -240,8 +242,11 @@
 //     objects are never touched, and their states neither hold the
 //     teardown back nor fail it. They report success only from a listing
 //     made the list lag after the Leftovers was made, so that a crashed
-//     predecessor's late creation on an old ID is torn down too.
+//     predecessor's late creation on an old ID is torn down too; once
+//     converged, a listing within the lag that shows the destroyed
+//     objects again is not believed (deletions, above).
 //     (reconciler.go, once.go, leftovers.go;
+//     TestLeftoversDestroyedCopiesListedAgain,
 //     TestReconcilerTeardownDestroysEveryOwnedObject,
 //     TestTeardownDestroysFailedAndPendingObjects,
 //     TestTeardownExceptRemovesOtherLoadBalancers,
