@@ -80,7 +80,12 @@
 //     the journal, and nothing the other replica's term created in
 //     between is missed (TestNewTermRaisesTheFenceBeforeReading; the goal
 //     test made duplicates in 14 runs of 100 when the fence learned the
-//     new term only from its first write).
+//     new term only from its first write). Each reconciler raises the
+//     fence again as it begins the term (Config.Admit is also its
+//     lbrecon.Config.Admit): the Balancer raises it once per term, so a
+//     replica deposed after that, at its first call for a Service in the
+//     term, is refused before it reads the journal or lists
+//     (TestDeposedReplicaReadsNothingForANewService).
 //   - The load balancer itself: with Provision, EnsureLoadBalancer returns a
 //     RetryError until the plan converged, which includes the provider
 //     having assigned the load balancer's address or DNS name; it then

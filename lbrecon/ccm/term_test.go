@@ -172,3 +172,39 @@ func TestKeptBalancerSweepsWhatAnotherTermLeft(t *testing.T) {
 		require.NotEmpty(t, onBalancer(eng, "lb-1", "uid-1"))
 	})
 }
+
+// A deposed replica (another one raised the fence past its term after
+// this Balancer began it) that gets its first call for a Service in that
+// term reads nothing: the Service's new reconciler raises the fence
+// itself (lbrecon.Config.Admit) before it reads the journal or lists, and
+// is refused. The Balancer's own raise does not cover it: it raises once
+// per term, before the other replica's. Without it, the deposed replica
+// reads the journal and the provider, and writes what it can.
+func TestDeposedReplicaReadsNothingForANewService(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ev := &events{}
+		eng := lbrecontest.New(lbrecontest.Config{Pending: time.Second, ListLag: time.Second})
+		fence := lbrecon.NewFence("provider", 0, "")
+		admit := func(token uint64) error {
+			ev.add("admit %d", token)
+			return fence.Admit(token)
+		}
+		b := newBalancer(t, listing{Engine: eng, ev: ev}, func(c *ccm.Config) {
+			c.Admit, c.Journal = admit, opening{Journal: &ccm.MemoryJournal{}, ev: ev}
+			c.Token = func(context.Context) (uint64, error) { return 3, nil }
+		})
+		_, _, err := ensure(t, b, service("uid-1"), nodes(1))
+		require.NoError(t, err)
+		ev.take()
+
+		require.NoError(t, fence.Admit(4), "another replica's term")
+		eng.ResetCalls()
+		_, err = b.EnsureLoadBalancer(t.Context(), "c", service("uid-2"), nodes(1))
+		require.ErrorIs(t, err, lbrecon.ErrFenced)
+		got := ev.take()
+		require.NotContains(t, got, "list", "the deposed replica listed: %q", got)
+		require.False(t, slices.ContainsFunc(got, func(e string) bool { return len(e) > 5 && e[:5] == "load " }),
+			"the deposed replica read the journal: %q", got)
+		require.Zero(t, eng.TotalCalls(), "the deposed replica called the provider")
+	})
+}
