@@ -225,8 +225,13 @@
 //     ([Step.Refs]) are ok; a parent is destroyed only after a listing
 //     shows its children gone; the children of a failed parent are
 //     destroyed before it is recreated, and planned against the new one.
+//     With Provision, the load-balancer object is the parent of backends,
+//     frontends and listeners: they wait for it to be ok, and of two
+//     alike past the lag the one they refer to is kept.
 //     (plan.go, step.go, lbtree.go;
-//     TestFailedParentRecreatedWithReferencesRespected.)
+//     TestFailedParentRecreatedWithReferencesRespected,
+//     TestProvisionChildrenWaitForThePendingLoadBalancer,
+//     TestProvisionDuplicateKeptIsTheOneWithChildren.)
 //   - Teardown: [Reconciler.Teardown] (blocking) and
 //     [Reconciler.TeardownOnce] (one pass, "call again after D") destroy
 //     every owned object of the steps' kinds in reverse order, under the
