@@ -74,19 +74,25 @@ func (o opening) For(svc *v1.Service, id string) lbrecon.Journal {
 	return loads{Journal: o.Journal.For(svc, id), id: id, ev: o.ev}
 }
 
+// fenceEvents returns an events record, a provider with a one-second lag,
+// a fence and an admit function of it that records each admission.
+func fenceEvents() (*events, *lbrecontest.Engine, *lbrecon.Fence, func(uint64) error) {
+	ev := &events{}
+	eng := lbrecontest.New(lbrecontest.Config{Pending: time.Second, ListLag: time.Second})
+	fence := lbrecon.NewFence("provider", 0, "")
+	return ev, eng, fence, func(token uint64) error {
+		ev.add("admit %d", token)
+		return fence.Admit(token)
+	}
+}
+
 // A call that brings a new term's token raises the fence to it before it
 // reads anything, and the Service's reconciler, kept, reads the journal
 // again before it lists: a deposed replica's later writes are refused,
 // and what it created in between is not missed.
 func TestNewTermRaisesTheFenceBeforeReading(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ev := &events{}
-		eng := lbrecontest.New(lbrecontest.Config{Pending: time.Second, ListLag: time.Second})
-		fence := lbrecon.NewFence("provider", 0, "")
-		admit := func(token uint64) error {
-			ev.add("admit %d", token)
-			return fence.Admit(token)
-		}
+		ev, eng, fence, admit := fenceEvents()
 		journal := opening{Journal: &ccm.MemoryJournal{}, ev: ev}
 		var mu sync.Mutex
 		term := uint64(3)
@@ -182,13 +188,7 @@ func TestKeptBalancerSweepsWhatAnotherTermLeft(t *testing.T) {
 // reads the journal and the provider, and writes what it can.
 func TestDeposedReplicaReadsNothingForANewService(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ev := &events{}
-		eng := lbrecontest.New(lbrecontest.Config{Pending: time.Second, ListLag: time.Second})
-		fence := lbrecon.NewFence("provider", 0, "")
-		admit := func(token uint64) error {
-			ev.add("admit %d", token)
-			return fence.Admit(token)
-		}
+		ev, eng, fence, admit := fenceEvents()
 		b := newBalancer(t, listing{Engine: eng, ev: ev}, func(c *ccm.Config) {
 			c.Admit, c.Journal = admit, opening{Journal: &ccm.MemoryJournal{}, ev: ev}
 			c.Token = func(context.Context) (uint64, error) { return 3, nil }
