@@ -174,7 +174,8 @@
 //     adoption's ack holds it then) or a listing at the horizon shows it,
 //     so a failed Tag followed by a listing that misses the object does
 //     not create it twice (merge.go;
-//     TestUntaggedCreationListedOnceKeepsTheIntent). The journal
+//     TestUntaggedCreationListedOnceKeepsTheIntent,
+//     TestUntaggedCreationsOnReplicasNoDuplicates). The journal
 //     keeps an entry while an intent or ack of its name is kept. The plan
 //     is made from the listing merged with this memory, so a lagging
 //     listing neither causes a second creation nor a second destruction,

@@ -1,6 +1,7 @@
 package lbrecon_test
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"testing"
@@ -81,4 +82,36 @@ func serverEntry(j *sharedJournal) bool {
 	return slices.ContainsFunc(slices.Collect(maps.Values(j.entries)), func(in lbrecon.Intent) bool {
 		return in.Kind == lbrecon.KindServer
 	})
+}
+
+// On read replicas (lbrecontest's ReplicaLag, seeded), every server's
+// creation crashes before its tag and every first adoption fails, one
+// pass every 300 ms for three times the lag: never a duplicate, whatever
+// the replicas show, and everything adopted in the end.
+func TestUntaggedCreationsOnReplicasNoDuplicates(t *testing.T) {
+	for seed := range uint64(8) {
+		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				eng := replicaEngine(seed)
+				isServer := func(o lbrecon.Object) bool { return o.Kind == lbrecon.KindServer }
+				lb := desc(1, 1, 3)
+				eng.CrashBeforeTag(isServer, len(lb.Targets))
+				eng.FailTag(isServer, len(lb.Targets))
+				r := newLB(t, eng, lb, nil)
+				for range int(3 * replicaLag / (300 * time.Millisecond)) {
+					_, err := r.ReconcileOnce(t.Context())
+					require.NoError(t, err)
+					require.Zero(t, duplicates(eng), "objects: %v", eng.Objects())
+					<-time.After(300 * time.Millisecond)
+				}
+				onceUntilConverged(t, r)
+				<-time.After(replicaLag)
+				onceUntilConverged(t, r)
+				require.Zero(t, duplicates(eng))
+				for _, o := range eng.Objects() {
+					require.True(t, o.HasTag(owner), "adopted: %v", o)
+				}
+			})
+		})
+	}
 }
