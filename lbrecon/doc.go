@@ -156,7 +156,9 @@
 //     as written, then seen; it is forgotten only when a listing started
 //     at its horizon (ListLag after the call returned, or the
 //     ListLagListings+1-th listing started after it) shows it, or
-//     contradicts it once seen. A creation of unknown outcome that a
+//     contradicts it once seen; until then the plan is made from it, so
+//     an update a lagging listing shows undone is not made again
+//     (TestUpdateShownAsItWasIsNotMadeAgain). A creation of unknown outcome that a
 //     listing shows becomes such an ack. A deletion is gone at the first
 //     listing that does not show the object, and forgotten at the first
 //     listing past the horizon (counted from then) that does not: a
@@ -167,7 +169,13 @@
 //     TestProvisionDeletedLoadBalancerShownAgainByAReplica). Nor does such
 //     an object, shown again, end an intent of its name: it existed before
 //     the creation (merge.go; TestDestroyedCopyListedAgainKeepsTheIntent).
-//     The journal
+//     Nor does its object shown untagged (a crash between create and
+//     tag): the intent holds the name until the object is adopted (the
+//     adoption's ack holds it then) or a listing at the horizon shows it,
+//     so a failed Tag followed by a listing that misses the object does
+//     not create it twice (merge.go;
+//     TestUntaggedCreationListedOnceKeepsTheIntent,
+//     TestUntaggedCreationsOnReplicasNoDuplicates). The journal
 //     keeps an entry while an intent or ack of its name is kept. The plan
 //     is made from the listing merged with this memory, so a lagging
 //     listing neither causes a second creation nor a second destruction,
@@ -218,8 +226,13 @@
 //     ([Step.Refs]) are ok; a parent is destroyed only after a listing
 //     shows its children gone; the children of a failed parent are
 //     destroyed before it is recreated, and planned against the new one.
+//     With Provision, the load-balancer object is the parent of backends,
+//     frontends and listeners: they wait for it to be ok, and of two
+//     alike past the lag the one they refer to is kept.
 //     (plan.go, step.go, lbtree.go;
-//     TestFailedParentRecreatedWithReferencesRespected.)
+//     TestFailedParentRecreatedWithReferencesRespected,
+//     TestProvisionChildrenWaitForThePendingLoadBalancer,
+//     TestProvisionDuplicateKeptIsTheOneWithChildren.)
 //   - Teardown: [Reconciler.Teardown] (blocking) and
 //     [Reconciler.TeardownOnce] (one pass, "call again after D") destroy
 //     every owned object of the steps' kinds in reverse order, under the
@@ -235,8 +248,11 @@
 //     objects are never touched, and their states neither hold the
 //     teardown back nor fail it. They report success only from a listing
 //     made the list lag after the Leftovers was made, so that a crashed
-//     predecessor's late creation on an old ID is torn down too.
+//     predecessor's late creation on an old ID is torn down too; once
+//     converged, a listing within the lag that shows the destroyed
+//     objects again is not believed (deletions, above).
 //     (reconciler.go, once.go, leftovers.go;
+//     TestLeftoversDestroyedCopiesListedAgain,
 //     TestReconcilerTeardownDestroysEveryOwnedObject,
 //     TestTeardownDestroysFailedAndPendingObjects,
 //     TestTeardownExceptRemovesOtherLoadBalancers,

@@ -3,7 +3,6 @@ package lbrecon_test
 import (
 	"testing"
 	"testing/synctest"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -31,24 +30,6 @@ func duplicate(eng *lbrecontest.Engine, o lbrecon.Object, id string) lbrecon.Obj
 	return eng.Put(c)
 }
 
-// onceUntilConverged calls ReconcileOnce, waiting its RequeueAfter between
-// calls, until it converges (at most 50 calls).
-func onceUntilConverged(t *testing.T, r *lbrecon.LoadBalancerReconciler) {
-	t.Helper()
-	for range 50 {
-		res, err := r.ReconcileOnce(t.Context())
-		if err == nil && res.Converged {
-			return
-		}
-		d := res.RequeueAfter
-		if err != nil || d <= 0 {
-			d = time.Second
-		}
-		<-time.After(d)
-	}
-	t.Fatal("not converged after 50 calls")
-}
-
 // Two owned objects with one name and one spec, both listed at a listing
 // past the lag horizon, both exist: the pass keeps one, destroys the
 // other through the normal delete path and converges, blocking or one
@@ -58,19 +39,11 @@ func TestDuplicatePastTheLagIsDestroyed(t *testing.T) {
 	for _, once := range []bool{false, true} {
 		t.Run(map[bool]string{false: "Reconcile", true: "ReconcileOnce"}[once], func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				eng := newEngine(lbrecontest.Config{})
-				lb := desc(2, 1, 2)
-				lag := func(c *lbrecon.Config) { c.ListLag = orphanLag }
-				require.NoError(t, newLB(t, eng, lb, lag).Reconcile(t.Context()))
+				eng, lb := convergedWithLag(t)
 				orig := backendOf(t, eng, lb)
 				dup := duplicate(eng, orig, "")
-
-				r := newLB(t, eng, lb, lag) // a new process: no memory of either
-				if once {
-					onceUntilConverged(t, r)
-				} else {
-					require.NoError(t, r.Reconcile(t.Context()))
-				}
+				r := newLB(t, eng, lb, withLag) // a new process: no memory of either
+				converge(t, r, once)
 				require.Empty(t, stored(eng, []lbrecon.Key{dup.Key()}), "the duplicate is destroyed")
 				require.Equal(t, []lbrecon.Key{orig.Key()}, stored(eng, []lbrecon.Key{orig.Key()}), "the one with children is kept")
 				requireConverged(t, eng, r, lb)
@@ -84,17 +57,14 @@ func TestDuplicatePastTheLagIsDestroyed(t *testing.T) {
 // re-created.
 func TestDuplicateKeptIsTheOneWithChildren(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		eng := newEngine(lbrecontest.Config{})
-		lb := desc(2, 1, 2)
-		lag := func(c *lbrecon.Config) { c.ListLag = orphanLag }
-		require.NoError(t, newLB(t, eng, lb, lag).Reconcile(t.Context()))
+		eng, lb := convergedWithLag(t)
 		orig := backendOf(t, eng, lb)
 		children := referring(eng, orig.ID)
 		require.NotEmpty(t, children)
 		dup := duplicate(eng, orig, "a") // lower than every ID the engine gives
 		eng.ResetCalls()
 
-		r := newLB(t, eng, lb, lag)
+		r := newLB(t, eng, lb, withLag)
 		require.NoError(t, r.Reconcile(t.Context()))
 		require.Empty(t, stored(eng, []lbrecon.Key{dup.Key()}))
 		require.Equal(t, []lbrecon.Key{orig.Key()}, stored(eng, []lbrecon.Key{orig.Key()}))
@@ -111,8 +81,7 @@ func TestDuplicateKeptIsTheLowestID(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		eng := newEngine(lbrecontest.Config{})
 		lb := desc(1, 1, 1)
-		lag := func(c *lbrecon.Config) { c.ListLag = orphanLag }
-		require.NoError(t, newLB(t, eng, lb, lag).Reconcile(t.Context()))
+		require.NoError(t, newLB(t, eng, lb, withLag).Reconcile(t.Context()))
 		var bind lbrecon.Object
 		for _, o := range eng.Objects() {
 			if o.Kind == lbrecon.KindBind {
@@ -122,7 +91,7 @@ func TestDuplicateKeptIsTheLowestID(t *testing.T) {
 		require.NotEmpty(t, bind.ID)
 		require.Empty(t, referring(eng, bind.ID))
 		low := duplicate(eng, bind, "id-000000") // below every ID the engine gives, of the same length
-		r := newLB(t, eng, lb, lag)
+		r := newLB(t, eng, lb, withLag)
 		require.NoError(t, r.Reconcile(t.Context()))
 		require.Equal(t, []lbrecon.Key{low.Key()}, stored(eng, []lbrecon.Key{low.Key(), bind.Key()}))
 		requireConverged(t, eng, r, lb)
@@ -134,22 +103,11 @@ func TestDuplicateKeptIsTheLowestID(t *testing.T) {
 // is destroyed before a listing at the horizon still shows both.
 func TestDuplicateWithinTheLagIsKept(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		eng := newEngine(lbrecontest.Config{})
-		lb := desc(2, 1, 2)
-		lag := func(c *lbrecon.Config) { c.ListLag = orphanLag }
-		require.NoError(t, newLB(t, eng, lb, lag).Reconcile(t.Context()))
+		eng, lb := convergedWithLag(t)
 		orig := backendOf(t, eng, lb)
 		dup := duplicate(eng, orig, "")
-		r := newLB(t, eng, lb, lag)
-		eng.ResetCalls()
-		start := time.Now()
-		for time.Since(start) < orphanLag {
-			res, err := r.ReconcileOnce(t.Context())
-			require.NoError(t, err)
-			require.ErrorIs(t, res.Transient, lbrecon.ErrInconsistent, "within the lag: wait and list again")
-			require.Zero(t, eng.Calls()[lbrecon.VerbDestroy], "nothing destroyed within the lag")
-			<-time.After(res.RequeueAfter)
-		}
+		r := newLB(t, eng, lb, withLag)
+		waitsOutTheLag(t, eng, r, nil)
 		require.Len(t, stored(eng, []lbrecon.Key{orig.Key(), dup.Key()}), 2)
 		onceUntilConverged(t, r)
 		require.Equal(t, []lbrecon.Key{orig.Key()}, stored(eng, []lbrecon.Key{orig.Key(), dup.Key()}))
@@ -162,13 +120,10 @@ func TestDuplicateWithinTheLagIsKept(t *testing.T) {
 // instead of failing for ever.
 func TestDuplicateAfterTheHorizonWasSetIsRemoved(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		eng := newEngine(lbrecontest.Config{})
-		lb := desc(2, 1, 2)
-		lag := func(c *lbrecon.Config) { c.ListLag = orphanLag }
-		require.NoError(t, newLB(t, eng, lb, lag).Reconcile(t.Context()))
+		eng, lb := convergedWithLag(t)
 		orig := backendOf(t, eng, lb)
 		first := duplicate(eng, orig, "")
-		r := newLB(t, eng, lb, lag)
+		r := newLB(t, eng, lb, withLag)
 		res, err := r.ReconcileOnce(t.Context())
 		require.NoError(t, err)
 		require.ErrorIs(t, res.Transient, lbrecon.ErrInconsistent)

@@ -45,19 +45,19 @@ func (lb LoadBalancer) refs(o Object) []Key {
 // refs returns the parents of an object of a load balancer that exists.
 func refs(o Object) []Key { return LoadBalancer{}.refs(o) }
 
-// pick returns the kept object named name among objs, one kind's objects
-// on this load balancer.
-// Earlier steps removed duplicates and stale objects from obs, so at most a
-// few candidates remain; the best one is taken.
+// pick returns the object named name among objs, one kind's objects on
+// this load balancer. There is at most one: the observation a step plans
+// from holds neither the objects earlier steps destroy (a replaced or
+// failed object, a duplicate past the lag) nor, within the lag, a
+// duplicate (the pass stops with errDuplicateListed), and a load
+// balancer's children of one kind differ in name.
 func pick(objs []Object, name string) (Object, bool) {
-	var best Object
-	found := false
 	for _, o := range objs {
-		if o.Name == name && (!found || better(o, best)) {
-			best, found = o, true
+		if o.Name == name {
+			return o, true
 		}
 	}
-	return best, found
+	return Object{}, false
 }
 
 // children returns the observed objects of kind on this load balancer. A

@@ -141,15 +141,11 @@ func (e leftoverEngine) List(ctx context.Context, q Query) ([]Object, error) {
 // a backend or frontend says so in its spec, a bind or server through its
 // parent, which must be owned and listed.
 func (e leftoverEngine) leftover(o Object, owned map[Key]Object) bool {
-	switch s := o.Spec.(type) {
-	case LoadBalancerSpec:
+	if s, ok := o.Spec.(LoadBalancerSpec); ok {
 		return !e.kept[s.Name]
-	case BackendSpec:
-		return e.leftoverOn(s.LoadBalancer, owned)
-	case FrontendSpec:
-		return e.leftoverOn(s.LoadBalancer, owned)
-	case ListenerSpec:
-		return e.leftoverOn(s.LoadBalancer, owned)
+	}
+	if id, ok := attachedTo(o); ok {
+		return e.leftoverOn(id, owned)
 	}
 	parents := refs(o)
 	for _, k := range parents {

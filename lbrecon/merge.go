@@ -97,6 +97,10 @@ func (r *Reconciler) merge(listed []Object, listedAt listing) (*view, error) {
 	// the name free. An object with a deletion record (destroyed, or seen
 	// gone) is not an intent's: IDs are never reused, so it existed before
 	// the call, and a replica lagging behind its destroy shows it again.
+	// One shown untagged (a crash between create and tag) keeps the intent
+	// until it is adopted (its ack then holds the name) or a listing at
+	// the horizon shows it (every later one does): a listing lagging again
+	// may miss it, and nothing else holds the name meanwhile.
 	shown := func(in *intent) (Object, bool) {
 		for _, o := range listed {
 			if m.deletions[o.Key()] != nil {
@@ -114,16 +118,22 @@ func (r *Reconciler) merge(listed []Object, listedAt listing) (*view, error) {
 		case ok && in.horizon == (horizon{}):
 			// In flight (a Check's listing during the call): its answer
 			// decides; the listing shows the object meanwhile.
-		case ok:
+		case ok && r.owns(o):
 			delete(m.intents, nk) // the journal entry goes with the creation
-			if m.ackOf(o.Key()) == nil && r.owns(o) && m.deletions[o.Key()] == nil {
+			if m.ackOf(o.Key()) == nil && m.deletions[o.Key()] == nil {
 				m.ackCreate(o.clone(), in.at, in.horizon)
 			}
 		case now.Sub(in.at) >= r.cfg.ConfirmTimeout, r.lagDeclared() && in.horizon.reachedBy(listedAt):
 			// Not created (a listing made after the list lag, in time or
-			// in listings, does not show it), or given up on.
+			// in listings, does not show it), given up on, or shown
+			// untagged at the horizon: the plan adopts it from the
+			// listing.
 			delete(m.intents, nk)
 			m.dropEntry(nk)
+		case ok && !r.lagDeclared():
+			// Shown untagged, and with no lag declared the first listing
+			// is trusted: the plan adopts it.
+			delete(m.intents, nk)
 		default:
 			v.intended[nk] = true
 		}

@@ -14,9 +14,6 @@ import (
 	"github.com/reconkit/reconkit/lbrecon/lbrecontest"
 )
 
-// orphanLag is the list lag the orphan tests declare.
-const orphanLag = 2 * time.Second
-
 // deleteBackend deletes, as an operator would, the backend of the first
 // port of lb, with its children left behind (the engine enforces no
 // references), and returns its servers, the orphans the plan cannot
@@ -73,29 +70,10 @@ func TestOwnedOrphanIsDestroyed(t *testing.T) {
 	for _, once := range []bool{false, true} {
 		t.Run(map[bool]string{false: "Reconcile", true: "ReconcileOnce"}[once], func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				eng := newEngine(lbrecontest.Config{})
-				lb := desc(2, 1, 2)
-				lag := func(c *lbrecon.Config) { c.ListLag = orphanLag }
-				r := newLB(t, eng, lb, lag)
-				require.NoError(t, r.Reconcile(t.Context()))
+				eng, lb := convergedWithLag(t)
 				orphans, gone := deleteBackend(t, eng, lb)
-
-				r = newLB(t, eng, lb, lag) // a new process: no memory of the tree
-				if once {
-					converged := false
-					for range 50 {
-						res, err := r.ReconcileOnce(t.Context())
-						require.NoError(t, err)
-						if res.Converged {
-							converged = true
-							break
-						}
-						<-time.After(res.RequeueAfter)
-					}
-					require.True(t, converged)
-				} else {
-					require.NoError(t, r.Reconcile(t.Context()))
-				}
+				r := newLB(t, eng, lb, withLag) // a new process: no memory of the tree
+				converge(t, r, once)
 				require.Empty(t, stored(eng, orphans), "the orphan servers are destroyed")
 				require.Empty(t, referring(eng, gone), "no object refers to the gone backend (the frontend is updated in place)")
 				requireConverged(t, eng, r, lb)
@@ -110,22 +88,10 @@ func TestOwnedOrphanIsDestroyed(t *testing.T) {
 // listing without the parent) still lacks it.
 func TestOrphanWithinTheLagIsKept(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		eng := newEngine(lbrecontest.Config{})
-		lb := desc(2, 1, 2)
-		lag := func(c *lbrecon.Config) { c.ListLag = orphanLag }
-		require.NoError(t, newLB(t, eng, lb, lag).Reconcile(t.Context()))
+		eng, lb := convergedWithLag(t)
 		orphans, _ := deleteBackend(t, eng, lb)
-		r := newLB(t, eng, lb, lag)
-		eng.ResetCalls()
-		start := time.Now()
-		for time.Since(start) < orphanLag {
-			res, err := r.ReconcileOnce(t.Context())
-			require.NoError(t, err)
-			require.ErrorIs(t, res.Transient, lbrecon.ErrInconsistent, "within the lag: wait and list again")
-			require.Zero(t, eng.Calls()[lbrecon.VerbDestroy], "nothing destroyed within the lag")
-			require.ElementsMatch(t, orphans, stored(eng, orphans))
-			<-time.After(res.RequeueAfter)
-		}
+		r := newLB(t, eng, lb, withLag)
+		waitsOutTheLag(t, eng, r, func() { require.ElementsMatch(t, orphans, stored(eng, orphans)) })
 		res, err := r.ReconcileOnce(t.Context())
 		require.NoError(t, err)
 		require.NoError(t, res.Transient)
@@ -173,7 +139,7 @@ func TestForeignOrphanIsLeft(t *testing.T) {
 		eng := newEngine(lbrecontest.Config{})
 		lb := desc(2, 1, 2)
 		f := &foreignOrphans{Engine: eng}
-		r := newLB(t, f, lb, func(c *lbrecon.Config) { c.ListLag = orphanLag })
+		r := newLB(t, f, lb, withLag)
 		require.NoError(t, r.Reconcile(t.Context()))
 		<-time.After(3 * orphanLag)
 		require.NoError(t, r.Reconcile(t.Context()))

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/cenkalti/backoff/v4"
@@ -39,9 +40,14 @@ const (
 // bound on a ConfigMap's data.
 const DefaultShardBytes = 512 << 10
 
-// maxJournalAttempts bounds the attempts of one journal write against
-// concurrent changes of its ConfigMaps.
-const maxJournalAttempts = 5
+// journalStaleReads bounds the reads of one journal write that find the
+// scope's shards as the read before found them: a conflict with no other
+// writer's change behind it. A read that finds them changed (another
+// writer got through, or an operator deleted a shard) is progress and
+// starts the count again, so a busy writer delays a write but never
+// makes it give up, and a server answering 409 for ever costs at most
+// this many reads.
+const journalStaleReads = 3
 
 // ConfigMapJournalOptions configures a [ConfigMapJournal].
 type ConfigMapJournalOptions struct {
@@ -66,11 +72,22 @@ type ConfigMapJournalOptions struct {
 //
 // Every write is a Create, an Update preconditioned on the
 // resourceVersion it read, or a Delete preconditioned the same way; on a
-// conflict it reads the scope's shards again and retries (at most 5
-// attempts). Reads are LISTs without a resourceVersion (served from etcd,
+// conflict it reads the scope's shards again and retries, for as long as
+// each read finds them changed since the one before (another writer's
+// progress), and gives up after 3 reads in a row that find them as they
+// were. Reads are LISTs without a resourceVersion (served from etcd,
 // never from a cache). An intent is durable once Record returns. The
 // apiserver refusing a write as invalid, too large or forbidden is an
 // [ErrJournalRefused] error marked permanent, which says what to do.
+//
+// A shard deleted by someone else (an operator, a namespace's deletion)
+// loses no intent this process recorded and has not forgotten: each scope
+// keeps them in memory, and every read puts back those it does not find,
+// so the scope's next write (Record or Forget) writes them again, and
+// Load, which begins every leadership term, returns them. Between the
+// deletion and that write a successor would not find them. In a
+// namespace being deleted that write is refused (ErrJournalRefused), and
+// the Service goes with its namespace.
 //
 // RBAC: get, list, create, update and delete on configmaps in the
 // namespaces of the Services the cloud-controller-manager serves.
@@ -158,7 +175,13 @@ type cmScope struct {
 	uid               types.UID
 
 	mu     sync.Mutex
-	shards map[string]*shard // by ConfigMap name, as last read or written; nil before a read
+	shards map[string]*shard // by ConfigMap name, as last read or written, plus held intents put back; nil before a read
+	// held are the intents this process recorded and has not forgotten,
+	// by kind and name: a read that does not find one puts it back.
+	held map[[2]string]lbrecon.Intent
+	// dirty are the shards changed in memory since the last write (held
+	// intents put back by a read): the next write writes them too.
+	dirty map[string]bool
 }
 
 // shard is one ConfigMap's intents.
@@ -196,6 +219,7 @@ func (s *cmScope) Load(ctx context.Context) ([]lbrecon.Intent, error) {
 	if err := s.read(ctx); err != nil {
 		return nil, err
 	}
+	s.dirty = s.restore()
 	var out []lbrecon.Intent
 	for _, sh := range s.shards {
 		for _, in := range sh.intents {
@@ -221,59 +245,99 @@ func (s *cmScope) Record(ctx context.Context, intents []lbrecon.Intent) error {
 				ErrJournalRefused, in.Kind, in.Name, sizes[i], s.j.shardBytes))
 		}
 	}
-	return s.change(ctx, func() map[string]bool {
-		changed := map[string]bool{}
-		var rest []int
-		for i, in := range intents {
-			k := [2]string{in.Kind, in.Name}
-			placed := false
-			for name, sh := range s.shards {
-				if _, ok := sh.intents[k]; ok {
-					changed[name] = true
-					if sh.total-sh.size[k]+sizes[i] <= s.j.shardBytes {
-						sh.put(k, in, sizes[i])
-						placed = true
-					} else {
-						sh.remove(k) // grown past the bound: placed below
-					}
-					break
+	if err := s.change(ctx, func() map[string]bool { return s.place(intents, sizes) }); err != nil {
+		return err
+	}
+	if s.held == nil {
+		s.held = map[[2]string]lbrecon.Intent{}
+	}
+	for _, in := range intents {
+		s.held[[2]string{in.Kind, in.Name}] = in
+	}
+	return nil
+}
+
+// place puts intents, of encoded sizes sizes, in the shards: in place of
+// one of the same kind and name, else in the first shard with room, else
+// in a new one. It returns the shards it changed. Called with mu held.
+func (s *cmScope) place(intents []lbrecon.Intent, sizes []int) map[string]bool {
+	changed := map[string]bool{}
+	var rest []int
+	for i, in := range intents {
+		k := [2]string{in.Kind, in.Name}
+		placed := false
+		for name, sh := range s.shards {
+			if _, ok := sh.intents[k]; ok {
+				changed[name] = true
+				if sh.total-sh.size[k]+sizes[i] <= s.j.shardBytes {
+					sh.put(k, in, sizes[i])
+					placed = true
+				} else {
+					sh.remove(k) // grown past the bound: placed below
 				}
-			}
-			if !placed {
-				rest = append(rest, i)
-			}
-		}
-		names := make([]string, 0, len(s.shards))
-		for name := range s.shards {
-			names = append(names, name)
-		}
-		slices.Sort(names)
-		next := 0
-		for _, i := range rest {
-			k := [2]string{intents[i].Kind, intents[i].Name}
-			for {
-				if next == len(names) {
-					name := s.newShardName()
-					s.shards[name] = newShard("")
-					names = append(names, name)
-				}
-				sh := s.shards[names[next]]
-				if sh.total+sizes[i]+1 <= s.j.shardBytes {
-					sh.put(k, intents[i], sizes[i])
-					changed[names[next]] = true
-					break
-				}
-				next++
+				break
 			}
 		}
-		return changed
-	})
+		if !placed {
+			rest = append(rest, i)
+		}
+	}
+	names := make([]string, 0, len(s.shards))
+	for name := range s.shards {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	next := 0
+	for _, i := range rest {
+		k := [2]string{intents[i].Kind, intents[i].Name}
+		for {
+			if next == len(names) {
+				name := s.newShardName()
+				s.shards[name] = newShard("")
+				names = append(names, name)
+			}
+			sh := s.shards[names[next]]
+			if sh.total+sizes[i]+1 <= s.j.shardBytes {
+				sh.put(k, intents[i], sizes[i])
+				changed[names[next]] = true
+				break
+			}
+			next++
+		}
+	}
+	return changed
+}
+
+// restore puts back in the shards the held intents they lack (a shard
+// deleted by someone else) and returns the shards it changed. Called
+// with mu held, after a read.
+func (s *cmScope) restore() map[string]bool {
+	var missing []lbrecon.Intent
+	var sizes []int
+	for k, in := range s.held {
+		found := false
+		for _, sh := range s.shards {
+			if _, found = sh.intents[k]; found {
+				break
+			}
+		}
+		if b, err := json.Marshal(in); !found && err == nil { // encoded once by Record
+			missing, sizes = append(missing, in), append(sizes, len(b))
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return s.place(missing, sizes)
 }
 
 // Forget implements lbrecon.Journal; an emptied shard is deleted.
 func (s *cmScope) Forget(ctx context.Context, intents []lbrecon.Intent) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for _, in := range intents {
+		delete(s.held, [2]string{in.Kind, in.Name})
+	}
 	return s.change(ctx, func() map[string]bool {
 		changed := map[string]bool{}
 		for _, in := range intents {
@@ -301,22 +365,35 @@ func (s *cmScope) newShardName() string {
 
 // change applies edit to the shards (read first when not known) and
 // writes the shards it changed; on a conflict it reads them all again
-// and retries. Called with mu held.
+// and retries, until journalStaleReads reads in a row find them
+// unchanged. Called with mu held.
 func (s *cmScope) change(ctx context.Context, edit func() map[string]bool) error {
-	var err error
-	for range maxJournalAttempts {
+	last := s.versions() // as the last read found them
+	stale := 0           // reads in a row that found them as the one before
+	for {
 		if s.shards == nil {
 			if err := s.read(ctx); err != nil {
 				return err
 			}
+			if v := s.versions(); v != last {
+				last, stale = v, 0 // another writer got through: progress
+			} else {
+				stale++
+			}
+			s.dirty = s.restore()
 		}
 		changed := edit()
+		for name := range s.dirty {
+			if _, ok := s.shards[name]; ok {
+				changed[name] = true
+			}
+		}
 		names := make([]string, 0, len(changed))
 		for name := range changed {
 			names = append(names, name)
 		}
 		slices.Sort(names)
-		err = nil
+		var err error
 		for _, name := range names {
 			if err = s.write(ctx, name); err != nil {
 				break
@@ -324,15 +401,36 @@ func (s *cmScope) change(ctx context.Context, edit func() map[string]bool) error
 		}
 		switch {
 		case err == nil:
+			s.dirty = nil
 			return nil
+		case ctx.Err() != nil:
+			s.shards = nil
+			return fmt.Errorf("ccm: write the intent journal of service %s/%s: %w", s.ns, s.svc, err)
 		case apierrors.IsConflict(err), apierrors.IsAlreadyExists(err), apierrors.IsNotFound(err):
 			s.shards = nil // changed since: read again
+			if stale >= journalStaleReads {
+				return fmt.Errorf("ccm: write the intent journal of service %s/%s: %d reads without another writer's change, each write refused; retrying later: %w",
+					s.ns, s.svc, journalStaleReads, err)
+			}
 			continue
 		}
 		s.shards = nil // a write may have been applied: read before the next one
 		return s.refused(firstOf(names), err)
 	}
-	return fmt.Errorf("ccm: write the intent journal of service %s/%s: %d conflicts: %w", s.ns, s.svc, maxJournalAttempts, err)
+}
+
+// versions describes the shards as last read or written: their names and
+// resourceVersions. Called with mu held.
+func (s *cmScope) versions() string {
+	if s.shards == nil {
+		return "unread"
+	}
+	names := make([]string, 0, len(s.shards))
+	for name, sh := range s.shards {
+		names = append(names, name+"@"+sh.rv)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ",")
 }
 
 func firstOf(names []string) string {

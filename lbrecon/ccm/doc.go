@@ -80,7 +80,12 @@
 //     the journal, and nothing the other replica's term created in
 //     between is missed (TestNewTermRaisesTheFenceBeforeReading; the goal
 //     test made duplicates in 14 runs of 100 when the fence learned the
-//     new term only from its first write).
+//     new term only from its first write). Each reconciler raises the
+//     fence again as it begins the term (Config.Admit is also its
+//     lbrecon.Config.Admit): the Balancer raises it once per term, so a
+//     replica deposed after that, at its first call for a Service in the
+//     term, is refused before it reads the journal or lists
+//     (TestDeposedReplicaReadsNothingForANewService).
 //   - The load balancer itself: with Provision, EnsureLoadBalancer returns a
 //     RetryError until the plan converged, which includes the provider
 //     having assigned the load balancer's address or DNS name; it then
@@ -118,7 +123,16 @@
 //     Service or reaches kube-proxy (TestConfigMapJournalFitsA5000NodeService,
 //     TestConfigMapJournalOnTheRealAPIServer). Writes are preconditioned on
 //     the resourceVersion read, and a concurrent writer's intents are kept
-//     (TestConfigMapJournalKeepsAConcurrentWritersIntents). A write the
+//     (TestConfigMapJournalKeepsAConcurrentWritersIntents); on a conflict
+//     it reads again and retries while each read finds another writer's
+//     change, and gives up (to be retried by the next pass) after 3 reads
+//     in a row that find none (TestConfigMapJournalBusyWriterDoesNotMakeItGiveUp,
+//     TestConfigMapJournalEndlessConflictsGiveUp). Shards an operator
+//     deletes mid-term lose no intent the process holds: its next journal
+//     write writes them again and Load returns them, so a successor
+//     creates nothing twice, and a forgotten one is not brought back
+//     (TestConfigMapJournalShardDeletedMidTerm,
+//     TestConfigMapJournalEditsOnTheRealAPIServer). A write the
 //     apiserver refuses as invalid, too large or forbidden is a permanent
 //     [ErrJournalRefused] error saying what to do, and nothing is created
 //     (TestConfigMapJournalRefusalIsPermanent). A shard that is not a

@@ -94,26 +94,7 @@ func TestHAProxyServiceUnderTheRealController(t *testing.T) {
 	// publication.
 	eventually := func(t *testing.T, within time.Duration, cond func() error, what string) {
 		t.Helper()
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		deadline := time.NewTimer(within)
-		defer deadline.Stop()
-		for {
-			err := cond()
-			if err == nil {
-				return
-			}
-			if bad := pub.violations(); len(bad) > 0 {
-				t.Fatalf("%s: EnsureLoadBalancer returned other than what the provider assigned: %v", what, bad)
-			}
-			select {
-			case <-tick.C:
-			case <-deadline.C:
-				t.Fatalf("%s: not within %v: %v; provider: %v", what, within, err, eng.Objects())
-			case <-ctx.Done():
-				t.Fatalf("%s: %v", what, context.Cause(ctx))
-			}
-		}
+		waitFor(t, ctx, eng, within, pub.violations, what, cond)
 	}
 	// converged waits until the provider holds the HAProxy shape of the
 	// Service as the apiserver has it now, and its status is the
@@ -140,19 +121,8 @@ func TestHAProxyServiceUnderTheRealController(t *testing.T) {
 		}, "the provider holds the Service's HAProxy shape and its status the assigned address")
 		return lb
 	}
-	run := func(name string, step func(t *testing.T)) {
-		if !t.Run(name, step) {
-			t.FailNow()
-		}
-	}
-
-	svc, err := svcs.Create(ctx, &v1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
-		Spec: v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer, Selector: map[string]string{"app": "web"},
-			ExternalTrafficPolicy: v1.ServiceExternalTrafficPolicyCluster,
-			Ports:                 []v1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: v1.ProtocolTCP}}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	run := stopAtFirstFailure(t)
+	svc := createWeb(t, ctx, svcs)
 	name := "a" + string(svc.UID)
 	var first lbrecon.Object
 

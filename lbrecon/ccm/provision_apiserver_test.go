@@ -2,6 +2,7 @@ package ccm_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/reconkit/reconkit/internal/testenv"
 	"github.com/reconkit/reconkit/lbrecon"
@@ -199,26 +201,17 @@ func TestProvisionedServiceUnderTheRealController(t *testing.T) {
 
 	eventually := func(t *testing.T, cond func() bool, what string) {
 		t.Helper()
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		deadline := time.NewTimer(stepTimeout)
-		defer deadline.Stop()
-		for !cond() {
-			// A wrong publication fails the step at once.
+		bad := func() []string {
 			seenMu.Lock()
-			bad := append(append([]string(nil), seenBad...), pub.violations()...)
-			seenMu.Unlock()
-			if len(bad) > 0 {
-				t.Fatalf("%s: published other than what the provider assigned: %v", what, bad)
-			}
-			select {
-			case <-tick.C:
-			case <-deadline.C:
-				t.Fatalf("%s: not within %v; provider: %v", what, stepTimeout, eng.Objects())
-			case <-ctx.Done():
-				t.Fatalf("%s: %v", what, context.Cause(ctx))
-			}
+			defer seenMu.Unlock()
+			return append(append([]string(nil), seenBad...), pub.violations()...)
 		}
+		waitFor(t, ctx, eng, stepTimeout, bad, what, func() error {
+			if cond() {
+				return nil
+			}
+			return errors.New("not yet")
+		})
 	}
 	current := func(t *testing.T) *v1.Service {
 		t.Helper()
@@ -246,19 +239,8 @@ func TestProvisionedServiceUnderTheRealController(t *testing.T) {
 		}
 		return out
 	}
-	run := func(name string, step func(t *testing.T)) {
-		if !t.Run(name, step) {
-			t.FailNow()
-		}
-	}
-
-	svc, err := svcs.Create(ctx, &v1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
-		Spec: v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer, Selector: map[string]string{"app": "web"},
-			ExternalTrafficPolicy: v1.ServiceExternalTrafficPolicyCluster,
-			Ports:                 []v1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: v1.ProtocolTCP}}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	run := stopAtFirstFailure(t)
+	svc := createWeb(t, ctx, svcs)
 	name := "a" + string(svc.UID)
 
 	run("the assigned address is published once assigned, nothing before", func(t *testing.T) {
@@ -341,6 +323,58 @@ func TestProvisionedServiceUnderTheRealController(t *testing.T) {
 	seenMu.Lock()
 	t.Logf("last published: %v; load-balancer calls: %+v; provider requests: %d", published, ctrl.Calls(), eng.Requests())
 	seenMu.Unlock()
+}
+
+// stopAtFirstFailure returns run, which runs a named step of t and stops
+// t at the first step that fails: the later steps build on it.
+func stopAtFirstFailure(t *testing.T) func(name string, step func(t *testing.T)) {
+	return func(name string, step func(t *testing.T)) {
+		if !t.Run(name, step) {
+			t.FailNow()
+		}
+	}
+}
+
+// createWeb creates the Service "web" of the provisioned tests: type
+// LoadBalancer, one TCP port 80, externalTrafficPolicy Cluster.
+func createWeb(t *testing.T, ctx context.Context, svcs corev1client.ServiceInterface) *v1.Service {
+	t.Helper()
+	svc, err := svcs.Create(ctx, &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
+		Spec: v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer, Selector: map[string]string{"app": "web"},
+			ExternalTrafficPolicy: v1.ServiceExternalTrafficPolicyCluster,
+			Ports:                 []v1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: v1.ProtocolTCP}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return svc
+}
+
+// waitFor waits up to within for cond to hold (a nil error), looking every
+// 20 ms; it fails the test at once when bad reports a wrong publication or
+// ctx ends, and at the deadline with cond's last error and what the
+// provider holds.
+func waitFor(t *testing.T, ctx context.Context, eng *lbrecontest.Engine, within time.Duration, bad func() []string, what string, cond func() error) {
+	t.Helper()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if b := bad(); len(b) > 0 {
+			t.Fatalf("%s: published other than what the provider assigned: %v", what, b)
+		}
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			t.Fatalf("%s: not within %v: %v; provider: %v", what, within, err, eng.Objects())
+		case <-ctx.Done():
+			t.Fatalf("%s: %v", what, context.Cause(ctx))
+		}
+	}
 }
 
 // startProvisioned starts a Balancer on a provider of the given shape

@@ -74,19 +74,25 @@ func (o opening) For(svc *v1.Service, id string) lbrecon.Journal {
 	return loads{Journal: o.Journal.For(svc, id), id: id, ev: o.ev}
 }
 
+// fenceEvents returns an events record, a provider with a one-second lag,
+// a fence and an admit function of it that records each admission.
+func fenceEvents() (*events, *lbrecontest.Engine, *lbrecon.Fence, func(uint64) error) {
+	ev := &events{}
+	eng := lbrecontest.New(lbrecontest.Config{Pending: time.Second, ListLag: time.Second})
+	fence := lbrecon.NewFence("provider", 0, "")
+	return ev, eng, fence, func(token uint64) error {
+		ev.add("admit %d", token)
+		return fence.Admit(token)
+	}
+}
+
 // A call that brings a new term's token raises the fence to it before it
 // reads anything, and the Service's reconciler, kept, reads the journal
 // again before it lists: a deposed replica's later writes are refused,
 // and what it created in between is not missed.
 func TestNewTermRaisesTheFenceBeforeReading(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ev := &events{}
-		eng := lbrecontest.New(lbrecontest.Config{Pending: time.Second, ListLag: time.Second})
-		fence := lbrecon.NewFence("provider", 0, "")
-		admit := func(token uint64) error {
-			ev.add("admit %d", token)
-			return fence.Admit(token)
-		}
+		ev, eng, fence, admit := fenceEvents()
 		journal := opening{Journal: &ccm.MemoryJournal{}, ev: ev}
 		var mu sync.Mutex
 		term := uint64(3)
@@ -170,5 +176,35 @@ func TestKeptBalancerSweepsWhatAnotherTermLeft(t *testing.T) {
 		tearDownOld(t, a, eng, svc, "lb-2")
 		require.Empty(t, onBalancer(eng, "lb-2", "uid-1"), "term 4's load balancer torn down")
 		require.NotEmpty(t, onBalancer(eng, "lb-1", "uid-1"))
+	})
+}
+
+// A deposed replica (another one raised the fence past its term after
+// this Balancer began it) that gets its first call for a Service in that
+// term reads nothing: the Service's new reconciler raises the fence
+// itself (lbrecon.Config.Admit) before it reads the journal or lists, and
+// is refused. The Balancer's own raise does not cover it: it raises once
+// per term, before the other replica's. Without it, the deposed replica
+// reads the journal and the provider, and writes what it can.
+func TestDeposedReplicaReadsNothingForANewService(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ev, eng, fence, admit := fenceEvents()
+		b := newBalancer(t, listing{Engine: eng, ev: ev}, func(c *ccm.Config) {
+			c.Admit, c.Journal = admit, opening{Journal: &ccm.MemoryJournal{}, ev: ev}
+			c.Token = func(context.Context) (uint64, error) { return 3, nil }
+		})
+		_, _, err := ensure(t, b, service("uid-1"), nodes(1))
+		require.NoError(t, err)
+		ev.take()
+
+		require.NoError(t, fence.Admit(4), "another replica's term")
+		eng.ResetCalls()
+		_, err = b.EnsureLoadBalancer(t.Context(), "c", service("uid-2"), nodes(1))
+		require.ErrorIs(t, err, lbrecon.ErrFenced)
+		got := ev.take()
+		require.NotContains(t, got, "list", "the deposed replica listed: %q", got)
+		require.False(t, slices.ContainsFunc(got, func(e string) bool { return len(e) > 5 && e[:5] == "load " }),
+			"the deposed replica read the journal: %q", got)
+		require.Zero(t, eng.TotalCalls(), "the deposed replica called the provider")
 	})
 }
