@@ -3,8 +3,10 @@ package ccmfleet_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +15,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
 
 	"github.com/reconkit/reconkit/election"
 	"github.com/reconkit/reconkit/election/lease"
@@ -110,15 +115,114 @@ func agent(observer *atomic.Pointer[kubefake.Client]) fleetsim.Agent {
 			return err
 		}
 		defer el.Close()
+		cloud := &cloudHealth{clock: d.Clock}
 		return election.Run(ctx, el, func(ctx context.Context, l election.Leadership) error {
 			term.Store(&l)
+			if cloud.handedOverWithin(handOverCooldown) {
+				// Elected again a moment after it handed over: its cloud
+				// was failing then, so it hands over again.
+				return handOver(ctx, l, "elected within %s of handing over", handOverCooldown)
+			}
 			drv, err := ccmfleet.New(ccmfleet.Config{Client: d.Kube, Balancer: b, Clock: d.Clock})
 			if err != nil {
 				return err
 			}
-			return drv.Run(ctx)
+			return lead(ctx, l, drv, d.Engine, cloud)
 		})
 	}
+}
+
+// A leader whose cloud fails persistently hands its leadership over, as a
+// cloud-controller-manager partitioned from its cloud's API (or during an
+// outage) does so that a healthy replica leads: it probes the provider
+// every probeEvery, and once every probe of its term has failed for
+// handOverAfter it stops its driver and resigns (l.Resign). Elected again
+// within handOverCooldown of handing over, it hands over at once.
+// election.Run pauses after such short terms, so they do not spin.
+const (
+	probeEvery       = 10 * time.Second
+	handOverAfter    = time.Minute
+	handOverCooldown = time.Second
+)
+
+// cloudHealth is one replica's view of its provider, across its terms.
+type cloudHealth struct {
+	clock        clock.PassiveClock
+	mu           sync.Mutex
+	failingSince time.Time // the first failed probe since the last success; zero after one
+	handedOver   time.Time // when the replica last handed over
+}
+
+// probe records the outcome of a probe.
+func (h *cloudHealth) probe(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case err == nil:
+		h.failingSince = time.Time{}
+	case h.failingSince.IsZero():
+		h.failingSince = h.clock.Now()
+	}
+}
+
+// failingFor returns for how long every probe since start has failed.
+func (h *cloudHealth) failingFor(start time.Time) time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.failingSince.IsZero() {
+		return 0
+	}
+	return h.clock.Since(later(h.failingSince, start))
+}
+
+func (h *cloudHealth) handedOverWithin(d time.Duration) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return !h.handedOver.IsZero() && h.clock.Since(h.handedOver) < d
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// lead runs drv for the term, probing the cloud, and hands over once the
+// cloud has failed for handOverAfter of the term.
+func lead(ctx context.Context, l election.Leadership, drv *ccmfleet.Driver, engine lbrecon.Engine, cloud *cloudHealth) error {
+	start := cloud.clock.Now()
+	dctx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- drv.Run(dctx) }()
+	tick := cloud.clock.(clock.WithTicker).NewTicker(probeEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-tick.C():
+		}
+		pctx, cancel := context.WithTimeout(ctx, probeEvery/2)
+		_, err := engine.List(pctx, lbrecon.Query{Tag: "ccmfleet-probe=none", Scope: lbID})
+		cancel()
+		cloud.probe(err)
+		if f := cloud.failingFor(start); f >= handOverAfter {
+			stop()
+			<-done
+			cloud.mu.Lock()
+			cloud.handedOver = cloud.clock.Now()
+			cloud.mu.Unlock()
+			return handOver(ctx, l, "every probe of the cloud failed for %s", f)
+		}
+	}
+}
+
+// handOver resigns the term.
+func handOver(ctx context.Context, l election.Leadership, format string, args ...any) error {
+	logr.FromContextOrDiscard(ctx).Info("handing leadership over: "+fmt.Sprintf(format, args...), "token", l.Token())
+	return l.Resign(ctx)
 }
 
 func service(name string, port int32) *v1.Service {
@@ -239,7 +343,7 @@ func fleetConfig(observer *atomic.Pointer[kubefake.Client]) fleetsim.Config {
 // (-fleetsim.seed=N runs one).
 func TestFleet(t *testing.T) {
 	var observer atomic.Pointer[kubefake.Client]
-	fleetsim.Test(t, fleetConfig(&observer), 1, 2, 3)
+	fleetsim.TestWatched(t, fleetConfig(&observer), liveChecks, 1, 2, 3)
 }
 
 // TestFleetKnownDefects runs TestFleet's fleet on seeds that once found a
@@ -257,5 +361,5 @@ func TestFleet(t *testing.T) {
 //     and destroys it (lbrecon's doc.go, "Orphans").
 func TestFleetKnownDefects(t *testing.T) {
 	var observer atomic.Pointer[kubefake.Client]
-	fleetsim.Test(t, fleetConfig(&observer), 6, 18)
+	fleetsim.TestWatched(t, fleetConfig(&observer), liveChecks, 6, 18)
 }
