@@ -138,10 +138,13 @@ func agent(observer *atomic.Pointer[kubefake.Client]) fleetsim.Agent {
 // every probeEvery, and once every probe of its term has failed for
 // handOverAfter it stops its driver and resigns (l.Resign). Elected again
 // within handOverCooldown of handing over, it hands over at once.
-// election.Run pauses after such short terms, so they do not spin.
+// election.Run pauses after such short terms, so they do not spin: run
+// without that pause (cmd/defects' election-resign-spin), a replica that
+// hands over wins its own Lease again at once, and every CI seed ends
+// in TermChurn.
 const (
 	probeEvery       = 10 * time.Second
-	handOverAfter    = time.Minute
+	handOverAfter    = 30 * time.Second
 	handOverCooldown = time.Second
 )
 
@@ -320,6 +323,10 @@ func fleetConfig(observer *atomic.Pointer[kubefake.Client]) fleetsim.Config {
 	n.Weights = fleetsim.DefaultWeights()
 	n.Weights[fleetsim.OperatorEdit] = 2
 	n.Weights[fleetsim.ServiceChange] = 3
+	// A CCM's main adversity is its cloud's API: partitions from it and
+	// outages twice as often as by default, so that leaders hand over.
+	n.Weights[fleetsim.PartitionProvider] = 4
+	n.Weights[fleetsim.ProviderOutage] = 2
 	// Left out: NamespaceDelete (the Services' namespace; ServiceChange
 	// deletes them one by one) and ProviderRateLimit, whose burst is a
 	// count of calls that the quiet period does not undo: the service
