@@ -341,7 +341,7 @@ func fleetConfig(observer *atomic.Pointer[kubefake.Client]) fleetsim.Config {
 		Provider:  lbrecontest.Config{ReplicaLag: replicaLag, Pending: time.Second, DeleteDelay: time.Second, Integrity: true},
 		Converged: converged(observer),
 		Duration:  10 * time.Minute, Quiet: 20 * time.Minute,
-		Nemesis: n,
+		Nemesis: n, Budget: fleetsim.Budget{PerMinute: 150, AtOnce: 40},
 	}
 }
 
