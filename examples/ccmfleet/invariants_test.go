@@ -83,6 +83,10 @@ func noDuplicates(ctx context.Context, x *fleetsim.World) {
 	bound := replicaLag + dupMargin
 	since := map[identity]time.Time{} // when each duplicate seen began
 	var bad string
+	var fresh bool
+	// judge notes the duplicates objs hold, and reports whether one
+	// overstayed its bound (bad) or a new one began (fresh: its bound is a
+	// new deadline).
 	judge := func(objs []lbrecon.Object) bool {
 		now := time.Now()
 		ids := map[identity][]string{}
@@ -95,7 +99,6 @@ func noDuplicates(ctx context.Context, x *fleetsim.World) {
 		for k, began := range since {
 			if len(ids[k]) < 2 {
 				delete(since, k)
-				println("DUPGONE", x.Since().String(), now.Sub(began).String())
 				x.Note("duplicate %s %s is one again, after %s", k.kind, k.name, now.Sub(began))
 			}
 		}
@@ -104,29 +107,30 @@ func noDuplicates(ctx context.Context, x *fleetsim.World) {
 				continue
 			}
 			began, seen := since[k]
-			if !seen {
+			switch {
+			case !seen:
 				since[k] = now
-				println("DUP", x.Since().String(), k.kind, k.name)
+				fresh = true
 				x.Note("duplicate: %s %s exists %d times (%s)", k.kind, k.name, len(list), strings.Join(list, ", "))
-				continue
-			}
-			if now.Sub(began) > bound {
+			case now.Sub(began) > bound:
 				bad = fmt.Sprintf("%s %s has existed %d times (%s) for %s, longer than the declared lag %s and %s",
 					k.kind, k.name, len(list), strings.Join(list, ", "), now.Sub(began), replicaLag, dupMargin)
-				return true
 			}
 		}
-		return false
+		return fresh || bad != ""
 	}
 	for ctx.Err() == nil {
 		wait := time.Hour
 		for _, began := range since {
 			wait = min(wait, time.Until(began.Add(bound))+time.Millisecond)
 		}
+		fresh = false
 		sub, cancel := context.WithTimeout(ctx, wait)
-		err := x.Provider().WaitFor(sub, judge)
+		if x.Provider().WaitFor(sub, judge) != nil && ctx.Err() == nil {
+			judge(x.Provider().Objects()) // at the deadline
+		}
 		cancel()
-		if err == nil || judge(x.Provider().Objects()) {
+		if bad != "" {
 			x.Violate(NoDuplicate, noDuplicateGuarantee, "", "%s", bad)
 			return
 		}
