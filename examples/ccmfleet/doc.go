@@ -111,14 +111,19 @@
 // find of cmd/defects' patches (go run ./cmd/defects -baseline -pkg
 // ./examples/ccmfleet -run '^TestFleet$'): ccm-cleanup-spec (cleanup that
 // maps the Service's spec) by all three, Converges at the end of the
-// quiet period; election-resign-spin (no pause after a resigned term) by
-// all three, TermChurn at 1m35s to 7m43s, a replica that handed over
-// winning its Lease again and again. lbrecon-first-listing (a creation
-// confirmed at the first listing that shows it) is found by none: the
-// Balancer's passes come at its pace, one declared lag after its writes,
-// and every listing that late shows them, so no listing of one
-// reconciler goes backwards on an object an earlier one showed; the
-// defect needs a call within the lag (lbrecon's TestReplicaListings makes
-// one every 300 ms). TestFleetKnownDefects keeps a seed that finds an
+// quiet period (2h20m: see above); election-resign-spin (no pause after
+// a resigned term) by all three, at 1m35s, 2m53s and 7m26s, a replica that
+// handed over winning its Lease again at the same instant, again and
+// again: RequestBudget (41 requests at one instant), or TermChurn first
+// under -race. lbrecon-first-listing (a creation
+// confirmed at the first listing that shows it) is found by none: patched,
+// seeds 1 to 8 made no duplicate at all, not even for an instant (NoDuplicate
+// notes each one it sees), nor did seeds 1 to 6 with lost answers and failed
+// creations three times as likely. The Balancer lists again one declared
+// lag after its writes, when every replica shows them, and sooner only
+// while a creation's outcome is unknown; what the defect needs, a listing
+// that shows an object and a later one within its lag that does not, with
+// nothing else in the reconciler's memory holding the name, did not occur
+// (lbrecon's TestReplicaListings calls every 300 ms). TestFleetKnownDefects keeps a seed that finds an
 // open defect.
 package ccmfleet
