@@ -100,7 +100,7 @@
 // plan's objects, once each; a Service that wants none, or is being
 // deleted, has no object and no cleanup finalizer left; no object carries
 // a tag other than a Service's that exists (an object of a deleted
-// incarnation is leaked). The quiet period allows 2h10m: a 429 burst left
+// incarnation is leaked). The quiet period allows 2h40m: a 429 burst left
 // over is used up only by calls of its verb, at worst one per teardown
 // call backed off to 300 s (see quiet in fleet_test.go); a run that
 // converges sooner ends sooner. The nemesis leaves out namespace
@@ -111,7 +111,7 @@
 // find of cmd/defects' patches (go run ./cmd/defects -baseline -pkg
 // ./examples/ccmfleet -run '^TestFleet$'): ccm-cleanup-spec (cleanup that
 // maps the Service's spec) by all three, Converges at the end of the
-// quiet period (2h20m: see above); election-resign-spin (no pause after
+// quiet period (2h50m: see above); election-resign-spin (no pause after
 // a resigned term) by all three, at 1m35s, 2m53s and 7m26s, a replica that
 // handed over winning its Lease again at the same instant, again and
 // again: RequestBudget (41 requests at one instant), or TermChurn first

@@ -325,14 +325,18 @@ func converged(observer *atomic.Pointer[kubefake.Client]) func([]fleetsim.Deps) 
 // stops is used up only by calls of its verb, and the slowest to come
 // are a teardown's: the service controller backs a failed
 // EnsureLoadBalancerDeleted (or GetLoadBalancer) off from 5 s, doubling,
-// to one call per MaxRetryDelay (300 s), and each call makes at least one
-// call of the verb (the Balancer's fence write, a destroy, before every
-// write; a List first). So the 30 calls of the largest burst are used up
-// within 5+10+20+40+80+160 s and 24 × 300 s, 2h05m, and the Service
-// converges within the lag and a call after: quiet is that and 5 minutes.
-// A run that converges sooner ends sooner; one whose teardown waits on a
-// burst runs that long in simulated time (a few seconds of CPU).
-const quiet = 2*time.Hour + 10*time.Minute
+// to one call per MaxRetryDelay (300 s), and only a success resets that,
+// so a Service whose teardown failed all through the nemesis is at 300 s
+// already when it stops; each call makes at least one call of the verb
+// (the Balancer's fence write, a destroy, before every write; a List
+// first). So the 30 calls of the largest burst are used up, and the 31st
+// call succeeds, within 31 × 300 s, 2h35m (seed 99 used 26 of them after
+// the nemesis stopped, one every 300 s, and failed Converges when quiet
+// allowed 2h10m). quiet is that and 5 minutes for the teardown to
+// converge. A run that converges sooner ends sooner; one whose teardown
+// waits on a burst runs that long in simulated time (a few seconds of
+// CPU).
+const quiet = 2*time.Hour + 40*time.Minute
 
 // fleetConfig is three replicas of a cloud-controller-manager over two
 // Services, a provider whose listings come from read replicas lagging up
