@@ -149,18 +149,7 @@ func TestFailingBalancerBacksOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := kubefake.NewClientset(service("web", 80))
 		lb := &recorder{ensureErr: errors.New("provider down")}
-		d, err := ccmfleet.New(ccmfleet.Config{Client: c, Balancer: lb})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error)
-		go func() { done <- d.Run(ctx) }()
-		<-time.After(time.Hour)
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
+		runFor(t, c, lb, time.Hour)
 		if n := len(lb.Calls()); n < 15 || n > 18 {
 			t.Fatalf("%d calls in an hour, want about 17", n)
 		}
@@ -179,18 +168,7 @@ func TestRefusedListingsDoNotSpin(t *testing.T) {
 			lists++
 			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "services"}, "", errors.New("no"))
 		})
-		d, err := ccmfleet.New(ccmfleet.Config{Client: c, Balancer: &recorder{}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error)
-		go func() { done <- d.Run(ctx) }()
-		<-time.After(10 * time.Minute)
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
+		runFor(t, c, &recorder{}, 10*time.Minute)
 		mu.Lock()
 		defer mu.Unlock()
 		if lists > 10*60/5+1 {
@@ -205,20 +183,27 @@ func TestEnsureRetryErrorDelayIsHonoured(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := kubefake.NewClientset(service("web", 80))
 		lb := &recorder{ensureErr: api.NewRetryError("provisioning", time.Second)}
-		d, err := ccmfleet.New(ccmfleet.Config{Client: c, Balancer: lb})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error)
-		go func() { done <- d.Run(ctx) }()
-		<-time.After(time.Minute)
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
+		runFor(t, c, lb, time.Minute)
 		if n := len(lb.Calls()); n < 55 || n > 61 {
 			t.Fatalf("%d calls in a minute, want about 60", n)
 		}
 	})
+}
+
+// runFor runs a Driver over c and lb for d of simulated time (the caller
+// is in a synctest bubble), and waits for its Run to return.
+func runFor(t *testing.T, c kubernetes.Interface, lb cloudprovider.LoadBalancer, d time.Duration) {
+	t.Helper()
+	drv, err := ccmfleet.New(ccmfleet.Config{Client: c, Balancer: lb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error)
+	go func() { done <- drv.Run(ctx) }()
+	<-time.After(d)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 }

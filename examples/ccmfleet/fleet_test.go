@@ -3,8 +3,10 @@ package ccmfleet_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +15,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
 
 	"github.com/reconkit/reconkit/election"
 	"github.com/reconkit/reconkit/election/lease"
@@ -110,15 +115,126 @@ func agent(observer *atomic.Pointer[kubefake.Client]) fleetsim.Agent {
 			return err
 		}
 		defer el.Close()
+		cloud := &cloudHealth{clock: d.Clock}
 		return election.Run(ctx, el, func(ctx context.Context, l election.Leadership) error {
 			term.Store(&l)
+			if cloud.handedOverWithin(handOverCooldown) {
+				// Elected again a moment after it handed over: its cloud
+				// was failing then, so it hands over again.
+				return handOver(ctx, l, "elected within %s of handing over", handOverCooldown)
+			}
 			drv, err := ccmfleet.New(ccmfleet.Config{Client: d.Kube, Balancer: b, Clock: d.Clock})
 			if err != nil {
 				return err
 			}
-			return drv.Run(ctx)
+			return lead(ctx, l, drv, d.Engine, cloud)
 		})
 	}
+}
+
+// A leader whose cloud fails persistently hands its leadership over, as a
+// cloud-controller-manager partitioned from its cloud's API (or during an
+// outage) does so that a healthy replica leads: it probes the provider
+// every probeEvery, and once every probe of its term has failed for
+// handOverAfter it stops its driver and resigns (l.Resign). Elected again
+// within handOverCooldown of handing over, it hands over at once.
+// election.Run pauses after such short terms, so they do not spin: run
+// without that pause (cmd/defects' election-resign-spin), a replica that
+// hands over wins its own Lease again at once, and every CI seed ends
+// in TermChurn.
+const (
+	probeEvery       = 10 * time.Second
+	handOverAfter    = 30 * time.Second
+	handOverCooldown = time.Second
+)
+
+// cloudHealth is one replica's view of its provider, across its terms.
+type cloudHealth struct {
+	clock        clock.PassiveClock
+	mu           sync.Mutex
+	failingSince time.Time // the first failed probe since the last success; zero after one
+	handedOver   time.Time // when the replica last handed over
+}
+
+// probe records the outcome of a probe.
+func (h *cloudHealth) probe(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case err == nil:
+		h.failingSince = time.Time{}
+	case h.failingSince.IsZero():
+		h.failingSince = h.clock.Now()
+	}
+}
+
+// failingFor returns for how long every probe since start has failed.
+func (h *cloudHealth) failingFor(start time.Time) time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.failingSince.IsZero() {
+		return 0
+	}
+	return h.clock.Since(later(h.failingSince, start))
+}
+
+func (h *cloudHealth) handedOverWithin(d time.Duration) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return !h.handedOver.IsZero() && h.clock.Since(h.handedOver) < d
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// lead runs drv for the term, probing the cloud, and hands over once the
+// cloud has failed for handOverAfter of the term.
+func lead(ctx context.Context, l election.Leadership, drv *ccmfleet.Driver, engine lbrecon.Engine, cloud *cloudHealth) error {
+	start := cloud.clock.Now()
+	dctx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- drv.Run(dctx) }()
+	tick := cloud.clock.(clock.WithTicker).NewTicker(probeEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-tick.C():
+		}
+		pctx, cancel := context.WithTimeout(ctx, probeEvery/2)
+		_, err := engine.List(pctx, lbrecon.Query{Tag: "ccmfleet-probe=none", Scope: lbID})
+		cancel()
+		if !throttled(err) {
+			cloud.probe(err)
+		}
+		if f := cloud.failingFor(start); f >= handOverAfter {
+			stop()
+			<-done
+			cloud.mu.Lock()
+			cloud.handedOver = cloud.clock.Now()
+			cloud.mu.Unlock()
+			return handOver(ctx, l, "every probe of the cloud failed for %s", f)
+		}
+	}
+}
+
+// throttled reports whether err is the provider's 429: the cloud
+// answered, so it tells nothing of its health.
+func throttled(err error) bool {
+	var rl *lbrecontest.RateLimitError
+	return errors.As(err, &rl)
+}
+
+// handOver resigns the term.
+func handOver(ctx context.Context, l election.Leadership, format string, args ...any) error {
+	logr.FromContextOrDiscard(ctx).Info("handing leadership over: "+fmt.Sprintf(format, args...), "token", l.Token())
+	return l.Resign(ctx)
 }
 
 func service(name string, port int32) *v1.Service {
@@ -205,6 +321,23 @@ func converged(observer *atomic.Pointer[kubefake.Client]) func([]fleetsim.Deps) 
 	}
 }
 
+// quiet bounds the quiet period. A 429 burst left over when the nemesis
+// stops is used up only by calls of its verb, and the slowest to come
+// are a teardown's: the service controller backs a failed
+// EnsureLoadBalancerDeleted (or GetLoadBalancer) off from 5 s, doubling,
+// to one call per MaxRetryDelay (300 s), and only a success resets that,
+// so a Service whose teardown failed all through the nemesis is at 300 s
+// already when it stops; each call makes at least one call of the verb
+// (the Balancer's fence write, a destroy, before every write; a List
+// first). So the 30 calls of the largest burst are used up, and the 31st
+// call succeeds, within 31 × 300 s, 2h35m (seed 99 used 26 of them after
+// the nemesis stopped, one every 300 s, and failed Converges when quiet
+// allowed 2h10m). quiet is that and 5 minutes for the teardown to
+// converge. A run that converges sooner ends sooner; one whose teardown
+// waits on a burst runs that long in simulated time (a few seconds of
+// CPU).
+const quiet = 2*time.Hour + 40*time.Minute
+
 // fleetConfig is three replicas of a cloud-controller-manager over two
 // Services, a provider whose listings come from read replicas lagging up
 // to 3 s, with asynchronous creations and deletions, that refuses an
@@ -216,30 +349,33 @@ func fleetConfig(observer *atomic.Pointer[kubefake.Client]) fleetsim.Config {
 	n.Weights = fleetsim.DefaultWeights()
 	n.Weights[fleetsim.OperatorEdit] = 2
 	n.Weights[fleetsim.ServiceChange] = 3
+	// A CCM's main adversity is its cloud's API: partitions from it and
+	// outages twice as often as by default, so that leaders hand over.
+	n.Weights[fleetsim.PartitionProvider] = 4
+	n.Weights[fleetsim.ProviderOutage] = 2
 	// Left out: NamespaceDelete (the Services' namespace; ServiceChange
-	// deletes them one by one) and ProviderRateLimit, whose burst is a
-	// count of calls that the quiet period does not undo: the service
-	// controller backs a failed teardown off to one call per 300 s, so a
-	// burst of 30 calls lasts for hours of simulated time. (No gate:
-	// RollingUpgrade never happens without releases.)
-	n = n.Without(fleetsim.NamespaceDelete, fleetsim.ProviderRateLimit)
+	// deletes them one by one). (No gate: RollingUpgrade never happens
+	// without releases.) ProviderRateLimit's bursts (the next 1 to 30
+	// calls of one verb answer 429) are counts of calls, which the quiet
+	// period does not undo: see quiet.
+	n = n.Without(fleetsim.NamespaceDelete)
 	return fleetsim.Config{
 		Agent: agent(observer),
 		Objects: []runtime.Object{service("web", 80), service("api", 443),
 			node("node-a", "10.0.1.1"), node("node-b", "10.0.1.2")},
 		Provider:  lbrecontest.Config{ReplicaLag: replicaLag, Pending: time.Second, DeleteDelay: time.Second, Integrity: true},
 		Converged: converged(observer),
-		Duration:  10 * time.Minute, Quiet: 20 * time.Minute,
-		Nemesis: n,
+		Duration:  10 * time.Minute, Quiet: quiet,
+		Nemesis: n, Budget: fleetsim.Budget{PerMinute: 150, AtOnce: 40},
 	}
 }
 
 // TestFleet runs three cloud-controller-manager replicas for 10 minutes of
-// faults and a quiet period of up to 20, for a fixed set of seeds
+// faults and a quiet period of up to quiet, for a fixed set of seeds
 // (-fleetsim.seed=N runs one).
 func TestFleet(t *testing.T) {
 	var observer atomic.Pointer[kubefake.Client]
-	fleetsim.Test(t, fleetConfig(&observer), 1, 2, 3)
+	fleetsim.TestWatched(t, fleetConfig(&observer), liveChecks, 1, 2, 3)
 }
 
 // TestFleetKnownDefects runs TestFleet's fleet on seeds that once found a
@@ -257,5 +393,5 @@ func TestFleet(t *testing.T) {
 //     and destroys it (lbrecon's doc.go, "Orphans").
 func TestFleetKnownDefects(t *testing.T) {
 	var observer atomic.Pointer[kubefake.Client]
-	fleetsim.Test(t, fleetConfig(&observer), 6, 18)
+	fleetsim.TestWatched(t, fleetConfig(&observer), liveChecks, 6, 18)
 }
