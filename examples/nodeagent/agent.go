@@ -157,11 +157,15 @@ func (a *agent) start(ctx context.Context) (err error) {
 	if a.nodes, err = nodestatus.New(cfg); err != nil {
 		return err
 	}
+	reconciler := versiongate.Release{Major: 1}
+	if o.ownReconciler {
+		reconciler = a.version.Release
+	}
 	a.gate, err = versiongate.New(versiongate.Config{
 		Store:                    a.member.store,
 		NodeID:                   a.name,
 		Version:                  a.version,
-		MinimumReconcilerRelease: versiongate.Release{Major: 1},
+		MinimumReconcilerRelease: reconciler,
 		MinimumCompatibleRelease: minimumCompatible(a.version.Release),
 		RecordTTL:                o.recordTTL,
 		Candidate:                a.elector,
