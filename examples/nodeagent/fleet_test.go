@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -65,7 +66,7 @@ func runFleetAgent(ctx context.Context, opts options, d fleetsim.Deps) error {
 	e := &env{opts: opts, log: logr.FromContextOrDiscard(ctx), say: func(string, ...any) {}, kube: d.Kube,
 		kubeMode: kubeMemory, ops: newOps(), changes: make(chan struct{}, 1), agents: make([]*agent, d.Index+1),
 		stateDir: d.Dir, fs: d.FS, lb: &lbStore{via: d.Engine.(lbEngine)}, serving: d.Serving, wrapStore: d.Checkpoints,
-		ping: d.Ping}
+		ping: d.Ping, clock: d.Clock}
 	e.coord = fleetCoordination{kubeCoordination: &kubeCoordination{opts: opts, clock: d.Clock}, kube: d.Kube}
 	a := newAgent(e, d.Index+1, d.Release)
 	if err := a.start(ctx); err != nil {
@@ -174,4 +175,36 @@ func TestFleetStatusDeletedMidTerm(t *testing.T) {
 	cfg.Duration = 10 * time.Minute
 	cfg.Nemesis.Every = 30 * time.Second
 	fleetsim.Test(t, cfg, 1)
+}
+
+// TestFleetDriftBeyondBound runs the node agents with every agent's clock
+// drifting, set anew every 10 seconds on average, while the operator
+// assigns configurations: each agent's election, gate, heartbeats,
+// configuration trials and load-balancer waits run on its clock. A drift
+// up to 50% from the apiserver's clock, far beyond the 2% the parts
+// document, makes a one-minute configuration trial end early on a fast
+// clock, which lkg-proven catches; a drift within 2% passes.
+func TestFleetDriftBeyondBound(t *testing.T) {
+	for _, tc := range []struct {
+		maxDrift float64
+		want     fleetsim.Invariant
+	}{{0.5, fleetsim.LKGProven}, {fleetsim.DefaultMaxDrift, ""}} {
+		t.Run(fmt.Sprint(tc.maxDrift), func(t *testing.T) {
+			cfg := fleetConfig()
+			cfg.Nemesis = fleetsim.Nemesis{Every: 10 * time.Second, MaxDrift: tc.maxDrift, Edits: cfg.Nemesis.Edits}.
+				Only(fleetsim.ClockDrift, fleetsim.OperatorEdit)
+			cfg.Duration = 15 * time.Minute
+			cfg.Start = time.Now().UTC().Truncate(24 * time.Hour)
+			synctest.Test(t, func(t *testing.T) {
+				r := fleetsim.Simulate(t.Context(), cfg)
+				var got fleetsim.Invariant
+				if len(r.Violations) > 0 {
+					got = r.Violations[0].Invariant
+				}
+				if got != tc.want {
+					t.Fatalf("first violation %q, want %q; %v", got, tc.want, r.Err())
+				}
+			})
+		})
+	}
 }
