@@ -47,6 +47,8 @@ type slot struct {
 	req     *meter // this run's apiserver requests
 	// emptyWatches makes every watch of this run end at once, empty.
 	emptyWatches atomic.Bool
+	// gone is what this run's watches were answered 410 Gone from.
+	gone gone
 	// partitioned is set while the nemesis keeps this run's client cut.
 	partitioned atomic.Bool
 	// reached is when this run's client last reached the apiserver again
@@ -101,15 +103,18 @@ func (w *world) start(ctx context.Context, s *slot) {
 	s.boot++
 	s.kube = w.server.NewClient()
 	s.kube.SetWatchDelay(s.watchDelay)
-	s.link = &link{w: w, s: s, e: w.fenced, req: newMeter(w, s, "provider")}
+	s.link = &link{w: w, s: s, e: w.fenced, req: newMeter(w, s, "provider", false)}
 	s.pings.Store(s.link)
-	s.req = newMeter(w, s, "apiserver")
+	s.req = newMeter(w, s, "apiserver", true)
 	s.kube.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		w.before(s, a)
 		return false, nil, nil
 	})
 	s.emptyWatches.Store(false)
 	s.partitioned.Store(false)
+	s.gone.mu.Lock()
+	s.gone.from = nil
+	s.gone.mu.Unlock()
 	s.slow.reads.Store(0)
 	s.slow.writes.Store(0)
 	s.kube.PrependReactor("*", "*", s.slowReactor()) // first: it waits before the request is counted and served
@@ -119,7 +124,7 @@ func (w *world) start(ctx context.Context, s *slot) {
 			ended := watch.NewEmptyWatch() // its result channel is closed
 			return true, ended, nil
 		}
-		return false, nil, nil
+		return w.watchThrough(s, a)
 	})
 	runCtx, cancel := context.WithCancel(ctx)
 	log := w.cfg.Logger
@@ -154,10 +159,29 @@ func (w *world) before(s *slot, a k8stesting.Action) {
 	if named, ok := a.(interface{ GetName() string }); ok && named.GetName() != "" {
 		what += " " + named.GetName()
 	}
+	switch a := a.(type) {
+	case k8stesting.ListAction:
+		what += restrictions(a.GetListRestrictions())
+	case k8stesting.WatchAction:
+		r := a.GetWatchRestrictions()
+		what += restrictions(k8stesting.ListRestrictions{Labels: r.Labels, Fields: r.Fields})
+	}
 	s.req.add(what)
 	w.mu.Lock()
 	w.requests++
 	w.mu.Unlock()
+}
+
+// restrictions describes a list's or watch's selectors, "" without any.
+func restrictions(r k8stesting.ListRestrictions) string {
+	var out string
+	if r.Labels != nil && !r.Labels.Empty() {
+		out += " " + r.Labels.String()
+	}
+	if r.Fields != nil && !r.Fields.Empty() {
+		out += " " + r.Fields.String()
+	}
+	return out
 }
 
 // stop ends s's current run. A crash first cuts its client and provider link

@@ -3,6 +3,7 @@ package fleetsim
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -303,6 +304,91 @@ func TestQuietEndsCreationFailures(t *testing.T) {
 	r := simulate(t, Config{Agent: retry, Tag: "t", Converged: one, Duration: 5 * time.Minute,
 		Nemesis: Nemesis{Every: 5 * time.Second}.Only(ProviderFailCreate)})
 	if err := r.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// getMissing reads a ConfigMap that does not exist, a persistent 404,
+// again after each pause pause returns, until ctx ends.
+func getMissing(pause func(attempt int) time.Duration) Agent {
+	return func(ctx context.Context, d Deps) error {
+		for attempt := 0; ; attempt++ {
+			_, _ = d.Kube.CoreV1().ConfigMaps("default").Get(ctx, "missing", metav1.GetOptions{})
+			if !sleepCtx(ctx, pause(attempt)) {
+				return nil
+			}
+		}
+	}
+}
+
+// A loop that retries a persistent answer every 100ms, ten requests a
+// second, breaks the budget of one kind of request within its first
+// minute (the project's rule: at most one a second after 30 s), though
+// it stays within the budget of all requests.
+func TestFixedRetryBreaksBudget(t *testing.T) {
+	v := only(t, simulate(t, Config{Agent: getMissing(func(int) time.Duration { return 100 * time.Millisecond }),
+		Nemesis: Nemesis{}.Only(), Duration: 5 * time.Minute, Quiet: time.Minute}), RequestBudget)
+	if !strings.Contains(v.Detail, `"get configmaps missing"`) || !strings.Contains(v.Detail, "of one kind") {
+		t.Errorf("violation %q, want it to name the kind of request", v.Detail)
+	}
+	if v.At > 30*time.Second {
+		t.Errorf("caught at %s, want within 30s", v.At)
+	}
+}
+
+// A loop that retries a persistent answer after a pause doubling from
+// 100ms to 1s, with jitter of ±50%, keeps within the budget for as long
+// as the answer lasts.
+func TestBackedOffRetryWithinBudget(t *testing.T) {
+	pause := func(attempt int) time.Duration {
+		d := min(100*time.Millisecond<<min(attempt, 10), time.Second)
+		return d/2 + rand.N(d)
+	}
+	r := simulate(t, Config{Agent: getMissing(pause), Nemesis: Nemesis{}.Only(), Duration: 10 * time.Minute, Quiet: time.Minute})
+	if err := r.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// watchFrom is an agent that watches the ConfigMaps from a listing's
+// resourceVersion and, whenever its watch ends, watches again a second
+// later: from a fresh listing's resourceVersion when relist says so,
+// else from the one it had.
+func watchFrom(relist bool) Agent {
+	return func(ctx context.Context, d Deps) error {
+		rv := ""
+		for ctx.Err() == nil {
+			if rv == "" || relist {
+				list, err := d.Kube.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+				if err != nil {
+					if !sleepCtx(ctx, time.Second) {
+						return nil
+					}
+					continue
+				}
+				rv = list.ResourceVersion
+			}
+			if w, err := d.Kube.CoreV1().ConfigMaps("default").Watch(ctx, metav1.ListOptions{ResourceVersion: rv}); err == nil {
+				drain(ctx, w)
+			}
+			if !sleepCtx(ctx, time.Second) {
+				return nil
+			}
+		}
+		return nil
+	}
+}
+
+// An agent that watches again from the resourceVersion an apiserver
+// restart made unwatchable is caught at its second watch from it; one
+// that reads afresh after each watch passes.
+func TestGoneRewatch(t *testing.T) {
+	n := Nemesis{Every: time.Minute}.Only(RestartAPIServer)
+	v := only(t, simulate(t, Config{Agent: watchFrom(false), Nemesis: n}), GoneRewatch)
+	if !strings.Contains(v.Detail, "configmaps default from resourceVersion") {
+		t.Errorf("violation %q, want it to name the watch", v.Detail)
+	}
+	if err := simulate(t, Config{Agent: watchFrom(true), Nemesis: n, Duration: 10 * time.Minute}).Err(); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -155,6 +155,14 @@ type Budget struct {
 	// AtOnce is the most it may send at one instant of simulated time;
 	// 0 means 200.
 	AtOnce int
+	// PerKind is the most apiserver requests of one kind (one verb on one
+	// resource and subresource, with one name or one
+	// set of selectors: what one loop sends) one run may send in any
+	// minute; 0 means 120. A loop that meets the same answer for ever and
+	// retries it at most once a second after 30 s (faster at first, its
+	// pause doubling from 100ms) stays within it; one that retries every
+	// 100ms sends 600, and exceeds it after 12 s.
+	PerKind int
 }
 
 // Edit is an operator's edit of the host's objects, such as a bad ConfigMap.
@@ -188,6 +196,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Budget.AtOnce == 0 {
 		c.Budget.AtOnce = 200
+	}
+	if c.Budget.PerKind == 0 {
+		c.Budget.PerKind = 120
 	}
 	if c.Kube.Clock == nil {
 		c.Kube.Clock = clock.RealClock{}

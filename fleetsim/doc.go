@@ -79,14 +79,34 @@
 //   - [Lives]: a Run that returns while its context is live;
 //   - [RequestBudget]: an agent sending more than Budget.PerMinute requests
 //     to the apiserver (counted at its client) or calls to the provider in
-//     a minute, or more than Budget.AtOnce without simulated time passing (a
-//     spinning loop, which would otherwise freeze the bubble's clock).
+//     a minute, more than Budget.PerKind apiserver requests of one kind
+//     (one verb on one resource, with one name or one set of selectors:
+//     what one loop sends) in a minute, or more than Budget.AtOnce without
+//     simulated time passing (a spinning loop, which would otherwise freeze
+//     the bubble's clock) (DESIGN: "after 30 s of the same answer, at most
+//     one request per second per agent, with jitter"; the default of 120 a
+//     minute of one kind leaves room for a loop's first, faster retries,
+//     and a loop that retries every 100ms exceeds it within 12 s:
+//     TestFixedRetryBreaksBudget, TestBackedOffRetryWithinBudget). Jitter
+//     itself is not judged;
+//   - [GoneRewatch]: a run watching a resource again, with the same
+//     selectors, from a resourceVersion the apiserver already answered 410
+//     Gone to in that run (DESIGN: "a 410 means one fresh read from a
+//     resourceVersion the server can serve, never a loop"; client-go's
+//     reflector lists again after a 410). An apiserver restart and a
+//     bounded watch history (Config.Kube.WatchWindow, WatchHistory) make
+//     410s;
 //   - [LKGProven]: a checkpoint record (seen through Deps.Checkpoints) that
 //     makes a configuration last-known-good less than
 //     Config.CheckpointTrial after this run recorded the start of its trial,
 //     or with no trial started in this run (checkpoint: "only a
 //     configuration that passed its trial in one process ... becomes
-//     last-known-good"); a host that confirms by hand turns it off;
+//     last-known-good"); a host that confirms by hand turns it off. The
+//     trial runs on the agent's clock, so the bound is the trial on a clock
+//     DefaultMaxDrift fast (9m48s for 10 minutes): a drift beyond that
+//     bound shortens a trial past it (examples/outsider and
+//     examples/nodeagent TestFleetDriftBeyondBound: a 50% drift is caught, a
+//     2% one passes);
 //   - [NodeReady]: a Node still Ready Unknown Nodes.Within (30 seconds by
 //     default) after its agent's client last reached the apiserver (its
 //     start, or a healed partition), while the agent runs (nodestatus: the
@@ -108,6 +128,35 @@
 //     without Config.Coordinated clears a leftover preferred holder, so it
 //     never yields at every renewal). [LeftoverPreferredHolder] is the
 //     operator edit that leaves one.
+//
+// # What the nemesis does not model
+//
+// Faults outside this list are not made, so the guarantees they would
+// test are not checked here (each package's own tests, and the real-server
+// tests of internal/testenv, cover some of them):
+//   - apiserver answers other than a partition's: no 429 (priority and
+//     fairness), 500, 503, 504 or 401 from the apiserver (kubefake can
+//     inject them: Server.Inject), no lost answer to a write that the
+//     apiserver applied, and no time during which a restarting apiserver
+//     answers nothing (Restart answers again at once);
+//   - stale reads: the watch cache never lags the store (kubefake's
+//     CacheLag and PauseCache are not driven), and there is one apiserver,
+//     not several behind a load balancer with caches of their own;
+//   - watches that end after their lifetime (WatchLifetime) unless the
+//     host configures it, and one-way partitions (requests that arrive,
+//     answers that do not);
+//   - process pauses (a stopped or starved agent whose timers fire late)
+//     and clock steps: a clock only drifts, continuously, and a timer keeps
+//     the rate it was set at;
+//   - disk faults other than a power loss (a full disk, EIO, a torn or
+//     corrupt file), though checkpointtest.StrictFS can inject them;
+//   - operator edits beyond those listed: no edit of a Lease's fields, a
+//     Node deleted or tainted, an object grown past the apiserver's limits;
+//     the Namespace object itself, the garbage collector, the namespace and
+//     service controllers;
+//   - provider faults that Config.Provider declares rather than the
+//     nemesis schedules: lag and listings that go backwards are the
+//     provider's configuration for the whole run.
 //
 // # Reproducing a failure
 //

@@ -186,11 +186,19 @@ func (l *lkgWatch) SetState(ctx context.Context, st checkpoint.State) error {
 	switch {
 	case !tried:
 		l.w.violate(LKGProven, l.s.name, "%q became last-known-good with no trial started in this run", st.LastKnownGood)
-	case now.Sub(began) < trial:
-		l.w.violate(LKGProven, l.s.name, "%q became last-known-good %s after its trial started, want at least %s",
-			st.LastKnownGood, now.Sub(began), trial)
+	case now.Sub(began) < minTrial(trial):
+		l.w.violate(LKGProven, l.s.name, "%q became last-known-good %s after its trial started, want at least %s (its trial of %s on a clock at most %.0f%% fast)",
+			st.LastKnownGood, now.Sub(began), minTrial(trial), trial, 100*DefaultMaxDrift)
 	}
 	return nil
+}
+
+// minTrial is the shortest a trial of d on an agent's clock may take in
+// simulated time: d on a clock that runs DefaultMaxDrift fast, the most
+// the packages allow. The nemesis's own Nemesis.MaxDrift does not move
+// it: a drift beyond DefaultMaxDrift shortens a trial past it.
+func minTrial(d time.Duration) time.Duration {
+	return time.Duration(float64(d) / (1 + DefaultMaxDrift))
 }
 
 // lifecycle plays the node lifecycle controller, and checks NodeReady,

@@ -40,6 +40,9 @@ const (
 	// NoIncompatibleServing: no agent serves below the minimum compatible
 	// release of a leader whose write passes the fence.
 	NoIncompatibleServing Invariant = "no-incompatible-serving"
+	// GoneRewatch: no run watches again from a resourceVersion the server
+	// answered 410 Gone to, for the same resource and selectors.
+	GoneRewatch Invariant = "gone-rewatch"
 )
 
 // Guarantee returns the documented sentence inv checks.
@@ -65,6 +68,8 @@ func (inv Invariant) Guarantee() string {
 		return "election/lease (doc.go): a candidate without Config.Coordinated clears PreferredHolder when it acquires and renews the Lease, so a value left over never makes it yield at every renewal; a term ends only when it is lost, resigned or preempted"
 	case NoIncompatibleServing:
 		return "versiongate (doc.go): no node passes WaitReady on a status whose minimum compatible release is above its own, and a leader reconciles only once no member node is below it"
+	case GoneRewatch:
+		return "DESIGN: a 410 means one fresh read from a resourceVersion the server can serve, never a loop"
 	}
 	return "unknown invariant"
 }

@@ -98,9 +98,20 @@ type config struct {
 	unit     bool
 	check    bool
 	timeout  time.Duration
-	// failing are the seeds that violated an invariant on the unpatched
-	// copy (-baseline): a violation there is not the defect's.
-	failing map[uint64]bool
+	// allOn runs every patch on pkg and run, whatever its header names.
+	allOn bool
+	// failing are, by fleet (package and test), the seeds that violated
+	// an invariant on the unpatched copy (-baseline): a violation there is
+	// not the defect's.
+	failing map[string]map[uint64]bool
+}
+
+// fleet returns the package and test d runs on (nil: the default's).
+func (c config) fleet(d *defect) (pkg, test string) {
+	if d == nil || c.allOn {
+		return c.pkg, c.run
+	}
+	return cmpOr(d.Package, c.pkg), cmpOr(d.Run, c.run)
 }
 
 func main() {
@@ -116,6 +127,7 @@ func main() {
 	flag.BoolVar(&c.baseline, "baseline", false, "run the seeds on the unpatched copy first")
 	flag.BoolVar(&c.unit, "unit", false, "also run the unit tests of the packages each patch touches")
 	flag.BoolVar(&c.check, "check", false, "only check that every patch applies to the checkout")
+	flag.BoolVar(&c.allOn, "all-on-pkg", false, "run every patch on -pkg and -run, ignoring the fleet its header names")
 	flag.DurationVar(&c.timeout, "timeout", 20*time.Minute, "the longest one fleet test process may run")
 	flag.Parse()
 	if only != "" {
@@ -158,15 +170,24 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	}
 	var sums []string
 	if c.baseline {
-		c.failing = map[uint64]bool{}
-		sum, err := c.measure(ctx, out, nil)
-		if err != nil {
-			return err
+		// Each fleet a patch runs on, unpatched, once.
+		c.failing = map[string]map[uint64]bool{}
+		for _, d := range defects {
+			pkg, test := c.fleet(&d)
+			if c.failing[pkg+" "+test] != nil {
+				continue
+			}
+			c.failing[pkg+" "+test] = map[uint64]bool{}
+			sum, err := c.measure(ctx, out, nil, pkg, test)
+			if err != nil {
+				return err
+			}
+			sums = append(sums, sum)
 		}
-		sums = append(sums, sum)
 	}
 	for _, d := range defects {
-		sum, err := c.measure(ctx, out, &d)
+		pkg, test := c.fleet(&d)
+		sum, err := c.measure(ctx, out, &d, pkg, test)
 		if err != nil {
 			return err
 		}
@@ -179,18 +200,18 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	return nil
 }
 
-// measure runs the fleet test on a copy of the module with d applied (nil:
-// unpatched), writes each seed's outcome to out and returns the defect's
-// summary line.
-func (c config) measure(ctx context.Context, out io.Writer, d *defect) (string, error) {
-	name, pkg, test := "baseline (no patch)", c.pkg, c.run
+// measure runs the fleet test (test of pkg) on a copy of the module with d
+// applied (nil: unpatched), writes each seed's outcome to out and returns
+// the defect's summary line.
+func (c config) measure(ctx context.Context, out io.Writer, d *defect, pkg, test string) (string, error) {
+	name := "baseline (no patch)"
 	if d != nil {
 		name = d.Name
-		pkg, test = cmpOr(d.Package, pkg), cmpOr(d.Run, test)
-		fmt.Fprintf(out, "\n== %s: %s\n   fixed by %s\n", d.Name, d.Defect, d.FixedBy)
+		fmt.Fprintf(out, "\n== %s, on %s: %s\n   fixed by %s\n", d.Name, pkg, d.Defect, d.FixedBy)
 	} else {
-		fmt.Fprintf(out, "\n== %s\n", name)
+		fmt.Fprintf(out, "\n== %s, on %s\n", name, pkg)
 	}
+	failing := c.failing[pkg+" "+test]
 	dir, err := os.MkdirTemp("", "defects")
 	if err != nil {
 		return "", err
@@ -241,10 +262,10 @@ func (c config) measure(ctx context.Context, out io.Writer, d *defect) (string, 
 	var first time.Duration
 	for _, o := range outcomes {
 		violated = violated || o.Invariant != ""
-		if d == nil && c.failing != nil && o.Invariant != "" {
-			c.failing[o.Seed] = true
+		if d == nil && failing != nil && o.Invariant != "" {
+			failing[o.Seed] = true
 		}
-		if d != nil && c.failing[o.Seed] {
+		if d != nil && failing[o.Seed] {
 			fmt.Fprintf(out, "   %s (fails unpatched too: not counted)\n", o)
 			continue
 		}
@@ -270,7 +291,7 @@ func (c config) measure(ctx context.Context, out io.Writer, d *defect) (string, 
 	if d == nil {
 		verdict = fmt.Sprintf("%d of %d seeds violated an invariant", found, len(outcomes))
 	}
-	return fmt.Sprintf("  %-28s %s (%s wall, %.1f CPU-s)", name, verdict, wall.Round(time.Second), cpu.Seconds()), nil
+	return fmt.Sprintf("  %-28s %-22s %s (%s wall, %.1f CPU-s)", name, pkg, verdict, wall.Round(time.Second), cpu.Seconds()), nil
 }
 
 func cmpOr(a, b string) string {

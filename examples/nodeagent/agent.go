@@ -128,7 +128,7 @@ func (a *agent) start(ctx context.Context) (err error) {
 			_ = store.Close()
 		}
 	}()
-	source, err := configmapsource.New(configmapsource.Config{Client: a.env.kube, Namespace: o.namespace, Name: configMapName, Key: configMapKey})
+	source, err := configmapsource.New(configmapsource.Config{Client: a.env.kube, Namespace: o.namespace, Name: configMapName, Key: configMapKey, Clock: a.env.clock})
 	if err != nil {
 		return err
 	}
@@ -145,23 +145,28 @@ func (a *agent) start(ctx context.Context) (err error) {
 		Conditions:    a.provider,
 		Metrics:       a.hooks.Checkpoint,
 		Events:        a.events,
+		Clock:         a.env.clock,
 	})
 	if err != nil {
 		return err
 	}
 	cfg := nodeControllerConfig(a.env.kube, agentNode(a.name, a.index, a.version.Release, a.env.taint), a.provider, o.nodeLease)
-	cfg.Metrics, cfg.Events = a.hooks.Nodestatus, a.events
+	cfg.Metrics, cfg.Events, cfg.Clock = a.hooks.Nodestatus, a.events, a.env.clock
 	if a.env.ping != nil {
 		cfg.PingFailure = nodestatus.PingFailureStopHeartbeat
 	}
 	if a.nodes, err = nodestatus.New(cfg); err != nil {
 		return err
 	}
+	reconciler := versiongate.Release{Major: 1}
+	if o.ownReconciler {
+		reconciler = a.version.Release
+	}
 	a.gate, err = versiongate.New(versiongate.Config{
 		Store:                    a.member.store,
 		NodeID:                   a.name,
 		Version:                  a.version,
-		MinimumReconcilerRelease: versiongate.Release{Major: 1},
+		MinimumReconcilerRelease: reconciler,
 		MinimumCompatibleRelease: minimumCompatible(a.version.Release),
 		RecordTTL:                o.recordTTL,
 		Candidate:                a.elector,
@@ -169,6 +174,8 @@ func (a *agent) start(ctx context.Context) (err error) {
 		SettleTime:               o.settle,
 		ReconcileInterval:        o.reconcileInterval,
 		Metrics:                  a.hooks.Versiongate,
+		Clock:                    a.env.clock,
+		RecordClock:              a.env.clock,
 		Events:                   a.events,
 	})
 	if err != nil {
@@ -422,6 +429,7 @@ func (a *agent) lbReconciler(lb lbrecon.LoadBalancer) (*lbrecon.LoadBalancerReco
 		PollInterval:    50 * time.Millisecond,
 		MaxPollInterval: 500 * time.Millisecond,
 		PendingTimeout:  30 * time.Second,
+		Clock:           a.env.clock,
 	}, lb)
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/clock"
 
 	"github.com/reconkit/reconkit/checkpoint"
 	"github.com/reconkit/reconkit/kubefake"
@@ -51,6 +52,12 @@ type env struct {
 	serving   func(bool)
 	wrapStore func(checkpoint.LKGStore) checkpoint.LKGStore
 	ping      func(context.Context) error
+	// clock times the agents' waits, deadlines and timestamps (nodestatus,
+	// checkpoint, configmapsource, versiongate, lbrecon); nil means the
+	// real clock. The fleet simulator gives each agent its own, drifting
+	// within 2% of the apiserver's (the election and the gate store get it
+	// through kubeCoordination.clock).
+	clock clock.WithTicker
 
 	lb *lbStore // the in-memory load balancer behind its fence
 

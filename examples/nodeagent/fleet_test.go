@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -53,11 +54,19 @@ func (c fleetCoordination) join(name string, h hooks, events election.EventRecor
 // its Node's ping (heartbeats stop while that link is cut). It tells the world when
 // it serves and what its checkpoint store records. No events are recorded.
 func fleetAgent(ctx context.Context, d fleetsim.Deps) error {
-	opts := fleetOptions()
+	return fleetAgentWith(fleetOptions())(ctx, d)
+}
+
+// fleetAgentWith is fleetAgent with the options opts.
+func fleetAgentWith(opts options) fleetsim.Agent {
+	return func(ctx context.Context, d fleetsim.Deps) error { return runFleetAgent(ctx, opts, d) }
+}
+
+func runFleetAgent(ctx context.Context, opts options, d fleetsim.Deps) error {
 	e := &env{opts: opts, log: logr.FromContextOrDiscard(ctx), say: func(string, ...any) {}, kube: d.Kube,
 		kubeMode: kubeMemory, ops: newOps(), changes: make(chan struct{}, 1), agents: make([]*agent, d.Index+1),
 		stateDir: d.Dir, fs: d.FS, lb: &lbStore{via: d.Engine.(lbEngine)}, serving: d.Serving, wrapStore: d.Checkpoints,
-		ping: d.Ping}
+		ping: d.Ping, clock: d.Clock}
 	e.coord = fleetCoordination{kubeCoordination: &kubeCoordination{opts: opts, clock: d.Clock}, kube: d.Kube}
 	a := newAgent(e, d.Index+1, d.Release)
 	if err := a.start(ctx); err != nil {
@@ -126,13 +135,28 @@ func fleetConfig() fleetsim.Config {
 // every kind of fault.
 //
 // Its agents are upgraded, one at a time at random, from release 1.0 to
-// 1.1 (which adds https; the quiet period completes the rollout).
+// 1.1 (which adds https; the quiet period completes the rollout), three
+// times as often as the other kinds of events happen, and a node at 1.1
+// serves only once a leader at 1.1 has reconciled (the https port on the
+// load balancer): between the first node's upgrade and the last one's,
+// every upgraded node waits in WaitReady while the leader at 1.1 holds
+// back (it reconciles only once no 1.0 node has a record), through
+// partitions, watches that end and apiserver restarts, on a status that
+// nobody writes. The apiserver keeps 5 minutes of watch history (etcd's
+// compaction interval), and its restarts make every older resourceVersion
+// answer 410.
 func TestFleet(t *testing.T) {
 	cfg := fleetConfig()
+	opts := fleetOptions()
+	opts.ownReconciler = true
+	cfg.Agent = fleetAgentWith(opts)
 	cfg.Duration = 10 * time.Minute
 	cfg.Gate.Releases = append(cfg.Gate.Releases, versiongate.Version{Release: httpsRelease})
+	cfg.Nemesis = cfg.Nemesis.Without()
 	cfg.Nemesis.Every = 30 * time.Second
-	fleetsim.Test(t, cfg, 1, 2)
+	cfg.Nemesis.Weights[fleetsim.RollingUpgrade] = 3
+	cfg.Kube.WatchWindow = 5 * time.Minute
+	fleetsim.Test(t, cfg, 1, 2, 3)
 }
 
 // TestFleetStatusDeletedMidTerm runs TestFleet's fleet (one release) on
@@ -151,4 +175,36 @@ func TestFleetStatusDeletedMidTerm(t *testing.T) {
 	cfg.Duration = 10 * time.Minute
 	cfg.Nemesis.Every = 30 * time.Second
 	fleetsim.Test(t, cfg, 1)
+}
+
+// TestFleetDriftBeyondBound runs the node agents with every agent's clock
+// drifting, set anew every 10 seconds on average, while the operator
+// assigns configurations: each agent's election, gate, heartbeats,
+// configuration trials and load-balancer waits run on its clock. A drift
+// up to 50% from the apiserver's clock, far beyond the 2% the parts
+// document, makes a one-minute configuration trial end early on a fast
+// clock, which lkg-proven catches; a drift within 2% passes.
+func TestFleetDriftBeyondBound(t *testing.T) {
+	for _, tc := range []struct {
+		maxDrift float64
+		want     fleetsim.Invariant
+	}{{0.5, fleetsim.LKGProven}, {fleetsim.DefaultMaxDrift, ""}} {
+		t.Run(fmt.Sprint(tc.maxDrift), func(t *testing.T) {
+			cfg := fleetConfig()
+			cfg.Nemesis = fleetsim.Nemesis{Every: 10 * time.Second, MaxDrift: tc.maxDrift, Edits: cfg.Nemesis.Edits}.
+				Only(fleetsim.ClockDrift, fleetsim.OperatorEdit)
+			cfg.Duration = 15 * time.Minute
+			cfg.Start = time.Now().UTC().Truncate(24 * time.Hour)
+			synctest.Test(t, func(t *testing.T) {
+				r := fleetsim.Simulate(t.Context(), cfg)
+				var got fleetsim.Invariant
+				if len(r.Violations) > 0 {
+					got = r.Violations[0].Invariant
+				}
+				if got != tc.want {
+					t.Fatalf("first violation %q, want %q; %v", got, tc.want, r.Err())
+				}
+			})
+		})
+	}
 }

@@ -44,6 +44,12 @@ type options struct {
 	settle            time.Duration
 	lbLatency         time.Duration
 	lbPending         time.Duration
+	// ownReconciler makes a node wait until a leader of its own release
+	// has reconciled (versiongate's MinimumReconcilerRelease set to the
+	// node's release): a new release's node then serves only once the
+	// rollout reached every node. Without it, any release-1 leader's
+	// status admits a node.
+	ownReconciler bool
 }
 
 var scenarios = []string{"failover", "upgrade", "bad-config", "fence"}

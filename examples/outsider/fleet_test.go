@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/netip"
 	"os"
@@ -32,7 +33,7 @@ func fleetAgent(ctx context.Context, d fleetsim.Deps) error {
 	}
 	defer store.Close()
 	return Run(ctx, Deps{Kube: d.Kube, Node: d.Name, IP: d.IP, Namespace: namespace, Store: d.Checkpoints(store), Engine: d.Engine,
-		Mux: http.NewServeMux()})
+		Mux: http.NewServeMux(), Clock: d.Clock})
 }
 
 // fleetConfig is the outsider fleet: the settings ConfigMap, the load
@@ -184,4 +185,33 @@ func TestFleetReplay(t *testing.T) {
 	}
 	rate, parted := fleetsim.ReplayRate(t, cfg, seed, 5)
 	t.Logf("seed %d replayed exactly in %.0f%% of 5 runs (the first included); first difference: %s", seed, 100*rate, parted)
+}
+
+// TestFleetDriftBeyondBound runs the outsider fleet with every agent's
+// clock (Deps.Clock) drifting, set anew every 20 seconds on average: a
+// drift up to 50% from the apiserver's clock, far beyond the 2% the
+// agent's parts document, makes a checkpoint trial end early on a fast
+// clock, which lkg-proven catches; a drift within 2% passes.
+func TestFleetDriftBeyondBound(t *testing.T) {
+	for _, tc := range []struct {
+		maxDrift float64
+		want     fleetsim.Invariant
+	}{{0.5, fleetsim.LKGProven}, {fleetsim.DefaultMaxDrift, ""}} {
+		t.Run(fmt.Sprint(tc.maxDrift), func(t *testing.T) {
+			cfg := fleetConfig()
+			cfg.Nemesis = fleetsim.Nemesis{Every: 20 * time.Second, MaxDrift: tc.maxDrift}.Only(fleetsim.ClockDrift)
+			cfg.Duration = 15 * time.Minute
+			cfg.Start = time.Now().UTC().Truncate(24 * time.Hour)
+			synctest.Test(t, func(t *testing.T) {
+				r := fleetsim.Simulate(t.Context(), cfg)
+				var got fleetsim.Invariant
+				if len(r.Violations) > 0 {
+					got = r.Violations[0].Invariant
+				}
+				if got != tc.want {
+					t.Fatalf("first violation %q, want %q; %v", got, tc.want, r.Err())
+				}
+			})
+		})
+	}
 }

@@ -28,6 +28,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/clock"
 
 	"github.com/reconkit/reconkit/checkpoint"
 	"github.com/reconkit/reconkit/checkpoint/configmapsource"
@@ -71,6 +72,9 @@ type Deps struct {
 	Store               checkpoint.LKGStore
 	Engine              lbrecon.Engine // the load-balancer provider
 	Mux                 *http.ServeMux // gets /metrics and /healthz
+	// Clock times every wait, deadline and timestamp of the agent's parts;
+	// nil means the real clock. It must run within 2% of the apiserver's.
+	Clock clock.WithTicker
 }
 
 // Run runs one node's agent until ctx ends; it returns nil then. The
@@ -79,13 +83,13 @@ func Run(ctx context.Context, d Deps) error {
 	reg := prometheus.NewRegistry()
 	hooks, err1 := prommetrics.Agent(reg, d.Node, nil)
 	source, err2 := configmapsource.New(configmapsource.Config{Client: d.Kube, Namespace: d.Namespace,
-		Name: "outsider", Key: "settings.json"})
+		Name: "outsider", Key: "settings.json", Clock: d.Clock})
 	elector, err3 := lease.New(lease.Config{Client: d.Kube, Namespace: d.Namespace, Name: "outsider-leader",
-		Identity: d.Node, Metrics: hooks.Election})
-	store, err4 := kubestore.New(kubestore.Config{Client: d.Kube, Namespace: d.Namespace, Gate: "outsider"})
+		Identity: d.Node, Metrics: hooks.Election, Clock: d.Clock})
+	store, err4 := kubestore.New(kubestore.Config{Client: d.Kube, Namespace: d.Namespace, Gate: "outsider", Clock: d.Clock})
 	// No journal: the replicas share no storage. A provider whose listing lags
 	// wants one they share (lbrecon.FileJournal on shared storage).
-	lb, err5 := lbrecon.NewMoving(lbrecon.Config{Engine: d.Engine, Tag: "owner=outsider", Journal: lbrecon.NoJournal, Metrics: hooks.LBRecon},
+	lb, err5 := lbrecon.NewMoving(lbrecon.Config{Engine: d.Engine, Tag: "owner=outsider", Journal: lbrecon.NoJournal, Metrics: hooks.LBRecon, Clock: d.Clock},
 		Settings{}.LoadBalancer(nil)) // kept across reconciles and terms
 	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
 		return err
@@ -94,13 +98,12 @@ func Run(ctx context.Context, d Deps) error {
 	provider := nodestatus.NewProvider(nodestatus.ProviderConfig{})
 	provider.SetAddresses(corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: d.IP})
 	configs, err1 := checkpoint.New(checkpoint.Config[Settings]{
-		Store: d.Store, Source: source, Conditions: provider, Metrics: hooks.Checkpoint,
+		Store: d.Store, Source: source, Conditions: provider, Metrics: hooks.Checkpoint, Clock: d.Clock,
 		Parse:    func(b []byte) (s Settings, err error) { return s, json.Unmarshal(b, &s) },
 		Validate: func(s Settings) error { return s.LoadBalancer(nil).Validate() }})
-	nodes, err2 := nodestatus.New(nodestatus.Config{Client: d.Kube, Provider: provider, Metrics: hooks.Nodestatus,
+	nodes, err2 := nodestatus.New(nodestatus.Config{Client: d.Kube, Provider: provider, Metrics: hooks.Nodestatus, Clock: d.Clock,
 		Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: d.Node, Labels: map[string]string{NodeLabel: "true"}}}})
-	health := nodestatus.NewNodeHealth(nodestatus.HealthRule{Conditions: []corev1.NodeConditionType{
-		corev1.NodeReady, checkpoint.ConditionConfigOK, versiongate.ConditionReleaseReady}})
+	health := nodestatus.NewNodeHealth(nodestatus.HealthRule{Conditions: []corev1.NodeConditionType{corev1.NodeReady, checkpoint.ConditionConfigOK, versiongate.ConditionReleaseReady}})
 	// The leader's work, called by the gate at each term's start, then every 30s.
 	reconcile := func(ctx context.Context, term versiongate.Term) error {
 		if configs.Status().ID == "" { // the zero local Settings describe no load balancer: hand the term to an agent with settings
@@ -117,7 +120,7 @@ func Run(ctx context.Context, d Deps) error {
 	}
 	gate, err3 := versiongate.New(versiongate.Config{Store: store, NodeID: d.Node, Version: Release,
 		MinimumCompatibleRelease: Release.Release, Candidate: elector, Reconcile: reconcile,
-		Conditions: provider, Metrics: hooks.Versiongate, RejoinAfterRecordLoss: true})
+		Conditions: provider, Metrics: hooks.Versiongate, RejoinAfterRecordLoss: true, Clock: d.Clock, RecordClock: d.Clock})
 	if err := errors.Join(err1, err2, err3); err != nil {
 		return err
 	}
