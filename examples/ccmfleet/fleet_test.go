@@ -150,7 +150,7 @@ const (
 
 // cloudHealth is one replica's view of its provider, across its terms.
 type cloudHealth struct {
-	clock        clock.PassiveClock
+	clock        clock.WithTicker
 	mu           sync.Mutex
 	failingSince time.Time // the first failed probe since the last success; zero after one
 	handedOver   time.Time // when the replica last handed over
@@ -199,7 +199,7 @@ func lead(ctx context.Context, l election.Leadership, drv *ccmfleet.Driver, engi
 	defer stop()
 	done := make(chan error, 1)
 	go func() { done <- drv.Run(dctx) }()
-	tick := cloud.clock.(clock.WithTicker).NewTicker(probeEvery)
+	tick := cloud.clock.NewTicker(probeEvery)
 	defer tick.Stop()
 	for {
 		select {
