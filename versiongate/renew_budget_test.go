@@ -155,7 +155,8 @@ func TestRenewalRetriesBackOffUnderPersistentErrors(t *testing.T) {
 // The store answers renewals with an error for 40 s of a 60 s record's
 // validity of 54 s, then serves them again: the backed-off retries still
 // renew the record before its local deadline, the gate stays ready past
-// that deadline and keeps its record, and renewals return to TTL/3.
+// that deadline and keeps its record, and renewals return to TTL/3. A
+// later failure is retried from the first pause again.
 func TestRenewalRecoversWhenTheErrorClears(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const ttl = 60 * time.Second
@@ -202,6 +203,19 @@ func TestRenewalRecoversWhenTheErrorClears(t *testing.T) {
 		// 20 s, 7 at most.
 		require.GreaterOrEqual(t, renewed, 6)
 		require.LessOrEqual(t, renewed, 7)
+
+		// A renewal that succeeded starts the backoff again: the next
+		// failure is retried after 500 ms to 750 ms, not after the long
+		// pauses of the first outage.
+		st.setFailing(true)
+		before := len(st.callList())
+		<-time.After(25 * time.Second)
+		again := st.callList()[before:]
+		require.GreaterOrEqual(t, len(again), 2)
+		first := again[1].Sub(again[0])
+		t.Logf("after a success, the first retry %v after the failure", first)
+		require.GreaterOrEqual(t, first, 500*time.Millisecond)
+		require.LessOrEqual(t, first, 750*time.Millisecond)
 
 		cancel()
 		require.NoError(t, <-done)
