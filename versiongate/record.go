@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -108,8 +109,9 @@ func (g *Gate) publishRecord(ctx context.Context) (err error) {
 	defer g.setRecordInvalid()
 
 	interval := ttl / 3
-	retry := min(500*time.Millisecond, interval)
+	retryBase := min(renewRetryBase, interval)
 	next := interval
+	failed := 0 // renewals failed in a row
 	for {
 		wait := min(next, validUntil.Sub(rc.Now()))
 		t := rc.NewTimer(wait)
@@ -135,7 +137,7 @@ func (g *Gate) publishRecord(ctx context.Context) (err error) {
 			validUntil = start.Add(got - margin)
 			until := validUntil
 			g.validUntil.Store(&until)
-			next = interval
+			next, failed = interval, 0
 			g.observe(Observation{Event: EventKeepAlive, Latency: rc.Since(start), ValidFor: validUntil.Sub(rc.Now())})
 		case errors.Is(err, ErrRecordLost):
 			lost = true
@@ -145,9 +147,55 @@ func (g *Gate) publishRecord(ctx context.Context) (err error) {
 			return nil
 		default:
 			log.V(1).Info("Renewing the node record failed; retrying", "err", err.Error(), "validFor", validUntil.Sub(rc.Now()).String())
-			next = retry
+			failed++
+			next = renewRetryPause(failed, retryBase, interval, validUntil.Sub(rc.Now()), margin)
 		}
 	}
+}
+
+// Retries of a failed renewal of the node record. The n-th failure in a
+// row is followed by a pause of renewRetryBase (the renewal interval,
+// RecordTTL/3, if that is shorter) doubled n-1 times, at most the renewal
+// interval, plus up to renewRetryJitter of it at random, so that nodes
+// whose renewals one outage failed together retry apart. From 30 s of
+// failures on the pauses are over a second, within the budget of one
+// request a second (BUDGETS.md); a fixed 500 ms pace cost 2 requests a
+// second for as long as the validity lasted, beyond 30 s with records of
+// over 33 s (TestRenewalRetriesBackOffUnderPersistentErrors).
+const (
+	renewRetryBase   = 500 * time.Millisecond
+	renewRetryJitter = 0.5
+)
+
+// renewRetryPause is the pause after the n-th failed renewal in a row,
+// when left is the validity left and reserve the time the last try should
+// have to complete before the local deadline (the record's margin).
+//
+// A pause that would start the next try later than left-reserve is
+// shortened to start it before then, drawn at random from the last third
+// of the time to that instant, so that the last try is not needlessly late
+// and nodes do not make it together. A shortened pause is never below
+// base, nor below the unjittered pause or a second, whichever is less, so
+// that tries never crowd towards the deadline. When no such try fits, the
+// pause is left: the loop waits for the deadline, where the record is lost
+// whatever the retries did.
+func renewRetryPause(n int, base, limit, left, reserve time.Duration) time.Duration {
+	w := base
+	for i := 1; i < n && w < limit; i++ {
+		w *= 2
+	}
+	w = min(w, limit)
+	pause := w + time.Duration(rand.Float64()*renewRetryJitter*float64(w))
+	last := left - reserve
+	if pause <= last {
+		return pause
+	}
+	floor := max(base, min(w, time.Second))
+	if last < floor {
+		return max(left, 0)
+	}
+	lo := max(floor, last-last/3)
+	return lo + time.Duration(rand.Float64()*float64(last-lo))
 }
 
 // setRecordInvalid marks the local record as not (or no longer) valid.

@@ -37,7 +37,11 @@
 // under election.Run sends at most one request a second after 30s of it,
 // leader or follower (TestRequestBudgetUnderPersistentAnswers).
 //
-// The leader renews every RetryPeriod, and its term implements election.Expiring:
+// The leader renews every RetryPeriod; after a failed renewal it retries a
+// RetryPeriod later, then after pauses that grow by half with up to a fifth
+// more at random, the last brought before the term's end, so that a
+// RenewDeadline above 30 s keeps the budget too
+// (TestRenewalBudgetWithLongRenewDeadline). Its term implements election.Expiring:
 // ValidUntil is the start of the last renewal a follower can tell apart
 // from the one before, plus RenewDeadline; that is LeaseDuration less a
 // skew margin of LeaseDuration − RenewDeadline (at least a twentieth of

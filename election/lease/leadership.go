@@ -164,11 +164,13 @@ func (lt *leadership) lose(reason error) {
 	lt.core.Lose(reason)
 }
 
-// renewLoop renews the lease every RetryPeriod until the term ends.
+// renewLoop renews the lease every RetryPeriod until the term ends; after
+// a failed renewal it waits as renewRetryWait says.
 func (lt *leadership) renewLoop(log logr.Logger) {
 	ctx := lt.Context()
 	t := lt.e.clock.NewTimer(lt.e.cfg.RetryPeriod)
 	defer t.Stop()
+	failed := 0 // renewals failed in a row
 	for {
 		select {
 		case <-ctx.Done():
@@ -181,10 +183,15 @@ func (lt *leadership) renewLoop(log logr.Logger) {
 		if ctx.Err() == nil {
 			lt.e.report.Renewed(lt.core.Token(), lt.e.clock.Since(start), slack, err)
 		}
+		next := lt.e.cfg.RetryPeriod
 		if err != nil && ctx.Err() == nil {
-			log.V(1).Info("renewing the lease failed; retrying", "err", err, "validUntil", lt.ValidUntil())
+			failed++
+			next = renewRetryWait(failed, next, lt.ValidUntil().Sub(lt.e.clock.Now()))
+			log.V(1).Info("renewing the lease failed; retrying", "err", err, "validUntil", lt.ValidUntil(), "after", next)
+		} else {
+			failed = 0
 		}
-		t.Reset(lt.e.cfg.RetryPeriod)
+		t.Reset(next)
 	}
 }
 
