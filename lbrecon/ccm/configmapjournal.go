@@ -321,7 +321,10 @@ func (s *cmScope) restore() map[string]bool {
 				break
 			}
 		}
-		if b, err := json.Marshal(in); !found && err == nil { // encoded once by Record
+		if found {
+			continue
+		}
+		if b, err := json.Marshal(in); err == nil { // encoded once by Record
 			missing, sizes = append(missing, in), append(sizes, len(b))
 		}
 	}
