@@ -259,7 +259,26 @@ func (t *fieldTracker) track(gvr schema.GroupVersionResource, obj runtime.Object
 	} else if err != nil {
 		return nil, err
 	}
-	return mgr.Update(live, obj, manager)
+	if create {
+		return mgr.Update(live, obj, manager)
+	}
+	// An update or a patch: the field manager compares copies of the two
+	// objects without what they share (see prunePair), and obj takes the
+	// managedFields it computes.
+	pl, po, ok := prunePair(live, obj)
+	if !ok {
+		return mgr.Update(live, obj, manager)
+	}
+	out, err := mgr.Update(pl, po, manager)
+	if err != nil {
+		return nil, err
+	}
+	om, err := meta.Accessor(out)
+	if err != nil {
+		return nil, err
+	}
+	m.SetManagedFields(om.GetManagedFields())
+	return obj, nil
 }
 
 // Apply is server-side apply: the managed tracker's.
