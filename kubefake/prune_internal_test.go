@@ -39,7 +39,7 @@ func TestPrunedFieldManagerAnswersAsOnWholeObjects(t *testing.T) {
 		{policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets"), richPDB, pdbMutations},
 	} {
 		t.Run(k.gvr.Resource, func(t *testing.T) {
-			for seed := range uint64(8) {
+			for seed := range uint64(6) {
 				synctest.Test(t, func(t *testing.T) {
 					checkPrunedChain(t, seed, k.gvr, k.initial(), k.mutate)
 				})
@@ -194,8 +194,7 @@ var nodeMutations = []func(*rand.Rand, runtime.Object){
 	},
 	func(r *rand.Rand, o runtime.Object) {
 		n := o.(*corev1.Node)
-		n.Spec.ConfigSource = []*corev1.NodeConfigSource{nil, {ConfigMap: &corev1.ConfigMapNodeConfigSource{Name: "c", Namespace: "ns", KubeletConfigKey: "k"}},
-			{ConfigMap: &corev1.ConfigMapNodeConfigSource{Name: "d", Namespace: "ns", KubeletConfigKey: "k"}}}[r.IntN(3)]
+		n.Status.Features = []*corev1.NodeFeatures{nil, {}, {SupplementalGroupsPolicy: ptr.To(true)}, {SupplementalGroupsPolicy: ptr.To(false)}}[r.IntN(4)]
 	},
 	func(r *rand.Rand, o runtime.Object) {
 		n := o.(*corev1.Node)

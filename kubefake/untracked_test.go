@@ -33,7 +33,7 @@ func TestUntrackedFieldsKeepNoManagedFields(t *testing.T) {
 	stale := l.DeepCopy()
 	l.Spec.HolderIdentity = ptr.To("a")
 	l.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "sent", Operation: metav1.ManagedFieldsOperationUpdate,
-		APIVersion: "coordination.k8s.io/v1", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:holderIdentity":{}}}`)}}}
+		APIVersion: "coordination.k8s.io/v1", FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:holderIdentity":{}}}`)}}
 	if l, err = leases.Update(ctx, l, metav1.UpdateOptions{FieldManager: "agent"}); err != nil {
 		t.Fatal(err)
 	}
