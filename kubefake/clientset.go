@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/clock"
 )
@@ -51,6 +52,16 @@ type Config struct {
 	// random duration between 1 and 2 times 1800s). 0 means watches end
 	// only when stopped, cut or ended by Server.EndWatches.
 	WatchLifetime time.Duration
+	// UntrackedFields names resources whose objects keep no
+	// managedFields: a create, update or patch of one stores it without
+	// them, and skips the field manager, which is most of what a write
+	// costs. It is for long simulations whose clients never read those
+	// resources' managedFields; the apiserver tracks every resource.
+	// Server-side apply of an untracked resource still works, but finds
+	// no other manager to conflict with, and what it owns is forgotten at
+	// the next write that is not an apply. nil tracks every resource, as
+	// the apiserver does.
+	UntrackedFields []schema.GroupResource
 }
 
 // NewClientset returns client-go's fake clientset holding objects, with

@@ -128,6 +128,10 @@
 //     [Client.SetWatchDelay] makes one client's watches deliver each
 //     change that much later, as to a client further away: clients with
 //     delays of their own see a change at distinct instants.
+//   - Untracked fields: [Config.UntrackedFields] names resources whose
+//     objects keep no managedFields, which spares every write of them the
+//     field manager, most of a write's cost, for long simulations whose
+//     clients never read them (the apiserver tracks every resource).
 //
 // Every knob is off in the zero Config, and a Server with none set
 // behaves as the clientset of NewClientset always has. Reactors a test

@@ -36,6 +36,8 @@ type fieldTracker struct {
 	mapper  meta.RESTMapper
 	conv    managedfields.TypeConverter
 
+	untracked map[schema.GroupResource]bool // Config.UntrackedFields
+
 	mu       sync.Mutex
 	kinds    map[schema.GroupVersionResource]schema.GroupVersionKind
 	managers map[schema.GroupVersionKind]*managedfields.FieldManager
@@ -45,8 +47,9 @@ type fieldTracker struct {
 // tracker made by k8stesting.NewFieldManagedObjectTracker (as
 // fake.NewClientset makes it), and false when managed does not have the
 // shape that tracker has had (it embeds its store), so that the caller
-// keeps using managed itself.
-func newFieldTracker(managed k8stesting.ObjectTracker) (*fieldTracker, bool) {
+// keeps using managed itself. Writes to the resources untracked names keep
+// no managedFields.
+func newFieldTracker(managed k8stesting.ObjectTracker, untracked ...schema.GroupResource) (*fieldTracker, bool) {
 	v := reflect.ValueOf(managed)
 	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
 		return nil, false
@@ -59,7 +62,12 @@ func newFieldTracker(managed k8stesting.ObjectTracker) (*fieldTracker, bool) {
 	if !ok || store == nil {
 		return nil, false
 	}
+	skip := map[schema.GroupResource]bool{}
+	for _, gr := range untracked {
+		skip[gr] = true
+	}
 	return &fieldTracker{
+		untracked:     skip,
 		ObjectTracker: store,
 		managed:       managed,
 		mapper:        testrestmapper.TestOnlyStaticRESTMapper(scheme.Scheme),
@@ -250,6 +258,10 @@ func (t *fieldTracker) track(gvr schema.GroupVersionResource, obj runtime.Object
 	if err != nil {
 		return nil, err
 	}
+	if t.untracked[gvr.GroupResource()] {
+		m.SetManagedFields(nil) // Config.UntrackedFields
+		return obj, nil
+	}
 	live, err := t.ObjectTracker.Get(gvr, ns, m.GetName(), metav1.GetOptions{})
 	if create && apierrors.IsNotFound(err) {
 		if live, err = scheme.Scheme.New(gvk); err != nil {
@@ -259,7 +271,26 @@ func (t *fieldTracker) track(gvr schema.GroupVersionResource, obj runtime.Object
 	} else if err != nil {
 		return nil, err
 	}
-	return mgr.Update(live, obj, manager)
+	if create {
+		return mgr.Update(live, obj, manager)
+	}
+	// An update or a patch: the field manager compares copies of the two
+	// objects without what they share (see prunePair), and obj takes the
+	// managedFields it computes.
+	pl, po, ok := prunePair(live, obj)
+	if !ok {
+		return mgr.Update(live, obj, manager)
+	}
+	out, err := mgr.Update(pl, po, manager)
+	if err != nil {
+		return nil, err
+	}
+	om, err := meta.Accessor(out)
+	if err != nil {
+		return nil, err
+	}
+	m.SetManagedFields(om.GetManagedFields())
+	return obj, nil
 }
 
 // Apply is server-side apply: the managed tracker's.

@@ -73,7 +73,7 @@ func (c Config) NewServer(objects ...runtime.Object) *Server {
 	s.base = fake.NewClientset(stamped...)
 	s.tracker = s.base.Tracker()
 	s.react = k8stesting.ObjectReaction(s.tracker)
-	if ft, ok := newFieldTracker(s.tracker); ok {
+	if ft, ok := newFieldTracker(s.tracker, c.UntrackedFields...); ok {
 		// The same writes, without a REST mapper built for each.
 		s.react = k8stesting.ObjectReaction(ft)
 	}

@@ -16,7 +16,7 @@
 // With -baseline REV it first runs the same seeds on the package as it is
 // at the git revision REV (extracted with git archive to a temporary
 // directory), then on the working tree, and prints the two totals side by
-// side, so that a change's effect on speed is measured by one command:
+// side, with the ratio of the two figures, so that a change's effect on speed is measured by one command:
 //
 //	go run ./cmd/soak -pkg ./examples/outsider -run '^TestFleetFive$' -seeds 4 -baseline main
 package main

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -59,7 +60,10 @@ func main() {
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	run := soak
+	run := func(ctx context.Context, c config, out io.Writer) error {
+		_, err := soak(ctx, c, out)
+		return err
+	}
 	if c.baseline != "" {
 		run = compare
 	}
@@ -101,12 +105,22 @@ func compare(ctx context.Context, c config, out io.Writer) error {
 	old := c
 	old.pkg = filepath.Join(dir, rel)
 	fmt.Fprintf(out, "%s:\n", c.baseline)
-	errOld := soak(ctx, old, io.MultiWriter(out, &before))
+	rateOld, errOld := soak(ctx, old, io.MultiWriter(out, &before))
 	fmt.Fprintln(out, "working tree:")
-	errNew := soak(ctx, c, io.MultiWriter(out, &after))
-	fmt.Fprintf(out, "\nside by side (%s, seeds %d to %d):\n  %-14s %s  %-14s %s", c.run, c.first, c.first+uint64(c.seeds)-1,
-		c.baseline, lastLine(before.String()), "working tree", lastLine(after.String()))
+	rateNew, errNew := soak(ctx, c, io.MultiWriter(out, &after))
+	fmt.Fprintf(out, "\nside by side (%s, seeds %d to %d):\n  %-14s %s  %-14s %s%s", c.run, c.first, c.first+uint64(c.seeds)-1,
+		c.baseline, lastLine(before.String()), "working tree", lastLine(after.String()), ratio(rateOld, rateNew))
 	return errors.Join(errOld, errNew)
+}
+
+// ratio is the line that gives the working tree's agent-hours per
+// CPU-minute as a multiple of the baseline's, or nothing when either is
+// not a positive figure (a run that simulated nothing).
+func ratio(before, after float64) string {
+	if !(before > 0) || !(after > 0) || math.IsInf(before, 0) || math.IsInf(after, 0) {
+		return ""
+	}
+	return fmt.Sprintf("  ratio          %.2f (working tree / baseline, agent-hours per CPU-minute)\n", after/before)
 }
 
 // lastLine returns the last line of s, with its newline.
@@ -116,14 +130,15 @@ func lastLine(s string) string {
 }
 
 // soak builds the test binary, runs the seeds and writes the report to out.
-// It returns an error when the build or a process failed, or a seed did.
-func soak(ctx context.Context, c config, out io.Writer) error {
+// It returns the agent-hours per CPU-minute the runs gave, and an error
+// when the build or a process failed, or a seed did.
+func soak(ctx context.Context, c config, out io.Writer) (float64, error) {
 	if c.seeds < 1 || c.procs < 1 {
-		return errors.New("-seeds and -procs must be at least 1")
+		return 0, errors.New("-seeds and -procs must be at least 1")
 	}
 	dir, err := os.MkdirTemp("", "soak")
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer os.RemoveAll(dir)
 	bin := filepath.Join(dir, "fleet.test")
@@ -134,7 +149,7 @@ func soak(ctx context.Context, c config, out io.Writer) error {
 	build := exec.CommandContext(ctx, "go", args...)
 	build.Dir, build.Stderr = c.pkg, os.Stderr
 	if err := build.Run(); err != nil {
-		return fmt.Errorf("building the test of %s: %w", c.pkg, err)
+		return 0, fmt.Errorf("building the test of %s: %w", c.pkg, err)
 	}
 	start := time.Now()
 	var t totals
@@ -155,12 +170,12 @@ func soak(ctx context.Context, c config, out io.Writer) error {
 	fmt.Fprintf(out, "%d runs, %d failed, %.1f simulated hours, %.1f agent-hours in %.2f CPU-minutes (%s wall, %d processes): %.0f agent-hours per CPU-minute\n",
 		t.runs, len(t.failed), t.simulated.Hours(), t.agentHours, t.cpu.Minutes(), wall.Round(time.Second), c.procs, perCPU)
 	if err := errors.Join(errs...); err != nil {
-		return err
+		return perCPU, err
 	}
 	if len(t.failed) > 0 {
-		return fmt.Errorf("%d of %d seeds failed", len(t.failed), t.runs)
+		return perCPU, fmt.Errorf("%d of %d seeds failed", len(t.failed), t.runs)
 	}
-	return nil
+	return perCPU, nil
 }
 
 // seedRange is n seeds from first on.

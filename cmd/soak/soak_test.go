@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"reflect"
 	"testing"
 	"time"
@@ -78,6 +79,24 @@ func TestLastLine(t *testing.T) {
 	} {
 		if got := lastLine(in); got != want {
 			t.Errorf("lastLine(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestRatio(t *testing.T) {
+	for _, tc := range []struct {
+		before, after float64
+		want          string
+	}{
+		{50, 100, "  ratio          2.00 (working tree / baseline, agent-hours per CPU-minute)\n"},
+		{64, 90, "  ratio          1.41 (working tree / baseline, agent-hours per CPU-minute)\n"},
+		{0, 90, ""},
+		{50, 0, ""},
+		{math.NaN(), 1, ""},
+		{math.Inf(1), 1, ""},
+	} {
+		if got := ratio(tc.before, tc.after); got != tc.want {
+			t.Errorf("ratio(%v, %v) = %q, want %q", tc.before, tc.after, got, tc.want)
 		}
 	}
 }
