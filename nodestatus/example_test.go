@@ -69,15 +69,15 @@ func Example() {
 }
 
 // A process that runs many nodes on one client shares one Limiter among
-// their controllers: they register in a steady stream, no more than 32 at
+// their controllers: they register in a steady stream, no more than 8 at
 // once, instead of all together.
 func ExampleLimiter() {
 	client := fake.NewClientset() // in a real agent: kubernetes.NewForConfig(cfg)
-	limiter := semaphore.NewWeighted(32)
+	limiter := semaphore.NewWeighted(8)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	var ctrls []*nodestatus.NodeController
-	for i := range 100 {
+	for i := range 40 {
 		nc, err := nodestatus.New(nodestatus.Config{
 			Client:  client,
 			Node:    &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("virtual-%03d", i)}},
@@ -106,8 +106,8 @@ func ExampleLimiter() {
 	fmt.Println(len(nodes.Items), "nodes registered")
 	cancel()
 	wg.Wait()
-	fmt.Println("every unit returned:", limiter.TryAcquire(32))
+	fmt.Println("every unit returned:", limiter.TryAcquire(8))
 	// Output:
-	// 100 nodes registered
+	// 40 nodes registered
 	// every unit returned: true
 }
