@@ -44,10 +44,11 @@
 //     WaitReady (its status watch sent again from the status Lease's own
 //     resourceVersion, which the restart made unwatchable); on TestFleet,
 //     by seed 2 (8m22.6s);
-//   - versiongate-ready-backoff, on TestFleetRollout: by seeds 1 and 2,
-//     request-budget at 5m0.5s and 8m1.1s (121 status listings within a
-//     minute from an upgraded node waiting in WaitReady, against 120 of
-//     one kind); on TestFleet, by none;
+//   - versiongate-ready-backoff, on TestFleetRollout: by seeds 1 and 2
+//     in one run, by seed 2 alone in the next (the schedule replays, the
+//     agents' timing not always), request-budget at 5m0.5s and 8m1.1s
+//     (121 status listings within a minute from an upgraded node waiting
+//     in WaitReady, against 120 of one kind); on TestFleet, by none;
 //   - configmapsource-empty-watch, on examples/outsider's TestFleet: by
 //     seeds 1 and 2, request-budget at 7m32.2s and 7m34.7s (121 watches of
 //     the ConfigMap within a minute);
