@@ -108,7 +108,7 @@ func (m *meter) add(what string) {
 	m.over = true
 	recent := summary(m.recent[max(0, len(m.recent)-recentKept):]) // only for the report: it costs more than the count
 	m.mu.Unlock()
-	if atOnce > b.AtOnce {
+	if atOnce > b.AtOnce || kind > b.PerKind && atOnce >= kind {
 		m.w.violate(RequestBudget, m.s.name, "%d requests to the %s at one instant of simulated time (a loop spins; budget %d); the last %d: %s",
 			atOnce, m.server, b.AtOnce, recentKept, recent)
 		return

@@ -60,7 +60,7 @@ func TestLKGProven(t *testing.T) {
 	}
 	cfg.Agent = trialAgent(30 * time.Second)
 	v := only(t, simulate(t, cfg), LKGProven)
-	if !strings.Contains(v.Detail, "after its trial started, want at least 2m0s") {
+	if !strings.Contains(v.Detail, "after its trial started, want at least 1m57.6") || !strings.Contains(v.Detail, "its trial of 2m0s") {
 		t.Errorf("violation %q, want it to give the trial's length", v.Detail)
 	}
 }

@@ -32,20 +32,38 @@
 //
 // Each of the eight patches fails the test its fix came with (-unit).
 // With every fleet's CI seeds (go run ./cmd/defects -baseline, which runs
-// each patch on the fleet its header names; examples/outsider's TestFleet
-// seeds 1 to 3 by default), no seed fails unpatched, and four of the eight
-// are found:
-//   - ccm-cleanup-spec, on examples/ccmfleet (seeds 1 to 3): by all three,
-//     Converges at the end of the quiet period (the objects and finalizer
-//     of the Service turned ClusterIP stay);
-//   - lease-preferred-holder, on outsider: by two of three, term-churn
-//     first at 2m51s (more than 15 terms of the leader Lease within a
-//     minute, its preferred holder still "retired-candidate");
-//   - configmapsource-empty-watch, on outsider: by seeds 1 and 2,
-//     request-budget at 7m32s (200 watches of the ConfigMap at one
-//     instant);
-//   - nodestatus-unknown, on examples/nodeagent (seeds 1 and 2): by one,
-//     node-ready at 2m25s.
+// each patch on the fleet and test its header names, and each of those
+// unpatched first; seeds 1 to 3 of each), no seed fails unpatched, and
+// six of the eight are found:
+//   - ccm-cleanup-spec, on examples/ccmfleet's TestFleet: by all three,
+//     converges at the end of the quiet period (30m0.9s: the objects and
+//     finalizer of the Service turned ClusterIP stay);
+//   - kubestore-status-revision, on examples/nodeagent's TestFleetRollout:
+//     by all three, gone-rewatch at 3m24.9s, 7m44.3s and 8m22.4s, each
+//     100ms after an apiserver restart, by an upgraded node waiting in
+//     WaitReady (its status watch sent again from the status Lease's own
+//     resourceVersion, which the restart made unwatchable); on TestFleet,
+//     by seed 2 (8m22.6s);
+//   - versiongate-ready-backoff, on TestFleetRollout: by seeds 1 and 2
+//     in one run, by seed 2 alone in the next (the schedule replays, the
+//     agents' timing not always), request-budget at 5m0.5s and 8m1.1s
+//     (121 status listings within a minute from an upgraded node waiting
+//     in WaitReady, against 120 of one kind); on TestFleet, by none;
+//   - configmapsource-empty-watch, on examples/outsider's TestFleet: by
+//     seeds 1 and 2, request-budget at 7m32.2s and 7m34.7s (121 watches of
+//     the ConfigMap within a minute);
+//   - lease-preferred-holder, on outsider: by seeds 2 and 3, term-churn
+//     at 2m51.0s and 9m31.7s (more than 15 terms of the leader Lease
+//     within a minute, its preferred holder still "retired-candidate");
+//   - nodestatus-unknown, on examples/nodeagent's TestFleet: by seed 2,
+//     node-ready at 2m25s; on TestFleetRollout, by none (its schedule,
+//     with more upgrades, has no provider partition where seed 2's was).
+//
+// The two readiness-wait defects were found by no seed before the
+// nodeagent fleets made an upgraded node wait for a reconciler of its
+// release (so that it waits in WaitReady for as long as the rollout is
+// incomplete), bounded the apiserver's watch history to 5 minutes, and
+// the simulator gained its budget of one kind of request and gone-rewatch.
 //
 // Not found, and why:
 //   - election-resign-spin: no fleet's leader work resigns under
@@ -60,11 +78,12 @@
 //     lag. ccmfleet (a journal, read replicas lagging up to 3s) passes its
 //     seeds 1 to 3 patched (go run ./cmd/defects -baseline -defects
 //     lbrecon-first-listing -pkg ./examples/ccmfleet -run '^TestFleet$').
-//   - versiongate-ready-backoff and kubestore-status-revision: both CI
-//     nemeses delete the gate's status Lease and its namespace, yet no
-//     seed finds them: they need a node waiting in WaitReady, while the
-//     status is gone or its revision compacted, for longer than the CI
-//     runs give.
+//
+// Simulated time is the fleet's (10 minutes of faults, then the quiet
+// period: 10m1s to 11m8s a run here, 30m on ccmfleet whose quiet period is
+// 20 minutes). Each run of a patch rebuilds the fleet's test in a copy of
+// the module: a minute or two of wall time each on a shared two-core
+// machine, the runs themselves 2 to 12 seconds without -race.
 package main
 
 import (
