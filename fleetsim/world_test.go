@@ -8,9 +8,12 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/reconkit/reconkit/kubefake"
 	"github.com/reconkit/reconkit/lbrecon"
 	"github.com/reconkit/reconkit/lbrecon/lbrecontest"
 )
@@ -175,4 +178,13 @@ func TestProviderDrawsFromTheSeed(t *testing.T) {
 	if !differs {
 		t.Errorf("seeds 1 to 6 all showed the creation after %s: the provider's lags do not follow the run's seed", first)
 	}
+}
+
+// A run's apiserver keeps no managedFields on Leases unless the host asks
+// for every resource to be tracked (an empty, non-nil UntrackedFields).
+func TestLeasesUntrackedByDefault(t *testing.T) {
+	c := Config{}.withDefaults()
+	require.Equal(t, []schema.GroupResource{{Group: "coordination.k8s.io", Resource: "leases"}}, c.Kube.UntrackedFields)
+	c = Config{Kube: kubefake.Config{UntrackedFields: []schema.GroupResource{}}}.withDefaults()
+	require.Empty(t, c.Kube.UntrackedFields)
 }
