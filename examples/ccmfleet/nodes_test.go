@@ -24,14 +24,22 @@ import (
 func nodeChurn() []fleetsim.Edit {
 	return []fleetsim.Edit{
 		{Name: "Node node-c joins",
-			Do:   func(ctx context.Context, c kubernetes.Interface) error { return createNode(ctx, c, node("node-c", "10.0.1.3")) },
+			Do: func(ctx context.Context, c kubernetes.Interface) error {
+				return createNode(ctx, c, node("node-c", "10.0.1.3"))
+			},
 			Undo: func(ctx context.Context, c kubernetes.Interface) error { return deleteNode(ctx, c, "node-c") }},
 		{Name: "Node node-b leaves",
-			Do:   func(ctx context.Context, c kubernetes.Interface) error { return deleteNode(ctx, c, "node-b") },
-			Undo: func(ctx context.Context, c kubernetes.Interface) error { return createNode(ctx, c, node("node-b", "10.0.1.2")) }},
+			Do: func(ctx context.Context, c kubernetes.Interface) error { return deleteNode(ctx, c, "node-b") },
+			Undo: func(ctx context.Context, c kubernetes.Interface) error {
+				return createNode(ctx, c, node("node-b", "10.0.1.2"))
+			}},
 		{Name: "Node node-a NotReady",
-			Do:   func(ctx context.Context, c kubernetes.Interface) error { return setReady(ctx, c, "node-a", v1.ConditionFalse) },
-			Undo: func(ctx context.Context, c kubernetes.Interface) error { return setReady(ctx, c, "node-a", v1.ConditionTrue) }},
+			Do: func(ctx context.Context, c kubernetes.Interface) error {
+				return setReady(ctx, c, "node-a", v1.ConditionFalse)
+			},
+			Undo: func(ctx context.Context, c kubernetes.Interface) error {
+				return setReady(ctx, c, "node-a", v1.ConditionTrue)
+			}},
 		{Name: "Node node-a excluded from load balancers",
 			Do:   func(ctx context.Context, c kubernetes.Interface) error { return setExcluded(ctx, c, "node-a", true) },
 			Undo: func(ctx context.Context, c kubernetes.Interface) error { return setExcluded(ctx, c, "node-a", false) }},
