@@ -119,7 +119,18 @@ func TestFailedNodeSyncQueuesTheService(t *testing.T) {
 			if err := createNode(t.Context(), c, node("node-b", "10.0.1.2")); err != nil {
 				t.Fatal(err)
 			}
-			<-time.After(6 * time.Second) // a Resync, and a second for the queued Service
+			// The next Resync sees node-b and syncs the nodes; the Service
+			// queued then is processed within a second, not after the 5 s
+			// of a backoff.
+			for deadline := time.Now().Add(10 * time.Second); !slices.ContainsFunc(lb.Calls(), func(s string) bool {
+				return strings.HasPrefix(s, "update")
+			}); {
+				if time.Now().After(deadline) {
+					t.Fatalf("exists %v: no node sync 10 s after node-b joined: calls %q", exists, lb.Calls())
+				}
+				<-time.After(100 * time.Millisecond)
+			}
+			<-time.After(time.Second)
 			want := []string{"update node-a,node-b", "get"}
 			if exists {
 				want = append(want, "ensure")
