@@ -37,7 +37,22 @@
 //     (processServiceDeletion, processLoadBalancerDelete).
 //   - Nodes: every Node not being deleted, not labelled
 //     node.kubernetes.io/exclude-from-external-load-balancers, and not
-//     tainted ToBeDeletedByClusterAutoscaler (stableNodeSetPredicates).
+//     tainted ToBeDeletedByClusterAutoscaler (stableNodeSetPredicates);
+//     readiness is none of them, so a NotReady node stays a target.
+//   - Node sync (nodeSyncLoop's successor in v0.37.1: the node informer's
+//     handlers, processNextNodeItem, syncNodes, nodeSyncService): a node
+//     added or removed, or updated so that its exclusion label's verdict
+//     or its providerID changes (shouldSyncUpdatedNode), queues a node
+//     sync; a node turning Ready or NotReady does not, and neither does
+//     the informer's periodic resync (100 s), whose updates carry no
+//     change. A node sync gives every Service of the serviceCache that
+//     wants a load balancer, whose stable nodes differ by name or
+//     providerID from the ones it was last given (nodesSufficientlyEqual,
+//     lastSyncedNodes, stored before the call and by EnsureLoadBalancer
+//     too), an UpdateLoadBalancer call; when that fails and
+//     GetLoadBalancer does not answer "not exists", the Service's key is
+//     queued at once, with no backoff (TestNodeSync,
+//     TestFailedNodeSyncQueuesTheService, TestNodeChurnDoesNotSpin).
 //
 // # Where it differs (its fidelity's limits)
 //
@@ -52,9 +67,13 @@
 //     with UpdateStatus; the controller sends a strategic merge patch of
 //     the status subresource, with no precondition. An Update that
 //     conflicts is an error backed off like any other.
-//   - No node sync: UpdateLoadBalancer is never called (the fleet's Nodes
-//     do not change); no events are recorded; one worker; the
-//     serviceCache's data race is not reproduced.
+//   - Node sync runs in the driver's one goroutine, after the Services
+//     due at the same listing, where the controller's node worker runs
+//     beside its service workers (so the Balancer is never called for one
+//     Service twice at once, and its "another call is changing" RetryError
+//     never arises); node changes are seen at the next listing, up to
+//     Resync late. No events are recorded; one worker; the serviceCache's
+//     data race is not reproduced.
 //   - It is not a process: the fleet runs one Driver per leader term, as
 //     a cloud-controller-manager that exits when its term ends would, but
 //     the Balancer lives across the replica's terms.
@@ -74,7 +93,11 @@
 // Services of type LoadBalancer; the nemesis crashes and partitions the
 // replicas, restarts the apiserver, fails and loses provider answers,
 // causes outages and 429 bursts, deletes Services and changes their type,
-// and an operator turns one Service to ClusterIP for good; partitions
+// and an operator turns one Service to ClusterIP for good; node churn, as
+// operator edits at times drawn from the seed (nodes_test.go), adds a
+// node and removes it, removes one and brings it back, flaps one NotReady
+// and labels one out of the load balancers, each undone 20 s to 2 min
+// later, each as often as the ClusterIP edit; partitions
 // from the provider and outages come twice as often as by default. A
 // leader probes its provider every 10 s and, once every probe of its term
 // has failed for 30 s (a 429 is an answer, not a failure), hands its
