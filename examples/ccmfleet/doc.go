@@ -135,18 +135,26 @@
 // ./examples/ccmfleet -run '^TestFleet$'): ccm-cleanup-spec (cleanup that
 // maps the Service's spec) by all three, Converges at the end of the
 // quiet period (2h50m: see above); election-resign-spin (no pause after
-// a resigned term) by all three, at 1m35s, 2m53s and 7m26s, a replica that
+// a resigned term) by all three, at 1m41s, 5m22s and 2m51s, a replica that
 // handed over winning its Lease again at the same instant, again and
 // again: RequestBudget (41 requests at one instant), or TermChurn first
-// under -race. lbrecon-first-listing (a creation
-// confirmed at the first listing that shows it) is found by none: patched,
-// seeds 1 to 8 made no duplicate at all, not even for an instant (NoDuplicate
-// notes each one it sees), nor did seeds 1 to 6 with lost answers and failed
-// creations three times as likely. The Balancer lists again one declared
+// under -race. lbrecon-first-listing (a creation confirmed at the first
+// listing that shows it) is found by none, with node churn and node sync
+// as well: patched, seeds 1 to 12 passed (10 to 12.5 minutes simulated),
+// and so did seeds 1 to 8 with node edits five times as often; before
+// node sync, seeds 1 to 8 made no duplicate at all, nor did seeds 1 to 6
+// with lost answers and failed creations three times as likely. Node sync
+// does make the Balancer act between its own calls (UpdateLoadBalancer at
+// a node change, then, when that is not converged, EnsureLoadBalancer at
+// once), but each such call comes either past the lag of the Balancer's
+// last creation or at the instant of it (the Service a failed
+// UpdateLoadBalancer queued is processed a millisecond later, when no
+// replica shows the creation yet). The Balancer lists again one declared
 // lag after its writes, when every replica shows them, and sooner only
-// while a creation's outcome is unknown; what the defect needs, a listing
-// that shows an object and a later one within its lag that does not, with
+// while a creation's outcome is unknown, when its intent, not an ack,
+// holds the name; what the defect needs, a listing within the lag that
+// shows an object and a later one within the lag that does not, with
 // nothing else in the reconciler's memory holding the name, did not occur
-// (lbrecon's TestReplicaListings calls every 300 ms). TestFleetKnownDefects keeps a seed that finds an
-// open defect.
+// (lbrecon's TestReplicaListings calls every 300 ms). TestFleetKnownDefects
+// keeps a seed that finds an open defect.
 package ccmfleet
