@@ -129,7 +129,7 @@
 // converges sooner ends sooner. The nemesis leaves out namespace
 // deletion.
 //
-// Its CI seeds (1, 2, 3) run in about 8 s of test time under -race; each
+// Its CI seeds (1, 2, 3) run in about 6 s of test time under -race; each
 // reaches convergence at the end of its 10 minutes of faults. What they
 // find of cmd/defects' patches (go run ./cmd/defects -baseline -pkg
 // ./examples/ccmfleet -run '^TestFleet$'): ccm-cleanup-spec (cleanup that
