@@ -192,6 +192,14 @@ func (d *Driver) Sync(ctx context.Context) (time.Duration, error) {
 		names = append(names, name)
 	}
 	slices.Sort(names)
+	// The node worker runs beside the service workers upstream, and acts
+	// as soon as its informer delivers a node's change: before the
+	// Services due at the same listing.
+	if d.nodeSync && ctx.Err() == nil {
+		d.nodeSync = false
+		d.syncNodes(ctx, names, nodes)
+	}
+
 	for _, name := range names {
 		k := d.keys[name]
 		if k.due.IsZero() || k.due.After(now) || ctx.Err() != nil {
@@ -214,11 +222,6 @@ func (d *Driver) Sync(ctx context.Context) (time.Duration, error) {
 		if k.observed == nil && k.cached == nil && k.due.IsZero() {
 			delete(d.keys, name)
 		}
-	}
-
-	if d.nodeSync && ctx.Err() == nil {
-		d.nodeSync = false
-		d.syncNodes(ctx, names, nodes)
 	}
 
 	wait := d.cfg.Resync
