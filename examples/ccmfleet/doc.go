@@ -67,13 +67,14 @@
 //     with UpdateStatus; the controller sends a strategic merge patch of
 //     the status subresource, with no precondition. An Update that
 //     conflicts is an error backed off like any other.
-//   - Node sync runs in the driver's one goroutine, after the Services
-//     due at the same listing, where the controller's node worker runs
-//     beside its service workers (so the Balancer is never called for one
-//     Service twice at once, and its "another call is changing" RetryError
-//     never arises); node changes are seen at the next listing, up to
-//     Resync late. No events are recorded; one worker; the serviceCache's
-//     data race is not reproduced.
+//   - Node sync runs in the driver's one goroutine, before the Services
+//     due at the same listing (as the node worker, acting at once on its
+//     informer's event, may run before them), where the controller's node
+//     worker runs beside its service workers (so the Balancer is never
+//     called for one Service twice at once, and its "another call is
+//     changing" RetryError never arises); node changes are seen at the
+//     next listing, up to Resync late. No events are recorded; one worker;
+//     the serviceCache's data race is not reproduced.
 //   - It is not a process: the fleet runs one Driver per leader term, as
 //     a cloud-controller-manager that exits when its term ends would, but
 //     the Balancer lives across the replica's terms.
@@ -139,22 +140,20 @@
 // handed over winning its Lease again at the same instant, again and
 // again: RequestBudget (41 requests at one instant), or TermChurn first
 // under -race. lbrecon-first-listing (a creation confirmed at the first
-// listing that shows it) is found by none, with node churn and node sync
-// as well: patched, seeds 1 to 12 passed (10 to 12.5 minutes simulated),
-// and so did seeds 1 to 8 with node edits five times as often; before
-// node sync, seeds 1 to 8 made no duplicate at all, nor did seeds 1 to 6
-// with lost answers and failed creations three times as likely. Node sync
-// does make the Balancer act between its own calls (UpdateLoadBalancer at
-// a node change, then, when that is not converged, EnsureLoadBalancer at
-// once), but each such call comes either past the lag of the Balancer's
-// last creation or at the instant of it (the Service a failed
-// UpdateLoadBalancer queued is processed a millisecond later, when no
-// replica shows the creation yet). The Balancer lists again one declared
-// lag after its writes, when every replica shows them, and sooner only
-// while a creation's outcome is unknown, when its intent, not an ack,
-// holds the name; what the defect needs, a listing within the lag that
-// shows an object and a later one within the lag that does not, with
-// nothing else in the reconciler's memory holding the name, did not occur
-// (lbrecon's TestReplicaListings calls every 300 ms). TestFleetKnownDefects
+// listing that shows it) is found by none of the CI seeds; of seeds 1 to
+// 20, patched, by seed 5 alone, at 7m9s: a node labelled out of the load
+// balancers comes back 1.4 s after the leader's EnsureLoadBalancer
+// created a Service's bind; at the next listing (as the timeline reads)
+// the node sync's
+// UpdateLoadBalancer lists a replica that shows the bind (the patched
+// reconciler forgets its ack there) and, at the same instant, the
+// Service's own retry lists one that does not yet, and creates the bind
+// again within the lag. Without node sync, seeds 1 to 8 made no duplicate
+// at all, nor did seeds 1 to 6 with lost answers and failed creations
+// three times as likely: the Balancer lists again one declared lag after
+// its writes, when every replica shows them, and sooner only while a
+// creation's outcome is unknown, when its intent, not an ack, holds the
+// name. With node sync after the Services due at the same listing, seeds
+// 1 to 12 found nothing. TestFleetKnownDefects
 // keeps a seed that finds an open defect.
 package ccmfleet
