@@ -144,8 +144,7 @@
 // 20, patched, by seed 5 alone, at 7m9s: a node labelled out of the load
 // balancers comes back 1.4 s after the leader's EnsureLoadBalancer
 // created a Service's bind; at the next listing (as the timeline reads)
-// the node sync's
-// UpdateLoadBalancer lists a replica that shows the bind (the patched
+// the node sync's UpdateLoadBalancer lists a replica that shows the bind (the patched
 // reconciler forgets its ack there) and, at the same instant, the
 // Service's own retry lists one that does not yet, and creates the bind
 // again within the lag. Without node sync, seeds 1 to 8 made no duplicate
@@ -154,6 +153,6 @@
 // its writes, when every replica shows them, and sooner only while a
 // creation's outcome is unknown, when its intent, not an ack, holds the
 // name. With node sync after the Services due at the same listing, seeds
-// 1 to 12 found nothing. TestFleetKnownDefects
-// keeps a seed that finds an open defect.
+// 1 to 12 found nothing. TestFleetKnownDefects keeps a seed that finds an
+// open defect.
 package ccmfleet
