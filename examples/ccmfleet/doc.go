@@ -37,7 +37,22 @@
 //     (processServiceDeletion, processLoadBalancerDelete).
 //   - Nodes: every Node not being deleted, not labelled
 //     node.kubernetes.io/exclude-from-external-load-balancers, and not
-//     tainted ToBeDeletedByClusterAutoscaler (stableNodeSetPredicates).
+//     tainted ToBeDeletedByClusterAutoscaler (stableNodeSetPredicates);
+//     readiness is none of them, so a NotReady node stays a target.
+//   - Node sync (nodeSyncLoop's successor in v0.37.1: the node informer's
+//     handlers, processNextNodeItem, syncNodes, nodeSyncService): a node
+//     added or removed, or updated so that its exclusion label's verdict
+//     or its providerID changes (shouldSyncUpdatedNode), queues a node
+//     sync; a node turning Ready or NotReady does not, and neither does
+//     the informer's periodic resync (100 s), whose updates carry no
+//     change. A node sync gives every Service of the serviceCache that
+//     wants a load balancer, whose stable nodes differ by name or
+//     providerID from the ones it was last given (nodesSufficientlyEqual,
+//     lastSyncedNodes, stored before the call and by EnsureLoadBalancer
+//     too), an UpdateLoadBalancer call; when that fails and
+//     GetLoadBalancer does not answer "not exists", the Service's key is
+//     queued at once, with no backoff (TestNodeSync,
+//     TestFailedNodeSyncQueuesTheService, TestNodeChurnDoesNotSpin).
 //
 // # Where it differs (its fidelity's limits)
 //
@@ -52,9 +67,14 @@
 //     with UpdateStatus; the controller sends a strategic merge patch of
 //     the status subresource, with no precondition. An Update that
 //     conflicts is an error backed off like any other.
-//   - No node sync: UpdateLoadBalancer is never called (the fleet's Nodes
-//     do not change); no events are recorded; one worker; the
-//     serviceCache's data race is not reproduced.
+//   - Node sync runs in the driver's one goroutine, before the Services
+//     due at the same listing (as the node worker, acting at once on its
+//     informer's event, may run before them), where the controller's node
+//     worker runs beside its service workers (so the Balancer is never
+//     called for one Service twice at once, and its "another call is
+//     changing" RetryError never arises); node changes are seen at the
+//     next listing, up to Resync late. No events are recorded; one worker;
+//     the serviceCache's data race is not reproduced.
 //   - It is not a process: the fleet runs one Driver per leader term, as
 //     a cloud-controller-manager that exits when its term ends would, but
 //     the Balancer lives across the replica's terms.
@@ -74,7 +94,11 @@
 // Services of type LoadBalancer; the nemesis crashes and partitions the
 // replicas, restarts the apiserver, fails and loses provider answers,
 // causes outages and 429 bursts, deletes Services and changes their type,
-// and an operator turns one Service to ClusterIP for good; partitions
+// and an operator turns one Service to ClusterIP for good; node churn, as
+// operator edits at times drawn from the seed (nodes_test.go), adds a
+// node and removes it, removes one and brings it back, flaps one NotReady
+// and labels one out of the load balancers, each undone 20 s to 2 min
+// later, each as often as the ClusterIP edit; partitions
 // from the provider and outages come twice as often as by default. A
 // leader probes its provider every 10 s and, once every probe of its term
 // has failed for 30 s (a 429 is an answer, not a failure), hands its
@@ -106,24 +130,29 @@
 // converges sooner ends sooner. The nemesis leaves out namespace
 // deletion.
 //
-// Its CI seeds (1, 2, 3) run in about 8 s of test time under -race; each
+// Its CI seeds (1, 2, 3) run in about 6 s of test time under -race; each
 // reaches convergence at the end of its 10 minutes of faults. What they
 // find of cmd/defects' patches (go run ./cmd/defects -baseline -pkg
 // ./examples/ccmfleet -run '^TestFleet$'): ccm-cleanup-spec (cleanup that
 // maps the Service's spec) by all three, Converges at the end of the
 // quiet period (2h50m: see above); election-resign-spin (no pause after
-// a resigned term) by all three, at 1m35s, 2m53s and 7m26s, a replica that
+// a resigned term) by all three, at 1m41s, 5m22s and 2m51s, a replica that
 // handed over winning its Lease again at the same instant, again and
 // again: RequestBudget (41 requests at one instant), or TermChurn first
-// under -race. lbrecon-first-listing (a creation
-// confirmed at the first listing that shows it) is found by none: patched,
-// seeds 1 to 8 made no duplicate at all, not even for an instant (NoDuplicate
-// notes each one it sees), nor did seeds 1 to 6 with lost answers and failed
-// creations three times as likely. The Balancer lists again one declared
-// lag after its writes, when every replica shows them, and sooner only
-// while a creation's outcome is unknown; what the defect needs, a listing
-// that shows an object and a later one within its lag that does not, with
-// nothing else in the reconciler's memory holding the name, did not occur
-// (lbrecon's TestReplicaListings calls every 300 ms). TestFleetKnownDefects keeps a seed that finds an
+// under -race. lbrecon-first-listing (a creation confirmed at the first
+// listing that shows it) is found by none of the CI seeds; of seeds 1 to
+// 20, patched, by seed 5 alone, at 7m9s: a node labelled out of the load
+// balancers comes back 1.4 s after the leader's EnsureLoadBalancer
+// created a Service's bind; at the next listing (as the timeline reads)
+// the node sync's UpdateLoadBalancer lists a replica that shows the bind (the patched
+// reconciler forgets its ack there) and, at the same instant, the
+// Service's own retry lists one that does not yet, and creates the bind
+// again within the lag. Without node sync, seeds 1 to 8 made no duplicate
+// at all, nor did seeds 1 to 6 with lost answers and failed creations
+// three times as likely: the Balancer lists again one declared lag after
+// its writes, when every replica shows them, and sooner only while a
+// creation's outcome is unknown, when its intent, not an ack, holds the
+// name. With node sync after the Services due at the same listing, seeds
+// 1 to 12 found nothing. TestFleetKnownDefects keeps a seed that finds an
 // open defect.
 package ccmfleet

@@ -59,6 +59,16 @@ type Driver struct {
 	cfg Config
 	// keys is the state of every Service key seen in this process.
 	keys map[string]*key
+	// nodes is the node informer's last view, by name.
+	nodes map[string]*v1.Node
+	// nodeSync is whether the node queue holds a key: a node was added or
+	// removed, or changed in a way shouldSyncUpdatedNode names, since the
+	// last node sync.
+	nodeSync bool
+	// lastSynced is the controller's lastSyncedNodes: by Service key, the
+	// nodes its load balancer was last given (by EnsureLoadBalancer or a
+	// node sync), stored before the call, whatever its outcome.
+	lastSynced map[string][]*v1.Node
 }
 
 // key is one Service key's state: the informer's last view of it, the
@@ -87,7 +97,7 @@ func New(cfg Config) (*Driver, error) {
 	if cfg.Resync == 0 {
 		cfg.Resync = 5 * time.Second
 	}
-	return &Driver{cfg: cfg, keys: map[string]*key{}}, nil
+	return &Driver{cfg: cfg, keys: map[string]*key{}, nodes: map[string]*v1.Node{}, lastSynced: map[string][]*v1.Node{}}, nil
 }
 
 // Run syncs until ctx ends, then returns nil. A failed listing is retried
@@ -154,9 +164,26 @@ func (d *Driver) Sync(ctx context.Context) (time.Duration, error) {
 		}
 	}
 	var nodes []*v1.Node
+	seenNodes := map[string]bool{}
 	for i := range nodeList.Items {
-		if n := &nodeList.Items[i]; stableNode(n) {
+		n := &nodeList.Items[i]
+		seenNodes[n.Name] = true
+		old, ok := d.nodes[n.Name]
+		switch {
+		case !ok: // an add
+			d.nodeSync = true
+		case old.ResourceVersion != n.ResourceVersion && shouldSyncUpdatedNode(old, n): // an update
+			d.nodeSync = true
+		}
+		d.nodes[n.Name] = n
+		if stableNode(n) {
 			nodes = append(nodes, n)
+		}
+	}
+	for name := range d.nodes {
+		if !seenNodes[name] { // a delete
+			delete(d.nodes, name)
+			d.nodeSync = true
 		}
 	}
 
@@ -165,6 +192,14 @@ func (d *Driver) Sync(ctx context.Context) (time.Duration, error) {
 		names = append(names, name)
 	}
 	slices.Sort(names)
+	// The node worker runs beside the service workers upstream, and acts
+	// as soon as its informer delivers a node's change: before the
+	// Services due at the same listing.
+	if d.nodeSync && ctx.Err() == nil {
+		d.nodeSync = false
+		d.syncNodes(ctx, names, nodes)
+	}
+
 	for _, name := range names {
 		k := d.keys[name]
 		if k.due.IsZero() || k.due.After(now) || ctx.Err() != nil {
@@ -273,6 +308,7 @@ func (d *Driver) syncLoadBalancerIfNeeded(ctx context.Context, svc *v1.Service, 
 		if svc, err = d.setFinalizer(ctx, svc, true); err != nil {
 			return false, fmt.Errorf("failed to add load balancer cleanup finalizer: %v", err)
 		}
+		d.lastSynced[svc.Namespace+"/"+svc.Name] = nodes
 		status, err = d.cfg.Balancer.EnsureLoadBalancer(ctx, d.cfg.ClusterName, svc, nodes)
 		if errors.Is(err, cloudprovider.ImplementedElsewhere) {
 			return false, nil
@@ -362,16 +398,83 @@ func portsEqual(x, y []v1.ServicePort) bool {
 	})
 }
 
+// syncNodes is the controller's node worker for one key of its node
+// queue (syncNodes, updateLoadBalancerHosts, nodeSyncService): for every
+// Service in the serviceCache that wants a load balancer, in the order of
+// names, when the stable nodes differ from the last it was given (by name
+// and providerID, nodesSufficientlyEqual), UpdateLoadBalancer with them;
+// when that fails and GetLoadBalancer does not answer "not exists", the
+// Service's key is queued at once (serviceQueue.Add, not rate-limited).
+// The nodes are stored as the Service's last synced before the call.
+func (d *Driver) syncNodes(ctx context.Context, names []string, nodes []*v1.Node) {
+	log := logr.FromContextOrDiscard(ctx)
+	for _, name := range names {
+		k := d.keys[name]
+		if k == nil || k.cached == nil || !wantsLoadBalancer(k.cached) || ctx.Err() != nil {
+			continue
+		}
+		old := d.lastSynced[name]
+		d.lastSynced[name] = nodes
+		if nodesSufficientlyEqual(old, nodes) {
+			continue
+		}
+		err := d.cfg.Balancer.UpdateLoadBalancer(ctx, d.cfg.ClusterName, k.cached, nodes)
+		if err == nil || errors.Is(err, cloudprovider.ImplementedElsewhere) {
+			continue
+		}
+		if _, exists, gerr := d.cfg.Balancer.GetLoadBalancer(ctx, d.cfg.ClusterName, k.cached); gerr == nil && !exists {
+			continue
+		}
+		log.V(1).Info("node sync failed; queueing the service", "service", name, "error", err.Error())
+		if now := d.cfg.Clock.Now(); k.due.IsZero() || k.due.After(now) {
+			k.due = now
+		}
+	}
+}
+
+// shouldSyncUpdatedNode is the controller's: a node's update queues a node
+// sync only when it changes whether the node is excluded by label, or its
+// providerID. Readiness is none of the controller's predicates since
+// Kubernetes 1.27: a node turning NotReady keeps its load balancer targets.
+func shouldSyncUpdatedNode(old, cur *v1.Node) bool {
+	return nodeIncluded(old) != nodeIncluded(cur) || old.Spec.ProviderID != cur.Spec.ProviderID
+}
+
+// nodesSufficientlyEqual is the controller's: the same names, each with the
+// same providerID.
+func nodesSufficientlyEqual(x, y []*v1.Node) bool {
+	if len(x) != len(y) {
+		return false
+	}
+	m := make(map[string]string, len(x))
+	for _, n := range x {
+		m[n.Name] = n.Spec.ProviderID
+	}
+	for _, n := range y {
+		if id, ok := m[n.Name]; !ok || id != n.Spec.ProviderID {
+			return false
+		}
+	}
+	return true
+}
+
+// nodeIncluded is the controller's nodeIncludedPredicate.
+func nodeIncluded(n *v1.Node) bool {
+	if v, ok := n.Labels[v1.LabelNodeExcludeBalancers]; ok {
+		b, err := strconv.ParseBool(v)
+		return err == nil && !b
+	}
+	return true
+}
+
 // stableNode is the controller's stableNodeSetPredicates: not being
 // deleted, not excluded by label, not tainted for deletion.
 func stableNode(n *v1.Node) bool {
 	if !n.DeletionTimestamp.IsZero() {
 		return false
 	}
-	if v, ok := n.Labels[v1.LabelNodeExcludeBalancers]; ok {
-		if b, err := strconv.ParseBool(v); err != nil || b {
-			return false
-		}
+	if !nodeIncluded(n) {
+		return false
 	}
 	return !slices.ContainsFunc(n.Spec.Taints, func(t v1.Taint) bool { return t.Key == toBeDeletedTaint })
 }

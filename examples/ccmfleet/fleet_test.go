@@ -345,9 +345,10 @@ const quiet = 2*time.Hour + 40*time.Minute
 // on no load balancer).
 func fleetConfig(observer *atomic.Pointer[kubefake.Client]) fleetsim.Config {
 	n := fleetsim.Nemesis{Every: 20 * time.Second,
-		Edits: []fleetsim.Edit{{Name: "Service api -> ClusterIP for good", Do: toClusterIP}}}
+		Edits: append([]fleetsim.Edit{{Name: "Service api -> ClusterIP for good", Do: toClusterIP}}, nodeChurn()...)}
 	n.Weights = fleetsim.DefaultWeights()
-	n.Weights[fleetsim.OperatorEdit] = 2
+	// Each edit as often as the one edit was before node churn: 2.
+	n.Weights[fleetsim.OperatorEdit] = 2 * len(n.Edits)
 	n.Weights[fleetsim.ServiceChange] = 3
 	// A CCM's main adversity is its cloud's API: partitions from it and
 	// outages twice as often as by default, so that leaders hand over.
