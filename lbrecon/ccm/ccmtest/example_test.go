@@ -94,8 +94,10 @@ func cloudControllerManager(ctx context.Context) error {
 		ctrl    *ccmtest.Controller
 	}
 	campaign := func(name string) (*replica, error) {
+		// Short terms, for a quick failover, yet a renewal may take seconds
+		// on a loaded machine without ending the term.
 		el, err := lease.New(lease.Config{Client: cs, Namespace: "kube-system", Name: "cloud-controller-manager", Identity: name,
-			LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 500 * time.Millisecond})
+			LeaseDuration: 8 * time.Second, RenewDeadline: 6 * time.Second, RetryPeriod: time.Second})
 		if err != nil {
 			return nil, err
 		}
