@@ -2,13 +2,10 @@ package fleetsim
 
 import (
 	"flag"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"testing/synctest"
-	"time"
 )
 
 // The flags of Test. They are read, never written, by this package.
@@ -25,38 +22,11 @@ var (
 // -fleetsim.count=K the K seeds from N on (cmd/soak uses them);
 // -fleetsim.timeline=DIR writes each failed run's whole timeline to
 // DIR/<test>-seed-N.timeline. Each run ends with a log line
-// "fleetsim-run seed=N ..." giving its simulated and agent time.
+// "fleetsim-run seed=N ..." giving its simulated and agent time. It is
+// [TestWatched] with no host checks.
 func Test(t *testing.T, cfg Config, seeds ...uint64) {
 	t.Helper()
-	if *seedFlag != 0 || *countFlag != 0 {
-		seeds = nil
-		for i := range max(1, *countFlag) {
-			seeds = append(seeds, max(1, *seedFlag)+uint64(i))
-		}
-	}
-	if len(seeds) == 0 {
-		seeds = []uint64{1}
-	}
-	if cfg.Start.IsZero() {
-		cfg.Start = time.Now().UTC().Truncate(24 * time.Hour)
-	}
-	for _, seed := range seeds {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				c := cfg
-				c.Seed = seed
-				r := Simulate(t.Context(), c)
-				t.Logf("fleetsim-run seed=%d events=%d simulated=%s agent-hours=%.3f requests=%d violated=%v", seed,
-					r.Events, r.Simulated.Round(time.Second), r.AgentTime.Hours(), r.Requests, len(r.Violations) > 0)
-				if err := r.Err(); err != nil {
-					if *timelineFlag != "" {
-						writeTimeline(t, r)
-					}
-					t.Fatal(err)
-				}
-			})
-		})
-	}
+	TestWatched(t, cfg, nil, seeds...)
 }
 
 // Seeded reports whether the seeds were given on the command line
