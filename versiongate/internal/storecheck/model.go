@@ -997,14 +997,19 @@ func narrow(ops []porcupine.Operation) ([]porcupine.Operation, bool) {
 				}
 				before(i, d)
 			}
-			// So is a batch that shows it deleted: the batch removes the
-			// record (of known revision, the publish's), and nothing
-			// makes it again. Keep-alives of records that batches showed
-			// deleted, placed after them, left a joiners history of 524
-			// operations on the Kubernetes store undecided for minutes
+			// So is a batch that shows it deleted at the publish's
+			// revision or later: the batch follows the publish (by
+			// revision), removes the record (of known revision, the
+			// publish's), and nothing makes it again. A batch below the
+			// publish's revision shows an earlier record of the ID
+			// deleted, and may come before the publish
+			// (TestEarlierRecordDeletedBeforePublish). Keep-alives of
+			// records that batches showed deleted, placed after them,
+			// left a joiners history of 524 operations on the
+			// Kubernetes store undecided for minutes
 			// (testdata/joiners-keepalives.json).
 			for _, g := range pd.gone {
-				if g == i {
+				if g == i || ops[g].Output.(Output).Rev < pout.Rev {
 					continue
 				}
 				before(i, g)

@@ -538,3 +538,21 @@ func TestKeepAlivesDecided(t *testing.T) {
 	require.True(t, moved, "a keep-alive of a record a batch shows deleted")
 	require.Equal(t, porcupine.Illegal, verify(t, late))
 }
+
+// A watch's batch that shows a record of an ID deleted below the
+// revision of that ID's only publish shows an earlier record deleted (one
+// made before the history began): it may come before the publish, and a
+// keep-alive of the new record after it is no violation.
+func TestEarlierRecordDeletedBeforePublish(t *testing.T) {
+	op := func(client int, call, ret time.Duration, in storecheck.Input, out storecheck.Output) storecheck.Op {
+		return storecheck.Op{Client: client, Input: in, Output: out, Call: call, Return: ret}
+	}
+	h := []storecheck.Op{
+		op(1, 0, 1, storecheck.Input{Kind: storecheck.KindList}, storecheck.Output{Outcome: storecheck.OK, Rev: 5}),
+		op(2, 0, 3, storecheck.Input{Kind: storecheck.KindRecordsEvent, Watch: 1, From: 5},
+			storecheck.Output{Outcome: storecheck.OK, Rev: 6, Records: []versiongate.Record{{ID: "x"}}}),
+		op(3, 4, 5, storecheck.Input{Kind: storecheck.KindPublish, ID: "x", Value: "v"}, storecheck.Output{Outcome: storecheck.OK, Rev: 7, Lease: 1}),
+		op(3, 6, 7, storecheck.Input{Kind: storecheck.KindKeepAlive, ID: "x", Lease: 1}, storecheck.Output{Outcome: storecheck.OK}),
+	}
+	require.Equal(t, porcupine.Ok, verify(t, h))
+}
