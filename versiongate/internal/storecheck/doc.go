@@ -149,10 +149,12 @@
 // Before porcupine searches, the intervals of the operations that report
 // a revision are narrowed to the order the model imposes on them
 // (publishes, listings, reads and watch events by revision; a record published once
-// shown only before its delete), so that the search tries them in that
-// order rather than backtracking over every ordering of the operations
-// around them (TestManyConcurrentJoinersDecided, TestJoinersReadsDecided). No linearization the model accepts
-// is lost. Open publishes are counted pending, not placed: an apiserver
+// shown only before its delete and before any watch batch that shows it
+// deleted), each order narrowing the others until none narrows more, so
+// that the search tries them in that order rather than backtracking over
+// every ordering of the operations around them
+// (TestManyConcurrentJoinersDecided, TestJoinersReadsDecided,
+// TestKeepAlivesDecided). No linearization the model accepts is lost. Open publishes are counted pending, not placed: an apiserver
 // restart leaves dozens open, and the search tried each at every step
 // after its call (TestOpenPublishesDecided). Status events that show one
 // status at one revision (each waiting node's watch delivers every

@@ -494,3 +494,65 @@ func TestTentativeValueWrittenAgain(t *testing.T) {
 	}
 	require.Equal(t, porcupine.Ok, verify(t, h))
 }
+
+// A history of 524 operations on the Kubernetes store (joiners racing a
+// restrict, each joiner's record kept alive by its heartbeat and watched
+// by every other joiner) is decided at once: keep-alives of records that
+// watches' batches showed deleted are placed before those batches (see
+// narrow). Before, the search tried such batches before the keep-alives
+// and found the keep-alives out of place only after every order of the
+// operations in between: undecided after 240 s. Moved after a batch that
+// showed its record deleted, a keep-alive is refused.
+func TestKeepAlivesDecided(t *testing.T) {
+	if testing.Short() {
+		t.Skip("checks a history of 524 operations in a child process; skipped under -short")
+	}
+	b, err := os.ReadFile("testdata/joiners-keepalives.json")
+	require.NoError(t, err)
+	var req storecheck.ChildRequest
+	require.NoError(t, json.Unmarshal(b, &req))
+	start := time.Now()
+	require.Equal(t, porcupine.Ok, verify(t, req.History))
+	t.Logf("%d operations decided in %v", len(req.History), time.Since(start))
+
+	// The last keep-alive of a record that a batch shows deleted, moved
+	// just after that batch was delivered.
+	late := slices.Clone(req.History)
+	moved := false
+	for i := len(late) - 1; i >= 0 && !moved; i-- {
+		ka := late[i]
+		if ka.Input.Kind != storecheck.KindKeepAlive || ka.Output.Outcome != storecheck.OK {
+			continue
+		}
+		for _, o := range late {
+			if o.Input.Kind != storecheck.KindRecordsEvent || o.Return < ka.Return {
+				continue
+			}
+			if slices.ContainsFunc(o.Output.Records, func(r versiongate.Record) bool { return r.ID == ka.Input.ID && r.Value == nil }) {
+				ka.Call, ka.Return = o.Return+1, o.Return+2
+				late[i], moved = ka, true
+				break
+			}
+		}
+	}
+	require.True(t, moved, "a keep-alive of a record a batch shows deleted")
+	require.Equal(t, porcupine.Illegal, verify(t, late))
+}
+
+// A watch's batch that shows a record of an ID deleted below the
+// revision of that ID's only publish shows an earlier record deleted (one
+// made before the history began): it may come before the publish, and a
+// keep-alive of the new record after it is no violation.
+func TestEarlierRecordDeletedBeforePublish(t *testing.T) {
+	op := func(client int, call, ret time.Duration, in storecheck.Input, out storecheck.Output) storecheck.Op {
+		return storecheck.Op{Client: client, Input: in, Output: out, Call: call, Return: ret}
+	}
+	h := []storecheck.Op{
+		op(1, 0, 1, storecheck.Input{Kind: storecheck.KindList}, storecheck.Output{Outcome: storecheck.OK, Rev: 5}),
+		op(2, 0, 3, storecheck.Input{Kind: storecheck.KindRecordsEvent, Watch: 1, From: 5},
+			storecheck.Output{Outcome: storecheck.OK, Rev: 6, Records: []versiongate.Record{{ID: "x"}}}),
+		op(3, 4, 5, storecheck.Input{Kind: storecheck.KindPublish, ID: "x", Value: "v"}, storecheck.Output{Outcome: storecheck.OK, Rev: 7, Lease: 1}),
+		op(3, 6, 7, storecheck.Input{Kind: storecheck.KindKeepAlive, ID: "x", Lease: 1}, storecheck.Output{Outcome: storecheck.OK}),
+	}
+	require.Equal(t, porcupine.Ok, verify(t, h))
+}
