@@ -153,7 +153,7 @@ func TestProvisionedServiceUnderTheRealController(t *testing.T) {
 	cs := kubernetes.NewForConfigOrDie(a.Config())
 	ctx, fail := context.WithCancelCause(t.Context())
 	defer fail(nil)
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, 12*time.Minute)
 	defer cancel()
 	svcs := cs.CoreV1().Services("default")
 
@@ -206,7 +206,7 @@ func TestProvisionedServiceUnderTheRealController(t *testing.T) {
 			defer seenMu.Unlock()
 			return append(append([]string(nil), seenBad...), pub.violations()...)
 		}
-		waitFor(t, ctx, eng, stepTimeout, bad, what, func() error {
+		waitFor(t, ctx, eng, cleanupTimeout, bad, what, func() error {
 			if cond() {
 				return nil
 			}
