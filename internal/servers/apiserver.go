@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -47,7 +48,7 @@ type APIServer struct {
 
 // StartAPIServer starts an etcd and a kube-apiserver on it, and waits until
 // /readyz answers ok.
-func StartAPIServer(ctx context.Context, opts APIServerOptions) (a *APIServer, err error) {
+func StartAPIServer(ctx context.Context, opts APIServerOptions) (*APIServer, error) {
 	if opts.Binaries.Etcd == "" || opts.Binaries.KubeAPIServer == "" {
 		return nil, fmt.Errorf("servers: StartAPIServer needs both binaries (see Build)")
 	}
@@ -59,45 +60,67 @@ func StartAPIServer(ctx context.Context, opts APIServerOptions) (a *APIServer, e
 	if err != nil {
 		return nil, err
 	}
-	a = &APIServer{dir: dir, bin: opts.Binaries.KubeAPIServer, timeout: timeout, log: newLogBuffer(256 << 10)}
-	defer func() {
-		if err != nil {
-			a.Close()
-		}
-	}()
-	a.Etcd, err = StartEtcd(ctx, EtcdOptions{Binary: opts.Binaries.Etcd, Dir: filepath.Join(dir, "etcd")})
-	if err != nil {
-		return nil, err
-	}
-	if err := a.writeCredentials(); err != nil {
-		return nil, err
-	}
-	ports, err := freePorts(1)
-	if err != nil {
-		return nil, err
-	}
-	a.port = ports[0]
-	a.args = append([]string{
-		"--etcd-servers", strings.Join(a.Etcd.Endpoints(), ","),
-		"--bind-address", "127.0.0.1",
-		"--advertise-address", "127.0.0.1",
-		"--secure-port", fmt.Sprint(a.port),
-		"--cert-dir", filepath.Join(dir, "certs"),
-		"--token-auth-file", filepath.Join(dir, "tokens.csv"),
-		"--authorization-mode", "AlwaysAllow",
-		"--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file", filepath.Join(dir, "sa.pub"),
-		"--service-account-signing-key-file", filepath.Join(dir, "sa.key"),
-		"--service-cluster-ip-range", "10.0.0.0/24",
-		// 1.37 refuses a loopback advertise address for the default
-		// endpoint reconciler; tests need no kubernetes Service endpoints.
-		"--endpoint-reconciler-type", "none",
-		"--enable-priority-and-fairness=false",
-	}, opts.ExtraArgs...)
-	if err := a.start(ctx); err != nil {
+	a := &APIServer{dir: dir, bin: opts.Binaries.KubeAPIServer, timeout: timeout, log: newLogBuffer(256 << 10)}
+	if err := a.startAll(ctx, opts); err != nil {
+		// a is not returned, so the partial start is undone here (a
+		// deferred Close on a named result would see it already nil).
+		a.Close()
 		return nil, err
 	}
 	return a, nil
+}
+
+// startAPIServerAttempts is how many ports StartAPIServer tries: a free
+// port found by listening may be taken by another process before the
+// apiserver binds it.
+const startAPIServerAttempts = 3
+
+// startAll starts a's etcd, writes its credentials and starts the
+// apiserver, on a new port after a start that failed while ctx lasts.
+func (a *APIServer) startAll(ctx context.Context, opts APIServerOptions) error {
+	var err error
+	a.Etcd, err = StartEtcd(ctx, EtcdOptions{Binary: opts.Binaries.Etcd, Dir: filepath.Join(a.dir, "etcd")})
+	if err != nil {
+		return err
+	}
+	if err := a.writeCredentials(); err != nil {
+		return err
+	}
+	var errs []error
+	for range startAPIServerAttempts {
+		ports, err := freePorts(1)
+		if err != nil {
+			return err
+		}
+		a.port = ports[0]
+		a.args = append([]string{
+			"--etcd-servers", strings.Join(a.Etcd.Endpoints(), ","),
+			"--bind-address", "127.0.0.1",
+			"--advertise-address", "127.0.0.1",
+			"--secure-port", fmt.Sprint(a.port),
+			"--cert-dir", filepath.Join(a.dir, "certs"),
+			"--token-auth-file", filepath.Join(a.dir, "tokens.csv"),
+			"--authorization-mode", "AlwaysAllow",
+			"--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
+			"--service-account-key-file", filepath.Join(a.dir, "sa.pub"),
+			"--service-account-signing-key-file", filepath.Join(a.dir, "sa.key"),
+			"--service-cluster-ip-range", "10.0.0.0/24",
+			// 1.37 refuses a loopback advertise address for the default
+			// endpoint reconciler; tests need no kubernetes Service endpoints.
+			"--endpoint-reconciler-type", "none",
+			"--enable-priority-and-fairness=false",
+		}, opts.ExtraArgs...)
+		err = a.start(ctx)
+		if err == nil {
+			return nil
+		}
+		errs = append(errs, fmt.Errorf("port %d: %w", a.port, err))
+		a.Kill()
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return fmt.Errorf("servers: starting kube-apiserver: %w", errors.Join(errs...))
 }
 
 // writeCredentials writes the admin token file and a service-account key
