@@ -89,9 +89,12 @@ func (c *etcdCoordination) newClient(endpoints []string) (*clientv3.Client, erro
 // crash would.
 func (c *etcdCoordination) join(name string, h hooks, events election.EventRecorder) (m *member, err error) {
 	m = &member{}
+	// A return sets the named result to nil before this runs: close
+	// what was started through a copy.
+	started := m
 	defer func() {
 		if err != nil {
-			_ = m.close()
+			_ = started.close()
 		}
 	}()
 	var eps []string

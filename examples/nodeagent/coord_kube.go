@@ -82,9 +82,12 @@ func (c *kubeCoordination) store(kube kubernetes.Interface) (*kubestore.Store, e
 
 func (c *kubeCoordination) join(name string, h hooks, events election.EventRecorder) (m *member, err error) {
 	m = &member{}
+	// A return sets the named result to nil before this runs: close
+	// what was started through a copy.
+	started := m
 	defer func() {
 		if err != nil {
-			closeLinks(m.links)
+			closeLinks(started.links)
 		}
 	}()
 	cfg, links, err := proxiedConfig(c.cfg)

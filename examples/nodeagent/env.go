@@ -72,9 +72,12 @@ type env struct {
 // everything made so far is undone.
 func newEnv(ctx context.Context, opts options, log logr.Logger, say func(string, ...any)) (e *env, err error) {
 	e = &env{opts: opts, log: log, say: say, ops: newOps(), changes: make(chan struct{}, 1), agents: make([]*agent, opts.agents)}
+	// A return sets the named result to nil before this runs: close
+	// what was started through a copy.
+	started := e
 	defer func() {
 		if err != nil {
-			e.close()
+			started.close()
 		}
 	}()
 

@@ -35,9 +35,12 @@ func startLocal(ctx context.Context, withEtcd, withKube bool, say func(string, .
 	if !withEtcd && !withKube {
 		return l, nil
 	}
+	// A return sets the named result to nil before this runs: close
+	// what was started through a copy.
+	started := l
 	defer func() {
 		if err != nil {
-			_ = l.close()
+			_ = started.close()
 		}
 	}()
 	bins, err := servers.Build(ctx, servers.BuildOptions{SkipAPIServer: !withKube, Logf: func(format string, args ...any) {

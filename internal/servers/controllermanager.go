@@ -80,9 +80,12 @@ func StartControllerManager(ctx context.Context, opts ControllerManagerOptions) 
 		return nil, err
 	}
 	m = &ControllerManager{dir: dir, bin: opts.Binary, timeout: timeout, log: newLogBuffer(256 << 10)}
+	// A return sets the named result to nil before this runs: close
+	// what was started through a copy.
+	started := m
 	defer func() {
 		if err != nil {
-			m.Close()
+			started.Close()
 		}
 	}()
 	kubeconfig := filepath.Join(dir, "kubeconfig")
