@@ -54,13 +54,7 @@ func TestFenceAheadOfLiveTermIsReportedOnce(t *testing.T) {
 	}
 	// Each refused term ends; the gate pauses on its clock and campaigns
 	// again, with the next token, until token 5 passes the fence.
-	for range 20 {
-		if n.gate.Phase() == versiongate.PhaseDone {
-			break
-		}
-		stepWhenWaiting(t, c.clock, time.Minute)
-	}
-	require.NoError(t, versiongatetest.WaitPhase(ctx, n.gate, versiongate.PhaseDone))
+	stepUntil(t, c.clock, time.Minute, "phase Done", func() bool { return n.gate.Phase() == versiongate.PhaseDone })
 	require.Equal(t, uint64(5), n.rec.reconciled()[0], "the first term to reconcile is the first past the fence")
 	require.Len(t, events.messages(), 1, "reported once, not at every refused term: %q", events.messages())
 
@@ -68,13 +62,7 @@ func TestFenceAheadOfLiveTermIsReportedOnce(t *testing.T) {
 	require.NoError(t, c.store.Fence(ctx, versiongatetest.NewTerm("earlier-fleet", 9)))
 	require.True(t, n.cand.Kill())
 	// The gate pauses on its clock after the term, then campaigns again.
-	for range 20 {
-		if len(events.messages()) == 2 {
-			break
-		}
-		stepWhenWaiting(t, c.clock, time.Second)
-	}
-	require.NoError(t, versiongatetest.Wait(ctx, "a second FencedOff warning", func() bool { return len(events.messages()) == 2 }, nil))
+	stepUntil(t, c.clock, time.Second, "a second FencedOff warning", func() bool { return len(events.messages()) == 2 })
 	require.True(t, strings.Contains(events.messages()[1], "holds token 9"), events.messages()[1])
 
 	// Cleared as the warning says, the next term leads.
@@ -83,12 +71,6 @@ func TestFenceAheadOfLiveTermIsReportedOnce(t *testing.T) {
 		r := n.rec.reconciled()
 		return r[len(r)-1] > 6
 	}
-	for range 20 {
-		if newTerm() {
-			break
-		}
-		stepWhenWaiting(t, c.clock, time.Minute)
-	}
-	require.NoError(t, versiongatetest.Wait(ctx, "a term after the fence was cleared", newTerm, nil))
+	stepUntil(t, c.clock, time.Minute, "a term after the fence was cleared", newTerm)
 	require.Len(t, events.messages(), 2)
 }

@@ -121,6 +121,26 @@ func stepWhenWaiting(t *testing.T, clk *clocktesting.FakeClock, d time.Duration)
 	clk.Step(d)
 }
 
+// stepUntil steps clk by d, whenever something waits on it, until cond
+// holds, and fails the test if it does not within
+// versiongatetest.DefaultWait of real time. A fixed number of steps is
+// not enough: a FakeClock keeps the waiters of After calls whose select
+// has moved on, so HasWaiters can hold while the goroutine the steps must
+// drive has not yet armed its own timer, and on a loaded machine every
+// step of a fixed count can land before it does.
+func stepUntil(t *testing.T, clk *clocktesting.FakeClock, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	require.NoError(t, versiongatetest.Wait(context.Background(), what, func() bool {
+		if cond() {
+			return true
+		}
+		if clk.HasWaiters() {
+			clk.Step(d)
+		}
+		return false
+	}, nil))
+}
+
 // stepRecord lets d pass for the records: for the store's leases, then
 // for the keep-alives, once the keep-alive timer is armed. The store's
 // clock goes first: a keep-alive the step sets off must renew the lease at
@@ -368,15 +388,7 @@ func TestLeadingChanged(t *testing.T) {
 	waitClosed(t, changed, "LeadingChanged when the term is lost")
 	// The gate pauses on its clock, campaigns again and, alone, wins at
 	// once: it may already lead anew, but it passed through not leading.
-	for range 20 {
-		if len(n.rec.reconciled()) == 2 {
-			break
-		}
-		stepWhenWaiting(t, c.clock, time.Second)
-	}
-	require.NoError(t, versiongatetest.Wait(context.Background(), "a second term's reconcile", func() bool {
-		return len(n.rec.reconciled()) == 2
-	}, nil))
+	stepUntil(t, c.clock, time.Second, "a second term's reconcile", func() bool { return len(n.rec.reconciled()) >= 2 })
 	require.Equal(t, []uint64{1, 2}, n.rec.reconciled())
 	require.NoError(t, versiongatetest.WaitLeading(context.Background(), n.gate, true))
 }
