@@ -355,8 +355,10 @@ func (g *Gate) Phase() Phase { return g.phase.Load().(Phase) }
 // setPhase records a new phase and reports it.
 func (g *Gate) setPhase(p Phase) {
 	if old, _ := g.phase.Swap(p).(Phase); old != p {
-		g.phaseCh.notify()
+		// Observed before the waiters wake, so that one woken by
+		// PhaseChanged finds the phase's observation made.
 		g.observe(Observation{Event: EventPhase})
+		g.phaseCh.notify()
 	}
 }
 

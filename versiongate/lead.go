@@ -358,9 +358,11 @@ func (g *Gate) leadPass(ctx context.Context, term Term, reachedDone, kept *bool)
 		}
 	}
 	*reachedDone = true
-	g.setPhase(PhaseDone)
+	// The event and the observation go out before the phase changes, so
+	// that a host that sees PhaseDone has already been told of it.
 	g.event("Normal", ReasonUpgradeDone, fmt.Sprintf("Leader %s reconciled at %s; status %s", g.cfg.NodeID, g.cfg.Version, target))
 	g.observe(Observation{Event: EventDone, Token: term.Token()})
+	g.setPhase(PhaseDone)
 
 	// Each periodic reconcile first reads the status back (one read per
 	// interval): a status deleted or changed under the term ends the pass,

@@ -342,6 +342,13 @@ func TestMetricsAndEvents(t *testing.T) {
 	require.NoError(t, versiongatetest.WaitPhase(ctx, n.gate, versiongate.PhaseSettling))
 	stepWhenWaiting(t, c.clock, time.Second)
 	require.NoError(t, versiongatetest.WaitPhase(ctx, n.gate, versiongate.PhaseDone))
+	// A phase is stored before it is observed: a poll of Phase can see
+	// it first.
+	require.NoError(t, versiongatetest.Wait(ctx, "the Done phase observed", func() bool {
+		return slices.ContainsFunc(n.rec.observations(versiongate.EventPhase), func(o versiongate.Observation) bool {
+			return o.Phase == versiongate.PhaseDone
+		})
+	}, nil))
 
 	var phases []versiongate.Phase
 	for _, o := range n.rec.observations(versiongate.EventPhase) {
@@ -362,6 +369,15 @@ func TestMetricsAndEvents(t *testing.T) {
 	require.Len(t, done, 1)
 	require.Equal(t, uint64(1), done[0].Token)
 	require.Equal(t, []string{"Normal Restricting", "Normal Restricted", "Normal UpgradeDone"}, n.rec.eventList())
+	// A host that sees PhaseDone has been told of it already: the Done
+	// observation comes before the phase's.
+	n.rec.mu.Lock()
+	order := slices.IndexFunc(n.rec.obs, func(o versiongate.Observation) bool { return o.Event == versiongate.EventDone }) <
+		slices.IndexFunc(n.rec.obs, func(o versiongate.Observation) bool {
+			return o.Event == versiongate.EventPhase && o.Phase == versiongate.PhaseDone
+		})
+	n.rec.mu.Unlock()
+	require.True(t, order, "EventDone observed after the phase changed to Done")
 }
 
 // LeadingChanged is closed when the gate starts leading and again when it

@@ -16,7 +16,9 @@ const (
 	// term's token).
 	EventRestrict Event = "restrict"
 	// EventDone: the leader wrote the done status after its initial
-	// reconcile.
+	// reconcile. It is observed, and the UpgradeDone event recorded,
+	// before the phase becomes PhaseDone: a host that sees PhaseDone has
+	// been told already.
 	EventDone Event = "done"
 	// EventKeepAlive: the server acknowledged a keep-alive of this node's
 	// record. Latency is the keep-alive's round trip; ValidFor is how long
@@ -32,7 +34,9 @@ type Observation struct {
 	Event Event
 	// NodeID is this node's ID.
 	NodeID string
-	// Phase is the gate's phase after the observation.
+	// Phase is the gate's phase when the observation was made (for
+	// EventPhase, the phase it entered; for EventDone, still the phase
+	// before PhaseDone).
 	Phase Phase
 	// Blocking is the number of blocking nodes, for EventBlocking.
 	Blocking int
