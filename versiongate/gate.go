@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -463,7 +464,9 @@ func (g *Gate) Run(ctx context.Context) error {
 // runRejoining runs the gate once, or, with RejoinAfterRecordLoss, again
 // after each loss of the record, waiting between runs from pauseBase
 // doubling up to RecordTTL, and from pauseBase again after a run that kept
-// its record for at least RecordTTL.
+// its record for at least RecordTTL; each wait grows by up to half of
+// itself at random (rejoinPause), so that nodes that lost their records
+// together (a server restart, a store outage) do not publish together.
 func (g *Gate) runRejoining(ctx context.Context) error {
 	if !g.cfg.RejoinAfterRecordLoss || g.cfg.Decode != nil {
 		return g.runOnce(ctx)
@@ -479,8 +482,9 @@ func (g *Gate) runRejoining(ctx context.Context) error {
 		if g.clock.Since(start) >= g.cfg.RecordTTL {
 			wait = pauseBase
 		}
-		log.Info("Node record lost; publishing a new one", "err", err.Error(), "after", wait.String())
-		t := g.clock.NewTimer(wait)
+		pause := rejoinPause(wait)
+		log.Info("Node record lost; publishing a new one", "err", err.Error(), "after", pause.String())
+		t := g.clock.NewTimer(pause)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -489,6 +493,11 @@ func (g *Gate) runRejoining(ctx context.Context) error {
 		}
 		wait = min(2*wait, g.cfg.RecordTTL)
 	}
+}
+
+// rejoinPause is wait plus up to half of it, at random.
+func rejoinPause(wait time.Duration) time.Duration {
+	return wait + time.Duration(rand.Int64N(int64(wait/2)+1))
 }
 
 // runOnce publishes the record, watches and campaigns until ctx ends or

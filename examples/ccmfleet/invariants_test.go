@@ -193,23 +193,29 @@ func noLeaks(ctx context.Context, x *fleetsim.World) {
 			pause(ctx, time.Second)
 			continue
 		}
-		follow(ctx, wi, note)
+		if follow(ctx, wi, note) == 0 {
+			// A watch that ended with nothing (a server restart, a 410)
+			// is not listed again at once: no spin, even in the checker.
+			pause(ctx, time.Second)
+		}
 	}
 }
 
 // follow passes the watch's Service events to note until the watch or ctx
-// ends.
-func follow(ctx context.Context, wi watch.Interface, note func(*v1.Service, bool)) {
+// ends, and returns how many it passed.
+func follow(ctx context.Context, wi watch.Interface, note func(*v1.Service, bool)) int {
 	defer wi.Stop()
+	n := 0
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return n
 		case ev, ok := <-wi.ResultChan():
 			if !ok {
-				return
+				return n
 			}
 			if svc, ok := ev.Object.(*v1.Service); ok {
+				n++
 				note(svc, ev.Type == watch.Deleted)
 			}
 		}
