@@ -465,7 +465,7 @@ func (g *Gate) Run(ctx context.Context) error {
 // after each loss of the record, waiting between runs from pauseBase
 // doubling up to RecordTTL, and from pauseBase again after a run that kept
 // its record for at least RecordTTL; each wait grows by up to half of
-// itself at random (rejoinPause), so that nodes that lost their records
+// itself at random (jittered), so that nodes that lost their records
 // together (a server restart, a store outage) do not publish together.
 func (g *Gate) runRejoining(ctx context.Context) error {
 	if !g.cfg.RejoinAfterRecordLoss || g.cfg.Decode != nil {
@@ -482,7 +482,7 @@ func (g *Gate) runRejoining(ctx context.Context) error {
 		if g.clock.Since(start) >= g.cfg.RecordTTL {
 			wait = pauseBase
 		}
-		pause := rejoinPause(wait)
+		pause := jittered(wait)
 		log.Info("Node record lost; publishing a new one", "err", err.Error(), "after", pause.String())
 		t := g.clock.NewTimer(pause)
 		select {
@@ -495,9 +495,11 @@ func (g *Gate) runRejoining(ctx context.Context) error {
 	}
 }
 
-// rejoinPause is wait plus up to half of it, at random.
-func rejoinPause(wait time.Duration) time.Duration {
-	return wait + time.Duration(rand.Int64N(int64(wait/2)+1))
+// jittered is d plus up to half of it, at random: the pause of a loop
+// that every node of a fleet may start at one instant (after a server
+// restart, a store outage), so that they do not retry in step.
+func jittered(d time.Duration) time.Duration {
+	return d + time.Duration(rand.Int64N(int64(d/2)+1))
 }
 
 // runOnce publishes the record, watches and campaigns until ctx ends or

@@ -175,13 +175,15 @@ func (t *tracker) run(ctx context.Context, st Store, clk clock.Clock) error {
 		// A watch that ends at once (an EOF from a proxy, a store that
 		// returns nil) must not make a listing loop: pause before listing
 		// again, from pauseBase doubling up to pauseMax while watches
-		// deliver nothing.
+		// deliver nothing, jittered: a server restart ends every node's
+		// watch at one instant.
 		if delivered {
 			wait = pauseBase
 		}
-		log.Info("Node watch ended, listing nodes again", "reason", fmt.Sprint(err), "revision", t.rev, "after", wait.String())
+		pause := jittered(wait)
+		log.Info("Node watch ended, listing nodes again", "reason", fmt.Sprint(err), "revision", t.rev, "after", pause.String())
 		select {
-		case <-clk.After(wait):
+		case <-clk.After(pause):
 		case <-ctx.Done():
 			return ctx.Err()
 		}
