@@ -27,11 +27,14 @@ type keepClock struct {
 	keep chan time.Duration
 }
 
+// NewTimer reports d only once the timer is set, so that a step the test
+// makes on the report fires it.
 func (c *keepClock) NewTimer(d time.Duration) clock.Timer {
+	t := c.FakeClock.NewTimer(d)
 	if calledFromKeep() {
 		c.keep <- d
 	}
-	return c.FakeClock.NewTimer(d)
+	return t
 }
 
 // calledFromKeep reports whether the renewal loop is among the callers.
