@@ -16,6 +16,12 @@
 //     error. "Not done yet" is not a failure and is not logged; an error from
 //     the check is retried like a failed attempt of Retry.
 //
+// [Renewal] is no loop but the pace of one: the pause before retrying a
+// renewal that must succeed before a deadline (a lease's, a term's), for
+// loops that keep their own timer. It grows, is capped and jittered as
+// Retry's waits are, and brings the last try forward to start before the
+// deadline less a reserve.
+//
 // Each takes its own option type ([RetryOption], [EveryOption],
 // [PollOption]); an option that a loop would ignore is not of its type, so
 // passing it does not compile. [Option] values (clock, name, logging) fit

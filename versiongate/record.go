@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -180,22 +179,16 @@ const (
 // pause is left: the loop waits for the deadline, where the record is lost
 // whatever the retries did.
 func renewRetryPause(n int, base, limit, left, reserve time.Duration) time.Duration {
-	w := base
-	for i := 1; i < n && w < limit; i++ {
-		w *= 2
-	}
-	w = min(w, limit)
-	pause := w + time.Duration(rand.Float64()*renewRetryJitter*float64(w))
-	last := left - reserve
-	if pause <= last {
-		return pause
-	}
-	floor := max(base, min(w, time.Second))
-	if last < floor {
-		return max(left, 0)
-	}
-	lo := max(floor, last-last/3)
-	return lo + time.Duration(rand.Float64()*float64(last-lo))
+	p := backoff.Renewal{
+		Initial:         base,
+		Multiplier:      2,
+		Max:             limit,
+		Jitter:          renewRetryJitter,
+		Reserve:         reserve,
+		MinShortened:    1,
+		MinShortenedCap: time.Second,
+	}.Pause(n, left)
+	return min(p, max(left, 0)) // when no try fits, wait for the deadline itself
 }
 
 // setRecordInvalid marks the local record as not (or no longer) valid.

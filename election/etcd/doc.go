@@ -34,7 +34,9 @@
 // for the TTL less the margin; a crashed leader is replaced after at most
 // the TTL plus the up to 500ms etcd takes to notice an expired lease and a
 // round trip. A failed renewal is tried again after 500ms, growing by half
-// each time up to TTL/3. A term watches its key; a watch that ends early
+// each time up to TTL/3, each pause up to a fifth longer at random so that
+// terms failed by one outage retry apart; the try that would fall past the
+// validity is brought forward to start at least 250ms before it. A term watches its key; a watch that ends early
 // is re-established after a pause that grows from 500ms to the TTL, so a
 // server that ends every watch at once costs at most a read and a watch
 // per TTL, while every renewal still checks the key. Resign orphans the session and revokes the lease, so that a

@@ -15,6 +15,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"k8s.io/utils/clock"
 
+	"github.com/reconkit/reconkit/backoff"
 	"github.com/reconkit/reconkit/election"
 	"github.com/reconkit/reconkit/internal/term"
 )
@@ -100,7 +101,7 @@ func (l *Leadership) keep() {
 	defer l.e.wg.Done()
 	e := l.e
 	interval := e.ttl / 3
-	retry := min(500*time.Millisecond, interval)
+	retry := renewRetry(interval)
 	next := interval
 	failed := 0 // renewals failed in a row
 	for {
@@ -133,18 +134,32 @@ func (l *Leadership) keep() {
 			l.core.Lose(err)
 			return
 		default:
-			// Retried after 500ms, growing by half each time up to
-			// the renewal interval: five tries before ValidUntil at
-			// the default TTL rather than twelve, each a keepalive
-			// and a read.
 			l.log.V(1).Info("Renewing the term failed; retrying", "error", err)
 			failed++
-			next = retry
-			for i := 1; i < failed && next < interval; i++ {
-				next += next / 2
-			}
-			next = min(next, interval)
+			next = retry.Pause(failed, l.ValidUntil().Sub(e.clock.Now()))
 		}
+	}
+}
+
+// renewRetry paces the retries of a failed renewal, when interval is the
+// renewal interval (TTL/3): from 500ms (or interval, if shorter) growing
+// by half each time up to interval, each pause up to a fifth longer at
+// random, so that terms whose renewals one outage failed together retry
+// apart: five tries before ValidUntil at the default TTL rather than
+// twelve, each a keepalive and a read. A pause that would start a try
+// later than 250ms (half the first pause) before ValidUntil is brought
+// forward to start it before then, never below the first pause nor a
+// quarter of the pause it replaces; when none fits the term ends first,
+// at ValidUntil.
+func renewRetry(interval time.Duration) backoff.Renewal {
+	first := min(500*time.Millisecond, interval)
+	return backoff.Renewal{
+		Initial:      first,
+		Multiplier:   1.5,
+		Max:          interval,
+		Jitter:       0.2,
+		Reserve:      first / 2,
+		MinShortened: 0.25,
 	}
 }
 

@@ -1,10 +1,10 @@
 package lease
 
 import (
-	"math/rand/v2"
+	"math"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
+	"github.com/reconkit/reconkit/backoff"
 )
 
 // renewRetryJitter spreads the retries of failed renewals: each pause is
@@ -26,20 +26,17 @@ const renewRetryJitter = 0.2
 // is never below rp nor a quarter of the pause it replaces, so tries never
 // come faster than the RetryPeriod the host chose and do not crowd towards
 // the end: when no such try fits, the term ends first. Whatever the retries
-// do, the term ends at ValidUntil (the watchdog).
+// do, the term ends at ValidUntil (the watchdog). The first retry is
+// never moved, whatever the term has left.
 func renewRetryWait(n int, rp, left time.Duration) time.Duration {
-	w := rp
-	for i := 1; i < n && w < time.Hour; i++ { // the hour: no overflow
-		w += w / 2
+	if n == 1 {
+		left = math.MaxInt64 // the first retry is client-go's: never moved
 	}
-	pause := wait.Jitter(w, renewRetryJitter)
-	last := left - rp/2
-	if pause <= last || n == 1 {
-		return pause
-	}
-	if floor := max(rp, w/4); last >= floor {
-		lo := max(floor, last-last/3)
-		return lo + time.Duration(rand.Float64()*float64(last-lo))
-	}
-	return pause // the term ends first, at ValidUntil
+	return backoff.Renewal{
+		Initial:      rp,
+		Multiplier:   1.5,
+		Jitter:       renewRetryJitter,
+		Reserve:      rp / 2,
+		MinShortened: 0.25,
+	}.Pause(n, left)
 }

@@ -22,6 +22,7 @@ func TestRenewRetryWait(t *testing.T) {
 	}{
 		{n: 1, left: 50 * time.Second, w: rp},
 		{n: 1, left: 100 * time.Millisecond, w: rp}, // the first retry is never shortened
+		{n: 1, left: 600 * time.Millisecond, w: rp}, // nor put off to the term's end
 		{n: 3, left: 40 * time.Second, w: rp * 9 / 4},
 		{n: 10, left: 9 * time.Second, w: 19221679 * time.Microsecond, shortened: true},
 		// After a shortened try there is too little left for another.
