@@ -212,6 +212,11 @@ func (w *wire) wrap(rt http.RoundTripper) http.RoundTripper {
 // wireCap bounds the requests one test lets through.
 const wireCap = 2000
 
+// maxSteps bounds the clock steps of one term: a fixed RetryPeriod of
+// 500 ms takes 100 in a 50 s term, the backoff a dozen, and a loop that
+// re-arms its timer for the instant it fired at takes one per renewal.
+const maxSteps = 300
+
 // from starts counting afresh, request instants from start.
 func (w *wire) from(start time.Time) {
 	w.mu.Lock()
@@ -357,12 +362,13 @@ func writerFault(t *testing.T, _ context.Context, admin kubernetes.Interface, w 
 }
 
 // driveTerm steps clk from timer to timer up to until, or until stop
-// returns true (checked after each step settled). After each step it waits
-// until every timer that fired was armed again, or the term ended: the
-// renewal loop arms its timer again after its renewal's answer, the
-// watchdog ends the term. It returns the instant the term ended on clk
-// (zero if it did not) and the number of steps.
-func driveTerm(t *testing.T, clk *stepClock, l election.Leadership, until time.Time, stop func() bool) (ended time.Time, steps int) {
+// returns true (checked after each step settled); its messages count time
+// from start. After each step it waits until every timer that fired was
+// armed again, or the term ended: the renewal loop arms its timer again
+// after its renewal's answer, the watchdog ends the term. It returns the
+// instant the term ended on clk (zero if it did not) and the number of
+// steps.
+func driveTerm(t *testing.T, clk *stepClock, l election.Leadership, start, until time.Time, stop func() bool) (ended time.Time, steps int) {
 	t.Helper()
 	done := l.Context().Done()
 	for {
@@ -379,7 +385,7 @@ func driveTerm(t *testing.T, clk *stepClock, l election.Leadership, until time.T
 			return ended, steps
 		}
 		steps++
-		require.Less(t, steps, wireCap, "the renewal loop re-arms its timer at the same instants: it spins")
+		require.Less(t, steps, maxSteps, "%d steps of the clock before %v: the renewal loop spins", steps, until.Sub(start))
 		fired := clk.fire(next)
 		deadline := time.After(receiveDeadline)
 		for !clk.rearmed(fired) && l.Context().Err() == nil {
@@ -387,7 +393,8 @@ func driveTerm(t *testing.T, clk *stepClock, l election.Leadership, until time.T
 			case <-clk.armed:
 			case <-done:
 			case <-deadline:
-				t.Fatalf("waited %v for the timers fired at %v to be armed again or the term to end", receiveDeadline, next)
+				t.Fatalf("waited %v for the timers fired at %v to be armed again or the term to end: "+
+					"a goroutine whose timer fired did neither (a watchdog that let the term outlive ValidUntil)", receiveDeadline, next.Sub(start))
 			}
 		}
 	}
@@ -458,7 +465,7 @@ func realRenewalBudget(t *testing.T, ld, rd, rp time.Duration, f renewFault) {
 	w.from(start)
 
 	end := start.Add(rd + time.Second)
-	ended, steps := driveTerm(t, clk, l, end, nil)
+	ended, steps := driveTerm(t, clk, l, start, end, nil)
 	require.False(t, ended.IsZero(), "the term outlived RenewDeadline + 1 s of failed renewals")
 	require.ErrorIs(t, context.Cause(l.Context()), election.ErrLeadershipLost)
 	rctx, rcancel := context.WithTimeout(ctx, closeDeadline)
@@ -520,7 +527,7 @@ func TestRenewalRecoversOnRealAPIServer(t *testing.T) {
 			clear := f.start(t, ctx, admin, w, name)
 			start := clk.Now()
 			w.from(start)
-			ended, _ := driveTerm(t, clk, l, start.Add(20*time.Second), nil)
+			ended, _ := driveTerm(t, clk, l, start, start.Add(20*time.Second), nil)
 			require.True(t, ended.IsZero(), "the term ended before the answer cleared")
 			failed := len(w.snapshot())
 			clear()
@@ -536,7 +543,7 @@ func TestRenewalRecoversOnRealAPIServer(t *testing.T) {
 				}
 				return false
 			}
-			ended, _ = driveTerm(t, clk, l, start.Add(rd), succeeded)
+			ended, _ = driveTerm(t, clk, l, start, start.Add(rd), succeeded)
 			require.True(t, ended.IsZero(), "the term ended although the answer cleared %v before its end", rd-20*time.Second)
 			require.NotNil(t, ok, "no renewal succeeded after the answer cleared")
 			renewed := start.Add(ok.at)
