@@ -110,6 +110,29 @@ func onID(objs []lbrecon.Object, id, tag string) []lbrecon.Object {
 	return out
 }
 
+// destroyLog records the objects whose destruction the provider accepted.
+type destroyLog struct {
+	*lbrecontest.Engine
+	mu        sync.Mutex
+	destroyed map[lbrecon.Key]bool
+}
+
+func (d *destroyLog) Destroy(ctx context.Context, obj lbrecon.Object) error {
+	err := d.Engine.Destroy(ctx, obj)
+	if err == nil {
+		d.mu.Lock()
+		d.destroyed[obj.Key()] = true
+		d.mu.Unlock()
+	}
+	return err
+}
+
+func (d *destroyLog) wasDestroyed(k lbrecon.Key) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.destroyed[k]
+}
+
 // dupsOn counts the objects of tag on load balancer id beyond the first of
 // each kind and name: the two load balancers' objects share names.
 func dupsOn(objs []lbrecon.Object, id, tag string) int {
@@ -145,6 +168,7 @@ type moveOutcome struct {
 	publishedWhileOld                       int      // publications while the old one still had objects
 	lateOnOld                               int      // old-ID objects no listing showed when the move began
 	crashes, crashesMidWrite                int
+	bounces                                 int // moves back to the old ID and forth again
 	shownAgain                              int // a converged move not converged on a later call
 }
 
@@ -158,7 +182,16 @@ func moveRun(t *testing.T, seed uint64, once bool) moveOutcome {
 			ReplicaLag: moveLag, DeclareListLag: true, Seed: seed, DeleteDelay: 2 * time.Second,
 			Integrity: true, UniqueBinds: true})
 		eng.LoseCreateAnswers(3 + rng.IntN(4))
-		cr := lbrecontest.NewCrasher(eng)
+		dl := &destroyLog{Engine: eng, destroyed: map[lbrecon.Key]bool{}}
+		cr := lbrecontest.NewCrasher(dl)
+		// dups counts the copies on either load balancer beyond the first
+		// of each object, leaving out those being destroyed (the
+		// provider's deletion takes its time: a copy made again meanwhile
+		// is no duplicate).
+		dups := func(objs []lbrecon.Object) int {
+			objs = slices.DeleteFunc(objs, func(o lbrecon.Object) bool { return dl.wasDestroyed(o.Key()) })
+			return dupsOn(objs, "lb-1", owner) + dupsOn(objs, "lb-2", owner)
+		}
 		path := filepath.Join(t.TempDir(), "journal")
 		var journals []*scopeJournal
 		newMoving := func(lb lbrecon.LoadBalancer) *lbrecon.Moving {
@@ -204,6 +237,16 @@ func moveRun(t *testing.T, seed uint64, once bool) moveOutcome {
 		// The host: calls until converged, publishes the current load
 		// balancer's address once a check confirms it, and crashes at a
 		// write now and then (less likely at each restart).
+		// Now and then the host changes its mind: back to the old ID
+		// (its reconciler, with its memory of deletions, is current again
+		// and builds what it was tearing down), then to the new one again.
+		want, bounceAt, returnAt := newLB, -1, -1
+		if rng.IntN(3) == 0 {
+			bounceAt = 1 + rng.IntN(8)
+			returnAt = bounceAt + 1 + rng.IntN(6)
+			out.bounces++
+		}
+		otherID := func(id string) string { return map[string]string{"lb-1": "lb-2", "lb-2": "lb-1"}[id] }
 		published := false
 		publish := func(ctx context.Context) {
 			if published {
@@ -220,12 +263,12 @@ func moveRun(t *testing.T, seed uint64, once bool) moveOutcome {
 			published = true
 			out.published++
 			objs := eng.Objects()
-			if !lbrecontest.Converged(newLB, owner)(objs) || dupsOn(objs, "lb-2", owner) > 0 {
+			if !lbrecontest.Converged(want, owner)(objs) || dupsOn(objs, want.ID, owner) > 0 {
 				out.publishedEarly++
-				t.Logf("published before the new load balancer converged: %s", describeOn(objs, "lb-2"))
+				t.Logf("published before the new load balancer converged: %s", describeOn(objs, want.ID))
 			}
-			require.Equal(t, wantStatus(newLB), st, "the published address")
-			if len(onID(objs, "lb-1", owner)) > 0 {
+			require.Equal(t, wantStatus(want), st, "the published address")
+			if len(onID(objs, otherID(want.ID), owner)) > 0 {
 				out.publishedWhileOld++
 			}
 		}
@@ -236,6 +279,11 @@ func moveRun(t *testing.T, seed uint64, once bool) moveOutcome {
 				out.stuck++
 				t.Logf("not converged: %s", describeOn(eng.Objects(), ""))
 				break
+			}
+			if calls == bounceAt || calls == returnAt {
+				want = map[bool]lbrecon.LoadBalancer{true: oldLB, false: newLB}[calls == bounceAt]
+				require.NoError(t, m.SetLoadBalancer(want))
+				published, convergedAt = false, time.Time{}
 			}
 			pctx, cancel := context.WithCancel(lbrecon.WithToken(t.Context(), token))
 			if restarts < 3 && convergedAt.IsZero() && rng.IntN(6+4*restarts) == 0 {
@@ -268,7 +316,7 @@ func moveRun(t *testing.T, seed uint64, once bool) moveOutcome {
 				// ID it wants.
 				restarts++
 				token++
-				m, published = newMoving(newLB), false
+				m, published = newMoving(want), false
 				continue
 			default:
 			}
@@ -288,7 +336,10 @@ func moveRun(t *testing.T, seed uint64, once bool) moveOutcome {
 			publish(pctx)
 			cancel()
 			objs := eng.Objects()
-			out.dups = max(out.dups, dupsOn(objs, "lb-1", owner)+dupsOn(objs, "lb-2", owner))
+			if d := dups(objs); d > 0 {
+				t.Logf("call %d, %d duplicates: %s", calls, d, describeOn(objs, ""))
+				out.dups = max(out.dups, d)
+			}
 			if res.Converged {
 				if !published {
 					out.publishedEarly++ // converged and not publishable
@@ -300,14 +351,18 @@ func moveRun(t *testing.T, seed uint64, once bool) moveOutcome {
 				out.shownAgain++
 				t.Logf("converged, then not: %+v", res.Plan)
 			}
-			if !convergedAt.IsZero() && time.Since(convergedAt) > 2*moveLag {
+			if !convergedAt.IsZero() && time.Since(convergedAt) > 2*moveLag && calls > returnAt {
 				break
 			}
-			<-time.After(min(res.RequeueAfter, time.Second)) // a host may call before RequeueAfter
+			wait := time.Second // a host may call before RequeueAfter, and calls a converged one again
+			if res.RequeueAfter > 0 {
+				wait = min(res.RequeueAfter, wait)
+			}
+			<-time.After(wait)
 		}
 		<-time.After(2 * moveLag) // past the lag: listings tell the truth
 		objs := eng.Objects()
-		out.dups = max(out.dups, dupsOn(objs, "lb-1", owner)+dupsOn(objs, "lb-2", owner))
+		out.dups = max(out.dups, dups(objs))
 		out.leaked = len(onID(objs, "lb-1", owner))
 		if !lbrecontest.Converged(newLB, owner)(objs) {
 			out.leaked++
@@ -368,9 +423,10 @@ func TestMovingOnReplicas(t *testing.T) {
 				total.crashes += o.crashes
 				total.crashesMidWrite += o.crashesMidWrite
 				total.shownAgain += o.shownAgain
+				total.bounces += o.bounces
 			}
-			t.Logf("%d moves: %d crashes (%d after a write), %d old-ID objects unlisted at the move, %d publications (%d while the old one stood, %d early), %d duplicates, %d leaked, %d stuck, %d errors (%d ErrInconsistent), %d converged then not, %d journal entries under another scope, %d left",
-				runs, total.crashes, total.crashesMidWrite, total.lateOnOld, total.published, total.publishedWhileOld, total.publishedEarly,
+			t.Logf("%d moves (%d back and forth): %d crashes (%d after a write), %d old-ID objects unlisted at the move, %d publications (%d while the old one stood, %d early), %d duplicates, %d leaked, %d stuck, %d errors (%d ErrInconsistent), %d converged then not, %d journal entries under another scope, %d left",
+				runs, total.bounces, total.crashes, total.crashesMidWrite, total.lateOnOld, total.published, total.publishedWhileOld, total.publishedEarly,
 				total.dups, total.leaked, total.stuck, total.errs, total.inconsistent, total.shownAgain, len(total.foreign), total.entriesLeft)
 			require.Zero(t, total.dups, "duplicates")
 			require.Zero(t, total.leaked, "leaked or not converged")
