@@ -115,9 +115,16 @@ type destroyLog struct {
 	*lbrecontest.Engine
 	mu        sync.Mutex
 	destroyed map[lbrecon.Key]bool
+	before    func(lbrecon.Object) // called before each Destroy
 }
 
 func (d *destroyLog) Destroy(ctx context.Context, obj lbrecon.Object) error {
+	d.mu.Lock()
+	before := d.before
+	d.mu.Unlock()
+	if before != nil {
+		before(obj)
+	}
 	err := d.Engine.Destroy(ctx, obj)
 	if err == nil {
 		d.mu.Lock()
@@ -169,6 +176,7 @@ type moveOutcome struct {
 	lateOnOld                               int      // old-ID objects no listing showed when the move began
 	crashes, crashesMidWrite                int
 	bounces                                 int // moves back to the old ID and forth again
+	brokeEarly                              int // the other ID's objects destroyed before the wanted one was built
 	shownAgain                              int // a converged move not converged on a later call
 }
 
@@ -237,6 +245,13 @@ func moveRun(t *testing.T, seed uint64, once bool) moveOutcome {
 		// The host: calls until converged, publishes the current load
 		// balancer's address once a check confirms it, and crashes at a
 		// write now and then (less likely at each restart).
+		// made reports whether lb is built at the provider: each of its
+		// objects once, ok, leaving out those being destroyed.
+		made := func(lb lbrecon.LoadBalancer) bool {
+			objs := slices.DeleteFunc(eng.Objects(), func(o lbrecon.Object) bool { return dl.wasDestroyed(o.Key()) })
+			return lbrecontest.Converged(lb, owner)(objs)
+		}
+		var wantMu sync.Mutex // want and out.brokeEarly, for the passes' destroys
 		// Now and then the host changes its mind: back to the old ID
 		// (its reconciler, with its memory of deletions, is current again
 		// and builds what it was tearing down), then to the new one again.
@@ -247,6 +262,24 @@ func moveRun(t *testing.T, seed uint64, once bool) moveOutcome {
 			out.bounces++
 		}
 		otherID := func(id string) string { return map[string]string{"lb-1": "lb-2", "lb-2": "lb-1"}[id] }
+		// Make before break: nothing of the other ID is destroyed before
+		// the wanted load balancer is built.
+		dl.mu.Lock()
+		dl.before = func(o lbrecon.Object) {
+			wantMu.Lock()
+			w := want
+			wantMu.Unlock()
+			all := eng.Objects()
+			if !slices.ContainsFunc(onID(all, otherID(w.ID), owner), func(x lbrecon.Object) bool { return x.Key() == o.Key() }) {
+				return
+			}
+			if !made(w) {
+				wantMu.Lock()
+				out.brokeEarly++
+				wantMu.Unlock()
+			}
+		}
+		dl.mu.Unlock()
 		published := false
 		publish := func(ctx context.Context) {
 			if published {
@@ -263,7 +296,7 @@ func moveRun(t *testing.T, seed uint64, once bool) moveOutcome {
 			published = true
 			out.published++
 			objs := eng.Objects()
-			if !lbrecontest.Converged(want, owner)(objs) || dupsOn(objs, want.ID, owner) > 0 {
+			if !made(want) {
 				out.publishedEarly++
 				t.Logf("published before the new load balancer converged: %s", describeOn(objs, want.ID))
 			}
@@ -281,7 +314,9 @@ func moveRun(t *testing.T, seed uint64, once bool) moveOutcome {
 				break
 			}
 			if calls == bounceAt || calls == returnAt {
+				wantMu.Lock()
 				want = map[bool]lbrecon.LoadBalancer{true: oldLB, false: newLB}[calls == bounceAt]
+				wantMu.Unlock()
 				require.NoError(t, m.SetLoadBalancer(want))
 				published, convergedAt = false, time.Time{}
 			}
@@ -424,15 +459,17 @@ func TestMovingOnReplicas(t *testing.T) {
 				total.crashesMidWrite += o.crashesMidWrite
 				total.shownAgain += o.shownAgain
 				total.bounces += o.bounces
+				total.brokeEarly += o.brokeEarly
 			}
-			t.Logf("%d moves (%d back and forth): %d crashes (%d after a write), %d old-ID objects unlisted at the move, %d publications (%d while the old one stood, %d early), %d duplicates, %d leaked, %d stuck, %d errors (%d ErrInconsistent), %d converged then not, %d journal entries under another scope, %d left",
+			t.Logf("%d moves (%d back and forth): %d crashes (%d after a write), %d old-ID objects unlisted at the move, %d publications (%d while the old one stood, %d early), %d duplicates, %d leaked, %d stuck, %d errors (%d ErrInconsistent), %d converged then not, %d old objects destroyed early, %d journal entries under another scope, %d left",
 				runs, total.bounces, total.crashes, total.crashesMidWrite, total.lateOnOld, total.published, total.publishedWhileOld, total.publishedEarly,
-				total.dups, total.leaked, total.stuck, total.errs, total.inconsistent, total.shownAgain, len(total.foreign), total.entriesLeft)
+				total.dups, total.leaked, total.stuck, total.errs, total.inconsistent, total.shownAgain, total.brokeEarly, len(total.foreign), total.entriesLeft)
 			require.Zero(t, total.dups, "duplicates")
 			require.Zero(t, total.leaked, "leaked or not converged")
 			require.Zero(t, total.stuck)
 			require.Zero(t, total.inconsistent)
 			require.Zero(t, total.publishedEarly)
+			require.Zero(t, total.brokeEarly, "the old load balancer's objects destroyed before the new one was built")
 			require.Zero(t, total.shownAgain)
 			require.Empty(t, total.foreign, "journal entries under another scope")
 			require.Zero(t, total.entriesLeft, "journal entries left")
