@@ -444,7 +444,16 @@
 //     TeardownExcept with the IDs it keeps; [Moving] does both, after the
 //     new load balancer converged; its reconcilers share cfg.Journal. A
 //     [Leftovers] sweep keeps no journal: it does not wait for a late
-//     creation on an old ID that no listing shows yet.
+//     creation on an old ID that no listing shows yet. A previous ID's
+//     reconciler, torn down, is kept for the list lag (a replica may show
+//     what it destroyed): a move back to that ID takes it back with its
+//     memory, and the sweep begins once the lag has passed, so neither
+//     believes a replica that shows the destroyed objects again nor
+//     destroys them twice (moving.go; TestMovingOnReplicas). A process
+//     journals creations, not destructions: one started after a crash in
+//     the middle of a teardown, or moved back to an ID only its sweep
+//     tore down, may within the lag take a destroyed object a replica
+//     shows for there, and destroy it again.
 //   - [Leftovers] knows a bind or server's load balancer only through its
 //     parent: one whose parent is not listed with the tag is left alone.
 //   - Teardown never destroys an untagged object, so an object left

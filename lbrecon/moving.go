@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 )
 
 // Moving is a [LoadBalancerReconciler] whose load balancer may change its
@@ -19,6 +20,9 @@ import (
 // previous process left (a restart during a move). Only objects carrying
 // the tag are destroyed, children before parents; objects of other
 // owners and untagged objects on the old load balancer are never touched.
+// A torn-down ID's reconciler is kept for the list lag, since a replica
+// may show what it destroyed: a move back to that ID takes it back, and
+// the sweep waits until the lag has passed.
 //
 // A provider that refuses one external address on two load balancers at
 // once cannot converge the new one while the old one holds the address:
@@ -34,6 +38,12 @@ type Moving struct {
 	old   []*LoadBalancerReconciler // reconcilers of previous IDs, not yet torn down
 	sweep *Leftovers                // the leftovers of every ID but cur's
 	swept bool                      // sweep converged since cur's ID was set
+	// past holds the reconcilers of previous IDs torn down less than the
+	// list lag ago: a replica may still show what they destroyed, and
+	// their memory of it is kept (a move back takes it back), and the
+	// sweep, which has none, waits until settled.
+	past    []*LoadBalancerReconciler
+	settled time.Time
 }
 
 // NewMoving validates cfg and lb and returns a Moving for them; cfg is
@@ -69,16 +79,14 @@ func (m *Moving) SetLoadBalancer(lb LoadBalancer) error {
 	if lb.ID == m.cur.current().ID {
 		return m.cur.SetLoadBalancer(lb)
 	}
-	next := -1
-	for i, o := range m.old {
-		if o.current().ID == lb.ID {
-			next = i
+	var r *LoadBalancerReconciler
+	for _, list := range []*[]*LoadBalancerReconciler{&m.old, &m.past} {
+		if i := slices.IndexFunc(*list, func(o *LoadBalancerReconciler) bool { return o.current().ID == lb.ID }); i >= 0 && r == nil {
+			r = (*list)[i]
+			*list = slices.Delete(*list, i, i+1)
 		}
 	}
-	var r *LoadBalancerReconciler
-	if next >= 0 {
-		r = m.old[next]
-		m.old = slices.Delete(m.old, next, next+1)
+	if r != nil {
 		if err := r.SetLoadBalancer(lb); err != nil {
 			return err
 		}
@@ -86,6 +94,13 @@ func (m *Moving) SetLoadBalancer(lb LoadBalancer) error {
 		var err error
 		if r, err = NewLoadBalancer(m.cfg, lb); err != nil {
 			return err
+		}
+	}
+	if m.sweep != nil && !m.swept {
+		// The sweep may have destroyed objects a replica still shows; the
+		// next one, without its memory, waits the lag.
+		if at := m.cur.horizonAfter(m.cur.clock.Now()).at; at.After(m.settled) {
+			m.settled = at
 		}
 	}
 	m.old = append(m.old, m.cur)
@@ -112,6 +127,15 @@ func (m *Moving) Reconcile(ctx context.Context) error {
 		m.done(o)
 	}
 	if sweep != nil {
+		if wait := m.unsettled(cur); wait > 0 {
+			t := cur.clock.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return fmt.Errorf("lbrecon: wait for the list lag after the teardown of the previous load balancers: %w", ctx.Err())
+			case <-t.C():
+			}
+		}
 		if err := sweep.Teardown(ctx); err != nil {
 			return fmt.Errorf("lbrecon: tear down load balancers other than %s: %w", cur.current().ID, err)
 		}
@@ -140,6 +164,9 @@ func (m *Moving) ReconcileOnce(ctx context.Context) (Result, error) {
 		m.done(o)
 	}
 	if sweep != nil {
+		if wait := m.unsettled(cur); wait > 0 {
+			return Result{RequeueAfter: wait, Plan: res.Plan}, nil
+		}
 		if res, err = sweep.TeardownOnce(ctx); err != nil || !res.Converged {
 			return res, err
 		}
@@ -167,11 +194,29 @@ func (m *Moving) state() (*LoadBalancerReconciler, []*LoadBalancerReconciler, *L
 	return m.cur, slices.Clone(m.old), sweep, nil
 }
 
-// done drops o, torn down.
+// done moves o, torn down, to past until the list lag has passed: its
+// teardown converged at the first listing that showed its objects gone,
+// and a replica may show them again until then.
 func (m *Moving) done(o *LoadBalancerReconciler) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.old = slices.DeleteFunc(m.old, func(x *LoadBalancerReconciler) bool { return x == o })
+	m.past = append(m.past, o)
+	if at := o.horizonAfter(o.clock.Now()).at; at.After(m.settled) {
+		m.settled = at
+	}
+}
+
+// unsettled returns how long until a listing shows what the previous
+// IDs' reconcilers destroyed no more, and once it does forgets them.
+func (m *Moving) unsettled(cur *LoadBalancerReconciler) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if wait := m.settled.Sub(cur.clock.Now()); wait > 0 {
+		return wait
+	}
+	m.past = nil
+	return 0
 }
 
 // sweptFor records that sweep converged, unless the ID changed since.
