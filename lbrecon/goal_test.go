@@ -150,12 +150,11 @@ func TestGoalLoadBalancerFirstOnReplicas(t *testing.T) {
 	}
 }
 
+// goal runs 100 lives (8 under -short, which still crash mid-write) and
+// sums their outcomes.
 func goal(t *testing.T, s *shape) {
 	var total goalOutcome
-	runs := 100
-	if testing.Short() {
-		runs = 15
-	}
+	runs := inShort(100, 8)
 	for seed := range uint64(runs) {
 		var o goalOutcome
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { o = goalRun(t, seed, s) })

@@ -133,9 +133,10 @@ func TestReconcileOnceDeadlineInsideThePassRequeues(t *testing.T) {
 
 // Over random provider models and faults, every ReconcileOnce and
 // TeardownOnce result is converged, or has a positive RequeueAfter, or an
-// error; and a converged result has an empty plan.
+// error; and a converged result has an empty plan. Sixty models (twenty
+// under -short).
 func TestReconcileOnceRequeueInvariant(t *testing.T) {
-	for seed := range uint64(60) {
+	for seed := range inShort[uint64](60, 20) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(seed, 7))

@@ -42,10 +42,11 @@ func ours(eng *lbrecontest.Engine, lb lbrecon.LoadBalancer) []lbrecon.Object {
 // A load balancer converged and reconciled again and again for three
 // times the lag (blocking every second, one pass every 300 ms: a host may
 // call before RequeueAfter), with one create answer in four lost: never a
-// duplicate, whatever the replicas show.
+// duplicate, whatever the replicas show. Twelve seeds each (four under
+// -short).
 func TestReplicaListingsNoDuplicates(t *testing.T) {
 	for _, oncePasses := range []bool{false, true} {
-		for seed := range uint64(12) {
+		for seed := range inShort[uint64](12, 4) {
 			t.Run(fmt.Sprintf("once=%v/seed%d", oncePasses, seed), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					eng := replicaEngine(seed)
@@ -79,9 +80,10 @@ func TestReplicaListingsNoDuplicates(t *testing.T) {
 // A teardown right after a converge, on replicas, one pass at a time:
 // the objects a replica leaves out are destroyed all the same, each once,
 // and a deleted object a replica shows again is not believed back: once
-// converged, the teardown stays converged.
+// converged, the teardown stays converged. Twelve seeds (four under
+// -short).
 func TestReplicaListingsTeardownLeavesNothing(t *testing.T) {
-	for seed := range uint64(12) {
+	for seed := range inShort[uint64](12, 4) {
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				eng := replicaEngine(seed)
