@@ -114,9 +114,9 @@ func adversaries() []adversary {
 }
 
 // spinFor is how long each spin test runs its loop, in fake time: an hour,
-// or 20 minutes under -short (the backoffs reach their ceilings within the
+// or 10 minutes under -short (the backoffs reach their ceilings within the
 // first minute, and a loop that spins reaches spinLimit at once).
-func spinFor() time.Duration { return inShort(time.Hour, 20*time.Minute) }
+func spinFor() time.Duration { return inShort(time.Hour, 10*time.Minute) }
 
 // TestBlockingLoopsNeverSpin runs Reconcile and Teardown against providers
 // that answer every call at once without ever letting them converge, for
