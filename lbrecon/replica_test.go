@@ -65,10 +65,10 @@ func TestReplicaListingsNoDuplicates(t *testing.T) {
 							require.NoError(t, r.Reconcile(t.Context()))
 						}
 						require.Zero(t, duplicates(eng), "objects: %v", eng.Objects())
-						time.Sleep(every) // the bubble's clock
+						<-time.After(every) // the bubble's clock
 					}
 					require.NoError(t, r.Reconcile(t.Context()))
-					time.Sleep(replicaLag)
+					<-time.After(replicaLag)
 					require.Zero(t, duplicates(eng))
 					requireConverged(t, eng, r, lb)
 				})
@@ -106,7 +106,7 @@ func TestReplicaListingsTeardownLeavesNothing(t *testing.T) {
 					} else if res.Converged {
 						convergedAt = i
 					}
-					time.Sleep(time.Second) // the bubble's clock
+					<-time.After(time.Second) // the bubble's clock
 				}
 				require.Empty(t, ours(eng, lb), "leaked")
 				require.Equal(t, n, eng.Calls()[lbrecon.VerbDestroy], "each object destroyed once")
@@ -164,7 +164,7 @@ func TestChildBeforeParentWithinTheLag(t *testing.T) {
 								break
 							}
 							require.Positive(t, res.RequeueAfter)
-							time.Sleep(res.RequeueAfter)
+							<-time.After(res.RequeueAfter)
 						}
 					} else {
 						err = r.Reconcile(t.Context())
