@@ -176,15 +176,24 @@ var crashSetups = []crashSetup{
 	{name: "one-listing lag declared, file journal", journal: true, oneListing: true, declared: true},
 }
 
-// Every crash point of a converge: before and after each write.
+// Every crash point of a converge: before and after each write. Under
+// -short, the setups without a journal (which assert nothing: they show
+// what the journal prevents) are left out, and each of the four with one
+// crashes at every fourth write, from its own first, so that every write
+// is still a crash point of one setup.
 func TestCrashAtEveryWriteNoDuplicates(t *testing.T) {
 	writes := writesOfAConverge(t)
 	require.Positive(t, writes)
+	i := -1 // the setup's place among those with a journal
 	for _, s := range crashSetups {
+		if testing.Short() && !s.journal {
+			continue
+		}
+		i++
 		t.Run(s.name, func(t *testing.T) {
 			var points, dupRuns, dups, incons, unconverged int
 			var worst time.Duration
-			for n := 1; n <= writes; n++ {
+			for n := 1 + inShort(0, i%4); n <= writes; n += inShort(1, 4) {
 				for _, after := range []bool{false, true} {
 					var o crashOutcome
 					t.Run(fmt.Sprintf("write%d/after=%v", n, after), func(t *testing.T) { o = crashRun(t, s, n, after, 0) })
@@ -211,16 +220,17 @@ func TestCrashAtEveryWriteNoDuplicates(t *testing.T) {
 	}
 }
 
-// Forty crashes at random times of a converge.
+// Forty crashes at random times of a converge (under -short, six, and
+// only with a journal).
 func TestCrashAtRandomTimesNoDuplicates(t *testing.T) {
 	for _, s := range crashSetups {
+		if testing.Short() && !s.journal {
+			continue
+		}
 		t.Run(s.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(25, 1))
 			var dupRuns, dups, incons, unconverged int
-			n := 40
-			if testing.Short() {
-				n = 12 // the unit tests' budget; the full suite runs all 40
-			}
+			n := inShort(40, 6)
 			for i := range n {
 				at := time.Duration(rng.Int64N(int64(15 * time.Second)))
 				var o crashOutcome

@@ -22,7 +22,8 @@ func Example() {
 	ctx := context.Background()
 	eng := lbrecontest.New(lbrecontest.Config{}) // no latency, nothing pending
 
-	r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: eng, Tag: "owner=svc-1", Journal: lbrecon.NoJournal}, lbrecon.LoadBalancer{
+	r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: eng, Tag: "owner=svc-1", Journal: lbrecon.NoJournal,
+		PollInterval: 10 * time.Millisecond}, lbrecon.LoadBalancer{
 		ID:     "lb-1",
 		Suffix: "svc-1",
 		Ports: []lbrecon.Port{
@@ -148,7 +149,7 @@ func ExampleLoadBalancerReconciler_Teardown() {
 		Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")},
 		Targets:   []lbrecon.Target{{Name: "node-a", Address: netip.MustParseAddr("10.0.0.1")}},
 	}
-	cfg := lbrecon.Config{Engine: eng, Tag: "owner=svc-1", Journal: lbrecon.NoJournal}
+	cfg := lbrecon.Config{Engine: eng, Tag: "owner=svc-1", Journal: lbrecon.NoJournal, PollInterval: 10 * time.Millisecond}
 	old, err := lbrecon.NewLoadBalancer(cfg, lb)
 	if err != nil {
 		fmt.Println(err)
@@ -201,7 +202,8 @@ func ExampleCheckToken() {
 		Ports:   []lbrecon.Port{{Name: "http", NodePort: 30080, ExternalPort: 80}},
 		Targets: []lbrecon.Target{{Name: "node-a", Address: netip.MustParseAddr("10.0.0.1")}},
 	}
-	leader, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: fenced, Tag: "owner=svc-1", Journal: lbrecon.NoJournal, Parallelism: 1}, lb)
+	leader, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: fenced, Tag: "owner=svc-1", Journal: lbrecon.NoJournal, Parallelism: 1,
+		PollInterval: 10 * time.Millisecond}, lb)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -211,7 +213,8 @@ func ExampleCheckToken() {
 	fmt.Println("term 5:", err, "objects:", len(eng.Objects()))
 
 	// Term 4's holder, deposed, tries to tear the load balancer down.
-	deposed, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: fenced, Tag: "owner=svc-1", Journal: lbrecon.NoJournal, Parallelism: 1}, lb)
+	deposed, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: fenced, Tag: "owner=svc-1", Journal: lbrecon.NoJournal, Parallelism: 1,
+		PollInterval: 10 * time.Millisecond}, lb)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -150,13 +150,27 @@ func TestGoalLoadBalancerFirstOnReplicas(t *testing.T) {
 	}
 }
 
+// goalSeeds are the lives goal runs: 100, or 8 under -short, among them
+// 11 and 17, whose replicas list objects confirmed too early as missing
+// (the defect of confirming an ack at the first listing that shows it,
+// which seeds 0 to 10 do not show).
+func goalSeeds() []uint64 {
+	if testing.Short() {
+		return []uint64{0, 1, 2, 3, 4, 5, 11, 17}
+	}
+	seeds := make([]uint64, 100)
+	for i := range seeds {
+		seeds[i] = uint64(i)
+	}
+	return seeds
+}
+
+// goal runs goalSeeds' lives and sums their outcomes.
 func goal(t *testing.T, s *shape) {
 	var total goalOutcome
-	runs := 100
-	if testing.Short() {
-		runs = 15
-	}
-	for seed := range uint64(runs) {
+	seeds := goalSeeds()
+	runs := len(seeds)
+	for _, seed := range seeds {
 		var o goalOutcome
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { o = goalRun(t, seed, s) })
 		total.dups += o.dups

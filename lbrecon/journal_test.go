@@ -157,7 +157,7 @@ func TestLeftoversLeaveTheJournalAlone(t *testing.T) {
 		require.NoError(t, err)
 		_, err = r.ReconcileOnce(t.Context())
 		require.NoError(t, err)
-		time.Sleep(3 * time.Minute) // past ConfirmTimeout: a reconciler would forget the intent
+		<-time.After(3 * time.Minute) // past ConfirmTimeout: a reconciler would forget the intent
 		require.NoError(t, lbrecon.TeardownExcept(t.Context(), cfg, "lb-1"))
 		intents, err := lbrecon.NewFileJournal(path).Load(t.Context())
 		require.NoError(t, err)
@@ -270,7 +270,7 @@ func TestJournalLoadsOnlyItsScope(t *testing.T) {
 		}
 		_, err = r.ReconcileOnce(t.Context())
 		require.NoError(t, err)
-		time.Sleep(10 * time.Second) // past the lag
+		<-time.After(10 * time.Second) // past the lag
 		_, err = r.ReconcileOnce(t.Context())
 		require.NoError(t, err)
 		left, err := j.Load(t.Context())

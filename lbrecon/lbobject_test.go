@@ -440,9 +440,10 @@ func TestProvisionFailoverBetweenTwoTerms(t *testing.T) {
 // On read replicas (listings that go backwards within a declared 3 s,
 // one create answer in four lost), the plan converges, never duplicates,
 // and a replica from before the address was assigned takes nothing away.
+// Eight seeds per shape (three under -short).
 func TestProvisionOnReplicas(t *testing.T) {
 	for _, s := range shapes {
-		for seed := range uint64(8) {
+		for seed := range inShort[uint64](8, 3) {
 			t.Run(fmt.Sprintf("%s/seed%d", s.name, seed), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					eng := lbrecontest.New(s.model(lbrecontest.Config{Latency: 20 * time.Millisecond, Pending: time.Second,
@@ -526,8 +527,11 @@ func provisionCrashRun(t *testing.T, s shape, n int, after bool) (dups int) {
 // Every crash point of the load-balancer-first plan, on both shapes:
 // before and after each write, the load balancer's creation first. With
 // the journal, no crash leaves a duplicate, the load balancer included.
+// Under -short, each shape crashes at every other write (the ELB shape at
+// the odd ones, the load balancer's creation among them; the HAProxy shape
+// at the even ones).
 func TestProvisionCrashAtEveryWrite(t *testing.T) {
-	for _, s := range shapes {
+	for i, s := range shapes {
 		t.Run(s.name, func(t *testing.T) {
 			var writes int
 			synctest.Test(t, func(t *testing.T) {
@@ -540,7 +544,7 @@ func TestProvisionCrashAtEveryWrite(t *testing.T) {
 			})
 			require.Equal(t, objectCount(s.provisioned(2, 2)), writes, "one write per object")
 			dups := 0
-			for n := 1; n <= writes; n++ {
+			for n := 1 + inShort(0, i%2); n <= writes; n += inShort(1, 2) {
 				for _, after := range []bool{false, true} {
 					t.Run(fmt.Sprintf("write%d/after=%v", n, after), func(t *testing.T) { dups += provisionCrashRun(t, s, n, after) })
 				}

@@ -199,7 +199,7 @@ func TestLeftoversWaitForLateCreations(t *testing.T) {
 				} else {
 					require.NoError(t, lbrecon.TeardownExcept(t.Context(), cfg, "lb-2"))
 				}
-				time.Sleep(10 * time.Second)
+				<-time.After(10 * time.Second)
 				require.Empty(t, eng.Objects(), "a late creation on the old ID was left behind")
 			})
 		})

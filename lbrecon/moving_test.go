@@ -96,7 +96,7 @@ func TestMovingToAnotherID(t *testing.T) {
 								"nothing destroyed while the new load balancer is being built")
 						}
 						require.Positive(t, res.RequeueAfter)
-						time.Sleep(res.RequeueAfter)
+						<-time.After(res.RequeueAfter)
 					}
 					t.Fatal("not converged")
 				}

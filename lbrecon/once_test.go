@@ -125,7 +125,7 @@ func TestReconcileOnceDeadlineInsideThePassRequeues(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, res.Converged)
 		require.Positive(t, res.RequeueAfter, "not converged, no error: a requeue is due")
-		time.Sleep(res.RequeueAfter)
+		<-time.After(res.RequeueAfter)
 		_, err = r.ReconcileOnce(t.Context())
 		require.ErrorIs(t, err, lbrecon.ErrPendingTimeout)
 	})
@@ -133,9 +133,10 @@ func TestReconcileOnceDeadlineInsideThePassRequeues(t *testing.T) {
 
 // Over random provider models and faults, every ReconcileOnce and
 // TeardownOnce result is converged, or has a positive RequeueAfter, or an
-// error; and a converged result has an empty plan.
+// error; and a converged result has an empty plan. Sixty models (twenty
+// under -short).
 func TestReconcileOnceRequeueInvariant(t *testing.T) {
-	for seed := range uint64(60) {
+	for seed := range inShort[uint64](60, 20) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(seed, 7))
@@ -163,14 +164,14 @@ func TestReconcileOnceRequeueInvariant(t *testing.T) {
 						res, err := call(t.Context())
 						switch {
 						case err != nil:
-							time.Sleep(time.Second) // the host's error backoff
+							<-time.After(time.Second) // the host's error backoff
 							continue
 						case res.Converged:
 							require.True(t, res.Plan.Empty(), "%s: converged with a plan: %+v", what, res.Plan)
 							return
 						}
 						require.Positive(t, res.RequeueAfter, "%s: not converged, no error, no requeue", what)
-						time.Sleep(res.RequeueAfter)
+						<-time.After(res.RequeueAfter)
 					}
 				}
 				check("reconcile", r.ReconcileOnce)

@@ -133,14 +133,14 @@ func budgetRun(t *testing.T, calls int, once func(context.Context) (lbrecon.Resu
 		require.NotErrorIs(t, err, lbrecon.ErrInconsistent)
 		timedOut = timedOut || errors.Is(res.Transient, context.DeadlineExceeded)
 		if err != nil {
-			time.Sleep(time.Second) // the host's error backoff
+			<-time.After(time.Second) // the host's error backoff
 			continue
 		}
 		if res.Converged {
 			return true, timedOut
 		}
 		require.Positive(t, res.RequeueAfter)
-		time.Sleep(res.RequeueAfter)
+		<-time.After(res.RequeueAfter)
 	}
 	return false, timedOut
 }

@@ -42,10 +42,11 @@ func ours(eng *lbrecontest.Engine, lb lbrecon.LoadBalancer) []lbrecon.Object {
 // A load balancer converged and reconciled again and again for three
 // times the lag (blocking every second, one pass every 300 ms: a host may
 // call before RequeueAfter), with one create answer in four lost: never a
-// duplicate, whatever the replicas show.
+// duplicate, whatever the replicas show. Twelve seeds each (four under
+// -short).
 func TestReplicaListingsNoDuplicates(t *testing.T) {
 	for _, oncePasses := range []bool{false, true} {
-		for seed := range uint64(12) {
+		for seed := range inShort[uint64](12, 4) {
 			t.Run(fmt.Sprintf("once=%v/seed%d", oncePasses, seed), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					eng := replicaEngine(seed)
@@ -64,10 +65,10 @@ func TestReplicaListingsNoDuplicates(t *testing.T) {
 							require.NoError(t, r.Reconcile(t.Context()))
 						}
 						require.Zero(t, duplicates(eng), "objects: %v", eng.Objects())
-						time.Sleep(every) // the bubble's clock
+						<-time.After(every) // the bubble's clock
 					}
 					require.NoError(t, r.Reconcile(t.Context()))
-					time.Sleep(replicaLag)
+					<-time.After(replicaLag)
 					require.Zero(t, duplicates(eng))
 					requireConverged(t, eng, r, lb)
 				})
@@ -79,7 +80,9 @@ func TestReplicaListingsNoDuplicates(t *testing.T) {
 // A teardown right after a converge, on replicas, one pass at a time:
 // the objects a replica leaves out are destroyed all the same, each once,
 // and a deleted object a replica shows again is not believed back: once
-// converged, the teardown stays converged.
+// converged, the teardown stays converged. Twelve seeds, also under
+// -short: they cost little, and a replica that shows a deleted object
+// again comes in a few of them only.
 func TestReplicaListingsTeardownLeavesNothing(t *testing.T) {
 	for seed := range uint64(12) {
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
@@ -103,7 +106,7 @@ func TestReplicaListingsTeardownLeavesNothing(t *testing.T) {
 					} else if res.Converged {
 						convergedAt = i
 					}
-					time.Sleep(time.Second) // the bubble's clock
+					<-time.After(time.Second) // the bubble's clock
 				}
 				require.Empty(t, ours(eng, lb), "leaked")
 				require.Equal(t, n, eng.Calls()[lbrecon.VerbDestroy], "each object destroyed once")
@@ -161,7 +164,7 @@ func TestChildBeforeParentWithinTheLag(t *testing.T) {
 								break
 							}
 							require.Positive(t, res.RequeueAfter)
-							time.Sleep(res.RequeueAfter)
+							<-time.After(res.RequeueAfter)
 						}
 					} else {
 						err = r.Reconcile(t.Context())

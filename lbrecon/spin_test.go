@@ -113,9 +113,14 @@ func adversaries() []adversary {
 	}
 }
 
+// spinFor is how long each spin test runs its loop, in fake time: an hour,
+// or 10 minutes under -short (the backoffs reach their ceilings within the
+// first minute, and a loop that spins reaches spinLimit at once).
+func spinFor() time.Duration { return inShort(time.Hour, 10*time.Minute) }
+
 // TestBlockingLoopsNeverSpin runs Reconcile and Teardown against providers
 // that answer every call at once without ever letting them converge, for
-// an hour of fake time, and bounds the engine calls per minute.
+// spinFor of fake time, and bounds the engine calls per minute.
 func TestBlockingLoopsNeverSpin(t *testing.T) {
 	runAdversaries(t, func(ctx context.Context, t *testing.T, r *lbrecon.LoadBalancerReconciler, down bool) {
 		if down {
@@ -124,7 +129,7 @@ func TestBlockingLoopsNeverSpin(t *testing.T) {
 			_ = r.Reconcile(ctx)
 		}
 		if ctx.Err() == nil {
-			time.Sleep(hostPause)
+			<-time.After(hostPause)
 		}
 	})
 }
@@ -139,23 +144,23 @@ func TestOnceLoopsNeverSpin(t *testing.T) {
 		}
 		res, err := once(ctx)
 		if err != nil {
-			time.Sleep(hostPause)
+			<-time.After(hostPause)
 			return
 		}
 		require.False(t, res.Converged)
 		require.Positive(t, res.RequeueAfter)
-		time.Sleep(res.RequeueAfter)
+		<-time.After(res.RequeueAfter)
 	})
 }
 
-// runAdversaries calls step, one round of a host's loop, for an hour of
+// runAdversaries calls step, one round of a host's loop, for spinFor of
 // fake time against each adversary, and bounds the engine calls per
 // minute.
 func runAdversaries(t *testing.T, step func(ctx context.Context, t *testing.T, r *lbrecon.LoadBalancerReconciler, down bool)) {
 	for _, a := range adversaries() {
 		t.Run(a.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				ctx, cancel := context.WithTimeout(t.Context(), time.Hour)
+				ctx, cancel := context.WithTimeout(t.Context(), spinFor())
 				defer cancel()
 				eng := &counting{Engine: lbrecontest.New(a.cfg), cancel: cancel}
 				lb := desc(2, 1, 2)
@@ -179,7 +184,7 @@ func runAdversaries(t *testing.T, step func(ctx context.Context, t *testing.T, r
 func TestLeftoversNeverSpin(t *testing.T) {
 	for _, blocking := range []bool{true, false} {
 		synctest.Test(t, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(t.Context(), time.Hour)
+			ctx, cancel := context.WithTimeout(t.Context(), spinFor())
 			defer cancel()
 			eng := &counting{Engine: lbrecontest.New(lbrecontest.Config{DeleteDelay: 1000 * time.Hour}), cancel: cancel}
 			require.NoError(t, newLB(t, eng.Engine, desc(2, 1, 2), nil).Reconcile(t.Context()))
@@ -189,16 +194,16 @@ func TestLeftoversNeverSpin(t *testing.T) {
 			for ctx.Err() == nil {
 				if blocking {
 					_ = l.Teardown(ctx)
-					time.Sleep(hostPause)
+					<-time.After(hostPause)
 					continue
 				}
 				res, err := l.TeardownOnce(ctx)
 				if err != nil {
-					time.Sleep(hostPause)
+					<-time.After(hostPause)
 					continue
 				}
 				require.Positive(t, res.RequeueAfter)
-				time.Sleep(res.RequeueAfter)
+				<-time.After(res.RequeueAfter)
 			}
 			requireBounded(t, eng.n.Load(), time.Since(start), 1)
 		})
@@ -214,7 +219,7 @@ const maxPerMinute = 20
 func requireBounded(t *testing.T, calls int64, took time.Duration, objects int) {
 	t.Helper()
 	require.Less(t, calls, int64(spinLimit), "the loop spun")
-	require.GreaterOrEqual(t, took, 59*time.Minute, "the loop ran for the hour")
+	require.GreaterOrEqual(t, took, spinFor()-time.Minute, "the loop ran for spinFor")
 	rate := float64(calls) / took.Minutes()
 	t.Logf("%d engine calls in %v (%.1f a minute)", calls, took, rate)
 	require.LessOrEqual(t, rate, float64(maxPerMinute*objects), "engine calls per minute of fake time")
