@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -16,21 +17,21 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/watch"
 	k8stesting "k8s.io/client-go/testing"
-	testclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/clock"
 
 	"github.com/reconkit/reconkit/kubefake"
 	"github.com/reconkit/reconkit/nodestatus/nodestatustest"
 )
 
-// requestLog records the fake-clock instant of every request one client
-// sends, watches included.
+// requestLog records the instant, on a test's clock, of every request one
+// client sends, watches included.
 type requestLog struct {
-	clk *testclock.FakeClock
+	clk clock.PassiveClock
 	mu  sync.Mutex
 	at  []time.Time
 }
 
-func logRequests(cl *kubefake.Client, clk *testclock.FakeClock) *requestLog {
+func logRequests(cl *kubefake.Client, clk clock.PassiveClock) *requestLog {
 	l := &requestLog{clk: clk}
 	cl.PrependReactor("*", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
 		l.add()
@@ -110,8 +111,10 @@ var budgetUnderShort = map[string]bool{
 // loop has a client of its own (Config.LeaseClient), whose requests are
 // counted. Two nodes run in lockstep (no renew jitter, same start) on one
 // fake server; the adversary answers from the moment both are Ready, and
-// a status change makes the status loop write into it too. Time is a fake
-// clock stepped in 100 ms steps while both controllers are idle.
+// a status change makes the status loop write into it too. Each case runs
+// in a synctest bubble, whose time moves on only while both controllers
+// are blocked, straight to the next timer due: each request is counted at
+// the instant its wait ends, never a step late.
 func TestRequestBudgetUnderPersistentAnswers(t *testing.T) {
 	nodes := schema.GroupResource{Resource: "nodes"}
 	every := func(a kubefake.Answer) func(*kubefake.Server, []*kubefake.Client) {
@@ -165,74 +168,78 @@ func TestRequestBudgetUnderPersistentAnswers(t *testing.T) {
 			if testing.Short() && !budgetUnderShort[tc.name] {
 				t.Skip("another answer of the same kind runs under -short; the full run tries every answer")
 			}
-			clk := newFakeClock()
-			srv := kubefake.Config{Clock: clk}.NewServer()
-			var (
-				clients  []*kubefake.Client
-				provs    []*nodestatustest.Provider
-				ctrls    []*running
-				statuses []*requestLog // the status loop's requests, by node
-				leases   []*requestLog // the lease loop's
-			)
-			for i := range 2 {
-				cl, lcl := srv.NewClient(), srv.NewClient()
-				// Logged before they are used.
-				statuses, leases = append(statuses, logRequests(cl, clk)), append(leases, logRequests(lcl, clk))
-				p := nodestatustest.NewProvider(testNode(fmt.Sprintf("vk-%d", i)))
-				cfg := fakeConfig(cl.Clientset, clk, p)
-				cfg.LeaseClient = lcl.Clientset
-				cfg.Node = testNode(fmt.Sprintf("vk-%d", i))
-				cfg.RenewJitter, cfg.ReRegister = -1, true
-				ctrls = append(ctrls, start(t, cfg))
-				clients, provs = append(clients, cl, lcl), append(provs, p)
-			}
-			for _, c := range ctrls {
-				waitReady(t, c)
-			}
-			idle(t, clk)
-			t0 := clk.Now()
-			tc.fault(srv, clients)
-			for _, p := range provs {
-				p.UpdateStatus(func(n *corev1.Node) { n.Labels["changed"] = "yes" })
-			}
-			// Under -short the count stops at 60 s: three windows of
-			// 10 s past the first 30 s, a third fewer steps.
-			end := 90 * time.Second
-			if testing.Short() {
-				end = 60 * time.Second
-			}
-			for clk.Since(t0) < end {
-				step(t, clk, 100*time.Millisecond)
-			}
-			idle(t, clk)
-			var seen [][]time.Duration
-			for i := range ctrls {
-				var node []time.Duration
-				for _, loop := range []struct {
-					name string
-					log  *requestLog
-				}{{"status", statuses[i]}, {"lease", leases[i]}} {
-					all := loop.log.within(t0, t0.Add(end))
-					late := loop.log.within(t0.Add(30*time.Second), t0.Add(end))
-					secs := (end - 30*time.Second).Seconds()
-					most := busiest(late, 10*time.Second)
-					t.Logf("vk-%d %s loop: %d requests in the first 30 s, %d from 30 s to %v (%.2f/s), at most %d in 10 s", i, loop.name, len(all)-len(late), len(late), end, float64(len(late))/secs, most)
-					bound := 10
-					if tc.most > 0 {
-						bound = tc.most
-					}
-					require.LessOrEqual(t, most, bound, "vk-%d %s loop: requests in 10 s, 30 s into the fault", i, loop.name)
-					node = append(node, late...)
-				}
-				slices.Sort(node)
-				t.Logf("vk-%d, both loops: %.2f requests/s from 30 s to %v", i, float64(len(node))/(end-30*time.Second).Seconds(), end)
-				require.NotEmpty(t, node, "vk-%d: the adversary was reached", i)
-				seen = append(seen, node)
-			}
-			if len(seen[0]) > 2 && len(seen[1]) > 2 {
-				require.False(t, slices.Equal(seen[0], seen[1]), "two nodes that failed together retry at the same instants: no jitter")
-			}
+			synctest.Test(t, func(t *testing.T) { budgetUnder(t, tc.fault, tc.most) })
 		})
+	}
+}
+
+// budgetUnder runs TestRequestBudgetUnderPersistentAnswers' case whose
+// adversary fault installs, in a synctest bubble: time passes only while
+// both controllers are blocked, straight to the next timer due.
+func budgetUnder(t *testing.T, fault func(*kubefake.Server, []*kubefake.Client), tight int) {
+	clk := clock.RealClock{}
+	srv := kubefake.Config{Clock: clk}.NewServer()
+	var (
+		clients  []*kubefake.Client
+		provs    []*nodestatustest.Provider
+		ctrls    []*running
+		statuses []*requestLog // the status loop's requests, by node
+		leases   []*requestLog // the lease loop's
+	)
+	for i := range 2 {
+		cl, lcl := srv.NewClient(), srv.NewClient()
+		// Logged before they are used.
+		statuses, leases = append(statuses, logRequests(cl, clk)), append(leases, logRequests(lcl, clk))
+		p := nodestatustest.NewProvider(testNode(fmt.Sprintf("vk-%d", i)))
+		cfg := bubbleConfig(cl.Clientset, p)
+		cfg.LeaseClient = lcl.Clientset
+		cfg.Node = testNode(fmt.Sprintf("vk-%d", i))
+		cfg.RenewJitter, cfg.ReRegister = -1, true
+		ctrls = append(ctrls, start(t, cfg))
+		clients, provs = append(clients, cl, lcl), append(provs, p)
+	}
+	for _, c := range ctrls {
+		waitReady(t, c)
+	}
+	synctest.Wait()
+	t0 := clk.Now()
+	fault(srv, clients)
+	for _, p := range provs {
+		p.UpdateStatus(func(n *corev1.Node) { n.Labels["changed"] = "yes" })
+	}
+	// Under -short the count stops at 60 s: three windows of
+	// 10 s past the first 30 s, a third fewer steps.
+	end := 90 * time.Second
+	if testing.Short() {
+		end = 60 * time.Second
+	}
+	pass(end)
+	var seen [][]time.Duration
+	for i := range ctrls {
+		var node []time.Duration
+		for _, loop := range []struct {
+			name string
+			log  *requestLog
+		}{{"status", statuses[i]}, {"lease", leases[i]}} {
+			all := loop.log.within(t0, t0.Add(end))
+			late := loop.log.within(t0.Add(30*time.Second), t0.Add(end))
+			secs := (end - 30*time.Second).Seconds()
+			most := busiest(late, 10*time.Second)
+			t.Logf("vk-%d %s loop: %d requests in the first 30 s, %d from 30 s to %v (%.2f/s), at most %d in 10 s", i, loop.name, len(all)-len(late), len(late), end, float64(len(late))/secs, most)
+			bound := 10
+			if tight > 0 {
+				bound = tight
+			}
+			require.LessOrEqual(t, most, bound, "vk-%d %s loop: requests in 10 s, 30 s into the fault", i, loop.name)
+			node = append(node, late...)
+		}
+		slices.Sort(node)
+		t.Logf("vk-%d, both loops: %.2f requests/s from 30 s to %v", i, float64(len(node))/(end-30*time.Second).Seconds(), end)
+		require.NotEmpty(t, node, "vk-%d: the adversary was reached", i)
+		seen = append(seen, node)
+	}
+	if len(seen[0]) > 2 && len(seen[1]) > 2 {
+		require.False(t, slices.Equal(seen[0], seen[1]), "two nodes that failed together retry at the same instants: no jitter")
 	}
 }
 
@@ -244,14 +251,20 @@ func TestRequestBudgetUnderPersistentAnswers(t *testing.T) {
 // patch, as the kubelet's node status loop does after an outage, and its
 // first request comes within 5 s.
 func TestRequestsAfterAPIServerRestart(t *testing.T) {
-	clk := newFakeClock()
+	synctest.Test(t, requestsAfterRestart)
+}
+
+// requestsAfterRestart is TestRequestsAfterAPIServerRestart in a synctest
+// bubble: time passes only while both controllers are blocked.
+func requestsAfterRestart(t *testing.T) {
+	clk := clock.RealClock{}
 	srv := kubefake.Config{Clock: clk}.NewServer()
 	var clients []*kubefake.Client
 	var logs []*requestLog
 	var ctrls []*running
 	for i := range 2 {
 		cl := srv.NewClient()
-		cfg := fakeConfig(cl.Clientset, clk, nil)
+		cfg := bubbleConfig(cl.Clientset, nil)
 		cfg.Node = testNode(fmt.Sprintf("vk-%d", i))
 		logs = append(logs, logRequests(cl, clk)) // before it is used
 		ctrls = append(ctrls, start(t, cfg))
@@ -260,28 +273,21 @@ func TestRequestsAfterAPIServerRestart(t *testing.T) {
 	for _, c := range ctrls {
 		waitReady(t, c)
 	}
-	idle(t, clk)
+	synctest.Wait()
 	t0 := clk.Now()
 	for _, c := range clients {
 		c.Cut()
 	}
 	srv.EndWatches()
-	for clk.Since(t0) < 20*time.Second {
-		step(t, clk, 100*time.Millisecond)
-	}
+	pass(20 * time.Second)
 	for _, c := range clients {
 		c.Heal()
 	}
 	srv.Inject(kubefake.Fault{Answer: kubefake.Unavailable()})
-	for clk.Since(t0) < 30*time.Second {
-		step(t, clk, 100*time.Millisecond)
-	}
+	pass(10 * time.Second)
 	srv.ClearFaults()
 	up := clk.Now()
-	for clk.Since(up) < time.Minute {
-		step(t, clk, 100*time.Millisecond)
-	}
-	idle(t, clk)
+	pass(time.Minute)
 	for i, l := range logs {
 		down := l.within(t0, up)
 		after := l.within(up, up.Add(time.Minute))

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/reconkit/reconkit/kubefake"
 	"github.com/reconkit/reconkit/nodestatus"
 	"github.com/reconkit/reconkit/nodestatus/nodestatustest"
 )
@@ -72,7 +73,7 @@ func Example() {
 // their controllers: they register in a steady stream, no more than 8 at
 // once, instead of all together.
 func ExampleLimiter() {
-	client := fake.NewClientset() // in a real agent: kubernetes.NewForConfig(cfg)
+	client := kubefake.NewClientset() // in a real agent: kubernetes.NewForConfig(cfg)
 	limiter := semaphore.NewWeighted(8)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

@@ -24,6 +24,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	testclock "k8s.io/utils/clock/testing"
 
+	"github.com/reconkit/reconkit/kubefake"
 	"github.com/reconkit/reconkit/nodestatus"
 	"github.com/reconkit/reconkit/nodestatus/nodestatustest"
 )
@@ -157,7 +158,7 @@ func idle(t *testing.T, clk *testclock.FakeClock) {
 }
 
 func TestNewRejectsBadConfig(t *testing.T) {
-	cs := fake.NewClientset()
+	cs := kubefake.NewClientset()
 	ok := func() nodestatus.Config { return nodestatus.Config{Client: cs, Node: testNode("n")} }
 	for name, mod := range map[string]func(*nodestatus.Config){
 		"no client":          func(c *nodestatus.Config) { c.Client = nil },
@@ -271,7 +272,7 @@ func TestLeaseRenewedEveryQuarterDuration(t *testing.T) {
 }
 
 func TestStatusReportedEveryReportInterval(t *testing.T) {
-	cs := fake.NewClientset()
+	cs := kubefake.NewClientset()
 	v := countVerbs(cs)
 	clk := newFakeClock()
 	cfg := fakeConfig(cs, clk, nil)
@@ -296,7 +297,7 @@ func TestStatusReportedEveryReportInterval(t *testing.T) {
 }
 
 func TestNotifyNeverBlocksAndCoalesces(t *testing.T) {
-	cs := fake.NewClientset()
+	cs := kubefake.NewClientset()
 	clk := newFakeClock()
 	p := nodestatustest.NewProvider(testNode("vk-0"))
 	c := startReady(t, fakeConfig(cs, clk, p))
@@ -331,7 +332,7 @@ func TestNotifyNeverBlocksAndCoalesces(t *testing.T) {
 }
 
 func TestPingFailureSetsNotReadyAndKeepsLease(t *testing.T) {
-	cs := fake.NewClientset()
+	cs := kubefake.NewClientset()
 	v := countVerbs(cs)
 	clk := newFakeClock()
 	p := nodestatustest.NewProvider(testNode("vk-0"))
@@ -361,7 +362,7 @@ func TestPingFailureSetsNotReadyAndKeepsLease(t *testing.T) {
 }
 
 func TestPingFailureStopHeartbeat(t *testing.T) {
-	cs := fake.NewClientset()
+	cs := kubefake.NewClientset()
 	v := countVerbs(cs)
 	clk := newFakeClock()
 	p := nodestatustest.NewProvider(testNode("vk-0"))
@@ -387,7 +388,7 @@ func TestPingFailureStopHeartbeat(t *testing.T) {
 // With PingFailureIgnore a failing ping is only logged: the lease keeps
 // renewing and the status is not written.
 func TestPingFailureIgnore(t *testing.T) {
-	cs := fake.NewClientset()
+	cs := kubefake.NewClientset()
 	v := countVerbs(cs)
 	clk := newFakeClock()
 	p := nodestatustest.NewProvider(testNode("vk-0"))
@@ -446,7 +447,7 @@ func TestUnconfirmedLeaseAPIMissingKeepsRenewing(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			cs := fake.NewClientset()
+			cs := kubefake.NewClientset()
 			discovery(cs)
 			cs.PrependReactor("*", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 				// An unnamed 404, as a misrouting proxy may answer.
@@ -504,7 +505,7 @@ func TestLeaseOwnerFollowsRecreatedNode(t *testing.T) {
 }
 
 func TestRetryWaitsNeverExceedFiveSeconds(t *testing.T) {
-	cs := fake.NewClientset()
+	cs := kubefake.NewClientset()
 	faults := failLeaseUpdates(cs)
 	clk := newFakeClock()
 	startReady(t, fakeConfig(cs, clk, nil))
@@ -552,7 +553,7 @@ func (h *hooks) sawEvent(e string) bool {
 }
 
 func TestMetricsAndEvents(t *testing.T) {
-	cs := fake.NewClientset()
+	cs := kubefake.NewClientset()
 	cs.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.GetSubresource() == "status" && strings.Contains(string(a.(k8stesting.PatchAction).GetPatch()), `"bad":"label"`) {
 			return true, nil, apierrors.NewInvalid(schema.GroupKind{Kind: "Node"}, "vk-0", field.ErrorList{field.Invalid(field.NewPath("metadata", "labels"), "bad", "not allowed")})

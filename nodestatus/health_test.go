@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/reconkit/reconkit/kubefake"
 	"github.com/reconkit/reconkit/nodestatus"
 )
 
@@ -19,7 +20,7 @@ import (
 // no renewal has succeeded for the bound, heals with the next renewal and
 // fails for good once Run has returned.
 func TestHeartbeatCheck(t *testing.T) {
-	cs := fake.NewClientset()
+	cs := kubefake.NewClientset()
 	var failRenewals atomic.Bool
 	cs.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 		if failRenewals.Load() {
@@ -57,7 +58,7 @@ func TestHeartbeatCheck(t *testing.T) {
 // controller one bound to start and heartbeat.
 func TestHeartbeatCheckBeforeRun(t *testing.T) {
 	clk := newFakeClock()
-	c, err := nodestatus.New(fakeConfig(fake.NewClientset(), clk, nil))
+	c, err := nodestatus.New(fakeConfig(kubefake.NewClientset(), clk, nil))
 	require.NoError(t, err)
 	check := c.HeartbeatCheck(10 * time.Second)
 	_, ok := c.LastHeartbeat()

@@ -13,9 +13,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/reconkit/reconkit/kubefake"
 	"github.com/reconkit/reconkit/nodestatus"
 	"github.com/reconkit/reconkit/nodestatus/nodestatustest"
 )
@@ -143,7 +143,7 @@ func TestLimiterBoundsRegistration(t *testing.T) {
 	var providers []*nodestatustest.Provider
 	var ctrls []*running
 	for i := range 6 {
-		cs := fake.NewClientset()
+		cs := kubefake.NewClientset()
 		cs.PrependReactor("create", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
 			gate.pass(a.(k8stesting.CreateAction).GetObject().(*corev1.Node).Name)
 			return false, nil, nil
@@ -183,7 +183,7 @@ func TestLimiterNotHeldAcrossRetryWaits(t *testing.T) {
 	lim := newCountingLimiter(1)
 	clk := newFakeClock()
 
-	failing := fake.NewClientset()
+	failing := kubefake.NewClientset()
 	patches := newRequestGate()
 	close(patches.open)
 	failing.PrependReactor("create", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
@@ -199,7 +199,7 @@ func TestLimiterNotHeldAcrossRetryWaits(t *testing.T) {
 	// not step: A holds no unit while it waits.
 	lim.waitFor(t, 0, 0)
 
-	cs := fake.NewClientset()
+	cs := kubefake.NewClientset()
 	cfgB := fakeConfig(cs, clk, nil)
 	cfgB.Node = testNode("vk-b")
 	cfgB.Limiter = lim
@@ -218,7 +218,7 @@ func TestLimiterNotHeldAcrossRetryWaits(t *testing.T) {
 // write waits for a unit, and a lease renewal does not.
 func TestLimiterHoldsStatusWritesNotHeartbeats(t *testing.T) {
 	lim := newCountingLimiter(1)
-	cs := fake.NewClientset()
+	cs := kubefake.NewClientset()
 	v := countVerbs(cs)
 	clk := newFakeClock()
 	p := nodestatustest.NewProvider(testNode("vk-0"))
@@ -247,7 +247,7 @@ func TestLimiterHoldsStatusWritesNotHeartbeats(t *testing.T) {
 func TestLimiterWaitEndsWithContext(t *testing.T) {
 	lim := newCountingLimiter(1)
 	require.NoError(t, lim.Acquire(context.Background(), 1))
-	cs := fake.NewClientset()
+	cs := kubefake.NewClientset()
 	clk := newFakeClock()
 	p := nodestatustest.NewProvider(testNode("vk-0"))
 	cfg := fakeConfig(cs, clk, p)
@@ -278,7 +278,7 @@ func (p cancelOnNotify) NotifyNodeStatus(context.Context, func(*corev1.Node)) { 
 // the unit.
 func TestLimiterUnitReturnedWhenStoppedAtOnce(t *testing.T) {
 	lim := newCountingLimiter(1)
-	cs := fake.NewClientset()
+	cs := kubefake.NewClientset()
 	clk := newFakeClock()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -3,6 +3,7 @@ package nodestatus_test
 import (
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -20,9 +21,10 @@ import (
 // Every loop of the controller (ping, renewal, status report, the retries
 // of each, re-reading and re-registering a Node) waits when the other side
 // answers at once, whatever it answers: a success, an error, a 0 Retry-After
-// hint. Each case counts the calls over one minute of fake time, stepped in
-// 100ms steps once the controller is idle, against a bound far below what
-// a loop without a wait makes.
+// hint. Each case counts the calls over one minute of a synctest bubble's
+// time, which moves on only while the controller is blocked, straight to
+// its next timer, against a bound far below what a loop without a wait
+// makes.
 func TestLoopsWaitWhenAnsweredAtOnce(t *testing.T) {
 	gr := schema.GroupResource{Resource: "nodes"}
 	for _, tc := range []struct {
@@ -72,34 +74,32 @@ func TestLoopsWaitWhenAnsweredAtOnce(t *testing.T) {
 		}, "create nodes", 60},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cs := kubefake.NewClientset()
-			clk := newFakeClock()
-			p := nodestatustest.NewProvider(testNode("vk-0"))
-			cfg := fakeConfig(cs, clk, p)
-			cfg.StatusReportInterval, cfg.ReRegister = time.Minute, true
-			c := start(t, cfg)
-			waitReady(t, c)
-			idle(t, clk)
-			pings := p.Pings()
-			tc.adversary(cs, p)
-			v := countVerbs(cs) // in front of the adversary's reactors
-			p.UpdateStatus(func(n *corev1.Node) { n.Labels["new"] = "label" })
-			count := func() int {
-				if tc.key == "ping" {
-					return p.Pings() - pings
+			synctest.Test(t, func(t *testing.T) {
+				cs := kubefake.NewClientset()
+				p := nodestatustest.NewProvider(testNode("vk-0"))
+				cfg := bubbleConfig(cs, p)
+				cfg.StatusReportInterval, cfg.ReRegister = time.Minute, true
+				c := start(t, cfg)
+				waitReady(t, c)
+				synctest.Wait()
+				pings := p.Pings()
+				tc.adversary(cs, p)
+				v := countVerbs(cs) // in front of the adversary's reactors
+				p.UpdateStatus(func(n *corev1.Node) { n.Labels["new"] = "label" })
+				count := func() int {
+					if tc.key == "ping" {
+						return p.Pings() - pings
+					}
+					return v.get(tc.key)
 				}
-				return v.get(tc.key)
-			}
-			for range 600 {
-				step(t, clk, 100*time.Millisecond)
-			}
-			idle(t, clk)
-			got := count()
-			t.Logf("%d calls in a minute of fake time", got)
-			require.LessOrEqual(t, got, tc.max, "calls in a minute")
-			if tc.max > 7 {
-				require.Greater(t, got, 3, "the adversary was reached and retried")
-			}
+				pass(time.Minute)
+				got := count()
+				t.Logf("%d calls in a minute of fake time", got)
+				require.LessOrEqual(t, got, tc.max, "calls in a minute")
+				if tc.max > 7 {
+					require.Greater(t, got, 3, "the adversary was reached and retried")
+				}
+			})
 		})
 	}
 }

@@ -55,34 +55,42 @@ func ExampleProvider() {
 	// ping: backend down
 }
 
+// TestWaitForNode runs in a synctest bubble: the waiter is parked in its
+// watch before the Node is created, so the watch, not a later read, must
+// see both changes, and the 5 s rounds and the deadline take no real time.
 func TestWaitForNode(t *testing.T) {
-	cs := fake.NewClientset()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		n, err := nodestatustest.WaitForCondition(ctx, cs, "n", corev1.NodeReady, corev1.ConditionTrue, "Up")
-		if err == nil && n.Labels["step"] != "2" {
-			err = fmt.Errorf("returned the wrong node: %v", n.Labels)
-		}
-		done <- err
-	}()
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"step": "1"}}}
-	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}
-	_, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
-	require.NoError(t, err)
-	node.Labels["step"] = "2"
-	node.Status.Conditions[0].Status, node.Status.Conditions[0].Reason = corev1.ConditionTrue, "Up"
-	_, err = cs.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
-	require.NoError(t, err)
-	require.NoError(t, <-done)
+	synctest.Test(t, func(t *testing.T) {
+		cs := fake.NewClientset()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			n, err := nodestatustest.WaitForCondition(ctx, cs, "n", corev1.NodeReady, corev1.ConditionTrue, "Up")
+			if err == nil && n.Labels["step"] != "2" {
+				err = fmt.Errorf("returned the wrong node: %v", n.Labels)
+			}
+			done <- err
+		}()
+		synctest.Wait() // the waiter read nothing and watches
+		start := time.Now()
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"step": "1"}}}
+		node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}
+		_, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+		require.NoError(t, err)
+		node.Labels["step"] = "2"
+		node.Status.Conditions[0].Status, node.Status.Conditions[0].Reason = corev1.ConditionTrue, "Up"
+		_, err = cs.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		require.NoError(t, <-done)
+		require.Zero(t, time.Since(start), "seen by the watch, not by a read after a round")
 
-	// On a deadline, the error shows what was last seen.
-	short, scancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	defer scancel()
-	_, err = nodestatustest.WaitForCondition(short, cs, "n", corev1.NodeReady, corev1.ConditionFalse, "")
-	require.ErrorIs(t, err, context.DeadlineExceeded)
-	require.ErrorContains(t, err, "Ready=True(Up)")
+		// On a deadline, the error shows what was last seen.
+		short, scancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer scancel()
+		_, err = nodestatustest.WaitForCondition(short, cs, "n", corev1.NodeReady, corev1.ConditionFalse, "")
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.ErrorContains(t, err, "Ready=True(Up)")
+	})
 }
 
 func TestWaitForPings(t *testing.T) {
