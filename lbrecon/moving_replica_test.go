@@ -80,30 +80,11 @@ func (j *scopeJournal) broken() []string {
 	return slices.Clone(j.foreign)
 }
 
-// onID returns the objects among objs carrying tag on load balancer id:
-// backends and frontends by their spec, binds and servers by their parent.
+// onID returns the objects among objs carrying tag on load balancer id.
 func onID(objs []lbrecon.Object, id, tag string) []lbrecon.Object {
-	byKey := map[lbrecon.Key]lbrecon.Object{}
-	for _, o := range objs {
-		byKey[o.Key()] = o
-	}
-	var lbOf func(o lbrecon.Object) string
-	lbOf = func(o lbrecon.Object) string {
-		switch s := o.Spec.(type) {
-		case lbrecon.BackendSpec:
-			return s.LoadBalancer
-		case lbrecon.FrontendSpec:
-			return s.LoadBalancer
-		case lbrecon.BindSpec:
-			return lbOf(byKey[lbrecon.Key{Kind: lbrecon.KindFrontend, ID: s.Frontend}])
-		case lbrecon.ServerSpec:
-			return lbOf(byKey[lbrecon.Key{Kind: lbrecon.KindBackend, ID: s.Backend}])
-		}
-		return ""
-	}
 	var out []lbrecon.Object
-	for _, o := range objs {
-		if o.HasTag(tag) && lbOf(o) == id {
+	for _, o := range lbrecontest.OnLoadBalancer(objs, id) {
+		if o.HasTag(tag) {
 			out = append(out, o)
 		}
 	}

@@ -13,31 +13,11 @@ import (
 )
 
 // ownedOn returns the objects of engine eng on load balancer id carrying tag
-// ("" for untagged ones): backends and frontends by their spec, binds and
-// servers by their parent.
+// ("" for untagged ones).
 func ownedOn(eng *lbrecontest.Engine, id, tag string) []lbrecon.Object {
-	objs := eng.Objects()
-	byID := map[string]lbrecon.Object{}
-	for _, o := range objs {
-		byID[o.Kind+"/"+o.ID] = o
-	}
-	var lbOf func(o lbrecon.Object) string
-	lbOf = func(o lbrecon.Object) string {
-		switch s := o.Spec.(type) {
-		case lbrecon.BackendSpec:
-			return s.LoadBalancer
-		case lbrecon.FrontendSpec:
-			return s.LoadBalancer
-		case lbrecon.BindSpec:
-			return lbOf(byID[lbrecon.KindFrontend+"/"+s.Frontend])
-		case lbrecon.ServerSpec:
-			return lbOf(byID[lbrecon.KindBackend+"/"+s.Backend])
-		}
-		return ""
-	}
 	var out []lbrecon.Object
-	for _, o := range objs {
-		if lbOf(o) != id || (tag == "" && len(o.Tags) > 0) || (tag != "" && !o.HasTag(tag)) {
+	for _, o := range lbrecontest.OnLoadBalancer(eng.Objects(), id) {
+		if (tag == "" && len(o.Tags) > 0) || (tag != "" && !o.HasTag(tag)) {
 			continue
 		}
 		out = append(out, o)

@@ -39,31 +39,11 @@ func (m *movingMapping) mapping() ccm.Mapping {
 }
 
 // onBalancer returns the objects on load balancer id carrying the tag of
-// Service uid: backends and frontends by their spec, binds and servers by
-// their parent.
+// Service uid.
 func onBalancer(eng *lbrecontest.Engine, id, uid string) []lbrecon.Object {
-	objs := eng.Objects()
-	byKey := map[lbrecon.Key]lbrecon.Object{}
-	for _, o := range objs {
-		byKey[o.Key()] = o
-	}
-	var lbOf func(o lbrecon.Object) string
-	lbOf = func(o lbrecon.Object) string {
-		switch s := o.Spec.(type) {
-		case lbrecon.BackendSpec:
-			return s.LoadBalancer
-		case lbrecon.FrontendSpec:
-			return s.LoadBalancer
-		case lbrecon.BindSpec:
-			return lbOf(byKey[lbrecon.Key{Kind: lbrecon.KindFrontend, ID: s.Frontend}])
-		case lbrecon.ServerSpec:
-			return lbOf(byKey[lbrecon.Key{Kind: lbrecon.KindBackend, ID: s.Backend}])
-		}
-		return ""
-	}
 	var out []lbrecon.Object
-	for _, o := range objs {
-		if lbOf(o) == id && o.HasTag(ccm.DefaultTagKey+"="+uid) {
+	for _, o := range lbrecontest.OnLoadBalancer(eng.Objects(), id) {
+		if o.HasTag(ccm.DefaultTagKey + "=" + uid) {
 			out = append(out, o)
 		}
 	}
