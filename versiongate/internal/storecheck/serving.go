@@ -1,0 +1,182 @@
+package storecheck
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/reconkit/reconkit/versiongate"
+)
+
+// sighting is a node the rolling driver's check saw ready while its
+// release is below the minimum compatible release of the status the
+// check read just before (first) and just after (second) it asked the
+// node. Whether that is a violation depends on the status that stood
+// when the node was asked, which the reads alone cannot tell: see
+// judgeSighting.
+type sighting struct {
+	node    string // the node's client: its ID and run
+	release versiongate.Release
+	// readyAt is when the node's WaitReady last returned.
+	readyAt time.Duration
+	// first and second are the status reads around the question.
+	first, second statusRead
+	// asked and answered bound the node's Ready call.
+	asked, answered time.Duration
+}
+
+// statusRead is one status read of the check.
+type statusRead struct {
+	call, ret time.Duration
+	value     string
+	rev       int64
+	ok        bool // the read succeeded and the status decoded
+	status    versiongate.Status
+}
+
+// verdict classifies a sighting against the history of status writes.
+type verdict int
+
+const (
+	// served: the status read before and after the question was written
+	// by a write that returned OK (so, on a store that validates after
+	// writing, validated) before the first read was called, and no other
+	// status write could have taken effect from that write's call until
+	// the second read returned: the node was ready while a status that
+	// excludes its release stood. A violation.
+	served verdict = iota + 1
+	// refusedWrite: the status was written by a write that did not
+	// return OK (refused for changed nodes, or of unknown outcome; on a
+	// store that validates after writing, readers see it until it is put
+	// back): no leader acts on it, and a node that passed WaitReady
+	// before it may still serve.
+	refusedWrite
+	// unreturnedWrite: the status was written by a write that had not
+	// yet returned when the status was first read: the store may still
+	// be validating it.
+	unreturnedWrite
+	// changed: the two reads differ, or another status write may have
+	// taken effect between them, so the status at the question is not
+	// known (a read older than the question, a status lowered by a later
+	// leader, a write put back).
+	changed
+)
+
+func (v verdict) String() string {
+	switch v {
+	case served:
+		return "served under a validated status"
+	case refusedWrite:
+		return "status of a write that did not return OK"
+	case unreturnedWrite:
+		return "status of a write still in progress"
+	case changed:
+		return "status changed around the question"
+	}
+	return "unknown"
+}
+
+// judgeSighting decides s against the history h. It returns the verdict
+// and, for served, the write that stood.
+//
+// Why not the status read alone: the read is made before the question,
+// and the status may change in between (a later leader of a lower
+// release lowers the minimum, and the node passes WaitReady on the
+// lowered status; a watch delivers an old status late). And on a store
+// that validates a conditioned write after applying it (the Kubernetes
+// store), a restricted status is seen while it is validated and put back
+// if a record changed: a node that passed WaitReady on the status before
+// it, whose record the leader's listing missed, serves meanwhile, as
+// designed; only a write that returned OK is one a leader acts on.
+func judgeSighting(s sighting, h []Op) (verdict, Op) {
+	if !s.first.ok || !s.second.ok || s.first.value != s.second.value {
+		return changed, Op{}
+	}
+	// The writes that may have put the value read: any write of it
+	// that may have been applied (not refused by the fence, nor, on a
+	// store whose writes are atomic, for changed nodes), called before
+	// the first read returned; the latest of them put it.
+	var w Op
+	found := false
+	for _, o := range h {
+		if !mayApply(o) || o.Call > s.first.ret {
+			continue
+		}
+		if o.Input.Value == s.first.value && (!found || o.Call > w.Call) {
+			w, found = o, true
+		}
+	}
+	if !found {
+		return changed, Op{}
+	}
+	switch {
+	case w.Output.Outcome != OK:
+		return refusedWrite, w
+	case w.Return > s.first.call:
+		return unreturnedWrite, w
+	}
+	// No other write may have taken effect between w and the second
+	// read: a fence puts back only a status a later write left marked.
+	for _, o := range h {
+		if !mayApply(o) || o.Call == w.Call && o.Client == w.Client {
+			continue
+		}
+		if o.Call < s.second.ret && o.Return > w.Call {
+			return changed, w
+		}
+	}
+	return served, w
+}
+
+// mayApply reports whether o is a status write that may have changed the
+// status, if only for a while.
+func mayApply(o Op) bool {
+	if o.Input.Kind != KindWrite {
+		return false
+	}
+	switch o.Output.Outcome {
+	case Lost, NodesChanged:
+		// Refused: on a store that validates a conditioned write after
+		// applying it, readers may have seen it until it was put back
+		// (by the writer, or by the next term's fence).
+		return o.Input.Tentative && o.Input.NodesRev > 0
+	}
+	return true
+}
+
+// explain describes a served sighting with what the history says of the
+// node: its publishes and keep-alives, and the listing the write was
+// conditioned on.
+func explain(s sighting, w Op, h []Op) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s@%s ready between %v and %v (WaitReady returned at %v) under %s (revision %d, read at %v..%v and again at %v..%v), written by %s at %v..%v conditioned on revision %d",
+		s.node, s.release, s.asked, s.answered, s.readyAt, s.first.status, s.first.rev, s.first.call, s.first.ret, s.second.call, s.second.ret,
+		w.Name, w.Call, w.Return, w.Input.NodesRev)
+	id, _, _ := strings.Cut(s.node, "#")
+	var lastOK, firstLost *Op
+	for i, o := range h {
+		switch {
+		case o.Name == s.node && o.Input.Kind == KindPublish:
+			fmt.Fprintf(&b, "; its publish %s at %v..%v", o, o.Call, o.Return)
+		case o.Name == s.node && o.Input.Kind == KindKeepAlive && o.Output.Outcome == OK && o.Call < s.asked:
+			lastOK = &h[i]
+		case o.Name == s.node && o.Input.Kind == KindKeepAlive && o.Output.Outcome != OK && firstLost == nil:
+			firstLost = &h[i]
+		case o.Input.Kind == KindList && o.Output.Rev == w.Input.NodesRev:
+			listed := false
+			for _, r := range o.Output.Records {
+				listed = listed || r.ID == id
+			}
+			fmt.Fprintf(&b, "; the listing at revision %d by %s at %v..%v shows %s: %v", o.Output.Rev, o.Name, o.Call, o.Return, id, listed)
+		}
+	}
+	if lastOK != nil {
+		fmt.Fprintf(&b, "; its last keep-alive acknowledged before: called at %v, returned at %v", lastOK.Call, lastOK.Return)
+	} else {
+		b.WriteString("; no keep-alive of it acknowledged before")
+	}
+	if firstLost != nil {
+		fmt.Fprintf(&b, "; its first keep-alive not acknowledged: %s at %v..%v", firstLost, firstLost.Call, firstLost.Return)
+	}
+	return b.String()
+}
