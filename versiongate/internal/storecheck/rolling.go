@@ -75,7 +75,8 @@ type rollingNode struct {
 	running bool
 	cut     bool
 	runs    int
-	// readyAt is when its WaitReady last returned.
+	// readyAt is when its WaitReady last returned; -1 for not in this
+	// run.
 	readyAt time.Duration
 
 	conn   Conn
@@ -275,7 +276,7 @@ func RunRolling(t *testing.T, b Backend, cfg RollingConfig) RollingResult {
 		t.Errorf("rolling upgrade (seed %d): %s", cfg.Seed, v)
 	}
 	h.mu.Unlock()
-	t.Logf("rolling upgrade: WaitReady passed %d times; %d safety checks; %d store operations", res.Ready, res.Checks, len(res.History))
+	t.Logf("rolling upgrade: WaitReady passed %d times; %d safety checks; %d store operations; status writes by outcome %v", res.Ready, res.Checks, len(res.History), writeOutcomes(res.History))
 	res.Busiest = CheckBudget(t, rec.Calls(), cfg.Budget.withDefaults(cfg.RecordTTL))
 	Check(t, res.History)
 	return res
@@ -428,6 +429,7 @@ func (h *rolling) start(n *rollingNode) {
 	h.mu.Lock()
 	n.gate = g
 	n.running = true
+	n.readyAt = -1
 	h.mu.Unlock()
 	ctx, cancel := context.WithCancel(h.ctx)
 	n.cancel = cancel
@@ -545,6 +547,23 @@ func (h *rolling) check() {
 	}
 }
 
+// writeOutcomes counts the status writes of h by outcome; those
+// conditioned on the records apart.
+func writeOutcomes(h []Op) map[string]int {
+	n := map[string]int{}
+	for _, o := range h {
+		if o.Input.Kind != KindWrite {
+			continue
+		}
+		k := string(o.Output.Outcome)
+		if o.Input.NodesRev > 0 {
+			k = "conditioned " + k
+		}
+		n[k]++
+	}
+	return n
+}
+
 // highestMinimum is the highest minimum compatible release of the
 // upgrade's releases.
 func highestMinimum() versiongate.Release {
@@ -582,9 +601,10 @@ func (h *rolling) readStatus() statusRead {
 	return r
 }
 
-// judgeSightings judges every sighting against the history, reports the
-// violations and logs how many sightings each verdict excused.
-func (h *rolling) judgeSightings(hist []Op) {
+// judgeSightings judges every sighting against the history, notes the
+// violations, logs how many sightings each verdict excused and returns
+// those counts. The caller holds h.mu.
+func (h *rolling) judgeSightings(hist []Op) map[verdict]int {
 	counts := map[verdict]int{}
 	for _, s := range h.sightings {
 		v, w := judgeSighting(s, hist)
@@ -599,6 +619,7 @@ func (h *rolling) judgeSightings(hist []Op) {
 	if len(h.sightings) > 0 {
 		h.t.Logf("rolling upgrade: %d times a node below the minimum of a status read around it was ready: %v", len(h.sightings), counts)
 	}
+	return counts
 }
 
 // watch checks at every status change the observer sees.

@@ -149,9 +149,15 @@ func mayApply(o Op) bool {
 // conditioned on.
 func explain(s sighting, w Op, h []Op) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s@%s ready between %v and %v (WaitReady returned at %v) under %s (revision %d, read at %v..%v and again at %v..%v), written by %s at %v..%v conditioned on revision %d",
-		s.node, s.release, s.asked, s.answered, s.readyAt, s.first.status, s.first.rev, s.first.call, s.first.ret, s.second.call, s.second.ret,
-		w.Name, w.Call, w.Return, w.Input.NodesRev)
+	fmt.Fprintf(&b, "%s@%s ready between %v and %v (WaitReady returned at %v) under %s (revision %d, read at %v..%v), then %s (revision %d, read at %v..%v)",
+		s.node, s.release, s.asked, s.answered, s.readyAt, s.first.status, s.first.rev, s.first.call, s.first.ret, s.second.status, s.second.rev, s.second.call, s.second.ret)
+	if w.Input.Kind == KindWrite {
+		ret := "open"
+		if w.Return != Open {
+			ret = w.Return.String()
+		}
+		fmt.Fprintf(&b, "; written by %s at %v..%s, %s, conditioned on revision %d", w.Name, w.Call, ret, w.Output.Outcome, w.Input.NodesRev)
+	}
 	id, _, _ := strings.Cut(s.node, "#")
 	var lastOK, firstLost *Op
 	for i, o := range h {
