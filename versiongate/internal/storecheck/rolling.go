@@ -502,9 +502,11 @@ func (h *rolling) settle(d time.Duration) {
 // on that), and on a store that validates a conditioned write after
 // applying it a restricted status is seen while a node whose record the
 // leader's listing missed still serves, until the write is put back.
-func (h *rolling) check() {
+func (h *rolling) check() { h.checkFrom(h.readStatus()) }
+
+// checkFrom is check with first as the status read before the question.
+func (h *rolling) checkFrom(first statusRead) {
 	h.checks.Add(1)
-	first := h.readStatus()
 	h.mu.Lock()
 	type asked struct {
 		n               *rollingNode
@@ -586,7 +588,15 @@ func (h *rolling) readStatus() statusRead {
 	r := statusRead{call: h.rec.now()}
 	st, err := h.obs.ReadStatus(h.ctx)
 	r.ret = h.rec.now()
-	if err != nil || st.Value == nil {
+	if err != nil {
+		return r
+	}
+	return h.decoded(r, st)
+}
+
+// decoded fills r from st, and notes a corrupt status.
+func (h *rolling) decoded(r statusRead, st versiongate.StoredStatus) statusRead {
+	if st.Value == nil {
 		return r
 	}
 	r.value, r.rev = string(st.Value), st.Revision
@@ -622,13 +632,17 @@ func (h *rolling) judgeSightings(hist []Op) map[verdict]int {
 	return counts
 }
 
-// watch checks at every status change the observer sees.
+// watch checks at every status change the observer sees, with the
+// status the watch delivered as the read before the question: it was
+// current at the latest when it arrived, and it is seen even when it
+// stands only for a moment (a write the store puts back).
 func (h *rolling) watch(ctx context.Context) {
 	var rev int64
 	for ctx.Err() == nil {
 		err := h.b.Observer.WatchStatus(ctx, rev, func(st versiongate.StoredStatus) bool {
 			rev = st.Revision
-			h.check()
+			at := h.rec.now()
+			h.checkFrom(h.decoded(statusRead{call: at, ret: at}, st))
 			return false
 		})
 		if ctx.Err() != nil {
