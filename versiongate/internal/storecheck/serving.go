@@ -8,6 +8,146 @@ import (
 	"github.com/reconkit/reconkit/versiongate"
 )
 
+// check asks every running node below the highest minimum compatible
+// release of the upgrade whether it is ready, between two reads of the
+// status, and notes each that is while both reads show a minimum above
+// its release: a sighting, judged against the history of status writes
+// once the run ends (see judgeSighting). The reads alone cannot judge
+// it: the status may change between a read and the question (a leader
+// of a lower release lowers the minimum, and the node passes WaitReady
+// on that), and on a store that validates a conditioned write after
+// applying it a restricted status is seen while a node whose record the
+// leader's listing missed still serves, until the write is put back.
+func (h *rolling) check() { h.checkFrom(h.readStatus()) }
+
+// checkFrom is check with first as the status read before the question.
+func (h *rolling) checkFrom(first statusRead) {
+	h.checks.Add(1)
+	h.mu.Lock()
+	type asked struct {
+		n               *rollingNode
+		asked, answered time.Duration
+	}
+	var ready []asked
+	for _, n := range h.nodes {
+		if !n.running || !releases[n.rel].version.Less(highestMinimum()) {
+			continue
+		}
+		a := asked{n: n, asked: h.rec.now()}
+		ok := n.gate.Ready()
+		a.answered = h.rec.now()
+		if ok {
+			ready = append(ready, a)
+		}
+	}
+	names := make([]string, len(ready))
+	rels := make([]versiongate.Release, len(ready))
+	readyAt := make([]time.Duration, len(ready))
+	for i, a := range ready {
+		names[i] = fmt.Sprintf("%s#%d", a.n.id, a.n.runs)
+		rels[i] = releases[a.n.rel].version
+		readyAt[i] = a.n.readyAt
+	}
+	h.mu.Unlock()
+	if len(ready) == 0 {
+		return
+	}
+	second := h.readStatus()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i, a := range ready {
+		below := func(r statusRead) bool { return r.ok && rels[i].Less(r.status.MinimumCompatibleRelease) }
+		if !below(first) && !below(second) {
+			continue
+		}
+		h.sightings = append(h.sightings, sighting{node: names[i], release: rels[i], readyAt: readyAt[i],
+			first: first, second: second, asked: a.asked, answered: a.answered})
+	}
+}
+
+// writeOutcomes counts the status writes of h by outcome; those
+// conditioned on the records apart.
+func writeOutcomes(h []Op) map[string]int {
+	n := map[string]int{}
+	for _, o := range h {
+		if o.Input.Kind != KindWrite {
+			continue
+		}
+		k := string(o.Output.Outcome)
+		if o.Input.NodesRev > 0 {
+			k = "conditioned " + k
+		}
+		n[k]++
+	}
+	return n
+}
+
+// highestMinimum is the highest minimum compatible release of the
+// upgrade's releases.
+func highestMinimum() versiongate.Release {
+	var m versiongate.Release
+	for _, r := range releases {
+		m = maxOf(m, r.minCompat)
+	}
+	return m
+}
+
+func maxOf(a, b versiongate.Release) versiongate.Release {
+	if a.Less(b) {
+		return b
+	}
+	return a
+}
+
+// readStatus reads the status for check, and notes a corrupt one.
+func (h *rolling) readStatus() statusRead {
+	r := statusRead{call: h.rec.now()}
+	st, err := h.obs.ReadStatus(h.ctx)
+	r.ret = h.rec.now()
+	if err != nil {
+		return r
+	}
+	return h.decoded(r, st)
+}
+
+// decoded fills r from st, and notes a corrupt status.
+func (h *rolling) decoded(r statusRead, st versiongate.StoredStatus) statusRead {
+	if st.Value == nil {
+		return r
+	}
+	r.value, r.rev = string(st.Value), st.Revision
+	cur, err := versiongate.DecodeStatus(st.Value)
+	if err != nil {
+		h.mu.Lock()
+		h.violations = append(h.violations, fmt.Sprintf("corrupt status at revision %d: %v", st.Revision, err))
+		h.mu.Unlock()
+		return r
+	}
+	r.ok, r.status = true, cur
+	return r
+}
+
+// judgeSightings judges every sighting against the history, notes the
+// violations, logs how many sightings each verdict excused and returns
+// those counts. The caller holds h.mu.
+func (h *rolling) judgeSightings(hist []Op) map[verdict]int {
+	counts := map[verdict]int{}
+	for _, s := range h.sightings {
+		v, w := judgeSighting(s, hist)
+		counts[v]++
+		switch {
+		case v == served:
+			h.violations = append(h.violations, explain(s, w, hist))
+		case counts[v] <= 3:
+			h.t.Logf("rolling upgrade: not a violation (%s): %s", v, explain(s, w, hist))
+		}
+	}
+	if len(h.sightings) > 0 {
+		h.t.Logf("rolling upgrade: %d times a node below the minimum of a status read around it was ready: %v", len(h.sightings), counts)
+	}
+	return counts
+}
+
 // sighting is a node the rolling driver's check saw ready while its
 // release is below the minimum compatible release of the status the
 // check read just before (first) and just after (second) it asked the
