@@ -10,7 +10,7 @@ import (
 
 // check asks every running node below the highest minimum compatible
 // release of the upgrade whether it is ready, between two reads of the
-// status, and notes each that is while both reads show a minimum above
+// status, and notes each that is while either read shows a minimum above
 // its release: a sighting, judged against the history of status writes
 // once the run ends (see judgeSighting). The reads alone cannot judge
 // it: the status may change between a read and the question (a leader
