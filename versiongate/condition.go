@@ -112,7 +112,7 @@ func (g *Gate) followReadiness(ctx context.Context, c *conditionReporter) {
 			} else {
 				c.report(ConditionFalse, ReasonRecordPending, "waiting for the node record to be published")
 			}
-			rctx, s, err := g.waitRecord(ctx)
+			rctx, _, s, err := g.waitRecord(ctx)
 			if err != nil {
 				return
 			}

@@ -34,7 +34,7 @@ func (g *Gate) WaitReady(ctx context.Context) error {
 	if g.cfg.Decode == nil {
 		// rctx ends, with a cause wrapping ErrRecordLost, when the record
 		// is lost.
-		rctx, stop, err := g.waitRecord(ctx)
+		rctx, waited, stop, err := g.waitRecord(ctx)
 		if err != nil {
 			return err
 		}
@@ -45,11 +45,18 @@ func (g *Gate) WaitReady(ctx context.Context) error {
 			}
 			return err
 		}
-		// Ready only if the record is still the valid one it waited on;
+		// Ready only if the record is still the valid one it waited on:
+		// the status was read while that record stood, and a leader that
+		// restricted after that read saw that record or none. A read
+		// answered before a loss and returned after the next record was
+		// published (a goroutine starved for a TTL) is no proof for that
+		// next record, whose publish the leader may not have seen; the
+		// record's watcher may skip the loss when both land between two
+		// of its reads, so the record's revision is compared too.
 		// setRecordInvalid clears ready after marking the record lost, so
 		// a loss racing with this store is never missed.
 		g.ready.Store(true)
-		if st, _ := g.record.Load(); !g.recordValid(st) {
+		if st, _ := g.record.Load(); !g.recordValid(st) || st.rev != waited.rev || errors.Is(context.Cause(rctx), ErrRecordLost) {
 			g.ready.Store(false)
 			return fmt.Errorf("%w: lost while the status was read", ErrRecordLost)
 		}
@@ -64,17 +71,19 @@ func (g *Gate) WaitReady(ctx context.Context) error {
 
 // waitRecord waits until the local record is valid and returns a context
 // that ends, with a cause wrapping ErrRecordLost, when it stops being so,
-// and a stop function that ends that context and waits for the goroutine
-// that follows the record.
-func (g *Gate) waitRecord(ctx context.Context) (context.Context, func(), error) {
+// the record's state it waited for, and a stop function that ends that
+// context and waits for the goroutine that follows the record.
+func (g *Gate) waitRecord(ctx context.Context) (context.Context, recordState, func(), error) {
 	w := g.record.Watch()
+	var waited recordState
 	for {
 		st, err := w.Get(ctx)
 		if err != nil {
 			w.Close()
-			return nil, nil, err
+			return nil, recordState{}, nil, err
 		}
 		if st.valid {
+			waited = st
 			break
 		}
 	}
@@ -88,13 +97,14 @@ func (g *Gate) waitRecord(ctx context.Context) (context.Context, func(), error) 
 			if err != nil {
 				return
 			}
-			if !st.valid {
+			if !st.valid || st.rev != waited.rev {
+				// Lost, or lost and published again between two reads.
 				cancel(fmt.Errorf("%w: while waiting for a status that admits this node", ErrRecordLost))
 				return
 			}
 		}
 	}()
-	return rctx, func() { cancel(nil); <-done }, nil
+	return rctx, waited, func() { cancel(nil); <-done }, nil
 }
 
 // waitStatus blocks until the stored status lets the local node serve.

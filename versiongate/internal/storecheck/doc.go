@@ -130,6 +130,38 @@
 // every history the model accepts otherwise, and none accepts more
 // (resolveOpen argues it).
 //
+// # Serving below the minimum
+//
+// RunRolling asks every node whose release is below the upgrade's highest
+// minimum compatible release whether it is ready, after every step, at
+// every status event its watch delivers and while it waits for the
+// rollout to complete, between a status read before the question (or the
+// event) and one after it. A node ready while either shows a minimum above
+// its release is a sighting; once the run ends each is judged against the
+// recorded status writes (judgeSighting), and is a violation exactly when
+// the status both reads show was put by a write that returned OK before
+// the first read, and no other status write could have landed from that
+// write's call until the second read returned: the node was ready while a
+// status excluding it stood, validated. The reads alone cannot judge it.
+// The status may change between a read and the question: it goes down
+// when a 1.1.0 leader follows a 2.0.0 one (every node the restricted
+// status admits is compatible with 1.1.0's state), and a node of 1.0.0
+// then passes WaitReady; a watch delivers a status late. And on a store
+// that validates a conditioned write after applying it (the Kubernetes
+// store) a restricted status is seen from its update until the
+// validating listing has it put back, while a node whose record the
+// leader's summary missed serves on the status before it, as the store's
+// contract allows: that node's record is what the listing finds. A check
+// that judged the status read alone reported that as a violation
+// (TestRollingCheckUnvalidatedWrite, TestRollingCheckStatusLoweredBeforeTheQuestion,
+// TestJudgeSighting). A sighting around which the status changed, or
+// whose write had not returned, proves nothing either way (a node that
+// keeps serving is seen again by a later check); one that only a moment
+// of serving would show can be missed so. Each sighting is logged with
+// its verdict; a
+// violation names the node's publishes and keep-alives and the listing
+// the write was conditioned on.
+//
 // # Budgets
 //
 // The drivers count every call each node makes through the Recorder

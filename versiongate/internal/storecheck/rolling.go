@@ -75,6 +75,9 @@ type rollingNode struct {
 	running bool
 	cut     bool
 	runs    int
+	// readyAt is when its WaitReady last returned; -1 for not in this
+	// run.
+	readyAt time.Duration
 
 	conn   Conn
 	gate   *versiongate.Gate
@@ -93,6 +96,7 @@ type rolling struct {
 	mu         sync.Mutex
 	nodes      []*rollingNode
 	violations []string
+	sightings  []sighting
 	ready      int
 	checks     atomic.Int64
 	// down holds while the server restarts (see startWaiter).
@@ -107,9 +111,14 @@ type rolling struct {
 // release), crash and restart them, cut and heal their connections (if
 // b.Partition is set) and restart the server (if b.RestartServer is set;
 // cfg.ServerRestarts times at least).
-// After every step, and at every status change, it checks that no serving
-// node's release is below the stored status' minimum compatible release
-// (which never goes down in this upgrade). Then it heals everything,
+// After every step, and at every status change, it checks that no node
+// serves while a status whose minimum compatible release is above the
+// node's release stands, validated: a status written by a write that
+// returned OK, read before and after the node is asked, with no other
+// status write that could have landed in between (see judgeSighting; the
+// minimum does go down in this upgrade, when a 1.1.0 leader follows a
+// 2.0.0 one, and a store that validates after writing shows a write it
+// then puts back). Then it heals everything,
 // brings every node up at 2.0.0 and waits until the status is DONE at
 // 2.0.0 and every node serves. At the end it checks the recorded history
 // of every store operation for linearizability. Failures are reported
@@ -262,11 +271,12 @@ func RunRolling(t *testing.T, b Backend, cfg RollingConfig) RollingResult {
 
 	h.mu.Lock()
 	res := RollingResult{Actions: counts, Ready: h.ready, Checks: int(h.checks.Load()), History: rec.History()}
+	h.judgeSightings(res.History)
 	for _, v := range h.violations {
 		t.Errorf("rolling upgrade (seed %d): %s", cfg.Seed, v)
 	}
 	h.mu.Unlock()
-	t.Logf("rolling upgrade: WaitReady passed %d times; %d safety checks; %d store operations", res.Ready, res.Checks, len(res.History))
+	t.Logf("rolling upgrade: WaitReady passed %d times; %d safety checks; %d store operations; status writes by outcome %v", res.Ready, res.Checks, len(res.History), writeOutcomes(res.History))
 	res.Busiest = CheckBudget(t, rec.Calls(), cfg.Budget.withDefaults(cfg.RecordTTL))
 	Check(t, res.History)
 	return res
@@ -419,6 +429,7 @@ func (h *rolling) start(n *rollingNode) {
 	h.mu.Lock()
 	n.gate = g
 	n.running = true
+	n.readyAt = -1
 	h.mu.Unlock()
 	ctx, cancel := context.WithCancel(h.ctx)
 	n.cancel = cancel
@@ -438,6 +449,7 @@ func (h *rolling) start(n *rollingNode) {
 			}
 			h.mu.Lock()
 			h.ready++
+			n.readyAt = h.rec.now()
 			h.mu.Unlock()
 			h.check()
 			waitNotReady(ctx, g, rd)
@@ -480,47 +492,17 @@ func (h *rolling) settle(d time.Duration) {
 	}
 }
 
-// check reads the status, then checks that no node serving after the
-// read runs a release below its minimum: since the minimum never goes
-// down, such a node serves while the reconciled minimum is above it.
-func (h *rolling) check() {
-	st, err := h.obs.ReadStatus(h.ctx)
-	if err != nil {
-		return
-	}
-	h.judge(st)
-}
-
-func (h *rolling) judge(st versiongate.StoredStatus) {
-	if st.Value == nil {
-		return
-	}
-	h.checks.Add(1)
-	cur, err := versiongate.DecodeStatus(st.Value)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err != nil {
-		h.violations = append(h.violations, fmt.Sprintf("corrupt status at revision %d: %v", st.Revision, err))
-		return
-	}
-	for _, n := range h.nodes {
-		if !n.running {
-			continue
-		}
-		r := releases[n.rel].version
-		if r.Less(cur.MinimumCompatibleRelease) && n.gate.Ready() {
-			h.violations = append(h.violations, fmt.Sprintf("%s@%s serves under %s (revision %d)", n.id, r, cur, st.Revision))
-		}
-	}
-}
-
-// watch judges every status change the observer sees.
+// watch checks at every status change the observer sees, with the
+// status the watch delivered as the read before the question: it was
+// current at the latest when it arrived, and it is seen even when it
+// stands only for a moment (a write the store puts back).
 func (h *rolling) watch(ctx context.Context) {
 	var rev int64
 	for ctx.Err() == nil {
 		err := h.b.Observer.WatchStatus(ctx, rev, func(st versiongate.StoredStatus) bool {
 			rev = st.Revision
-			h.judge(st)
+			at := h.rec.now()
+			h.checkFrom(h.decoded(statusRead{call: at, ret: at}, st))
 			return false
 		})
 		if ctx.Err() != nil {

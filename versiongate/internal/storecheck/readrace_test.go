@@ -1,0 +1,101 @@
+package storecheck
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/reconkit/reconkit/versiongate"
+	"github.com/reconkit/reconkit/versiongate/versiongatetest"
+)
+
+// heldRead answers an armed status read and then holds the answer,
+// whatever the read's context says, until released: a read the server
+// answered while one record stood, returned to a goroutine that runs
+// only after the next one was published (a starved process).
+type heldRead struct {
+	versiongate.Store
+	armed   atomic.Bool
+	reading chan struct{} // closed once the armed read has its answer
+	release chan struct{}
+}
+
+func (h *heldRead) ReadStatus(ctx context.Context) (versiongate.StoredStatus, error) {
+	st, err := h.Store.ReadStatus(ctx)
+	if h.armed.CompareAndSwap(true, false) {
+		close(h.reading)
+		<-h.release
+	}
+	return st, err
+}
+
+// WaitReady reads the status after the record it waited for was
+// published; a read answered while that record stood is no proof for the
+// next one, which a leader that restricted in between never saw: the
+// node lost its record, a leader that counted it gone could restrict, and
+// the node published again. So WaitReady fails with ErrRecordLost when
+// the record it waited on was lost before the read returned, even when a
+// new record is valid by then, and the node is not ready.
+func TestWaitReadyNotOnAReadOlderThanItsRecord(t *testing.T) {
+	ctx := t.Context()
+	done10, _, _ := rollingStatuses(t)
+	s := versiongatetest.NewStore(versiongatetest.StoreConfig{})
+	term := versiongatetest.NewTerm("seed", 1)
+	require.NoError(t, s.Fence(ctx, term))
+	require.NoError(t, s.WriteStatus(ctx, term, []byte(done10), 0))
+
+	hr := &heldRead{Store: s.Conn(), reading: make(chan struct{}), release: make(chan struct{})}
+	hr.armed.Store(true)
+	var lost, keptAlive atomic.Int64
+	g, err := versiongate.New(versiongate.Config{
+		Store: hr, NodeID: "node-4", Version: versiongate.Version{Release: rel(1, 0)},
+		MinimumReconcilerRelease: rel(1, 0), MinimumCompatibleRelease: rel(1, 0),
+		RecordTTL: 2 * time.Second, Candidate: noCandidate, Reconcile: noReconcile,
+		RejoinAfterRecordLoss: true,
+		Metrics: versiongate.MetricsFunc(func(o versiongate.Observation) {
+			switch o.Event {
+			case versiongate.EventRecordLost:
+				lost.Add(1)
+			case versiongate.EventKeepAlive:
+				if lost.Load() > 0 {
+					keptAlive.Add(1)
+				}
+			}
+		}),
+	})
+	require.NoError(t, err)
+	rctx, cancel := context.WithCancel(ctx)
+	runDone := make(chan struct{})
+	go func() { defer close(runDone); _ = g.Run(rctx) }()
+	defer func() { cancel(); <-runDone }()
+	waitc := make(chan error, 1)
+	go func() { waitc <- g.WaitReady(rctx) }()
+
+	select {
+	case <-hr.reading:
+	case <-time.After(10 * time.Second):
+		t.Fatal("WaitReady never read the status")
+	}
+	first := s.Lease("node-4")
+	require.NotZero(t, first)
+	s.RevokeLease(first) // the record is gone: a leader may restrict now
+	// The gate notices at its next keep-alive, publishes a new record
+	// and keeps that alive.
+	require.Eventually(t, func() bool { return keptAlive.Load() > 0 }, 10*time.Second, 5*time.Millisecond)
+	require.NotEqual(t, first, s.Lease("node-4"), "a new record")
+
+	close(hr.release) // the read, answered while the first record stood, returns
+	select {
+	case err := <-waitc:
+		require.ErrorIs(t, err, versiongate.ErrRecordLost)
+	case <-time.After(10 * time.Second):
+		t.Fatal("WaitReady did not return")
+	}
+	require.False(t, g.Ready(), "ready on a status read before its record was published")
+	// A new wait reads the status again, after the new record: ready.
+	require.NoError(t, g.WaitReady(rctx))
+	require.True(t, g.Ready())
+}
