@@ -285,32 +285,53 @@ func (sc *scenario) badConfig(ctx context.Context) (string, error) {
 // token, in the same critical section as the write.
 func (sc *scenario) fence(ctx context.Context) (string, error) {
 	e := sc.env
-	s, err := sc.steady(ctx)
-	if err != nil {
-		return "", err
-	}
-	old := s.Leader
-	victim := e.agentByName(old.Identity)
-	if victim == nil {
-		return "", fmt.Errorf("leader %q is not one of the agents", old.Identity)
-	}
-	hold := newWriteHold()
-	victim.hold.Store(hold)
-	// Drift the leader will repair at its next reconcile: a bind deleted
-	// behind its back.
-	objs := e.lb.eng.Objects()
-	i := slices.IndexFunc(objs, func(o lbrecon.Object) bool { return o.Kind == lbrecon.KindBind })
-	if i < 0 {
-		return "", fmt.Errorf("no bind on the load balancer")
-	}
-	bind := objs[i]
-	e.lb.eng.DeleteObject(bind.Key())
-	sc.p.say("SCENARIO fence: deleted bind %s behind the leader's back; the next write of leader %s (token %d) pauses after its check passes", bind.Name, victim.name, old.Token)
-	select {
-	case <-hold.held:
-	case <-ctx.Done():
+	var (
+		s      snapshot
+		old    election.LeaderInfo
+		victim *agent
+		hold   *writeHold
+		bind   lbrecon.Object
+	)
+	// A leader that loses its term on its own before its next write (a
+	// starved machine lets its renewals lapse) never reaches the hold: the
+	// scenario then starts again with the leader that followed it.
+	for attempt := 1; ; attempt++ {
+		var err error
+		s, err = sc.steady(ctx)
+		if err != nil {
+			return "", err
+		}
+		old = s.Leader
+		victim = e.agentByName(old.Identity)
+		if victim == nil {
+			return "", fmt.Errorf("leader %q is not one of the agents", old.Identity)
+		}
+		hold = newWriteHold()
+		victim.hold.Store(hold)
+		// Drift the leader will repair at its next reconcile: a bind
+		// deleted behind its back.
+		objs := e.lb.eng.Objects()
+		i := slices.IndexFunc(objs, func(o lbrecon.Object) bool { return o.Kind == lbrecon.KindBind })
+		if i < 0 {
+			victim.hold.CompareAndSwap(hold, nil)
+			return "", fmt.Errorf("no bind on the load balancer")
+		}
+		bind = objs[i]
+		e.lb.eng.DeleteObject(bind.Key())
+		sc.p.say("SCENARIO fence: deleted bind %s behind the leader's back; the next write of leader %s (token %d) pauses after its check passes", bind.Name, victim.name, old.Token)
+		held, err := sc.waitHeld(ctx, hold, victim)
+		if err != nil {
+			victim.hold.CompareAndSwap(hold, nil)
+			return "", err
+		}
+		if held {
+			break
+		}
 		victim.hold.CompareAndSwap(hold, nil)
-		return "", fmt.Errorf("waiting for %s to write: %w", victim.name, ctx.Err())
+		if attempt == 5 {
+			return "", fmt.Errorf("five leaders in a row lost their terms before their next write")
+		}
+		sc.p.say("fence: %s stopped leading before its next write; again with the next leader", victim.name)
 	}
 	sc.p.say("fence: %s passed its check and paused before %s %s; cutting %s so its term (TTL %v) expires", victim.name, hold.verb, hold.obj.Name, e.coord.traffic(), e.opts.electionTTL)
 	victim.cut()
@@ -323,7 +344,7 @@ func (sc *scenario) fence(ctx context.Context) (string, error) {
 	}
 	defer resume()
 
-	s, err = sc.waitFor(ctx, "a successor with a higher token to write to the load balancer", func(s snapshot) bool {
+	s, err := sc.waitFor(ctx, "a successor with a higher token to write to the load balancer", func(s snapshot) bool {
 		return !s.Leader.IsZero() && s.Leader.Identity != old.Identity && s.Leader.Token > old.Token && s.Fence >= s.Leader.Token
 	})
 	if err != nil {
@@ -382,4 +403,29 @@ func (sc *scenario) fence(ctx context.Context) (string, error) {
 	}
 	return fmt.Sprintf("deposed=%s token=%d successor=%s token=%d refused=%s:%s stale-writes-applied=0 writes=%d binds=%s",
 		victim.name, old.Token, next.Identity, next.Token, r.Verb, r.Name, len(applied), listOrDash(s.LB.Binds)), nil
+}
+
+// waitHeld waits until victim's next write reaches hold (true), or victim
+// no longer leads before it does (false), or ctx ends.
+func (sc *scenario) waitHeld(ctx context.Context, hold *writeHold, victim *agent) (bool, error) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-hold.held:
+			return true, nil
+		case <-ctx.Done():
+			return false, fmt.Errorf("waiting for %s to write: %w", victim.name, ctx.Err())
+		case <-tick.C:
+			if victim.snapshot().Leading {
+				continue
+			}
+			select {
+			case <-hold.held:
+				return true, nil
+			default:
+				return false, nil
+			}
+		}
+	}
 }
