@@ -104,7 +104,7 @@ func TestProofJoinersRace(t *testing.T) {
 // fail, and the checker rejects the history.
 func TestProofJoinersRaceStaleCacheFails(t *testing.T) {
 	storecheck.ProveStaleCacheFails(t, etcdBackend(t), storecheck.JoinersConfig{
-		Seed: storecheck.Seed(t), ListDelay: 100 * time.Millisecond, Context: testContextQuiet(t), Timeout: 30 * time.Second,
+		Seed: storecheck.Seed(t), ListDelay: 100 * time.Millisecond, Context: testContextQuiet(t), Timeout: 2 * time.Minute, // a bound, not a goal: a starved run took more than 30 s to restrict
 		RecordTTL: 15 * time.Second,
 	})
 }
