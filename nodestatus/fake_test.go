@@ -243,7 +243,12 @@ func TestLeaseRenewedEveryQuarterDuration(t *testing.T) {
 	cs := fake.NewClientset()
 	v := countVerbs(cs)
 	clk := newFakeClock()
-	startReady(t, fakeConfig(cs, clk, nil))
+	cfg := fakeConfig(cs, clk, nil)
+	// No ping after the first: a step over a ping still in flight (idle
+	// cannot tell it from one that hangs) times it out, and the failure
+	// and recovery are two status reports.
+	cfg.PingInterval = time.Hour
+	startReady(t, cfg)
 
 	l, err := cs.CoordinationV1().Leases("kube-node-lease").Get(context.Background(), "vk-0", metav1.GetOptions{})
 	require.NoError(t, err)
@@ -278,6 +283,10 @@ func TestStatusReportedEveryReportInterval(t *testing.T) {
 	cfg := fakeConfig(cs, clk, nil)
 	cfg.RenewInterval = 10 * time.Second
 	cfg.StatusReportInterval = time.Minute
+	// No ping after the first: a step of 10.5s over a ping still in
+	// flight (idle cannot tell it from one that hangs) times it out, and
+	// the failure and recovery are two more reports.
+	cfg.PingInterval = time.Hour
 	startReady(t, cfg)
 	n0, err := cs.CoreV1().Nodes().Get(context.Background(), "vk-0", metav1.GetOptions{})
 	require.NoError(t, err)
