@@ -78,7 +78,7 @@ func TestLeaderStatusAbsent(t *testing.T) {
 	stepWhenWaiting(t, clk, time.Second)
 	stepWhenWaiting(t, clk, time.Second)
 	eventually(t, func() bool { return len(rec.calls()) == 1 }, "initial reconcile")
-	require.NoError(t, <-ready)
+	require.NoError(t, recv(t, ready, "WaitReady"))
 	st, _, ok := getStatus(t, cli)
 	require.True(t, ok)
 	require.Equal(t, versiongate.Status{State: versiongate.StateDone, Version: ver(t, "1.0.0+abc"), MinimumCompatibleRelease: rel(t, "1.0.0")}, st)
@@ -297,7 +297,7 @@ func TestCorruptStatus(t *testing.T) {
 	waitPhase(t, g, versiongate.PhaseSettling)
 	require.ErrorIs(t, g.StatusError(), versiongate.ErrCorruptStatus)
 	stepWhenWaiting(t, clk, versiongate.DefaultSettleTime)
-	require.NoError(t, <-ready)
+	require.NoError(t, recv(t, ready, "WaitReady"))
 	st, _, _ := getStatus(t, cli)
 	require.Equal(t, versiongate.Status{State: versiongate.StateDone, Version: ver(t, "1.0.0")}, st)
 	require.Len(t, rec.calls(), 1)
@@ -347,7 +347,7 @@ func TestPublishedRecord(t *testing.T) {
 		}
 	})
 	stopOther := runGate(t, ctx, other)
-	require.NoError(t, <-waitReady(t, ctx, g))
+	require.NoError(t, recv(t, waitReady(t, ctx, g), "WaitReady"))
 	eventually(t, func() bool { r, _ := g.Releases(); return r.Nodes == 2 }, "both records counted")
 
 	resp, err := cli.Get(ctx, testNodesPrefix+"p1")

@@ -53,7 +53,7 @@ func TestNamespacedStoreWithElectionOnPlainClient(t *testing.T) {
 	require.NoError(t, err)
 	runGate(t, ctx, g)
 	require.NoError(t, versiongatetest.WaitPhase(ctx, g, versiongate.PhaseDone))
-	require.NoError(t, <-waitReady(t, ctx, g))
+	require.NoError(t, recv(t, waitReady(t, ctx, g), "WaitReady"))
 
 	resp, err := cli.Get(ctx, "/ns/gate/status")
 	require.NoError(t, err)

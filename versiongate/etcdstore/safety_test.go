@@ -151,7 +151,7 @@ func TestSecondProcessWithSameNodeIDDoesNotTakeRecord(t *testing.T) {
 	first, _ := newGate(t, cli, gateOpts{id: "n1", version: "1.0.0", owned: true})
 	second, _ := newGate(t, cli, gateOpts{id: "n1", version: "1.0.0", owned: true})
 	stopFirst := runGate(t, ctx, first)
-	require.NoError(t, <-waitReadyAfterStatus(t, ctx, cli, first))
+	require.NoError(t, recv(t, waitReadyAfterStatus(t, ctx, cli, first), "WaitReady"))
 	resp, err := cli.Get(ctx, testNodesPrefix+"n1")
 	require.NoError(t, err)
 	require.Len(t, resp.Kvs, 1)
@@ -229,10 +229,19 @@ func TestRecordLostWhileWaitingAndRunAgain(t *testing.T) {
 	}
 	require.False(t, g.Ready())
 
-	// Run again on the same gate: the record is published anew.
-	stop := runGate(t, ctx, g)
+	// Run again on the same gate: the record is published anew. A node of
+	// release 9.0.0 is known first, so that this gate does not lead: a
+	// leader at 1.0.0 would write its own status over the admitting one
+	// (a rollback, as designed), and this node, needing a 9.0.0
+	// reconciler, would then wait for ever.
+	value, err := versiongate.EncodeNodeRelease("newer", ver(t, "9.0.0"))
+	require.NoError(t, err)
+	_, err = cli.Put(ctx, testNodesPrefix+"newer", string(value))
+	require.NoError(t, err)
 	putStatus(t, cli, versiongate.Status{State: versiongate.StateDone, Version: ver(t, "9.0.0"), MinimumCompatibleRelease: rel(t, "0.0.0")})
-	require.NoError(t, <-waitReady(t, ctx, g))
+	stop := runGate(t, ctx, g)
+	require.NoError(t, recv(t, waitReady(t, ctx, g), "WaitReady under a status that admits this node"))
+	require.False(t, g.Leading(), "a gate below the newest release led")
 	require.True(t, g.Ready())
 	require.NoError(t, stop())
 	require.False(t, g.Ready())
@@ -273,7 +282,7 @@ func TestCutOffNodeStopsServingBeforeLeaderReconciles(t *testing.T) {
 	octx, ocancel := context.WithCancel(ctx)
 	defer ocancel()
 	go func() { oldErr <- oldGate.Run(octx) }()
-	require.NoError(t, <-waitReady(t, ctx, oldGate))
+	require.NoError(t, recv(t, waitReady(t, ctx, oldGate), "WaitReady"))
 	require.True(t, oldGate.Ready())
 	runGate(t, ctx, newG)
 	waitPhase(t, newG, versiongate.PhaseRestricting)

@@ -148,7 +148,13 @@ func TestWaitingNodesRecoverFromAPIServerRestart(t *testing.T) {
 	}
 	// The watches are open: a status that admits the nodes ends every wait.
 	writeStatus(t, ctx, cs, "restart", 4, statusAt(t, "2.0.0", versiongate.Release{Major: 1}))
+	deadline := time.After(2 * time.Minute)
 	for range nodes {
-		require.NoError(t, <-ready)
+		select {
+		case err := <-ready:
+			require.NoError(t, err)
+		case <-deadline:
+			t.Fatal("a node did not pass WaitReady within 2 minutes of a status that admits it")
+		}
 	}
 }
