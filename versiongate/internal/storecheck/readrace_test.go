@@ -99,3 +99,76 @@ func TestWaitReadyNotOnAReadOlderThanItsRecord(t *testing.T) {
 	require.NoError(t, g.WaitReady(rctx))
 	require.True(t, g.Ready())
 }
+
+// The readiness condition holds to WaitReady's rule: a status read
+// answered while the record it waited on stood, and returned after that
+// record was lost and the next one published, never reports True; the
+// condition goes False with ReasonRecordLost, and True only on a read made
+// after the new record.
+func TestReadinessConditionNotOnAReadOlderThanItsRecord(t *testing.T) {
+	ctx := t.Context()
+	done10, _, _ := rollingStatuses(t)
+	s := versiongatetest.NewStore(versiongatetest.StoreConfig{})
+	term := versiongatetest.NewTerm("seed", 1)
+	require.NoError(t, s.Fence(ctx, term))
+	require.NoError(t, s.WriteStatus(ctx, term, []byte(done10), 0))
+
+	hr := &heldRead{Store: s.Conn(), reading: make(chan struct{}), release: make(chan struct{})}
+	hr.armed.Store(true)
+	var lost, keptAlive atomic.Int64
+	type report struct{ status, reason string }
+	reports := make(chan report, 100)
+	g, err := versiongate.New(versiongate.Config{
+		Store: hr, NodeID: "node-4", Version: versiongate.Version{Release: rel(1, 0)},
+		MinimumReconcilerRelease: rel(1, 0), MinimumCompatibleRelease: rel(1, 0),
+		RecordTTL: 2 * time.Second, Candidate: noCandidate, Reconcile: noReconcile,
+		RejoinAfterRecordLoss: true,
+		Conditions: versiongate.ConditionReporterFunc(func(_, status, reason, _ string) {
+			reports <- report{status, reason}
+		}),
+		Metrics: versiongate.MetricsFunc(func(o versiongate.Observation) {
+			switch o.Event {
+			case versiongate.EventRecordLost:
+				lost.Add(1)
+			case versiongate.EventKeepAlive:
+				if lost.Load() > 0 {
+					keptAlive.Add(1)
+				}
+			}
+		}),
+	})
+	require.NoError(t, err)
+	rctx, cancel := context.WithCancel(ctx)
+	runDone := make(chan struct{})
+	go func() { defer close(runDone); _ = g.Run(rctx) }()
+	defer func() { cancel(); <-runDone }()
+
+	select {
+	case <-hr.reading: // the condition's wait reads the status
+	case <-time.After(10 * time.Second):
+		t.Fatal("the readiness condition never read the status")
+	}
+	first := s.Lease("node-4")
+	require.NotZero(t, first)
+	s.RevokeLease(first)
+	require.Eventually(t, func() bool { return keptAlive.Load() > 0 }, 10*time.Second, 5*time.Millisecond)
+	require.NotEqual(t, first, s.Lease("node-4"), "a new record")
+
+	close(hr.release) // the old read returns, admitting
+	deadline := time.After(10 * time.Second)
+	sawLost := false
+	for {
+		select {
+		case r := <-reports:
+			if r.status == versiongate.ConditionTrue {
+				require.True(t, sawLost, "True reported on a status read before the record was lost")
+				return // True on a read after the new record
+			}
+			if r.reason == versiongate.ReasonRecordLost {
+				sawLost = true
+			}
+		case <-deadline:
+			t.Fatalf("the condition was not True again on a read after the new record (record loss reported: %v)", sawLost)
+		}
+	}
+}
