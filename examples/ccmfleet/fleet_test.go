@@ -33,7 +33,7 @@ const (
 	namespace = "shop"
 	// replicaLag is the provider's read-replica lag, declared to the
 	// reconcilers as their ListLag.
-	replicaLag = 3 * time.Second
+	replicaLag = 5 * time.Second
 	lbID       = "lb-1"
 )
 
@@ -340,23 +340,26 @@ const quiet = 2*time.Hour + 40*time.Minute
 
 // fleetConfig is three replicas of a cloud-controller-manager over four
 // Services, a provider whose listings come from read replicas lagging up
-// to 3 s, whose every call takes 200ms (a cloud API's round trip), with
-// asynchronous creations and deletions, that refuses an object referring
-// to one that does not exist (as ELB refuses a listener on no load
-// balancer).
+// to 5 s, whose every call takes 200ms (a cloud API's round trip), with
+// asynchronous creations (pending for 2 s) and deletions, that refuses an
+// object referring to one that does not exist (as ELB refuses a listener
+// on no load balancer).
 //
-// The world is made as busy as a cluster's, so that the Balancer is
-// called again for a Service within its creations' lag, where listings
-// that go backwards are the danger (lbrecon: "a lagging listing never
-// causes a second creation"): four Services rather than two, so that a
-// node sync makes four calls one after another; node churn four times as
-// often as the ClusterIP edit was before it (an autoscaling cluster's
-// nodes come and go every minute or so); and calls that take time, so
-// that a node sync's calls and a Service's own retry interleave rather
-// than fall on one instant. With two Services, no latency and node churn
-// a quarter as often, cmd/defects' lbrecon-first-listing was found by
-// seed 5 alone of seeds 1 to 20; with these, by 43 of seeds 1 to 60
-// (see the package documentation).
+// The world is as busy as a cluster's, so that the Balancer is called
+// again for a Service within its creations' lag, where listings that go
+// backwards are the danger (lbrecon: "a lagging listing never causes a
+// second creation"): four Services rather than two, so that a node sync
+// makes four calls one after another; node churn four times as often as
+// the ClusterIP edit was before it (an autoscaling cluster's nodes come
+// and go every minute or so); calls that take time, so that a node sync's
+// calls and a Service's own retries interleave rather than fall on one
+// instant; and slower creations and replicas (pending for 2 s, not 1 s;
+// 5 s of lag, not 3 s), so that more of a Service's calls fall within a
+// creation's lag.
+// With two Services, no latency, the old timings and node churn a quarter
+// as often, cmd/defects' lbrecon-first-listing was found by seed 5 alone
+// of seeds 1 to 20; with these, by 50 of seeds 1 to 60 (see the package
+// documentation).
 func fleetConfig(observer *atomic.Pointer[kubefake.Client]) fleetsim.Config {
 	n := fleetsim.Nemesis{Every: 20 * time.Second,
 		Edits: append([]fleetsim.Edit{{Name: "Service api -> ClusterIP for good", Do: toClusterIP}}, nodeChurn()...)}
@@ -379,7 +382,7 @@ func fleetConfig(observer *atomic.Pointer[kubefake.Client]) fleetsim.Config {
 		Agent: agent(observer),
 		Objects: []runtime.Object{service("web", 80), service("api", 443), service("shop", 8080), service("cart", 8443),
 			node("node-a", "10.0.1.1"), node("node-b", "10.0.1.2")},
-		Provider: lbrecontest.Config{ReplicaLag: replicaLag, Latency: providerLatency, Pending: time.Second,
+		Provider: lbrecontest.Config{ReplicaLag: replicaLag, Latency: providerLatency, Pending: 2 * time.Second,
 			DeleteDelay: time.Second, Integrity: true},
 		Converged: converged(observer),
 		Duration:  10 * time.Minute, Quiet: quiet,
