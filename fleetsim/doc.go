@@ -61,7 +61,12 @@
 // the first violation ends the run:
 //   - [OneTerm]: a write reaching the fence with a term's token while a
 //     write context of a lower term is still live (election's "at most one
-//     term context live at any instant");
+//     term context live at any instant"). A term live when the nemesis
+//     deletes a Lease (outside kube-node-lease) is not judged: election's
+//     doc covers only its own protocol, and a deleted Lease hands the
+//     election to the next candidate at once, the terms overlapping until
+//     the holder learns of it (TestDeletedLeaseHandsOver); the fence still
+//     orders them (FenceOrder);
 //   - [FenceOrder]: a write passing the fence with a token lower than one
 //     that passed before;
 //   - [Converges]: by the end of the quiet period the provider holds what
