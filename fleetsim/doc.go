@@ -86,14 +86,17 @@
 //     to the apiserver (counted at its client) or calls to the provider in
 //     a minute, more than Budget.PerKind apiserver requests of one kind
 //     (one verb on one resource, with one name or one set of selectors:
-//     what one loop sends) in a minute, or more than Budget.AtOnce without
+//     what one loop sends; a create or update is of the object it sends,
+//     TestUpdatesOfTwoObjectsAreTwoKinds) in a minute, or more than Budget.AtOnce without
 //     simulated time passing (a spinning loop, which would otherwise freeze
 //     the bubble's clock) (DESIGN: "after 30 s of the same answer, at most
 //     one request per second per agent, with jitter"; the default of 120 a
 //     minute of one kind leaves room for a loop's first, faster retries,
 //     and a loop that retries every 100ms exceeds it within 12 s:
-//     TestFixedRetryBreaksBudget, TestBackedOffRetryWithinBudget). Jitter
-//     itself is not judged;
+//     TestFixedRetryBreaksBudget, TestBackedOffRetryWithinBudget; a fleet
+//     whose loops fail for shorter spells sets it lower, as
+//     examples/nodeagent's TestFleetRollout sets 90). Jitter itself is not
+//     judged;
 //   - [GoneRewatch]: a run watching a resource again, with the same
 //     selectors, from a resourceVersion the apiserver already answered 410
 //     Gone to in that run (DESIGN: "a 410 means one fresh read from a
