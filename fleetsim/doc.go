@@ -210,11 +210,28 @@
 // at 31.9s and 32.2s, at two creations by the leader at one instant
 // taking their provider ids in either order, and seed 3 at 2m26s; with
 // those ids masked, at 2m24s, 3m15s and 2m6s, each where an agent's own
-// timing (a Node Lease taken after a restart's jittered wait) differed. So a seed that failed
-// replays the same faults at the same times, and the same first minutes,
-// not always the same failure: run it several times (cmd/soak -first N
-// -seeds 1, or -fleetsim.seed=N with -count), and read the timeline,
-// which names what happened.
+// timing (a Node Lease taken after a restart's jittered wait) differed.
+// Measured again since the library draws more of its jitter from
+// math/rand/v2's global source (backoff's retries and renewals,
+// election.Run's pauses, the version gate, configmapsource), with
+// the same test (go test -race -count=1 -run '^TestFleetReplay$' -v
+// ./examples/outsider/ -fleetsim.seed=N, N = 1, 2, 3): again none of the
+// four reruns of any seed replayed, and they part sooner: seed 1 at
+// 36.7s and seed 2 at 2m50.6s, each at a watch answered 410 from another
+// resourceVersion (one write more or fewer before it, the count of an
+// agent's jittered retries), seed 3 at 0.6s (the reaper's Lease taken at
+// the instant the leader's is released in one run, not in the other).
+// That global source cannot be seeded, and the packages take no random
+// source of their own, so the simulator does not reach those draws: it
+// keeps the schedule a function of the seed, the agents' instants apart
+// (above), and the timeline. So a seed that failed replays the same
+// faults at the same times, not the same agent actions nor always the
+// same failure; in practice a failure that a fault causes comes back at
+// about the same instant (cmd/defects' versiongate-ready-backoff: seeds
+// 1 to 3 at 5m0s, 3m17s and 6m18s in three runs, within half a second),
+// and one that needs two agents' timing to meet comes back less often:
+// run it several times (cmd/soak -first N -seeds 1, or -fleetsim.seed=N
+// with -count), and read the timeline, which names what happened.
 //
 // # Limits
 //
