@@ -400,8 +400,9 @@ const providerLatency = 200 * time.Millisecond
 // faults is how long the nemesis runs. Each window in which a Service's
 // Balancer is called again within a creation's lag is a chance, not a
 // certainty, for a lagging listing to go backwards: with 10 minutes,
-// lbrecon-first-listing was found by 50 of seeds 1 to 60 (the CI seeds by
-// one in two runs of cmd/defects); with 30, by 58, and three seeds cost a
+// lbrecon-first-listing was found by 50 of seeds 1 to 60 (by one of the
+// CI seeds in each of two runs of cmd/defects); with 30, by 58 (by 3, 3
+// and 2 of them in three runs), and three seeds cost a
 // few seconds.
 const faults = 30 * time.Minute
 
