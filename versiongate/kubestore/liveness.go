@@ -207,6 +207,9 @@ func (s *Store) judge(ctx context.Context) {
 			continue
 		}
 		records[r.uid] = true
+		if s.reaped[r.uid] {
+			continue // deleted here; the watch has not shown it yet
+		}
 		rns, name, uid, ok := parseRef(r.ref)
 		var e *seenRecord
 		if ok && rns == ns {
@@ -239,6 +242,11 @@ func (s *Store) judge(ctx context.Context) {
 	for uid := range s.orphans {
 		if !records[uid] {
 			delete(s.orphans, uid)
+		}
+	}
+	for uid := range s.reaped {
+		if !records[uid] {
+			delete(s.reaped, uid)
 		}
 	}
 	if s.node == nil {
@@ -302,6 +310,10 @@ func (s *Store) reap(ctx context.Context, j reapJob) {
 		log.Info("Could not delete a dead node record", "lease", s.ref(name), "err", err.Error())
 		return
 	}
+	s.mu.Lock()
+	s.reaped[j.record] = true
+	delete(s.orphans, j.record)
+	s.mu.Unlock()
 	if j.orphan {
 		log.Info("Deleted an orphaned node record: its liveness object was not seen alive", "lease", s.ref(name), "resourceVersion", j.recRV)
 	} else {
