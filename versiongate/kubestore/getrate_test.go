@@ -25,8 +25,10 @@ import (
 // blind, every watch of the reaper's client ends at once with no event
 // from then on (a proxy closing idle streams). It counts the reaper's
 // requests about that node's record and heartbeat over the next d of the
-// bubble's clock ("get fleet.node-b", "delete fleet-node-b", ...).
-func reaperRequests(t *testing.T, d time.Duration, blind bool, world func(*kubefake.Server, *kubefake.Client)) map[string]int {
+// bubble's clock ("get fleet.node-b", "delete fleet-node-b", ...). Then,
+// if after is set, its watches last again and after is given the reaper
+// 30s later.
+func reaperRequests(t *testing.T, d time.Duration, blind bool, world func(*kubefake.Server, *kubefake.Client), after func(*kubestore.Store)) map[string]int {
 	srv := kubefake.Config{}.NewServer()
 	reaperClient, nodeClient := srv.NewClient(), srv.NewClient()
 	node, err := kubestore.New(kubestore.Config{Client: nodeClient, Namespace: "agents", Gate: "fleet"})
@@ -74,6 +76,14 @@ func reaperRequests(t *testing.T, d time.Duration, blind bool, world func(*kubef
 		srv.EndWatches() // the open ones end too
 	}
 	<-time.After(d)
+	counting.Store(false)
+	if after != nil {
+		blinded.Store(false)
+		srv.EndWatches() // opened again from the revision last seen, they show the deletions
+		<-time.After(30 * time.Second)
+		synctest.Wait()
+		after(reaper)
+	}
 	cancel()
 	<-done
 	mu.Lock()
@@ -93,11 +103,14 @@ func reaperRequests(t *testing.T, d time.Duration, blind bool, world func(*kubef
 // minute under the nemesis' empty watches).
 func TestReapedRecordIsNotJudgedAgainWhileTheWatchIsBlind(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		counts := reaperRequests(t, 2*time.Minute, true, func(*kubefake.Server, *kubefake.Client) {})
+		reaped := -1
+		counts := reaperRequests(t, 2*time.Minute, true, func(*kubefake.Server, *kubefake.Client) {},
+			func(s *kubestore.Store) { reaped = kubestore.Reaped(s) })
 		t.Logf("the reaper's requests about node-b in 2 minutes: %v", counts)
 		require.Equal(t, 1, counts["delete fleet.node-b"], "the dead heartbeat is deleted once")
 		require.Equal(t, 1, counts["delete fleet-node-b"], "the dead record is deleted once")
 		require.Zero(t, counts["get fleet.node-b"], "no heartbeat read: the reaper deleted it itself")
+		require.Zero(t, reaped, "once the watch shows the deletion, the reaper forgets the record")
 	})
 }
 
@@ -129,7 +142,7 @@ func TestFailedOrphanJobIsJudgedAgainATTLLater(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				counts := reaperRequests(t, d, c.blind, c.world)
+				counts := reaperRequests(t, d, c.blind, c.world, nil)
 				t.Logf("the reaper's requests about node-b in %v: %v", d, counts)
 				require.Positive(t, counts["get fleet.node-b"], "the orphan is judged")
 				require.LessOrEqual(t, counts["get fleet.node-b"], limit, "reads of the orphan's heartbeat")
