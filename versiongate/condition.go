@@ -123,10 +123,9 @@ func (g *Gate) followReadiness(ctx context.Context, c *conditionReporter) {
 			c.report(ConditionFalse, reason, message)
 		})
 		if err == nil && g.cfg.Decode == nil {
-			// As in WaitReady: a status read answered before the record
-			// it waited on was lost is no proof for the next record, and
-			// the record's watcher may not have ended sctx yet.
-			if st, _ := g.record.Load(); !g.recordValid(st) || st.rev != waited.rev || sctx.Err() != nil {
+			// As in WaitReady (see stillWaited); and not true once
+			// ctx ends.
+			if !g.stillWaited(sctx, waited) || sctx.Err() != nil {
 				err = ErrRecordLost
 			}
 		}

@@ -45,18 +45,13 @@ func (g *Gate) WaitReady(ctx context.Context) error {
 			}
 			return err
 		}
-		// Ready only if the record is still the valid one it waited on:
-		// the status was read while that record stood, and a leader that
-		// restricted after that read saw that record or none. A read
-		// answered before a loss and returned after the next record was
-		// published (a goroutine starved for a TTL) is no proof for that
-		// next record, whose publish the leader may not have seen; the
-		// record's watcher may skip the loss when both land between two
-		// of its reads, so the record's revision is compared too.
-		// setRecordInvalid clears ready after marking the record lost, so
+		// Ready only if the record is still the valid one it waited on
+		// (stillWaited): the status was read while that record stood,
+		// and a leader that restricted after that read saw that record
+		// or none. setRecordInvalid clears ready after marking the record lost, so
 		// a loss racing with this store is never missed.
 		g.ready.Store(true)
-		if st, _ := g.record.Load(); !g.recordValid(st) || st.rev != waited.rev || errors.Is(context.Cause(rctx), ErrRecordLost) {
+		if !g.stillWaited(rctx, waited) {
 			g.ready.Store(false)
 			return fmt.Errorf("%w: lost while the status was read", ErrRecordLost)
 		}
@@ -67,6 +62,21 @@ func (g *Gate) WaitReady(ctx context.Context) error {
 	}
 	g.ready.Store(true)
 	return nil
+}
+
+// stillWaited reports whether the local record is still the valid one a
+// readiness wait waited on (waited, from waitRecord) and rctx, the
+// context waitRecord returned, has not ended for its loss. Both
+// WaitReady and the readiness condition check it after a status read
+// that admits this node: a read answered before a loss and returned after
+// the next record was published (a goroutine starved for a TTL) is no
+// proof for that next record, whose publish the leader may not have seen;
+// and the record's watcher may not have ended rctx yet, or may skip the
+// loss when both land between two of its reads, so the revision is
+// compared too.
+func (g *Gate) stillWaited(rctx context.Context, waited recordState) bool {
+	st, _ := g.record.Load()
+	return g.recordValid(st) && st.rev == waited.rev && !errors.Is(context.Cause(rctx), ErrRecordLost)
 }
 
 // waitRecord waits until the local record is valid and returns a context
