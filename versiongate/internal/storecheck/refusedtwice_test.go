@@ -51,10 +51,11 @@ func TestRefusedTwiceDecided(t *testing.T) {
 	}
 	require.Len(t, reads, 6, "reads of the second refused write's value")
 
+	// Verify searches for at most CheckTimeout: Ok is a verdict within
+	// that bound (an undecided search answers Unknown).
 	start := time.Now()
 	require.Equal(t, porcupine.Ok, verify(t, req.History))
 	t.Logf("%d operations decided in %v", len(req.History), time.Since(start))
-	require.Less(t, time.Since(start), storecheck.CheckTimeout, "decided within the check's first bound")
 
 	late := slices.Clone(req.History)
 	last := late[reads[len(reads)-1]]
