@@ -1050,8 +1050,14 @@ func narrow(ops []porcupine.Operation) ([]porcupine.Operation, bool) {
 				continue
 			}
 			if slices.ContainsFunc(ops, func(o porcupine.Operation) bool {
-				oc := o.Input.(call)
-				return oc.Kind == KindWrite && oc.id != c.id && oc.Value == c.Value && o.Call < ro.Return
+				oc, oout := o.Input.(call), o.Output.(Output)
+				if oc.Kind != KindWrite || oc.id == c.id || oc.Value != c.Value || o.Call >= ro.Return {
+					return false
+				}
+				// Another refused tentative write of the value that
+				// returned before the read was called shows it no
+				// more: see refusedBefore.
+				return !refusedBefore(oc.Input, oout, o.Return, ro.Call)
 			}) {
 				continue // another write of the value may have shown it
 			}
@@ -1081,6 +1087,30 @@ func narrow(ops []porcupine.Operation) ([]porcupine.Operation, bool) {
 		out[i].Call, out[i].Return = calls[i], rets[i]
 	}
 	return out, false
+}
+
+// refusedBefore reports whether a status write cannot be what shows its
+// value at a point after t: a tentative write refused (for changed
+// records, or its term lost; not of unknown outcome) that returned at ret,
+// before t. Its outcome is linearized before its return, so before t.
+// Once applied, its value stands only as long as its own mark does
+// (marked, markBy the write): another write's apply moves the mark to
+// that write, a successful write puts its own value, and an undo (a
+// refusal's, a later term's fence) puts back the status from before the
+// mark was made. That status is never this write's own: a mark is made
+// over an unmarked status, and this write's value stands unmarked only
+// if its own outcome kept it, which only an unknown outcome does. Its
+// refusal undoes its mark if the mark is still its own, and an apply
+// linearized after the outcome does nothing (stepApply, stepSettle). So
+// after t its value shows only where another write of the value put it,
+// and which write that was is decided among the others: no linearization
+// the model accepts is lost. Two tentative writes of the same restricted
+// status, the first refused 330 ms before the second was called, kept
+// every read of the second's value from placing the second's halves
+// around it, and a joiners history of 338 operations stayed undecided for
+// minutes (testdata/undecided-nodelease-joiners-338ops.json).
+func refusedBefore(in Input, out Output, ret int64, t int64) bool {
+	return tentative(in, out) && out.Outcome != Unknown && ret < t
 }
 
 // relax narrows calls and rets by every pair (x before y: y's call after
