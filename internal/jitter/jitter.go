@@ -1,0 +1,67 @@
+// Package jitter draws the random fraction of every jittered pause of
+// reconkit's loops from one source the caller chooses.
+//
+// Each package that jitters a loop takes a Rand func() float64 in its
+// Config or options: it draws uniformly in [0, 1), and nil means
+// math/rand/v2's Float64, whose global source cannot be seeded. A caller
+// that wants reproducible pauses (a test, a simulator that replays a seed)
+// sets it. The helpers here apply that rule once: they call the given
+// source, or the global one when it is nil, clamp what it returns into
+// [0, 1), and shape the pause from it. They keep no state of their own.
+package jitter
+
+import (
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// Float64 returns a draw from r, uniformly in [0, 1) if r is; nil means
+// math/rand/v2's Float64. A value outside [0, 1), or NaN, is clamped into
+// it, so that a faulty source never gives a negative or overlong pause.
+func Float64(r func() float64) float64 {
+	if r == nil {
+		return rand.Float64()
+	}
+	u := r()
+	switch {
+	case !(u > 0): // NaN, zero or below
+		return 0
+	case u >= 1:
+		return math.Nextafter(1, 0)
+	}
+	return u
+}
+
+// Up returns d plus up to factor × d, drawn from r: the distribution of
+// apimachinery's wait.Jitter(d, factor), a factor of zero or less counting
+// as 1 as it does there.
+func Up(r func() float64, d time.Duration, factor float64) time.Duration {
+	if factor <= 0 {
+		factor = 1
+	}
+	return d + time.Duration(Float64(r)*factor*float64(d))
+}
+
+// Int64N returns an integer drawn from r uniformly in [0, n), as
+// math/rand/v2's Int64N(n) does; n of zero or less gives 0.
+func Int64N(r func() float64, n int64) int64 {
+	if n <= 0 {
+		return 0
+	}
+	v := int64(Float64(r) * float64(n))
+	return min(max(v, 0), n-1) // float rounding near 1 must not reach n
+}
+
+// Spread returns d spread uniformly over [d×(1-factor), d×(1+factor)],
+// drawn from r: the randomization of cenkalti/backoff's
+// ExponentialBackOff (including its +1 nanosecond on the span), which a
+// factor of zero leaves undrawn.
+func Spread(r func() float64, d time.Duration, factor float64) time.Duration {
+	if factor == 0 {
+		return d
+	}
+	delta := factor * float64(d)
+	lo, hi := float64(d)-delta, float64(d)+delta
+	return time.Duration(lo + Float64(r)*(hi-lo+1))
+}
