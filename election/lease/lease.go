@@ -92,6 +92,14 @@ type Config struct {
 	// judged on it, so it must be monotonic (the real clock is).
 	Clock clock.Clock
 
+	// Rand draws the jitter of the elector's waits (retries of reads and
+	// writes, renewal retries, the LeaseCandidate's retries), uniformly in
+	// [0, 1); nil means math/rand/v2's Float64. It is called from
+	// Campaign's caller, from each term's renewal goroutine and from the
+	// LeaseCandidate's goroutine, possibly at once, so it must be safe for
+	// concurrent use.
+	Rand func() float64
+
 	// Coordinated, when set, makes the candidate take part in Coordinated
 	// Leader Election: it publishes a LeaseCandidate and adopts the Lease
 	// only when the apiserver's election controller names it. Nil means
