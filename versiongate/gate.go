@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +13,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/reconkit/reconkit/internal/event"
+	"github.com/reconkit/reconkit/internal/jitter"
 	"github.com/reconkit/reconkit/internal/leadership"
 )
 
@@ -233,6 +233,15 @@ type Config struct {
 	// time, so this must run at the real rate; nil means the real clock.
 	// Unused when Decode is set.
 	RecordClock clock.Clock
+	// Rand draws the jitter of every pause of the gate (its retries, the
+	// record's renewal retries, the pauses before watching or publishing
+	// again, the periodic reconcile's ReconcileJitter), uniformly in
+	// [0, 1); nil means math/rand/v2's Float64. It is called from Run's
+	// goroutines and from WaitReady's caller, possibly at once, so it must
+	// be safe for concurrent use. A host that wants reproducible pauses (a
+	// simulator replaying a seed) sets it; the store's own pauses are the
+	// Store's (kubestore.Config.Rand).
+	Rand func() float64
 }
 
 // Gate runs the reconciler for one node and gates the node's start-up on
@@ -482,7 +491,7 @@ func (g *Gate) runRejoining(ctx context.Context) error {
 		if g.clock.Since(start) >= g.cfg.RecordTTL {
 			wait = pauseBase
 		}
-		pause := jittered(wait)
+		pause := jittered(g.cfg.Rand, wait)
 		log.Info("Node record lost; publishing a new one", "err", err.Error(), "after", pause.String())
 		t := g.clock.NewTimer(pause)
 		select {
@@ -497,9 +506,10 @@ func (g *Gate) runRejoining(ctx context.Context) error {
 
 // jittered is d plus up to half of it, at random: the pause of a loop
 // that every node of a fleet may start at one instant (after a server
-// restart, a store outage), so that they do not retry in step.
-func jittered(d time.Duration) time.Duration {
-	return d + time.Duration(rand.Int64N(int64(d/2)+1))
+// restart, a store outage), so that they do not retry in step. It draws
+// from r (Config.Rand).
+func jittered(r func() float64, d time.Duration) time.Duration {
+	return d + time.Duration(jitter.Int64N(r, int64(d/2)+1))
 }
 
 // runOnce publishes the record, watches and campaigns until ctx ends or
@@ -529,7 +539,7 @@ func (g *Gate) runOnce(ctx context.Context) error {
 	if g.cfg.Decode == nil {
 		start("publish node record", g.publishRecord)
 	}
-	start("watch nodes", func(ctx context.Context) error { return g.tracker.run(ctx, g.cfg.Store, g.clock) })
+	start("watch nodes", func(ctx context.Context) error { return g.tracker.run(ctx, g.cfg.Store, g.clock, g.cfg.Rand) })
 	start("campaign", g.campaignWhileNewest)
 	wg.Wait()
 	return firstErr

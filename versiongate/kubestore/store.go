@@ -96,6 +96,11 @@ type Config struct {
 	// heartbeat Lease instead of a Lease of the store's (see "Records on
 	// node Leases" in the package doc). The status stays in Namespace.
 	NodeLease *NodeLeaseConfig
+	// Rand draws the jitter of the pauses before a watch is opened again,
+	// uniformly in [0, 1); nil means math/rand/v2's Float64. It is called
+	// from the goroutines of WatchRecords and WatchStatus, possibly at
+	// once, so it must be safe for concurrent use.
+	Rand func() float64
 }
 
 // DefaultListPageSize is Config.ListPageSize's default, kubectl's page
@@ -115,6 +120,7 @@ type Store struct {
 	gate   string
 	clock  clock.WithTicker
 	page   int64
+	rand   func() float64 // Config.Rand
 
 	// identity is this Store's holderIdentity on the reaper Lease, new
 	// for every Store; reaperDur and reaperRenew are the reaper Lease's
@@ -198,6 +204,7 @@ func New(cfg Config) (*Store, error) {
 		ns:     cfg.Namespace,
 		gate:   cfg.Gate,
 		clock:  cfg.Clock,
+		rand:   cfg.Rand,
 		page:   cfg.ListPageSize,
 		owned:  map[int64]*ownedRecord{},
 		seen:   newTracker(),

@@ -13,16 +13,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 
+	"github.com/reconkit/reconkit/internal/jitter"
 	"github.com/reconkit/reconkit/versiongate"
 )
 
 // Pauses before a watch that ended without delivering anything is opened
 // again: watchPauseBase doubling up to watchPauseMax, on the store's clock,
-// each up to half as long again at random, so that the watches a server
+// each up to half as long again at random (Config.Rand), so that the watches a server
 // restart ended on every node are not opened again at one instant.
 const (
 	watchPauseBase = 100 * time.Millisecond
@@ -240,7 +240,7 @@ func (s *Store) watchLoop(ctx context.Context, ns string, leases coordclient.Lea
 		if delivered {
 			pause = watchPauseBase
 		}
-		t := s.clock.NewTimer(wait.Jitter(pause, 0.5))
+		t := s.clock.NewTimer(jitter.Up(s.rand, pause, 0.5))
 		for waiting := true; waiting; {
 			select {
 			case <-ctx.Done():
