@@ -141,6 +141,12 @@ type Config struct {
 	Provider NodeProvider
 	// Clock drives every timer and timestamp. Nil means the real clock.
 	Clock clock.Clock
+	// Rand draws the jitter of every wait (renewals, status reports, the
+	// retries of failed requests), uniformly in [0, 1); nil means
+	// math/rand/v2's Float64. It is called from Run's goroutine and from
+	// the goroutines that renew the Lease and patch the status, possibly
+	// at once, so it must be safe for concurrent use.
+	Rand func() float64
 
 	// LeaseDuration is the lease's spec.leaseDurationSeconds (whole
 	// seconds, default 40s).
