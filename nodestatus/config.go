@@ -141,11 +141,13 @@ type Config struct {
 	Provider NodeProvider
 	// Clock drives every timer and timestamp. Nil means the real clock.
 	Clock clock.Clock
-	// Rand draws the jitter of every wait (renewals, status reports, the
-	// retries of failed requests), uniformly in [0, 1); nil means
-	// math/rand/v2's Float64. It is called from Run's goroutine and from
-	// the goroutines that renew the Lease and patch the status, possibly
-	// at once, so it must be safe for concurrent use.
+	// Rand seeds the jitter of every wait (renewals, status reports, the
+	// retries of failed requests): New draws from it, on its caller's
+	// goroutine, the seeds of one source for each of the controller's
+	// goroutines, so that their draws do not depend on the order in which
+	// they run. It returns values uniformly in [0, 1); nil means every
+	// wait draws from math/rand/v2's global source. A seeded Rand gives
+	// the same waits every time.
 	Rand func() float64
 
 	// LeaseDuration is the lease's spec.leaseDurationSeconds (whole

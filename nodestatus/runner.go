@@ -204,7 +204,7 @@ func (r *runner) dispatch(v any) {
 }
 
 func (r *runner) renew() time.Duration {
-	return spread(r.c.cfg.Rand, r.c.cfg.RenewInterval, 1, 1+r.c.cfg.RenewJitter)
+	return spread(r.c.rand.run, r.c.cfg.RenewInterval, 1, 1+r.c.cfg.RenewJitter)
 }
 
 func (r *runner) heartbeatsStopped() bool {
@@ -456,14 +456,14 @@ func (r *runner) onStatusDone(res statusResult) error {
 		// together; later ones follow the interval exactly.
 		next := r.c.cfg.StatusReportInterval
 		if !r.registered {
-			next = spread(r.c.cfg.Rand, r.c.cfg.StatusReportInterval, 0.5, 1)
+			next = spread(r.c.rand.run, r.c.cfg.StatusReportInterval, 0.5, 1)
 		}
 		r.arm(deadlineReport, next)
 	}
 	if r.server != nil && !r.registered {
 		r.registered = true
 		if !res.written {
-			r.arm(deadlineReport, spread(r.c.cfg.Rand, r.c.cfg.StatusReportInterval, 0.5, 1))
+			r.arm(deadlineReport, spread(r.c.rand.run, r.c.cfg.StatusReportInterval, 0.5, 1))
 		}
 	}
 	r.markReady()

@@ -233,14 +233,16 @@ type Config struct {
 	// time, so this must run at the real rate; nil means the real clock.
 	// Unused when Decode is set.
 	RecordClock clock.Clock
-	// Rand draws the jitter of every pause of the gate (its retries, the
+	// Rand seeds the jitter of every pause of the gate (its retries, the
 	// record's renewal retries, the pauses before watching or publishing
-	// again, the periodic reconcile's ReconcileJitter), uniformly in
-	// [0, 1); nil means math/rand/v2's Float64. It is called from Run's
-	// goroutines and from WaitReady's caller, possibly at once, so it must
-	// be safe for concurrent use. A host that wants reproducible pauses (a
-	// simulator replaying a seed) sets it; the store's own pauses are the
-	// Store's (kubestore.Config.Rand).
+	// again, the periodic reconcile's ReconcileJitter): New draws from
+	// it, on its caller's goroutine, the seeds of one source for each of
+	// the gate's goroutines (and one for WaitReady), so that their draws
+	// do not depend on the order in which they run. It returns values
+	// uniformly in [0, 1); nil means every pause draws from math/rand/v2's
+	// global source. A host that wants reproducible pauses (a simulator
+	// replaying a seed) sets it; the store's own pauses are the Store's
+	// (kubestore.Config.Rand).
 	Rand func() float64
 }
 
@@ -248,6 +250,11 @@ type Config struct {
 // the reconciler status. Create it with New; its methods are safe for
 // concurrent use.
 type Gate struct {
+	// rand is a source of its own for each of the gate's goroutines
+	// (split from Config.Rand in New; all nil without it): goroutines
+	// that wake at one instant run in either order, and would take each
+	// other's draws from one source.
+	rand        struct{ rejoin, record, nodes, lead, ready func() float64 }
 	cfg         Config
 	clock       clock.Clock
 	recordClock clock.Clock
@@ -317,6 +324,9 @@ func New(cfg Config) (*Gate, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
 	}
 	g := &Gate{cfg: cfg, clock: cfg.Clock}
+	for _, r := range []*func() float64{&g.rand.rejoin, &g.rand.record, &g.rand.nodes, &g.rand.lead, &g.rand.ready} {
+		*r = jitter.Split(cfg.Rand)
+	}
 	if g.clock == nil {
 		g.clock = clock.RealClock{}
 	}
@@ -491,7 +501,7 @@ func (g *Gate) runRejoining(ctx context.Context) error {
 		if g.clock.Since(start) >= g.cfg.RecordTTL {
 			wait = pauseBase
 		}
-		pause := jittered(g.cfg.Rand, wait)
+		pause := jittered(g.rand.rejoin, wait)
 		log.Info("Node record lost; publishing a new one", "err", err.Error(), "after", pause.String())
 		t := g.clock.NewTimer(pause)
 		select {
@@ -539,7 +549,7 @@ func (g *Gate) runOnce(ctx context.Context) error {
 	if g.cfg.Decode == nil {
 		start("publish node record", g.publishRecord)
 	}
-	start("watch nodes", func(ctx context.Context) error { return g.tracker.run(ctx, g.cfg.Store, g.clock, g.cfg.Rand) })
+	start("watch nodes", func(ctx context.Context) error { return g.tracker.run(ctx, g.cfg.Store, g.clock, g.rand.nodes) })
 	start("campaign", g.campaignWhileNewest)
 	wg.Wait()
 	return firstErr

@@ -2,6 +2,7 @@ package versiongate_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -70,20 +71,24 @@ func gateInstants(t *testing.T, r func() float64) (lists, reads []time.Duration)
 	return lists, reads
 }
 
-// Config.Rand is the source of the gate's pauses: with a source that
-// always draws 0.25 the node listings that follow watches ending at once
-// come at exact instants (pauses of 100ms, 200ms, 400ms, ... each plus a
-// quarter of its half), and WaitReady's status reads at the same instants
-// in two runs, other than with another source.
+// Config.Rand seeds the gate's pauses: the node listings that follow
+// watches ending at once (pauses of 100ms, 200ms, 400ms, ... each plus up
+// to half of it) and WaitReady's status reads come at the same instants
+// in two runs given sources with the same seed, at other instants with
+// another seed.
 func TestConfigRandDrawsTheGatesPauses(t *testing.T) {
-	quarter := func() float64 { return 0.25 }
-	lists, reads := gateInstants(t, quarter)
-	require.GreaterOrEqual(t, len(lists), 4)
-	require.Equal(t, []time.Duration{0, 112500 * time.Microsecond, 337500 * time.Microsecond, 787500 * time.Microsecond}, lists[:4])
-	lists2, reads2 := gateInstants(t, quarter)
-	require.Equal(t, lists, lists2)
+	seeded := func(seed uint64) func() float64 { return rand.New(rand.NewPCG(seed, 0)).Float64 }
+	lists, reads := gateInstants(t, seeded(1))
+	require.Greater(t, len(lists), 4)
 	require.Greater(t, len(reads), 3)
-	require.Equal(t, reads, reads2, "status reads: one source, two runs")
-	_, reads3 := gateInstants(t, func() float64 { return 0.75 })
-	require.NotEqual(t, reads, reads3, "status reads: another source")
+	for i, base := 1, 100*time.Millisecond; i < 4; i, base = i+1, 2*base {
+		pause := lists[i] - lists[i-1]
+		require.True(t, pause >= base && pause <= base+base/2, "pause %d: %v outside [%v, 1.5×]", i, pause, base)
+	}
+	lists2, reads2 := gateInstants(t, seeded(1))
+	require.Equal(t, lists, lists2, "listings: one seed, two runs")
+	require.Equal(t, reads, reads2, "status reads: one seed, two runs")
+	lists3, reads3 := gateInstants(t, seeded(2))
+	require.NotEqual(t, lists, lists3, "listings: another seed")
+	require.NotEqual(t, reads, reads3, "status reads: another seed")
 }

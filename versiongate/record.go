@@ -77,7 +77,7 @@ func (g *Gate) publishRecord(ctx context.Context) (err error) {
 		margin = leaseMargin(l)
 		lease, validUntil = l, start.Add(l.TTL-margin)
 		return nil
-	}, backoff.WithClock(g.clock), backoff.WithRand(g.cfg.Rand), backoff.WithName("versiongate: publish node record"))
+	}, backoff.WithClock(g.clock), backoff.WithRand(g.rand.record), backoff.WithName("versiongate: publish node record"))
 	if err != nil {
 		return err
 	}
@@ -147,7 +147,7 @@ func (g *Gate) publishRecord(ctx context.Context) (err error) {
 		default:
 			log.V(1).Info("Renewing the node record failed; retrying", "err", err.Error(), "validFor", validUntil.Sub(rc.Now()).String())
 			failed++
-			next = renewRetryPause(failed, retryBase, interval, validUntil.Sub(rc.Now()), margin, g.cfg.Rand)
+			next = renewRetryPause(failed, retryBase, interval, validUntil.Sub(rc.Now()), margin, g.rand.record)
 		}
 	}
 }

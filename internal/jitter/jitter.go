@@ -13,6 +13,7 @@ package jitter
 import (
 	"math"
 	"math/rand/v2"
+	"sync"
 	"time"
 )
 
@@ -64,4 +65,26 @@ func Spread(r func() float64, d time.Duration, factor float64) time.Duration {
 	delta := factor * float64(d)
 	lo, hi := float64(d)-delta, float64(d)+delta
 	return time.Duration(lo + Float64(r)*(hi-lo+1))
+}
+
+// Split returns a source of its own for one loop of a part whose Config
+// names r, seeded by two draws from r; nil when r is nil (the loop then
+// draws from the global source too). Loops that run on goroutines of
+// their own, each with a split source, keep their draws however the
+// goroutines that wake at one instant are ordered; sharing r, they would
+// take each other's. Call it where the order of calls is fixed (a
+// constructor), so that a seeded r gives each loop the same source every
+// time. The source is safe for concurrent use.
+func Split(r func() float64) func() float64 {
+	if r == nil {
+		return nil
+	}
+	const scale = 1 << 53 // Float64's precision: every seed bit drawn
+	src := rand.New(rand.NewPCG(uint64(Float64(r)*scale), uint64(Float64(r)*scale)))
+	var mu sync.Mutex
+	return func() float64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return src.Float64()
+	}
 }

@@ -2,6 +2,8 @@ package jitter
 
 import (
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -40,5 +42,37 @@ func TestFloat64ClampsAFaultySource(t *testing.T) {
 		if got := Float64(nil); !(got >= 0 && got < 1) {
 			t.Fatalf("Float64(nil) = %v, want within [0, 1)", got)
 		}
+	}
+}
+
+// Split gives each loop a source of its own: the same sources from the
+// same parent, in the order they were split, whatever order the loops then
+// draw in; nil from nil.
+func TestSplitGivesEachLoopItsOwnSource(t *testing.T) {
+	parent := func(seed uint64) func() float64 { return rand.New(rand.NewPCG(seed, 0)).Float64 }
+	p := parent(1)
+	a, b := Split(p), Split(p)
+	q := parent(1)
+	a2, b2 := Split(q), Split(q)
+	// Drawn in opposite orders: each loop's draws are its own.
+	var gotA, gotB, wantA, wantB []float64
+	for range 4 {
+		gotA = append(gotA, a())
+		gotB = append(gotB, b())
+	}
+	for range 4 {
+		wantB = append(wantB, b2())
+	}
+	for range 4 {
+		wantA = append(wantA, a2())
+	}
+	if !slices.Equal(gotA, wantA) || !slices.Equal(gotB, wantB) {
+		t.Errorf("split sources depend on the order of draws: %v %v, then %v %v", gotA, gotB, wantA, wantB)
+	}
+	if slices.Equal(gotA, gotB) {
+		t.Errorf("two loops share draws: %v", gotA)
+	}
+	if Split(nil) != nil {
+		t.Error("Split(nil) is not nil")
 	}
 }
