@@ -145,7 +145,7 @@ func (e *Elector) keepCandidate(ctx context.Context, log logr.Logger) {
 			return
 		}
 		failures++
-		wait := candidateRetryWait(failures, e.cfg.RetryPeriod, e.cfg.Rand)
+		wait := candidateRetryWait(failures, e.cfg.RetryPeriod, e.rand.candidate)
 		log.V(1).Info("Keeping the LeaseCandidate failed; retrying", "err", err, "wait", wait)
 		t := e.clock.NewTimer(wait)
 		select {

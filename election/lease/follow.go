@@ -269,7 +269,7 @@ func (f *follower) armReread(at time.Time) {
 // candidates wait between attempts (wait.JitterUntil with JitterFactor
 // 1.2).
 func (e *Elector) retryWait() time.Duration {
-	return jitter.Up(e.cfg.Rand, e.cfg.RetryPeriod, leaseJitter)
+	return jitter.Up(e.rand.follow, e.cfg.RetryPeriod, leaseJitter)
 }
 
 func (f *follower) armWake(at time.Time) {

@@ -76,7 +76,7 @@ func requests(t *testing.T, r func() float64, leadFirst bool, resource string) [
 	return at
 }
 
-// Config.Rand is the source of the elector's waits: the same source gives
+// Config.Rand seeds the elector's waits: the same source gives
 // a leader's failing renewals, a candidate's failing campaigns and a
 // coordinated candidate's failing LeaseCandidate the same instants in two
 // runs, and another source other instants.
@@ -92,9 +92,5 @@ func TestConfigRandDrawsTheElectorsWaits(t *testing.T) {
 		require.Equal(t, a, b, "%+v: one source, two runs", tc)
 		require.NotEqual(t, a, requests(t, threeQuarters, tc.leadFirst, tc.resource), "%+v: another source", tc)
 	}
-	e, err := New(Config{Client: kubefake.Config{}.NewServer().NewClient(), Namespace: "ns", Name: "lease", Identity: "me",
-		RetryPeriod: 2 * time.Second, Rand: quarter})
-	require.NoError(t, err)
-	require.Equal(t, 2600*time.Millisecond, e.retryWait())
 	require.Equal(t, 2100*time.Millisecond, candidateRetryWait(1, 2*time.Second, quarter))
 }

@@ -2,6 +2,7 @@ package kubestore_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
@@ -17,15 +18,15 @@ import (
 	"github.com/reconkit/reconkit/versiongate/kubestore"
 )
 
-// Config.Rand is the source of the pauses before a watch that ended at
-// once is opened again: with a source that always draws 0.25, each pause
-// is its base (100ms doubling) plus a quarter of half of it, exactly.
-func TestConfigRandDrawsTheWatchPauses(t *testing.T) {
+// recordWatches runs WatchRecords over watches that end at once, with
+// Config.Rand r, for 5 s of a bubble's time, and returns the instants of
+// the record watches it opened.
+func recordWatches(t *testing.T, r func() float64) []time.Duration {
+	var at []time.Duration
 	synctest.Test(t, func(t *testing.T) {
 		cs, h := wrap(kubefake.NewClientset())
 		start := time.Now()
 		var mu sync.Mutex
-		var at []time.Duration // the record watches' instants
 		h.set(func(h *hooks) {
 			h.watch = func(opts metav1.ListOptions) (watch.Interface, error) {
 				if !strings.Contains(opts.LabelSelector, "="+kubestore.RoleHeartbeat) {
@@ -36,17 +37,31 @@ func TestConfigRandDrawsTheWatchPauses(t *testing.T) {
 				return watch.NewEmptyWatch(), nil
 			}
 		})
-		st, err := kubestore.New(kubestore.Config{Client: cs, Namespace: testNamespace, Gate: "rand",
-			Rand: func() float64 { return 0.25 }})
+		st, err := kubestore.New(kubestore.Config{Client: cs, Namespace: testNamespace, Gate: "rand", Rand: r})
 		require.NoError(t, err)
-		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		defer cancel()
 		err = st.WatchRecords(ctx, 1, func([]versiongate.Record, int64) {})
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		mu.Lock()
 		defer mu.Unlock()
-		// Pauses of 112.5ms, 225ms, 450ms, 900ms.
-		want := []time.Duration{0, 112500 * time.Microsecond, 337500 * time.Microsecond, 787500 * time.Microsecond, 1687500 * time.Microsecond}
-		require.Equal(t, want, at)
+		at = append([]time.Duration(nil), at...)
 	})
+	return at
+}
+
+// Config.Rand seeds the pauses before a watch that ended at once is opened
+// again: sources with the same seed give the same instants in two runs,
+// another seed other instants; each pause is its base (100ms doubling)
+// plus up to half of it.
+func TestConfigRandDrawsTheWatchPauses(t *testing.T) {
+	seeded := func(seed uint64) func() float64 { return rand.New(rand.NewPCG(seed, 0)).Float64 }
+	a := recordWatches(t, seeded(1))
+	require.Greater(t, len(a), 4)
+	for i, base := 1, 100*time.Millisecond; i < 5; i, base = i+1, 2*base {
+		pause := a[i] - a[i-1]
+		require.True(t, pause >= base && pause <= base+base/2, "pause %d: %v outside [%v, 1.5×]", i, pause, base)
+	}
+	require.Equal(t, a, recordWatches(t, seeded(1)), "one seed, two runs")
+	require.NotEqual(t, a, recordWatches(t, seeded(2)), "another seed")
 }

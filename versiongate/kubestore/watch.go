@@ -174,7 +174,7 @@ func (s *Store) WatchRecords(ctx context.Context, rev int64, fn func([]versionga
 			fn(dead, covered)
 		}
 	}
-	return s.watchLoop(ctx, s.ns, s.leases, rev, metav1.ListOptions{LabelSelector: s.watchSelector()}, tick.C(), onTick,
+	return s.watchLoop(ctx, s.rand.records, s.ns, s.leases, rev, metav1.ListOptions{LabelSelector: s.watchSelector()}, tick.C(), onTick,
 		func(ev watch.EventType, l *coordinationv1.Lease, evRev int64) (bool, error) {
 			if l.Labels[LabelRole] != RoleRecord {
 				if l.Name == s.reaperName() {
@@ -212,8 +212,8 @@ func (s *Store) WatchRecords(ctx context.Context, rev int64, fn func([]versionga
 // or an error (returned), ctx ends, or the server answers 410 Gone. A
 // watch the server ends is opened again from the last revision seen,
 // after a pause on the store's clock that doubles while watches deliver
-// nothing. tick, if not nil, calls onTick from the loop.
-func (s *Store) watchLoop(ctx context.Context, ns string, leases coordclient.LeaseInterface, rev int64, opts metav1.ListOptions, tick <-chan time.Time, onTick func(context.Context),
+// nothing, drawn from rand. tick, if not nil, calls onTick from the loop.
+func (s *Store) watchLoop(ctx context.Context, rand func() float64, ns string, leases coordclient.LeaseInterface, rev int64, opts metav1.ListOptions, tick <-chan time.Time, onTick func(context.Context),
 	handle func(watch.EventType, *coordinationv1.Lease, int64) (bool, error)) error {
 	pause := watchPauseBase
 	for {
@@ -240,7 +240,7 @@ func (s *Store) watchLoop(ctx context.Context, ns string, leases coordclient.Lea
 		if delivered {
 			pause = watchPauseBase
 		}
-		t := s.clock.NewTimer(jitter.Up(s.rand, pause, 0.5))
+		t := s.clock.NewTimer(jitter.Up(rand, pause, 0.5))
 		for waiting := true; waiting; {
 			select {
 			case <-ctx.Done():
