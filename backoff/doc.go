@@ -65,6 +65,11 @@
 // (TestEveryFailureBackoffBudget). A loop on Every that talks to a server
 // uses it, as checkpoint.PollSource does.
 //
+// Every jitter draw of a loop, and of [Renewal.Pause], comes from the
+// source [WithRand] (Renewal.Rand) names, math/rand/v2's global one when
+// none is given: a seeded source makes the waits replay
+// (TestWithRandDrawsEveryWait).
+//
 // # Permanent errors
 //
 // An error is permanent when its chain holds a value with a method

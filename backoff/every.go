@@ -47,7 +47,7 @@ func Every(ctx context.Context, interval time.Duration, jitter float64, fn func(
 
 	clk := o.clock
 	if o.delayedStart {
-		if sleep(ctx, clk, jitterUp(interval, jitter)) != nil {
+		if sleep(ctx, clk, jitterUp(o.rand, interval, jitter)) != nil {
 			return nil // ctx ended
 		}
 	}
@@ -65,7 +65,7 @@ func Every(ctx context.Context, interval time.Duration, jitter float64, fn func(
 		if ctx.Err() != nil {
 			return nil
 		}
-		wait := jitterUp(interval, jitter)
+		wait := jitterUp(o.rand, interval, jitter)
 		switch {
 		case err == nil:
 			if fw != nil {

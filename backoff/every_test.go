@@ -181,16 +181,16 @@ func TestEveryJitterBounds(t *testing.T) {
 }
 
 func TestJitterUp(t *testing.T) {
-	require.Equal(t, time.Second, jitterUp(time.Second, 0))
+	require.Equal(t, time.Second, jitterUp(nil, time.Second, 0))
 	seen := map[time.Duration]bool{}
 	for range 1000 {
-		d := jitterUp(time.Second, 0.25)
+		d := jitterUp(nil, time.Second, 0.25)
 		require.GreaterOrEqual(t, d, time.Second)
 		require.LessOrEqual(t, d, 1250*time.Millisecond)
 		seen[d] = true
 	}
 	require.Greater(t, len(seen), 1)
-	require.Equal(t, time.Duration(math.MaxInt64), jitterUp(math.MaxInt64-1, 1), "saturates")
+	require.Equal(t, time.Duration(math.MaxInt64), jitterUp(nil, math.MaxInt64-1, 1), "saturates")
 }
 
 func TestEveryBadInput(t *testing.T) {

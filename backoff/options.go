@@ -112,6 +112,7 @@ type options struct {
 	delayedStart    bool
 	failureMax      time.Duration // Every's backoff cap on failures; 0: none
 	failureSet      bool
+	rand            func() float64 // every jitter draw; nil: math/rand/v2's
 }
 
 // WithInitialInterval sets Retry's base wait after the first failure
@@ -192,6 +193,18 @@ func WithLogInterval(d time.Duration) Option {
 // errors the loops build. By default log lines carry no name.
 func WithName(name string) Option {
 	return commonOption(func(o *options) { o.name = name })
+}
+
+// WithRand sets the source of every jitter draw of the loop: a function
+// returning values uniformly in [0, 1) (values outside are clamped into
+// it). nil, the default, means math/rand/v2's Float64, whose global
+// source cannot be seeded; a caller that wants reproducible waits (a test,
+// a simulator replaying a seed) passes, for example, the Float64 method of
+// a seeded *rand.Rand. The loop calls it on the caller's goroutine, one
+// draw per wait, so a function that no other goroutine calls needs no
+// lock.
+func WithRand(r func() float64) Option {
+	return commonOption(func(o *options) { o.rand = r })
 }
 
 // WithDelayedStart makes Every and Poll wait one interval (with jitter)

@@ -3,8 +3,9 @@ package backoff
 import (
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"time"
+
+	"github.com/reconkit/reconkit/internal/jitter"
 )
 
 // Renewal is the pace of the retries of a renewal that must succeed before
@@ -134,18 +135,7 @@ func (r Renewal) jitter() float64 { return clamp01(r.Jitter) }
 
 // draw returns a duration drawn uniformly from [0, span).
 func (r Renewal) draw(span float64) time.Duration {
-	f := rand.Float64
-	if r.Rand != nil {
-		f = r.Rand
-	}
-	u := f()
-	if !(u >= 0) || u >= 1 { // NaN, below 0, or not below 1
-		u = clamp01(u)
-		if u >= 1 {
-			u = math.Nextafter(1, 0)
-		}
-	}
-	return time.Duration(u * span)
+	return time.Duration(jitter.Float64(r.Rand) * span)
 }
 
 // clamp01 is f clamped into [0, 1], NaN as 0.

@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"time"
 
 	cbackoff "github.com/cenkalti/backoff/v4"
 	"k8s.io/utils/clock"
+
+	"github.com/reconkit/reconkit/internal/jitter"
 )
 
 // ErrGaveUp is wrapped, together with the operation's last error if there is
@@ -92,10 +93,12 @@ func newWaits(o *options) *waits {
 	// Built field by field rather than with cbackoff.NewExponentialBackOff so
 	// that none of v4's defaults, in particular its 15-minute
 	// MaxElapsedTime, is inherited. Time limits are enforced by the loops,
-	// where they also cover retry-after hints.
+	// where they also cover retry-after hints. Its randomization is left
+	// at zero, since it draws from math/rand's global source: next spreads
+	// each wait the same way, from the loop's own source (WithRand).
 	b := &cbackoff.ExponentialBackOff{
 		InitialInterval:     o.initialInterval,
-		RandomizationFactor: o.jitter,
+		RandomizationFactor: 0,
 		Multiplier:          o.multiplier,
 		MaxInterval:         o.maxInterval,
 		MaxElapsedTime:      0,
@@ -122,7 +125,7 @@ func newWaits(o *options) *waits {
 // is what a server that suggests "retry at once" (Kubernetes'
 // ServerTimeout) says, and obeying it literally would spin.
 func (w *waits) next(err error, rep *reporter) time.Duration {
-	wait := w.b.NextBackOff()
+	wait := jitter.Spread(w.o.rand, w.b.NextBackOff(), w.o.jitter)
 	if wait < 0 { // float overflow with an enormous max interval
 		wait = w.o.maxInterval
 	}
@@ -133,26 +136,26 @@ func (w *waits) next(err error, rep *reporter) time.Duration {
 	if !ok || hint <= 0 {
 		return wait
 	}
-	return max(wait, hintedWait(hint, w.o.maxRetryAfter, w.o.jitter, rep))
+	return max(wait, hintedWait(w.o.rand, hint, w.o.maxRetryAfter, w.o.jitter, rep))
 }
 
 // hintedWait is the wait a positive hint asks for, jittered upwards by j
-// and bounded by limit, jitter included (see waits.next).
-func hintedWait(hint, limit time.Duration, j float64, rep *reporter) time.Duration {
+// and bounded by limit, jitter included (see waits.next), drawn from r.
+func hintedWait(r func() float64, hint, limit time.Duration, j float64, rep *reporter) time.Duration {
 	if hint > limit {
 		rep.hintCapped(hint, limit)
 		lo := time.Duration(float64(limit) / (1 + j))
-		return lo + time.Duration(rand.Float64()*float64(limit-lo))
+		return lo + time.Duration(jitter.Float64(r)*float64(limit-lo))
 	}
-	return min(jitterUp(hint, j), limit)
+	return min(jitterUp(r, hint, j), limit)
 }
 
-// jitterUp draws a wait uniformly from [d, d*(1+j)], saturating.
-func jitterUp(d time.Duration, j float64) time.Duration {
+// jitterUp draws a wait from r uniformly from [d, d*(1+j)], saturating.
+func jitterUp(r func() float64, d time.Duration, j float64) time.Duration {
 	if j == 0 {
 		return d
 	}
-	total := float64(d) + rand.Float64()*j*float64(d)
+	total := float64(d) + jitter.Float64(r)*j*float64(d)
 	if total >= math.MaxInt64 {
 		return math.MaxInt64
 	}

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/utils/clock"
 
 	"github.com/reconkit/reconkit/backoff"
+	"github.com/reconkit/reconkit/internal/jitter"
 )
 
 // Defaults of Run's options.
@@ -41,6 +41,7 @@ type runOptions struct {
 	jitter            float64
 	stopOnError       bool
 	clock             clock.Clock
+	rand              func() float64
 }
 
 // WithLeadReturnTimeout sets how long Run waits for lead to return after
@@ -80,6 +81,15 @@ func WithStopOnError() RunOption {
 // WithRunClock sets the clock for Run's waits (default the real clock).
 func WithRunClock(c clock.Clock) RunOption {
 	return func(o *runOptions) { o.clock = c }
+}
+
+// WithRand sets the source of Run's jitter draws (its retry waits and
+// the pauses between terms): a function returning values uniformly in
+// [0, 1). nil, the default, means math/rand/v2's Float64. Run calls it
+// from its own goroutine only, so a source that nothing else calls needs
+// no lock; a simulator that replays a seed gives each Run one of its own.
+func WithRand(r func() float64) RunOption {
+	return func(o *runOptions) { o.rand = r }
 }
 
 // ErrInvalidRunOption is wrapped by the error Run returns at once when an
@@ -163,6 +173,7 @@ func Run(ctx context.Context, e Elector, lead func(ctx context.Context, l Leader
 		backoff.WithMaxInterval(o.maxInterval),
 		backoff.WithJitter(o.jitter),
 		backoff.WithName("election term"),
+		backoff.WithRand(o.rand),
 	}
 	// steppedDown counts consecutive short terms that ended without a
 	// failure, however they ended: lead returned nil, lead resigned, or
@@ -218,7 +229,7 @@ func (o *runOptions) stepDownPause(n int) time.Duration {
 	}
 	d = min(d, o.maxInterval)
 	if o.jitter > 0 {
-		d += time.Duration((2*rand.Float64() - 1) * o.jitter * float64(d))
+		d += time.Duration((2*jitter.Float64(o.rand) - 1) * o.jitter * float64(d))
 	}
 	return d
 }

@@ -90,7 +90,9 @@ func (s *slot) running() bool { return s.cancel != nil }
 
 // deps returns what the current run gets; without live, only the names.
 func (s *slot) deps(live bool) Deps {
-	d := Deps{Name: s.name, Index: s.index, IP: s.ip, Boot: s.boot - 1, FS: s.fs, Dir: stateDir,
+	seed, name, boot := s.w.cfg.Seed, s.name, s.boot-1
+	d := Deps{Name: s.name, Index: s.index, IP: s.ip, Boot: boot, FS: s.fs, Dir: stateDir,
+		Rand:  func(loop string) func() float64 { return loopRand(seed, name, boot, loop) },
 		Clock: s.clock, Release: s.release, Serving: func(bool) {}, Checkpoints: func(c checkpoint.LKGStore) checkpoint.LKGStore { return c }}
 	if live {
 		d.Kube, d.Engine, d.Ping = s.kube, s.link, s.link.ping

@@ -47,6 +47,19 @@ type Deps struct {
 	// host gives it to (the Clock fields of reconkit's Configs) drifts;
 	// the rest of the agent runs on simulated time.
 	Clock clock.WithTicker
+	// Rand returns the random source of one loop of this run, for the
+	// Rand fields of reconkit's Configs (election.WithRand,
+	// lease.Config.Rand, versiongate.Config.Rand, ...): uniform in
+	// [0, 1), drawn from the run's Seed, the agent's Name, its Boot and
+	// loop, so that the same seed gives every loop the same draws and no
+	// two agents, runs or loops share a source. Each source is safe for
+	// concurrent use. Give each part of the agent a loop name of its own
+	// (and call Rand once per name: two calls with one name give two
+	// sources with the same draws): goroutines of one agent that wake at
+	// one instant run in either order, and would take each other's draws
+	// from a shared source. Parts given none draw from math/rand/v2's
+	// global source, which no seed reaches.
+	Rand func(loop string) func() float64
 	// Release is the release this run runs: Config.Gate's first, or a
 	// later one after a RollingUpgrade; the zero Version without
 	// Config.Gate.Releases.

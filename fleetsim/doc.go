@@ -194,42 +194,67 @@
 //   - the nemesis draws its instants at nanosecond resolution, so that no
 //     event shares an instant with an agent's timer;
 //   - these draws come from streams of their own: they move no nemesis
-//     draw.
+//     draw;
+//   - each loop of each run of each agent gets a random source of its own
+//     (Deps.Rand), drawn from the seed, the agent's name, its Boot and the
+//     loop's name, for the Rand fields of reconkit's Configs, so that the
+//     agents' jitter (backoff's retries and renewals, election.Run's
+//     pauses, the electors', the version gate's and its store's,
+//     nodestatus's, configmapsource's) replays with the seed. The gate,
+//     its kubestore, the Lease elector and nodestatus split the source
+//     they are given into one per goroutine when they are built, so that
+//     goroutines of one agent that wake at one instant do not take each
+//     other's draws. A host gives each part its own loop name
+//     (examples/outsider, nodeagent and ccmfleet do); a part given none
+//     draws from math/rand/v2's global source, which no seed reaches, and
+//     so do two parts that take no source yet: lbrecon's retries of
+//     provider calls, and checkpoint.Controller's retries of an
+//     assignment.
 //
-// What remains is each agent's own concurrency (its goroutines that wake
-// at one instant, its random jitter), which the simulator does not reach.
-// [ReplayRate] compares timelines with the entries of each instant taken
-// as a set, agent logs left out, and random identities and provider ids
-// (handed out in the order of creations made at one instant) masked.
-// Measured with examples/outsider's TestFleetReplay (three agents, 10
-// minutes of faults and the quiet period, five runs of each of seeds 1, 2
-// and 3, -race): agents that only wait on timers replay every time; the
-// outsider agents replay in none of the four reruns of any seed, before
-// as after, but part later: before, every seed parted at the first
-// election (0s); with staggered starts and watch delays, seeds 1 and 2
-// at 31.9s and 32.2s, at two creations by the leader at one instant
-// taking their provider ids in either order, and seed 3 at 2m26s; with
-// those ids masked, at 2m24s, 3m15s and 2m6s, each where an agent's own
-// timing (a Node Lease taken after a restart's jittered wait) differed.
-// Measured again since the library draws more of its jitter from
-// math/rand/v2's global source (backoff's retries and renewals,
-// election.Run's pauses, the version gate, configmapsource), with
-// the same test (go test -race -count=1 -run '^TestFleetReplay$' -v
-// ./examples/outsider/ -fleetsim.seed=N, N = 1, 2, 3): again none of the
-// four reruns of any seed replayed, and they part sooner: seed 1 at
-// 36.7s and seed 2 at 2m50.6s, each at a watch answered 410 from another
-// resourceVersion (one write more or fewer before it, the count of an
-// agent's jittered retries), seed 3 at 0.6s (the reaper's Lease taken at
-// the instant the leader's is released in one run, not in the other).
-// That global source cannot be seeded, and the packages take no random
-// source of their own, so the simulator does not reach those draws: it
-// keeps the schedule a function of the seed, the agents' instants apart
-// (above), and the timeline. So a seed that failed replays the same
-// faults at the same times, not the same agent actions nor always the
-// same failure; in practice a failure that a fault causes comes back at
-// about the same instant (cmd/defects' versiongate-ready-backoff: seeds
-// 1 to 3 at 5m0s, 3m17s and 6m18s in three runs, within half a second),
-// and one that needs two agents' timing to meet comes back less often:
+// What remains is each agent's own concurrency: its goroutines that wake
+// at one instant run in the scheduler's order, which the simulator does
+// not reach. [ReplayRate] compares timelines with the entries of each
+// instant taken as a set, agent logs left out, and random identities and
+// provider ids (handed out in the order of creations made at one instant)
+// masked. Measured with examples/outsider's TestFleetReplay (three
+// agents, 10 minutes of faults and the quiet period, five runs of each of
+// seeds 1, 2 and 3, -race; go test -race -count=1 -run
+// '^TestFleetReplay$' -v ./examples/outsider/ -fleetsim.seed=N): agents
+// that only wait on timers replay every time; the outsider agents replay
+// in none of the four reruns of any seed. Before the agents drew from
+// seeded sources, seeds 1, 2 and 3 parted at 36.7s, 2m50.6s and 0.6s.
+// With seeded sources, one per goroutine, they part at
+// 36.7s, 2m50.7s and 0.6s, each where one agent's goroutines ran in
+// either order at one instant:
+//   - seed 1: a watch answered 410 from resourceVersion 17 in one run and
+//     14 in the other, the resourceVersion its ConfigMap listing got at
+//     the agent's start, at the instant its other goroutines wrote its
+//     Leases (kubefake's resourceVersions count every write, so the
+//     listing's depends on how many of those came first);
+//   - seed 2: the same, for a record watch (313 against 312) after an
+//     apiserver restart;
+//   - seed 3: the first leader's reconcile ran before or after its
+//     checkpoint controller assigned the ConfigMap's settings at that
+//     instant; when before, it found no settings and resigned its term,
+//     and another agent led.
+//
+// Between the two steps (seeded sources, but one per part, shared by its
+// goroutines), seed 2 parted at 3m53s, where one agent's node record
+// publication and node listing, retrying together after a partition,
+// took each other's draws in either order; with one source per
+// goroutine, two further runs of seed 2 made those 28 retries at the same
+// instants. Where runs part is itself a draw of the scheduler: masking
+// resourceVersions as well, two runs of seed 2 parted at 0.7s, at the
+// same race as seed 3's.
+//
+// So a seed that failed replays the same faults at the same times and the
+// same draws in each loop, not always the same order of one agent's
+// goroutines at one instant, and so not always the same agent actions or
+// the same failure. In practice a failure that a fault causes comes back
+// at about the same instant (cmd/defects' versiongate-ready-backoff:
+// seeds 1 to 3 at 5m0s, 3m17s and 6m18s in three runs, within half a
+// second, measured before the sources were seeded), and one that needs
+// two agents' timing to meet comes back less often:
 // run it several times (cmd/soak -first N -seeds 1, or -fleetsim.seed=N
 // with -count), and read the timeline, which names what happened.
 //

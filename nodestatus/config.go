@@ -141,6 +141,14 @@ type Config struct {
 	Provider NodeProvider
 	// Clock drives every timer and timestamp. Nil means the real clock.
 	Clock clock.Clock
+	// Rand seeds the jitter of every wait (renewals, status reports, the
+	// retries of failed requests): New draws from it, on its caller's
+	// goroutine, the seeds of one source for each of the controller's
+	// goroutines, so that their draws do not depend on the order in which
+	// they run. It returns values uniformly in [0, 1); nil means every
+	// wait draws from math/rand/v2's global source. A seeded Rand gives
+	// the same waits every time.
+	Rand func() float64
 
 	// LeaseDuration is the lease's spec.leaseDurationSeconds (whole
 	// seconds, default 40s).

@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/utils/clock"
+
+	"github.com/reconkit/reconkit/internal/jitter"
 )
 
 // ErrAlreadyStarted is returned by a second call to Run.
@@ -23,6 +25,13 @@ type NodeController struct {
 	name      string
 	clk       clock.Clock
 	patchMeta strategicpatch.LookupPatchMeta
+	// rand is a source of its own for Run's loop and for the retries of
+	// the lease and of the status (by retryLease, retryStatus), each on a
+	// goroutine of its own: split from Config.Rand in New, nil without it.
+	rand struct {
+		run   func() float64
+		retry [2]func() float64
+	}
 
 	metrics Metrics
 	events  EventRecorder
@@ -71,6 +80,7 @@ func New(cfg Config) (*NodeController, error) {
 		ready:     make(chan struct{}),
 		done:      make(chan struct{}),
 	}
+	c.rand.run, c.rand.retry[retryLease], c.rand.retry[retryStatus] = jitter.Split(cfg.Rand), jitter.Split(cfg.Rand), jitter.Split(cfg.Rand)
 	if c.metrics == nil {
 		c.metrics = noMetrics{}
 	}

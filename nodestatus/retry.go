@@ -56,6 +56,7 @@ func (c *NodeController) retry(ctx context.Context, kind int, op func(context.Co
 		backoff.WithClock(retryClock{Clock: c.clk, jobs: &c.jobs, kind: kind}),
 		backoff.WithInitialInterval(retryInitial),
 		backoff.WithJitter(retryJitter),
+		backoff.WithRand(c.rand.retry[kind]),
 		backoff.WithMaxInterval(retryMaxInterval),
 		backoff.WithMaxRetryAfter(retryMaxWait),
 		backoff.WithName("nodestatus "+[...]string{"lease", "status"}[kind]),

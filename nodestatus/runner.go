@@ -3,17 +3,19 @@ package nodestatus
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/utils/clock"
+
+	"github.com/reconkit/reconkit/internal/jitter"
 )
 
-func jitter(d time.Duration, lo, hi float64) time.Duration {
-	return time.Duration(float64(d) * (lo + rand.Float64()*(hi-lo)))
+// spread returns d times a factor drawn from r uniformly in [lo, hi).
+func spread(r func() float64, d time.Duration, lo, hi float64) time.Duration {
+	return time.Duration(float64(d) * (lo + jitter.Float64(r)*(hi-lo)))
 }
 
 func stopTimer(t clock.Timer) {
@@ -202,7 +204,7 @@ func (r *runner) dispatch(v any) {
 }
 
 func (r *runner) renew() time.Duration {
-	return jitter(r.c.cfg.RenewInterval, 1, 1+r.c.cfg.RenewJitter)
+	return spread(r.c.rand.run, r.c.cfg.RenewInterval, 1, 1+r.c.cfg.RenewJitter)
 }
 
 func (r *runner) heartbeatsStopped() bool {
@@ -454,14 +456,14 @@ func (r *runner) onStatusDone(res statusResult) error {
 		// together; later ones follow the interval exactly.
 		next := r.c.cfg.StatusReportInterval
 		if !r.registered {
-			next = jitter(r.c.cfg.StatusReportInterval, 0.5, 1)
+			next = spread(r.c.rand.run, r.c.cfg.StatusReportInterval, 0.5, 1)
 		}
 		r.arm(deadlineReport, next)
 	}
 	if r.server != nil && !r.registered {
 		r.registered = true
 		if !res.written {
-			r.arm(deadlineReport, jitter(r.c.cfg.StatusReportInterval, 0.5, 1))
+			r.arm(deadlineReport, spread(r.c.rand.run, r.c.cfg.StatusReportInterval, 0.5, 1))
 		}
 	}
 	r.markReady()

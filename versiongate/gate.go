@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +13,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/reconkit/reconkit/internal/event"
+	"github.com/reconkit/reconkit/internal/jitter"
 	"github.com/reconkit/reconkit/internal/leadership"
 )
 
@@ -233,12 +233,28 @@ type Config struct {
 	// time, so this must run at the real rate; nil means the real clock.
 	// Unused when Decode is set.
 	RecordClock clock.Clock
+	// Rand seeds the jitter of every pause of the gate (its retries, the
+	// record's renewal retries, the pauses before watching or publishing
+	// again, the periodic reconcile's ReconcileJitter): New draws from
+	// it, on its caller's goroutine, the seeds of one source for each of
+	// the gate's goroutines (and one for WaitReady), so that their draws
+	// do not depend on the order in which they run. It returns values
+	// uniformly in [0, 1); nil means every pause draws from math/rand/v2's
+	// global source. A host that wants reproducible pauses (a simulator
+	// replaying a seed) sets it; the store's own pauses are the Store's
+	// (kubestore.Config.Rand).
+	Rand func() float64
 }
 
 // Gate runs the reconciler for one node and gates the node's start-up on
 // the reconciler status. Create it with New; its methods are safe for
 // concurrent use.
 type Gate struct {
+	// rand is a source of its own for each of the gate's goroutines
+	// (split from Config.Rand in New; all nil without it): goroutines
+	// that wake at one instant run in either order, and would take each
+	// other's draws from one source.
+	rand        struct{ rejoin, record, nodes, lead, ready func() float64 }
 	cfg         Config
 	clock       clock.Clock
 	recordClock clock.Clock
@@ -308,6 +324,9 @@ func New(cfg Config) (*Gate, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
 	}
 	g := &Gate{cfg: cfg, clock: cfg.Clock}
+	for _, r := range []*func() float64{&g.rand.rejoin, &g.rand.record, &g.rand.nodes, &g.rand.lead, &g.rand.ready} {
+		*r = jitter.Split(cfg.Rand)
+	}
 	if g.clock == nil {
 		g.clock = clock.RealClock{}
 	}
@@ -482,7 +501,7 @@ func (g *Gate) runRejoining(ctx context.Context) error {
 		if g.clock.Since(start) >= g.cfg.RecordTTL {
 			wait = pauseBase
 		}
-		pause := jittered(wait)
+		pause := jittered(g.rand.rejoin, wait)
 		log.Info("Node record lost; publishing a new one", "err", err.Error(), "after", pause.String())
 		t := g.clock.NewTimer(pause)
 		select {
@@ -497,9 +516,10 @@ func (g *Gate) runRejoining(ctx context.Context) error {
 
 // jittered is d plus up to half of it, at random: the pause of a loop
 // that every node of a fleet may start at one instant (after a server
-// restart, a store outage), so that they do not retry in step.
-func jittered(d time.Duration) time.Duration {
-	return d + time.Duration(rand.Int64N(int64(d/2)+1))
+// restart, a store outage), so that they do not retry in step. It draws
+// from r (Config.Rand).
+func jittered(r func() float64, d time.Duration) time.Duration {
+	return d + time.Duration(jitter.Int64N(r, int64(d/2)+1))
 }
 
 // runOnce publishes the record, watches and campaigns until ctx ends or
@@ -529,7 +549,7 @@ func (g *Gate) runOnce(ctx context.Context) error {
 	if g.cfg.Decode == nil {
 		start("publish node record", g.publishRecord)
 	}
-	start("watch nodes", func(ctx context.Context) error { return g.tracker.run(ctx, g.cfg.Store, g.clock) })
+	start("watch nodes", func(ctx context.Context) error { return g.tracker.run(ctx, g.cfg.Store, g.clock, g.rand.nodes) })
 	start("campaign", g.campaignWhileNewest)
 	wg.Wait()
 	return firstErr

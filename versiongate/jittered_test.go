@@ -12,7 +12,7 @@ func TestJittered(t *testing.T) {
 	for _, wait := range []time.Duration{pauseBase, 800 * time.Millisecond, DefaultRecordTTL} {
 		seen := map[time.Duration]bool{}
 		for range 200 {
-			p := jittered(wait)
+			p := jittered(nil, wait)
 			if p < wait || p > wait+wait/2 {
 				t.Fatalf("jittered(%v) = %v, want within [%v, %v]", wait, p, wait, wait+wait/2)
 			}

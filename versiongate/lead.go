@@ -140,7 +140,7 @@ func (g *Gate) campaignOnce(ctx context.Context) (Term, func(), error) {
 		}
 		term, release = t, func() { cancel(nil) }
 		return nil
-	}, backoff.WithClock(g.clock), backoff.WithName("versiongate: campaign"))
+	}, backoff.WithClock(g.clock), backoff.WithRand(g.rand.lead), backoff.WithName("versiongate: campaign"))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -220,7 +220,7 @@ func (g *Gate) lead(ctx context.Context, term Term, reachedDone *bool) error {
 				return nil
 			}
 			return gone
-		}, backoff.WithClock(g.clock), backoff.WithName("versiongate: lead"),
+		}, backoff.WithClock(g.clock), backoff.WithRand(g.rand.lead), backoff.WithName("versiongate: lead"),
 			backoff.WithInitialInterval(readRetryBase), backoff.WithMaxInterval(readRetryMax),
 			backoff.WithMultiplier(readRetryMultiplier), backoff.WithJitter(readRetryJitter))
 		var gone *statusGoneError
@@ -254,7 +254,7 @@ func (g *Gate) leadPass(ctx context.Context, term Term, reachedDone, kept *bool)
 			return backoff.Permanent(err)
 		}
 		return err
-	}, backoff.WithClock(g.clock), backoff.WithName("versiongate: fence")); err != nil {
+	}, backoff.WithClock(g.clock), backoff.WithRand(g.rand.lead), backoff.WithName("versiongate: fence")); err != nil {
 		if errors.Is(err, ErrLeadershipLost) && term.Context().Err() == nil {
 			// The term is live, yet the fence is ahead of it: never go
 			// silent about a fence that may need an operator.
@@ -271,7 +271,7 @@ func (g *Gate) leadPass(ctx context.Context, term Term, reachedDone, kept *bool)
 			return backoff.Permanent(err)
 		}
 		return err
-	}, backoff.WithClock(g.clock), backoff.WithName("versiongate: read status")); err != nil {
+	}, backoff.WithClock(g.clock), backoff.WithRand(g.rand.lead), backoff.WithName("versiongate: read status")); err != nil {
 		return statusGone(fmt.Errorf("read status: %w", err))
 	}
 	var current *Status
@@ -338,7 +338,7 @@ func (g *Gate) leadPass(ctx context.Context, term Term, reachedDone, kept *bool)
 	g.setPhase(PhaseReconciling)
 	log.Info("Performing initial reconcile")
 	reconcile := func(ctx context.Context) error { return g.cfg.Reconcile(ctx, term) }
-	if err := backoff.Retry(ctx, reconcile, backoff.WithClock(g.clock), backoff.WithName("versiongate: initial reconcile")); err != nil {
+	if err := backoff.Retry(ctx, reconcile, backoff.WithClock(g.clock), backoff.WithRand(g.rand.lead), backoff.WithName("versiongate: initial reconcile")); err != nil {
 		return fmt.Errorf("initial reconcile: %w", err)
 	}
 	log.Info("Initial reconcile succeeded")
@@ -376,7 +376,7 @@ func (g *Gate) leadPass(ctx context.Context, term Term, reachedDone, kept *bool)
 		return reconcile(ctx)
 	}
 	err := backoff.Every(ctx, g.cfg.ReconcileInterval, g.cfg.ReconcileJitter, periodic,
-		backoff.WithClock(g.clock), backoff.WithDelayedStart(), backoff.WithName("versiongate: periodic reconcile"))
+		backoff.WithClock(g.clock), backoff.WithRand(g.rand.lead), backoff.WithDelayedStart(), backoff.WithName("versiongate: periodic reconcile"))
 	var gone *statusGoneError
 	if errors.As(err, &gone) {
 		return gone
@@ -424,7 +424,7 @@ func (g *Gate) putGuarded(ctx context.Context, term Term, st Status) error {
 			return backoff.Permanent(err)
 		}
 		return err
-	}, backoff.WithClock(g.clock), backoff.WithName("versiongate: write status"))
+	}, backoff.WithClock(g.clock), backoff.WithRand(g.rand.lead), backoff.WithName("versiongate: write status"))
 	if err != nil {
 		return statusGone(fmt.Errorf("write status: %w", err))
 	}
@@ -486,7 +486,7 @@ func (g *Gate) restrict(ctx context.Context, term Term, restricted Status) error
 				return fmt.Errorf("restricted status: %w", err)
 			}
 		}
-	}, backoff.WithClock(g.clock), backoff.WithName("versiongate: restricted status write"),
+	}, backoff.WithClock(g.clock), backoff.WithRand(g.rand.lead), backoff.WithName("versiongate: restricted status write"),
 		backoff.WithInitialInterval(readRetryBase), backoff.WithMaxInterval(readRetryMax),
 		backoff.WithMultiplier(readRetryMultiplier), backoff.WithJitter(readRetryJitter))
 	if err != nil && ctx.Err() != nil {

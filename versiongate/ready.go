@@ -186,7 +186,7 @@ func (g *Gate) waitStatus(ctx context.Context, log logr.Logger, onWait func(reas
 				err = errWatchEnded
 			}
 			return fmt.Errorf("watch status from revision %d: %w", cur.Revision, err)
-		}, backoff.WithClock(g.clock), backoff.WithName("versiongate: wait for an admitting status"),
+		}, backoff.WithClock(g.clock), backoff.WithRand(g.rand.ready), backoff.WithName("versiongate: wait for an admitting status"),
 			backoff.WithInitialInterval(readRetryBase), backoff.WithMaxInterval(readRetryMax),
 			backoff.WithMultiplier(readRetryMultiplier), backoff.WithJitter(readRetryJitter))
 		if ready {

@@ -77,7 +77,7 @@ func (g *Gate) publishRecord(ctx context.Context) (err error) {
 		margin = leaseMargin(l)
 		lease, validUntil = l, start.Add(l.TTL-margin)
 		return nil
-	}, backoff.WithClock(g.clock), backoff.WithName("versiongate: publish node record"))
+	}, backoff.WithClock(g.clock), backoff.WithRand(g.rand.record), backoff.WithName("versiongate: publish node record"))
 	if err != nil {
 		return err
 	}
@@ -147,7 +147,7 @@ func (g *Gate) publishRecord(ctx context.Context) (err error) {
 		default:
 			log.V(1).Info("Renewing the node record failed; retrying", "err", err.Error(), "validFor", validUntil.Sub(rc.Now()).String())
 			failed++
-			next = renewRetryPause(failed, retryBase, interval, validUntil.Sub(rc.Now()), margin)
+			next = renewRetryPause(failed, retryBase, interval, validUntil.Sub(rc.Now()), margin, g.rand.record)
 		}
 	}
 }
@@ -178,7 +178,7 @@ const (
 // that tries never crowd towards the deadline. When no such try fits, the
 // pause is left: the loop waits for the deadline, where the record is lost
 // whatever the retries did.
-func renewRetryPause(n int, base, limit, left, reserve time.Duration) time.Duration {
+func renewRetryPause(n int, base, limit, left, reserve time.Duration, r func() float64) time.Duration {
 	p := backoff.Renewal{
 		Initial:         base,
 		Multiplier:      2,
@@ -187,6 +187,7 @@ func renewRetryPause(n int, base, limit, left, reserve time.Duration) time.Durat
 		Reserve:         reserve,
 		MinShortened:    1,
 		MinShortenedCap: time.Second,
+		Rand:            r,
 	}.Pause(n, left)
 	return min(p, max(left, 0)) // when no try fits, wait for the deadline itself
 }

@@ -157,12 +157,12 @@ func (t *tracker) blockingNodes() []Node {
 // leader, a closed channel, an end with no error) it lists again, after a
 // pause that doubles while watches deliver nothing, instead of giving up. It returns
 // only when ctx ends.
-func (t *tracker) run(ctx context.Context, st Store, clk clock.Clock) error {
+func (t *tracker) run(ctx context.Context, st Store, clk clock.Clock, r func() float64) error {
 	log := logr.FromContextOrDiscard(ctx)
 	wait := pauseBase
 	for {
 		err := backoff.Retry(ctx, func(ctx context.Context) error { return t.list(ctx, st) },
-			backoff.WithClock(clk), backoff.WithName("versiongate: list nodes"))
+			backoff.WithClock(clk), backoff.WithRand(r), backoff.WithName("versiongate: list nodes"))
 		if err != nil {
 			return err
 		}
@@ -180,7 +180,7 @@ func (t *tracker) run(ctx context.Context, st Store, clk clock.Clock) error {
 		if delivered {
 			wait = pauseBase
 		}
-		pause := jittered(wait)
+		pause := jittered(r, wait)
 		log.Info("Node watch ended, listing nodes again", "reason", fmt.Sprint(err), "revision", t.rev, "after", pause.String())
 		select {
 		case <-clk.After(pause):

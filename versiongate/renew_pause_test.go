@@ -33,7 +33,7 @@ func TestRenewRetryPause(t *testing.T) {
 	for _, tc := range cases {
 		seen := map[time.Duration]bool{}
 		for range 2000 {
-			p := renewRetryPause(tc.n, base, tc.limit, tc.left, tc.reserve)
+			p := renewRetryPause(tc.n, base, tc.limit, tc.left, tc.reserve, nil)
 			seen[p] = true
 			if tc.mustWait {
 				if p != max(tc.left, 0) {

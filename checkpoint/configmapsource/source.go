@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/reconkit/reconkit/backoff"
 	"github.com/reconkit/reconkit/checkpoint"
+	"github.com/reconkit/reconkit/internal/jitter"
 )
 
 // DefaultWatchTimeout is how long one watch request lasts when
@@ -45,6 +45,10 @@ type Config struct {
 	OnRequest func(verb string)
 	// Clock is the time source; nil means the real clock.
 	Clock clock.Clock
+	// Rand draws the jitter of Watch's retries and of each watch's
+	// timeout, uniformly in [0, 1); nil means math/rand/v2's Float64.
+	// Watch calls it from its caller's goroutine only.
+	Rand func() float64
 }
 
 // Source is a [checkpoint.ConfigSource] that watches one key of one
@@ -118,7 +122,7 @@ func (s *Source) Watch(ctx context.Context, assign func(context.Context, []byte,
 	for ctx.Err() == nil {
 		err := backoff.Retry(ctx, func(ctx context.Context) error {
 			return s.session(ctx, &rv, assign)
-		}, backoff.WithClock(s.clock), backoff.WithName(s.origin))
+		}, backoff.WithClock(s.clock), backoff.WithRand(s.cfg.Rand), backoff.WithName(s.origin))
 		if err != nil && ctx.Err() == nil {
 			return fmt.Errorf("configmapsource: %s: %w", s.origin, err)
 		}
@@ -162,7 +166,7 @@ func (s *Source) session(ctx context.Context, rv *string, assign func(context.Co
 		}
 		*rv = list.ResourceVersion
 	}
-	timeout := s.cfg.WatchTimeout + time.Duration(rand.Int64N(int64(s.cfg.WatchTimeout)/10+1))
+	timeout := s.cfg.WatchTimeout + time.Duration(jitter.Int64N(s.cfg.Rand, int64(s.cfg.WatchTimeout)/10+1))
 	secs := int64(timeout / time.Second)
 	s.request("watch")
 	w, err := cms.Watch(ctx, metav1.ListOptions{

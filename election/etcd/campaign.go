@@ -225,7 +225,7 @@ func (e *Elector) waitDeletes(ctx context.Context, maxRev int64) (time.Time, err
 			}
 			vacated = e.clock.Now()
 		}
-	}, backoff.WithMaxInterval(maxRewatchInterval), backoff.WithClock(e.clock), backoff.WithName("election campaign watch"))
+	}, backoff.WithMaxInterval(maxRewatchInterval), backoff.WithClock(e.clock), backoff.WithName("election campaign watch"), backoff.WithRand(e.rand))
 	if err != nil {
 		return time.Time{}, err
 	}

@@ -57,6 +57,13 @@ type Config struct {
 	ReleaseTimeout time.Duration
 	// Clock measures term validity. Nil means the real clock.
 	Clock clock.Clock
+	// Rand draws the jitter of the elector's pauses (renewal retries,
+	// re-watches, the retries of Campaign's and Observe's watches),
+	// uniformly in [0, 1); nil means math/rand/v2's Float64. It is called
+	// from Campaign's caller, from Observe's goroutine and from each term's
+	// monitor goroutine, possibly at once, so it must be safe for
+	// concurrent use.
+	Rand func() float64
 	// Metrics receives an election.Observation at every acquisition, renewal
 	// attempt, loss and resignation (Backend "etcd", Election the
 	// prefix). Nil means none.
@@ -82,6 +89,7 @@ type Elector struct {
 	releaseTimeout time.Duration
 	margin         time.Duration
 	clock          clock.Clock
+	rand           func() float64 // Config.Rand
 	report         term.Reporter
 
 	ctx    context.Context // ends on Close
@@ -139,6 +147,7 @@ func New(cfg Config) (*Elector, error) {
 		releaseTimeout: cfg.ReleaseTimeout,
 		margin:         etcdMargin(cfg.SessionTTL),
 		clock:          cfg.Clock,
+		rand:           cfg.Rand,
 		report: term.Reporter{
 			Metrics: cfg.Metrics, Events: cfg.Events,
 			Backend: "etcd", Election: cfg.Prefix, Identity: cfg.Identity,

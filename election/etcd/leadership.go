@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 
 	"github.com/reconkit/reconkit/backoff"
 	"github.com/reconkit/reconkit/election"
+	"github.com/reconkit/reconkit/internal/jitter"
 	"github.com/reconkit/reconkit/internal/term"
 )
 
@@ -101,7 +101,7 @@ func (l *Leadership) keep() {
 	defer l.e.wg.Done()
 	e := l.e
 	interval := e.ttl / 3
-	retry := renewRetry(interval)
+	retry := renewRetry(interval, e.rand)
 	next := interval
 	failed := 0 // renewals failed in a row
 	for {
@@ -151,7 +151,7 @@ func (l *Leadership) keep() {
 // forward to start it before then, never below the first pause nor a
 // quarter of the pause it replaces; when none fits the term ends first,
 // at ValidUntil.
-func renewRetry(interval time.Duration) backoff.Renewal {
+func renewRetry(interval time.Duration, rand func() float64) backoff.Renewal {
 	first := min(500*time.Millisecond, interval)
 	return backoff.Renewal{
 		Initial:      first,
@@ -160,6 +160,7 @@ func renewRetry(interval time.Duration) backoff.Renewal {
 		Jitter:       0.2,
 		Reserve:      first / 2,
 		MinShortened: 0.25,
+		Rand:         rand,
 	}
 }
 
@@ -215,7 +216,7 @@ func (l *Leadership) monitor() {
 			return
 		}
 		failures++
-		armRewatch(rewatchPause(failures, e.ttl))
+		armRewatch(rewatchPause(failures, e.ttl, e.rand))
 	}
 	for !l.core.Ended() {
 		select {
@@ -233,7 +234,7 @@ func (l *Leadership) monitor() {
 			case err != nil:
 				l.log.V(1).Info("Re-establishing the watch on the candidate key failed; retrying", "error", err)
 				failures++
-				armRewatch(rewatchPause(failures, e.ttl))
+				armRewatch(rewatchPause(failures, e.ttl, e.rand))
 			default:
 				started, cancel = l.watchAsync(&watches, rev+1)
 				watchedAt = e.clock.Now()
@@ -299,13 +300,13 @@ const rewatchInterval = 500 * time.Millisecond
 // re-establish a term's watch: rewatchInterval, growing by half with each
 // attempt up to limit, plus up to a fifth more at random, so that the
 // terms of many elections on one etcd do not watch again in step.
-func rewatchPause(n int, limit time.Duration) time.Duration {
+func rewatchPause(n int, limit time.Duration, rand func() float64) time.Duration {
 	d := rewatchInterval
 	for i := 1; i < n && d < limit; i++ {
 		d += d / 2
 	}
 	d = min(d, limit)
-	return d + time.Duration(rand.Float64()*float64(d)/5)
+	return jitter.Up(rand, d, 0.2)
 }
 
 // errCandidateKeyDeleted is the reason of a term lost because its key went.

@@ -65,7 +65,7 @@ func (e *Elector) follow(ctx context.Context, v *event.Value[election.LeaderInfo
 	for ctx.Err() == nil {
 		_ = backoff.Retry(ctx, func(ctx context.Context) error {
 			return e.followOnce(ctx, v)
-		}, backoff.WithMaxInterval(maxRewatchInterval), backoff.WithClock(e.clock), backoff.WithName("election observe"))
+		}, backoff.WithMaxInterval(maxRewatchInterval), backoff.WithClock(e.clock), backoff.WithName("election observe"), backoff.WithRand(e.rand))
 	}
 }
 

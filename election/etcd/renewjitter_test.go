@@ -62,8 +62,8 @@ type renewalTry struct {
 // own, makes every renewal fail at once, and drives the term's retries by
 // stepping the clock by exactly each pause, until a pause would end past
 // the term's validity. It returns each failed try's validity left and
-// the pause that followed it.
-func failRenewals(t *testing.T, srv *testenv.EtcdCluster, prefix string) []renewalTry {
+// the pause that followed it. r is the elector's Config.Rand.
+func failRenewals(t *testing.T, srv *testenv.EtcdCluster, prefix string, r func() float64) []renewalTry {
 	t.Helper()
 	const ttl = 60 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -71,7 +71,7 @@ func failRenewals(t *testing.T, srv *testenv.EtcdCluster, prefix string) []renew
 	clk := &keepClock{FakeClock: testingclock.NewFakeClock(time.Now()), keep: make(chan time.Duration, 1)}
 	f := &failingRenewals{calls: make(chan struct{})}
 	cli := etcdfault.Client(t, srv.Members[0].ClientAddr(), 0, nil, f.stream)
-	e, err := etcd.New(etcd.Config{Client: cli, Prefix: prefix, Identity: "leader", SessionTTL: ttl, Clock: clk})
+	e, err := etcd.New(etcd.Config{Client: cli, Prefix: prefix, Identity: "leader", SessionTTL: ttl, Clock: clk, Rand: r})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = e.Close() })
 	l, err := e.Campaign(ctx)
@@ -118,7 +118,7 @@ func TestEtcdRenewalRetriesJitterAndMeetTheDeadline(t *testing.T) {
 	)
 	var runs [][]time.Duration
 	for _, prefix := range []string{"/jitter-a", "/jitter-b"} {
-		tries := failRenewals(t, srv, prefix)
+		tries := failRenewals(t, srv, prefix, nil)
 		t.Logf("%s: %v", prefix, tries)
 		require.Len(t, tries, 10, "eight paced retries, one brought forward, then the deadline")
 		w := first
@@ -145,4 +145,18 @@ func TestEtcdRenewalRetriesJitterAndMeetTheDeadline(t *testing.T) {
 		runs = append(runs, pauses)
 	}
 	require.False(t, slices.Equal(runs[0], runs[1]), "two terms failing at the same instant retried at the same instants: no jitter")
+}
+
+// Config.Rand is the source of a term's renewal retries: a source that
+// always draws 0.25 makes each paced pause w + 0.25 × w/5 exactly.
+func TestEtcdRenewalRetriesDrawFromConfigRand(t *testing.T) {
+	t.Parallel() // an etcd of its own; waits on the server, not the CPU
+	srv := testenv.Etcd(t)
+	tries := failRenewals(t, srv, "/rand", func() float64 { return 0.25 })
+	require.Len(t, tries, 10, "eight paced retries, one brought forward, then the deadline")
+	w := 500 * time.Millisecond
+	for i, try := range tries[:8] {
+		require.Equal(t, w+time.Duration(0.25*0.2*float64(w)), try.pause, "try %d", i+1)
+		w = min(w+w/2, 20*time.Second)
+	}
 }

@@ -14,10 +14,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/apimachinery/pkg/util/wait"
 	coordinationv1beta1client "k8s.io/client-go/kubernetes/typed/coordination/v1beta1"
 
 	"github.com/reconkit/reconkit/election"
+	"github.com/reconkit/reconkit/internal/jitter"
 )
 
 // Coordinated makes a Elector take part in Coordinated Leader
@@ -145,7 +145,7 @@ func (e *Elector) keepCandidate(ctx context.Context, log logr.Logger) {
 			return
 		}
 		failures++
-		wait := candidateRetryWait(failures, e.cfg.RetryPeriod)
+		wait := candidateRetryWait(failures, e.cfg.RetryPeriod, e.rand.candidate)
 		log.V(1).Info("Keeping the LeaseCandidate failed; retrying", "err", err, "wait", wait)
 		t := e.clock.NewTimer(wait)
 		select {
@@ -166,12 +166,12 @@ const candidateRetryMax = 30 * time.Second
 // candidateRetryMax, plus up to a fifth more at random. A watch that ends
 // at once costs a read, a write and a watch per wait, so after 30s of it
 // a candidate sends one such round per 30s, not one per RetryPeriod.
-func candidateRetryWait(n int, retryPeriod time.Duration) time.Duration {
+func candidateRetryWait(n int, retryPeriod time.Duration, rand func() float64) time.Duration {
 	d := retryPeriod
 	for i := 1; i < n && d < candidateRetryMax; i++ {
 		d *= 2
 	}
-	return wait.Jitter(min(d, candidateRetryMax), 0.2)
+	return jitter.Up(rand, min(d, candidateRetryMax), 0.2)
 }
 
 // renewCandidate creates the LeaseCandidate or writes a new renewTime, and

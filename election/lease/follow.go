@@ -10,9 +10,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/clock"
+
+	"github.com/reconkit/reconkit/internal/jitter"
 )
 
 // followAction is what a follow step asks for next.
@@ -268,7 +269,7 @@ func (f *follower) armReread(at time.Time) {
 // candidates wait between attempts (wait.JitterUntil with JitterFactor
 // 1.2).
 func (e *Elector) retryWait() time.Duration {
-	return wait.Jitter(e.cfg.RetryPeriod, leaseJitter)
+	return jitter.Up(e.rand.follow, e.cfg.RetryPeriod, leaseJitter)
 }
 
 func (f *follower) armWake(at time.Time) {

@@ -186,7 +186,7 @@ func (lt *leadership) renewLoop(log logr.Logger) {
 		next := lt.e.cfg.RetryPeriod
 		if err != nil && ctx.Err() == nil {
 			failed++
-			next = renewRetryWait(failed, next, lt.ValidUntil().Sub(lt.e.clock.Now()))
+			next = renewRetryWait(failed, next, lt.ValidUntil().Sub(lt.e.clock.Now()), lt.e.rand.renew)
 			log.V(1).Info("renewing the lease failed; retrying", "err", err, "validUntil", lt.ValidUntil(), "after", next)
 		} else {
 			failed = 0

@@ -20,6 +20,7 @@ import (
 
 	"github.com/reconkit/reconkit/election"
 	"github.com/reconkit/reconkit/internal/event"
+	"github.com/reconkit/reconkit/internal/jitter"
 	"github.com/reconkit/reconkit/internal/term"
 )
 
@@ -92,6 +93,14 @@ type Config struct {
 	// judged on it, so it must be monotonic (the real clock is).
 	Clock clock.Clock
 
+	// Rand seeds the jitter of the elector's waits (retries of reads and
+	// writes, renewal retries, the LeaseCandidate's retries): New draws
+	// from it, on its caller's goroutine, the seeds of one source for
+	// each of those loops, so that their draws do not depend on the order
+	// in which their goroutines run. It returns values uniformly in
+	// [0, 1); nil means the waits draw from math/rand/v2's global source.
+	Rand func() float64
+
 	// Coordinated, when set, makes the candidate take part in Coordinated
 	// Leader Election: it publishes a LeaseCandidate and adopts the Lease
 	// only when the apiserver's election controller names it. Nil means
@@ -114,7 +123,13 @@ type Config struct {
 // It is safe for concurrent use. It starts goroutines only within Campaign,
 // Observe and a term, and each stops when its context (or term) ends.
 type Elector struct {
-	cfg    Config
+	cfg Config
+	// rand is a source of its own for the retries of Campaign and of the
+	// follower's reads, for the terms' renewal retries and for the
+	// LeaseCandidate's retries, split from Config.Rand in New (nil
+	// without it), so that goroutines that wake at one instant do not
+	// take each other's draws.
+	rand   struct{ follow, renew, candidate func() float64 }
 	leases coordinationclient.LeaseInterface
 	clock  clock.Clock
 	report term.Reporter
@@ -189,7 +204,7 @@ func New(cfg Config) (*Elector, error) {
 		cfg.Clock = clock.RealClock{}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Elector{
+	e := &Elector{
 		cfg:    cfg,
 		leases: cfg.Client.CoordinationV1().Leases(cfg.Namespace),
 		clock:  cfg.Clock,
@@ -199,7 +214,9 @@ func New(cfg Config) (*Elector, error) {
 		},
 		ctx:    ctx,
 		cancel: cancel,
-	}, nil
+	}
+	e.rand.follow, e.rand.renew, e.rand.candidate = jitter.Split(cfg.Rand), jitter.Split(cfg.Rand), jitter.Split(cfg.Rand)
+	return e, nil
 }
 
 func (c *Config) validateDurations() error {

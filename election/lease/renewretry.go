@@ -28,7 +28,7 @@ const renewRetryJitter = 0.2
 // the end: when no such try fits, the term ends first. Whatever the retries
 // do, the term ends at ValidUntil (the watchdog). The first retry is
 // never moved, whatever the term has left.
-func renewRetryWait(n int, rp, left time.Duration) time.Duration {
+func renewRetryWait(n int, rp, left time.Duration, rand func() float64) time.Duration {
 	if n == 1 {
 		left = math.MaxInt64 // the first retry is client-go's: never moved
 	}
@@ -38,5 +38,6 @@ func renewRetryWait(n int, rp, left time.Duration) time.Duration {
 		Jitter:       renewRetryJitter,
 		Reserve:      rp / 2,
 		MinShortened: 0.25,
+		Rand:         rand,
 	}.Pause(n, left)
 }

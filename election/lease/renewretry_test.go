@@ -32,7 +32,7 @@ func TestRenewRetryWait(t *testing.T) {
 	for _, tc := range cases {
 		seen := map[time.Duration]bool{}
 		for range 2000 {
-			p := renewRetryWait(tc.n, rp, tc.left)
+			p := renewRetryWait(tc.n, rp, tc.left, nil)
 			seen[p] = true
 			switch {
 			case tc.shortened:

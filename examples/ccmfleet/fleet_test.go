@@ -110,7 +110,7 @@ func agent(observer *atomic.Pointer[kubefake.Client]) fleetsim.Agent {
 			return err
 		}
 		el, err := lease.New(lease.Config{Client: d.Kube, Namespace: "kube-system", Name: "cloud-controller-manager",
-			Identity: d.Name, Clock: d.Clock})
+			Identity: d.Name, Clock: d.Clock, Rand: d.Rand("lease")})
 		if err != nil {
 			return err
 		}
@@ -128,7 +128,7 @@ func agent(observer *atomic.Pointer[kubefake.Client]) fleetsim.Agent {
 				return err
 			}
 			return lead(ctx, l, drv, d.Engine, cloud)
-		})
+		}, election.WithRand(d.Rand("election")))
 	}
 }
 

@@ -128,7 +128,7 @@ func (a *agent) start(ctx context.Context) (err error) {
 			_ = store.Close()
 		}
 	}()
-	source, err := configmapsource.New(configmapsource.Config{Client: a.env.kube, Namespace: o.namespace, Name: configMapName, Key: configMapKey, Clock: a.env.clock})
+	source, err := configmapsource.New(configmapsource.Config{Client: a.env.kube, Namespace: o.namespace, Name: configMapName, Key: configMapKey, Clock: a.env.clock, Rand: randOf(a.env.rand, "configmapsource")})
 	if err != nil {
 		return err
 	}
@@ -151,7 +151,7 @@ func (a *agent) start(ctx context.Context) (err error) {
 		return err
 	}
 	cfg := nodeControllerConfig(a.env.kube, agentNode(a.name, a.index, a.version.Release, a.env.taint), a.provider, o.nodeLease)
-	cfg.Metrics, cfg.Events, cfg.Clock = a.hooks.Nodestatus, a.events, a.env.clock
+	cfg.Metrics, cfg.Events, cfg.Clock, cfg.Rand = a.hooks.Nodestatus, a.events, a.env.clock, randOf(a.env.rand, "nodestatus")
 	if a.env.ping != nil {
 		cfg.PingFailure = nodestatus.PingFailureStopHeartbeat
 	}
@@ -176,6 +176,7 @@ func (a *agent) start(ctx context.Context) (err error) {
 		Metrics:                  a.hooks.Versiongate,
 		Clock:                    a.env.clock,
 		RecordClock:              a.env.clock,
+		Rand:                     randOf(a.env.rand, "versiongate"),
 		Events:                   a.events,
 	})
 	if err != nil {

@@ -42,6 +42,10 @@ type kubeCoordination struct {
 	// clock is the candidates' and the gate stores' clock; nil means the
 	// real clock (the fleet simulator gives each agent its own).
 	clock clock.WithTicker
+	// rand gives the candidates and the gate stores their random
+	// sources by name; nil means math/rand/v2's global source (the fleet
+	// simulator gives each agent seeded ones).
+	rand func(part string) func() float64
 }
 
 func newKubeCoordination(opts options, kube kubernetes.Interface, cfg *rest.Config, desc string) (*kubeCoordination, error) {
@@ -73,11 +77,12 @@ func (c *kubeCoordination) elector(kube kubernetes.Interface, identity string, m
 		Metrics:       metrics,
 		Events:        events,
 		Clock:         c.clock,
+		Rand:          randOf(c.rand, "lease"),
 	})
 }
 
 func (c *kubeCoordination) store(kube kubernetes.Interface) (*kubestore.Store, error) {
-	return kubestore.New(kubestore.Config{Client: kube, Namespace: c.opts.namespace, Gate: gateName, Clock: c.clock})
+	return kubestore.New(kubestore.Config{Client: kube, Namespace: c.opts.namespace, Gate: gateName, Clock: c.clock, Rand: randOf(c.rand, "kubestore")})
 }
 
 func (c *kubeCoordination) join(name string, h hooks, events election.EventRecorder) (m *member, err error) {

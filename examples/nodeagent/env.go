@@ -58,6 +58,10 @@ type env struct {
 	// within 2% of the apiserver's (the election and the gate store get it
 	// through kubeCoordination.clock).
 	clock clock.WithTicker
+	// rand gives the agents' parts their random sources by name (see
+	// randOf); nil means math/rand/v2's global source. The fleet simulator
+	// gives each agent seeded ones (fleetsim.Deps.Rand).
+	rand func(part string) func() float64
 
 	lb *lbStore // the in-memory load balancer behind its fence
 
@@ -300,4 +304,13 @@ func (e *env) deleteKubeObjects(ctx context.Context) error {
 		errs = append(errs, deleteGateLeases(ctx, e.kube, e.opts.namespace))
 	}
 	return errors.Join(errs...)
+}
+
+// randOf returns rand's source for part, or nil (math/rand/v2's global
+// source) when rand is nil.
+func randOf(rand func(part string) func() float64, part string) func() float64 {
+	if rand == nil {
+		return nil
+	}
+	return rand(part)
 }

@@ -66,8 +66,8 @@ func runFleetAgent(ctx context.Context, opts options, d fleetsim.Deps) error {
 	e := &env{opts: opts, log: logr.FromContextOrDiscard(ctx), say: func(string, ...any) {}, kube: d.Kube,
 		kubeMode: kubeMemory, ops: newOps(), changes: make(chan struct{}, 1), agents: make([]*agent, d.Index+1),
 		stateDir: d.Dir, fs: d.FS, lb: &lbStore{via: d.Engine.(lbEngine)}, serving: d.Serving, wrapStore: d.Checkpoints,
-		ping: d.Ping, clock: d.Clock}
-	e.coord = fleetCoordination{kubeCoordination: &kubeCoordination{opts: opts, clock: d.Clock}, kube: d.Kube}
+		ping: d.Ping, clock: d.Clock, rand: d.Rand}
+	e.coord = fleetCoordination{kubeCoordination: &kubeCoordination{opts: opts, clock: d.Clock, rand: d.Rand}, kube: d.Kube}
 	a := newAgent(e, d.Index+1, d.Release)
 	if err := a.start(ctx); err != nil {
 		return err

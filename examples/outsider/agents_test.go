@@ -123,7 +123,7 @@ func TestThreeAgents(t *testing.T) {
 			runCtx, stop := context.WithCancel(ctx)
 			a := &agent{name: name, ip: fmt.Sprintf("10.0.0.%d", i+1), mux: http.NewServeMux(), stop: stop, done: make(chan error, 1)}
 			agents = append(agents, a)
-			d := Deps{Kube: kube, Node: a.name, IP: a.ip, Namespace: namespace, Store: &checkpoint.MemStore{},
+			d := Deps{Kube: kube, Node: a.name, IP: a.ip, Namespace: namespace, Store: &checkpoint.MemStore{}, Rand: func(string) func() float64 { return nil },
 				Engine: fenced, Mux: a.mux}
 			go func() { a.done <- Run(runCtx, d) }()
 		}

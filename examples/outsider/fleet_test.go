@@ -33,7 +33,7 @@ func fleetAgent(ctx context.Context, d fleetsim.Deps) error {
 	}
 	defer store.Close()
 	return Run(ctx, Deps{Kube: d.Kube, Node: d.Name, IP: d.IP, Namespace: namespace, Store: d.Checkpoints(store), Engine: d.Engine,
-		Mux: http.NewServeMux(), Clock: d.Clock})
+		Mux: http.NewServeMux(), Clock: d.Clock, Rand: d.Rand})
 }
 
 // fleetConfig is the outsider fleet: the settings ConfigMap, the load

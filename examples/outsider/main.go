@@ -75,6 +75,9 @@ type Deps struct {
 	// Clock times every wait, deadline and timestamp of the agent's parts;
 	// nil means the real clock. It must run within 2% of the apiserver's.
 	Clock clock.WithTicker
+	// Rand gives each part its random source by name (a test's seeded
+	// one); main's gives none, which means math/rand/v2's global source.
+	Rand func(part string) func() float64
 }
 
 // Run runs one node's agent until ctx ends; it returns nil then. The
@@ -83,10 +86,10 @@ func Run(ctx context.Context, d Deps) error {
 	reg := prometheus.NewRegistry()
 	hooks, err1 := prommetrics.Agent(reg, d.Node, nil)
 	source, err2 := configmapsource.New(configmapsource.Config{Client: d.Kube, Namespace: d.Namespace,
-		Name: "outsider", Key: "settings.json", Clock: d.Clock})
+		Name: "outsider", Key: "settings.json", Clock: d.Clock, Rand: d.Rand("configmapsource")})
 	elector, err3 := lease.New(lease.Config{Client: d.Kube, Namespace: d.Namespace, Name: "outsider-leader",
-		Identity: d.Node, Metrics: hooks.Election, Clock: d.Clock})
-	store, err4 := kubestore.New(kubestore.Config{Client: d.Kube, Namespace: d.Namespace, Gate: "outsider", Clock: d.Clock})
+		Identity: d.Node, Metrics: hooks.Election, Clock: d.Clock, Rand: d.Rand("lease")})
+	store, err4 := kubestore.New(kubestore.Config{Client: d.Kube, Namespace: d.Namespace, Gate: "outsider", Clock: d.Clock, Rand: d.Rand("kubestore")})
 	// No journal: the replicas share no storage. A provider whose listing lags
 	// wants one they share (lbrecon.FileJournal on shared storage).
 	lb, err5 := lbrecon.NewMoving(lbrecon.Config{Engine: d.Engine, Tag: "owner=outsider", Journal: lbrecon.NoJournal, Metrics: hooks.LBRecon, Clock: d.Clock},
@@ -101,7 +104,7 @@ func Run(ctx context.Context, d Deps) error {
 		Store: d.Store, Source: source, Conditions: provider, Metrics: hooks.Checkpoint, Clock: d.Clock,
 		Parse:    func(b []byte) (s Settings, err error) { return s, json.Unmarshal(b, &s) },
 		Validate: func(s Settings) error { return s.LoadBalancer(nil).Validate() }})
-	nodes, err2 := nodestatus.New(nodestatus.Config{Client: d.Kube, Provider: provider, Metrics: hooks.Nodestatus, Clock: d.Clock,
+	nodes, err2 := nodestatus.New(nodestatus.Config{Client: d.Kube, Provider: provider, Metrics: hooks.Nodestatus, Clock: d.Clock, Rand: d.Rand("nodestatus"),
 		Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: d.Node, Labels: map[string]string{NodeLabel: "true"}}}})
 	health := nodestatus.NewNodeHealth(nodestatus.HealthRule{Conditions: []corev1.NodeConditionType{corev1.NodeReady, checkpoint.ConditionConfigOK, versiongate.ConditionReleaseReady}})
 	// The leader's work, called by the gate at each term's start, then every 30s.
@@ -120,7 +123,7 @@ func Run(ctx context.Context, d Deps) error {
 	}
 	gate, err3 := versiongate.New(versiongate.Config{Store: store, NodeID: d.Node, Version: Release,
 		MinimumCompatibleRelease: Release.Release, Candidate: elector, Reconcile: reconcile,
-		Conditions: provider, Metrics: hooks.Versiongate, RejoinAfterRecordLoss: true, Clock: d.Clock, RecordClock: d.Clock})
+		Conditions: provider, Metrics: hooks.Versiongate, RejoinAfterRecordLoss: true, Clock: d.Clock, RecordClock: d.Clock, Rand: d.Rand("versiongate")})
 	if err := errors.Join(err1, err2, err3); err != nil {
 		return err
 	}
@@ -146,7 +149,7 @@ func Run(ctx context.Context, d Deps) error {
 
 func main() {
 	host, _ := os.Hostname()
-	d := Deps{Mux: http.NewServeMux(), Engine: lbrecontest.New(lbrecontest.Config{})} // no provider: in memory
+	d := Deps{Mux: http.NewServeMux(), Engine: lbrecontest.New(lbrecontest.Config{}), Rand: func(string) func() float64 { return nil }} // no provider: in memory, no seeded sources
 	flag.StringVar(&d.Node, "node", host, "this node's name")
 	flag.StringVar(&d.IP, "node-ip", "", "this node's InternalIP, its address in the load balancer")
 	flag.StringVar(&d.Namespace, "namespace", "kube-system", "namespace of the ConfigMap and of the Leases")

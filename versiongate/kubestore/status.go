@@ -143,7 +143,7 @@ func (s *Store) ReadStatus(ctx context.Context) (versiongate.StoredStatus, error
 // status being deleted ends it with an error wrapping ErrStatusDeleted.
 func (s *Store) WatchStatus(ctx context.Context, rev int64, fn func(versiongate.StoredStatus) bool) error {
 	opts := metav1.ListOptions{FieldSelector: "metadata.name=" + s.statusName()}
-	return s.watchLoop(ctx, s.ns, s.leases, rev, opts, nil, nil, func(ev watch.EventType, l *coordinationv1.Lease, r int64) (bool, error) {
+	return s.watchLoop(ctx, s.rand.status, s.ns, s.leases, rev, opts, nil, nil, func(ev watch.EventType, l *coordinationv1.Lease, r int64) (bool, error) {
 		if l.Name != s.statusName() {
 			return false, nil
 		}

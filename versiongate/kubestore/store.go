@@ -17,6 +17,7 @@ import (
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/reconkit/reconkit/internal/jitter"
 	"github.com/reconkit/reconkit/versiongate"
 )
 
@@ -96,6 +97,13 @@ type Config struct {
 	// heartbeat Lease instead of a Lease of the store's (see "Records on
 	// node Leases" in the package doc). The status stays in Namespace.
 	NodeLease *NodeLeaseConfig
+	// Rand seeds the jitter of the pauses before a watch is opened again:
+	// New draws from it, on its caller's goroutine, the seeds of one
+	// source for each watch loop (the records', the status's, the
+	// heartbeats'), so that their draws do not depend on the order in
+	// which their goroutines run. It returns values uniformly in [0, 1);
+	// nil means the pauses draw from math/rand/v2's global source.
+	Rand func() float64
 }
 
 // DefaultListPageSize is Config.ListPageSize's default, kubectl's page
@@ -115,6 +123,10 @@ type Store struct {
 	gate   string
 	clock  clock.WithTicker
 	page   int64
+	// rand is a source of its own for each watch loop (the records', the
+	// status's, the heartbeats'), split from Config.Rand in New; nil
+	// without it.
+	rand struct{ records, status, liveness func() float64 }
 
 	// identity is this Store's holderIdentity on the reaper Lease, new
 	// for every Store; reaperDur and reaperRenew are the reaper Lease's
@@ -192,7 +204,7 @@ func New(cfg Config) (*Store, error) {
 	if cfg.ListPageSize == 0 {
 		cfg.ListPageSize = DefaultListPageSize
 	}
-	return &Store{
+	st := &Store{
 		node:   node,
 		leases: cfg.Client.CoordinationV1().Leases(cfg.Namespace),
 		ns:     cfg.Namespace,
@@ -209,7 +221,9 @@ func New(cfg Config) (*Store, error) {
 		identity:    newToken(),
 		reaperDur:   defaultReaperDuration,
 		reaperRenew: defaultReaperRenew,
-	}, nil
+	}
+	st.rand.records, st.rand.status, st.rand.liveness = jitter.Split(cfg.Rand), jitter.Split(cfg.Rand), jitter.Split(cfg.Rand)
+	return st, nil
 }
 
 // recordName is the Lease name of record id, or an error saying why id

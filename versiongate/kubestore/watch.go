@@ -13,16 +13,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 
+	"github.com/reconkit/reconkit/internal/jitter"
 	"github.com/reconkit/reconkit/versiongate"
 )
 
 // Pauses before a watch that ended without delivering anything is opened
 // again: watchPauseBase doubling up to watchPauseMax, on the store's clock,
-// each up to half as long again at random, so that the watches a server
+// each up to half as long again at random (Config.Rand), so that the watches a server
 // restart ended on every node are not opened again at one instant.
 const (
 	watchPauseBase = 100 * time.Millisecond
@@ -174,7 +174,7 @@ func (s *Store) WatchRecords(ctx context.Context, rev int64, fn func([]versionga
 			fn(dead, covered)
 		}
 	}
-	return s.watchLoop(ctx, s.ns, s.leases, rev, metav1.ListOptions{LabelSelector: s.watchSelector()}, tick.C(), onTick,
+	return s.watchLoop(ctx, s.rand.records, s.ns, s.leases, rev, metav1.ListOptions{LabelSelector: s.watchSelector()}, tick.C(), onTick,
 		func(ev watch.EventType, l *coordinationv1.Lease, evRev int64) (bool, error) {
 			if l.Labels[LabelRole] != RoleRecord {
 				if l.Name == s.reaperName() {
@@ -212,8 +212,8 @@ func (s *Store) WatchRecords(ctx context.Context, rev int64, fn func([]versionga
 // or an error (returned), ctx ends, or the server answers 410 Gone. A
 // watch the server ends is opened again from the last revision seen,
 // after a pause on the store's clock that doubles while watches deliver
-// nothing. tick, if not nil, calls onTick from the loop.
-func (s *Store) watchLoop(ctx context.Context, ns string, leases coordclient.LeaseInterface, rev int64, opts metav1.ListOptions, tick <-chan time.Time, onTick func(context.Context),
+// nothing, drawn from rand. tick, if not nil, calls onTick from the loop.
+func (s *Store) watchLoop(ctx context.Context, rand func() float64, ns string, leases coordclient.LeaseInterface, rev int64, opts metav1.ListOptions, tick <-chan time.Time, onTick func(context.Context),
 	handle func(watch.EventType, *coordinationv1.Lease, int64) (bool, error)) error {
 	pause := watchPauseBase
 	for {
@@ -240,7 +240,7 @@ func (s *Store) watchLoop(ctx context.Context, ns string, leases coordclient.Lea
 		if delivered {
 			pause = watchPauseBase
 		}
-		t := s.clock.NewTimer(wait.Jitter(pause, 0.5))
+		t := s.clock.NewTimer(jitter.Up(rand, pause, 0.5))
 		for waiting := true; waiting; {
 			select {
 			case <-ctx.Done():
