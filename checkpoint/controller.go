@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/reconkit/reconkit/internal/event"
+	"github.com/reconkit/reconkit/internal/jitter"
 )
 
 // Errors of the Controller.
@@ -164,6 +165,12 @@ type Config[T any] struct {
 	Events EventRecorder
 	// Clock is the time source; nil means the real clock.
 	Clock clock.Clock
+	// Rand draws the jitter of the retries of a failed assignment and of
+	// the trial checks' failure backoff, uniformly in [0, 1); nil means
+	// math/rand/v2's Float64, whose global source cannot be seeded. New
+	// calls it to split one source per loop; it is not called after New
+	// returns.
+	Rand func() float64
 }
 
 // Controller runs assigned configuration with a trial and rolls back to the
@@ -173,6 +180,8 @@ type Config[T any] struct {
 type Controller[T any] struct {
 	cfg   Config[T]
 	clock clock.Clock
+	// rand holds each loop's jitter source, split from cfg.Rand in New.
+	rand struct{ assign, check func() float64 }
 
 	mu           sync.Mutex
 	bootstrapped bool
@@ -233,7 +242,9 @@ func New[T any](cfg Config[T]) (*Controller[T], error) {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Controller[T]{cfg: cfg, clock: clk}, nil
+	c := &Controller[T]{cfg: cfg, clock: clk}
+	c.rand.assign, c.rand.check = jitter.Split(cfg.Rand), jitter.Split(cfg.Rand)
+	return c, nil
 }
 
 // Status returns the newest status. Before Bootstrap it is the zero Status.

@@ -142,7 +142,7 @@ func (d *deliveries[T]) retry(ctx context.Context, p *redelivery) {
 			return backoff.Permanent(err)
 		}
 		return err
-	}, backoff.WithClock(d.c.clock), backoff.WithName("checkpoint assign"))
+	}, backoff.WithClock(d.c.clock), backoff.WithRand(d.c.rand.assign), backoff.WithName("checkpoint assign"))
 	if err != nil && !errors.Is(err, ErrRejected) && !errors.Is(err, errSuperseded) && ctx.Err() == nil {
 		logr.FromContextOrDiscard(ctx).Error(err, "assigning delivered configuration", "origin", p.src.Origin)
 	}

@@ -98,6 +98,12 @@ func (s *chanSource) done() int {
 // on a fake clock; it returns once the Controller waits.
 func runOnFullDisk(t *testing.T) (*checkpoint.Controller[agentConfig], *clocktesting.FakeClock, *fullFS, *chanSource) {
 	t.Helper()
+	return runOnFullDiskRand(t, nil)
+}
+
+// runOnFullDiskRand is runOnFullDisk with Config.Rand r.
+func runOnFullDiskRand(t *testing.T, r func() float64) (*checkpoint.Controller[agentConfig], *clocktesting.FakeClock, *fullFS, *chanSource) {
+	t.Helper()
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(t0)
 	disk := &fullFS{limit: 64 << 10}
@@ -106,7 +112,7 @@ func runOnFullDisk(t *testing.T) (*checkpoint.Controller[agentConfig], *clocktes
 	source := &chanSource{deliveries: make(chan delivery)}
 	ctrl, err := checkpoint.New(checkpoint.Config[agentConfig]{
 		Store: store, Parse: parseAgent, Validate: validateAgent, Local: agentConfig{Level: 1},
-		TrialDuration: trial, CheckInterval: interval, Source: source, Clock: clk,
+		TrialDuration: trial, CheckInterval: interval, Source: source, Clock: clk, Rand: r,
 	})
 	require.NoError(t, err)
 	_, err = ctrl.Bootstrap(ctx)

@@ -63,7 +63,7 @@ func (c *Controller[T]) Run(ctx context.Context) error {
 	}
 	g.Go(func() error {
 		err := backoff.Every(ctx, c.cfg.CheckInterval, 0, c.check,
-			backoff.WithClock(c.clock), backoff.WithName("checkpoint trial"))
+			backoff.WithClock(c.clock), backoff.WithRand(c.rand.check), backoff.WithName("checkpoint trial"))
 		if err != nil && ctx.Err() == nil {
 			return fmt.Errorf("checkpoint: run: trial checks: %w", err)
 		}

@@ -52,6 +52,10 @@ type PollSource struct {
 	Interval time.Duration
 	// Clock is the time source; nil means the real clock.
 	Clock clock.Clock
+	// Rand draws the jitter of the polling period and of the failure
+	// backoff, uniformly in [0, 1); nil means math/rand/v2's Float64.
+	// Watch calls it from its caller's goroutine only.
+	Rand func() float64
 }
 
 var _ ConfigSource = (*PollSource)(nil)
@@ -82,7 +86,7 @@ func (p *PollSource) Watch(ctx context.Context, assign func(context.Context, []b
 		assign(ctx, payload, src)
 		return nil
 	}
-	err := backoff.Every(ctx, interval, 0.1, fetch, backoff.WithClock(clk), backoff.WithName("checkpoint poll source"),
+	err := backoff.Every(ctx, interval, 0.1, fetch, backoff.WithClock(clk), backoff.WithRand(p.Rand), backoff.WithName("checkpoint poll source"),
 		backoff.WithFailureBackoff(max(interval*3/2, pollMaxWait)))
 	return err // nil when ctx ends, as Every returns
 }
