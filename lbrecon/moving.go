@@ -90,6 +90,9 @@ func (m *Moving) SetLoadBalancer(lb LoadBalancer) error {
 		if err := r.SetLoadBalancer(lb); err != nil {
 			return err
 		}
+		// The sweep may have destroyed objects on the ID since (a late
+		// creation of a crashed predecessor): its journal entries say so.
+		r.readJournalAgain()
 	} else {
 		var err error
 		if r, err = NewLoadBalancer(m.cfg, lb); err != nil {
@@ -202,6 +205,9 @@ func (m *Moving) done(o *LoadBalancerReconciler) {
 	defer m.mu.Unlock()
 	m.old = slices.DeleteFunc(m.old, func(x *LoadBalancerReconciler) bool { return x == o })
 	m.past = append(m.past, o)
+	if o.cfg.Journal != nil {
+		return // its teardown converged once its journaled destructions were confirmed
+	}
 	if at := o.horizonAfter(o.clock.Now()).at; at.After(m.settled) {
 		m.settled = at
 	}

@@ -98,6 +98,13 @@ func (r *Reconciler) reconcileOnce(ctx context.Context, down bool) (res Result, 
 		return Result{}, err
 	}
 	res.Plan = p.public()
+	if p.converged() && down {
+		if wait := r.unsettled(); wait > 0 {
+			// No owned object left; its destructions wait in the
+			// journal for their confirmation.
+			return Result{RequeueAfter: wait, Plan: res.Plan}, nil
+		}
+	}
 	if p.converged() {
 		r.requeue, r.retry = 0, 0
 		return Result{Converged: true, Plan: res.Plan}, nil

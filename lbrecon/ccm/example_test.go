@@ -117,6 +117,6 @@ func Example() {
 	// bind 192.0.2.10.http.6f1c [kubernetes-service-uid=6f1c]
 	// frontend http.6f1c [kubernetes-service-uid=6f1c]
 	// server node-a.http.6f1c [kubernetes-service-uid=6f1c]
-	// deleted after 5 calls; objects left: 0
+	// deleted after 6 calls; objects left: 0
 	// journal ConfigMaps left: 0
 }

@@ -1,0 +1,135 @@
+package lbrecon_test
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/reconkit/reconkit/lbrecon"
+	"github.com/reconkit/reconkit/lbrecon/lbrecontest"
+)
+
+// A crash in the middle of a teardown, on read replicas whose listings go
+// backwards within the declared lag and a provider whose deletion takes
+// its time: the next process (a new term, the same journal) either builds
+// the load balancer again (a move back) or carries on with the teardown.
+// It takes no destroyed object a replica still shows for there, so it
+// reports Converged only once the load balancer is built again at the
+// provider; it sends no destruction again but one whose acceptance the
+// crash kept from the journal; it makes no duplicate; and the journal is
+// empty once the lag has passed.
+func TestCrashMidTeardownJournaledDestructions(t *testing.T) {
+	const lag = 3 * time.Second
+	for _, crash := range []struct {
+		name string
+		at   int // the write the process dies at (1: the first destroy); 0: after its first teardown pass
+		sent bool
+	}{
+		{"after a pass", 0, false},
+		{"destroy answer lost", 1, true},
+		{"destroy not sent", 1, false},
+	} {
+		for _, next := range []string{"reconcile", "teardown"} {
+			t.Run(crash.name+"/"+next, func(t *testing.T) {
+				var early, again, lost, dups, left, destroyed int
+				for seed := range uint64(inShort(12, 4)) {
+					synctest.Test(t, func(t *testing.T) {
+						eng := lbrecontest.New(lbrecontest.Config{Latency: 20 * time.Millisecond, ReplicaLag: lag, DeclareListLag: true,
+							Seed: seed, DeleteDelay: 2 * time.Second, Integrity: true})
+						dl := &destroyLog{Engine: eng, destroyed: map[lbrecon.Key]int{}}
+						cr := lbrecontest.NewCrasher(dl)
+						path := filepath.Join(t.TempDir(), "journal")
+						lb := desc(2, 2, 3)
+						newProcess := func() *lbrecon.LoadBalancerReconciler {
+							r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: cr, Tag: owner, Journal: lbrecon.NewFileJournal(path)}, lb)
+							require.NoError(t, err)
+							return r
+						}
+						// made reports whether lb is built at the provider,
+						// leaving out the objects being deleted.
+						made := func() bool {
+							objs := slices.DeleteFunc(eng.Objects(), func(o lbrecon.Object) bool { return dl.wasDestroyed(o.Key()) })
+							return lbrecontest.Converged(lb, owner)(objs)
+						}
+
+						// The first process builds it, then begins its teardown.
+						r := newProcess()
+						ctx := lbrecon.WithToken(t.Context(), 1)
+						require.NoError(t, r.Reconcile(ctx))
+						<-time.After(2 * lag)
+						pctx, cancel := context.WithCancel(ctx)
+						if crash.at > 0 {
+							cr.Arm(crash.at, crash.sent)
+						}
+						_, _ = r.TeardownOnce(pctx)
+						cancel()
+						if crash.at > 0 {
+							require.NoError(t, cr.CrashedAt(crash.at, crash.sent))
+						}
+						destroyed += len(dl.destroyed)
+						entries, err := lbrecon.NewFileJournal(path).Load(t.Context())
+						require.NoError(t, err)
+						for _, in := range entries {
+							if in.ID != "" && !in.Destroyed && dl.wasDestroyed(lbrecon.Key{Kind: in.Kind, ID: in.ID}) {
+								lost++
+							}
+						}
+						cr.Restart()
+						dl.restart()
+
+						// The next process, at once.
+						r = newProcess()
+						ctx = lbrecon.WithToken(t.Context(), 2)
+						var convergedAt time.Time
+						for calls := 0; calls < 200; calls++ {
+							var res lbrecon.Result
+							var err error
+							if next == "reconcile" {
+								res, err = r.ReconcileOnce(ctx)
+							} else {
+								res, err = r.TeardownOnce(ctx)
+							}
+							require.NoError(t, err)
+							objs := slices.DeleteFunc(eng.Objects(), func(o lbrecon.Object) bool { return dl.wasDestroyed(o.Key()) })
+							dups += dupsOn(objs, "lb-1", owner)
+							if res.Converged {
+								if next == "reconcile" && !made() {
+									early++
+									t.Logf("seed %d: converged with %s", seed, describeOn(objs, "lb-1"))
+								}
+								if convergedAt.IsZero() {
+									convergedAt = time.Now()
+								}
+								if time.Since(convergedAt) > 2*lag {
+									break
+								}
+							}
+							<-time.After(500 * time.Millisecond)
+						}
+						require.False(t, convergedAt.IsZero(), "seed %d: never converged", seed)
+						if next == "teardown" {
+							<-time.After(2 * lag)
+							require.Empty(t, onID(eng.Objects(), "lb-1", owner), "seed %d: left behind", seed)
+						}
+						again += dl.reissues()
+						entries, err = lbrecon.NewFileJournal(path).Load(t.Context())
+						require.NoError(t, err)
+						left += len(entries)
+					})
+				}
+				t.Logf("%d destroyed before the crash (%d accepted and not journaled as such); then %d converged early, %d sent again, %d duplicates, %d journal entries left",
+					destroyed, lost, early, again, dups, left)
+				require.Positive(t, destroyed+map[bool]int{true: 1}[crash.at > 0 && !crash.sent], "the first process destroyed nothing")
+				require.Zero(t, early, "converged while destroyed objects were listed")
+				require.LessOrEqual(t, again, lost, "destructions sent again, beyond those whose answer the crash lost")
+				require.Zero(t, dups, "duplicates")
+				require.Zero(t, left, "journal entries left")
+			})
+		}
+	}
+}
