@@ -21,8 +21,8 @@ import (
 // It takes no destroyed object a replica still shows for there, so it
 // reports Converged only once the load balancer is built again at the
 // provider; it sends no destruction again but one whose acceptance the
-// crash kept from the journal; it makes no duplicate; and the journal is
-// empty once the lag has passed.
+// crash kept from the journal (and makes no duplicate while that one is
+// refused at first); and the journal is empty once the lag has passed.
 func TestCrashMidTeardownJournaledDestructions(t *testing.T) {
 	const lag = 3 * time.Second
 	for _, crash := range []struct {
@@ -81,6 +81,12 @@ func TestCrashMidTeardownJournaledDestructions(t *testing.T) {
 						}
 						cr.Restart()
 						dl.restart()
+						if crash.at > 0 && !crash.sent {
+							// The destructions the successor sends again
+							// fail at first: until one is accepted, the
+							// object is in service.
+							eng.FailDestroy(func(lbrecon.Object) bool { return true }, 20)
+						}
 
 						// The next process, at once.
 						r = newProcess()
