@@ -2,6 +2,7 @@ package lbrecon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -45,6 +46,13 @@ type Moving struct {
 	past    []*LoadBalancerReconciler
 	settled time.Time
 }
+
+// ErrPreviousNotTornDown is wrapped by [Moving.Reconcile]'s and
+// [Moving.ReconcileOnce]'s error when the current load balancer converged
+// and tearing down an earlier ID (or the leftovers of one) failed: the
+// host may publish the current load balancer's address, and the next
+// calls carry on with the teardown.
+var ErrPreviousNotTornDown = errors.New("lbrecon: the current load balancer converged; an earlier one is not torn down")
 
 // NewMoving validates cfg and lb and returns a Moving for them; cfg is
 // used as for [NewLoadBalancer] by the reconciler of every ID, which
@@ -125,7 +133,7 @@ func (m *Moving) Reconcile(ctx context.Context) error {
 	}
 	for _, o := range old {
 		if err := o.Teardown(ctx); err != nil {
-			return fmt.Errorf("lbrecon: tear down load balancer %s after the move to %s: %w", o.current().ID, cur.current().ID, err)
+			return fmt.Errorf("%w: tear down load balancer %s after the move to %s: %w", ErrPreviousNotTornDown, o.current().ID, cur.current().ID, err)
 		}
 		m.done(o)
 	}
@@ -140,7 +148,7 @@ func (m *Moving) Reconcile(ctx context.Context) error {
 			}
 		}
 		if err := sweep.Teardown(ctx); err != nil {
-			return fmt.Errorf("lbrecon: tear down load balancers other than %s: %w", cur.current().ID, err)
+			return fmt.Errorf("%w: tear down load balancers other than %s: %w", ErrPreviousNotTornDown, cur.current().ID, err)
 		}
 		m.sweptFor(sweep)
 	}
@@ -150,7 +158,10 @@ func (m *Moving) Reconcile(ctx context.Context) error {
 // ReconcileOnce is the non-blocking [Moving.Reconcile]: one pass of the
 // first thing not yet done (the current load balancer, a previous ID's
 // teardown, the leftovers' teardown), whose Result it returns; Converged
-// once everything is. See [Reconciler.ReconcileOnce].
+// once everything is, and CurrentConverged once the current load
+// balancer is, while the earlier ones are still torn down (an error of
+// that teardown wraps [ErrPreviousNotTornDown]). See
+// [Reconciler.ReconcileOnce].
 func (m *Moving) ReconcileOnce(ctx context.Context) (Result, error) {
 	cur, old, sweep, err := m.state()
 	if err != nil {
@@ -160,21 +171,30 @@ func (m *Moving) ReconcileOnce(ctx context.Context) (Result, error) {
 	if err != nil || !res.Converged {
 		return res, err
 	}
+	// The current one converged: every answer below says so.
+	previous := func(res Result, err error, what string) (Result, error) {
+		res.CurrentConverged = true
+		if err != nil {
+			err = fmt.Errorf("%w: tear down %s: %w", ErrPreviousNotTornDown, what, err)
+		}
+		return res, err
+	}
 	for _, o := range old {
 		if res, err = o.TeardownOnce(ctx); err != nil || !res.Converged {
-			return res, err
+			return previous(res, err, "load balancer "+o.current().ID)
 		}
 		m.done(o)
 	}
 	if sweep != nil {
 		if wait := m.unsettled(cur); wait > 0 {
-			return Result{RequeueAfter: wait, Plan: res.Plan}, nil
+			return previous(Result{RequeueAfter: wait, Plan: res.Plan}, nil, "")
 		}
 		if res, err = sweep.TeardownOnce(ctx); err != nil || !res.Converged {
-			return res, err
+			return previous(res, err, "the load balancers other than "+cur.current().ID)
 		}
 		m.sweptFor(sweep)
 	}
+	res.CurrentConverged = true
 	return res, nil
 }
 

@@ -22,6 +22,12 @@ type Result struct {
 	RequeueAfter time.Duration
 	// Plan is what the call found to do, before doing it.
 	Plan Plan
+	// CurrentConverged is set by [Moving.ReconcileOnce] once the current
+	// load balancer is converged (as Converged would say of it alone: its
+	// address may be published), whatever the teardown of the earlier
+	// IDs does; Converged waits for that teardown too. Other calls leave
+	// it false.
+	CurrentConverged bool
 	// Transient holds the errors a wait may cure that the pass met: an
 	// engine call that failed transiently, timed out or was rate limited.
 	// They are not returned as the error: the next call, after
