@@ -474,7 +474,12 @@
 //     and frontends of other load balancers are ignored) until the host
 //     calls Teardown on the old load balancer's reconciler, or
 //     TeardownExcept with the IDs it keeps; [Moving] does both, after the
-//     new load balancer converged; its reconcilers share cfg.Journal. A
+//     new load balancer converged; its reconcilers share cfg.Journal.
+//     While it tears the old ones down, [Moving.ReconcileOnce] reports
+//     the new one converged ([Result].CurrentConverged: its address may
+//     be published), and a failure of that teardown, blocking or not,
+//     wraps [ErrPreviousNotTornDown] (moving.go;
+//     TestMovingReportsTheCurrentConvergedWhileTheOldResists). A
 //     [Leftovers] sweep keeps no journal: it does not wait for a late
 //     creation on an old ID that no listing shows yet. A previous ID's
 //     reconciler, torn down, is kept for the list lag (a replica may show
