@@ -191,15 +191,6 @@ func (r *Reconciler) ackDestructions(ctx context.Context) {
 	}
 }
 
-// readJournalAgain makes the next call read the journal again, into the
-// memory kept: a [Moving] that takes back a previous ID's reconciler
-// learns the destructions its sweep journaled on that ID meanwhile.
-func (r *Reconciler) readJournalAgain() {
-	r.journalMu.Lock()
-	defer r.journalMu.Unlock()
-	r.journalLoaded = false
-}
-
 // unsettled returns how long a converged teardown still waits for its
 // journaled destructions to be confirmed (a listing at their horizon no
 // longer shows the objects) and forgotten, so that a successor started

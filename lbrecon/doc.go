@@ -278,8 +278,10 @@
 //     once, when a listing shows the object, and planned from as there
 //     until then, so that its name is not created twice. A [Leftovers]
 //     journals its destructions under the load balancer the object is on,
-//     and reads those of the load balancers it does not keep; a [Moving]
-//     that takes back an earlier ID's reconciler reads the journal again.
+//     and reads those of the load balancers it does not keep, so that a
+//     [Moving] moved back to an ID its sweep tore down builds it anew
+//     (the sweep runs once the earlier IDs' reconcilers are dropped, and a
+//     new reconciler of the ID reads the journal).
 //     Journaling destructions was chosen over having every new process
 //     trust no listing until the lag after it started: that would cost
 //     every failover one lag before its first convergence, and still

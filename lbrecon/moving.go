@@ -98,9 +98,6 @@ func (m *Moving) SetLoadBalancer(lb LoadBalancer) error {
 		if err := r.SetLoadBalancer(lb); err != nil {
 			return err
 		}
-		// The sweep may have destroyed objects on the ID since (a late
-		// creation of a crashed predecessor): its journal entries say so.
-		r.readJournalAgain()
 	} else {
 		var err error
 		if r, err = NewLoadBalancer(m.cfg, lb); err != nil {
