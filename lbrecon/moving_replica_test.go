@@ -33,7 +33,11 @@ import (
 // replica shows again is not believed back); past the lag nothing of the
 // owner is left on the old ID; each journal entry is the scope's own (an
 // old-ID creation never under the new ID's key, nor the other way round),
-// and none is left once both are settled.
+// and none is left once both are settled. All of it across restarts in
+// the middle of a teardown too: the journal's destructions tell the next
+// process what its predecessor destroyed, so it neither publishes early
+// nor sends a destruction again, but one whose acceptance the crash kept
+// from the journal, once.
 
 const moveLag = 3 * time.Second
 
