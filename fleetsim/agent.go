@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	k8stesting "k8s.io/client-go/testing"
@@ -156,8 +157,8 @@ func (w *world) before(s *slot, a k8stesting.Action) {
 	if sub := a.GetSubresource(); sub != "" {
 		what += "/" + sub
 	}
-	if named, ok := a.(interface{ GetName() string }); ok && named.GetName() != "" {
-		what += " " + named.GetName()
+	if name := actionName(a); name != "" {
+		what += " " + name
 	}
 	switch a := a.(type) {
 	case k8stesting.ListAction:
@@ -170,6 +171,23 @@ func (w *world) before(s *slot, a k8stesting.Action) {
 	w.mu.Lock()
 	w.requests++
 	w.mu.Unlock()
+}
+
+// actionName returns the name of the object a request is for: the name a
+// get, delete or patch carries, or the name of the object a create or
+// update sends ("" for a list, a watch, or an object named by the server),
+// so that the renewals of two Leases are two kinds of request, as they are
+// two loops.
+func actionName(a k8stesting.Action) string {
+	if named, ok := a.(interface{ GetName() string }); ok && named.GetName() != "" {
+		return named.GetName()
+	}
+	if o, ok := a.(interface{ GetObject() runtime.Object }); ok && o.GetObject() != nil {
+		if m, err := meta.Accessor(o.GetObject()); err == nil {
+			return m.GetName()
+		}
+	}
+	return ""
 }
 
 // restrictions describes a list's or watch's selectors, "" without any.

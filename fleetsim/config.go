@@ -160,8 +160,9 @@ type Budget struct {
 	// 0 means 200.
 	AtOnce int
 	// PerKind is the most apiserver requests of one kind (one verb on one
-	// resource and subresource, with one name or one
-	// set of selectors: what one loop sends) one run may send in any
+	// resource and subresource, with one name or one set of selectors:
+	// what one loop sends; a create's or an update's name is the object's)
+	// one run may send in any
 	// minute; 0 means 120. A loop that meets the same answer for ever and
 	// retries it at most once a second after 30 s (faster at first, its
 	// pause doubling from 100ms) stays within it; one that retries every

@@ -403,6 +403,9 @@ func (n *nemesis) event(ctx context.Context, k Kind) {
 		l := items[r.IntN(len(items))]
 		err = w.observer.CoordinationV1().Leases(l.Namespace).Delete(ctx, l.Name, metav1.DeleteOptions{})
 		tl("%s/%s (%v)", l.Namespace, l.Name, err)
+		if err == nil && l.Namespace != "kube-node-lease" {
+			w.terms.leaseDeleted() // a node's heartbeat Lease is no term's
+		}
 	case OperatorEdit:
 		e := w.cfg.Nemesis.Edits[r.IntN(len(w.cfg.Nemesis.Edits))]
 		d := between(r, 20*time.Second, 2*time.Minute)

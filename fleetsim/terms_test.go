@@ -2,16 +2,20 @@ package fleetsim
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
 	"github.com/reconkit/reconkit/election"
 	"github.com/reconkit/reconkit/election/lease"
+	"github.com/reconkit/reconkit/lbrecon"
 )
 
 // churnAgent begins a term on the Lease app/churn every period, as a
@@ -84,5 +88,42 @@ func TestLeftoverPreferredHolder(t *testing.T) {
 	tl := Window(r.Timeline, 0, 0, time.Hour)
 	if !strings.Contains(tl, "leave preferredHolder "+RetiredHolder+" on Lease app/leader (<nil>)") {
 		t.Fatalf("the edit was never made on an existing Lease:\n%s", tl)
+	}
+}
+
+// A term live when the nemesis deletes a Lease outside kube-node-lease is
+// not judged by OneTerm against the next term: the operator's delete hands
+// the election over at once, and election's doc covers only its own
+// protocol. agent-1 writes with token 2 only once the Lease is gone, while
+// agent-0's term (token 1) stays live; without the exemption that is a
+// OneTerm violation (TestTwoLiveTerms is the same overlap without a
+// delete).
+func TestDeletedLeaseHandsOver(t *testing.T) {
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "leader"}}
+	agent := func(ctx context.Context, d Deps) error {
+		if d.Index == 0 { // writes at once, so that its term is live at the delete
+			_, _ = d.Engine.Create(lbrecon.WithToken(ctx, 1), lbrecon.Object{Kind: lbrecon.KindBackend, Name: "first", Tags: []string{"t"}})
+			return writer(func(Deps) uint64 { return 1 })(ctx, d)
+		}
+		for {
+			_, err := d.Kube.CoordinationV1().Leases("kube-system").Get(ctx, "leader", metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(time.Second):
+			}
+		}
+		return writer(func(Deps) uint64 { return 2 })(ctx, d)
+	}
+	r := simulate(t, Config{Agents: 2, Agent: agent, Objects: []runtime.Object{lease}, Duration: 10 * time.Minute,
+		Nemesis: Nemesis{}.Only(DeleteLease)})
+	if len(r.Violations) > 0 {
+		t.Fatalf("%v", r.Err())
+	}
+	if !slices.ContainsFunc(r.Timeline, func(e Entry) bool { return strings.Contains(e.What, "live when a Lease was deleted") }) {
+		t.Fatalf("the terms never overlapped after the delete; timeline:\n%s", Window(r.Timeline, 0, 0, time.Hour))
 	}
 }

@@ -72,6 +72,9 @@ type runner struct {
 	// timeout measures the provider's ping, not the scheduler's delay in
 	// starting the goroutine.
 	pingStarted *atomic.Bool
+	// pingReturned is set by the ping goroutine once Ping has returned:
+	// its result is on its way to the loop, so the loop is not quiet.
+	pingReturned *atomic.Bool
 }
 
 // newRunner starts the provider's notifications and the first ping.
@@ -144,9 +147,13 @@ func (r *runner) loop() error {
 // quiet reports whether the loop has nothing to do until a timer fires: no
 // lease or status job at work (one may wait for a retry that is not due),
 // and no result, notification or fired timer waiting for it. A ping may be
-// running: its timeout is armed.
+// running (its timeout is armed), but not one that has returned: its result
+// is on its way.
 func (r *runner) quiet() bool {
 	if !r.c.jobs.idle(r.c.clk.Now()) || len(r.results) > 0 || len(r.c.notify) > 0 {
+		return false
+	}
+	if r.pingBusy && r.pingReturned.Load() {
 		return false
 	}
 	for _, t := range r.timers {
@@ -248,12 +255,13 @@ func (r *runner) startStatus() {
 
 func (r *runner) startPing() {
 	pctx, pcancel := context.WithCancel(r.wctx)
-	started := new(atomic.Bool)
-	r.pingBusy, r.pingStart, r.pingTimeout, r.pingCancel, r.pingStarted = true, r.c.clk.Now(), false, pcancel, started
+	started, returned := new(atomic.Bool), new(atomic.Bool)
+	r.pingBusy, r.pingStart, r.pingTimeout, r.pingCancel, r.pingStarted, r.pingReturned = true, r.c.clk.Now(), false, pcancel, started, returned
 	r.wg.Go(func() {
 		started.Store(true)
 		start := r.c.clk.Now()
 		err := r.c.cfg.Provider.Ping(pctx)
+		returned.Store(true)
 		o := Observation{Call: CallPing, Outcome: OutcomeOK, Latency: r.c.clk.Since(start)}
 		switch {
 		case r.wctx.Err() != nil:

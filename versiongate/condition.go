@@ -106,21 +106,30 @@ func (g *Gate) followReadiness(ctx context.Context, c *conditionReporter) {
 	lost := false
 	for {
 		sctx, stop := ctx, func() {}
+		var waited recordState
 		if g.cfg.Decode == nil {
 			if lost {
 				c.report(ConditionFalse, ReasonRecordLost, "the node record was lost; waiting for it to be published again")
 			} else {
 				c.report(ConditionFalse, ReasonRecordPending, "waiting for the node record to be published")
 			}
-			rctx, _, s, err := g.waitRecord(ctx)
+			rctx, w, s, err := g.waitRecord(ctx)
 			if err != nil {
 				return
 			}
-			sctx, stop = rctx, s
+			sctx, waited, stop = rctx, w, s
 		}
 		err := g.waitStatus(sctx, logr.Discard(), func(reason, message string) {
 			c.report(ConditionFalse, reason, message)
 		})
+		if err == nil && g.cfg.Decode == nil {
+			// As in WaitReady: a status read answered before the record
+			// it waited on was lost is no proof for the next record, and
+			// the record's watcher may not have ended sctx yet.
+			if st, _ := g.record.Load(); !g.recordValid(st) || st.rev != waited.rev || sctx.Err() != nil {
+				err = ErrRecordLost
+			}
+		}
 		if err == nil {
 			c.report(ConditionTrue, ReasonReleaseAdmitted, fmt.Sprintf("the status admits release %s", g.cfg.Version.Release))
 			<-sctx.Done()

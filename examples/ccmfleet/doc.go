@@ -84,28 +84,40 @@
 // Three replicas campaign on the Lease kube-system/cloud-controller-manager;
 // the leader runs the Driver over an lbrecon/ccm Balancer with the
 // ConfigMap journal, on a provider whose listings come from read replicas
-// lagging up to 3 s, with asynchronous creations and deletions, that
-// refuses an object referring to one that does not exist. The Balancer's
-// Admit raises the provider's fence (where every replica's writes meet)
-// with a write that carries the new term's token and changes nothing; with
-// the default fence in memory, a new leader after a deleted Lease read the
-// journal before the deposed leader's last creations, made them again,
-// and seeds 15 and 16 of 20 left duplicates. Two
-// Services of type LoadBalancer; the nemesis crashes and partitions the
-// replicas, restarts the apiserver, fails and loses provider answers,
-// causes outages and 429 bursts, deletes Services and changes their type,
-// and an operator turns one Service to ClusterIP for good; node churn, as
-// operator edits at times drawn from the seed (nodes_test.go), adds a
-// node and removes it, removes one and brings it back, flaps one NotReady
-// and labels one out of the load balancers, each undone 20 s to 2 min
-// later, each as often as the ClusterIP edit; partitions
+// lagging up to 5 s, whose every call takes 200ms, with asynchronous
+// creations (pending for 2 s) and deletions, that refuses an object
+// referring to one that does not exist. The Balancer's Admit raises the
+// provider's fence (where every replica's writes meet) with a write that
+// carries the new term's token and changes nothing; with the default fence
+// in memory, a new leader after a deleted Lease read the journal before
+// the deposed leader's last creations, made them again, and seeds 15 and
+// 16 of 20 left duplicates. Four Services of type LoadBalancer; for 30
+// minutes the nemesis crashes and partitions the replicas, restarts the
+// apiserver, fails and loses provider answers, causes outages and 429
+// bursts, deletes Services and changes their type, and an operator turns
+// one Service to ClusterIP for good; node churn, as operator edits at
+// times drawn from the seed (nodes_test.go), adds a node and removes it,
+// removes one and brings it back, flaps one NotReady and labels one out
+// of the load balancers, each undone 20 s to 2 min later, each edit four
+// times as often as the ClusterIP edit was before node churn (an
+// autoscaling cluster's nodes come and go every minute or so); partitions
 // from the provider and outages come twice as often as by default. A
 // leader probes its provider every 10 s and, once every probe of its term
 // has failed for 30 s (a 429 is an answer, not a failure), hands its
-// leadership over with Resign, and again if it is elected within a
-// second of that, as a cloud-controller-manager cut from its cloud does
-// so that a healthy replica leads; election.Run's pause after such short
-// terms keeps them from spinning.
+// leadership over with Resign, and again if it is elected within a second
+// of that, as a cloud-controller-manager cut from its cloud does so that
+// a healthy replica leads; election.Run's pause after such short terms
+// keeps them from spinning.
+//
+// The world is that busy so that a Service's Balancer is called again
+// within its creations' lag, where listings that go backwards are the
+// danger: four Services, so that a node sync makes four calls one after
+// another; calls that take time, so that a node sync's calls and a
+// Service's own retries interleave rather than fall on one instant; slow
+// creations and replicas, so that more calls fall within a creation's
+// lag; and 30 minutes rather than 10, since each such call is a chance,
+// not a certainty, for a replica to lag behind one that showed the
+// creation.
 //
 // Checked while the nemesis runs (invariants_test.go), each naming the
 // guarantee it checks: NoDuplicate, no two objects at the provider with
@@ -116,9 +128,11 @@
 // (lbrecon/ccm: GetLoadBalancer answers "exists" while anything of the
 // Service's may be there); and fleetsim's own: FenceOrder (the provider's
 // fence never lets a lower token through after a higher one), OneTerm,
-// TermChurn, Stops, Lives, and RequestBudget, each replica within 150
-// requests a minute to the apiserver and 150 calls to the provider, and 40
-// at one instant (a leader's steady cost is about 54 a minute). Once the
+// TermChurn, Stops, Lives, and RequestBudget, each replica within 200
+// requests a minute to the apiserver and 200 calls to the provider, and 40
+// at one instant (the driver lists Services and Nodes at each wake-up,
+// and four Services retrying wake it more often than every Resync: the
+// unpatched seeds 1 to 60 peaked between 150 and 170 a minute). Once the
 // nemesis stops, the quiet period judges the provider against the
 // Services the apiserver holds: each LoadBalancer Service has exactly its
 // plan's objects, once each; a Service that wants none, or is being
@@ -130,29 +144,33 @@
 // converges sooner ends sooner. The nemesis leaves out namespace
 // deletion.
 //
-// Its CI seeds (1, 2, 3) run in about 6 s of test time under -race; each
-// reaches convergence at the end of its 10 minutes of faults. What they
-// find of cmd/defects' patches (go run ./cmd/defects -baseline -pkg
-// ./examples/ccmfleet -run '^TestFleet$'): ccm-cleanup-spec (cleanup that
-// maps the Service's spec) by all three, Converges at the end of the
-// quiet period (2h50m: see above); election-resign-spin (no pause after
-// a resigned term) by all three, at 1m41s, 5m22s and 2m51s, a replica that
-// handed over winning its Lease again at the same instant, again and
-// again: RequestBudget (41 requests at one instant), or TermChurn first
-// under -race. lbrecon-first-listing (a creation confirmed at the first
-// listing that shows it) is found by none of the CI seeds; of seeds 1 to
-// 20, patched, by seed 5 alone, at 7m9s: a node labelled out of the load
-// balancers comes back 1.4 s after the leader's EnsureLoadBalancer
-// created a Service's bind; at the next listing (as the timeline reads)
-// the node sync's UpdateLoadBalancer lists a replica that shows the bind (the patched
-// reconciler forgets its ack there) and, at the same instant, the
-// Service's own retry lists one that does not yet, and creates the bind
-// again within the lag. Without node sync, seeds 1 to 8 made no duplicate
-// at all, nor did seeds 1 to 6 with lost answers and failed creations
-// three times as likely: the Balancer lists again one declared lag after
-// its writes, when every replica shows them, and sooner only while a
-// creation's outcome is unknown, when its intent, not an ack, holds the
-// name. With node sync after the Services due at the same listing, seeds
-// 1 to 12 found nothing. TestFleetKnownDefects keeps a seed that finds an
-// open defect.
+// Its CI seeds (1, 2, 3) run in about 9 s of test time under -race (go
+// test -race -count=1 -run '^TestFleet' ./examples/ccmfleet/: 14.5 s with
+// TestFleetKnownDefects' two seeds, on a shared two-core machine; 8 to 15
+// s with the old 10-minute, two-Service world); each reaches convergence
+// at the end of its 30 minutes of faults. What they find of cmd/defects'
+// patches (go run ./cmd/defects -baseline -defects NAME, each patch's
+// header naming this fleet), no unpatched seed failing:
+//   - lbrecon-first-listing (a creation confirmed at the first listing
+//     that shows it): in three runs, by 3, 3 and 2 of the three seeds,
+//     NoDuplicate (seed 2 at 26s in each run; seeds 1 and 3 at 5m52s to
+//     25m45s, varying as the agents' timing does); of seeds 1 to 60, by 58
+//     (without the race detector, in the test binary of a patched copy).
+//     Two calls for one Service within a creation's lag, the first listing
+//     from a replica that shows the creation (the patched reconciler
+//     forgets its ack there) and the next from one that does not yet: a
+//     node sync's UpdateLoadBalancer and the Service's own retry, or two
+//     node syncs, a second or two apart. In the old world (two Services,
+//     no latency, 1 s pending, 3 s of lag, node churn a quarter as often,
+//     10 minutes) seed 5 alone of seeds 1 to 20 found it; latency brought
+//     it to about one seed in two, slower creations and replicas to about
+//     five in six, 30 minutes to 58 in 60;
+//   - ccm-cleanup-spec (cleanup that maps the Service's spec): by seeds 1
+//     and 2, Converges at the end of the quiet period (3h10m: see above);
+//   - election-resign-spin (no pause after a resigned term): by all
+//     three, at 10m21s, 3m40.7s and 6m36.8s, a replica that handed over
+//     winning its Lease again at the same instant, again and again:
+//     RequestBudget (41 requests at one instant).
+//
+// TestFleetKnownDefects keeps a seed that finds an open defect.
 package ccmfleet

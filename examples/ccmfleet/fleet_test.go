@@ -33,7 +33,7 @@ const (
 	namespace = "shop"
 	// replicaLag is the provider's read-replica lag, declared to the
 	// reconcilers as their ListLag.
-	replicaLag = 3 * time.Second
+	replicaLag = 5 * time.Second
 	lbID       = "lb-1"
 )
 
@@ -338,17 +338,35 @@ func converged(observer *atomic.Pointer[kubefake.Client]) func([]fleetsim.Deps) 
 // CPU).
 const quiet = 2*time.Hour + 40*time.Minute
 
-// fleetConfig is three replicas of a cloud-controller-manager over two
+// fleetConfig is three replicas of a cloud-controller-manager over four
 // Services, a provider whose listings come from read replicas lagging up
-// to 3 s, with asynchronous creations and deletions, that refuses an
+// to 5 s, whose every call takes 200ms (a cloud API's round trip), with
+// asynchronous creations (pending for 2 s) and deletions, that refuses an
 // object referring to one that does not exist (as ELB refuses a listener
 // on no load balancer).
+//
+// The world is as busy as a cluster's, so that the Balancer is called
+// again for a Service within its creations' lag, where listings that go
+// backwards are the danger (lbrecon: "a lagging listing never causes a
+// second creation"): four Services rather than two, so that a node sync
+// makes four calls one after another; node churn four times as often as
+// the ClusterIP edit was before it (an autoscaling cluster's nodes come
+// and go every minute or so); calls that take time, so that a node sync's
+// calls and a Service's own retries interleave rather than fall on one
+// instant; and slower creations and replicas (pending for 2 s, not 1 s;
+// 5 s of lag, not 3 s), so that more of a Service's calls fall within a
+// creation's lag.
+// With two Services, no latency, the old timings and node churn a quarter
+// as often, cmd/defects' lbrecon-first-listing was found by seed 5 alone
+// of seeds 1 to 20; with these, by 50 of seeds 1 to 60, and by 58 with
+// 30 minutes of faults (see faults and the package documentation).
 func fleetConfig(observer *atomic.Pointer[kubefake.Client]) fleetsim.Config {
 	n := fleetsim.Nemesis{Every: 20 * time.Second,
 		Edits: append([]fleetsim.Edit{{Name: "Service api -> ClusterIP for good", Do: toClusterIP}}, nodeChurn()...)}
 	n.Weights = fleetsim.DefaultWeights()
-	// Each edit as often as the one edit was before node churn: 2.
-	n.Weights[fleetsim.OperatorEdit] = 2 * len(n.Edits)
+	// Each edit (the nemesis chooses among them evenly) four times as often
+	// as the one edit was before node churn: 8.
+	n.Weights[fleetsim.OperatorEdit] = 8 * len(n.Edits)
 	n.Weights[fleetsim.ServiceChange] = 3
 	// A CCM's main adversity is its cloud's API: partitions from it and
 	// outages twice as often as by default, so that leaders hand over.
@@ -362,14 +380,31 @@ func fleetConfig(observer *atomic.Pointer[kubefake.Client]) fleetsim.Config {
 	n = n.Without(fleetsim.NamespaceDelete)
 	return fleetsim.Config{
 		Agent: agent(observer),
-		Objects: []runtime.Object{service("web", 80), service("api", 443),
+		Objects: []runtime.Object{service("web", 80), service("api", 443), service("shop", 8080), service("cart", 8443),
 			node("node-a", "10.0.1.1"), node("node-b", "10.0.1.2")},
-		Provider:  lbrecontest.Config{ReplicaLag: replicaLag, Pending: time.Second, DeleteDelay: time.Second, Integrity: true},
+		Provider: lbrecontest.Config{ReplicaLag: replicaLag, Latency: providerLatency, Pending: 2 * time.Second,
+			DeleteDelay: time.Second, Integrity: true},
 		Converged: converged(observer),
-		Duration:  10 * time.Minute, Quiet: quiet,
-		Nemesis: n, Budget: fleetsim.Budget{PerMinute: 150, AtOnce: 40},
+		Duration:  faults, Quiet: quiet,
+		// The driver lists Services and Nodes at each wake-up, and four
+		// Services retrying wake it more often than every Resync: the
+		// unpatched seeds 1 to 60 peaked between 150 and 170 requests a
+		// minute to the apiserver.
+		Nemesis: n, Budget: fleetsim.Budget{PerMinute: 200, AtOnce: 40},
 	}
 }
+
+// providerLatency is how long each provider call takes.
+const providerLatency = 200 * time.Millisecond
+
+// faults is how long the nemesis runs. Each window in which a Service's
+// Balancer is called again within a creation's lag is a chance, not a
+// certainty, for a lagging listing to go backwards: with 10 minutes,
+// lbrecon-first-listing was found by 50 of seeds 1 to 60 (by one of the
+// CI seeds in each of two runs of cmd/defects); with 30, by 58 (by 3, 3
+// and 2 of them in three runs), and three seeds cost a
+// few seconds.
+const faults = 30 * time.Minute
 
 // TestFleet runs three cloud-controller-manager replicas for 10 minutes of
 // faults and a quiet period of up to quiet, for a fixed set of seeds

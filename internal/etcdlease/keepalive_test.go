@@ -43,6 +43,15 @@ func (s *leaseServer) LeaseKeepAlive(stream pb.Lease_LeaseKeepAliveServer) error
 	}
 	s.mu.Unlock()
 	if s.err != nil {
+		// Read the request before answering, as a server does: an error
+		// returned before the client's send makes that send fail with
+		// io.EOF instead, which clientv3 does not retry, and the test of
+		// its resends would then depend on which goroutine ran first.
+		if _, err := stream.Recv(); err == nil {
+			s.mu.Lock()
+			s.requests++
+			s.mu.Unlock()
+		}
 		return s.err
 	}
 	for {

@@ -206,13 +206,18 @@ func (m *Member) Kill() {
 }
 
 // Pause stops the member with SIGSTOP: it holds its connections but
-// answers nothing, like a hung machine.
+// answers nothing, like a hung machine. On Linux it returns once every
+// thread of the process has stopped, so no request sent after it is
+// answered.
 func (m *Member) Pause() error {
 	p := m.current()
 	if p == nil {
 		return fmt.Errorf("servers: etcd member %s was never started", m.Name)
 	}
-	return p.signal(syscall.SIGSTOP)
+	if err := p.signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	return waitStopped(p.cmd.Process.Pid, 10*time.Second)
 }
 
 // Resume continues a paused member with SIGCONT.

@@ -58,7 +58,11 @@
 // likewise, only if the object it names is gone for good, so a reaper
 // whose view lags never deletes a record kept alive
 // (TestOrphanDeletedOnlyOnceItsHeartbeatIsReadGone); a heartbeat no
-// record names is deleted once dead (TestOrphansEnd).
+// record names is deleted once dead (TestOrphansEnd). An orphan whose
+// read or delete fails is tried again its TTL and the margin later, not
+// at every reap (TestFailedOrphanJobIsJudgedAgainATTLLater), and a record
+// the reaper deleted is judged no more until its watch or a listing shows
+// it gone (TestReapedRecordIsNotJudgedAgainWhileTheWatchIsBlind).
 //
 // # The reaper
 //

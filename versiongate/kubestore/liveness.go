@@ -167,6 +167,7 @@ func (s *Store) livenessGone(ctx context.Context, j reapJob) bool {
 		return true
 	case err != nil:
 		logr.FromContextOrDiscard(ctx).Info("Could not read the liveness object of a record thought orphaned", "liveness", j.ref, "err", err.Error())
+		s.judgeOrphanAgain(j)
 		return false
 	case l.UID != uid:
 		return true
@@ -207,6 +208,9 @@ func (s *Store) judge(ctx context.Context) {
 			continue
 		}
 		records[r.uid] = true
+		if s.reaped[r.uid] {
+			continue // deleted here; the watch has not shown it yet
+		}
 		rns, name, uid, ok := parseRef(r.ref)
 		var e *seenRecord
 		if ok && rns == ns {
@@ -239,6 +243,11 @@ func (s *Store) judge(ctx context.Context) {
 	for uid := range s.orphans {
 		if !records[uid] {
 			delete(s.orphans, uid)
+		}
+	}
+	for uid := range s.reaped {
+		if !records[uid] {
+			delete(s.reaped, uid)
 		}
 	}
 	if s.node == nil {
@@ -300,11 +309,29 @@ func (s *Store) reap(ctx context.Context, j reapJob) {
 	name := s.gate + "-" + j.id
 	if err := s.deleteCond(ctx, name, j.record, strconv.FormatInt(j.recRV, 10)); err != nil {
 		log.Info("Could not delete a dead node record", "lease", s.ref(name), "err", err.Error())
+		s.judgeOrphanAgain(j)
 		return
 	}
+	s.mu.Lock()
+	s.reaped[j.record] = true
+	delete(s.orphans, j.record)
+	s.mu.Unlock()
 	if j.orphan {
 		log.Info("Deleted an orphaned node record: its liveness object was not seen alive", "lease", s.ref(name), "resourceVersion", j.recRV)
 	} else {
 		log.Info("Deleted a dead node record", "lease", s.ref(name), "resourceVersion", j.recRV)
 	}
+}
+
+// judgeOrphanAgain starts the clock of an orphan job that failed (its
+// liveness object's read or its delete) again from now, as a refused
+// heartbeat delete is judged again: the record is tried again its TTL and
+// the margin later, not every reap interval.
+func (s *Store) judgeOrphanAgain(j reapJob) {
+	if !j.orphan {
+		return
+	}
+	s.mu.Lock()
+	s.orphans[j.record] = s.clock.Now()
+	s.mu.Unlock()
 }

@@ -404,6 +404,10 @@ func (s *Store) KeepAlive(ctx context.Context, l versiongate.RecordLease) (time.
 func (s *Store) DeleteRecord(ctx context.Context, l versiongate.RecordLease) error {
 	s.mu.Lock()
 	o := s.owned[l.Lease]
+	var hb *coordinationv1.Lease
+	if o != nil {
+		hb = o.hb // a KeepAlive still running may replace it, under s.mu
+	}
 	s.mu.Unlock()
 	if o == nil {
 		return nil
@@ -411,8 +415,8 @@ func (s *Store) DeleteRecord(ctx context.Context, l versiongate.RecordLease) err
 	// The heartbeat first, as the reaper does: a gate that sees the
 	// record deleted then finds the heartbeat gone, proof that the node
 	// stopped, and need not wait for it to expire (see heldDeath).
-	if o.hb != nil {
-		if err := s.deleteCond(ctx, o.hb.Name, o.hb.UID, ""); err != nil && !errors.Is(err, errRecordAlive) {
+	if hb != nil {
+		if err := s.deleteCond(ctx, hb.Name, hb.UID, ""); err != nil && !errors.Is(err, errRecordAlive) {
 			return err
 		}
 	}

@@ -138,6 +138,13 @@ type Store struct {
 	// orphans are the records whose liveness object the reaper has not
 	// seen alive, by record UID, with when it first noticed.
 	orphans map[types.UID]time.Time
+	// reaped are the records the reaper deleted (or found gone), by
+	// record UID, until seen shows them deleted or replaced: an object of
+	// that UID cannot come back, so they are judged no more. Without it a
+	// record watch that shows nothing (one ending at once, empty) left the
+	// record live in seen, an orphan of the heartbeat the reaper deleted,
+	// read (GET) and deleted again every reap interval.
+	reaped map[types.UID]bool
 	// held are records seen deleted while the heartbeat they named may
 	// still be renewed, by record ID (see heldDeath).
 	held map[string]*heldDeath
@@ -197,6 +204,7 @@ func New(cfg Config) (*Store, error) {
 		live:   newTracker(),
 
 		orphans:     map[types.UID]time.Time{},
+		reaped:      map[types.UID]bool{},
 		held:        map[string]*heldDeath{},
 		identity:    newToken(),
 		reaperDur:   defaultReaperDuration,
