@@ -139,3 +139,51 @@ func TestCrashMidTeardownJournaledDestructions(t *testing.T) {
 		}
 	}
 }
+
+// TeardownOnce says when a teardown with a journal waits only for the
+// confirmation of its destructions (Result.Confirming): with an empty plan,
+// nothing of the owner's at the provider, and RequeueAfter the time left
+// to the horizon, within the declared lag and a poll; a call after that
+// time converges, and none converges before the lag has passed since the
+// listing that first showed the last objects gone.
+func TestTeardownOnceSaysWhenOnlyConfirmationIsLeft(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const lag = 2 * time.Second
+		eng := lbrecontest.New(lbrecontest.Config{Latency: 10 * time.Millisecond, ListLag: lag, DeclareListLag: true,
+			DeleteDelay: time.Second, Integrity: true})
+		journal := lbrecon.NewFileJournal(filepath.Join(t.TempDir(), "journal"))
+		r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: eng, Tag: owner, Journal: journal}, desc(2, 2, 3))
+		require.NoError(t, err)
+		ctx := t.Context()
+		require.NoError(t, r.Reconcile(ctx))
+		var first time.Time // of the first Confirming result
+		for calls := 1; ; calls++ {
+			require.Less(t, calls, 100)
+			res, err := r.TeardownOnce(ctx)
+			require.NoError(t, err)
+			if res.Converged {
+				require.False(t, first.IsZero(), "call %d: converged with no Confirming result before", calls)
+				require.GreaterOrEqual(t, time.Since(first), lag, "call %d: converged before the lag passed", calls)
+				require.False(t, res.Confirming)
+				break
+			}
+			if res.Confirming {
+				if first.IsZero() {
+					first = time.Now()
+				}
+				require.True(t, res.Plan.Empty(), "call %d: Confirming with a plan: %+v", calls, res.Plan)
+				require.NoError(t, res.Transient)
+				require.Empty(t, onID(eng.Objects(), "lb-1", owner), "call %d: Confirming while the provider holds objects", calls)
+				require.Positive(t, res.RequeueAfter)
+				require.LessOrEqual(t, res.RequeueAfter, lag+lbrecon.DefaultPollInterval, "call %d", calls)
+				require.LessOrEqual(t, time.Since(first)+res.RequeueAfter, lag+lbrecon.DefaultPollInterval, "call %d: beyond the bound", calls)
+			} else {
+				require.True(t, first.IsZero(), "call %d: no longer Confirming, yet nothing was listed again", calls)
+			}
+			<-time.After(res.RequeueAfter)
+		}
+		entries, err := journal.Load(ctx)
+		require.NoError(t, err)
+		require.Empty(t, entries)
+	})
+}

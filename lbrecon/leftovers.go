@@ -264,7 +264,7 @@ func (l *Leftovers) TeardownOnce(ctx context.Context) (Result, error) {
 	if err != nil || !res.Converged || past {
 		return res, err
 	}
-	res.Converged = false
+	res.Converged, res.Confirming = false, true
 	res.RequeueAfter = l.r.cfg.PollInterval
 	if h := l.current(); !h.at.IsZero() {
 		res.RequeueAfter = max(h.at.Sub(l.r.clock.Now()), l.r.cfg.PollInterval)

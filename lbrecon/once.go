@@ -28,6 +28,19 @@ type Result struct {
 	// IDs does; Converged waits for that teardown too. Other calls leave
 	// it false.
 	CurrentConverged bool
+	// Confirming is set by TeardownOnce (and [Leftovers.TeardownOnce])
+	// when the listing showed no owned object left and the teardown
+	// waits only for a listing at a horizon to confirm it: the horizon
+	// of each journaled destruction (ListLag after the listing that
+	// first showed its object gone), or that of a [Leftovers]' making.
+	// Nothing is sent in the meantime; RequeueAfter is the time left to
+	// that horizon (at least PollInterval), so a host that waits it
+	// and calls again gets Converged, unless that listing shows
+	// something of the owner's again. While listings keep showing
+	// nothing and the journal answers, convergence comes at most ListLag
+	// plus (ListLagListings+1) PollIntervals after the first such
+	// result. Other calls leave it false.
+	Confirming bool
 	// Transient holds the errors a wait may cure that the pass met: an
 	// engine call that failed transiently, timed out or was rate limited.
 	// They are not returned as the error: the next call, after
@@ -108,7 +121,7 @@ func (r *Reconciler) reconcileOnce(ctx context.Context, down bool) (res Result, 
 		if wait := r.unsettled(); wait > 0 {
 			// No owned object left; its destructions wait in the
 			// journal for their confirmation.
-			return Result{RequeueAfter: wait, Plan: res.Plan}, nil
+			return Result{RequeueAfter: wait, Plan: res.Plan, Confirming: true}, nil
 		}
 	}
 	if p.converged() {
