@@ -195,9 +195,11 @@ func (r *Reconciler) ackDestructions(ctx context.Context) {
 // journaled destructions to be confirmed (a listing at their horizon no
 // longer shows the objects) and forgotten, so that a successor started
 // after the teardown returned finds no entry it still needs: zero when
-// none is left. A horizon in listings alone is waited for by polling.
-// Called with mu held.
-func (r *Reconciler) unsettled() time.Duration {
+// none is left. A horizon in listings alone is waited for by polling. It
+// also returns the failure of the last Journal.Forget when a destruction's
+// entry waits for its removal only because of it: the caller retries that
+// as a transient failure, after a growing wait. Called with mu held.
+func (r *Reconciler) unsettled() (time.Duration, error) {
 	r.memMu.Lock()
 	defer r.memMu.Unlock()
 	now := r.clock.Now()
@@ -209,10 +211,12 @@ func (r *Reconciler) unsettled() time.Duration {
 		}
 		wait = max(wait, w)
 	}
+	var failed error
 	for _, in := range r.mem.toForget {
 		if in.ID != "" {
 			wait = max(wait, r.cfg.PollInterval) // a Forget that failed: the next pass retries it
+			failed = r.mem.forgetErr
 		}
 	}
-	return wait
+	return wait, failed
 }

@@ -2,6 +2,7 @@ package lbrecon_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -186,4 +187,65 @@ func TestTeardownOnceSaysWhenOnlyConfirmationIsLeft(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, entries)
 	})
+}
+
+// forgetFails is a journal whose Forget fails for ever.
+type forgetFails struct{ lbrecon.Journal }
+
+func (forgetFails) Forget(context.Context, []lbrecon.Intent) error {
+	return fmt.Errorf("forget: %w", lbrecontest.ErrInjected)
+}
+
+// A journal that fails to forget confirmed destructions for ever keeps a
+// teardown from converging, and is retried as a failure a wait may cure:
+// TeardownOnce reports it in Result.Transient (not Confirming) with a
+// growing RequeueAfter, and Teardown waits as long between its tries, so
+// that after 30 s of it neither lists more than once a second.
+func TestTeardownOnceBacksOffAJournalThatFailsToForget(t *testing.T) {
+	for _, mode := range []string{"TeardownOnce", "Teardown"} {
+		t.Run(mode, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				eng := lbrecontest.New(lbrecontest.Config{Latency: 10 * time.Millisecond, ListLag: time.Second, DeclareListLag: true, Integrity: true})
+				journal := forgetFails{lbrecon.NewFileJournal(filepath.Join(t.TempDir(), "journal"))}
+				r, err := lbrecon.NewLoadBalancer(lbrecon.Config{Engine: eng, Tag: owner, Journal: journal, PollInterval: 100 * time.Millisecond}, desc(2, 2, 3))
+				require.NoError(t, err)
+				ctx := t.Context()
+				require.NoError(t, r.Reconcile(ctx))
+				start := time.Now()
+				var late int // listings after 30 s
+				if mode == "TeardownOnce" {
+					failed := 0
+					for time.Since(start) < 3*time.Minute {
+						before := eng.Calls()[lbrecon.VerbList]
+						res, err := r.TeardownOnce(ctx)
+						require.NoError(t, err)
+						require.False(t, res.Converged, "converged with a journal that forgets nothing")
+						if res.Transient != nil {
+							require.ErrorIs(t, res.Transient, lbrecontest.ErrInjected)
+							require.False(t, res.Confirming)
+							failed++
+						}
+						if time.Since(start) > 30*time.Second {
+							late += eng.Calls()[lbrecon.VerbList] - before
+						}
+						<-time.After(res.RequeueAfter)
+					}
+					require.Positive(t, failed, "no result carried the journal's failure")
+				} else {
+					lists30 := make(chan int, 1)
+					tctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+					defer cancel()
+					go func() {
+						<-time.After(30 * time.Second)
+						lists30 <- eng.Calls()[lbrecon.VerbList]
+					}()
+					require.ErrorIs(t, r.Teardown(tctx), context.DeadlineExceeded)
+					late = eng.Calls()[lbrecon.VerbList] - <-lists30
+				}
+				perSecond := float64(late) / (time.Since(start) - 30*time.Second).Seconds()
+				t.Logf("%d listings in the last %v: %.2f a second", late, time.Since(start)-30*time.Second, perSecond)
+				require.LessOrEqual(t, perSecond, 1.0, "listings a second after 30 s of the same failure")
+			})
+		})
+	}
 }

@@ -243,7 +243,16 @@
 //     re-issued, success only once a listing shows nothing left and, with
 //     a journal, once a listing at their horizon confirmed its
 //     destructions, so that no journal entry is left behind), failed
-//     and pending objects included, never an untagged one. A
+//     and pending objects included, never an untagged one. While only
+//     that confirmation is left, TeardownOnce says so
+//     ([Result].Confirming, RequeueAfter the time to the horizon, within
+//     ListLag and (ListLagListings+1) PollIntervals), so that a host
+//     whose own retries back off (cloud-provider's) may wait for it
+//     rather than call again; a journal that fails to forget the
+//     confirmed entries is a failure a wait may cure (Result.Transient,
+//     a growing RequeueAfter), never a poll every PollInterval
+//     (TestTeardownOnceSaysWhenOnlyConfirmationIsLeft,
+//     TestTeardownOnceBacksOffAJournalThatFailsToForget). A
 //     [LoadBalancerReconciler] tears down only its own load balancer, for a
 //     load balancer removed or whose ID changed. [TeardownExcept] (blocking)
 //     and [Leftovers.TeardownOnce] need no reconciler of the old ID: they

@@ -164,11 +164,15 @@ func (r *Reconciler) forgetEntries(ctx context.Context) {
 	if len(gone) == 0 {
 		return
 	}
-	if err := r.cfg.Journal.Forget(ctx, gone); err != nil {
+	err := r.cfg.Journal.Forget(ctx, gone)
+	if err != nil {
 		logr.FromContextOrDiscard(ctx).Error(err, "removing journal entries failed; retrying later", "entries", len(gone))
-		r.memMu.Lock()
+	}
+	r.memMu.Lock()
+	defer r.memMu.Unlock()
+	r.mem.forgetErr = err
+	if err != nil {
 		r.mem.toForget = append(r.mem.toForget, gone...)
-		r.memMu.Unlock()
 	}
 }
 

@@ -125,6 +125,10 @@ type memory struct {
 	// record again as Destroyed at the next occasion (destroyjournal.go).
 	destructions map[Key]Intent
 	toAck        []Intent
+	// forgetErr is the failure of the last Journal.Forget, nil once one
+	// succeeded: a teardown waiting only for it is retried as after a
+	// transient failure, not every PollInterval.
+	forgetErr error
 	// conflicts holds names whose creation the engine refused because the
 	// name is taken: the old object of that name is destroyed first.
 	conflicts map[nameKey]bool

@@ -3,6 +3,7 @@ package lbrecon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -118,7 +119,12 @@ func (r *Reconciler) reconcileOnce(ctx context.Context, down bool) (res Result, 
 	}
 	res.Plan = p.public()
 	if p.converged() && down {
-		if wait := r.unsettled(); wait > 0 {
+		if wait, failed := r.unsettled(); failed != nil {
+			// The journal failed to forget confirmed destructions: a
+			// failure a wait may cure, retried after a growing wait.
+			return Result{RequeueAfter: max(wait, r.nextRetry(retryAfter(failed))), Plan: res.Plan,
+				Transient: fmt.Errorf("lbrecon: forget confirmed destructions in the journal: %w", failed)}, nil
+		} else if wait > 0 {
 			// No owned object left; its destructions wait in the
 			// journal for their confirmation.
 			return Result{RequeueAfter: wait, Plan: res.Plan, Confirming: true}, nil

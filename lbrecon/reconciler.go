@@ -163,7 +163,8 @@ func (r *Reconciler) converge(ctx context.Context, down bool) (err error) {
 	}
 	var listed []Object
 	var listedAt listing
-	fresh := false // listed is the last poll's listing
+	fresh := false                // listed is the last poll's listing
+	var forgetRetry time.Duration // the last wait for a journal that failed to forget
 	for pass := 1; ; pass++ {
 		if !fresh {
 			if listed, listedAt, err = r.list(ctx); err != nil {
@@ -187,7 +188,14 @@ func (r *Reconciler) converge(ctx context.Context, down bool) (err error) {
 			return err
 		}
 		if p.converged() && down {
-			if wait := r.unsettled(); wait > 0 {
+			wait, failed := r.unsettled()
+			if failed != nil {
+				// The journal failed to forget confirmed destructions:
+				// retry after a growing wait.
+				forgetRetry = min(max(2*forgetRetry, r.cfg.RetryInterval), r.cfg.MaxPollInterval)
+				wait = max(wait, forgetRetry, retryAfter(failed))
+			}
+			if wait > 0 {
 				// No owned object left; its destructions wait in the
 				// journal for their confirmation: list again then.
 				fresh = false
