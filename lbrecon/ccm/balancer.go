@@ -71,7 +71,8 @@ type Config struct {
 	// Reconciler.CallTimeout from the call's start. Negative means one
 	// pass per call and no wait at all: the confirmation then takes a
 	// call of its own, after the service controller's backoff. With a
-	// fake clock, nothing but stepping it ends a wait.
+	// fake clock, nothing but stepping it ends a wait: a test that steps
+	// it only between calls sets TeardownWait negative.
 	TeardownWait time.Duration
 	// Reconciler is the template of every Service's reconciler
 	// configuration (timeouts, ListLag, Parallelism, Clock, Metrics).

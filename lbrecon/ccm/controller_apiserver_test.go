@@ -338,9 +338,10 @@ func TestServiceControllerOnTheRealAPIServer(t *testing.T) {
 		// waits for the confirmation of its destructions (the lag after
 		// the listing that showed nothing left) rather than leave it to
 		// a call of its own, which would come after the next doubling:
-		// 5 calls in some 70 s, where a call for the confirmation alone
-		// made it 6 (150 s) and, with the rest's wait from its making
-		// late, 7 (past 5 minutes).
+		// 5 calls in some 70 s. Without that wait it took 7 (past 5
+		// minutes); with it, but the rest's teardown made only once the
+		// load balancer's was done (its own lag then still to wait), 6
+		// (150 s).
 		t.Logf("EnsureLoadBalancerDeleted calls: %d", proc.Calls().Delete)
 		require.LessOrEqual(t, proc.Calls().Delete, int64(5), "EnsureLoadBalancerDeleted calls")
 		var left []lbrecon.Object

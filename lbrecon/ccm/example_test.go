@@ -49,6 +49,9 @@ func Example() {
 		Token:      func(context.Context) (uint64, error) { return term, nil },
 		Journal:    ccm.NewConfigMapJournal(clientset.CoreV1(), ccm.ConfigMapJournalOptions{}),
 		Reconciler: lbrecon.Config{Clock: clk, ListLag: time.Second},
+		// This example steps its fake clock only between calls: no
+		// call may wait on it, not even for a confirmation.
+		TeardownWait: -1,
 	})
 	if err != nil {
 		fmt.Println(err)
@@ -117,6 +120,6 @@ func Example() {
 	// bind 192.0.2.10.http.6f1c [kubernetes-service-uid=6f1c]
 	// frontend http.6f1c [kubernetes-service-uid=6f1c]
 	// server node-a.http.6f1c [kubernetes-service-uid=6f1c]
-	// deleted after 6 calls; objects left: 0
+	// deleted after 5 calls; objects left: 0
 	// journal ConfigMaps left: 0
 }
