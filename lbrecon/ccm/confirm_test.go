@@ -295,3 +295,36 @@ func TestDeleteConfirmationWaitDoesNotSpin(t *testing.T) {
 		})
 	})
 }
+
+// The wait for a confirmation ends within the call's context: a call
+// whose deadline comes before the confirmation does not wait, and
+// returns the RetryError at once.
+func TestDeleteConfirmationWaitEndsWithinTheContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const lag = 2 * time.Second
+		eng := lbrecontest.New(lbrecontest.Config{Latency: 10 * time.Millisecond, ListLag: lag, DeclareListLag: true, Integrity: true})
+		svc := service("uid-1")
+		g := &goneWatch{Engine: eng, tag: ccm.DefaultTagKey + "=uid-1"}
+		b := newBalancer(t, g, func(c *ccm.Config) { c.Reconciler = lbrecon.Config{} })
+		_, _, err := ensure(t, b, svc, nodes(2))
+		require.NoError(t, err)
+		g.reset()
+		for calls := 1; ; calls++ {
+			require.Less(t, calls, 100)
+			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+			start := time.Now()
+			err := b.EnsureLoadBalancerDeleted(ctx, "c", svc)
+			cancel()
+			require.LessOrEqual(t, time.Since(start), 100*time.Millisecond, "call %d waited past what its context allows", calls)
+			var re *api.RetryError
+			if !errors.As(err, &re) {
+				require.NoError(t, err)
+				_, firstGone := g.counts()
+				require.GreaterOrEqual(t, time.Since(firstGone), lag, "done before the confirmation")
+				break
+			}
+			<-time.After(re.RetryAfter())
+		}
+		require.Empty(t, owned(eng, "uid-1"))
+	})
+}

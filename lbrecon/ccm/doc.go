@@ -60,7 +60,8 @@
 //     Reconciler.CallTimeout from the call's start nor past its context's
 //     deadline, and returns nil only once a listing at the horizon
 //     confirmed it (TestDeleteWaitsForTheConfirmationInsideTheCall,
-//     TestDeleteConfirmationWaitEndsWithinCallTimeout); the wait lists at
+//     TestDeleteConfirmationWaitEndsWithinCallTimeout,
+//     TestDeleteConfirmationWaitEndsWithinTheContext); the wait lists at
 //     most once per PollInterval, and a journal failing to forget ends it
 //     at once (TestDeleteConfirmationWaitDoesNotSpin). A negative
 //     TeardownWait waits for nothing
