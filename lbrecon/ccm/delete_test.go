@@ -57,7 +57,7 @@ func TestDeleteCallEndsWithinTeardownWait(t *testing.T) {
 				require.Greater(t, calls, 1, "deletes of 10 s cannot converge in a call of 3 s")
 				break
 			}
-			time.Sleep(re.RetryAfter())
+			<-time.After(re.RetryAfter())
 		}
 		require.Empty(t, eng.Objects())
 	})
@@ -94,7 +94,7 @@ func TestDeleteMakesOnePassPerCallByDefault(t *testing.T) {
 			require.Contains(t, err.Error(), "call again after")
 			require.NotContains(t, err.Error(), `""`, "a teardown of every load balancer names none with an empty ID")
 			require.Positive(t, re.RetryAfter())
-			time.Sleep(re.RetryAfter())
+			<-time.After(re.RetryAfter())
 		}
 		require.Empty(t, eng.Objects())
 	})
