@@ -191,7 +191,7 @@ func TestDeleteConfirmationWaitEndsWithinCallTimeout(t *testing.T) {
 				break
 			}
 			if !firstGone.IsZero() {
-				left := firstGone.Add(lag).Sub(time.Now())
+				left := time.Until(firstGone.Add(lag))
 				require.LessOrEqual(t, re.RetryAfter(), max(left, lbrecon.DefaultPollInterval), "call %d: the delay is the time left to the confirmation", calls)
 			}
 			<-time.After(re.RetryAfter())
