@@ -19,6 +19,9 @@ func (r *Reconciler) pass(ctx context.Context, listed []Object, listedAt listing
 		return nil, err
 	}
 	if r.budgetLeft(ctx) {
+		r.ackDestructions(ctx) // else at a later pass: a successor would send them once more
+	}
+	if r.budgetLeft(ctx) {
 		r.forgetEntries(ctx) // else at a later pass: a stale entry only holds a name longer
 	}
 	if p.converged() {
@@ -107,9 +110,13 @@ func (r *Reconciler) destroyNow(ctx context.Context, p *plan) {
 	for _, o := range p.recreate {
 		logr.FromContextOrDiscard(ctx).Info("recreating failed object", "object", o.String())
 	}
+	if !r.budgetLeft(ctx) || !r.recordDestructions(ctx, p, p.Destroy) {
+		return // nothing sent: the next call records and destroys
+	}
 	_, errs := r.parallel(ctx, p.Destroy, VerbDestroy, func(ctx context.Context, o Object) (Object, error) {
 		return o, r.cfg.Engine.Destroy(ctx, o)
 	})
+	defer r.ackDestructions(ctx)
 	now := r.clock.Now()
 	r.memMu.Lock()
 	defer r.memMu.Unlock()
@@ -118,8 +125,10 @@ func (r *Reconciler) destroyNow(ctx context.Context, p *plan) {
 		o := p.Destroy[i]
 		switch {
 		case p.fenced(e), p.unsent(e):
+			r.mem.destroyed(o, destroyNotSent)
 		case e == nil, errors.Is(e, ErrNotFound):
 			r.mem.deletions[o.Key()] = &deletion{at: now}
+			r.mem.destroyed(o, destroyAccepted)
 			r.mem.dropAck(o.Key())
 			if isRecreate(p, o) {
 				r.mem.failures[nameOf(o)]++
@@ -127,16 +136,30 @@ func (r *Reconciler) destroyNow(ctx context.Context, p *plan) {
 			p.changed = true
 		case errors.Is(e, ErrConflict):
 			// Still referenced, or changing: look again next pass.
+			r.mem.destroyed(o, destroyNotSent)
 			p.changed = true
 		case isOnePass(ctx) && ctx.Err() == nil && retryable(e):
+			r.mem.destroyed(o, destroyOutcomeOf(e))
 			p.failed(ctx, fmt.Errorf("lbrecon: destroy %v: %w", o, e))
 		default:
+			r.mem.destroyed(o, destroyOutcomeOf(e))
 			failed = append(failed, fmt.Errorf("%v: %w", o, e))
 		}
 	}
 	if len(failed) > 0 {
 		p.applyErr = append(p.applyErr, fmt.Errorf("%w (%d of %d): %w", ErrNotDestroyable, len(failed), len(p.Destroy), errors.Join(failed...)))
 	}
+}
+
+// destroyOutcomeOf tells, for a failed Destroy call, whether it may have
+// destroyed the object: a transient error, a timeout or a cancellation
+// may have; a refusal (permanent, rate limited) has not.
+func destroyOutcomeOf(err error) destroyOutcome {
+	switch classify(err) {
+	case OutcomeTransient, OutcomeTimeout, OutcomeCanceled:
+		return destroyUnknown
+	}
+	return destroyNotSent
 }
 
 func isRecreate(p *plan, o Object) bool {

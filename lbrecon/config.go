@@ -104,7 +104,9 @@ type Config struct {
 	// [Journal], [FileJournal]), so that a reconciler started after a
 	// crash holds the names its predecessor may have created until a
 	// listing shows them or ConfirmTimeout passes, instead of creating
-	// them again while the listing lags. Required: a host that runs
+	// them again while the listing lags; and every destruction, so that
+	// it neither takes an object its predecessor destroyed, shown by a
+	// lagging listing, for there, nor destroys it again. Required: a host that runs
 	// without one says so with [NoJournal] (intents in memory only); New
 	// refuses nil with ErrInvalidConfig.
 	Journal Journal

@@ -69,10 +69,13 @@
 //   - Pace: when a listing can next show something new about the changes
 //     outstanding: the declared lag until changes were seen through,
 //     then what they took. It spaces polls and RequeueAfter (pace.go).
-//   - Journal: where intents survive the process ([Journal]); its
-//     entries ([Intent]) are recorded before the creation is sent and
-//     removed from it ([Journal.Forget]) when no intent or ack of the name
-//     is left (journal.go, filejournal.go, journalbound.go).
+//   - Journal: where intents and destructions survive the process
+//     ([Journal]); its entries ([Intent]) are recorded before the creation
+//     is sent and removed from it ([Journal.Forget]) when no intent or ack
+//     of the name is left (journal.go, filejournal.go, journalbound.go).
+//     A destruction's entry ([Intent].ID set) is recorded before the
+//     Destroy is sent, again as Destroyed once the provider accepted it,
+//     and removed when its deletion is confirmed (destroyjournal.go).
 //   - Fence: the check before every write that the writer's term token is
 //     current ([Guard], [CheckToken], [Fence]; guard.go, token.go,
 //     fence.go).
@@ -237,8 +240,19 @@
 //     [Reconciler.TeardownOnce] (one pass, "call again after D") destroy
 //     every owned object of the steps' kinds in reverse order, under the
 //     rules above (references, asynchronous deletion waited for and never
-//     re-issued, success only once a listing shows nothing left), failed
-//     and pending objects included, never an untagged one. A
+//     re-issued, success only once a listing shows nothing left and, with
+//     a journal, once a listing at their horizon confirmed its
+//     destructions, so that no journal entry is left behind), failed
+//     and pending objects included, never an untagged one. While only
+//     that confirmation is left, TeardownOnce says so
+//     ([Result].Confirming, RequeueAfter the time to the horizon, within
+//     ListLag and (ListLagListings+1) PollIntervals), so that a host
+//     whose own retries back off (cloud-provider's) may wait for it
+//     rather than call again; a journal that fails to forget the
+//     confirmed entries is a failure a wait may cure (Result.Transient,
+//     a growing RequeueAfter), never a poll every PollInterval
+//     (TestTeardownOnceSaysWhenOnlyConfirmationIsLeft,
+//     TestTeardownOnceBacksOffAJournalThatFailsToForget). A
 //     [LoadBalancerReconciler] tears down only its own load balancer, for a
 //     load balancer removed or whose ID changed. [TeardownExcept] (blocking)
 //     and [Leftovers.TeardownOnce] need no reconciler of the old ID: they
@@ -257,6 +271,32 @@
 //     TestTeardownDestroysFailedAndPendingObjects,
 //     TestTeardownExceptRemovesOtherLoadBalancers,
 //     TestLeftoversWaitForLateCreations.)
+//   - Crash mid-teardown: destructions are journaled as creations are
+//     ([Intent].ID): recorded before the Destroy is sent (nothing is
+//     sent until the journal returned), recorded again as Destroyed once
+//     the provider accepted it (or answered not found), and kept until a
+//     listing at the deletion's horizon (ListLag after the object was
+//     first seen gone) no longer shows the object. A reconciler started
+//     after a crash, or beginning a new term, loads them as deletions: a
+//     lagging listing, or a provider still deleting asynchronously, that
+//     shows a destroyed object is neither taken for converged (the
+//     object is being deleted; a move does not publish its address)
+//     nor sent the destruction again. One whose acceptance the crash
+//     kept from the journal (the process died between the call and the
+//     record of its answer) is of unknown outcome: it is sent again,
+//     once, when a listing shows the object, and planned from as there
+//     until then, so that its name is not created twice. A [Leftovers]
+//     journals its destructions under the load balancer the object is on,
+//     and reads those of the load balancers it does not keep, so that a
+//     [Moving] moved back to an ID its sweep tore down builds it anew
+//     (the sweep runs once the earlier IDs' reconcilers are dropped, and a
+//     new reconciler of the ID reads the journal).
+//     Journaling destructions was chosen over having every new process
+//     trust no listing until the lag after it started: that would cost
+//     every failover one lag before its first convergence, and still
+//     believe a provider whose deletion completes after the lag of its
+//     Destroy call. (destroyjournal.go, merge.go, leftovers.go;
+//     TestCrashMidTeardownJournaledDestructions, TestMovingOnReplicas.)
 //   - The load balancer itself: with
 //     Provision, the load-balancer object is an object of the plan like
 //     every other: its creation is journaled before it is sent, held
@@ -423,7 +463,10 @@
 //     started. Set CallTimeout above a List plus one write.
 //   - A journal's intents are matched to listed objects by
 //     [SpecFingerprint], which is exact for specs without pointers or
-//     maps. Two processes must not share one journal. Entries are kept
+//     maps. Two processes must not share one journal. A [Journal]
+//     implementation must key entries by scope, kind, name and ID: a
+//     destruction's entry shares kind and name with the creation of its
+//     replacement. Entries are kept
 //     per scope ([Intent].Scope): reconcilers of one owner with different
 //     scopes (a [Moving]'s old and new load balancers) may share one
 //     journal value, and never replace or remove each other's entries.
@@ -455,10 +498,14 @@
 //     memory, and the sweep begins once the lag has passed, so neither
 //     believes a replica that shows the destroyed objects again nor
 //     destroys them twice (moving.go; TestMovingOnReplicas). A process
-//     journals creations, not destructions: one started after a crash in
-//     the middle of a teardown, or moved back to an ID only its sweep
-//     tore down, may within the lag take a destroyed object a replica
-//     shows for there, and destroy it again.
+//     started after a crash in the middle of a teardown, or moved back to
+//     an ID only its sweep tore down, knows those destructions from the
+//     journal (see Crash mid-teardown): it publishes the new address only
+//     once the load balancer it builds converged, whatever the old one
+//     does, and destroys nothing a second time, but a destruction whose
+//     acceptance the crash kept from the journal, sent again once. With
+//     [NoJournal], such a process may within the lag take a destroyed
+//     object a replica shows for there, and destroy it again.
 //   - [Leftovers] knows a bind or server's load balancer only through its
 //     parent: one whose parent is not listed with the tag is left alone.
 //   - Teardown never destroys an untagged object, so an object left

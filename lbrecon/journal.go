@@ -10,10 +10,14 @@ import (
 	"github.com/go-logr/logr"
 )
 
-// Intent is a creation the reconciler is about to send, recorded in a
-// [Journal] before the Create call leaves the process, so that a
-// reconciler started after a crash knows what its predecessor may have
-// created although no listing shows it yet.
+// Intent is a journal entry: a creation the reconciler is about to send,
+// recorded in a [Journal] before the Create call leaves the process, so
+// that a reconciler started after a crash knows what its predecessor may
+// have created although no listing shows it yet; or, with ID set, a
+// destruction, recorded before the Destroy call leaves the process and
+// again, Destroyed, once the provider accepted it, so that a reconciler
+// started after a crash knows what its predecessor destroyed although a
+// listing still shows it (see [Intent.ID]).
 type Intent struct {
 	// Scope is the reconciler's [Config.Scope] (for the load-balancer
 	// plan, the load balancer's ID): reconcilers of several scopes may
@@ -30,11 +34,25 @@ type Intent struct {
 	Token string `json:"token"`
 	// At is when the intent was recorded.
 	At time.Time `json:"at"`
+	// ID is set on a destruction's entry: the object of Kind, Name and
+	// this ID is being destroyed. Spec and Token are then empty. The
+	// entry is recorded before the Destroy call is sent and kept until
+	// a listing at the deletion's horizon no longer shows the object.
+	ID string `json:"id,omitempty"`
+	// Destroyed is set on a destruction's entry once the provider
+	// accepted the Destroy call (or answered that the object is not
+	// found): a successor does not send it again, and does not take the
+	// object a lagging listing shows for there. A destruction's entry
+	// without it is of unknown outcome (the process died before the
+	// answer): a successor sends it again once a listing shows the
+	// object.
+	Destroyed bool `json:"destroyed,omitempty"`
 }
 
 // Journal keeps the reconciler's intents where they survive the process
-// (a file, an object of the owner's). An entry is identified by its
-// scope, kind and name: reconcilers of one owner (one tag) with different
+// (a file, an object of the owner's), and its destructions. An entry is
+// identified by its scope, kind, name and ID (empty for a creation's):
+// reconcilers of one owner (one tag) with different
 // scopes, such as the old and new load balancers of a [Moving], may share
 // a journal and never replace or remove each other's entries. Each
 // reconciler calls it from one goroutine at a time; a journal shared by
@@ -46,19 +64,21 @@ type Journal interface {
 	// scope; a reconciler keeps those of its own scope (and those
 	// recorded without a scope).
 	Load(ctx context.Context) ([]Intent, error)
-	// Record adds intents, replacing those of the same scope, kind and
-	// name.
+	// Record adds intents, replacing those of the same scope, kind,
+	// name and ID.
 	Record(ctx context.Context, intents []Intent) error
-	// Forget removes the intents of the given scopes, kinds and names
-	// (Spec, Token and At are ignored): a listing showed their objects,
-	// their creations are known not to have happened, or they expired.
+	// Forget removes the intents of the given scopes, kinds, names and
+	// IDs (Spec, Token, At and Destroyed are ignored): a listing showed
+	// their objects (or, for a destruction, showed them gone), they are
+	// known not to have happened, or they expired.
 	Forget(ctx context.Context, intents []Intent) error
 }
 
-// entryKey identifies a journal entry: scope, kind and name.
-type entryKey struct{ scope, kind, name string }
+// entryKey identifies a journal entry: scope, kind, name and, for a
+// destruction's, ID.
+type entryKey struct{ scope, kind, name, id string }
 
-func (in Intent) key() entryKey { return entryKey{in.Scope, in.Kind, in.Name} }
+func (in Intent) key() entryKey { return entryKey{in.Scope, in.Kind, in.Name, in.ID} }
 
 // NoJournal is the [Config.Journal] of a host that chooses to run without
 // a journal: intents are kept in memory only, so a process started after
@@ -107,8 +127,12 @@ func (r *Reconciler) loadJournal(ctx context.Context) error {
 	r.memMu.Lock()
 	defer r.memMu.Unlock()
 	for _, in := range intents {
-		if in.Scope != r.cfg.Scope && in.Scope != "" {
+		if !r.takes(in) {
 			continue // another reconciler's, sharing the journal
+		}
+		if in.ID != "" {
+			r.loadDestruction(in)
+			continue
 		}
 		nk := nameKey{in.Kind, in.Name}
 		r.mem.entries[nk] = in
@@ -120,8 +144,8 @@ func (r *Reconciler) loadJournal(ctx context.Context) error {
 		}
 	}
 	r.journalLoaded = true
-	if n := len(r.mem.entries); n > 0 {
-		logr.FromContextOrDiscard(ctx).Info("loaded creations of unknown outcome from the intent journal", "intents", n)
+	if n, d := len(r.mem.entries), len(r.mem.destructions); n+d > 0 {
+		logr.FromContextOrDiscard(ctx).Info("loaded creations of unknown outcome and destructions from the intent journal", "intents", n, "destructions", d)
 	}
 	return nil
 }
@@ -140,11 +164,15 @@ func (r *Reconciler) forgetEntries(ctx context.Context) {
 	if len(gone) == 0 {
 		return
 	}
-	if err := r.cfg.Journal.Forget(ctx, gone); err != nil {
+	err := r.cfg.Journal.Forget(ctx, gone)
+	if err != nil {
 		logr.FromContextOrDiscard(ctx).Error(err, "removing journal entries failed; retrying later", "entries", len(gone))
-		r.memMu.Lock()
+	}
+	r.memMu.Lock()
+	defer r.memMu.Unlock()
+	r.mem.forgetErr = err
+	if err != nil {
 		r.mem.toForget = append(r.mem.toForget, gone...)
-		r.memMu.Unlock()
 	}
 }
 

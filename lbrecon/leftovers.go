@@ -3,6 +3,7 @@ package lbrecon
 import (
 	"context"
 	"fmt"
+	"sync"
 )
 
 // TeardownExcept tears down every load balancer whose backends or
@@ -55,7 +56,8 @@ type Leftovers struct {
 // NewLeftovers validates cfg and returns a Leftovers for cfg.Tag's owner
 // that keeps the load balancers with the IDs in keep (empty strings are
 // ignored). cfg is used as for [NewLoadBalancer]; cfg.Steps and cfg.Scope
-// are set here, and cfg.Journal is not used. Keep one across TeardownOnce calls: it remembers the
+// are set here; of cfg.Journal (optional here) only the destructions on
+// the load balancers not kept are read and written. Keep one across TeardownOnce calls: it remembers the
 // destructions no listing has confirmed yet.
 func NewLeftovers(cfg Config, keep ...string) (*Leftovers, error) {
 	kept := make(map[string]bool, len(keep))
@@ -76,15 +78,42 @@ func NewLeftovers(cfg Config, keep ...string) (*Leftovers, error) {
 	if ll, ok := cfg.Engine.(ListingLagger); ok && cfg.ListLagListings == 0 {
 		cfg.ListLagListings = max(ll.ListLagListings(), 0)
 	}
-	cfg.Engine = leftoverEngine{Engine: cfg.Engine, tag: cfg.Tag, kept: kept}
-	// A teardown creates nothing, and the journal is a load balancer
-	// reconciler's: removing its entries here would lose them.
-	cfg.Journal = NoJournal
+	on := &scopes{of: make(map[Key]string)}
+	cfg.Engine = leftoverEngine{Engine: cfg.Engine, tag: cfg.Tag, kept: kept, on: on}
+	if cfg.Journal == nil {
+		cfg.Journal = NoJournal
+	}
 	r, err := New(cfg)
 	if err != nil {
 		return nil, err
 	}
+	// A teardown creates nothing: of the journal, it reads and writes
+	// only the destructions on the load balancers it does not keep, each
+	// under its load balancer's ID, so that a reconciler of that ID (a
+	// move back) knows them; the creations are the load balancer
+	// reconcilers', and removing them here would lose them.
+	r.entries = func(in Intent) bool { return in.ID != "" && in.Scope != "" && !kept[in.Scope] }
+	r.scopeOf = on.get
 	return &Leftovers{r: r, horizon: r.horizonAfter(r.clock.Now())}, nil
+}
+
+// scopes holds the load balancer of each object a leftoverEngine listed
+// last: the scope its destruction is journaled under.
+type scopes struct {
+	mu sync.Mutex
+	of map[Key]string
+}
+
+func (s *scopes) get(o Object) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.of[o.Key()]
+}
+
+func (s *scopes) set(of map[Key]string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.of = of
 }
 
 // current returns the horizon a converged teardown waits for: the
@@ -115,6 +144,7 @@ type leftoverEngine struct {
 	Engine
 	tag  string
 	kept map[string]bool
+	on   *scopes
 }
 
 func (e leftoverEngine) List(ctx context.Context, q Query) ([]Object, error) {
@@ -129,12 +159,37 @@ func (e leftoverEngine) List(ctx context.Context, q Query) ([]Object, error) {
 		}
 	}
 	var out []Object
+	on := make(map[Key]string)
 	for _, o := range objs {
 		if o.HasTag(e.tag) && e.leftover(o, owned) {
 			out = append(out, o)
+			on[o.Key()] = lbOf(o, owned)
 		}
 	}
+	e.on.set(on)
 	return out, nil
+}
+
+// lbOf returns the ID of the load balancer o is on (the plan's ID, for
+// a provisioned one): its own name for a load-balancer object, the one
+// its spec names for a backend, frontend or listener, its parent's for a
+// bind or server; "" when no listed owned object says.
+func lbOf(o Object, owned map[Key]Object) string {
+	if s, ok := o.Spec.(LoadBalancerSpec); ok {
+		return s.Name
+	}
+	if id, ok := attachedTo(o); ok {
+		if p, ok := owned[Key{Kind: KindLoadBalancer, ID: id}]; ok {
+			return lbOf(p, owned)
+		}
+		return id
+	}
+	for _, k := range refs(o) {
+		if p, ok := owned[k]; ok {
+			return lbOf(p, owned)
+		}
+	}
+	return ""
 }
 
 // leftover reports whether o belongs to a load balancer that is not kept:
@@ -209,7 +264,7 @@ func (l *Leftovers) TeardownOnce(ctx context.Context) (Result, error) {
 	if err != nil || !res.Converged || past {
 		return res, err
 	}
-	res.Converged = false
+	res.Converged, res.Confirming = false, true
 	res.RequeueAfter = l.r.cfg.PollInterval
 	if h := l.current(); !h.at.IsZero() {
 		res.RequeueAfter = max(h.at.Sub(l.r.clock.Now()), l.r.cfg.PollInterval)

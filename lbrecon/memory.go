@@ -74,6 +74,10 @@ type deletion struct {
 	at      time.Time // when the call was made
 	gone    bool
 	horizon horizon // set when first seen gone
+	// unsure marks a destruction a predecessor journaled and may not have
+	// sent (its entry never marked Destroyed): the object is sent again
+	// once a listing shows it, and gone at the first that does not.
+	unsure bool
 }
 
 // memory is what the reconciler keeps between passes and calls, so that a
@@ -115,6 +119,16 @@ type memory struct {
 	// (Journal.Forget) at the next occasion.
 	entries  map[nameKey]Intent
 	toForget []Intent
+	// destructions holds the destructions recorded in Config.Journal, by
+	// key, until their deletion record is dropped (or, for one whose
+	// outcome is unknown, ConfirmTimeout passes); toAck holds those to
+	// record again as Destroyed at the next occasion (destroyjournal.go).
+	destructions map[Key]Intent
+	toAck        []Intent
+	// forgetErr is the failure of the last Journal.Forget, nil once one
+	// succeeded: a teardown waiting only for it is retried as after a
+	// transient failure, not every PollInterval.
+	forgetErr error
 	// conflicts holds names whose creation the engine refused because the
 	// name is taken: the old object of that name is destroyed first.
 	conflicts map[nameKey]bool
@@ -141,6 +155,7 @@ func newMemory() memory {
 		firstSeen:    make(map[Key]listing),
 		conflicts:    make(map[nameKey]bool),
 		entries:      make(map[nameKey]Intent),
+		destructions: make(map[Key]Intent),
 	}
 }
 

@@ -13,6 +13,7 @@ type view struct {
 	owned       []Object // owned objects: listed, plus acked and not yet listed; minus those being deleted
 	untagged    []Object // objects without a tag of the owner key: adoption candidates only
 	deleting    []Object // owned objects destroyed and still listed
+	resend      []Object // owned objects whose journaled destruction is of unknown outcome: destroyed again
 	listed      map[Key]bool
 	intended    map[nameKey]bool // names an intent holds (a creation of unknown outcome)
 	unconfirmed []Object         // acks no listing has shown yet
@@ -77,7 +78,19 @@ func (r *Reconciler) merge(listed []Object, listedAt listing) (*view, error) {
 	// the first listing past the horizon that does not show it; one still
 	// listed after ConfirmTimeout, never seen gone, is destroyed again.
 	for k, d := range m.deletions {
-		_, listed := byKey[k]
+		o, listed := byKey[k]
+		if d.unsure {
+			// A predecessor's destruction of unknown outcome: sent
+			// again while listed (below), gone at the first listing
+			// that does not show it.
+			switch {
+			case listed && !r.owns(o):
+				delete(m.deletions, k)
+			case !listed:
+				d.unsure, d.gone, d.horizon = false, true, r.horizonAfter(now)
+			}
+			continue
+		}
 		switch {
 		case !listed && d.gone && d.horizon.reachedBy(listedAt):
 			delete(m.deletions, k)
@@ -163,6 +176,7 @@ func (r *Reconciler) merge(listed []Object, listedAt listing) (*view, error) {
 			v.unconfirmed = append(v.unconfirmed, a.obj)
 		}
 	}
+	r.expireDestructions(now, v.listed)
 	// A journal entry goes once no intent or ack of its name is left.
 	named := make(map[nameKey]bool, len(m.created)+len(m.updated))
 	for _, a := range m.acks() {
@@ -182,6 +196,12 @@ func (r *Reconciler) merge(listed []Object, listedAt listing) (*view, error) {
 		}
 		seen[k] = true
 		d, a := m.deletions[k], m.ackOf(k)
+		if d != nil && d.unsure && r.owns(o) {
+			// Destroyed again, and until then planned from as there:
+			// the predecessor's call may not have reached the provider.
+			v.resend = append(v.resend, o)
+			d = nil
+		}
 		switch {
 		case d != nil && d.gone:
 			// Gone, listed again by a lagging listing.

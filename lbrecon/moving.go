@@ -222,6 +222,9 @@ func (m *Moving) done(o *LoadBalancerReconciler) {
 	defer m.mu.Unlock()
 	m.old = slices.DeleteFunc(m.old, func(x *LoadBalancerReconciler) bool { return x == o })
 	m.past = append(m.past, o)
+	if o.cfg.Journal != nil {
+		return // its teardown converged once its journaled destructions were confirmed
+	}
 	if at := o.horizonAfter(o.clock.Now()).at; at.After(m.settled) {
 		m.settled = at
 	}

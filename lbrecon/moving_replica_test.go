@@ -33,16 +33,23 @@ import (
 // replica shows again is not believed back); past the lag nothing of the
 // owner is left on the old ID; each journal entry is the scope's own (an
 // old-ID creation never under the new ID's key, nor the other way round),
-// and none is left once both are settled.
+// and none is left once both are settled. All of it across restarts in
+// the middle of a teardown too: the journal's destructions tell the next
+// process what its predecessor destroyed, so it neither publishes early
+// nor sends a destruction again, but one whose acceptance the crash kept
+// from the journal, once.
 
 const moveLag = 3 * time.Second
 
 // scopeJournal is a FileJournal that checks every entry it is given: its
 // scope is one of the load balancers' IDs and, for the kinds whose spec
-// names the load balancer, that one. It counts the entries that break it.
+// names the load balancer, that one; a destruction recorded before it is
+// sent, of an object the provider still has, is under the scope of the
+// load balancer the object is on. It counts the entries that break it.
 type scopeJournal struct {
 	*lbrecon.FileJournal
 	ids []string
+	on  func(lbrecon.Key) (string, bool) // the load balancer an object at the provider is on
 
 	mu      sync.Mutex
 	foreign []string // entries recorded or forgotten under another scope than their object's
@@ -53,7 +60,13 @@ func (j *scopeJournal) check(op string, intents []lbrecon.Intent, spec bool) {
 	defer j.mu.Unlock()
 	for _, in := range intents {
 		ok := slices.Contains(j.ids, in.Scope)
-		if ok && spec && (in.Kind == lbrecon.KindBackend || in.Kind == lbrecon.KindFrontend) {
+		switch {
+		case !ok || !spec:
+		case in.ID != "":
+			if id, found := j.on(lbrecon.Key{Kind: in.Kind, ID: in.ID}); found && !in.Destroyed {
+				ok = id == in.Scope
+			}
+		case in.Kind == lbrecon.KindBackend || in.Kind == lbrecon.KindFrontend:
 			field := "LoadBalancer:" + in.Scope
 			i := strings.Index(in.Spec, field)
 			ok = i >= 0 && strings.ContainsAny(in.Spec[i+len(field):][:1], " }")
@@ -97,14 +110,14 @@ type destroyLog struct {
 	mu        sync.Mutex
 	destroyed map[lbrecon.Key]int  // by the process (gen) whose call the provider accepted
 	gen       int                  // the process calling
-	reissued  int                  // destructions a process sent again after the provider accepted one
+	reissued  int                  // destructions sent again, by any process, after the provider accepted one
 	before    func(lbrecon.Object) // called before each Destroy
 }
 
 func (d *destroyLog) Destroy(ctx context.Context, obj lbrecon.Object) error {
 	d.mu.Lock()
 	before := d.before
-	if g, ok := d.destroyed[obj.Key()]; ok && g == d.gen {
+	if _, ok := d.destroyed[obj.Key()]; ok {
 		d.reissued++
 	}
 	d.mu.Unlock()
@@ -127,8 +140,8 @@ func (d *destroyLog) wasDestroyed(k lbrecon.Key) bool {
 	return ok
 }
 
-// restart begins the next process: it may destroy again what its
-// predecessor did (it has no memory of deletions).
+// restart begins the next process, which knows its predecessor's
+// destructions from the journal alone.
 func (d *destroyLog) restart() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -178,8 +191,8 @@ type moveOutcome struct {
 	crashes, crashesMidWrite                int
 	bounces                                 int // moves back to the old ID and forth again
 	brokeEarly                              int // the other ID's objects destroyed before the wanted one was built
-	reissued                                int // destructions sent again by the process that sent the first
-	unjournaled                             int // the three above, after a restart in the middle of a teardown
+	reissued                                int // destructions sent again after the provider accepted one
+	answersLost                             int // accepted destructions a crash kept from the journal as such
 	shownAgain                              int // a converged move not converged on a later call
 }
 
@@ -205,8 +218,17 @@ func moveRun(t *testing.T, seed uint64, once bool) moveOutcome {
 		}
 		path := filepath.Join(t.TempDir(), "journal")
 		var journals []*scopeJournal
+		on := func(k lbrecon.Key) (string, bool) {
+			objs := eng.Objects()
+			for _, id := range []string{"lb-1", "lb-2"} {
+				if slices.ContainsFunc(onID(objs, id, owner), func(o lbrecon.Object) bool { return o.Key() == k }) {
+					return id, true
+				}
+			}
+			return "", false
+		}
 		newMoving := func(lb lbrecon.LoadBalancer) *lbrecon.Moving {
-			j := &scopeJournal{FileJournal: lbrecon.NewFileJournal(path), ids: []string{"lb-1", "lb-2"}}
+			j := &scopeJournal{FileJournal: lbrecon.NewFileJournal(path), ids: []string{"lb-1", "lb-2"}, on: on}
 			journals = append(journals, j)
 			m, err := lbrecon.NewMoving(lbrecon.Config{Engine: cr, Tag: owner, Journal: j}, lb)
 			require.NoError(t, err)
@@ -260,8 +282,7 @@ func moveRun(t *testing.T, seed uint64, once bool) moveOutcome {
 		// and builds what it was tearing down), then to the new one again.
 		// It does so once the other ID's teardown began.
 		want, bounce, bounceAt, returnAt := newLB, rng.IntN(3) == 0, -1, -1
-		tearing := false            // an object of the ID not wanted was destroyed
-		restartMidTeardown := false // a process restarted after its predecessor destroyed some, or before a move back
+		tearing := false // an object of the ID not wanted was destroyed
 		otherID := func(id string) string { return map[string]string{"lb-1": "lb-2", "lb-2": "lb-1"}[id] }
 		// Make before break: nothing of the other ID is destroyed before
 		// the wanted load balancer is built.
@@ -354,15 +375,23 @@ func moveRun(t *testing.T, seed uint64, once bool) moveOutcome {
 				if cr.Sent() > 0 {
 					out.crashesMidWrite++
 				}
+				// The destructions the provider accepted that the
+				// journal does not hold as such (their answer came after
+				// the crash point, or the process died before recording
+				// it): the next process sends them again, once.
+				left, err := lbrecon.NewFileJournal(path).Load(t.Context())
+				require.NoError(t, err)
+				for _, in := range left {
+					if in.ID != "" && !in.Destroyed && dl.wasDestroyed(lbrecon.Key{Kind: in.Kind, ID: in.ID}) {
+						out.answersLost++
+					}
+				}
 				cr.Restart()
 				// The next process: a new term, its journal, and only the
 				// ID it wants.
 				restarts++
 				token++
 				dl.restart()
-				wantMu.Lock()
-				restartMidTeardown = restartMidTeardown || tearing || bounce
-				wantMu.Unlock()
 				m, published = newMoving(want), false
 				continue
 			default:
@@ -415,13 +444,6 @@ func moveRun(t *testing.T, seed uint64, once bool) moveOutcome {
 			out.leaked++
 		}
 		out.reissued = dl.reissues()
-		if restartMidTeardown {
-			// Not kept: a process does not journal its destructions, so
-			// the next one, without memory, may believe a replica that
-			// shows them again (see the package's limits).
-			out.unjournaled = out.reissued + out.brokeEarly + out.publishedEarly
-			out.reissued, out.brokeEarly, out.publishedEarly = 0, 0, 0
-		}
 		for _, j := range journals {
 			out.foreign = append(out.foreign, j.broken()...)
 		}
@@ -481,11 +503,12 @@ func TestMovingOnReplicas(t *testing.T) {
 				total.bounces += o.bounces
 				total.brokeEarly += o.brokeEarly
 				total.reissued += o.reissued
-				total.unjournaled += o.unjournaled
+				total.answersLost += o.answersLost
+				require.LessOrEqual(t, o.reissued, o.answersLost, "seed %d: destructions sent again, beyond those whose answer a crash lost", seed)
 			}
-			t.Logf("%d moves (%d back and forth): %d crashes (%d after a write), %d old-ID objects unlisted at the move, %d publications (%d while the old one stood, %d early), %d duplicates, %d leaked, %d stuck, %d errors (%d ErrInconsistent), %d converged then not, %d old objects destroyed early, %d destructions sent again (%d such, early publications and destructions after a restart mid-teardown), %d journal entries under another scope, %d left",
+			t.Logf("%d moves (%d back and forth): %d crashes (%d after a write), %d old-ID objects unlisted at the move, %d publications (%d while the old one stood, %d early), %d duplicates, %d leaked, %d stuck, %d errors (%d ErrInconsistent), %d converged then not, %d old objects destroyed early, %d destructions sent again (%d accepted ones a crash kept from the journal), %d journal entries under another scope, %d left",
 				runs, total.bounces, total.crashes, total.crashesMidWrite, total.lateOnOld, total.published, total.publishedWhileOld, total.publishedEarly,
-				total.dups, total.leaked, total.stuck, total.errs, total.inconsistent, total.shownAgain, total.brokeEarly, total.reissued, total.unjournaled, len(total.foreign), total.entriesLeft)
+				total.dups, total.leaked, total.stuck, total.errs, total.inconsistent, total.shownAgain, total.brokeEarly, total.reissued, total.answersLost, len(total.foreign), total.entriesLeft)
 			require.Zero(t, total.dups, "duplicates")
 			require.Zero(t, total.leaked, "leaked or not converged")
 			require.Zero(t, total.stuck)
@@ -493,7 +516,9 @@ func TestMovingOnReplicas(t *testing.T) {
 			require.Zero(t, total.publishedEarly)
 			require.Zero(t, total.brokeEarly, "the old load balancer's objects destroyed before the new one was built")
 			require.Zero(t, total.shownAgain)
-			require.Zero(t, total.reissued, "destructions sent again")
+			// A destruction is sent again only when a crash kept its
+			// acceptance from the journal (checked per seed above).
+			require.LessOrEqual(t, total.reissued, total.answersLost, "destructions sent again")
 			if n := len(total.foreign); n > 0 {
 				t.Fatalf("%d journal entries under another scope, such as %q", n, total.foreign[:min(n, 3)])
 			}

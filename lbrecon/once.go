@@ -3,6 +3,7 @@ package lbrecon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -28,6 +29,19 @@ type Result struct {
 	// IDs does; Converged waits for that teardown too. Other calls leave
 	// it false.
 	CurrentConverged bool
+	// Confirming is set by TeardownOnce (and [Leftovers.TeardownOnce])
+	// when the listing showed no owned object left and the teardown
+	// waits only for a listing at a horizon to confirm it: the horizon
+	// of each journaled destruction (ListLag after the listing that
+	// first showed its object gone), or that of a [Leftovers]' making.
+	// Nothing is sent in the meantime; RequeueAfter is the time left to
+	// that horizon (at least PollInterval), so a host that waits it
+	// and calls again gets Converged, unless that listing shows
+	// something of the owner's again. While listings keep showing
+	// nothing and the journal answers, convergence comes at most ListLag
+	// plus (ListLagListings+1) PollIntervals after the first such
+	// result. Other calls leave it false.
+	Confirming bool
 	// Transient holds the errors a wait may cure that the pass met: an
 	// engine call that failed transiently, timed out or was rate limited.
 	// They are not returned as the error: the next call, after
@@ -104,6 +118,18 @@ func (r *Reconciler) reconcileOnce(ctx context.Context, down bool) (res Result, 
 		return Result{}, err
 	}
 	res.Plan = p.public()
+	if p.converged() && down {
+		if wait, failed := r.unsettled(); failed != nil {
+			// The journal failed to forget confirmed destructions: a
+			// failure a wait may cure, retried after a growing wait.
+			return Result{RequeueAfter: max(wait, r.nextRetry(retryAfter(failed))), Plan: res.Plan,
+				Transient: fmt.Errorf("lbrecon: forget confirmed destructions in the journal: %w", failed)}, nil
+		} else if wait > 0 {
+			// No owned object left; its destructions wait in the
+			// journal for their confirmation.
+			return Result{RequeueAfter: wait, Plan: res.Plan, Confirming: true}, nil
+		}
+	}
 	if p.converged() {
 		r.requeue, r.retry = 0, 0
 		return Result{Converged: true, Plan: res.Plan}, nil

@@ -314,9 +314,11 @@ func (r *Reconciler) compute(ctx context.Context, v *view, down bool) (*plan, er
 	// failed, its name is needed by a creation the engine refused, or a
 	// parent of its goes away for good.
 	childGoing := make([]bool, n)
-	for _, o := range v.deleting {
-		for _, j := range r.deps[r.stepOf[o.Kind]] {
-			childGoing[j] = true
+	for _, objs := range [][]Object{v.deleting, v.resend} {
+		for _, o := range objs {
+			for _, j := range r.deps[r.stepOf[o.Kind]] {
+				childGoing[j] = true
+			}
 		}
 	}
 	removal := make([]bool, n)    // the step destroys objects nobody replaces
@@ -361,6 +363,15 @@ func (r *Reconciler) compute(ctx context.Context, v *view, down bool) (*plan, er
 			default:
 				p.Deferred = append(p.Deferred, d)
 			}
+		}
+	}
+	// Destructions a predecessor journaled, of unknown outcome, are
+	// sent again (unless the plan destroys the object anyway, now or
+	// later): the object may be deleting, or still in service.
+	for _, o := range v.resend {
+		planned := func(d Object) bool { return d.Key() == o.Key() }
+		if !slices.ContainsFunc(p.Destroy, planned) && !slices.ContainsFunc(p.Deferred, planned) {
+			p.Destroy = append(p.Destroy, o)
 		}
 	}
 	return p, nil

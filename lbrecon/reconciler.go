@@ -44,6 +44,12 @@ type Reconciler struct {
 	requeue time.Duration // next RequeueAfter of ReconcileOnce and TeardownOnce
 	retry   time.Duration // last wait after a pass that met transient failures
 
+	// entries chooses the journal entries the reconciler loads, and
+	// scopeOf the scope its destructions are journaled under; nil: its
+	// own scope (destroyjournal.go).
+	entries func(Intent) bool
+	scopeOf func(Object) string
+
 	journalMu     sync.Mutex
 	journalLoaded bool          // the journal's intents are in mem (guarded by journalMu)
 	tokenSeq      uint64        // makes idempotency tokens unique (guarded by mu)
@@ -157,7 +163,8 @@ func (r *Reconciler) converge(ctx context.Context, down bool) (err error) {
 	}
 	var listed []Object
 	var listedAt listing
-	fresh := false // listed is the last poll's listing
+	fresh := false                // listed is the last poll's listing
+	var forgetRetry time.Duration // the last wait for a journal that failed to forget
 	for pass := 1; ; pass++ {
 		if !fresh {
 			if listed, listedAt, err = r.list(ctx); err != nil {
@@ -179,6 +186,28 @@ func (r *Reconciler) converge(ctx context.Context, down bool) (err error) {
 		}
 		if err != nil {
 			return err
+		}
+		if p.converged() && down {
+			wait, failed := r.unsettled()
+			if failed != nil {
+				// The journal failed to forget confirmed destructions:
+				// retry after a growing wait.
+				forgetRetry = min(max(2*forgetRetry, r.cfg.RetryInterval), r.cfg.MaxPollInterval)
+				wait = max(wait, forgetRetry, retryAfter(failed))
+			}
+			if wait > 0 {
+				// No owned object left; its destructions wait in the
+				// journal for their confirmation: list again then.
+				fresh = false
+				t := r.clock.NewTimer(wait)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return fmt.Errorf("lbrecon: wait for the list lag after the teardown: %w", ctx.Err())
+				case <-t.C():
+				}
+				continue
+			}
 		}
 		if p.converged() {
 			log.V(1).Info("reconciled", "passes", pass, "teardown", down)

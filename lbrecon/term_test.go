@@ -69,7 +69,7 @@ type sharedJournal struct {
 	entries map[string]lbrecon.Intent
 }
 
-func entryOf(in lbrecon.Intent) string { return in.Scope + "/" + in.Kind + "/" + in.Name }
+func entryOf(in lbrecon.Intent) string { return in.Scope + "/" + in.Kind + "/" + in.Name + "/" + in.ID }
 
 func (j *sharedJournal) Load(context.Context) ([]lbrecon.Intent, error) {
 	j.mu.Lock()

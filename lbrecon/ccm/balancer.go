@@ -64,9 +64,15 @@ type Config struct {
 	// TeardownWait, when positive, lets one EnsureLoadBalancerDeleted
 	// call go on making teardown passes for up to that long, waiting on
 	// Reconciler.Clock between them (see the package documentation).
-	// Zero or negative means one pass per call: the call holds no
-	// service worker longer than one pass. With a fake clock, nothing but
-	// stepping it ends a wait.
+	// Zero means one pass per call, and a wait only once nothing is left
+	// but the confirmation of the destructions it sent (a listing the
+	// list lag after the one that showed nothing left): at most the list
+	// lag and (ListLagListings+1) PollIntervals, and never past one
+	// Reconciler.CallTimeout from the call's start. Negative means one
+	// pass per call and no wait at all: the confirmation then takes a
+	// call of its own, after the service controller's backoff. With a
+	// fake clock, nothing but stepping it ends a wait: a test that steps
+	// it only between calls sets TeardownWait negative.
 	TeardownWait time.Duration
 	// Reconciler is the template of every Service's reconciler
 	// configuration (timeouts, ListLag, Parallelism, Clock, Metrics).
@@ -107,6 +113,7 @@ type entry struct {
 	// than restKeep (left before a restart, by an operator, ...).
 	rest     *lbrecon.Leftovers
 	restKeep string
+	restTerm uint64 // the token of the term rest was made in
 	scoped   bool   // the journal's scopes were read into old, in term
 	swept    bool   // nothing of the Service left on another ID than id, as seen in term
 	active   bool   // a pass ran since the last converged teardown
@@ -250,7 +257,7 @@ func (b *Balancer) reconcile(ctx context.Context, svc *v1.Service, lb lbrecon.Lo
 	if e.swept {
 		return assigned, nil
 	}
-	done, err := b.teardownOthers(ctx, svc, e, lb.ID, time.Time{})
+	done, err := b.teardownOthers(ctx, svc, e, lb.ID, nil)
 	if err != nil {
 		logr.FromContextOrDiscard(ctx).Error(err, "tearing down the service's other load balancers; retrying on its next call",
 			"service", e.svc, "loadBalancer", lb.ID)
@@ -309,13 +316,13 @@ func (b *Balancer) newReconciler(svc *v1.Service, lb lbrecon.LoadBalancer) (*lbr
 	return r, nil
 }
 
-// teardownOthers makes teardown passes (see passes) of every load
-// balancer of the Service but keep ("" for none): the reconcilers in
-// e.old, including one per ID the journal holds intents for (read once
-// per entry), then whatever else carries the Service's tag. It reports
-// whether all converged; a converged one leaves e.old. Called with e.mu
-// held.
-func (b *Balancer) teardownOthers(ctx context.Context, svc *v1.Service, e *entry, keep string, deadline time.Time) (bool, error) {
+// teardownOthers makes teardown passes (see passes; one each with a nil
+// pace) of every load balancer of the Service but keep ("" for none): the
+// reconcilers in e.old, including one per ID the journal holds intents
+// for (read once per entry), then whatever else carries the Service's
+// tag. It reports whether all converged; a converged one leaves e.old.
+// Called with e.mu held.
+func (b *Balancer) teardownOthers(ctx context.Context, svc *v1.Service, e *entry, keep string, pace *pace) (bool, error) {
 	e.enter(ctx)
 	if !e.scoped {
 		scopes, err := b.cfg.Journal.Scopes(ctx, svc)
@@ -334,6 +341,19 @@ func (b *Balancer) teardownOthers(ctx context.Context, svc *v1.Service, e *entry
 		}
 		e.scoped = true
 	}
+	// The rest's teardown is made now, though it runs only once e.old is
+	// empty: its convergence waits for a listing the list lag after its
+	// making (a predecessor's late creation may show until then), and
+	// that lag runs from the teardown's first call, not from the call
+	// that finds e.old gone. A new term makes it again: a leader of the
+	// terms in between may have created too.
+	if e.rest == nil || e.restKeep != keep || e.restTerm != e.term {
+		l, err := lbrecon.NewLeftovers(b.reconcilerConfig(svc), keep)
+		if err != nil {
+			return false, b.errorf(svc, "load balancers other than %q: %w", keep, err)
+		}
+		e.rest, e.restKeep, e.restTerm = l, keep, e.term
+	}
 	ids := make([]string, 0, len(e.old))
 	for id := range e.old {
 		ids = append(ids, id)
@@ -345,7 +365,7 @@ func (b *Balancer) teardownOthers(ctx context.Context, svc *v1.Service, e *entry
 		if id == keep {
 			continue
 		}
-		res, err := b.passes(ctx, deadline, e.old[id].TeardownOnce)
+		res, err := b.passes(ctx, pace, e.old[id].TeardownOnce)
 		if err != nil {
 			return false, b.errorf(svc, "delete load balancer %s: %w", id, err)
 		}
@@ -360,14 +380,7 @@ func (b *Balancer) teardownOthers(ctx context.Context, svc *v1.Service, e *entry
 	}
 	// Then the rest, once those are gone: both would destroy the same
 	// objects.
-	if e.rest == nil || e.restKeep != keep {
-		l, err := lbrecon.NewLeftovers(b.reconcilerConfig(svc), keep)
-		if err != nil {
-			return false, b.errorf(svc, "load balancers other than %q: %w", keep, err)
-		}
-		e.rest, e.restKeep = l, keep
-	}
-	res, err := b.passes(ctx, deadline, e.rest.TeardownOnce)
+	res, err := b.passes(ctx, pace, e.rest.TeardownOnce)
 	if err != nil {
 		return false, b.errorf(svc, "delete load balancers other than %q: %w", keep, err)
 	}
@@ -375,45 +388,6 @@ func (b *Balancer) teardownOthers(ctx context.Context, svc *v1.Service, e *entry
 		return false, retry(e, othersVerb(keep), keep, res)
 	}
 	return true, nil
-}
-
-// passes makes one teardown pass, then more while the teardown is only
-// waiting for the provider and the wait fits before deadline: the pass met
-// no failure a wait may cure, it has objects to destroy or deletions to
-// see, and waiting its RequeueAfter, then running as long as it did, ends
-// before deadline. It waits on the clock between passes only, and starts
-// none after deadline; a zero deadline makes one pass.
-//
-// The service controller wraps EnsureLoadBalancerDeleted's error with %v,
-// so it backs a RetryError off exponentially (5 s, 10 s, 20 s, ...): a
-// teardown that needs several passes (children, then parents, each once a
-// listing shows their children gone) costs far less time done here.
-func (b *Balancer) passes(ctx context.Context, deadline time.Time, once func(context.Context) (lbrecon.Result, error)) (lbrecon.Result, error) {
-	clk := b.clock()
-	for {
-		start := clk.Now()
-		res, err := once(ctx)
-		if err != nil || res.Converged || res.Transient != nil || deadline.IsZero() {
-			return res, err
-		}
-		p := res.Plan
-		if len(p.Destroy)+len(p.Deferred)+len(p.Pending)+len(p.Unconfirmed) == 0 && !p.Empty() {
-			return res, nil // failed objects, nothing a wait here cures
-		}
-		// An empty plan not converged waits for a listing the list lag
-		// later (lbrecon.Leftovers): a wait cures that.
-		took := clk.Since(start)
-		if clk.Now().Add(res.RequeueAfter + took).After(deadline) {
-			return res, nil
-		}
-		t := clk.NewTimer(res.RequeueAfter)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return res, nil // the RetryError of the last pass
-		case <-t.C():
-		}
-	}
 }
 
 func (b *Balancer) clock() clock.Clock {

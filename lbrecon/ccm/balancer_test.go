@@ -62,7 +62,7 @@ func ensure(t *testing.T, b *ccm.Balancer, svc *v1.Service, ns []*v1.Node) (*v1.
 		}
 		require.Nil(t, st)
 		require.Positive(t, re.RetryAfter(), "a RetryError always waits")
-		time.Sleep(re.RetryAfter())
+		<-time.After(re.RetryAfter())
 	}
 	t.Fatal("not converged after 200 calls")
 	return nil, 0, nil
@@ -219,7 +219,7 @@ func deleteConverged(t *testing.T, b *ccm.Balancer, svc *v1.Service) {
 		err := b.EnsureLoadBalancerDeleted(t.Context(), "c", svc)
 		var re *api.RetryError
 		if errors.As(err, &re) {
-			time.Sleep(re.RetryAfter())
+			<-time.After(re.RetryAfter())
 			continue
 		}
 		require.NoError(t, err)
@@ -270,13 +270,13 @@ func TestConvergedCallCostsOneList(t *testing.T) {
 		// The sweep's own listings, until one the lag after it began.
 		for range 2 {
 			require.NoError(t, b.UpdateLoadBalancer(t.Context(), "c", svc, nodes(2)))
-			time.Sleep(time.Second)
+			<-time.After(time.Second)
 		}
 		require.Equal(t, map[lbrecon.Verb]int{lbrecon.VerbList: 4}, eng.Calls(), "the sweep lists until the lag has passed")
 		eng.ResetCalls()
 		for range 10 {
 			require.NoError(t, b.UpdateLoadBalancer(t.Context(), "c", svc, nodes(2)))
-			time.Sleep(time.Second)
+			<-time.After(time.Second)
 		}
 		require.Equal(t, map[lbrecon.Verb]int{lbrecon.VerbList: 10}, eng.Calls(), "10 calls in 10 s")
 	})

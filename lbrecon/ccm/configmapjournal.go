@@ -178,7 +178,7 @@ type cmScope struct {
 	shards map[string]*shard // by ConfigMap name, as last read or written, plus held intents put back; nil before a read
 	// held are the intents this process recorded and has not forgotten,
 	// by kind and name: a read that does not find one puts it back.
-	held map[[2]string]lbrecon.Intent
+	held map[[3]string]lbrecon.Intent
 	// dirty are the shards changed in memory since the last write (held
 	// intents put back by a read): the next write writes them too.
 	dirty map[string]bool
@@ -187,22 +187,22 @@ type cmScope struct {
 // shard is one ConfigMap's intents.
 type shard struct {
 	rv      string
-	intents map[[2]string]lbrecon.Intent
-	size    map[[2]string]int // encoded size of each intent
+	intents map[[3]string]lbrecon.Intent
+	size    map[[3]string]int // encoded size of each intent
 	total   int               // encoded size of the shard's value, about
 }
 
 func newShard(rv string) *shard {
-	return &shard{rv: rv, intents: map[[2]string]lbrecon.Intent{}, size: map[[2]string]int{}, total: 32}
+	return &shard{rv: rv, intents: map[[3]string]lbrecon.Intent{}, size: map[[3]string]int{}, total: 32}
 }
 
-func (s *shard) put(k [2]string, in lbrecon.Intent, size int) {
+func (s *shard) put(k [3]string, in lbrecon.Intent, size int) {
 	s.remove(k)
 	s.intents[k], s.size[k] = in, size
 	s.total += size + 1
 }
 
-func (s *shard) remove(k [2]string) {
+func (s *shard) remove(k [3]string) {
 	if n, ok := s.size[k]; ok {
 		delete(s.intents, k)
 		delete(s.size, k)
@@ -249,10 +249,10 @@ func (s *cmScope) Record(ctx context.Context, intents []lbrecon.Intent) error {
 		return err
 	}
 	if s.held == nil {
-		s.held = map[[2]string]lbrecon.Intent{}
+		s.held = map[[3]string]lbrecon.Intent{}
 	}
 	for _, in := range intents {
-		s.held[[2]string{in.Kind, in.Name}] = in
+		s.held[[3]string{in.Kind, in.Name, in.ID}] = in
 	}
 	return nil
 }
@@ -264,7 +264,7 @@ func (s *cmScope) place(intents []lbrecon.Intent, sizes []int) map[string]bool {
 	changed := map[string]bool{}
 	var rest []int
 	for i, in := range intents {
-		k := [2]string{in.Kind, in.Name}
+		k := [3]string{in.Kind, in.Name, in.ID}
 		placed := false
 		for name, sh := range s.shards {
 			if _, ok := sh.intents[k]; ok {
@@ -289,7 +289,7 @@ func (s *cmScope) place(intents []lbrecon.Intent, sizes []int) map[string]bool {
 	slices.Sort(names)
 	next := 0
 	for _, i := range rest {
-		k := [2]string{intents[i].Kind, intents[i].Name}
+		k := [3]string{intents[i].Kind, intents[i].Name, intents[i].ID}
 		for {
 			if next == len(names) {
 				name := s.newShardName()
@@ -339,12 +339,12 @@ func (s *cmScope) Forget(ctx context.Context, intents []lbrecon.Intent) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, in := range intents {
-		delete(s.held, [2]string{in.Kind, in.Name})
+		delete(s.held, [3]string{in.Kind, in.Name, in.ID})
 	}
 	return s.change(ctx, func() map[string]bool {
 		changed := map[string]bool{}
 		for _, in := range intents {
-			k := [2]string{in.Kind, in.Name}
+			k := [3]string{in.Kind, in.Name, in.ID}
 			for name, sh := range s.shards {
 				if _, ok := sh.intents[k]; ok {
 					sh.remove(k)
@@ -549,7 +549,7 @@ func (s *cmScope) read(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("ccm: encode intent %s/%s: %w", in.Kind, in.Name, err)
 			}
-			sh.put([2]string{in.Kind, in.Name}, in, len(b))
+			sh.put([3]string{in.Kind, in.Name, in.ID}, in, len(b))
 		}
 		shards[cm.Name] = sh
 	}

@@ -52,7 +52,20 @@
 //     (TestEnsureReturnsRetryErrorUntilConverged). EnsureLoadBalancerDeleted
 //     makes one teardown pass per call by default and returns a RetryError
 //     ("call again after D") until a listing shows nothing of the
-//     Service's left (TestDeleteMakesOnePassPerCallByDefault); a positive
+//     Service's left (TestDeleteMakesOnePassPerCallByDefault). Once one
+//     does, and nothing is left but the confirmation of the destructions
+//     it sent (lbrecon.Result.Confirming), it waits for that inside the
+//     call on Reconciler.Clock, at most the list lag and
+//     (ListLagListings+1) PollIntervals, never past one
+//     Reconciler.CallTimeout from the call's start nor past its context's
+//     deadline, and returns nil only once a listing at the horizon
+//     confirmed it (TestDeleteWaitsForTheConfirmationInsideTheCall,
+//     TestDeleteConfirmationWaitEndsWithinCallTimeout,
+//     TestDeleteConfirmationWaitEndsWithinTheContext); the wait lists at
+//     most once per PollInterval, and a journal failing to forget ends it
+//     at once (TestDeleteConfirmationWaitDoesNotSpin). A negative
+//     TeardownWait waits for nothing
+//     (TestDeleteWithNegativeTeardownWaitWaitsForNothing); a positive
 //     Config.TeardownWait lets it go on within that time
 //     (TestDeleteConvergesWithinOneCallWithTeardownWait,
 //     TestDeleteCallEndsWithinTeardownWait), stopping at the first failure
@@ -172,8 +185,34 @@
 // its delay: a teardown of several passes (children, then parents, each
 // once a listing shows deletes done) costs that backoff between calls,
 // which TeardownWait trades against a worker held. EnsureLoadBalancer's
-// RetryError it honours (AddAfter). Every error it records as a Warning
-// event on the Service.
+// RetryError it honours (AddAfter), as it does EnsureLoadBalancerDeleted's
+// on its other path (a Service deleted without the finalizer). Every
+// error it records as a Warning event on the Service.
+//
+// So a call that returned a RetryError only to have the confirmation of
+// its destructions (a listing the lag after the one that showed nothing
+// left) made by the next call would cost the Service the next doubling
+// of that backoff: against the real controller, a teardown of three
+// levels then needed a 7th call, some 5 minutes after the first. By
+// default a call therefore waits for that confirmation itself, and only
+// for it: it holds the worker for one pass, as every call does, and then
+// for what is left of the declared lag, bounded by the lag and a poll
+// and by one CallTimeout from its start; never for the provider's own
+// deletions, which take calls. The teardown of what else carries the
+// Service's tag is made at the first call, so that its own wait (a
+// listing the lag after its making, for a predecessor's late creation)
+// has passed by the time it runs. A confirmation that does not fit
+// returns a RetryError whose delay is the time left to it (which the
+// controller honours on the path without finalizer). A host with one
+// worker, many deletions and a long lag chooses a negative TeardownWait,
+// and the extra call. Answering
+// GetLoadBalancer "does not exist", or EnsureLoadBalancerDeleted nil,
+// while the journal holds only destructions the provider accepted was
+// rejected: an accepted Destroy is not a completed one (a provider may
+// delete asynchronously and fail, and lbrecon destroys again an object
+// still listed after ConfirmTimeout), and once the finalizer is gone no
+// call comes back for an object a confirming listing would have shown
+// still there: it leaks.
 //
 // # Testing a CCM with the real service controller
 //

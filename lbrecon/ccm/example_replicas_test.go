@@ -63,6 +63,9 @@ func Example_twoReplicas() {
 			Admit:      fence.Admit,
 			Journal:    ccm.NewConfigMapJournal(clientset.CoreV1(), ccm.ConfigMapJournalOptions{}),
 			Reconciler: lbrecon.Config{Clock: clk, ListLag: 5 * time.Second},
+			// The fake clock is stepped only between calls: no call
+			// may wait on it, not even for a confirmation.
+			TeardownWait: -1,
 		})
 		return b, term, err
 	}

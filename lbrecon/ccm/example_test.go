@@ -49,6 +49,9 @@ func Example() {
 		Token:      func(context.Context) (uint64, error) { return term, nil },
 		Journal:    ccm.NewConfigMapJournal(clientset.CoreV1(), ccm.ConfigMapJournalOptions{}),
 		Reconciler: lbrecon.Config{Clock: clk, ListLag: time.Second},
+		// This example steps its fake clock only between calls: no
+		// call may wait on it, not even for a confirmation.
+		TeardownWait: -1,
 	})
 	if err != nil {
 		fmt.Println(err)

@@ -87,7 +87,11 @@ func ccmGoalRun(t *testing.T, seed uint64, adv ccmGoalAdversity) ccmGoalOutcome 
 		b, err := ccm.New(ccm.Config{Engine: cr, Mapping: testMapping, Admit: fence.Admit,
 			Token:      func(context.Context) (uint64, error) { return term, nil },
 			Journal:    ccm.NewConfigMapJournal(kube.CoreV1(), ccm.ConfigMapJournalOptions{}),
-			Reconciler: lbrecon.Config{Clock: clk, ListLag: goalLag}})
+			Reconciler: lbrecon.Config{Clock: clk, ListLag: goalLag},
+			// The fake clock is stepped only between calls: no call may
+			// wait on it, not even for a confirmation (confirm_test.go
+			// tests that wait).
+			TeardownWait: -1})
 		require.NoError(t, err)
 		return b
 	}

@@ -41,7 +41,7 @@ type Journal interface {
 // safe for concurrent use.
 type MemoryJournal struct {
 	mu      sync.Mutex
-	intents map[types.UID]map[string]map[[2]string]lbrecon.Intent // by Service UID, load-balancer ID, kind and name
+	intents map[types.UID]map[string]map[[3]string]lbrecon.Intent // by Service UID, load-balancer ID, kind, name and ID (a destruction's)
 }
 
 var _ Journal = (*MemoryJournal)(nil)
@@ -84,16 +84,16 @@ func (s memoryScope) Record(_ context.Context, intents []lbrecon.Intent) error {
 	s.m.mu.Lock()
 	defer s.m.mu.Unlock()
 	if s.m.intents == nil {
-		s.m.intents = map[types.UID]map[string]map[[2]string]lbrecon.Intent{}
+		s.m.intents = map[types.UID]map[string]map[[3]string]lbrecon.Intent{}
 	}
 	if s.m.intents[s.uid] == nil {
-		s.m.intents[s.uid] = map[string]map[[2]string]lbrecon.Intent{}
+		s.m.intents[s.uid] = map[string]map[[3]string]lbrecon.Intent{}
 	}
 	if s.m.intents[s.uid][s.id] == nil {
-		s.m.intents[s.uid][s.id] = map[[2]string]lbrecon.Intent{}
+		s.m.intents[s.uid][s.id] = map[[3]string]lbrecon.Intent{}
 	}
 	for _, in := range intents {
-		s.m.intents[s.uid][s.id][[2]string{in.Kind, in.Name}] = in
+		s.m.intents[s.uid][s.id][[3]string{in.Kind, in.Name, in.ID}] = in
 	}
 	return nil
 }
@@ -103,7 +103,7 @@ func (s memoryScope) Forget(_ context.Context, intents []lbrecon.Intent) error {
 	defer s.m.mu.Unlock()
 	scope := s.m.intents[s.uid][s.id]
 	for _, in := range intents {
-		delete(scope, [2]string{in.Kind, in.Name})
+		delete(scope, [3]string{in.Kind, in.Name, in.ID})
 	}
 	if len(scope) == 0 {
 		delete(s.m.intents[s.uid], s.id)

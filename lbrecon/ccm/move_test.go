@@ -96,7 +96,7 @@ func TestServiceMovesToAnotherLoadBalancerID(t *testing.T) {
 					require.Zero(t, eng.Calls()[lbrecon.VerbDestroy], "nothing destroyed before the new load balancer is built")
 				}
 			}
-			time.Sleep(time.Second)
+			<-time.After(time.Second)
 		}
 		// The new load balancer's status is published; the Service's
 		// later calls tear the old one down.
@@ -135,7 +135,7 @@ func tearDownOld(t *testing.T, b *ccm.Balancer, eng *lbrecontest.Engine, svc *v1
 		st, err := b.EnsureLoadBalancer(t.Context(), "c", svc, nodes(2))
 		require.NoError(t, err, "the new load balancer's status, whatever the old one does")
 		require.NotEmpty(t, st.Ingress)
-		time.Sleep(time.Second)
+		<-time.After(time.Second)
 	}
 	return calls
 }
@@ -189,7 +189,7 @@ func TestMoveSweepsALateCreationOnTheOldID(t *testing.T) {
 		_, err = b.EnsureLoadBalancer(t.Context(), "c", svc, nodes(2))
 		require.NoError(t, err, "lb-2 is converged: its status at once")
 		tearDownOld(t, b, eng, svc, "lb-1")
-		time.Sleep(time.Minute) // anything late is listed by now
+		<-time.After(time.Minute) // anything late is listed by now
 		require.Empty(t, onBalancer(eng, "lb-1", "uid-1"), "the late creations swept")
 		require.Len(t, onBalancer(eng, "lb-2", "uid-1"), 2+2+2+2*2)
 	})
