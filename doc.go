@@ -61,8 +61,7 @@
 //   - Dependencies come from the host: clients, clock (k8s.io/utils/clock),
 //     logger (logr, from the context), metrics, and the random source of
 //     jittered pauses (a Rand func() float64 in the Config or options of
-//     backoff, election, versiongate, kubestore, nodestatus, checkpoint
-//     and configmapsource; nil draws from math/rand/v2's global source,
-//     which cannot be seeded, as lbrecon's fan-out retries still do).
-//     Nothing else is global.
+//     backoff, election, versiongate, kubestore, nodestatus, checkpoint,
+//     configmapsource and lbrecon; nil draws from math/rand/v2's global
+//     source, which cannot be seeded). Nothing else is global.
 package reconkit

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/reconkit/reconkit/internal/jitter"
 )
 
 // Configuration: the errors New and the passes return, the defaults, Config and New.
@@ -157,6 +159,12 @@ type Config struct {
 
 	// Clock is used for every wait; nil means the real clock.
 	Clock clock.Clock
+	// Rand draws the jitter of the retries of failed engine calls,
+	// uniformly in [0, 1); nil means math/rand/v2's Float64, whose global
+	// source cannot be seeded. New calls it to split a source of the
+	// Reconciler's own (safe for the fan-out's concurrent calls); it is
+	// not called after New returns.
+	Rand func() float64
 	// Metrics receives call counts and durations; nil means none.
 	Metrics Metrics
 }
@@ -268,7 +276,7 @@ func New(cfg Config) (*Reconciler, error) {
 		}
 	}
 	cfg.Steps = slices.Clone(cfg.Steps)
-	r := &Reconciler{cfg: cfg, tagKey: key, clock: cfg.Clock, metrics: cfg.Metrics, deps: deps, dependents: dependents,
+	r := &Reconciler{cfg: cfg, tagKey: key, clock: cfg.Clock, rand: jitter.Split(cfg.Rand), metrics: cfg.Metrics, deps: deps, dependents: dependents,
 		stepOf: kinds, mem: newMemory()}
 	if r.clock == nil {
 		r.clock = clock.RealClock{}

@@ -122,6 +122,7 @@ func (r *Reconciler) call(ctx context.Context, verb Verb, fn func(context.Contex
 	var final error
 	opts := []backoff.RetryOption{
 		backoff.WithClock(r.clock),
+		backoff.WithRand(r.rand),
 		backoff.WithMaxElapsedTime(r.cfg.RetryBudget),
 		backoff.WithInitialInterval(r.cfg.RetryInterval),
 		backoff.WithName("lbrecon: " + string(verb)),

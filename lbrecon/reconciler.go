@@ -29,6 +29,7 @@ type Reconciler struct {
 	cfg        Config
 	tagKey     string
 	clock      clock.Clock
+	rand       func() float64 // the retries' jitter, split from cfg.Rand
 	metrics    Metrics
 	deps       [][]int // per step: indexes of the steps it depends on
 	dependents [][]int // per step: indexes of the steps depending on it

@@ -104,7 +104,7 @@ func agent(observer *atomic.Pointer[kubefake.Client]) fleetsim.Agent {
 			},
 			Journal:      ccm.NewConfigMapJournal(d.Kube.CoreV1(), ccm.ConfigMapJournalOptions{}),
 			TeardownWait: 20 * time.Second,
-			Reconciler:   lbrecon.Config{Clock: d.Clock, ListLag: replicaLag, CallTimeout: 10 * time.Second},
+			Reconciler:   lbrecon.Config{Clock: d.Clock, Rand: d.Rand("lbrecon"), ListLag: replicaLag, CallTimeout: 10 * time.Second},
 		})
 		if err != nil {
 			return err

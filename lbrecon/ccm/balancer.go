@@ -75,8 +75,11 @@ type Config struct {
 	// it only between calls sets TeardownWait negative.
 	TeardownWait time.Duration
 	// Reconciler is the template of every Service's reconciler
-	// configuration (timeouts, ListLag, Parallelism, Clock, Metrics).
-	// Engine, Steps, Scope, Tag and Journal are set by the Balancer.
+	// configuration (timeouts, ListLag, Parallelism, Clock, Rand,
+	// Metrics). Engine, Steps, Scope, Tag and Journal are set by the
+	// Balancer. Each Service's reconciler is made by the worker that
+	// first handles it, so a Rand set here is called from the service
+	// controller's workers and must be safe for concurrent use.
 	Reconciler lbrecon.Config
 }
 
