@@ -200,16 +200,15 @@
 //     loop's name, for the Rand fields of reconkit's Configs, so that the
 //     agents' jitter (backoff's retries and renewals, election.Run's
 //     pauses, the electors', the version gate's and its store's,
-//     nodestatus's, configmapsource's) replays with the seed. The gate,
-//     its kubestore, the Lease elector and nodestatus split the source
-//     they are given into one per goroutine when they are built, so that
-//     goroutines of one agent that wake at one instant do not take each
-//     other's draws. A host gives each part its own loop name
-//     (examples/outsider, nodeagent and ccmfleet do); a part given none
-//     draws from math/rand/v2's global source, which no seed reaches, and
-//     so do two parts that take no source yet: lbrecon's retries of
-//     provider calls, and checkpoint.Controller's retries of an
-//     assignment.
+//     nodestatus's, configmapsource's, checkpoint's, lbrecon's retries
+//     of provider calls) replays with the seed. The gate, its kubestore,
+//     the Lease elector, nodestatus, checkpoint.Controller and each
+//     lbrecon.Reconciler split the source they are given into one per
+//     goroutine when they are built, so that goroutines of one agent that
+//     wake at one instant do not take each other's draws. A host gives
+//     each part its own loop name (examples/outsider, nodeagent and
+//     ccmfleet do); a part given none draws from math/rand/v2's global
+//     source, which no seed reaches.
 //
 // What remains is each agent's own concurrency: its goroutines that wake
 // at one instant run in the scheduler's order, which the simulator does
