@@ -139,6 +139,7 @@ func (a *agent) start(ctx context.Context) (err error) {
 		Local:         localConfig(),
 		TrialDuration: o.trial,
 		CheckInterval: o.trial / 6,
+		Rand:          randOf(a.env.rand, "checkpoint"),
 		Probe:         a.probe,
 		OnStatus:      a.onConfigStatus,
 		Source:        source,
@@ -431,6 +432,7 @@ func (a *agent) lbReconciler(lb lbrecon.LoadBalancer) (*lbrecon.LoadBalancerReco
 		MaxPollInterval: 500 * time.Millisecond,
 		PendingTimeout:  30 * time.Second,
 		Clock:           a.env.clock,
+		Rand:            randOf(a.env.rand, "lbrecon"),
 	}, lb)
 	if err != nil {
 		return nil, err

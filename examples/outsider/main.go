@@ -92,7 +92,7 @@ func Run(ctx context.Context, d Deps) error {
 	store, err4 := kubestore.New(kubestore.Config{Client: d.Kube, Namespace: d.Namespace, Gate: "outsider", Clock: d.Clock, Rand: d.Rand("kubestore")})
 	// No journal: the replicas share no storage. A provider whose listing lags
 	// wants one they share (lbrecon.FileJournal on shared storage).
-	lb, err5 := lbrecon.NewMoving(lbrecon.Config{Engine: d.Engine, Tag: "owner=outsider", Journal: lbrecon.NoJournal, Metrics: hooks.LBRecon, Clock: d.Clock},
+	lb, err5 := lbrecon.NewMoving(lbrecon.Config{Engine: d.Engine, Tag: "owner=outsider", Journal: lbrecon.NoJournal, Metrics: hooks.LBRecon, Clock: d.Clock, Rand: d.Rand("lbrecon")},
 		Settings{}.LoadBalancer(nil)) // kept across reconciles and terms
 	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
 		return err
@@ -101,7 +101,7 @@ func Run(ctx context.Context, d Deps) error {
 	provider := nodestatus.NewProvider(nodestatus.ProviderConfig{})
 	provider.SetAddresses(corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: d.IP})
 	configs, err1 := checkpoint.New(checkpoint.Config[Settings]{
-		Store: d.Store, Source: source, Conditions: provider, Metrics: hooks.Checkpoint, Clock: d.Clock,
+		Store: d.Store, Source: source, Conditions: provider, Metrics: hooks.Checkpoint, Clock: d.Clock, Rand: d.Rand("checkpoint"),
 		Parse:    func(b []byte) (s Settings, err error) { return s, json.Unmarshal(b, &s) },
 		Validate: func(s Settings) error { return s.LoadBalancer(nil).Validate() }})
 	nodes, err2 := nodestatus.New(nodestatus.Config{Client: d.Kube, Provider: provider, Metrics: hooks.Nodestatus, Clock: d.Clock, Rand: d.Rand("nodestatus"),
