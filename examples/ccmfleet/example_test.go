@@ -30,9 +30,12 @@ func Example() {
 		Mapping: ccm.Funcs{LoadBalancerFunc: func(_ context.Context, _ string, svc *v1.Service, nodes []*v1.Node) (lbrecon.LoadBalancer, error) {
 			return loadBalancer(svc, nodes)
 		}},
-		Token:      func(context.Context) (uint64, error) { return 1, nil }, // one replica, one term
-		Journal:    ccm.NewConfigMapJournal(client.CoreV1(), ccm.ConfigMapJournalOptions{}),
-		Reconciler: lbrecon.Config{Clock: clk, ListLag: 2 * time.Second}})
+		Token:   func(context.Context) (uint64, error) { return 1, nil }, // one replica, one term
+		Journal: ccm.NewConfigMapJournal(client.CoreV1(), ccm.ConfigMapJournalOptions{}),
+		// The clock is stepped between syncs only: a delete must not
+		// wait on it within the call (see ccm.Config.TeardownWait).
+		TeardownWait: -1,
+		Reconciler:   lbrecon.Config{Clock: clk, ListLag: 2 * time.Second}})
 	if err != nil {
 		fmt.Println(err)
 		return
