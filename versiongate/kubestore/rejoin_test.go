@@ -9,6 +9,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/testr"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -95,7 +97,10 @@ func rejoinRound(t *testing.T, ctx context.Context, wg *sync.WaitGroup, cs, op k
 	})
 	require.NoError(t, err)
 	wg.Add(1)
-	go func() { defer wg.Done(); _ = g.Run(ctx) }()
+	// The node's log (gate and store) is printed if the round fails: a
+	// record never published again was seen once, under load, with
+	// nothing to say why.
+	go func() { defer wg.Done(); _ = g.Run(logr.NewContext(ctx, testr.New(t))) }()
 	require.NoError(t, versiongatetest.WaitPhase(ctx, g, versiongate.PhaseDone))
 
 	leases := op.CoordinationV1().Leases(ns)
