@@ -148,7 +148,10 @@
 //   - A node whose record was deleted or replaced (seen by its store's
 //     listing or watch), or whose heartbeat is gone, gets ErrRecordLost
 //     from its next KeepAlive (TestRecordDeletedAloneIsLost,
-//     TestReapConditionedOnJudgedVersion).
+//     TestReapConditionedOnJudgedVersion), also when the store saw it
+//     while the record's create was in flight, before its answer came
+//     back (TestRecordChangedBeforeTheCreateAnswersIsNotMissed, and on
+//     the real apiserver ...APIServer; an edit seen then is repaired).
 //   - A deleted status is never a first boot, and an operator's delete
 //     does not wedge the gate. The finalizer keeps a deleted status Lease,
 //     terminating; reads and writes of the status then fail with

@@ -14,3 +14,23 @@ func Reaped(s *Store) int {
 	defer s.mu.Unlock()
 	return len(s.reaped)
 }
+
+// Seen reports what s's listings and watches last showed of record id:
+// whether it is known, deleted, and its stored value.
+func Seen(s *Store, id string) (known, deleted bool, value []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.seen.recs[id]
+	if e == nil {
+		return false, false, nil
+	}
+	return true, e.deleted, e.value
+}
+
+// Covered is the revision up to which s's listings and watches applied
+// every change.
+func Covered(s *Store) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.seen.covered
+}

@@ -139,20 +139,20 @@ func (s *Store) publishOnNodeLease(ctx context.Context, id string, value []byte)
 	}
 	secs := leaseSeconds(ttl)
 	ref := livenessRef(cur)
+	lid := s.pending(id, name)
 	rec, rev, err := s.createRecord(ctx, id, name, value, secs, ref, func(in *coordinationv1.Lease) string {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return s.inTheWay(id, in, ref, ttl, s.clock.Now())
 	})
 	if err != nil {
+		s.drop(lid)
 		return versiongate.RecordLease{}, err
 	}
-	s.mu.Lock()
-	s.nextLease++
-	lid := s.nextLease
-	s.owned[lid] = &ownedRecord{id: id, name: name, record: rec.UID, rev: rev, ttl: ttl, node: cur.UID, value: rec.Annotations[AnnotationValue]}
-	delete(n.claims, id)
-	s.mu.Unlock()
+	s.settle(lid, rec, rev, func(o *ownedRecord) {
+		o.ttl, o.node = ttl, cur.UID
+		delete(n.claims, id)
+	})
 	// Granted is the node Lease's duration, which the reaper adds its
 	// margin to: the gate takes its margin from it too.
 	return versiongate.RecordLease{ID: id, Lease: lid, TTL: left, Granted: ttl, Revision: rev}, nil

@@ -43,6 +43,85 @@ type ownedRecord struct {
 	// stopped is set once KeepAlive, finding the record lost, deleted the
 	// heartbeat (or tried to).
 	stopped bool
+	// pending is set while the record's create is in flight (record and
+	// rev unknown): early keeps what listings and watch events showed of
+	// its ID meanwhile, applied once the create's answer names the object
+	// (see Store.pending).
+	pending bool
+	early   []sighting
+}
+
+// sighting is one listing's or watch event's view of a record ID: the
+// object (nil: a listing without it), whether the event deleted it, and
+// the event's or the listing's revision.
+type sighting struct {
+	l       *coordinationv1.Lease
+	deleted bool
+	rev     int64
+	listing bool
+}
+
+// note applies a sighting of o's ID to o: the object deleted or replaced
+// after o's creation makes o lost; its value changed, damaged (noteValue).
+// A sighting while o's create is in flight is kept until settle. s.mu is
+// held.
+func (o *ownedRecord) note(sg sighting) {
+	if o.pending {
+		o.early = append(o.early, sg)
+		return
+	}
+	if o.lost || (sg.listing && o.rev > sg.rev) || (!sg.listing && sg.rev <= o.rev) {
+		return
+	}
+	switch {
+	case sg.l == nil, sg.deleted == (sg.l.UID == o.record):
+		// Listed without it, deleted, or another object in its place.
+		o.lost = true
+	case sg.deleted:
+		// An older object of the name deleted: not ours.
+	case sg.listing:
+		if lrv, err := strconv.ParseInt(sg.l.ResourceVersion, 10, 64); err == nil {
+			o.noteValue(sg.l, lrv)
+		}
+	default:
+		o.noteValue(sg.l, sg.rev)
+	}
+}
+
+// pending registers a record of id that this store is about to create,
+// before the create is sent, so that a deletion or an edit of it that a
+// listing or watch shows before the create's answer is back is not
+// missed: without it a record deleted in that window was never known
+// lost, and its heartbeat renewed for ever. settle completes the
+// registration; drop undoes it.
+func (s *Store) pending(id, name string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextLease++
+	s.owned[s.nextLease] = &ownedRecord{id: id, name: name, pending: true}
+	return s.nextLease
+}
+
+// settle completes the registration lid of the record created as rec at
+// revision rev, and applies what was seen of its ID meanwhile.
+func (s *Store) settle(lid int64, rec *coordinationv1.Lease, rev int64, fill func(*ownedRecord)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o := s.owned[lid]
+	o.record, o.rev, o.value = rec.UID, rev, rec.Annotations[AnnotationValue]
+	fill(o)
+	early := o.early
+	o.pending, o.early = false, nil
+	for _, sg := range early {
+		o.note(sg)
+	}
+}
+
+// drop removes the registration lid of a record not created.
+func (s *Store) drop(lid int64) {
+	s.mu.Lock()
+	delete(s.owned, lid)
+	s.mu.Unlock()
 }
 
 // leaseSeconds rounds ttl up to whole seconds, at least one.
@@ -125,6 +204,7 @@ func (s *Store) PublishRecord(ctx context.Context, id string, value []byte, ttl 
 		return versiongate.RecordLease{}, err
 	}
 	ref := livenessRef(hb)
+	lid := s.pending(id, name)
 	rec, rev, err := s.createRecord(ctx, id, name, value, secs, ref, func(cur *coordinationv1.Lease) string {
 		if cur.Annotations[AnnotationHeartbeat] == ref {
 			return "names the heartbeat just created" // another publisher's, in a race
@@ -132,6 +212,7 @@ func (s *Store) PublishRecord(ctx context.Context, id string, value []byte, ttl 
 		return "" // its heartbeat is gone: an orphan
 	})
 	if err != nil {
+		s.drop(lid)
 		uid := hb.UID
 		if derr := s.leases.Delete(context.WithoutCancel(ctx), hbName, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); derr != nil && !apierrors.IsNotFound(derr) {
 			logr.FromContextOrDiscard(ctx).Info("Could not delete the heartbeat of a record not published; the reaper will", "lease", s.ref(hbName), "err", derr.Error())
@@ -139,11 +220,7 @@ func (s *Store) PublishRecord(ctx context.Context, id string, value []byte, ttl 
 		return versiongate.RecordLease{}, err
 	}
 	granted := time.Duration(secs) * time.Second
-	s.mu.Lock()
-	s.nextLease++
-	lid := s.nextLease
-	s.owned[lid] = &ownedRecord{id: id, name: name, record: rec.UID, rev: rev, ttl: granted, hb: hb, value: rec.Annotations[AnnotationValue]}
-	s.mu.Unlock()
+	s.settle(lid, rec, rev, func(o *ownedRecord) { o.ttl, o.hb = granted, hb })
 	return versiongate.RecordLease{ID: id, Lease: lid, TTL: granted, Revision: rev}, nil
 }
 
@@ -436,15 +513,8 @@ func (s *Store) DeleteRecord(ctx context.Context, l versiongate.RecordLease) err
 // the one published is damaged, to be repaired. s.mu is held.
 func (s *Store) noteRecord(id string, l *coordinationv1.Lease, deleted bool, rev int64) {
 	for _, o := range s.owned {
-		if o.id != id || o.lost || rev <= o.rev {
-			continue
-		}
-		if (deleted && l.UID == o.record) || (!deleted && l.UID != o.record) {
-			o.lost = true
-			continue
-		}
-		if !deleted {
-			o.noteValue(l, rev)
+		if o.id == id {
+			o.note(sighting{l: l, deleted: deleted, rev: rev})
 		}
 	}
 }
@@ -470,17 +540,7 @@ func (o *ownedRecord) noteValue(l *coordinationv1.Lease, rev int64) {
 // s.mu is held.
 func (s *Store) noteListing(present map[string]*coordinationv1.Lease, rev int64) {
 	for _, o := range s.owned {
-		if o.lost || o.rev > rev {
-			continue
-		}
-		l := present[o.id]
-		if l == nil || l.UID != o.record {
-			o.lost = true
-			continue
-		}
-		if lrv, err := strconv.ParseInt(l.ResourceVersion, 10, 64); err == nil {
-			o.noteValue(l, lrv)
-		}
+		o.note(sighting{l: present[o.id], rev: rev, listing: true})
 	}
 }
 

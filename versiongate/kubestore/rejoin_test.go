@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
 	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -97,9 +98,10 @@ func rejoinRound(t *testing.T, ctx context.Context, wg *sync.WaitGroup, cs, op k
 	})
 	require.NoError(t, err)
 	wg.Add(1)
-	// The node's log (gate and store) is printed if the round fails: a
+	// The node's log (gate and store) is printed if the round fails (a
 	// record never published again was seen once, under load, with
-	// nothing to say why.
+	// nothing to say why; its cause is staged by
+	// TestRecordDeletedBeforeItsCreateAnsweredIsPublishedAgain).
 	go func() { defer wg.Done(); _ = g.Run(logr.NewContext(ctx, testr.New(t))) }()
 	require.NoError(t, versiongatetest.WaitPhase(ctx, g, versiongate.PhaseDone))
 
@@ -144,4 +146,65 @@ func rejoinRound(t *testing.T, ctx context.Context, wg *sync.WaitGroup, cs, op k
 	t.Logf("%s deleted: published again %v after, with %d requests of the node meanwhile", del, took, n)
 	require.LessOrEqual(t, took, versiongate.DefaultRecordTTL)
 	require.LessOrEqual(t, n, int64(30))
+}
+
+// The wedge TestRecordOrHeartbeatDeletedMidHeartbeatIsPublishedAgain met
+// once under load, staged: the record is deleted after the server created
+// it and before the publisher read the answer, once the gate, which does
+// not wait for its own publish to reach Done, is done, and the store's
+// watch shows the deletion before the publisher registers the record. The
+// node must still learn of the loss and publish again; it did not, its
+// heartbeat renewed for ever, when the store registered its record only
+// after the create's answer.
+func TestRecordDeletedBeforeItsCreateAnsweredIsPublishedAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := kubefake.Config{}.NewServer()
+		cl, op := srv.NewClient(), srv.NewClient()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		defer cancel()
+		leases := op.CoordinationV1().Leases(testNamespace)
+		var g *versiongate.Gate
+		var first types.UID
+		var hookErr error
+		hc := hookedClient{Interface: cl, after: func(l *coordinationv1.Lease) {
+			if l.Name != "fleet-a" || first != "" {
+				return
+			}
+			first = l.UID
+			if hookErr = versiongatetest.WaitPhase(ctx, g, versiongate.PhaseDone); hookErr != nil {
+				return
+			}
+			hookErr = leases.Delete(ctx, l.Name, metav1.DeleteOptions{})
+			synctest.Wait() // the store's watch has shown the deletion
+		}}
+		st, err := kubestore.New(kubestore.Config{Client: hc, Namespace: testNamespace, Gate: "fleet"})
+		require.NoError(t, err)
+		var terms atomic.Uint64
+		g, err = versiongate.New(versiongate.Config{
+			Store: st, NodeID: "a", Version: version(t, "2.0.0"),
+			MinimumCompatibleRelease: versiongate.Release{Major: 2},
+			Candidate: versiongate.CandidateFunc(func(ctx context.Context) (versiongate.Term, error) {
+				return versiongatetest.NewTerm("a", 10+terms.Add(1)), nil
+			}),
+			Reconcile:             func(context.Context, versiongate.Term) error { return nil },
+			RejoinAfterRecordLoss: true,
+		})
+		require.NoError(t, err)
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = g.Run(logr.NewContext(ctx, testr.New(t))) }()
+		for {
+			l, err := leases.Get(ctx, "fleet-a", metav1.GetOptions{})
+			if err == nil && first != "" && l.UID != first {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("the record deleted before its create answered was not published again (first %q, now %v)", first, err)
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		require.NoError(t, hookErr)
+	})
 }
