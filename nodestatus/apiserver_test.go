@@ -107,14 +107,16 @@ func (e *apiEnv) lease(t *testing.T, name string) *coordinationv1.Lease {
 }
 
 // eventually waits for cond on the server, stepping the fake clock (when
-// given) so that retries and renewals can happen.
+// given) so that retries and renewals can happen; never while a ping that
+// answers at once is in flight (see pingGauge), which the steps would time
+// out.
 func eventually(t *testing.T, clk *testclock.FakeClock, cond func() bool, msg string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		if cond() {
 			return true
 		}
-		if clk != nil {
+		if clk != nil && onClock.noPingInFlight(clk) {
 			clk.Step(100 * time.Millisecond)
 		}
 		return false

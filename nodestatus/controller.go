@@ -42,9 +42,9 @@ type NodeController struct {
 	notify chan struct{}              // capacity 1: "latest changed"
 
 	// probe, when set before Run, lets a test ask the loop, between two
-	// events, whether it is quiet (see runner.quiet). Nil otherwise: a
-	// select never takes a nil channel.
-	probe chan chan bool
+	// events, whether it is quiet and whether a ping is running (see
+	// probeReply). Nil otherwise: a select never takes a nil channel.
+	probe chan chan probeReply
 	// jobs is what quiet reports on.
 	jobs jobState
 

@@ -5,33 +5,35 @@ import (
 	"time"
 )
 
-// EnableProbe lets Quiet ask c's loop about its state; call it before Run.
-func EnableProbe(c *NodeController) { c.probe = make(chan chan bool) }
+// EnableProbe lets Probe ask c's loop about its state; call it before Run.
+func EnableProbe(c *NodeController) { c.probe = make(chan chan probeReply) }
 
-// Quiet reports whether c's loop, between two events, has nothing to do
-// until one of its timers fires (see runner.quiet). It is false while Run
-// has not started its loop or has returned, or if the loop does not answer
-// within wait.
-func Quiet(c *NodeController, wait time.Duration) bool {
-	reply := make(chan bool, 1)
+// Probe asks c's loop, between two events, whether it has nothing to do
+// until one of its timers fires (see runner.quiet), and whether a ping it
+// started has not been handled yet: its provider's Ping may still be
+// running, whether it hangs or its goroutine was not yet run to its end.
+// ok is false while Run has not started its loop or has returned, or if
+// the loop does not answer within wait.
+func Probe(c *NodeController, wait time.Duration) (quiet, pinging, ok bool) {
+	reply := make(chan probeReply, 1)
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case c.probe <- reply:
 	case <-c.done:
-		return false
+		return false, false, false
 	case <-t.C:
-		return false
+		return false, false, false
 	}
 	select {
-	case q := <-reply: // the loop answers as it takes the probe
-		return q
+	case r := <-reply: // the loop answers as it takes the probe
+		return r.quiet, r.pinging, true
 	case <-t.C:
-		return false
+		return false, false, false
 	}
 }
 
-// State describes what Quiet reports on, for a test's failure message.
+// State describes what Probe reports on, for a test's failure message.
 func State(c *NodeController) string {
 	j := &c.jobs
 	j.mu.Lock()

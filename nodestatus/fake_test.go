@@ -121,9 +121,10 @@ func step(t *testing.T, clk *testclock.FakeClock, d time.Duration) {
 }
 
 // stepUntil steps the clock by d each time the controllers look idle until
-// cond holds. Idle is also what a controller shows while a ping it started
-// runs (its timeout is armed), so one step may not reach the next ping;
-// use it where extra steps do not weaken what the test checks.
+// cond holds. Idle is also what a controller shows while a ping that
+// blocks on purpose runs (its timeout is armed), so one step may not reach
+// the next ping; use it where extra steps do not weaken what the test
+// checks.
 func stepUntil(t *testing.T, clk *testclock.FakeClock, d time.Duration, cond func() bool) {
 	t.Helper()
 	require.Eventually(t, func() bool {
@@ -138,9 +139,12 @@ func stepUntil(t *testing.T, clk *testclock.FakeClock, d time.Duration, cond fun
 }
 
 // idle waits until every controller running on clk is quiet: no request
-// in flight, no result, notification or fired timer it has not handled. A
-// timer that fires makes its controller busy until it has handled it, so
-// after a step, idle waits for the work the step caused.
+// in flight, no result, notification or fired timer it has not handled,
+// and no ping running but one whose provider blocks on purpose (see
+// pingGauge): a step never times out a Ping that answers at once, however
+// late the scheduler runs it. A timer that fires makes its controller busy
+// until it has handled it, so after a step, idle waits for the work the
+// step caused.
 func idle(t *testing.T, clk *testclock.FakeClock) {
 	t.Helper()
 	// Asked at once first: most steps cause no work, and polling costs a
@@ -150,8 +154,8 @@ func idle(t *testing.T, clk *testclock.FakeClock) {
 		return
 	}
 	if !assert.Eventually(t, func() bool { return onClock.quiet(clk) }, waitFor, time.Millisecond, "controller idle") {
-		for _, c := range onClock.m[clk] {
-			t.Log(nodestatus.State(c))
+		for _, s := range onClock.state(clk) {
+			t.Log(s)
 		}
 		t.FailNow()
 	}
@@ -243,12 +247,9 @@ func TestLeaseRenewedEveryQuarterDuration(t *testing.T) {
 	cs := fake.NewClientset()
 	v := countVerbs(cs)
 	clk := newFakeClock()
-	cfg := fakeConfig(cs, clk, nil)
-	// No ping after the first: a step over a ping still in flight (idle
-	// cannot tell it from one that hangs) times it out, and the failure
-	// and recovery are two status reports.
-	cfg.PingInterval = time.Hour
-	startReady(t, cfg)
+	// Pings run every 10 s meanwhile: none is stepped over while in
+	// flight (see idle), so none fails, and none is a status report.
+	startReady(t, fakeConfig(cs, clk, nil))
 
 	l, err := cs.CoordinationV1().Leases("kube-node-lease").Get(context.Background(), "vk-0", metav1.GetOptions{})
 	require.NoError(t, err)
@@ -283,10 +284,8 @@ func TestStatusReportedEveryReportInterval(t *testing.T) {
 	cfg := fakeConfig(cs, clk, nil)
 	cfg.RenewInterval = 10 * time.Second
 	cfg.StatusReportInterval = time.Minute
-	// No ping after the first: a step of 10.5s over a ping still in
-	// flight (idle cannot tell it from one that hangs) times it out, and
-	// the failure and recovery are two more reports.
-	cfg.PingInterval = time.Hour
+	// Pings run every 10 s meanwhile: none is stepped over while in
+	// flight (see idle), so none fails and adds two reports.
 	startReady(t, cfg)
 	n0, err := cs.CoreV1().Nodes().Get(context.Background(), "vk-0", metav1.GetOptions{})
 	require.NoError(t, err)
@@ -344,7 +343,8 @@ func TestPingFailureSetsNotReadyAndKeepsLease(t *testing.T) {
 	cs := kubefake.NewClientset()
 	v := countVerbs(cs)
 	clk := newFakeClock()
-	p := nodestatustest.NewProvider(testNode("vk-0"))
+	// Its hanging Ping blocks on purpose: step may step over it.
+	p := newHangingProvider(nodestatustest.NewProvider(testNode("vk-0")))
 	startReady(t, fakeConfig(cs, clk, p))
 
 	p.SetPingError(errors.New("backend unreachable"))
@@ -363,7 +363,7 @@ func TestPingFailureSetsNotReadyAndKeepsLease(t *testing.T) {
 	p.SetPingHang(true)
 	pings := p.Pings()
 	step(t, clk, 10500*time.Millisecond)
-	waitPings(t, p, pings+1)
+	waitPings(t, p.Provider, pings+1)
 	step(t, clk, 5*time.Second)
 	waitNode(t, cs, "vk-0", func(n *corev1.Node) bool {
 		return strings.Contains(condition(n, corev1.NodeReady).Message, "did not return within 5s")

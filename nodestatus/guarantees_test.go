@@ -192,6 +192,7 @@ type slowStop struct {
 }
 
 func (p *slowStop) Ping(ctx context.Context) error {
+	blockOnPurpose(ctx)
 	<-ctx.Done()
 	p.once.Do(func() { close(p.ended) })
 	select {

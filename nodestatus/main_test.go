@@ -2,6 +2,8 @@ package nodestatus_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -65,11 +67,17 @@ type running struct {
 // start runs a controller until the test ends (or stop is called).
 func start(t *testing.T, cfg nodestatus.Config) *running {
 	t.Helper()
+	clk, onFake := cfg.Clock.(*testclock.FakeClock)
+	var g *pingGauge
+	if onFake {
+		g = gaugePings(cfg.Provider)
+		cfg.Provider = g
+	}
 	c, err := nodestatus.New(cfg)
 	require.NoError(t, err)
 	nodestatus.EnableProbe(c)
-	if clk, ok := cfg.Clock.(*testclock.FakeClock); ok {
-		onClock.add(t, clk, c)
+	if onFake {
+		onClock.add(t, clk, clockUser{c, g})
 	}
 	ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), testr.NewWithOptions(t, testr.Options{Verbosity: 1})))
 	go func() { _ = c.Run(ctx) }()
@@ -98,19 +106,26 @@ func (r *running) stop(t *testing.T) error {
 	return r.Err()
 }
 
-// clockUsers records the controllers started on each fake clock, so that
-// a test that steps a clock can wait until they are quiet (see idle).
+// clockUsers records the controllers started on each fake clock, with
+// their providers' ping gauges, so that a test that steps a clock can wait
+// until they are quiet (see idle).
 type clockUsers struct {
 	mu sync.Mutex
-	m  map[*testclock.FakeClock][]*nodestatus.NodeController
+	m  map[*testclock.FakeClock][]clockUser
 }
 
-var onClock = &clockUsers{m: map[*testclock.FakeClock][]*nodestatus.NodeController{}}
+// clockUser is a controller on a fake clock and the gauge of its Pings.
+type clockUser struct {
+	c *nodestatus.NodeController
+	g *pingGauge
+}
 
-func (u *clockUsers) add(t *testing.T, clk *testclock.FakeClock, c *nodestatus.NodeController) {
+var onClock = &clockUsers{m: map[*testclock.FakeClock][]clockUser{}}
+
+func (u *clockUsers) add(t *testing.T, clk *testclock.FakeClock, cu clockUser) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	u.m[clk] = append(u.m[clk], c)
+	u.m[clk] = append(u.m[clk], cu)
 	t.Cleanup(func() {
 		u.mu.Lock()
 		defer u.mu.Unlock()
@@ -118,25 +133,61 @@ func (u *clockUsers) add(t *testing.T, clk *testclock.FakeClock, c *nodestatus.N
 	})
 }
 
-// quiet reports whether every running controller on clk is quiet: nothing
-// in flight, nothing due until one of its timers fires.
-func (u *clockUsers) quiet(clk *testclock.FakeClock) bool {
+// running returns the controllers on clk whose Run has not returned.
+func (u *clockUsers) running(clk *testclock.FakeClock) []clockUser {
 	u.mu.Lock()
-	cs := append([]*nodestatus.NodeController(nil), u.m[clk]...)
+	cs := append([]clockUser(nil), u.m[clk]...)
 	u.mu.Unlock()
-	running := 0
-	for _, c := range cs {
+	return slices.DeleteFunc(cs, func(cu clockUser) bool {
 		select {
-		case <-c.Done():
-			continue
+		case <-cu.c.Done():
+			return true
 		default:
+			return false
 		}
-		running++
-		if !nodestatus.Quiet(c, 100*time.Millisecond) {
+	})
+}
+
+// quiet reports whether every running controller on clk is quiet: nothing
+// in flight, nothing due until one of its timers fires, and no ping
+// running but one whose provider blocks on purpose (see pingGauge).
+func (u *clockUsers) quiet(clk *testclock.FakeClock) bool {
+	cs := u.running(clk)
+	for _, cu := range cs {
+		quiet, pinging, ok := nodestatus.Probe(cu.c, 100*time.Millisecond)
+		if !ok || !quiet {
+			return false
+		}
+		if pinging && !cu.g.blocked() {
+			cu.g.heldBack.Add(1)
 			return false
 		}
 	}
-	return running > 0
+	return len(cs) > 0
+}
+
+// noPingInFlight reports whether no running controller on clk has a ping
+// running, but one whose provider blocks on purpose; their other work is
+// not asked about.
+func (u *clockUsers) noPingInFlight(clk *testclock.FakeClock) bool {
+	for _, cu := range u.running(clk) {
+		_, pinging, ok := nodestatus.Probe(cu.c, 100*time.Millisecond)
+		if !ok || pinging && !cu.g.blocked() {
+			return false
+		}
+	}
+	return true
+}
+
+// state describes what quiet reports on, for a test's failure message.
+func (u *clockUsers) state(clk *testclock.FakeClock) []string {
+	var out []string
+	for _, cu := range u.running(clk) {
+		quiet, pinging, ok := nodestatus.Probe(cu.c, 100*time.Millisecond)
+		out = append(out, fmt.Sprintf("%s; answered %v, quiet %v, ping in flight %v, blocking on purpose %v",
+			nodestatus.State(cu.c), ok, quiet, pinging, cu.g.blocked()))
+	}
+	return out
 }
 
 // recv receives from ch, failing the test if nothing comes within waitFor.

@@ -203,7 +203,7 @@ func TestVanishedLeaseRecreatedWithoutLimiter(t *testing.T) {
 
 	require.NoError(t, cs.CoordinationV1().Leases("kube-node-lease").Delete(ctx, "vk-0", metav1.DeleteOptions{}))
 	created := v.get("create leases")
-	clk.Step(10500 * time.Millisecond) // the renewal finds it gone
+	stepWhileBusy(t, clk, 10500*time.Millisecond) // the renewal finds it gone
 	require.Eventually(t, func() bool { return v.get("create leases") > created }, waitFor, time.Millisecond, "the lease is created again")
 	l, err := cs.CoordinationV1().Leases("kube-node-lease").Get(ctx, "vk-0", metav1.GetOptions{})
 	require.NoError(t, err)

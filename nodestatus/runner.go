@@ -140,7 +140,7 @@ func (r *runner) loop() error {
 		case v := <-r.results:
 			r.dispatch(v)
 		case reply := <-r.c.probe:
-			reply <- r.quiet()
+			reply <- probeReply{quiet: r.quiet(), pinging: r.pingBusy}
 		}
 	}
 	return r.fatal
@@ -165,6 +165,13 @@ func (r *runner) quiet() bool {
 	}
 	return true
 }
+
+// probeReply is the loop's answer to a test's probe: whether it is quiet,
+// and whether a ping it started has not been handled yet. A quiet loop may
+// be waiting for a ping that hangs, or for one whose goroutine the
+// scheduler has not run to its end; only the test knows which (its
+// provider does), and a fake clock stepped over the second times it out.
+type probeReply struct{ quiet, pinging bool }
 
 // Timers kept by a runner.
 const (
