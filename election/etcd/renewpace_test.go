@@ -248,3 +248,48 @@ func TestEtcdFailingTermKeepsTheBudgetWithALongTTL(t *testing.T) {
 		require.Greater(t, requests, 0, "draw %v: no try after 30 s of failure: the term gave up early", r)
 	}
 }
+
+// Through keep: a renewal that succeeds after failures moves ValidUntil
+// to a full validity from its start, puts the next renewal TTL/3 later,
+// and starts the pace again: the pause after the next failure is the
+// first one, 500 ms, not the one that followed the failures before.
+func TestEtcdRenewalPaceStartsAgainAfterASuccess(t *testing.T) {
+	t.Parallel() // an etcd of its own; waits on the server, not the CPU
+	srv := testenv.Etcd(t)
+	const (
+		ttl      = etcd.DefaultSessionTTL
+		interval = ttl / 3
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	clk := &paceClock{FakeClock: testingclock.NewFakeClock(time.Now()), keep: make(chan time.Duration, 1), monitor: make(chan time.Time, 1)}
+	f := &countedRenewals{calls: make(chan struct{})}
+	cli := etcdfault.Client(t, srv.Members[0].ClientAddr(), 1, nil, f.stream)
+	e, err := etcd.New(etcd.Config{Client: cli, Prefix: "/pace-again", Identity: "leader", SessionTTL: ttl, Clock: clk, Rand: func() float64 { return 0 }})
+	require.NoError(t, err)
+	defer func() { _ = e.Close() }()
+	l, err := e.Campaign(ctx)
+	require.NoError(t, err)
+	receive(t, clk.monitor, "the monitor's expiry timer")
+	validity := l.(election.Expiring).ValidUntil().Sub(clk.Now())
+	require.Equal(t, interval, receive(t, clk.keep, "the first renewal's timer"))
+
+	f.armed.Store(true)
+	clk.Step(interval)
+	for i, want := range []time.Duration{500 * time.Millisecond, 750 * time.Millisecond, 1125 * time.Millisecond} {
+		receive(t, f.calls, "a renewal")
+		require.Equal(t, want, receive(t, clk.keep, "the pause after a failed renewal"))
+		if i == 2 {
+			f.armed.Store(false) // the fourth try, after 1.125 s, succeeds
+		}
+		clk.Step(want)
+	}
+	require.Equal(t, interval, receive(t, clk.keep, "the renewal interval after a success"))
+	require.Equal(t, clk.Now().Add(validity), l.(election.Expiring).ValidUntil(), "ValidUntil after the renewal that succeeded")
+	f.armed.Store(true)
+	clk.Step(interval)
+	receive(t, f.calls, "a renewal")
+	require.Equal(t, 500*time.Millisecond, receive(t, clk.keep, "the pause after the first failure since the success"))
+	require.NoError(t, l.Context().Err())
+	require.NoError(t, l.Resign(ctx))
+}
