@@ -145,12 +145,12 @@ func (l *Leadership) keep() {
 // renewal interval (TTL/3): from 500ms (or interval, if shorter) growing
 // by half each time up to interval, each pause up to a fifth longer at
 // random, so that terms whose renewals one outage failed together retry
-// apart: five tries before ValidUntil at the default TTL rather than
-// twelve, each a keepalive and a read. A pause that would start a try
-// later than 250ms (half the first pause) before ValidUntil is brought
-// forward to start it before then, never below the first pause nor a
-// quarter of the pause it replaces; when none fits the term ends first,
-// at ValidUntil.
+// apart: five or six tries before ValidUntil at the default TTL (the
+// failed renewal included) rather than twelve, each a keepalive and a
+// read. A pause that would start a try later than 250ms (half the first
+// pause) before ValidUntil is brought forward to start it before then,
+// never below the first pause nor a quarter of the pause it replaces; when
+// none fits the term ends first, at ValidUntil.
 func renewRetry(interval time.Duration, rand func() float64) backoff.Renewal {
 	first := min(500*time.Millisecond, interval)
 	return backoff.Renewal{
