@@ -51,11 +51,7 @@ func TestRecordChangedBeforeTheCreateAnswersIsNotMissed(t *testing.T) {
 				if change != "listed" {
 					watchFromNow(t, st)
 				}
-				l, err := st.PublishRecord(ctx, "n1", []byte("v"), 10*time.Second)
-				require.NoError(t, err)
-				require.True(t, hooked.Load(), "the record's create was not staged")
-				require.NoError(t, hookErr)
-				checkAfterChange(t, ctx, st, op, gate, change, l)
+				publishAcross(t, ctx, st, op, gate, change, &hooked, &hookErr)
 			})
 		}
 	}
@@ -83,11 +79,7 @@ func TestRecordChangedBeforeTheCreateAnswersIsNotMissedAPIServer(t *testing.T) {
 				}
 			}}, gate, nil)
 			watchFromNow(t, st)
-			l, err := st.PublishRecord(ctx, "n1", []byte("v"), 10*time.Second)
-			require.NoError(t, err)
-			require.True(t, hooked.Load(), "the record's create was not staged")
-			require.NoError(t, hookErr)
-			checkAfterChange(t, ctx, st, op, gate, change, l)
+			publishAcross(t, ctx, st, op, gate, change, &hooked, &hookErr)
 		})
 	}
 }
@@ -150,11 +142,17 @@ func changeBeforeAnswer(ctx context.Context, st *kubestore.Store, op kubernetes.
 	return nil
 }
 
-// checkAfterChange checks l, published across change: lost if the record
-// was deleted, its value written back at the next keep-alive if edited.
-func checkAfterChange(t *testing.T, ctx context.Context, st *kubestore.Store, op kubernetes.Interface, gate, change string, l versiongate.RecordLease) {
+// publishAcross publishes record n1 through st, whose create hook
+// (hooked, hookErr) makes change, and checks the record published: lost
+// if it was deleted, its value written back at the next keep-alive if
+// edited.
+func publishAcross(t *testing.T, ctx context.Context, st *kubestore.Store, op kubernetes.Interface, gate, change string, hooked *atomic.Bool, hookErr *error) {
 	t.Helper()
-	_, err := st.KeepAlive(ctx, l)
+	l, err := st.PublishRecord(ctx, "n1", []byte("v"), 10*time.Second)
+	require.NoError(t, err)
+	require.True(t, hooked.Load(), "the record's create was not staged")
+	require.NoError(t, *hookErr)
+	_, err = st.KeepAlive(ctx, l)
 	if change != "edited" {
 		require.ErrorIs(t, err, versiongate.ErrRecordLost, "a record %s before its create answered was missed", change)
 		return

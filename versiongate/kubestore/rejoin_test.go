@@ -79,11 +79,11 @@ func TestRecordOrHeartbeatDeletedMidHeartbeatIsPublishedAgainAPIServer(t *testin
 	}
 }
 
-// rejoinRound runs node "a" of gate in ns on cs until its status is done,
-// deletes its record ("record") or its heartbeat ("heartbeat") through
-// op, and checks that both are published again, as new objects, within
-// the budget; sent counts the node's requests.
-func rejoinRound(t *testing.T, ctx context.Context, wg *sync.WaitGroup, cs, op kubernetes.Interface, ns, gate, del string, sent *atomic.Int64) {
+// rejoiningGate is node "a" of gate in ns on cs, release 2.0.0, the only
+// one, with RejoinAfterRecordLoss: it publishes its record again after
+// each loss.
+func rejoiningGate(t *testing.T, cs kubernetes.Interface, ns, gate string) *versiongate.Gate {
+	t.Helper()
 	st, err := kubestore.New(kubestore.Config{Client: cs, Namespace: ns, Gate: gate})
 	require.NoError(t, err)
 	var terms atomic.Uint64
@@ -97,6 +97,15 @@ func rejoinRound(t *testing.T, ctx context.Context, wg *sync.WaitGroup, cs, op k
 		RejoinAfterRecordLoss: true,
 	})
 	require.NoError(t, err)
+	return g
+}
+
+// rejoinRound runs node "a" of gate in ns on cs until its status is done,
+// deletes its record ("record") or its heartbeat ("heartbeat") through
+// op, and checks that both are published again, as new objects, within
+// the budget; sent counts the node's requests.
+func rejoinRound(t *testing.T, ctx context.Context, wg *sync.WaitGroup, cs, op kubernetes.Interface, ns, gate, del string, sent *atomic.Int64) {
+	g := rejoiningGate(t, cs, ns, gate)
 	wg.Add(1)
 	// The node's log (gate and store) is printed if the round fails (a
 	// record never published again was seen once, under load, with
@@ -179,19 +188,7 @@ func TestRecordDeletedBeforeItsCreateAnsweredIsPublishedAgain(t *testing.T) {
 			hookErr = leases.Delete(ctx, l.Name, metav1.DeleteOptions{})
 			synctest.Wait() // the store's watch has shown the deletion
 		}}
-		st, err := kubestore.New(kubestore.Config{Client: hc, Namespace: testNamespace, Gate: "fleet"})
-		require.NoError(t, err)
-		var terms atomic.Uint64
-		g, err = versiongate.New(versiongate.Config{
-			Store: st, NodeID: "a", Version: version(t, "2.0.0"),
-			MinimumCompatibleRelease: versiongate.Release{Major: 2},
-			Candidate: versiongate.CandidateFunc(func(ctx context.Context) (versiongate.Term, error) {
-				return versiongatetest.NewTerm("a", 10+terms.Add(1)), nil
-			}),
-			Reconcile:             func(context.Context, versiongate.Term) error { return nil },
-			RejoinAfterRecordLoss: true,
-		})
-		require.NoError(t, err)
+		g = rejoiningGate(t, hc, testNamespace, "fleet")
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = g.Run(logr.NewContext(ctx, testr.New(t))) }()
 		for {
