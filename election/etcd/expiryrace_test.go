@@ -17,8 +17,9 @@ import (
 // heldMonitor makes the first expiry a term's monitor arms on clk wait,
 // after the monitor read the clock and before the timer is armed: held
 // receives once the monitor is there, and it goes on once release is
-// closed (at the latest at the test's cleanup).
-func heldMonitor(t *testing.T, clk *termClock) (held <-chan struct{}, release func()) {
+// called. The caller defers release: the elector's Close, at cleanup,
+// waits for the monitor.
+func heldMonitor(clk *termClock) (held <-chan struct{}, release func()) {
 	h := make(chan struct{}, 1)
 	r := make(chan struct{})
 	var once, closeOnce sync.Once
@@ -29,7 +30,6 @@ func heldMonitor(t *testing.T, clk *termClock) (held <-chan struct{}, release fu
 		})
 	}
 	release = func() { closeOnce.Do(func() { close(r) }) }
-	t.Cleanup(release)
 	return h, release
 }
 
@@ -81,7 +81,8 @@ func TestEtcdTermClockStagesTheLateExpiry(t *testing.T) {
 
 	t.Run("stepping before the expiry is armed", func(t *testing.T) {
 		clk := newTermClock(nil)
-		held, release := heldMonitor(t, clk)
+		held, release := heldMonitor(clk)
+		defer release()
 		l := stagedTerm(t, srv, "/race-early", clk)
 		validUntil := l.ValidUntil()
 		receive(t, held, "the monitor between its read of the clock and its expiry timer")
@@ -90,6 +91,10 @@ func TestEtcdTermClockStagesTheLateExpiry(t *testing.T) {
 		clk.awaitExpiry(t, validUntil.Add(step), "the expiry armed late by the step")
 		due, _ := clk.lastExpiry()
 		require.True(t, validUntil.Add(step).Equal(due), "the expiry of a term whose monitor was overtaken by a step: due at %v, ValidUntil %v", due, validUntil)
+		now := make(chan time.Time)
+		close(now)
+		_, ok := clk.waitExpiry(validUntil, now)
+		require.False(t, ok, "awaitExpiry would take the expiry due at ValidUntil + the step for one due at ValidUntil")
 		clk.Step(validUntil.Sub(clk.Now()))
 		require.False(t, l.ValidNow(), "ValidNow at ValidUntil")
 		clk.Step(step)
@@ -105,7 +110,8 @@ func TestEtcdTermClockStagesTheLateExpiry(t *testing.T) {
 			default:
 			}
 		}
-		held, release := heldMonitor(t, clk)
+		held, release := heldMonitor(clk)
+		defer release()
 		l := stagedTerm(t, srv, "/race-waited", clk)
 		validUntil := l.ValidUntil()
 		receive(t, held, "the monitor between its read of the clock and its expiry timer")
