@@ -32,6 +32,14 @@ import (
 // that steps the clock after a term started, or after a renewal moved
 // ValidUntil, and then expects something at or around ValidUntil calls
 // awaitExpiry(ValidUntil) before its first step.
+//
+// The other tests that step a fake clock while a term lives expect
+// nothing of its expiry, so a late one cannot fail them: the spin tests
+// and TestEtcdKeyDeletedEndsTermAtNextRenewal stay far before ValidUntil
+// and require the term live or ended by a renewal; the budget tests
+// (answers_test.go) bound requests, and a term that outlives ValidUntil
+// on the fake clock renews no faster (backoff.Renewal.Pause never pauses
+// less than its first pause); the guard tests never step.
 type termClock struct {
 	*testingclock.FakeClock
 	keep chan time.Duration
