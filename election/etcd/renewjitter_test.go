@@ -2,55 +2,17 @@ package etcd_test
 
 import (
 	"context"
-	"runtime"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"k8s.io/utils/clock"
-	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/reconkit/reconkit/election"
 	"github.com/reconkit/reconkit/election/etcd"
 	"github.com/reconkit/reconkit/internal/etcdfault"
 	"github.com/reconkit/reconkit/internal/testenv"
 )
-
-// keepClock is a fake clock that reports, on keep, the duration of every
-// timer the term's renewal loop ((*Leadership).keep) asks for: the test
-// learns each pause exactly and steps the clock by it, instead of
-// stepping in small increments and guessing when a try fell due.
-type keepClock struct {
-	*testingclock.FakeClock
-	keep chan time.Duration
-}
-
-// NewTimer reports d only once the timer is set, so that a step the test
-// makes on the report fires it.
-func (c *keepClock) NewTimer(d time.Duration) clock.Timer {
-	t := c.FakeClock.NewTimer(d)
-	if calledFromKeep() {
-		c.keep <- d
-	}
-	return t
-}
-
-// calledFromKeep reports whether the renewal loop is among the callers.
-func calledFromKeep() bool {
-	pc := make([]uintptr, 16)
-	frames := runtime.CallersFrames(pc[:runtime.Callers(2, pc)])
-	for {
-		f, more := frames.Next()
-		if strings.HasSuffix(f.Function, ".(*Leadership).keep") {
-			return true
-		}
-		if !more {
-			return false
-		}
-	}
-}
 
 // renewalTry is one failed renewal of a term: the validity it had left
 // when its retry was chosen, and the pause chosen.
@@ -68,7 +30,7 @@ func failRenewals(t *testing.T, srv *testenv.EtcdCluster, prefix string, r func(
 	const ttl = 60 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	clk := &keepClock{FakeClock: testingclock.NewFakeClock(time.Now()), keep: make(chan time.Duration, 1)}
+	clk := newTermClock(make(chan time.Duration, 1))
 	f := &failingRenewals{calls: make(chan struct{})}
 	cli := etcdfault.Client(t, srv.Members[0].ClientAddr(), 0, nil, f.stream)
 	e, err := etcd.New(etcd.Config{Client: cli, Prefix: prefix, Identity: "leader", SessionTTL: ttl, Clock: clk, Rand: r})
@@ -77,6 +39,10 @@ func failRenewals(t *testing.T, srv *testenv.EtcdCluster, prefix string, r func(
 	l, err := e.Campaign(ctx)
 	require.NoError(t, err)
 	defer func() { require.NoError(t, l.Resign(ctx)) }()
+	// The test requires the term live up to its ValidUntil: that holds
+	// only if the monitor's expiry is due there, not late by a first step
+	// (20 s) taken before the monitor armed it.
+	clk.awaitExpiry(t, l.(election.Expiring).ValidUntil(), "the monitor's expiry timer")
 	f.armed.Store(true)
 	require.Equal(t, ttl/3, receive(t, clk.keep, "the first renewal's timer"), "renewal interval")
 	clk.Step(ttl / 3)
