@@ -173,13 +173,16 @@ func TestStepWaitsForAPingInFlight(t *testing.T) {
 	before := clk.Now()
 
 	// The Ping is released once the step helper has found the controller
-	// quiet but for it three times, each time without stepping.
+	// quiet but for it three times, each time without stepping. Counted
+	// from here: the helpers before may have been held back already, by
+	// the first Ping (at start) preempted on a starved machine.
+	held := g.heldBack.Load()
 	stop := make(chan struct{})
 	var movedEarly atomic.Bool
 	releaser := make(chan struct{})
 	go func() {
 		defer close(releaser)
-		for g.heldBack.Load() < 3 {
+		for g.heldBack.Load() < held+3 {
 			select {
 			case <-stop:
 				return
@@ -189,7 +192,6 @@ func TestStepWaitsForAPingInFlight(t *testing.T) {
 		movedEarly.Store(!clk.Now().Equal(before))
 		p.release()
 	}()
-	held := g.heldBack.Load()
 	step(t, clk, 10500*time.Millisecond)
 	p.release() // without the wait, the step came first: let the Ping return
 	idle(t, clk)
