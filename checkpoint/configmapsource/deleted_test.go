@@ -55,12 +55,19 @@ func deletedMidTrial(t *testing.T, ctx context.Context, cs, op kubernetes.Interf
 	_, err := cms.Create(ctx, cm, metav1.CreateOptions{})
 	require.NoError(t, err)
 	var lists, watches atomic.Int64
+	// watching is closed when the source asks for its first watch. The
+	// source delivers the listed ConfigMap (which starts the trial) before
+	// it asks, so the counts are read only once it has: read at the trial's
+	// start alone, a watch still on its way would count against the delete.
+	watching := make(chan struct{})
+	var once sync.Once
 	src, err := configmapsource.New(configmapsource.Config{Client: cs, Namespace: ns, Name: "agent", Key: "config",
 		OnRequest: func(verb string) {
 			if verb == "list" {
 				lists.Add(1)
 			} else {
 				watches.Add(1)
+				once.Do(func() { close(watching) })
 			}
 		}})
 	require.NoError(t, err)
@@ -86,6 +93,11 @@ func deletedMidTrial(t *testing.T, ctx context.Context, cs, op kubernetes.Interf
 	require.NoError(t, err)
 	require.Equal(t, "workers=2", st.Config)
 	id := st.ID
+	select {
+	case <-watching:
+	case <-ctx.Done():
+		t.Fatalf("the source never asked for a watch: %v", ctx.Err())
+	}
 	l, w := lists.Load(), watches.Load()
 	require.NoError(t, cms.Delete(ctx, "agent", metav1.DeleteOptions{}))
 	deleted := time.Now()
