@@ -119,23 +119,43 @@ func measureProvisioning(t *testing.T, name string, rc lbrecon.Config) provision
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	var out provisioningCost
-	deadline := time.Now().Add(stepTimeout)
-	for {
-		cur, err := cs.CoreV1().Services("default").Get(ctx, name, metav1.GetOptions{})
-		require.NoError(t, err)
-		if len(cur.Status.LoadBalancer.Ingress) == 1 {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "no address within %v; the controller's output:\n%s", stepTimeout, c.Log())
-		select {
-		case <-time.After(20 * time.Millisecond):
-		case <-c.Done():
-			t.Fatal(c.Err())
+	// until polls cond every 20 ms until it holds, failing after
+	// stepTimeout or when the controller exited.
+	until := func(cond func() bool, what string) {
+		t.Helper()
+		deadline := time.Now().Add(stepTimeout)
+		for !cond() {
+			require.True(t, time.Now().Before(deadline), "%s not within %v; the controller's output:\n%s", what, stepTimeout, c.Log())
+			select {
+			case <-time.After(20 * time.Millisecond):
+			case <-c.Done():
+				t.Fatal(c.Err())
+			}
 		}
 	}
+	until(func() bool {
+		cur, err := cs.CoreV1().Services("default").Get(ctx, name, metav1.GetOptions{})
+		require.NoError(t, err)
+		return len(cur.Status.LoadBalancer.Ingress) == 1
+	}, "an address")
 	out.took = time.Since(start)
-	// The controller records its last events after the status patch: stop
-	// it, so that every event it sent is counted.
+	// The controller's events reach the apiserver from a goroutine of its
+	// recorder, one at a time in the order recorded, and those still
+	// queued when it stops are dropped: the address published, the last
+	// ones may not be written yet. The last event of the sync,
+	// EnsuredLoadBalancer, is recorded just before the status patch; once
+	// the apiserver holds it, it holds every earlier one, and only then is
+	// the controller stopped.
+	until(func() bool {
+		events, err := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(svc.UID)})
+		require.NoError(t, err)
+		for _, e := range events.Items {
+			if e.Reason == "EnsuredLoadBalancer" {
+				return true
+			}
+		}
+		return false
+	}, "the EnsuredLoadBalancer event")
 	require.NoError(t, c.Stop())
 	out.providerCalls = eng.Requests()
 	out.balancerRequests = balancerRequests.Load()

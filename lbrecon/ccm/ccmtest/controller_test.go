@@ -154,14 +154,21 @@ func TestServiceConvergesAndIsDeleted(t *testing.T) {
 		return len(cur.Status.LoadBalancer.Ingress) == 1 && cur.Status.LoadBalancer.Ingress[0].IP == "192.0.2.1"
 	}, "status.loadBalancer.ingress")
 	require.Equal(t, int64(2), c.Calls().Ensure, "a RetryError, then the status")
-	events, err := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(svc.UID)})
-	require.NoError(t, err)
+	// The controller's recorder writes its events from a goroutine of its
+	// own, behind its client's rate limit: the status can be published
+	// before the Warning of the first call is written.
 	var warning string
-	for _, e := range events.Items {
-		if e.Type == v1.EventTypeWarning {
-			warning = e.Message
+	eventually(t, c, func() bool {
+		events, err := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(svc.UID)})
+		require.NoError(t, err)
+		for _, e := range events.Items {
+			if e.Type == v1.EventTypeWarning {
+				warning = e.Message
+				return true
+			}
 		}
-	}
+		return false
+	}, "the RetryError's Warning event")
 	require.Contains(t, warning, "provisioning", "the RetryError's message crossed")
 
 	require.NoError(t, cs.CoreV1().Services("default").Delete(ctx, "web", metav1.DeleteOptions{}))
