@@ -88,7 +88,9 @@ func TestGateRecreatesDeletedStatusAPIServer(t *testing.T) {
 	// before it opens their watch; the reaper, started beside that watch,
 	// reads and takes its Lease, then lists and watches the heartbeats;
 	// the leader reads the status once its fence has created the Lease
-	// again. Escaped (URL-encoded) as the client sends them.
+	// again; and the node publishes its heartbeat and record beside all
+	// that (seen below as its record Lease). Escaped (URL-encoded) as the
+	// client sends them.
 	saw, started := firstRequest(
 		[]string{"GET ", "watch=true", "role+in+%28record%2Creaper%29"},
 		[]string{"GET ", "watch=true", "role%3Dheartbeat"},
@@ -121,9 +123,13 @@ func TestGateRecreatesDeletedStatusAPIServer(t *testing.T) {
 	require.Eventually(t, func() bool { return len(g.Blocking()) == 1 }, time.Minute, 20*time.Millisecond, "the leader waits for the old node")
 	// The count starts once the start's requests have been sent: the
 	// Lease created again and the old node blocking are shown before the
-	// record watch opens, the reaper starts and the leader reads the
-	// status, and on a loaded machine those came after the count started,
-	// as if the waiting had cost them.
+	// record watch opens, the reaper starts, the leader reads the status
+	// and the node's own record is published, and on a loaded machine
+	// those came after the count started, as if the waiting had cost them.
+	require.Eventually(t, func() bool {
+		_, err := leases.Get(ctx, gate+"-n1", metav1.GetOptions{})
+		return err == nil
+	}, time.Minute, 20*time.Millisecond, "the node publishes its record")
 	for i, what := range []string{"the record watch", "the reaper's heartbeat watch", "the leader's status read"} {
 		select {
 		case <-started[i]:
