@@ -2,6 +2,7 @@ package kubestore_test
 
 import (
 	"context"
+	"strconv"
 	"sync"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -25,6 +26,9 @@ type counts struct {
 	writes  map[string]int            // by namespace
 	events  map[string]map[string]int // by selector, then the Lease's role label ("" for none)
 	watches map[string]int            // watches opened, by selector
+	// since is the resourceVersion from which events count: an event
+	// about an older version of its Lease is not counted.
+	since int64
 }
 
 func newCountingClient(cs kubernetes.Interface) (*countingClient, *counts) {
@@ -33,10 +37,17 @@ func newCountingClient(cs kubernetes.Interface) (*countingClient, *counts) {
 	return &countingClient{Interface: cs, c: c}, c
 }
 
-func (c *counts) reset() {
+func (c *counts) reset() { c.resetSince(0) }
+
+// resetSince clears the counts, and from now on counts only the events
+// about Lease versions newer than rv (a server's resourceVersion): a
+// watch that delivers late the event of a write made before rv, which a
+// loaded machine or a watch opened late does, adds nothing.
+func (c *counts) resetSince(rv int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.writes, c.events, c.watches = map[string]int{}, map[string]map[string]int{}, map[string]int{}
+	c.since = rv
 }
 
 func (c *counts) write(ns string) {
@@ -124,13 +135,17 @@ func (l countingLeases) Watch(ctx context.Context, opts metav1.ListOptions) (wat
 	l.c.watches[sel]++
 	l.c.mu.Unlock()
 	return newCountingWatch(w, func(ev watch.Event) {
-		role := ""
-		if o, ok := ev.Object.(*coordinationv1.Lease); ok && ev.Type != watch.Bookmark {
-			role = o.Labels["reconkit.io/role"]
-		} else {
+		o, ok := ev.Object.(*coordinationv1.Lease)
+		if !ok || ev.Type == watch.Bookmark {
 			return
 		}
+		role := o.Labels["reconkit.io/role"]
+		rv, _ := strconv.ParseInt(o.ResourceVersion, 10, 64)
 		l.c.mu.Lock()
+		if rv != 0 && rv <= l.c.since {
+			l.c.mu.Unlock()
+			return
+		}
 		if l.c.events[sel] == nil {
 			l.c.events[sel] = map[string]int{}
 		}
