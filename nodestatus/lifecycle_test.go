@@ -316,8 +316,11 @@ func TestNodeLifecycleControllerRecovery(t *testing.T) {
 			})
 		})
 		require.NoError(t, err, "marked Unknown and tainted while heartbeats are stopped")
-		pings := p.Pings()
+		// Counted once the error is cleared: a Ping called between a count
+		// read before and the clearing fails, and would pass for the first
+		// that can succeed, which comes a PingInterval later.
 		p.SetPingError(nil)
+		pings := p.Pings()
 		waitPings(t, p, pings+1)
 		healed := time.Now() // the first ping that can succeed has been called
 		untaintedReadyWithin(t, admin, "rh-ping", healed.Add(nodestatus.DefaultLeaseDuration/4))

@@ -208,8 +208,11 @@ func TestLimiterNotHeldAcrossRetryWaits(t *testing.T) {
 	_, _, n := patches.counts()
 	require.Equal(t, 1, n, "A did not retry: the clock did not move")
 
-	// A's retry takes the unit again, and returns it.
-	clk.Step(time.Second)
+	// A's retry takes the unit again, and returns it. A returns its unit
+	// before it arms its retry timer: the clock is stepped only once A
+	// is idle (its retry wait armed), or the timer is armed a step late
+	// and waits for a step that never comes.
+	step(t, clk, time.Second)
 	require.Eventually(t, func() bool { _, _, n := patches.counts(); return n >= 2 }, waitFor, time.Millisecond, "A retried")
 	lim.waitFor(t, 0, 0)
 }

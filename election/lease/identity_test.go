@@ -10,6 +10,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
@@ -19,7 +20,7 @@ import (
 
 // newCoordinated is a coordinated candidate named "pod-0" on cs, as a
 // process restarted with its predecessor's pod name is.
-func newCoordinated(t *testing.T, cs *fake.Clientset, clk *testingclock.FakeClock) *Elector {
+func newCoordinated(t *testing.T, cs *fake.Clientset, clk clock.Clock) *Elector {
 	t.Helper()
 	e, err := New(Config{
 		Client: cs, Namespace: "ns", Name: "lease", Identity: "pod-0",
@@ -57,6 +58,15 @@ func leaseWatches(cs *fake.Clientset) int {
 	return n
 }
 
+// awaitExpiryArmed waits until the follow loop has armed its wake-up for
+// the expiry at: the watch event is in the snapshot before the loop steps
+// and arms that timer, and a timer armed once the fake clock is at or past
+// its instant waits for a later move of the clock that never comes.
+func awaitExpiryArmed(t *testing.T, clk *armedClock, at time.Time) {
+	t.Helper()
+	require.Eventually(t, func() bool { return clk.armedFor(at) }, 10*time.Second, time.Millisecond, "expiry timer armed for %v", at)
+}
+
 // A coordinated candidate restarted with its predecessor's identity finds
 // the Lease naming that identity with the acquireTime the predecessor
 // wrote when it took it. The predecessor may be alive and cut off, its
@@ -64,7 +74,7 @@ func leaseWatches(cs *fake.Clientset) int {
 // anybody else's and takes the Lease only once it has seen the record
 // unchanged for the lease duration, with a new transition (a new token).
 func TestCoordinatedRestartDoesNotAdoptPredecessorsTerm(t *testing.T) {
-	clk := testingclock.NewFakeClock(epoch)
+	clk := newArmedClock(epoch)
 	acquired := metav1.NewMicroTime(epoch.Add(-time.Minute)) // the predecessor's clock: ignored
 	cs := kubefake.Config{Clock: clk}.NewClientset(&coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "lease"},
@@ -100,6 +110,7 @@ func TestCoordinatedRestartDoesNotAdoptPredecessorsTerm(t *testing.T) {
 	_, err = cs.CoordinationV1().Leases("ns").Update(ctx, l, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return e.snapshot().rec.RenewTime.Equal(renewed.Time) }, 10*time.Second, time.Millisecond)
+	awaitExpiryArmed(t, clk, epoch.Add(5*time.Second))
 	clk.SetTime(epoch.Add(5*time.Second - time.Millisecond))
 	select {
 	case r := <-ch:
@@ -181,7 +192,7 @@ func nameCandidate(ctx context.Context, t *testing.T, cs *fake.Clientset, id str
 // else's, waits while the record changes, and takes the Lease only once it
 // has seen it unchanged for the lease duration, with a new transition.
 func TestCoordinatedDoesNotAdoptClientGoTermOfItsIdentity(t *testing.T) {
-	clk := testingclock.NewFakeClock(epoch)
+	clk := newArmedClock(epoch)
 	renewed := metav1.NewMicroTime(epoch.Add(-time.Minute)) // the holder's clock: ignored
 	cs := kubefake.Config{Clock: clk}.NewClientset(&coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "lease"},
@@ -216,6 +227,7 @@ func TestCoordinatedDoesNotAdoptClientGoTermOfItsIdentity(t *testing.T) {
 	_, err = cs.CoordinationV1().Leases("ns").Update(ctx, l, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return e.snapshot().rec.RenewTime.Equal(again.Time) }, 10*time.Second, time.Millisecond)
+	awaitExpiryArmed(t, clk, epoch.Add(5*time.Second))
 	clk.SetTime(epoch.Add(5*time.Second - time.Millisecond))
 	select {
 	case r := <-ch:
