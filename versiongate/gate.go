@@ -269,6 +269,11 @@ type Gate struct {
 	// moment it is asked, rather than trusting the keep-alive loop's timer
 	// to have fired on time (a starved process runs it late).
 	validUntil atomic.Pointer[time.Time]
+	// beforeRecordRead, if not nil, is called by the goroutine that
+	// waitRecord starts before each of its reads of record. Only tests
+	// set it (export_test.go), before Run and WaitReady, to hold that
+	// goroutine back as a starved one is held; nil otherwise.
+	beforeRecordRead func()
 
 	running   atomic.Bool
 	ready     atomic.Bool // WaitReady succeeded and the record is still valid

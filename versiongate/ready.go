@@ -103,6 +103,9 @@ func (g *Gate) waitRecord(ctx context.Context) (context.Context, recordState, fu
 		defer close(done)
 		defer w.Close()
 		for {
+			if g.beforeRecordRead != nil {
+				g.beforeRecordRead()
+			}
 			st, err := w.Get(rctx)
 			if err != nil {
 				return
