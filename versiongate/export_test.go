@@ -13,3 +13,8 @@ func RecordRevision(g *Gate) (rev int64, valid bool) {
 	st, _ := g.record.Load()
 	return st.rev, g.recordValid(st)
 }
+
+// SetAfterReady makes WaitReady call fn right after it set the node ready
+// and before it checks that the record is still the one it waited on, so
+// that a test can ask Ready at that moment. Call it before WaitReady.
+func SetAfterReady(g *Gate, fn func()) { g.afterReady = fn }

@@ -274,9 +274,19 @@ type Gate struct {
 	// set it (export_test.go), before Run and WaitReady, to hold that
 	// goroutine back as a starved one is held; nil otherwise.
 	beforeRecordRead func()
+	// afterReady, if not nil, is called by WaitReady right after it set
+	// ready, before it checks the record again. Only tests set it
+	// (export_test.go), to ask Ready at that moment; nil otherwise.
+	afterReady func()
 
-	running   atomic.Bool
-	ready     atomic.Bool // WaitReady succeeded and the record is still valid
+	running atomic.Bool
+	ready   atomic.Bool // WaitReady succeeded and the record is still valid
+	// readyRev is the revision of the record for which WaitReady last
+	// succeeded (set before ready): Ready holds only while the local
+	// record is still that one, so a WaitReady whose status read proves
+	// nothing for a record published since never makes it true, not even
+	// for the moment between setting ready and clearing it again.
+	readyRev  atomic.Int64
 	leading   atomic.Bool
 	leadingCh notifier
 	phaseCh   notifier
@@ -408,8 +418,9 @@ func (g *Gate) setLeading(v bool) {
 
 // Ready reports, without a request, whether the local node may serve: a
 // WaitReady has returned nil and, when the gate owns the records, the
-// node's record has stayed valid by its local deadline since it was
-// published. It turns false the moment the record is lost, before the
+// node's record is still the one that WaitReady waited on (not one
+// published again since) and has stayed valid by its local deadline since
+// it was published. It turns false the moment the record is lost, before the
 // server can expire it; the host then waits in WaitReady again. It judges
 // the record's local deadline itself when called, so it is false from the
 // deadline on even when the gate's own goroutines run late (a starved or
@@ -422,7 +433,7 @@ func (g *Gate) Ready() bool {
 		return true
 	}
 	st, _ := g.record.Load()
-	return g.recordValid(st)
+	return st.rev == g.readyRev.Load() && g.recordValid(st)
 }
 
 // recordValid reports whether st is a valid record whose local validity

@@ -49,8 +49,15 @@ func (g *Gate) WaitReady(ctx context.Context) error {
 		// (stillWaited): the status was read while that record stood,
 		// and a leader that restricted after that read saw that record
 		// or none. setRecordInvalid clears ready after marking the record lost, so
-		// a loss racing with this store is never missed.
+		// a loss racing with this store is never missed; and Ready holds
+		// only while the record is at the revision waited on (readyRev),
+		// so it is not true even for a moment on a record published
+		// since.
+		g.readyRev.Store(waited.rev)
 		g.ready.Store(true)
+		if g.afterReady != nil {
+			g.afterReady()
+		}
 		if !g.stillWaited(rctx, waited) {
 			g.ready.Store(false)
 			return fmt.Errorf("%w: lost while the status was read", ErrRecordLost)

@@ -123,12 +123,18 @@ func (s *staleReadGate) loseAndRepublish(t *testing.T, waited int64) {
 // record at all, so rctx has not ended when the read returns: only the
 // comparison of the revisions (stillWaited) stands between the stale read
 // and a node reported ready. WaitReady returns an error wrapping
-// ErrRecordLost, Ready stays false, and only a new WaitReady's read, made
+// ErrRecordLost, Ready stays false (also at the moment WaitReady has set
+// the node ready and not yet checked the record again), and only a new WaitReady's read, made
 // while R' stands, makes the node ready.
 func TestWaitReadyStaleReadAcrossRepublish(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newStaleReadGate(t, nil)
 		ctx := t.Context()
+		// What Ready answers at the moment WaitReady has set the node
+		// ready and not yet checked the record again: a host polling
+		// Ready may ask just then.
+		var atReady []bool
+		versiongate.SetAfterReady(s.gate, func() { atReady = append(atReady, s.gate.Ready()) })
 		res := make(chan error, 1)
 		go func() { res <- s.gate.WaitReady(ctx) }()
 		synctest.Wait()
@@ -143,6 +149,7 @@ func TestWaitReadyStaleReadAcrossRepublish(t *testing.T) {
 		s.releaseWatcher()
 		require.ErrorIs(t, receive(t, res, "WaitReady's return"), versiongate.ErrRecordLost)
 		require.False(t, s.gate.Ready())
+		require.Equal(t, []bool{false}, atReady, "Ready true on record R', for a moment, by a status read answered while R stood")
 
 		go func() { res <- s.gate.WaitReady(ctx) }()
 		synctest.Wait()
@@ -151,6 +158,7 @@ func TestWaitReadyStaleReadAcrossRepublish(t *testing.T) {
 		s.releaseRead(t)
 		require.NoError(t, receive(t, res, "WaitReady's return"))
 		require.True(t, s.gate.Ready())
+		require.Equal(t, []bool{false, true}, atReady)
 	})
 }
 
