@@ -116,6 +116,9 @@ func TestServiceControllerCleanupNeedsNoSpec(t *testing.T) {
 		require.NoError(t, err)
 		warnings, count := 0, 0
 		for _, e := range events.Items {
+			if e.Source.Component != "service-controller" {
+				continue // the apiserver's ClusterIP repair loop warns too, under load
+			}
 			count += int(max(e.Count, 1))
 			if e.Type == v1.EventTypeWarning {
 				warnings += int(max(e.Count, 1))

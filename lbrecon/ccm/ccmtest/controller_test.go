@@ -156,13 +156,16 @@ func TestServiceConvergesAndIsDeleted(t *testing.T) {
 	require.Equal(t, int64(2), c.Calls().Ensure, "a RetryError, then the status")
 	// The controller's recorder writes its events from a goroutine of its
 	// own, behind its client's rate limit: the status can be published
-	// before the Warning of the first call is written.
+	// before the Warning of the first call is written. Other components
+	// warn about the Service too (the apiserver's ClusterIP repair loop,
+	// under load): only the service controller's SyncLoadBalancerFailed
+	// is the RetryError's.
 	var warning string
 	eventually(t, c, func() bool {
 		events, err := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(svc.UID)})
 		require.NoError(t, err)
 		for _, e := range events.Items {
-			if e.Type == v1.EventTypeWarning {
+			if e.Type == v1.EventTypeWarning && e.Reason == "SyncLoadBalancerFailed" {
 				warning = e.Message
 				return true
 			}
