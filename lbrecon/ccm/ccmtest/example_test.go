@@ -4,9 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
+	"os"
+	"strings"
+	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,22 +40,53 @@ import (
 // apiserver: controller-runtime's envtest, a kind cluster. Nodes must be
 // created by the test: a bare apiserver has no kubelet. The test binary's
 // TestMain calls ccmtest.Main.
+//
+// It starts an apiserver and two controller processes and waits for a
+// Lease to expire: too slow for -short, so it has no Output line and is
+// run, its output checked, by TestCloudControllerManagerExample.
 func Example_cloudControllerManager() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if err := cloudControllerManager(ctx); err != nil {
+	if err := cloudControllerManager(ctx, os.Stdout); err != nil {
 		fmt.Println(err)
 	}
-	// Output:
-	// ccm-a leads
-	// ingress: 192.0.2.10
-	// ccm-a crashed
-	// ccm-b leads, with a newer token: true
-	// the Service is gone: its finalizer was removed
-	// objects left at the provider: 0
+	// It prints:
+	//
+	//	ccm-a leads
+	//	ingress: 192.0.2.10
+	//	ccm-a crashed
+	//	ccm-b leads, with a newer token: true
+	//	the Service is gone: its finalizer was removed
+	//	objects left at the provider: 0
 }
 
-func cloudControllerManager(ctx context.Context) error {
+// Start refuses a Config it cannot run, before it starts anything, with an
+// error a caller can branch on.
+func ExampleStart_unsupportedConfig() {
+	_, err := ccmtest.Start(context.Background(), ccmtest.Config{})
+	fmt.Println(errors.Is(err, ccmtest.ErrUnsupportedConfig))
+	// Output:
+	// true
+}
+
+// TestCloudControllerManagerExample runs Example_cloudControllerManager's
+// scenario and checks what it prints.
+func TestCloudControllerManagerExample(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a kube-apiserver and two controller processes; skipped under -short")
+	}
+	var out strings.Builder
+	require.NoError(t, cloudControllerManager(t.Context(), &out))
+	require.Equal(t, `ccm-a leads
+ingress: 192.0.2.10
+ccm-a crashed
+ccm-b leads, with a newer token: true
+the Service is gone: its finalizer was removed
+objects left at the provider: 0
+`, out.String())
+}
+
+func cloudControllerManager(ctx context.Context, out io.Writer) error {
 	bins, err := servers.Build(ctx, servers.BuildOptions{ControllerManager: true})
 	if err != nil {
 		return err
@@ -135,7 +171,7 @@ func cloudControllerManager(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	fmt.Println("ccm-a leads")
+	fmt.Fprintln(out, "ccm-a leads")
 	svcs := cs.CoreV1().Services("default")
 	if _, err := svcs.Create(ctx, &v1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
 		Spec: v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer, Ports: []v1.ServicePort{{Name: "http", Port: 80}}}},
@@ -153,7 +189,7 @@ func cloudControllerManager(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	fmt.Println("ingress:", ingress)
+	fmt.Fprintln(out, "ingress:", ingress)
 
 	// ccm-a crashes: its controller is killed, and its Lease is left to
 	// expire (Close releases nothing).
@@ -163,7 +199,7 @@ func cloudControllerManager(ctx context.Context) error {
 	if err := a.elector.Close(); err != nil {
 		return err
 	}
-	fmt.Println("ccm-a crashed")
+	fmt.Fprintln(out, "ccm-a crashed")
 	b, err := campaign("ccm-b")
 	if err != nil {
 		return err
@@ -173,7 +209,7 @@ func cloudControllerManager(ctx context.Context) error {
 		_ = b.term.Resign(context.Background())
 		_ = b.elector.Close()
 	}()
-	fmt.Println("ccm-b leads, with a newer token:", b.term.Token() > a.term.Token())
+	fmt.Fprintln(out, "ccm-b leads, with a newer token:", b.term.Token() > a.term.Token())
 
 	if err := svcs.Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
 		return err
@@ -187,8 +223,8 @@ func cloudControllerManager(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("%w; the controller's output:\n%s", err, b.ctrl.Log())
 	}
-	fmt.Println("the Service is gone: its finalizer was removed")
-	fmt.Println("objects left at the provider:", len(provider.Objects()))
+	fmt.Fprintln(out, "the Service is gone: its finalizer was removed")
+	fmt.Fprintln(out, "objects left at the provider:", len(provider.Objects()))
 	return nil
 }
 
