@@ -1,5 +1,11 @@
 package kubestore
 
+import (
+	"context"
+
+	"github.com/reconkit/reconkit/versiongate"
+)
+
 // SetReaperIdentity sets the identity s holds the reaper Lease as, so
 // that tests can make two Stores hold it at once.
 func SetReaperIdentity(s *Store, id string) { s.identity = id }
@@ -33,4 +39,11 @@ func Covered(s *Store) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.seen.covered
+}
+
+// ListRecordsHeld is ListRecords, also returning the IDs of the records
+// it lists as held (seen deleted while their heartbeats may be renewed):
+// storecheck's recorder marks them in the history (storecheck.HeldLister).
+func (s *Store) ListRecordsHeld(ctx context.Context) ([]versiongate.Record, int64, []string, error) {
+	return s.listHeld(ctx)
 }

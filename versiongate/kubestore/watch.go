@@ -45,9 +45,18 @@ var ErrWatchExpired = errors.New("versiongate/kubestore: watch revision expired"
 // this store's own records missing from the listing is lost: its next
 // KeepAlive reports ErrRecordLost.
 func (s *Store) ListRecords(ctx context.Context) ([]versiongate.Record, int64, error) {
+	recs, rev, _, err := s.listHeld(ctx)
+	return recs, rev, err
+}
+
+// listHeld is ListRecords, also returning the IDs of the records it
+// lists as held: seen deleted, kept while their heartbeats may still be
+// renewed (see heldDeath). The checker of the store's histories must know
+// them: they are listed after their deletion, which no other record is.
+func (s *Store) listHeld(ctx context.Context) ([]versiongate.Record, int64, []string, error) {
 	list, rev, err := s.listRecords(ctx)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	now := s.clock.Now()
 	present := make(map[string]bool, len(list))
@@ -70,7 +79,11 @@ func (s *Store) ListRecords(ctx context.Context) ([]versiongate.Record, int64, e
 	for _, r := range list {
 		out = append(out, s.record(r.id, &r.lease))
 	}
-	return append(out, held...), rev, nil
+	ids := make([]string, len(held))
+	for i, r := range held {
+		ids[i] = r.ID
+	}
+	return append(out, held...), rev, ids, nil
 }
 
 type listedRecord struct {

@@ -41,6 +41,13 @@
 //   - List: its revision is at least every one reported before; every
 //     listed record exists with that value and no newer revision; records
 //     not listed are gone from then on (expired) and may not reappear.
+//     The one exception is a record the store says it holds (a
+//     HeldLister's Output.Held: the Kubernetes store lists a record it
+//     saw deleted while the heartbeat the record named may still be
+//     renewed, since its node may still serve): it must be the model's
+//     record of that ID and value, or one the model removed, and it shows
+//     no record of its ID at that revision. Unmarked, such a listing is a
+//     stale read (TestHeldRecordListedAfterItsDeletion).
 //   - Read: the status is the last one written (or put back, below), at
 //     a revision not below any reported before it: the store's at the
 //     read. (The Kubernetes store once reported the status Lease's own
@@ -258,6 +265,11 @@
 //     and time is the real clock's, so a budget is a bound on bursts, not
 //     a measure of requests per second after 30s of one answer (the
 //     packages' own tests measure those on fake clocks).
+//   - Holds' lifetimes: a held record may be listed however long after
+//     its deletion; that the store lets it go once the heartbeat is gone
+//     or judged dead is the store's own tests' (kubestore's
+//     TestHeldRecordListedAsHeld), and that the leader waits for it, the
+//     drivers' and kubestore's hand-delete tests'.
 //   - Claims' lifetimes: on a store that claims an ID before it makes
 //     the record (LostRecordsLinger), any earlier publish of the ID may
 //     hold it, however long ago: that its heartbeat is judged dead

@@ -86,6 +86,11 @@ type state struct {
 	// publish of such an ID may be refused as held with no record to
 	// list.
 	claimed map[string]bool
+	// ghosts holds each record (ID and value) the model removed: a
+	// listing may still show it held (Output.Held), as the Kubernetes
+	// store lists a record seen deleted while the heartbeat it named may
+	// still be renewed (its node may still serve).
+	ghosts map[pend]bool
 	// key identifies the state, for Equal and Hash; base is key without
 	// pending.
 	key, base string
@@ -120,15 +125,23 @@ func (s *state) clone() *state {
 	if c.claimed == nil {
 		c.claimed = map[string]bool{}
 	}
+	c.ghosts = maps.Clone(s.ghosts)
+	if c.ghosts == nil {
+		c.ghosts = map[pend]bool{}
+	}
 	return &c
 }
 
-// remove removes the record id, proven gone, and notes its deletion in
-// gone. A record of unknown revision leaves no note: which record of the
-// ID it was is not known.
+// remove removes the record id, proven gone, notes its deletion in gone
+// and keeps it among the ghosts. A record of unknown revision leaves no
+// note in gone: which record of the ID it was is not known.
 func (s *state) remove(id string) {
-	if r, ok := s.records[id]; ok && r.modRev != 0 {
+	r, ok := s.records[id]
+	if ok && r.modRev != 0 {
 		s.gone[id] = max(s.gone[id], r.modRev)
+	}
+	if ok {
+		s.ghosts[pend{id, r.value}] = true
 	}
 	delete(s.records, id)
 }
@@ -164,6 +177,10 @@ func (s *state) freeze() *state {
 	b.WriteString(" claimed:")
 	for _, id := range slices.Sorted(maps.Keys(s.claimed)) {
 		fmt.Fprintf(&b, " %s", id)
+	}
+	b.WriteString(" ghosts:")
+	for _, g := range slices.SortedFunc(maps.Keys(s.ghosts), comparePend) {
+		fmt.Fprintf(&b, " %s=%q", g.id, g.value)
 	}
 	s.base = b.String()
 	b.WriteString(" pending:")
@@ -214,9 +231,11 @@ func (s *state) describe() string {
 }
 
 func sortedPending(m map[pend]int) []pend {
-	return slices.SortedFunc(maps.Keys(m), func(a, b pend) int {
-		return cmp.Or(cmp.Compare(a.id, b.id), cmp.Compare(a.value, b.value))
-	})
+	return slices.SortedFunc(maps.Keys(m), comparePend)
+}
+
+func comparePend(a, b pend) int {
+	return cmp.Or(cmp.Compare(a.id, b.id), cmp.Compare(a.value, b.value))
 }
 
 // termHolds reports whether a fence or write of in's term may succeed now.
@@ -321,10 +340,17 @@ func step(s *state, in Input, out Output) []*state {
 		listed := map[string]bool{}
 		for _, r := range out.Records {
 			m, ok := s.records[r.ID]
-			if !ok || m.value != string(r.Value) || m.modRev > out.Rev {
+			if ok && m.value == string(r.Value) && m.modRev <= out.Rev {
+				listed[r.ID] = true
+				continue
+			}
+			// A held record is one the store saw deleted: the model's
+			// record, or one it removed. It shows no record present at
+			// out.Rev, so the model's record of the ID, if another, is
+			// gone.
+			if !slices.Contains(out.Held, r.ID) || !s.ghosts[pend{r.ID, string(r.Value)}] {
 				return nil
 			}
-			listed[r.ID] = true
 		}
 		for id := range s.records {
 			if !listed[id] {
@@ -962,7 +988,9 @@ func narrow(ops []porcupine.Operation) ([]porcupine.Operation, bool) {
 		switch c.Kind {
 		case KindList:
 			for _, r := range out.Records {
-				shown = append(shown, r.ID)
+				if !slices.Contains(out.Held, r.ID) { // a held one is listed after its deletion
+					shown = append(shown, r.ID)
+				}
 			}
 		case KindKeepAlive:
 			shown = []string{c.ID}

@@ -110,6 +110,10 @@ type Output struct {
 	Rev int64
 	// Records are the listed records, sorted by ID (list).
 	Records []versiongate.Record
+	// Held are the IDs of listed records the store reported held (list,
+	// a HeldLister): seen deleted, and listed while their node may still
+	// be serving. Sorted.
+	Held []string `json:",omitempty"`
 	// Value and Exists are the status read (read).
 	Value  string
 	Exists bool
@@ -311,10 +315,33 @@ func (c *client) DeleteRecord(ctx context.Context, l versiongate.RecordLease) er
 	return err
 }
 
+// HeldLister is a Store whose listings may show a record after its
+// deletion, while its node may still be serving (the Kubernetes store
+// holds a deletion its record's heartbeat does not confirm), and that says
+// which. The recorder lists through it when the store is one, and the
+// model accepts a held record only if it is, or was, the model's record of
+// that ID with that value.
+type HeldLister interface {
+	// ListRecordsHeld is ListRecords, also returning the IDs of the
+	// listed records that are held.
+	ListRecordsHeld(ctx context.Context) (recs []versiongate.Record, rev int64, held []string, err error)
+}
+
 func (c *client) ListRecords(ctx context.Context) ([]versiongate.Record, int64, error) {
 	call := c.r.now()
 	c.r.count(c.name, Input{Kind: KindList}, call)
-	recs, rev, err := c.s.ListRecords(ctx)
+	var (
+		recs []versiongate.Record
+		rev  int64
+		held []string
+		err  error
+	)
+	if hl, ok := c.s.(HeldLister); ok {
+		recs, rev, held, err = hl.ListRecordsHeld(ctx)
+		held = slices.Sorted(slices.Values(held))
+	} else {
+		recs, rev, err = c.s.ListRecords(ctx)
+	}
 	sorted := make([]versiongate.Record, len(recs))
 	for i, r := range recs {
 		sorted[i] = versiongate.Record{ID: r.ID, Value: slices.Clone(r.Value)}
@@ -328,7 +355,7 @@ func (c *client) ListRecords(ctx context.Context) ([]versiongate.Record, int64, 
 		}
 		return 0
 	})
-	c.done(ctx, Input{Kind: KindList}, call, err, Output{Records: sorted, Rev: rev}, nil)
+	c.done(ctx, Input{Kind: KindList}, call, err, Output{Records: sorted, Rev: rev, Held: held}, nil)
 	return recs, rev, err
 }
 
@@ -386,6 +413,9 @@ func describe(in Input, out Output) string {
 			ids := make([]string, len(out.Records))
 			for i, r := range out.Records {
 				ids[i] = r.ID
+				if slices.Contains(out.Held, r.ID) {
+					ids[i] += " (held)"
+				}
 			}
 			res = fmt.Sprintf("%v rev %d", ids, out.Rev)
 		case KindRead, KindStatusEvent:
