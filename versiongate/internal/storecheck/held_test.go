@@ -45,6 +45,14 @@ func TestHeldRecordListedAfterItsDeletion(t *testing.T) {
 	require.Equal(t, porcupine.Ok, verify(t, again))
 	kept := append(again, storecheck.Op{Client: 3, Name: "a#2", Input: storecheck.Input{Kind: storecheck.KindKeepAlive, ID: "a", Lease: 2, Lingers: true}, Output: storecheck.Output{Outcome: storecheck.OK}, Call: 7, Return: 8})
 	require.Equal(t, porcupine.Illegal, verify(t, kept), "a record kept alive after a listing held its ID's old one")
+
+	// Beside a record an open publish made (taken effect just before the
+	// listing), the held one needs none.
+	b := versiongate.Record{ID: "b", Value: []byte("b")}
+	open := append(deleted(list(6, []string{"a"}, a, b))[:2],
+		storecheck.Op{Client: 3, Name: "b", Input: storecheck.Input{Kind: storecheck.KindPublish, ID: "b", Value: "b", Lingers: true}, Output: storecheck.Output{Outcome: storecheck.Unknown}, Call: 3, Return: storecheck.Open},
+		list(6, []string{"a"}, a, b))
+	require.Equal(t, porcupine.Ok, verify(t, open), "a held record beside one an open publish made")
 }
 
 // A rolling upgrade's history on the Kubernetes store, 726 operations,

@@ -460,10 +460,13 @@ func takeEffect(s *state, c call, out Output) []*state {
 			if m, ok := s.records[r.ID]; ok && m.value == string(r.Value) && m.modRev <= out.Rev {
 				continue
 			}
+			p := pend{r.ID, string(r.Value)}
+			if slices.Contains(out.Held, r.ID) && s.ghosts[p] {
+				continue // held after its deletion: needs no record now
+			}
 			if n.pending[pend{r.ID, string(r.Value)}] == 0 && n.records[r.ID].value == string(r.Value) {
 				continue // taken effect already, for an earlier change of the batch
 			}
-			p := pend{r.ID, string(r.Value)}
 			if n.pending[p] == 0 {
 				return nil
 			}
