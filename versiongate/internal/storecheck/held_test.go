@@ -1,8 +1,6 @@
 package storecheck_test
 
 import (
-	"encoding/json"
-	"os"
 	"testing"
 	"time"
 
@@ -64,10 +62,7 @@ func TestHeldRecordListedAfterItsDeletion(t *testing.T) {
 // reported. The listing is marked held, as the recorder now marks it,
 // and the history is decided at once.
 func TestRollingHeldListingDecided(t *testing.T) {
-	b, err := os.ReadFile("testdata/rolling-held-listing.json")
-	require.NoError(t, err)
-	var req storecheck.ChildRequest
-	require.NoError(t, json.Unmarshal(b, &req))
+	req := readRequest(t, "testdata/rolling-held-listing.json")
 	held := 0
 	for _, o := range req.History {
 		if o.Input.Kind == storecheck.KindList && len(o.Output.Held) > 0 {

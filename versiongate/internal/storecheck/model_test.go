@@ -31,6 +31,16 @@ func status(t *testing.T, min string) []byte {
 	return b
 }
 
+// readRequest reads a history kept as a storecheck.ChildRequest.
+func readRequest(t *testing.T, path string) storecheck.ChildRequest {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var req storecheck.ChildRequest
+	require.NoError(t, json.Unmarshal(b, &req))
+	return req
+}
+
 func verify(t *testing.T, h []storecheck.Op) porcupine.CheckResult {
 	t.Helper()
 	res, path, err := storecheck.Verify(h, t.TempDir())
@@ -401,10 +411,7 @@ func TestManyConcurrentJoinersDecided(t *testing.T) {
 // publish needs a record only an open publish can have made, the history
 // without them is rejected.
 func TestOpenPublishesDecided(t *testing.T) {
-	b, err := os.ReadFile("testdata/open-publishes.json")
-	require.NoError(t, err)
-	var req storecheck.ChildRequest
-	require.NoError(t, json.Unmarshal(b, &req))
+	req := readRequest(t, "testdata/open-publishes.json")
 	open := 0
 	var without []storecheck.Op
 	for _, o := range req.History {
@@ -427,10 +434,7 @@ func TestOpenPublishesDecided(t *testing.T) {
 // what precedes them. A read precedes what reports a higher revision too,
 // and the history is decided at once.
 func TestJoinersReadsDecided(t *testing.T) {
-	b, err := os.ReadFile("testdata/joiners-reads.json")
-	require.NoError(t, err)
-	var req storecheck.ChildRequest
-	require.NoError(t, json.Unmarshal(b, &req))
+	req := readRequest(t, "testdata/joiners-reads.json")
 	start := time.Now()
 	require.Equal(t, porcupine.Ok, verify(t, req.History))
 	t.Logf("%d operations decided in %v", len(req.History), time.Since(start))
@@ -445,10 +449,7 @@ func TestJoinersReadsDecided(t *testing.T) {
 // value (see narrow), and the history is decided at once. A read of the
 // value after the write was refused and undone is still rejected.
 func TestTentativeReadsDecided(t *testing.T) {
-	b, err := os.ReadFile("testdata/joiners-tentative.json")
-	require.NoError(t, err)
-	var req storecheck.ChildRequest
-	require.NoError(t, json.Unmarshal(b, &req))
+	req := readRequest(t, "testdata/joiners-tentative.json")
 	var write storecheck.Op
 	var reads []int
 	for _, o := range req.History {
@@ -507,10 +508,7 @@ func TestKeepAlivesDecided(t *testing.T) {
 	if testing.Short() {
 		t.Skip("checks a history of 524 operations in a child process; skipped under -short")
 	}
-	b, err := os.ReadFile("testdata/joiners-keepalives.json")
-	require.NoError(t, err)
-	var req storecheck.ChildRequest
-	require.NoError(t, json.Unmarshal(b, &req))
+	req := readRequest(t, "testdata/joiners-keepalives.json")
 	start := time.Now()
 	require.Equal(t, porcupine.Ok, verify(t, req.History))
 	t.Logf("%d operations decided in %v", len(req.History), time.Since(start))

@@ -1,8 +1,6 @@
 package storecheck_test
 
 import (
-	"encoding/json"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -29,10 +27,7 @@ import (
 // operations decided in 30ms", the search in the checker program). A read of the value moved after
 // the second write returned, when its refusal had undone it, is rejected.
 func TestRefusedTwiceDecided(t *testing.T) {
-	b, err := os.ReadFile("testdata/undecided-nodelease-joiners-338ops.json")
-	require.NoError(t, err)
-	var req storecheck.ChildRequest
-	require.NoError(t, json.Unmarshal(b, &req))
+	req := readRequest(t, "testdata/undecided-nodelease-joiners-338ops.json")
 	var writes []storecheck.Op
 	for _, o := range req.History {
 		if o.Input.Kind == storecheck.KindWrite && o.Output.Outcome == storecheck.NodesChanged {
