@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"testing"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -129,7 +131,7 @@ type TestingM interface {
 }
 
 // WithVerifier returns m, whose Run, in a binary built with the race
-// detector, first builds the checker program once for all the tests
+// detector and not run with -short, first builds the checker program once for all the tests
 // (VerifierEnv, unless already set), and removes it when they are done.
 // For a TestMain:
 //
@@ -145,7 +147,10 @@ func WithVerifier(m TestingM) TestingM {
 type verifierM struct{ m TestingM }
 
 func (v verifierM) Run() int {
-	if !raceEnabled || os.Getenv(VerifierEnv) != "" {
+	// Under -short no history is checked in a child (see Verify): build
+	// nothing. testing's flags are registered before TestMain runs.
+	flag.Parse()
+	if !raceEnabled || os.Getenv(VerifierEnv) != "" || testing.Short() {
 		return v.m.Run()
 	}
 	tmp, err := os.MkdirTemp("", "storecheck-verifier-")

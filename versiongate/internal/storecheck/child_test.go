@@ -42,6 +42,9 @@ func TestServeRejectsGarbage(t *testing.T) {
 // stood over a record published after the listing it was conditioned on,
 // and kept alive after it).
 func TestVerifyInChildAgrees(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the checker program with the go command; skipped under -short")
+	}
 	legal := []Op{
 		{Client: 1, Name: "a", Input: Input{Kind: KindPublish, ID: "a", Value: "a"}, Output: Output{Outcome: OK, Lease: 1, Rev: 2}, Call: 1, Return: 2},
 		{Client: 2, Name: "leader", Input: Input{Kind: KindList}, Output: Output{Outcome: OK, Rev: 2, Records: []versiongate.Record{{ID: "a", Value: []byte("a")}}}, Call: 3, Return: 4},
