@@ -57,7 +57,10 @@ func (e *buildError) Error() string {
 // childBinary is the program to run as a crash child.
 func childBinary(t *testing.T) string {
 	t.Helper()
-	if !raceEnabled || childDir == "" {
+	// Under -short the few children run with the race detector: building
+	// a plain binary takes a minute on a starved machine with a cold build
+	// cache, more than the children it would speed up.
+	if !raceEnabled || childDir == "" || testing.Short() {
 		return os.Args[0]
 	}
 	bin, err := plainChild()
