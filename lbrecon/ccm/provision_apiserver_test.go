@@ -220,7 +220,11 @@ func TestProvisionedServiceUnderTheRealController(t *testing.T) {
 		return cur
 	}
 	// ingressIs waits until the Service's status is exactly what the
-	// provider's load balancer named name was assigned, and returns it.
+	// provider's load balancer named name was assigned, and the watch
+	// above has judged that publication too, and returns it. The watch
+	// judges each version against the provider as it is when the event
+	// arrives, which may be after the GET here: a step that changes the
+	// provider next (deletes the load balancer) must not come between.
 	ingressIs := func(t *testing.T, name string) []v1.LoadBalancerIngress {
 		t.Helper()
 		var want []v1.LoadBalancerIngress
@@ -228,7 +232,12 @@ func TestProvisionedServiceUnderTheRealController(t *testing.T) {
 			lb, found := provLB(eng, name)
 			want = provWant(lb)
 			cur, err := svcs.Get(ctx, "web", metav1.GetOptions{})
-			return found && want != nil && err == nil && sameIngress(cur.Status.LoadBalancer.Ingress, want)
+			if !found || want == nil || err != nil || !sameIngress(cur.Status.LoadBalancer.Ingress, want) {
+				return false
+			}
+			seenMu.Lock()
+			defer seenMu.Unlock()
+			return sameIngress(published, want)
 		}, "status.loadBalancer.ingress is the provider's assigned address")
 		return want
 	}
