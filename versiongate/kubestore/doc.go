@@ -144,7 +144,21 @@
 //     TestRecordDeletedByHandIsNoProofOfDeathAPIServer, with 40s
 //     records). The reaper and DeleteRecord delete the
 //     heartbeat first, so their deletions are reported at once. With
-//     Config.NodeLease this does not hold: see its limits.
+//     Config.NodeLease this does not hold: see its limits. A held
+//     deletion, once proven, is reported at the position of the watch
+//     that reports it, after every change the watch delivered before it
+//     (TestHeldDeathReportedAtTheWatchPosition).
+//   - What WatchRecords reports is its own: a ListRecords beside it on
+//     the same Store (its methods are safe for concurrent use), even one
+//     that has seen changes the watch has yet to deliver, takes no change
+//     from its callback; at worst the watch repeats a record unchanged, for
+//     an edit of other fields of a record that listing saw changed later
+//     (TestWatchReportsChangesAListingBesideItSaw). A status conditioned
+//     on a revision where the watch showed a value that such a listing
+//     saw changed back is refused (TestValidationSeesAChangeBackAListingHid),
+//     and a listing answered before a held deletion does not end the hold
+//     (TestHeldDeathSurvivesAnOlderListing). A held deletion, once proven,
+//     is reported by one WatchRecords: run one per Store, as a gate does.
 //   - A node whose record was deleted or replaced (seen by its store's
 //     listing or watch), or whose heartbeat is gone, gets ErrRecordLost
 //     from its next KeepAlive (TestRecordDeletedAloneIsLost,

@@ -47,3 +47,9 @@ func Covered(s *Store) int64 {
 func (s *Store) ListRecordsHeld(ctx context.Context) ([]versiongate.Record, int64, []string, error) {
 	return s.listHeld(ctx)
 }
+
+// Validate is WriteStatus' validation of a status write conditioned on
+// nodesRev: why it must not stand, or "".
+func Validate(ctx context.Context, s *Store, nodesRev int64) (string, error) {
+	return s.validate(ctx, nodesRev)
+}

@@ -21,6 +21,7 @@ import (
 type heldDeath struct {
 	uid   types.UID
 	rec   versiongate.Record // as the gate last had it
+	rev   int64              // the deletion's revision
 	hb    string             // the heartbeat's name
 	hbUID types.UID          // and UID, as the record named it
 	ttl   time.Duration      // the record's
@@ -30,11 +31,11 @@ type heldDeath struct {
 }
 
 // holdDeath decides, with one read of the heartbeat the deleted record l
-// named, whether its deletion is proof of its node's death. It returns
+// (deleted at revision rev) named, whether its deletion is proof of its node's death. It returns
 // true, and keeps the record as held, while the heartbeat is there. With
 // records kept alive by node Leases, which the store does not write, it
 // holds nothing. s.mu is not held.
-func (s *Store) holdDeath(ctx context.Context, id string, l *coordinationv1.Lease, rec versiongate.Record) bool {
+func (s *Store) holdDeath(ctx context.Context, id string, l *coordinationv1.Lease, rec versiongate.Record, rev int64) bool {
 	if s.node != nil {
 		return false
 	}
@@ -43,7 +44,7 @@ func (s *Store) holdDeath(ctx context.Context, id string, l *coordinationv1.Leas
 		return false
 	}
 	now := s.clock.Now()
-	h := &heldDeath{uid: l.UID, rec: rec, hb: name, hbUID: uid, ttl: leaseTTL(l), since: now}
+	h := &heldDeath{uid: l.UID, rec: rec, rev: rev, hb: name, hbUID: uid, ttl: leaseTTL(l), since: now}
 	if s.heartbeatDead(ctx, h, now) {
 		return false
 	}
@@ -76,15 +77,17 @@ func (s *Store) heartbeatDead(ctx context.Context, h *heldDeath, now time.Time) 
 	return false
 }
 
-// checkHeld reads again the heartbeats of held deletions that are due,
-// and returns the records whose deletion is now proven, to be reported at
-// revision rev.
-func (s *Store) checkHeld(ctx context.Context) []versiongate.Record {
+// checkHeld reads again the heartbeats of the held deletions at or before
+// revision upTo that are due, and returns the records whose deletion is
+// now proven. A watch that has delivered every change up to upTo reports
+// them at upTo: a held deletion is never reported ahead of changes the
+// watch has still to deliver.
+func (s *Store) checkHeld(ctx context.Context, upTo int64) []versiongate.Record {
 	now := s.clock.Now()
 	s.mu.Lock()
 	due := map[string]*heldDeath{}
 	for id, h := range s.held {
-		if !now.Before(h.next) {
+		if h.rev <= upTo && !now.Before(h.next) {
 			due[id] = h
 		}
 	}

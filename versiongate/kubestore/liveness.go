@@ -50,7 +50,7 @@ func (s *Store) watchLiveness(ctx context.Context) {
 		rev, err := s.listLiveness(ctx, ns, leases, opts)
 		if err == nil {
 			s.judge(ctx)
-			err = s.watchLoop(ctx, s.rand.liveness, ns, leases, rev, opts, tick.C(), s.judge, func(ev watch.EventType, l *coordinationv1.Lease, r int64) (bool, error) {
+			err = s.watchLoop(ctx, s.rand.liveness, ns, leases, rev, opts, tick.C(), func(ctx context.Context, _ int64) { s.judge(ctx) }, func(ev watch.EventType, l *coordinationv1.Lease, r int64) (bool, error) {
 				s.sawLiveness(ev, l, r)
 				return false, nil
 			})

@@ -49,10 +49,17 @@ func newTracker() tracker { return tracker{recs: map[string]*seenRecord{}} }
 // observe applies a record seen at resourceVersion rv with the given
 // object UID and value (nil: deleted). It reports whether the record
 // changed for the gate: created, deleted, or its value changed; a renewal
-// is no change. A sighting older than what the tracker holds is ignored.
+// is no change. A sighting older than what the tracker holds (a watch
+// behind a listing) changes nothing, except that one showing another
+// object or value than the tracker's proves the tracker's value set after
+// it: at e.rv at the latest, so that a status conditioned on a revision in
+// between, where the value differed, is not validated against it.
 func (t *tracker) observe(id string, uid types.UID, value []byte, ref string, rv int64, ttl time.Duration, now time.Time) bool {
 	e := t.recs[id]
 	if e != nil && rv <= e.rv {
+		if value != nil && !e.deleted && (e.uid != uid || !bytes.Equal(e.value, value)) {
+			e.valueRev = max(e.valueRev, e.rv)
+		}
 		return false
 	}
 	if value == nil {
@@ -75,6 +82,23 @@ func (t *tracker) observe(id string, uid types.UID, value []byte, ref string, rv
 	}
 	e.rv, e.at, e.ttl = rv, now, ttl
 	return changed
+}
+
+// changedAt reports whether the record's version at revision rv (object
+// uid, value; not deleted) may differ for the gate from the version before
+// it, judged by what the tracker holds, which a listing may have brought
+// past rv: false only when the tracker knows this object with this value
+// set before rv (exactly, or from a listing as an upper bound). When a
+// listing has seen the record changed or deleted after rv, it cannot tell,
+// and answers true: a record may be reported again unchanged, a change is
+// never missed. A watch asks it for a record its own events have not
+// shown yet.
+func (t *tracker) changedAt(id string, uid types.UID, value []byte, rv int64) bool {
+	e := t.recs[id]
+	if e == nil || e.deleted || e.uid != uid || !bytes.Equal(e.value, value) {
+		return true
+	}
+	return e.valueRev >= rv
 }
 
 // listed applies a listing at revision rev: present holds the records

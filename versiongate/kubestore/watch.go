@@ -1,6 +1,7 @@
 package kubestore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -70,8 +71,13 @@ func (s *Store) listHeld(ctx context.Context) ([]versiongate.Record, int64, []st
 	}
 	s.seen.listed(present, rev, now)
 	s.noteListing(leases, rev)
-	for id := range present {
-		delete(s.held, id) // published again
+	for i := range list {
+		// Published again, if the listing shows a version after the
+		// held deletion: a listing answered before it, whose answer
+		// came after the watch saw the deletion, keeps the hold.
+		if h := s.held[list[i].id]; h != nil && list[i].rv > h.rev {
+			delete(s.held, list[i].id)
+		}
 	}
 	held := s.heldRecords(present)
 	s.mu.Unlock()
@@ -176,15 +182,24 @@ func (s *Store) WatchRecords(ctx context.Context, rev int64, fn func([]versionga
 	}()
 	tick := s.clock.NewTicker(reapInterval)
 	defer tick.Stop()
-	onTick := func(ctx context.Context) {
+	known := map[string]watchKnown{} // each record this watch saw, as it last saw it
+	// A held deletion proven is reported at this watch's position, up to
+	// which it has delivered every change: not at what the store's
+	// listings cover, which a ListRecords beside this watch may have
+	// carried past changes the watch has still to deliver.
+	onTick := func(ctx context.Context, pos int64) {
 		s.mu.Lock()
-		n, covered := len(s.held), s.seen.covered
+		// Every record change up to pos is applied (events of other
+		// Leases and bookmarks move pos and change no record): a status
+		// write conditioned on pos is validated against it.
+		s.seen.covered = max(s.seen.covered, pos)
+		n := len(s.held)
 		s.mu.Unlock()
 		if n == 0 {
 			return
 		}
-		if dead := s.checkHeld(ctx); len(dead) > 0 {
-			fn(dead, covered)
+		if dead := s.checkHeld(ctx, pos); len(dead) > 0 {
+			fn(dead, pos)
 		}
 	}
 	return s.watchLoop(ctx, s.rand.records, s.ns, s.leases, rev, metav1.ListOptions{LabelSelector: s.watchSelector()}, tick.C(), onTick,
@@ -201,15 +216,36 @@ func (s *Store) WatchRecords(ctx context.Context, rev int64, fn func([]versionga
 			deleted := ev == watch.Deleted
 			// A deletion the heartbeat does not confirm is reported once
 			// it does (see heldDeath).
-			held := deleted && s.holdDeath(ctx, id, l, rec)
+			held := deleted && s.holdDeath(ctx, id, l, rec, evRev)
 			if deleted {
 				rec, stored = versiongate.Record{ID: id}, nil
 			}
 			s.mu.Lock()
-			changed := s.seen.observe(id, l.UID, stored, l.Annotations[AnnotationHeartbeat], evRev, leaseTTL(l), s.clock.Now())
+			// Whether the gate must hear of it is this watch's question:
+			// the store's tracker, which a ListRecords beside this watch
+			// may have brought past this event, answers it only for a
+			// record this watch has not shown yet.
+			prev, shown := known[id]
+			var changed bool
+			switch {
+			case deleted, ev == watch.Added:
+				// Deleted (a watch delivers each deletion once), or
+				// created after the watch's start.
+				changed = true
+			case shown:
+				changed = prev.uid != l.UID || !bytes.Equal(prev.value, stored)
+			default:
+				changed = s.seen.changedAt(id, l.UID, stored, evRev)
+			}
+			if deleted {
+				delete(known, id)
+			} else {
+				known[id] = watchKnown{uid: l.UID, value: stored}
+			}
+			s.seen.observe(id, l.UID, stored, l.Annotations[AnnotationHeartbeat], evRev, leaseTTL(l), s.clock.Now())
 			s.seen.covered = max(s.seen.covered, evRev)
 			s.noteRecord(id, l, deleted, evRev)
-			if !deleted {
+			if h := s.held[id]; h != nil && !deleted && evRev > h.rev {
 				delete(s.held, id) // published again
 			}
 			s.mu.Unlock()
@@ -220,13 +256,20 @@ func (s *Store) WatchRecords(ctx context.Context, rev int64, fn func([]versionga
 		})
 }
 
+// watchKnown is a record as one WatchRecords call last saw it.
+type watchKnown struct {
+	uid   types.UID
+	value []byte
+}
+
 // watchLoop watches the Leases opts selects from rev, calling handle for
 // each event in order until handle returns true (watchLoop returns nil)
 // or an error (returned), ctx ends, or the server answers 410 Gone. A
 // watch the server ends is opened again from the last revision seen,
 // after a pause on the store's clock that doubles while watches deliver
-// nothing, drawn from rand. tick, if not nil, calls onTick from the loop.
-func (s *Store) watchLoop(ctx context.Context, rand func() float64, ns string, leases coordclient.LeaseInterface, rev int64, opts metav1.ListOptions, tick <-chan time.Time, onTick func(context.Context),
+// nothing, drawn from rand. tick, if not nil, calls onTick from the loop
+// with the revision up to which the watch has delivered every change.
+func (s *Store) watchLoop(ctx context.Context, rand func() float64, ns string, leases coordclient.LeaseInterface, rev int64, opts metav1.ListOptions, tick <-chan time.Time, onTick func(context.Context, int64),
 	handle func(watch.EventType, *coordinationv1.Lease, int64) (bool, error)) error {
 	pause := watchPauseBase
 	for {
@@ -262,7 +305,7 @@ func (s *Store) watchLoop(ctx context.Context, rand func() float64, ns string, l
 			case <-t.C():
 				waiting = false
 			case <-tick:
-				onTick(ctx)
+				onTick(ctx, rev)
 			}
 		}
 		pause = min(2*pause, watchPauseMax)
@@ -271,14 +314,14 @@ func (s *Store) watchLoop(ctx context.Context, rand func() float64, ns string, l
 
 // drain reads one watch until it closes; it advances *rev past every
 // event and bookmark.
-func (s *Store) drain(ctx context.Context, w watch.Interface, rev *int64, tick <-chan time.Time, onTick func(context.Context),
+func (s *Store) drain(ctx context.Context, w watch.Interface, rev *int64, tick <-chan time.Time, onTick func(context.Context, int64),
 	handle func(watch.EventType, *coordinationv1.Lease, int64) (bool, error)) (delivered, done bool, err error) {
 	for {
 		select {
 		case <-ctx.Done():
 			return delivered, true, ctx.Err()
 		case <-tick:
-			onTick(ctx)
+			onTick(ctx, *rev)
 		case ev, ok := <-w.ResultChan():
 			if !ok {
 				return delivered, false, nil
