@@ -2,6 +2,7 @@ package nodestatus_test
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -214,4 +215,54 @@ func TestProviderOrderTimerDuringFlush(t *testing.T) {
 		requireSentInOrder(t, g.all(), "A", "B")
 		require.False(t, clk.HasWaiters(), "nothing left pending")
 	})
+}
+
+// Many goroutines change the provider at once: each callback is called
+// once at a time, is sent the changes in order, and ends with the last.
+func TestProviderOrderUnderLoad(t *testing.T) {
+	const writers, changes = 4, 50
+	p := nodestatus.NewProvider(nodestatus.ProviderConfig{Coalesce: -1})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type seen struct {
+		inCall  atomic.Int32
+		overlap atomic.Bool
+		last    atomic.Int64
+		back    atomic.Bool
+	}
+	var cbs [2]seen
+	for i := range cbs {
+		s := &cbs[i]
+		p.NotifyNodeStatus(ctx, func(n *corev1.Node) {
+			if s.inCall.Add(1) > 1 {
+				s.overlap.Store(true)
+			}
+			defer s.inCall.Add(-1)
+			seq, _ := strconv.ParseInt(n.Annotations["seq"], 10, 64)
+			if seq <= s.last.Load() {
+				s.back.Store(true)
+			}
+			s.last.Store(seq)
+		})
+	}
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Go(func() {
+			for range changes {
+				p.Update(func(n *corev1.Node) {
+					seq, _ := strconv.Atoi(n.Annotations["seq"])
+					if n.Annotations == nil {
+						n.Annotations = map[string]string{}
+					}
+					n.Annotations["seq"] = strconv.Itoa(seq + 1)
+				})
+			}
+		})
+	}
+	wg.Wait()
+	for i := range cbs {
+		require.False(t, cbs[i].overlap.Load(), "callback %d was called again before its call returned", i)
+		require.False(t, cbs[i].back.Load(), "callback %d was sent a node no newer than the one before", i)
+		require.Equal(t, int64(writers*changes), cbs[i].last.Load(), "callback %d ends with the last change", i)
+	}
 }
