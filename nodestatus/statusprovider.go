@@ -27,7 +27,11 @@ type ProviderConfig struct {
 	// wait starts at the first change not sent yet, so a steady stream of
 	// changes is sent every Coalesce.
 	// Zero means DefaultCoalesce; negative means every change notifies at
-	// once.
+	// once: the method that made the change calls the callbacks before it
+	// returns, except a callback that another method is calling at that
+	// moment, or that made the change itself from inside its call; that
+	// other method sends it the change as soon as the callback's current
+	// call returns, and returns only then.
 	Coalesce time.Duration
 }
 
@@ -44,6 +48,12 @@ type ProviderConfig struct {
 // takes, so a checkpoint controller's ConfigOK condition reaches the Node
 // with no code of the host's.
 //
+// Each callback is called once at a time, and is sent nodes in the order
+// they were taken: never an older node after a newer one, so the last one
+// it got carries every change sent so far. A callback may call the
+// Provider's methods; a change it makes is sent to it after its current
+// call returns, never during it.
+//
 // A Provider serves one NodeController at a time; a notification timer
 // still pending when that controller's Run ends may deliver once more to
 // it, which the controller ignores.
@@ -59,7 +69,17 @@ type Provider struct {
 	changed bool        // something was set: a new callback is sent it
 }
 
-type callback struct{ fn func(*corev1.Node) }
+// callback is a registered callback and what is still to be sent to it.
+// Its fields are guarded by the Provider's mu.
+type callback struct {
+	fn func(*corev1.Node)
+	// next is the newest node not yet sent to fn, or nil. A newer node
+	// replaces an older one not yet sent, which is then never sent.
+	next *corev1.Node
+	// busy is set while a goroutine is sending to fn: only that goroutine
+	// calls fn, one node after the other, until next is nil.
+	busy bool
+}
 
 var _ NodeProvider = (*Provider)(nil)
 
@@ -85,28 +105,27 @@ func (p *Provider) Ping(ctx context.Context) error {
 }
 
 // NotifyNodeStatus registers cb until ctx ends, and sends it what was set
-// so far, if anything.
+// so far, if anything; a change made meanwhile may be sent to it instead,
+// never before it.
 func (p *Provider) NotifyNodeStatus(ctx context.Context, cb func(*corev1.Node)) {
 	c := &callback{fn: cb}
 	p.mu.Lock()
 	p.cbs = append(p.cbs, c)
-	var now *corev1.Node
 	if p.changed {
-		now = p.node.DeepCopy()
+		c.next = p.snapshotLocked()
 	}
 	p.mu.Unlock()
 	context.AfterFunc(ctx, func() {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		p.cbs = slices.DeleteFunc(p.cbs, func(x *callback) bool { return x == c })
+		c.next = nil // a delivery under way sends it nothing more
 		if len(p.cbs) == 0 && p.pending != nil {
 			p.pending.Stop()
 			p.pending = nil
 		}
 	})
-	if now != nil {
-		cb(now)
-	}
+	p.send(c)
 }
 
 // ReportCondition sets the condition of type conditionType to status
@@ -221,7 +240,8 @@ func (p *Provider) Node() *corev1.Node {
 }
 
 // Flush sends a pending notification now instead of at the end of the
-// coalescing wait.
+// coalescing wait; to a callback that another method is calling at that
+// moment, that method sends it as soon as the callback's call returns.
 func (p *Provider) Flush() {
 	p.mu.Lock()
 	if p.pending == nil {
@@ -261,14 +281,58 @@ func (p *Provider) update(fn func(*corev1.Node) bool) {
 }
 
 // deliverLocked sends the node to every callback; it is called with p.mu
-// held and releases it.
+// held and releases it. The node becomes every callback's next under the
+// lock, so a later snapshot always replaces an earlier one; a callback
+// some other goroutine is sending to gets it from that goroutine.
 func (p *Provider) deliverLocked() {
 	p.pending = nil
-	n := p.node.DeepCopy()
-	n.Spec, n.OwnerReferences, n.ManagedFields = corev1.NodeSpec{}, nil, nil
+	n := p.snapshotLocked()
 	cbs := slices.Clone(p.cbs)
+	for _, c := range cbs {
+		c.next = n
+	}
 	p.mu.Unlock()
 	for _, c := range cbs {
+		p.send(c)
+	}
+}
+
+// snapshotLocked returns a copy of what a callback is sent: the node's
+// labels, annotations and status. It is called with p.mu held.
+func (p *Provider) snapshotLocked() *corev1.Node {
+	n := p.node.DeepCopy()
+	n.Spec, n.OwnerReferences, n.ManagedFields = corev1.NodeSpec{}, nil, nil
+	return n
+}
+
+// send calls c with its next node, and again while a newer one came
+// meanwhile, unless another goroutine is already doing so: that one sends
+// what is new. It is called without p.mu, and calls c without it, so that
+// c may call the Provider; a call made from inside c finds c busy and
+// leaves its change to the loop below.
+func (p *Provider) send(c *callback) {
+	p.mu.Lock()
+	if c.busy {
+		p.mu.Unlock()
+		return
+	}
+	c.busy = true
+	locked := true
+	defer func() {
+		// Also when c panics: a later change is sent to it again.
+		if !locked {
+			p.mu.Lock()
+		}
+		c.busy = false
+		p.mu.Unlock()
+	}()
+	for c.next != nil {
+		n := c.next
+		c.next = nil
+		p.mu.Unlock()
+		locked = false
 		c.fn(n)
+		p.mu.Lock()
+		locked = true
 	}
 }
