@@ -165,6 +165,9 @@ func (e *Elector) campaignOnce(cctx, parent context.Context) (l *Leadership, vac
 	go l.keep()
 	go l.monitor()
 	log.V(1).Info("Elected", "key", key, "token", rev)
+	if e.termStarted != nil {
+		e.termStarted(l)
+	}
 	return l, vacated, nil
 }
 

@@ -102,6 +102,13 @@ type Elector struct {
 	cur         *Leadership
 
 	leading term.Flag
+
+	// termStarted, when not nil, is called on Campaign's goroutine just
+	// after a term's renewal and monitor loops started, before Campaign
+	// returns the term: from then on the term may end by itself. Only this
+	// package's tests set it, before the first Campaign, to end a term at
+	// that moment.
+	termStarted func(*Leadership)
 }
 
 var (
