@@ -66,7 +66,9 @@ type Config struct {
 	Rand func() float64
 	// Metrics receives an election.Observation at every acquisition, renewal
 	// attempt, loss and resignation (Backend "etcd", Election the
-	// prefix). Nil means none.
+	// prefix). Nil means none. A term's end is reported after its start,
+	// even when the term ends at once; a term won just as the elector
+	// closed, which Campaign never returns, is reported neither.
 	Metrics election.Metrics
 	// Events receives LeaderElected, LeadershipLost (Warning) and
 	// Resigned events. Nil means none.
