@@ -73,11 +73,18 @@ func (e *Elector) CampaignEtcd(ctx context.Context) (*Leadership, error) {
 		}
 		return nil, fmt.Errorf("election: campaign: %w", err)
 	}
+	// The term is reported, and the leader flag raised, before its loops
+	// start: only they see it lost, and its monitor reports its end
+	// however it ends (a Close or a Resign meanwhile included; Close waits
+	// for the loops), so the end is reported after the start. A term won
+	// as the elector closed is released at once, its loops never started:
+	// neither its start nor its end is reported.
 	e.mu.Lock()
 	closed := e.closed
 	if !closed {
 		e.cur = l
 		e.leading.Follow(l.core.Context())
+		e.wg.Add(2) // keep and monitor, started below
 	}
 	e.mu.Unlock()
 	if closed {
@@ -90,13 +97,19 @@ func (e *Elector) CampaignEtcd(ctx context.Context) (*Leadership, error) {
 		handover = now.Sub(vacated)
 	}
 	e.report.Acquired(l.core.Token(), now.Sub(begun), handover)
+	go l.keep()
+	go l.monitor()
+	if e.termStarted != nil {
+		e.termStarted(l)
+	}
 	return l, nil
 }
 
 // campaignOnce runs one campaign on a fresh lease: cctx bounds the wait,
 // parent lends the term its values (the logger), not its cancellation. It
 // also returns when the last predecessor's key was seen deleted (zero if
-// there was none).
+// there was none). The term's loops are not started: the caller starts
+// them once it has reported the term, or releases it.
 func (e *Elector) campaignOnce(cctx, parent context.Context) (l *Leadership, vacated time.Time, err error) {
 	log := logr.FromContextOrDiscard(parent).WithValues("identity", e.identity)
 	grant, err := e.client.Grant(cctx, int64(e.ttl/time.Second))
@@ -159,11 +172,6 @@ func (e *Elector) campaignOnce(cctx, parent context.Context) (l *Leadership, vac
 	l.validUntil = validUntil
 	l.core = term.New(parent, e.identity, election.Token(rev), l.release)
 	l.renewed = make(chan struct{}, 1)
-	if !e.track(2) {
-		return nil, time.Time{}, election.ErrClosed // the deferred cleanup releases
-	}
-	go l.keep()
-	go l.monitor()
 	log.V(1).Info("Elected", "key", key, "token", rev)
 	return l, vacated, nil
 }

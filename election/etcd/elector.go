@@ -66,7 +66,9 @@ type Config struct {
 	Rand func() float64
 	// Metrics receives an election.Observation at every acquisition, renewal
 	// attempt, loss and resignation (Backend "etcd", Election the
-	// prefix). Nil means none.
+	// prefix). Nil means none. A term's end is reported after its start,
+	// even when the term ends at once; a term won just as the elector
+	// closed, which Campaign never returns, is reported neither.
 	Metrics election.Metrics
 	// Events receives LeaderElected, LeadershipLost (Warning) and
 	// Resigned events. Nil means none.
@@ -102,6 +104,13 @@ type Elector struct {
 	cur         *Leadership
 
 	leading term.Flag
+
+	// termStarted, when not nil, is called on Campaign's goroutine just
+	// after a term's renewal and monitor loops started, before Campaign
+	// returns the term: from then on the term may end by itself. Only this
+	// package's tests set it, before the first Campaign, to end a term at
+	// that moment.
+	termStarted func(*Leadership)
 }
 
 var (
