@@ -105,8 +105,13 @@ func (r *LoadBalancerReconciler) current() LoadBalancer {
 
 // note records what the provider assigned to the load-balancer object,
 // as obs shows it: a listing that does not show the object (a teardown,
-// or the object gone) clears it.
+// or the object gone) clears it. A stale observation, from a listing that
+// started before one already merged, changes nothing: it may predate the
+// object's creation, or its teardown.
 func (r *LoadBalancerReconciler) note(lb LoadBalancer, obs *Observation) {
+	if obs.stale {
+		return
+	}
 	o, ok := lb.lbObject(obs)
 	st, _ := StatusOfObject(o)
 	r.mu.Lock()
@@ -119,8 +124,10 @@ func (r *LoadBalancerReconciler) note(lb LoadBalancer, obs *Observation) {
 
 // Assigned returns, with [LoadBalancer.Provision], what the provider
 // assigned to the load-balancer object (its address, its DNS name) and
-// the object's ID, as the last pass (Reconcile, ReconcileOnce, Check)
-// saw them; ok is false while the provider has assigned nothing. A host
+// the object's ID, as the newest listing a pass (Reconcile, ReconcileOnce,
+// Check) merged saw them: a Check whose listing started before one
+// already merged changes nothing here, whenever it returns. ok is false
+// while the provider has assigned nothing. A host
 // publishes the address only once a pass converged: the plan waits for
 // it. Without Provision it reports nothing.
 func (r *LoadBalancerReconciler) Assigned() (st LoadBalancerStatus, id string, ok bool) {

@@ -2,6 +2,8 @@ package lbrecon
 
 import (
 	"iter"
+	"maps"
+	"slices"
 	"time"
 )
 
@@ -157,6 +159,46 @@ func newMemory() memory {
 		entries:      make(map[nameKey]Intent),
 		destructions: make(map[Key]Intent),
 	}
+}
+
+// clone returns a copy of m that shares nothing merge or compute change:
+// what a stale listing is merged into (see Reconciler.fold). Called with
+// memMu held.
+func (m *memory) clone() memory {
+	c := *m
+	c.intents = make(map[nameKey]*intent, len(m.intents))
+	for k, in := range m.intents {
+		cp := *in
+		c.intents[k] = &cp
+	}
+	c.created = make(map[Key]*creation, len(m.created))
+	for k, a := range m.created {
+		cp := *a
+		c.created[k] = &cp
+	}
+	c.updated = make(map[Key]*update, len(m.updated))
+	for k, a := range m.updated {
+		cp := *a
+		c.updated[k] = &cp
+	}
+	c.deletions = make(map[Key]*deletion, len(m.deletions))
+	for k, d := range m.deletions {
+		cp := *d
+		c.deletions[k] = &cp
+	}
+	c.failures = maps.Clone(m.failures)
+	c.pendingSince = maps.Clone(m.pendingSince)
+	c.noRepair = maps.Clone(m.noRepair)
+	c.noUpdate = maps.Clone(m.noUpdate)
+	c.status = maps.Clone(m.status)
+	c.firstSeen = maps.Clone(m.firstSeen)
+	c.waitSince = maps.Clone(m.waitSince)
+	c.entries = maps.Clone(m.entries)
+	c.toForget = slices.Clone(m.toForget)
+	c.destructions = maps.Clone(m.destructions)
+	c.toAck = slices.Clone(m.toAck)
+	c.conflicts = maps.Clone(m.conflicts)
+	return c
 }
 
 // dropEntry drops the journal entry for nk, if any, and queues its

@@ -19,6 +19,7 @@ type view struct {
 	unconfirmed []Object         // acks no listing has shown yet
 	now         time.Time
 	orphans     map[Key]bool // listed children taken as orphans when their parent is not listed (horizon.go)
+	stale       bool         // the listing started before one already merged: merged into a copy of the memory (fold)
 }
 
 func (v *view) observation() *Observation {
@@ -27,15 +28,50 @@ func (v *view) observation() *Observation {
 		obs.known[k] = true
 	}
 	obs.orphans = v.orphans
+	obs.stale = v.stale
 	return obs
 }
 
+// fold merges the listing listedAt into the memory and returns the view to
+// plan from, and done, to call, with memMu still held, once the caller
+// has computed what it needs from the view. Listings are merged in the
+// order they started, whatever the order they return in (Check and
+// Observe run beside a pass): a listing that started before one already
+// merged is stale, and changes nothing. Its view is merged into a copy of
+// the memory, which done drops: its caller gets what that listing shows,
+// read against the memory, while the memory, the last listing merged
+// (orphans) and what the steps record from their observations (the
+// observation is marked stale) stay as the newer listing left them. A
+// stale listing merged into the memory could make it forget what the
+// newer one confirmed (statuses, pending times, the records a listing
+// confirmed and dropped), or bring back what it saw gone. Called with
+// memMu held.
+func (r *Reconciler) fold(listed []Object, listedAt listing) (v *view, done func(), err error) {
+	stale := listedAt.n < r.merged
+	done = func() {}
+	if stale {
+		saved := r.mem
+		r.mem = saved.clone()
+		done = func() { r.mem = saved }
+	}
+	v, err = r.merge(listed, listedAt, stale)
+	if err != nil {
+		done()
+		return nil, nil, err
+	}
+	if !stale {
+		r.merged = listedAt.n
+	}
+	return v, done, nil
+}
+
 // merge folds a listing into the memory and returns the view to plan
-// from. Called with memMu held.
-func (r *Reconciler) merge(listed []Object, listedAt listing) (*view, error) {
+// from; a stale listing (see fold) is not remembered as the last one
+// merged. Called with memMu held, through fold.
+func (r *Reconciler) merge(listed []Object, listedAt listing, stale bool) (*view, error) {
 	now := r.clock.Now()
 	m := &r.mem
-	v := &view{listed: make(map[Key]bool, len(listed)), intended: make(map[nameKey]bool), now: now}
+	v := &view{listed: make(map[Key]bool, len(listed)), intended: make(map[nameKey]bool), now: now, stale: stale}
 	byKey := make(map[Key]Object, len(listed))
 	for _, o := range listed {
 		if _, ok := r.stepOf[o.Kind]; !ok {
@@ -50,7 +86,9 @@ func (r *Reconciler) merge(listed []Object, listedAt listing) (*view, error) {
 		byKey[o.Key()] = o
 		v.listed[o.Key()] = true
 	}
-	r.rememberListing(listedAt, v.listed)
+	if !stale {
+		r.rememberListing(listedAt, v.listed)
+	}
 	v.orphans = r.orphans(listedAt)
 	// Objects deleted by someone else: an owned object a listing showed,
 	// missing from one the lag after, is gone; a lagging listing that

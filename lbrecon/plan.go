@@ -110,14 +110,16 @@ func (p *plan) deadlineBefore(t time.Time) {
 }
 
 // planFor merges a listing into the memory and computes the plan: for the
-// steps' desired state, or with down for a teardown.
+// steps' desired state, or with down for a teardown. A listing that
+// started before one already merged changes nothing (see fold).
 func (r *Reconciler) planFor(ctx context.Context, listed []Object, listedAt listing, down bool) (*plan, error) {
 	r.memMu.Lock()
 	defer r.memMu.Unlock()
-	v, err := r.merge(listed, listedAt)
+	v, done, err := r.fold(listed, listedAt)
 	if err != nil {
 		return nil, err
 	}
+	defer done()
 	return r.compute(ctx, v, down)
 }
 

@@ -22,9 +22,12 @@ import (
 // Reconciler per set of objects for as long as the host manages them,
 // across leadership terms too: a call whose context carries a new term's
 // fencing token begins that term (see [Config.Admit]) before it reads.
-// Check may run at any time; Reconcile, ReconcileOnce, Teardown and
-// TeardownOnce calls on one Reconciler are serialised (a second call waits
-// for the first).
+// Check and Observe may run at any time, beside the other calls: their
+// listings are merged into the memory in the order they started, not the
+// order they return, and a listing that started before one already merged
+// changes nothing. Reconcile, ReconcileOnce, Teardown and TeardownOnce
+// calls on one Reconciler are serialised (a second call waits for the
+// first).
 type Reconciler struct {
 	cfg        Config
 	tagKey     string
@@ -40,8 +43,9 @@ type Reconciler struct {
 	down func(st Step) func(context.Context, *Observation) (Changes, error)
 
 	mu      sync.Mutex // serialises Reconcile, ReconcileOnce and the teardowns
-	memMu   sync.Mutex // guards mem
+	memMu   sync.Mutex // guards mem and merged
 	mem     memory
+	merged  uint64        // the number of the newest listing merged into mem: an older one changes nothing (see fold)
 	requeue time.Duration // next RequeueAfter of ReconcileOnce and TeardownOnce
 	retry   time.Duration // last wait after a pass that met transient failures
 
@@ -74,7 +78,10 @@ type Reconciler struct {
 // confirms the desired state. Like a pass, it loads the [Config.Journal]
 // first, so a new process's plan holds its predecessor's creations. It
 // makes one List attempt, within CallTimeout, and does not retry it: a
-// failed List is its error.
+// failed List is its error. When its listing started before one already
+// merged (a pass's, another Check's), Check returns the plan for its own,
+// older listing, read against the memory as it is, and changes nothing
+// the reconciler remembers.
 func (r *Reconciler) Check(ctx context.Context) (Plan, error) {
 	if err := r.beginTerm(ctx); err != nil {
 		return Plan{}, err
@@ -95,7 +102,9 @@ func (r *Reconciler) Check(ctx context.Context) (Plan, error) {
 
 // Observe lists the provider's objects once and returns those the
 // reconciler owns grouped by kind, without changing anything. Like Check,
-// it makes one List attempt and does not retry it.
+// it makes one List attempt and does not retry it; like Check's, a
+// listing that started before one already merged returns what it shows
+// and changes nothing the reconciler remembers.
 func (r *Reconciler) Observe(ctx context.Context) (*Observation, error) {
 	if err := r.beginTerm(ctx); err != nil {
 		return nil, err
@@ -106,10 +115,11 @@ func (r *Reconciler) Observe(ctx context.Context) (*Observation, error) {
 	}
 	r.memMu.Lock()
 	defer r.memMu.Unlock()
-	v, err := r.merge(objs, at)
+	v, done, err := r.fold(objs, at)
 	if err != nil {
 		return nil, err
 	}
+	defer done()
 	return v.observation(), nil
 }
 

@@ -105,6 +105,7 @@ type Observation struct {
 	known  map[Key]bool // every listed object, including those going away
 
 	orphans map[Key]bool // listed objects whose parent, if not listed, is gone (horizon.go)
+	stale   bool         // from a listing older than one already merged: nothing it shows is recorded (see Reconciler.fold)
 }
 
 // NewObservation groups objs by kind. It copies nothing: callers must not
@@ -142,7 +143,7 @@ func (o *Observation) without(gone map[Key]bool) *Observation {
 	if len(gone) == 0 {
 		return o
 	}
-	n := &Observation{byKind: make(map[string][]Object, len(o.byKind)), byKey: make(map[Key]Object, len(o.byKey)), known: o.known, orphans: o.orphans}
+	n := &Observation{byKind: make(map[string][]Object, len(o.byKind)), byKey: make(map[Key]Object, len(o.byKey)), known: o.known, orphans: o.orphans, stale: o.stale}
 	for kind, objs := range o.byKind {
 		kept := make([]Object, 0, len(objs))
 		for _, obj := range objs {
