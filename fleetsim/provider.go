@@ -159,6 +159,9 @@ type termWatch struct {
 	// covered; the fence still orders the terms, which FenceOrder checks),
 	// so such a term is not judged by OneTerm for the rest of its life.
 	handedOver map[uint64]bool
+	// admitted is the highest token the world's fence let through, for
+	// FenceOrder; it is recorded under mu with the fence's decision.
+	admitted uint64
 }
 
 type termSeen struct {
@@ -183,8 +186,9 @@ func (t *termWatch) leaseDeleted() {
 
 // check is the world's fence: every write an agent sends passes it. It
 // records the term, refuses a token below the highest seen (lbrecon.Fence),
-// and reports a write of a higher term while a lower term's write context is
-// still live.
+// reports a write of a higher term while a lower term's write context is
+// still live, and reports a token the fence let through below one it let
+// through before (FenceOrder).
 func (w *world) check(ctx context.Context, verb lbrecon.Verb, obj lbrecon.Object) error {
 	agent, _ := ctx.Value(agentKey{}).(string)
 	token, ok := lbrecon.TokenFrom(ctx)
@@ -210,7 +214,25 @@ func (w *world) check(ctx context.Context, verb lbrecon.Verb, obj lbrecon.Object
 		w.terms.terms[token] = termSeen{ctx: ctx, agent: agent}
 		w.terms.mu.Unlock()
 	}
-	err := lbrecon.CheckToken(w.fence.Admit)(ctx, verb, obj)
+	var lower bool
+	var highest uint64
+	err := lbrecon.CheckToken(func(token uint64) error {
+		// The fence's decision and FenceOrder's record are one critical
+		// section: two writes the fence admits in one order may reach the
+		// engine behind it in the other, and that is no violation.
+		w.terms.mu.Lock()
+		defer w.terms.mu.Unlock()
+		if err := w.fence.Admit(token); err != nil {
+			return err
+		}
+		lower, highest = token < w.terms.admitted, w.terms.admitted
+		w.terms.admitted = max(w.terms.admitted, token)
+		return nil
+	})(ctx, verb, obj)
+	if lower {
+		w.violate(FenceOrder, agent, "the fence let %s %s through with token %#x after a write with %#x", verb, obj.Name,
+			token, highest)
+	}
 	if err != nil {
 		w.tl.add("provider", "fence refuses %s %s %s from %s: %v", verb, obj.Kind, obj.Name, agent, err)
 	}
@@ -218,7 +240,10 @@ func (w *world) check(ctx context.Context, verb lbrecon.Verb, obj lbrecon.Object
 }
 
 // passed is the engine behind the fence: it sees only the writes the fence
-// let through, and checks that their tokens never go down.
+// let through. Behind the world's fence, the order of their tokens is
+// checked where the fence decides (world.check), since writes it admits in
+// order may arrive here in either; with no fence before it, passed checks
+// that the tokens of the writes it sees never go down.
 type passed struct {
 	w       *world
 	e       *lbrecontest.Engine
@@ -232,7 +257,7 @@ func (p *passed) wrote(ctx context.Context, verb lbrecon.Verb, obj lbrecon.Objec
 	agent, _ := ctx.Value(agentKey{}).(string)
 	token, _ := lbrecon.TokenFrom(ctx)
 	p.mu.Lock()
-	lower := token < p.highest
+	lower := token < p.highest && p.w.fence == nil
 	highest := p.highest
 	p.highest = max(p.highest, token)
 	p.mu.Unlock()

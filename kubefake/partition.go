@@ -7,6 +7,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -23,11 +24,21 @@ import (
 // travel a network of their own that a test can cut.
 type Client struct {
 	*fake.Clientset
-	srv      *Server
-	cut      bool // guarded by srv.mu
+	srv *Server
+	// cut is written holding both link and srv.mu, and read holding
+	// either. A request holds link (to read) from its last look at cut
+	// until the store answered it, so that it either sees the cut or is
+	// served before Cut returns.
+	cut      bool
+	link     sync.RWMutex
 	requests requestCounter
 	// watchDelay is SetWatchDelay's, a time.Duration.
 	watchDelay atomic.Int64
+	// landing, when set (by a test, before the client's first request),
+	// is called with each request that passed the first look at cut,
+	// before it meets the faults and the store: a test holds a request
+	// there, in flight, to cut the client under it.
+	landing func(k8stesting.Action)
 }
 
 // SetWatchDelay makes the client's watches hand over their events d
@@ -52,6 +63,8 @@ func (c *Client) Server() *Server { return c.srv }
 // true of it), until Heal. Nothing a cut request asked for happens.
 func (c *Client) Cut() {
 	s := c.srv
+	c.link.Lock()
+	defer c.link.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c.cut = true
@@ -65,6 +78,8 @@ func (c *Client) Cut() {
 // Heal ends the partition Cut began. Watches that Cut ended stay ended;
 // the client watches again, as after any broken connection.
 func (c *Client) Heal() {
+	c.link.Lock()
+	defer c.link.Unlock()
 	c.srv.mu.Lock()
 	defer c.srv.mu.Unlock()
 	c.cut = false

@@ -112,6 +112,17 @@ func (c *Client) serve(action k8stesting.Action) (bool, runtime.Object, error) {
 	if err := c.refused(action); err != nil {
 		return true, nil, err
 	}
+	if c.landing != nil {
+		c.landing(action)
+	}
+	// The link may have been cut since the check above: then the request
+	// is refused, whole, as Cut promises. Cut waits for one that looked
+	// at the link after it until the store answered it.
+	c.link.RLock()
+	defer c.link.RUnlock()
+	if c.cut {
+		return true, nil, refused(action)
+	}
 	f, err := s.fault(action)
 	if f != nil && !f.AfterWrite {
 		return true, nil, err
