@@ -166,26 +166,10 @@ func newMemory() memory {
 // memMu held.
 func (m *memory) clone() memory {
 	c := *m
-	c.intents = make(map[nameKey]*intent, len(m.intents))
-	for k, in := range m.intents {
-		cp := *in
-		c.intents[k] = &cp
-	}
-	c.created = make(map[Key]*creation, len(m.created))
-	for k, a := range m.created {
-		cp := *a
-		c.created[k] = &cp
-	}
-	c.updated = make(map[Key]*update, len(m.updated))
-	for k, a := range m.updated {
-		cp := *a
-		c.updated[k] = &cp
-	}
-	c.deletions = make(map[Key]*deletion, len(m.deletions))
-	for k, d := range m.deletions {
-		cp := *d
-		c.deletions[k] = &cp
-	}
+	c.intents = cloneEach(m.intents)
+	c.created = cloneEach(m.created)
+	c.updated = cloneEach(m.updated)
+	c.deletions = cloneEach(m.deletions)
 	c.failures = maps.Clone(m.failures)
 	c.pendingSince = maps.Clone(m.pendingSince)
 	c.noRepair = maps.Clone(m.noRepair)
@@ -198,6 +182,16 @@ func (m *memory) clone() memory {
 	c.destructions = maps.Clone(m.destructions)
 	c.toAck = slices.Clone(m.toAck)
 	c.conflicts = maps.Clone(m.conflicts)
+	return c
+}
+
+// cloneEach copies m and each record its values point to.
+func cloneEach[K comparable, V any](m map[K]*V) map[K]*V {
+	c := make(map[K]*V, len(m))
+	for k, v := range m {
+		cp := *v
+		c[k] = &cp
+	}
 	return c
 }
 
