@@ -183,3 +183,28 @@ func stalePendingClock(t *testing.T, call func(*lbrecon.LoadBalancerReconciler) 
 		require.False(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
 	})
 }
+
+// An Observe whose listing started before one already merged says so:
+// Stale is true of its observation, and false of a fresh one.
+func TestStaleObservationSaysSo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := lbrecontest.New(lbrecontest.ELB(lbrecontest.Config{}))
+		h := newHeldList(eng)
+		lb := shapes[0].provisioned(1, 1)
+		r := newLB(t, h, lb, nil)
+		var stale *lbrecon.Observation
+		observed := held(t, h, func(ctx context.Context) error {
+			var err error
+			stale, err = r.Observe(ctx)
+			return err
+		})
+		require.NoError(t, r.Reconcile(t.Context()))
+		close(h.release)
+		require.NoError(t, <-observed)
+		require.True(t, stale.Stale(), "an observation from a listing older than the pass's")
+		fresh, err := r.Observe(t.Context())
+		require.NoError(t, err)
+		require.False(t, fresh.Stale())
+		require.False(t, lbrecon.NewObservation(nil).Stale())
+	})
+}

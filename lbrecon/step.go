@@ -122,6 +122,13 @@ func NewObservation(objs []Object) *Observation {
 	return o
 }
 
+// Stale reports whether o comes from a listing that started before one
+// the reconciler had already merged when o was made (a Check or Observe
+// beside a pass): it shows an older state, and the reconciler recorded
+// nothing of it. A step that remembers what it observes must ignore a
+// stale observation, as the load balancer's own status does.
+func (o *Observation) Stale() bool { return o.stale }
+
 // Objects returns the observed objects of kind. The slice must not be
 // modified.
 func (o *Observation) Objects(kind string) []Object { return o.byKind[kind] }
