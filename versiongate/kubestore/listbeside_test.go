@@ -5,7 +5,9 @@ import (
 	"encoding/base64"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -168,9 +170,15 @@ func TestHeldDeathSurvivesAnOlderListing(t *testing.T) {
 	ctx := x.ctx
 	x.watch(t)
 
+	// Only the record listing below is held: the reaper's listings of the
+	// heartbeats, which the watcher's store may start meanwhile, pass.
 	listed, release := make(chan struct{}), make(chan struct{})
+	var holding atomic.Bool
 	x.hooks.set(func(h *hooks) {
 		h.list = func(opts metav1.ListOptions) (*coordinationv1.LeaseList, bool) {
+			if !strings.Contains(opts.LabelSelector, kubestore.LabelRole+"="+kubestore.RoleRecord) || !holding.CompareAndSwap(false, true) {
+				return nil, false
+			}
 			out, err := x.leases.List(ctx, opts)
 			if err != nil {
 				return nil, false
